@@ -385,6 +385,31 @@ class Operator:
         """Where its Prometheus metrics are served."""
         return f"http://127.0.0.1:{self._metrics_port}/metrics"
 
+    @property
+    def processes(self) -> list[Process]:
+        """The running operator process, for ``scripts/devcluster down`` to kill if need be."""
+        return [self._process] if self._process is not None else []
+
+    def reconciles(self, scheme: str) -> int:
+        """How many reconciles of one job controller this run has finished, from its metrics.
+
+        ``controller_runtime_reconcile_total`` counts completed reconciles (any result), so a
+        test can tell that the operator has looked at a job since it started, without sleeping.
+
+        Args:
+            scheme: A scheme of ``SCHEMES``, e.g. ``pytorchjob``.
+        """
+        with urllib.request.urlopen(
+            f"http://127.0.0.1:{self._metrics_port}/metrics", timeout=5
+        ) as r:
+            text = r.read().decode("utf-8", "replace")
+        pattern = re.compile(
+            r"^controller_runtime_reconcile_total\{[^}]*"
+            rf'controller="{scheme}-controller"[^}}]*\}} (\S+)$',
+            re.MULTILINE,
+        )
+        return sum(int(float(value)) for value in pattern.findall(text))
+
     def log_since_start(self) -> str:
         """The log written by the current (or last) run of the operator."""
         try:
