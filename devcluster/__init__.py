@@ -1,0 +1,10 @@
+"""A real local Kubernetes control plane for the tests, benchmarks and demos (not shipped).
+
+``ControlPlane.start()`` runs etcd and kube-apiserver built by ``scripts/build-binaries``; see
+``controlplane`` for what it provides and ``scripts/devcluster`` for the command-line use.
+"""
+
+from devcluster.binaries import BinaryMissing
+from devcluster.controlplane import ApiError, ControlPlane, ControlPlaneError
+
+__all__ = ["ApiError", "BinaryMissing", "ControlPlane", "ControlPlaneError"]

@@ -1,0 +1,354 @@
+"""``scripts/devcluster``: a local control plane for humans, kept running in the background.
+
+Commands:
+    up [--operator]   start it in the background (or report the running one); print the
+                      kubeconfig path and an ``export KUBECONFIG=...`` line on stdout
+    down              stop it and remove its temporary directories
+    status            say whether it runs (exit 0) or not (exit 1)
+    run [--operator]  run it in the foreground until SIGINT/SIGTERM (``up`` starts this)
+
+``up`` starts ``run`` as a detached supervisor process that owns the ``ControlPlane`` (and
+the extras, such as the Training Operator) and writes a state file once everything is ready;
+``down`` asks that supervisor to stop, so the usual clean-up code runs, and falls back to
+killing the recorded process groups if it does not answer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+from devcluster import binaries, processes
+from devcluster.controlplane import ControlPlane
+
+log = logging.getLogger("devcluster")
+
+_UP_TIMEOUT = 300.0
+_DOWN_TIMEOUT = 30.0
+
+
+class Extra(Protocol):
+    """Something started on top of the control plane by ``run`` and stopped before it.
+
+    ``processes`` (optional) lists its child processes, so that ``down`` can still kill them
+    should the supervisor itself be gone.
+    """
+
+    def stop(self) -> None:
+        """Stop it; called once, before the control plane stops."""
+
+
+def state_dir() -> Path:
+    """``~/.cache/kubeflow-deadline-sweeper/devcluster`` (honours ``XDG_CACHE_HOME``)."""
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return cache / "kubeflow-deadline-sweeper" / "devcluster"
+
+
+def _state_file() -> Path:
+    return state_dir() / "state.json"
+
+
+def _stable_kubeconfig() -> Path:
+    # A fixed path, so an `export KUBECONFIG=...` keeps working across down/up.
+    return state_dir() / "kubeconfig"
+
+
+def _supervisor_log() -> Path:
+    return state_dir() / "supervisor.log"
+
+
+def _read_state() -> dict[str, Any] | None:
+    try:
+        state: dict[str, Any] = json.loads(_state_file().read_text(encoding="utf-8"))
+    except (FileNotFoundError, ValueError):
+        return None
+    return state
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return (
+            Path(f"/proc/{pid}/cmdline")
+            .read_bytes()
+            .replace(b"\0", b" ")
+            .decode("utf-8", "replace")
+        )
+    except OSError:
+        return ""
+
+
+def _alive(pid: int, expect: str) -> bool:
+    """Whether ``pid`` runs and its command line contains ``expect`` (pids get reused)."""
+    return expect in _cmdline(pid)
+
+
+# --- extras: the hook for --operator ------------------------------------------------------------
+
+
+def start_extras(cp: ControlPlane, *, operator: bool) -> list[Extra]:
+    """Start what runs on top of the control plane; the hook point for ``up --operator``.
+
+    Args:
+        cp: The running control plane.
+        operator: Start the real Training Operator through ``devcluster.operator``.
+
+    Returns:
+        The started extras, stopped in reverse order before the control plane.
+    """
+    extras: list[Extra] = []
+    if operator:
+        try:
+            from devcluster import operator as operator_module  # noqa: PLC0415 - optional part
+        except ImportError as e:
+            raise SystemExit(
+                "devcluster: --operator needs devcluster/operator.py, not written yet"
+            ) from e
+        extras.append(operator_module.Operator.start(cp))
+    return extras
+
+
+# --- run: the supervisor ------------------------------------------------------------------------
+
+
+def cmd_run(operator: bool) -> int:
+    """Run the control plane in the foreground; write the state file once ready."""
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, lambda *_: stop.set())
+    state_dir().mkdir(parents=True, exist_ok=True)
+    cp = ControlPlane.start()
+    extras: list[Extra] = []
+    try:
+        extras = start_extras(cp, operator=operator)
+        shutil.copyfile(cp.kubeconfig, _stable_kubeconfig())
+        _stable_kubeconfig().chmod(0o600)
+        children = list(cp.processes)
+        for extra in extras:
+            children += getattr(extra, "processes", [])
+        state = {
+            "pid": os.getpid(),
+            "server": cp.server,
+            "kubeconfig": str(_stable_kubeconfig()),
+            "workdir": str(cp.workdir),
+            "audit_log": str(cp.audit_log),
+            "timings": cp.timings,
+            "operator": operator,
+            "processes": [
+                {"name": p.name, "pid": p.pid, "argv0": p.argv[0], "log": str(p.log_path)}
+                for p in children
+            ],
+        }
+        tmp = _state_file().with_suffix(".tmp")
+        tmp.write_text(json.dumps(state, indent=2), encoding="utf-8")
+        tmp.replace(_state_file())
+        log.info(
+            "ready at %s in %s; kubeconfig %s",
+            cp.server,
+            cp.describe_timings(),
+            _stable_kubeconfig(),
+        )
+        while not stop.wait(1.0):
+            dead = [p for p in children if p.poll() is not None]
+            if dead:
+                log.error(
+                    "%s exited (code %s); stopping:\n%s",
+                    dead[0].name,
+                    dead[0].poll(),
+                    dead[0].log_tail(),
+                )
+                return 1
+        log.info("stopping")
+        return 0
+    finally:
+        for extra in reversed(extras):
+            try:
+                extra.stop()
+            except Exception:
+                log.exception("stopping %r failed", extra)
+        cp.stop()
+        written = _read_state()
+        if written is not None and written.get("pid") == os.getpid():
+            _state_file().unlink(missing_ok=True)
+            _stable_kubeconfig().unlink(missing_ok=True)
+
+
+# --- up / down / status -------------------------------------------------------------------------
+
+
+def _print_ready(state: dict[str, Any], note: str) -> None:
+    timings = state.get("timings", {})
+    phases = ", ".join(f"{k} {v:.1f}s" for k, v in timings.items() if k != "total")
+    print(
+        f"devcluster: {note}: kube-apiserver {binaries.version('kube-apiserver')}"
+        + f" at {state['server']}"
+        + (f" (started in {timings['total']:.1f}s: {phases})" if "total" in timings else "")
+        + (", Training Operator running" if state.get("operator") else ""),
+        file=sys.stderr,
+    )
+    print(state["kubeconfig"])
+    print(f"export KUBECONFIG={state['kubeconfig']}")
+
+
+def _ensure_binaries(operator: bool) -> None:
+    names = ["etcd", "kube-apiserver"] + (["training-operator"] if operator else [])
+    missing = []
+    for name in names:
+        try:
+            binaries.find(name)
+        except binaries.BinaryMissing:
+            missing.append(name)
+    if not missing:
+        return
+    if shutil.which("go") is None:
+        raise SystemExit(
+            f"devcluster: {', '.join(missing)} not built and Go is not installed; "
+            "install Go 1.26, then run scripts/build-binaries"
+        )
+    print(
+        f"devcluster: building {', '.join(missing)} first (minutes on a cold cache)",
+        file=sys.stderr,
+    )
+    subprocess.run([str(binaries.BUILD_SCRIPT), *missing], check=True)
+
+
+def cmd_up(operator: bool) -> int:
+    """Start the supervisor in the background unless one runs; print how to use it."""
+    state = _read_state()
+    if state is not None and _alive(state["pid"], "devcluster"):
+        if operator and not state.get("operator"):
+            print(
+                "devcluster: already running without the operator; run `down` first",
+                file=sys.stderr,
+            )
+            return 2
+        _print_ready(state, "already running")
+        return 0
+    if state is not None:
+        _clean_leftovers(state)
+    _ensure_binaries(operator)
+    state_dir().mkdir(parents=True, exist_ok=True)
+    supervisor_log = _supervisor_log()
+    env = dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join(
+            filter(None, [str(binaries.REPO_ROOT), os.environ.get("PYTHONPATH")])
+        ),
+    )
+    with supervisor_log.open("wb") as out:
+        supervisor = subprocess.Popen(
+            [sys.executable, "-m", "devcluster", "run", *(["--operator"] if operator else [])],
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,  # survives this command and the terminal it ran in
+        )
+    deadline = time.monotonic() + _UP_TIMEOUT
+    while time.monotonic() < deadline:
+        state = _read_state()
+        if state is not None and state.get("pid") == supervisor.pid:
+            _print_ready(state, "up")
+            return 0
+        if supervisor.poll() is not None:
+            print(
+                f"devcluster: failed to start; {supervisor_log}:\n"
+                + processes.tail(supervisor_log, 60),
+                file=sys.stderr,
+            )
+            return 1
+        time.sleep(0.2)
+    supervisor.terminate()
+    print(f"devcluster: not ready after {_UP_TIMEOUT:.0f}s; see {supervisor_log}", file=sys.stderr)
+    return 1
+
+
+def _clean_leftovers(state: dict[str, Any]) -> None:
+    """Kill recorded children still alive and remove the temp dir of a supervisor that is gone."""
+    for child in state.get("processes", []):
+        if _alive(child["pid"], child["argv0"]):
+            log.warning("killing leftover %s (pid %d)", child["name"], child["pid"])
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(child["pid"], signal.SIGKILL)
+    if state.get("workdir"):
+        shutil.rmtree(state["workdir"], ignore_errors=True)
+    _state_file().unlink(missing_ok=True)
+    _stable_kubeconfig().unlink(missing_ok=True)
+
+
+def cmd_down() -> int:
+    """Stop the supervisor (and so everything it runs) and remove what it left."""
+    state = _read_state()
+    if state is None:
+        print("devcluster: not running", file=sys.stderr)
+        return 0
+    pid = state["pid"]
+    if _alive(pid, "devcluster"):
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + _DOWN_TIMEOUT
+        while _alive(pid, "devcluster") and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if _alive(pid, "devcluster"):
+            log.warning("supervisor (pid %d) did not stop in %.0fs; killing it", pid, _DOWN_TIMEOUT)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+    _clean_leftovers(state)
+    print("devcluster: stopped", file=sys.stderr)
+    return 0
+
+
+def cmd_status() -> int:
+    """Report whether a control plane runs."""
+    state = _read_state()
+    if state is None or not _alive(state["pid"], "devcluster"):
+        print("devcluster: not running", file=sys.stderr)
+        return 1
+    _print_ready(state, "running")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``python -m devcluster`` and ``scripts/devcluster``."""
+    parser = argparse.ArgumentParser(
+        prog="scripts/devcluster", description=__doc__.split("\n\n")[0]
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    for name, help_text in [
+        ("up", "start in the background; print the kubeconfig path and an export line"),
+        ("run", "run in the foreground until interrupted"),
+    ]:
+        sub = commands.add_parser(name, help=help_text)
+        sub.add_argument(
+            "--operator", action="store_true", help="also run the Training Operator v1.9.4"
+        )
+    commands.add_parser("down", help="stop it and remove its temporary files")
+    commands.add_parser("status", help="exit 0 if it runs")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(name)s %(levelname)s %(message)s",
+        stream=sys.stderr,
+    )
+    if args.command == "up":
+        return cmd_up(args.operator)
+    if args.command == "run":
+        return cmd_run(args.operator)
+    if args.command == "down":
+        return cmd_down()
+    return cmd_status()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,76 @@
+"""The apiserver audit policy of the harness, and reading the audit log it produces.
+
+The policy logs every request at ``Metadata`` level (who, verb, URI, object reference,
+response code; never bodies) and only at stage ``ResponseComplete``, so each completed request
+is exactly one JSON line. The log backend runs in its default blocking mode: the line is
+written before the response is finished, so once a client has its answer, its request is in
+the log.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+POLICY = """\
+apiVersion: audit.k8s.io/v1
+kind: Policy
+# One line per completed request: RequestReceived would double every request, and
+# ResponseStarted only concerns watches, which are logged when they end.
+omitStages: ["RequestReceived", "ResponseStarted"]
+rules:
+- level: Metadata
+"""
+
+AuditEvent = dict[str, Any]
+
+
+def write_policy(path: Path) -> Path:
+    """Write the policy file for ``--audit-policy-file``."""
+    path.write_text(POLICY, encoding="utf-8")
+    return path
+
+
+def end_offset(log_path: Path) -> int:
+    """The byte offset just after the last complete line: a cursor for ``read_events(since=)``."""
+    try:
+        data = log_path.read_bytes()
+    except FileNotFoundError:
+        return 0
+    return data.rfind(b"\n") + 1
+
+
+def read_events(log_path: Path, *, user: str | None = None, since: int = 0) -> list[AuditEvent]:
+    """Parse the audit log.
+
+    Args:
+        log_path: The ``--audit-log-path`` file.
+        user: Keep only events whose ``user.username`` is this (e.g. ``sweeper`` or
+            ``system:serviceaccount:ns:name``).
+        since: Byte offset from ``end_offset`` taken earlier; only later events are returned.
+
+    Returns:
+        Events in log order. A last line still being written is left out.
+    """
+    try:
+        with log_path.open("rb") as f:
+            f.seek(since)
+            data = f.read()
+    except FileNotFoundError:
+        return []
+    complete = data[: data.rfind(b"\n") + 1]
+    events = []
+    for line in complete.splitlines():
+        if not line.strip():
+            continue
+        event: AuditEvent = json.loads(line)
+        if user is not None and event.get("user", {}).get("username") != user:
+            continue
+        events.append(event)
+    return events
+
+
+def is_write(event: AuditEvent) -> bool:
+    """Whether the request could change state (any verb but get, list and watch)."""
+    return event.get("verb") not in {"get", "list", "watch"}

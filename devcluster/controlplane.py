@@ -1,0 +1,565 @@
+"""A real, throw-away Kubernetes control plane: etcd and kube-apiserver as child processes.
+
+``ControlPlane.start()`` gives tests, benchmarks and ``scripts/devcluster`` a secure-port-only
+kube-apiserver with RBAC, client-certificate users, service-account tokens (TokenRequest), an
+audit log of every request and, by default, the six Training Operator CRDs established. There
+is no kube-controller-manager, scheduler or kubelet: see ``../shared/CONTROL-PLANE.md`` for what
+that implies (namespaces never finish deleting, pods stay unscheduled, no garbage collection).
+
+Everything lives in one temporary directory that ``stop()`` removes after stopping the
+processes; ``stop()`` also runs at interpreter exit and on SIGTERM/SIGHUP.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import functools
+import http.client
+import json
+import logging
+import re
+import secrets
+import shutil
+import ssl
+import tempfile
+import threading
+import time
+import urllib.parse
+from collections.abc import Callable, Iterable
+from http import HTTPStatus
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from devcluster import audit, binaries, kubeconfig, pki, processes, shared
+
+if TYPE_CHECKING:
+    import kubernetes.client
+
+log = logging.getLogger(__name__)
+
+ADMIN_USER = "devcluster-admin"
+SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/24"
+SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc.cluster.local"
+# Names the serving certificate answers to: loopback for us, the in-cluster names for
+# completeness (the kubernetes Service gets the first IP of the service range).
+_SERVING_HOSTS = [
+    "127.0.0.1",
+    "localhost",
+    "10.0.0.1",
+    "kubernetes",
+    "kubernetes.default",
+    "kubernetes.default.svc",
+    "kubernetes.default.svc.cluster.local",
+]
+_PORT_ATTEMPTS = 5
+_ETCD_TIMEOUT = 30.0
+_APISERVER_TIMEOUT = 120.0
+_CRD_TIMEOUT = 60.0
+_LOG_TAIL_LINES = 30
+
+
+class ControlPlaneError(RuntimeError):
+    """The control plane could not start; the message carries the relevant log tails."""
+
+
+class ApiError(RuntimeError):
+    """An admin request through ``ControlPlane.request`` got an unexpected HTTP status.
+
+    Attributes:
+        status: The HTTP status code.
+        body: The decoded response body (a ``Status`` object, usually).
+    """
+
+    def __init__(self, method: str, path: str, status: int, body: Any):
+        message = body.get("message") if isinstance(body, dict) else body
+        super().__init__(f"{method} {path} -> {status}: {message}")
+        self.status = status
+        self.body = body
+
+
+class ControlPlane:
+    """A running etcd + kube-apiserver pair; build one with ``ControlPlane.start()``.
+
+    Attributes:
+        workdir: Temporary directory holding data, certificates, logs and kubeconfigs.
+        server: ``https://127.0.0.1:<port>``.
+        kubeconfig: Admin kubeconfig (client certificate, group ``system:masters``).
+        audit_log: JSON-lines audit log, one line per completed request (see ``audit``).
+        ca_pem: The CA that signed the serving and every client certificate.
+        timings: Seconds spent per start-up phase (``etcd``, ``apiserver``, ``crds``, ``total``).
+        processes: The running child processes, in start order.
+    """
+
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = workdir
+        self.server = ""
+        self.kubeconfig = workdir / "kubeconfig"
+        self.audit_log = workdir / "audit.log"
+        self.timings: dict[str, float] = {}
+        self.processes: list[processes.Process] = []
+        self._ca = pki.CertificateAuthority()
+        self.ca_pem = self._ca.cert_pem
+        self._admin = self._ca.client_cert(ADMIN_USER, ["system:masters"])
+        self._ssl: ssl.SSLContext | None = None
+        self._api_client: kubernetes.client.ApiClient | None = None
+        self._lock = threading.Lock()
+        self._stopped = False
+        self._cleanup_handle = processes.on_exit(self.stop)
+
+    # --- lifecycle ----------------------------------------------------------------------------
+
+    @classmethod
+    def start(cls, crds: bool = True) -> ControlPlane:
+        """Start etcd and kube-apiserver, wait until they serve, and install the CRDs.
+
+        Args:
+            crds: Install the six Training Operator CRDs and wait until they are established.
+
+        Returns:
+            The running control plane; stop it with ``stop()`` or use it as a context manager.
+
+        Raises:
+            devcluster.binaries.BinaryMissing: etcd or kube-apiserver is not built.
+            ControlPlaneError: A process failed or timed out; the message has its log tail.
+        """
+        etcd_bin = binaries.find("etcd")
+        apiserver_bin = binaries.find("kube-apiserver")
+        crd_files = shared.crd_files() if crds else []
+        began = time.monotonic()
+        cp = cls(Path(tempfile.mkdtemp(prefix="devcluster-")))
+        try:
+            cp._write_pki()
+            etcd_url = cp._start_etcd(etcd_bin)
+            cp._mark("etcd", began)
+            cp._start_apiserver(apiserver_bin, etcd_url)
+            cp._mark("apiserver", began)
+            if crd_files:
+                cp.install_crds(crd_files)
+                cp._mark("crds", began)
+        except BaseException as e:
+            tails = cp._log_tails()
+            cp.stop()
+            if isinstance(e, Exception):
+                raise ControlPlaneError(f"control plane did not start: {e}\n{tails}") from e
+            raise
+        cp.timings["total"] = round(time.monotonic() - began, 2)
+        log.info("control plane ready at %s in %s", cp.server, cp.describe_timings())
+        return cp
+
+    def stop(self) -> None:
+        """Stop every process (SIGTERM, then SIGKILL) and remove the working directory.
+
+        Idempotent; also runs at interpreter exit and on SIGTERM/SIGHUP.
+        """
+        with self._lock:
+            if self._stopped:
+                return
+            self._stopped = True
+        processes.cancel(self._cleanup_handle)
+        if self._api_client is not None:
+            self._api_client.close()  # type: ignore[no-untyped-call]
+        # The apiserver first: stopped after etcd, it would spend its grace period retrying.
+        for process in reversed(self.processes):
+            process.stop()
+        shutil.rmtree(self.workdir, ignore_errors=True)
+        log.debug("control plane at %s stopped", self.server)
+
+    def __enter__(self) -> ControlPlane:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def describe_timings(self) -> str:
+        """The start-up timings as one line, e.g. ``9.1s (etcd 0.4s, apiserver 6.2s, ...)``."""
+        phases = ", ".join(f"{k} {v:.1f}s" for k, v in self.timings.items() if k != "total")
+        return f"{self.timings.get('total', 0.0):.1f}s ({phases})"
+
+    def _mark(self, phase: str, began: float) -> None:
+        # Each phase's own duration: the time since the previous mark.
+        elapsed = time.monotonic() - began
+        self.timings[phase] = round(elapsed - sum(self.timings.values()), 2)
+
+    def _log_tails(self) -> str:
+        return "\n".join(
+            f"--- last {_LOG_TAIL_LINES} lines of {p.name} log ({p.log_path}):\n"
+            + p.log_tail(_LOG_TAIL_LINES)
+            for p in self.processes
+        )
+
+    # --- start-up steps -----------------------------------------------------------------------
+
+    def _write_pki(self) -> None:
+        pki_dir = self.workdir / "pki"
+        pki_dir.mkdir(mode=0o700)
+        serving = self._ca.serving_cert(_SERVING_HOSTS)
+        sa_private, sa_public = pki.service_account_keys()
+        files = {
+            "ca.crt": self.ca_pem,
+            "apiserver.crt": serving.cert_pem,
+            "apiserver.key": serving.key_pem,
+            "admin.crt": self._admin.cert_pem,
+            "admin.key": self._admin.key_pem,
+            "service-account.key": sa_private,
+            "service-account.pub": sa_public,
+        }
+        for name, data in files.items():
+            (pki_dir / name).write_bytes(data)
+        audit.write_policy(self.workdir / "audit-policy.yaml")
+
+    def _start_with_port_retry(
+        self,
+        name: str,
+        argv_for: Callable[[int, int], list[str]],
+        ready: Callable[[int, int], bool],
+        timeout: float,
+    ) -> tuple[int, int]:
+        """Start a process on fresh free ports, retrying when a port was taken meanwhile."""
+        for attempt in range(1, _PORT_ATTEMPTS + 1):
+            ports = (processes.free_port(), processes.free_port())
+            log_path = self.workdir / "logs" / f"{name}.log"
+            offset = log_path.stat().st_size if log_path.exists() else 0
+            process = processes.Process.start(name, argv_for(*ports), log_path)
+            self.processes.append(process)
+            try:
+                processes.wait_until(
+                    functools.partial(ready, *ports),
+                    timeout=timeout,
+                    what=f"{name} to serve",
+                    watch=[process],
+                )
+            except ChildProcessError:
+                with log_path.open("rb") as f:
+                    f.seek(offset)
+                    this_attempt = f.read().decode("utf-8", "replace")
+                if processes.ADDRESS_IN_USE not in this_attempt or attempt == _PORT_ATTEMPTS:
+                    raise
+                log.info("%s: a port was taken meanwhile (attempt %d); retrying", name, attempt)
+                self.processes.remove(process)
+                process.stop()
+                continue
+            return ports
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _start_etcd(self, etcd_bin: Path) -> str:
+        data_dir = self.workdir / "etcd"
+
+        def argv(client_port: int, peer_port: int) -> list[str]:
+            peer = f"http://127.0.0.1:{peer_port}"
+            client = f"http://127.0.0.1:{client_port}"
+            # A failed attempt may have left a half-initialised member behind.
+            shutil.rmtree(data_dir, ignore_errors=True)
+            return [
+                str(etcd_bin),
+                "--name=devcluster",
+                f"--data-dir={data_dir}",
+                f"--listen-client-urls={client}",
+                f"--advertise-client-urls={client}",
+                f"--listen-peer-urls={peer}",
+                f"--initial-advertise-peer-urls={peer}",
+                f"--initial-cluster=devcluster={peer}",
+                # Durability is pointless for a throw-away store and fsync dominates on slow disks.
+                "--unsafe-no-fsync=true",
+                "--log-level=warn",
+            ]
+
+        def ready(client_port: int, _peer_port: int) -> bool:
+            conn = http.client.HTTPConnection("127.0.0.1", client_port, timeout=2)
+            try:
+                conn.request("GET", "/health")
+                body = conn.getresponse().read()
+            finally:
+                conn.close()
+            return bool(json.loads(body).get("health") == "true")
+
+        client_port, _ = self._start_with_port_retry("etcd", argv, ready, _ETCD_TIMEOUT)
+        return f"http://127.0.0.1:{client_port}"
+
+    def _start_apiserver(self, apiserver_bin: Path, etcd_url: str) -> None:
+        pki_dir = self.workdir / "pki"
+
+        def argv(port: int, _unused: int) -> list[str]:
+            return [
+                str(apiserver_bin),
+                f"--etcd-servers={etcd_url}",
+                f"--cert-dir={self.workdir / 'apiserver-certs'}",
+                f"--tls-cert-file={pki_dir / 'apiserver.crt'}",
+                f"--tls-private-key-file={pki_dir / 'apiserver.key'}",
+                f"--client-ca-file={pki_dir / 'ca.crt'}",
+                f"--secure-port={port}",
+                "--bind-address=127.0.0.1",
+                # Without it the apiserver looks for a default route, which a sandbox may lack.
+                "--advertise-address=127.0.0.1",
+                f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
+                "--allow-privileged=true",
+                "--authorization-mode=RBAC",
+                # No kube-controller-manager creates `default` ServiceAccounts for pods to use.
+                "--disable-admission-plugins=ServiceAccount",
+                f"--service-account-issuer={SERVICE_ACCOUNT_ISSUER}",
+                f"--service-account-key-file={pki_dir / 'service-account.pub'}",
+                f"--service-account-signing-key-file={pki_dir / 'service-account.key'}",
+                f"--audit-policy-file={self.workdir / 'audit-policy.yaml'}",
+                f"--audit-log-path={self.audit_log}",
+                "--audit-log-format=json",
+                "--profiling=false",
+            ]
+
+        def ready(port: int, _unused: int) -> bool:
+            self.server = f"https://127.0.0.1:{port}"
+            status, _ = self._raw("GET", "/readyz")
+            return status == HTTPStatus.OK
+
+        self._start_with_port_retry("kube-apiserver", argv, ready, _APISERVER_TIMEOUT)
+        self.kubeconfig = kubeconfig.write(
+            self.kubeconfig,
+            kubeconfig.render(
+                server=self.server, ca_pem=self.ca_pem, user=ADMIN_USER, client=self._admin
+            ),
+        )
+        # The bootstrap controller creates it shortly after /readyz; most tests need it.
+        processes.wait_until(
+            lambda: self._raw("GET", "/api/v1/namespaces/default")[0] == HTTPStatus.OK,
+            timeout=_APISERVER_TIMEOUT,
+            what="namespace default",
+            watch=self.processes,
+        )
+
+    # --- CRDs ---------------------------------------------------------------------------------
+
+    def install_crds(self, files: Iterable[Path] | None = None) -> list[str]:
+        """Create CRDs (skipping those that exist) and wait until they are served.
+
+        Creation sends the YAML as is (``Content-Type: application/yaml``): no client-side
+        parsing of ~600 KB documents and no last-applied annotation. Safe to call again, e.g.
+        to restore a CRD a test deleted.
+
+        Args:
+            files: CRD manifests; default the six Training Operator CRDs.
+
+        Returns:
+            The CRD names, e.g. ``pytorchjobs.kubeflow.org``.
+        """
+        paths = list(files) if files is not None else shared.crd_files()
+        with concurrent.futures.ThreadPoolExecutor(max_workers=len(paths) or 1) as pool:
+            crds = list(pool.map(self._create_crd, paths))
+        for crd in crds:
+            self.wait_crd_established(crd["metadata"]["name"])
+        # Established means the handler serves; discovery can lag a moment behind, and the
+        # sweeper finds its kinds through discovery.
+        by_group: dict[str, set[str]] = {}
+        for crd in crds:
+            group_version = f"{crd['spec']['group']}/{_storage_version(crd)}"
+            by_group.setdefault(group_version, set()).add(crd["spec"]["names"]["plural"])
+        for group_version, plurals in by_group.items():
+            processes.wait_until(
+                functools.partial(self._discovered, group_version, plurals),
+                timeout=_CRD_TIMEOUT,
+                what=f"discovery of {sorted(plurals)} in {group_version}",
+            )
+        return [crd["metadata"]["name"] for crd in crds]
+
+    def _discovered(self, group_version: str, plurals: set[str]) -> bool:
+        resources = self.request("GET", f"/apis/{group_version}")["resources"]
+        return plurals <= {r["name"] for r in resources}
+
+    def _create_crd(self, path: Path) -> dict[str, Any]:
+        crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+        status, body = self._raw(
+            "POST",
+            f"{crds}?fieldManager=devcluster",
+            path.read_bytes(),
+            content_type="application/yaml",
+        )
+        if status == HTTPStatus.CONFLICT:
+            name = _yaml_metadata_name(path.read_text(encoding="utf-8"))
+            return self.request("GET", f"{crds}/{name}")  # type: ignore[no-any-return]
+        if status != HTTPStatus.CREATED:
+            raise ApiError("POST", f"{crds} ({path.name})", status, body)
+        return body  # type: ignore[no-any-return]
+
+    def wait_crd_established(self, name: str, timeout: float = _CRD_TIMEOUT) -> None:
+        """Wait until a CRD has condition ``Established=True``."""
+
+        def established() -> bool:
+            crd = self.request(
+                "GET", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}"
+            )
+            conditions = crd.get("status", {}).get("conditions", [])
+            return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
+
+        processes.wait_until(established, timeout=timeout, what=f"CRD {name} established")
+
+    # --- admin requests -----------------------------------------------------------------------
+
+    def _context(self) -> ssl.SSLContext:
+        if self._ssl is None:
+            context = ssl.create_default_context(cafile=str(self.workdir / "pki" / "ca.crt"))
+            context.load_cert_chain(
+                self.workdir / "pki" / "admin.crt", self.workdir / "pki" / "admin.key"
+            )
+            self._ssl = context
+        return self._ssl
+
+    def _raw(
+        self,
+        method: str,
+        path: str,
+        body: bytes | None = None,
+        *,
+        content_type: str = "application/json",
+    ) -> tuple[int, Any]:
+        url = urllib.parse.urlsplit(self.server)
+        conn = http.client.HTTPSConnection(
+            url.hostname or "127.0.0.1", url.port, context=self._context(), timeout=30
+        )
+        try:
+            headers = {"Accept": "application/json"}
+            if body is not None:
+                headers["Content-Type"] = content_type
+            conn.request(method, path, body=body, headers=headers)
+            response = conn.getresponse()
+            data = response.read()
+        finally:
+            conn.close()
+        try:
+            decoded: Any = json.loads(data) if data else None
+        except ValueError:
+            decoded = data.decode("utf-8", "replace")
+        return response.status, decoded
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        content_type: str = "application/json",
+        expect: Iterable[int] = (200, 201),
+    ) -> Any:
+        """Send one request as the admin and return the decoded JSON answer.
+
+        A small escape hatch for what the generated client makes awkward (raw paths, patches
+        with a given content type, subresources).
+
+        Args:
+            method: HTTP method.
+            path: Path and query, e.g. ``/api/v1/namespaces``.
+            body: JSON-serialisable body, or bytes sent as they are.
+            content_type: Content type of ``body``.
+            expect: Statuses that count as success.
+
+        Raises:
+            ApiError: Any other status.
+        """
+        raw = body if isinstance(body, bytes) or body is None else json.dumps(body).encode()
+        status, decoded = self._raw(method, path, raw, content_type=content_type)
+        if status not in set(expect):
+            raise ApiError(method, path, status, decoded)
+        return decoded
+
+    def api(self) -> kubernetes.client.ApiClient:
+        """A ``kubernetes`` client for the admin (one per control plane, closed by ``stop()``)."""
+        import kubernetes.client  # noqa: PLC0415 - only users of this method need the client
+
+        with self._lock:
+            if self._api_client is None:
+                configuration = kubernetes.client.Configuration()
+                configuration.host = self.server
+                configuration.ssl_ca_cert = str(self.workdir / "pki" / "ca.crt")
+                configuration.cert_file = str(self.workdir / "pki" / "admin.crt")
+                configuration.key_file = str(self.workdir / "pki" / "admin.key")
+                self._api_client = kubernetes.client.ApiClient(configuration)
+            return self._api_client
+
+    # --- users, namespaces, audit -------------------------------------------------------------
+
+    def user_kubeconfig(self, name: str, groups: list[str]) -> Path:
+        """A kubeconfig that authenticates as user ``name`` in ``groups`` (client certificate).
+
+        The apiserver's audit log then attributes this kubeconfig's requests to ``name``:
+        ``audit_events(user=name)``.
+        """
+        client = self._ca.client_cert(name, groups)
+        text = kubeconfig.render(server=self.server, ca_pem=self.ca_pem, user=name, client=client)
+        return kubeconfig.write(
+            self.workdir / "kubeconfigs" / f"user-{_file_safe(name)}.yaml", text
+        )
+
+    def token_kubeconfig(self, token: str, name: str) -> Path:
+        """A kubeconfig that authenticates with a bearer token (see ``service_account_token``)."""
+        text = kubeconfig.render(server=self.server, ca_pem=self.ca_pem, user=name, token=token)
+        return kubeconfig.write(
+            self.workdir / "kubeconfigs" / f"token-{_file_safe(name)}.yaml", text
+        )
+
+    def service_account_token(
+        self, namespace: str, name: str, expiration_seconds: int = 3600
+    ) -> str:
+        """Create the ServiceAccount if needed and get a token for it through TokenRequest.
+
+        Its audit user name is ``system:serviceaccount:<namespace>:<name>``.
+        """
+        self.request(
+            "POST",
+            f"/api/v1/namespaces/{namespace}/serviceaccounts",
+            {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name}},
+            expect=(201, 409),
+        )
+        token_request = self.request(
+            "POST",
+            f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token",
+            {
+                "apiVersion": "authentication.k8s.io/v1",
+                "kind": "TokenRequest",
+                "spec": {"expirationSeconds": expiration_seconds},
+            },
+        )
+        return str(token_request["status"]["token"])
+
+    def create_namespace(self, prefix: str = "e2e", labels: dict[str, str] | None = None) -> str:
+        """Create a namespace with a unique name starting with ``prefix`` and return the name.
+
+        Unique, because a deleted namespace stays Terminating forever without
+        kube-controller-manager, so a name can never be reused.
+        """
+        name = f"{prefix}-{secrets.token_hex(3)}"
+        self.request(
+            "POST",
+            "/api/v1/namespaces",
+            {
+                "apiVersion": "v1",
+                "kind": "Namespace",
+                "metadata": {"name": name, "labels": labels or {}},
+            },
+        )
+        return name
+
+    def audit_offset(self) -> int:
+        """A cursor into the audit log: pass it as ``since`` to see only later requests."""
+        return audit.end_offset(self.audit_log)
+
+    def audit_events(self, user: str | None = None, since: int = 0) -> list[audit.AuditEvent]:
+        """Audit events (one per completed request), optionally for one user and after a cursor."""
+        return audit.read_events(self.audit_log, user=user, since=since)
+
+
+def _storage_version(crd: dict[str, Any]) -> str:
+    return str(next(v["name"] for v in crd["spec"]["versions"] if v.get("storage")))
+
+
+def _yaml_metadata_name(text: str) -> str:
+    # The name of a CRD that exists already; cheaper than parsing 600 KB of YAML.
+    match = re.search(r"^metadata:\n(?:[ ].*\n)*?  name: (\S+)$", text, re.MULTILINE)
+    if not match:
+        raise ValueError("no metadata.name in CRD manifest")
+    return match[1]
+
+
+def _file_safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]", "_", name)

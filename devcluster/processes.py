@@ -1,0 +1,272 @@
+"""Child processes of the harness: start in their own process group, log to a file, always stop.
+
+Every child runs in a new session (its own process group), so stopping it reaches anything it
+forked, and a Ctrl-C in the terminal reaches only the harness, which then stops the children
+in order. Three layers make sure nothing outlives the harness:
+
+1. ``Process.stop``: SIGTERM to the group, then SIGKILL after a grace period;
+2. ``on_exit``: cleanups that run at interpreter exit (``atexit``) and on SIGTERM/SIGHUP,
+   which Python would otherwise die of without running ``atexit``;
+3. ``PR_SET_PDEATHSIG`` on Linux: the kernel sends the child SIGKILL if the harness itself is
+   killed with SIGKILL and so cannot clean up.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import ctypes
+import ctypes.util
+import itertools
+import logging
+import os
+import signal
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from types import FrameType
+
+log = logging.getLogger(__name__)
+
+_PR_SET_PDEATHSIG = 1
+
+_libc_prctl: Callable[..., int] | None
+try:
+    _libc_prctl = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True).prctl
+except (OSError, AttributeError):  # not Linux: the other two layers still apply
+    _libc_prctl = None
+
+
+def _die_with_parent() -> None:
+    # Runs in the child between fork and exec; the prctl function was resolved before the
+    # fork, so nothing here imports or allocates much.
+    if _libc_prctl is not None:
+        _libc_prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago.
+
+    Another process can take it before the caller binds it; callers retry on "address already
+    in use" (see ``ADDRESS_IN_USE``).
+    """
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+# What etcd and kube-apiserver log when a port was taken between free_port() and their bind.
+ADDRESS_IN_USE = "address already in use"
+
+
+class Process:
+    """One child process with its output in a log file.
+
+    Attributes:
+        name: Short name for messages, e.g. ``etcd``.
+        argv: The command line.
+        log_path: File receiving the child's stdout and stderr.
+    """
+
+    def __init__(
+        self, name: str, argv: Sequence[str], log_path: Path, popen: subprocess.Popen[bytes]
+    ):
+        self.name = name
+        self.argv = list(argv)
+        self.log_path = log_path
+        self._popen = popen
+
+    @classmethod
+    def start(
+        cls,
+        name: str,
+        argv: Sequence[str],
+        log_path: Path,
+        env: Mapping[str, str] | None = None,
+        *,
+        die_with_parent: bool = True,
+    ) -> Process:
+        """Start a child in its own session with stdout and stderr appended to ``log_path``.
+
+        Args:
+            name: Short name for messages.
+            argv: Command line; ``argv[0]`` is a path.
+            log_path: Log file (appended to, so a retried start keeps the earlier attempt).
+            env: Environment; defaults to this process's.
+            die_with_parent: Ask the kernel to kill the child if the thread that started it
+                dies (Linux). Start children from a thread that lives as long as they should.
+        """
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        with log_path.open("ab") as out:
+            popen = subprocess.Popen(
+                list(argv),
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=dict(env) if env is not None else None,
+                start_new_session=True,
+                preexec_fn=_die_with_parent if die_with_parent else None,  # noqa: PLW1509 - see _die_with_parent
+            )
+        log.debug("started %s (pid %d): %s", name, popen.pid, " ".join(argv))
+        return cls(name, argv, log_path, popen)
+
+    @property
+    def pid(self) -> int:
+        """The child's pid, which is also its process group id."""
+        return self._popen.pid
+
+    def poll(self) -> int | None:
+        """The exit code, or None while it runs."""
+        return self._popen.poll()
+
+    def stop(self, grace: float = 10.0) -> None:
+        """Stop the whole process group: SIGTERM, then SIGKILL after ``grace`` seconds.
+
+        Safe to call twice and after the child exited by itself.
+        """
+        if self._popen.poll() is None:
+            _signal_group(self.pid, signal.SIGTERM)
+            try:
+                self._popen.wait(grace)
+            except subprocess.TimeoutExpired:
+                log.warning(
+                    "%s (pid %d) ignored SIGTERM for %.0fs; killing it", self.name, self.pid, grace
+                )
+        # Kill what is left of the group even if the leader exited: a forked helper would
+        # otherwise keep the log file and ports.
+        _signal_group(self.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self._popen.wait(5)
+
+    def log_tail(self, lines: int = 40) -> str:
+        """The last ``lines`` lines of the child's log, for error messages."""
+        return tail(self.log_path, lines)
+
+    def __repr__(self) -> str:
+        return f"Process({self.name!r}, pid={self.pid}, log={str(self.log_path)!r})"
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+def tail(path: Path, lines: int = 40) -> str:
+    """The last ``lines`` lines of a text file, or a note that it does not exist."""
+    try:
+        with path.open("rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - 64 * 1024))
+            text = f.read().decode("utf-8", "replace")
+    except FileNotFoundError:
+        return f"({path} does not exist)"
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def wait_until(
+    condition: Callable[[], bool],
+    *,
+    timeout: float,
+    what: str,
+    interval: float = 0.05,
+    watch: Sequence[Process] = (),
+) -> None:
+    """Poll ``condition`` until it holds.
+
+    Args:
+        condition: Returns True when done; exceptions count as "not yet".
+        timeout: Seconds before giving up.
+        what: Description for the error message.
+        interval: First polling interval; it grows to 0.5 s so a slow start costs little CPU.
+        watch: Processes that must stay alive meanwhile; one exiting ends the wait at once.
+
+    Raises:
+        TimeoutError: ``condition`` did not hold in time.
+        ChildProcessError: A watched process exited.
+    """
+    deadline = time.monotonic() + timeout
+    last_error: BaseException | None = None
+    while True:
+        try:
+            if condition():
+                return
+        except Exception as e:  # noqa: BLE001 - any failure of a probe means "not ready yet"
+            last_error = e
+        for process in watch:
+            code = process.poll()
+            if code is not None:
+                raise ChildProcessError(
+                    f"{process.name} exited with code {code} while waiting for {what}"
+                )
+        if time.monotonic() > deadline:
+            detail = f" (last error: {last_error})" if last_error else ""
+            raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}{detail}")
+        time.sleep(interval)
+        interval = min(interval * 1.5, 0.5)
+
+
+# --- cleanups at exit -------------------------------------------------------------------------
+
+_cleanups: dict[int, Callable[[], None]] = {}
+_cleanup_ids = itertools.count()
+_lock = threading.RLock()
+_handlers_installed = False
+_CAUGHT_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
+
+def on_exit(cleanup: Callable[[], None]) -> int:
+    """Run ``cleanup`` at interpreter exit and on SIGTERM/SIGHUP, unless cancelled first.
+
+    Returns:
+        A handle for ``cancel``.
+    """
+    global _handlers_installed  # noqa: PLW0603 - one process-wide registry, by nature
+    with _lock:
+        handle = next(_cleanup_ids)
+        _cleanups[handle] = cleanup
+        if not _handlers_installed:
+            atexit.register(run_cleanups)
+            if threading.current_thread() is threading.main_thread():
+                for sig in _CAUGHT_SIGNALS:
+                    _chain_signal(sig)
+            _handlers_installed = True
+    return handle
+
+
+def cancel(handle: int) -> None:
+    """Forget a cleanup registered with ``on_exit`` (it ran already, or is no longer needed)."""
+    with _lock:
+        _cleanups.pop(handle, None)
+
+
+def run_cleanups() -> None:
+    """Run every registered cleanup once, newest first; errors are logged, not raised."""
+    with _lock:
+        pending = list(_cleanups.items())
+        _cleanups.clear()
+    for _, cleanup in reversed(pending):
+        try:
+            cleanup()
+        except Exception:
+            log.exception("cleanup failed")
+
+
+def _chain_signal(sig: signal.Signals) -> None:
+    previous = signal.getsignal(sig)
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        run_cleanups()
+        if callable(previous):
+            previous(signum, frame)
+            return
+        if previous == signal.SIG_IGN:
+            return
+        # Die of the signal as if we had never caught it, so the exit status tells the truth.
+        signal.signal(sig, signal.SIG_DFL)
+        os.kill(os.getpid(), sig)
+
+    signal.signal(sig, handler)

@@ -1,0 +1,83 @@
+"""Fixtures for end-to-end tests against a real kube-apiserver (``devcluster``).
+
+``control_plane`` starts one etcd + kube-apiserver with the six Training Operator CRDs for
+the whole session. Without the binaries the tests skip locally, and fail in CI (``CI=true``),
+where a skipped e2e suite would hide everything it exists to prove.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from devcluster import ControlPlane
+from tests.e2e import clusters
+from tests.e2e.conftest_operator import figures, kubeflow_jobs, operator  # noqa: F401
+
+_timings_key = pytest.StashKey[str]()
+
+RunSweeper = Callable[..., "subprocess.CompletedProcess[str]"]
+
+
+@pytest.fixture(scope="session")
+def control_plane(request: pytest.FixtureRequest) -> Iterator[ControlPlane]:
+    """One control plane (etcd, kube-apiserver, CRDs established) for the whole session."""
+    cp = clusters.start_control_plane()
+    request.config.stash[_timings_key] = f"{cp.server} started in {cp.describe_timings()}"
+    with cp:
+        yield cp
+
+
+def pytest_terminal_summary(
+    terminalreporter: pytest.TerminalReporter, config: pytest.Config
+) -> None:
+    """Print how long the session's control plane took to start (a figure, not an assertion)."""
+    timings = config.stash.get(_timings_key, None)
+    if timings:
+        terminalreporter.write_line(f"devcluster: control plane {timings}")
+
+
+@pytest.fixture
+def namespace(control_plane: ControlPlane, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A fresh namespace named after the test; emptied afterwards.
+
+    Namespaces never finish deleting without kube-controller-manager, so each test gets a new
+    name, and teardown deletes the jobs, pods and services in it: tests that sweep all
+    namespaces then see only their own objects.
+    """
+    prefix = re.sub(r"[^a-z0-9]+", "-", request.node.name.lower()).strip("-")[:40].strip("-")
+    name = control_plane.create_namespace(prefix or "e2e")
+    yield name
+    clusters.empty_namespace(control_plane, name)
+    control_plane.request("DELETE", f"/api/v1/namespaces/{name}", expect=(200, 202, 404))
+
+
+@pytest.fixture
+def sweeper_kubeconfig(control_plane: ControlPlane) -> Path:
+    """Kubeconfig of user ``sweeper`` (group ``system:masters``)."""
+    return control_plane.user_kubeconfig(clusters.SWEEPER_USER, ["system:masters"])
+
+
+@pytest.fixture
+def run_sweeper(sweeper_kubeconfig: Path) -> RunSweeper:
+    """Run the installed ``sweeper`` CLI as a subprocess; returns the ``CompletedProcess``.
+
+    ``run_sweeper("--action", "touch", kubeconfig=path, env={...}, timeout=60)``; the
+    kubeconfig defaults to user ``sweeper`` in ``system:masters`` (see ``clusters.run_sweeper``).
+    """
+
+    def run(
+        *args: str,
+        kubeconfig: Path | None = None,
+        env: dict[str, str] | None = None,
+        timeout: float = 120,
+    ) -> subprocess.CompletedProcess[str]:
+        return clusters.run_sweeper(
+            kubeconfig or sweeper_kubeconfig, *args, env=env, timeout=timeout
+        )
+
+    return run
