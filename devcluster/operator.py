@@ -390,25 +390,36 @@ class Operator:
         """The running operator process, for ``scripts/devcluster down`` to kill if need be."""
         return [self._process] if self._process is not None else []
 
-    def reconciles(self, scheme: str) -> int:
-        """How many reconciles of one job controller this run has finished, from its metrics.
+    def metrics(self) -> str:
+        """The operator's Prometheus metrics, as text."""
+        with urllib.request.urlopen(
+            f"http://127.0.0.1:{self._metrics_port}/metrics", timeout=5
+        ) as r:
+            return str(r.read().decode("utf-8", "replace"))
 
-        ``controller_runtime_reconcile_total`` counts completed reconciles (any result), so a
-        test can tell that the operator has looked at a job since it started, without sleeping.
+    def reconciles(self, scheme: str) -> int:
+        """How many reconciles one job controller has finished in this run (any result).
 
         Args:
             scheme: A scheme of ``SCHEMES``, e.g. ``pytorchjob``.
         """
-        with urllib.request.urlopen(
-            f"http://127.0.0.1:{self._metrics_port}/metrics", timeout=5
-        ) as r:
-            text = r.read().decode("utf-8", "replace")
-        pattern = re.compile(
-            r"^controller_runtime_reconcile_total\{[^}]*"
-            rf'controller="{scheme}-controller"[^}}]*\}} (\S+)$',
-            re.MULTILINE,
+        return int(
+            _metric_sum(self.metrics(), "controller_runtime_reconcile_total", "controller", scheme)
         )
-        return sum(int(float(value)) for value in pattern.findall(text))
+
+    def idle(self, scheme: str) -> bool:
+        """Whether one job controller has nothing queued and nothing in progress right now.
+
+        With a log line showing that a job's reconcile began, this tells that it has ended,
+        without sleeping.
+
+        Args:
+            scheme: A scheme of ``SCHEMES``, e.g. ``pytorchjob``.
+        """
+        text = self.metrics()
+        queued = _metric_sum(text, "workqueue_depth", "name", scheme)
+        working = _metric_sum(text, "controller_runtime_active_workers", "controller", scheme)
+        return queued == 0 and working == 0
 
     def log_since_start(self) -> str:
         """The log written by the current (or last) run of the operator."""
@@ -586,6 +597,14 @@ def _workers_started(log: str, scheme: str) -> bool:
     # controller-runtime logs "Starting workers" with the controller's name, in the console
     # (development) encoder of zap: ... "controller": "pytorchjob-controller" ...
     return re.search(rf'Starting workers.*"controller": "{scheme}-controller"', log) is not None
+
+
+def _metric_sum(text: str, metric: str, label: str, scheme: str) -> float:
+    # Sum of one metric's samples for "<scheme>-controller" in the Prometheus text format.
+    pattern = re.compile(
+        rf'^{metric}\{{[^}}]*{label}="{scheme}-controller"[^}}]*\}} (\S+)$', re.MULTILINE
+    )
+    return sum(float(value) for value in pattern.findall(text))
 
 
 def _b64(data: bytes) -> str:

@@ -1,0 +1,192 @@
+"""The sweeper closes the gap, with the real Training Operator v1.9.4 doing the failing.
+
+Every job here is past its deadline with stable pods: the case the operator alone misses
+(``test_operator_alone.py``). A touch (an annotation patch on the job) is an update event, so
+the operator reconciles the job, finds it past its deadline and fails it with its own reason
+and message. The sweeper only has to touch at the right time, in one pass for every kind, and
+clean up the pods that v1.9.4 keeps by default.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import subprocess
+from collections.abc import Callable
+
+import pytest
+
+from devcluster import jobs
+from devcluster.kubelet import Transition, staggered
+from devcluster.operator import Operator
+from tests.e2e.conftest_operator import (
+    OPERATOR_DEADLINE_MESSAGE,
+    Figures,
+    RunningJob,
+    entry_for,
+    poll,
+    seconds,
+    sleep_until,
+    sweeper_passes,
+)
+
+pytestmark = [pytest.mark.e2e, pytest.mark.operator]
+
+RunSweeper = Callable[..., "subprocess.CompletedProcess[str]"]
+
+# The experiment's pods, minus the master's completion: nothing would ever wake the operator.
+STABLE_FROM_7S = staggered(master_running=1, workers_running=[3, 5, 7])
+TOUCH_MARKER = "deadline-sweeper.kubeflow.org/touched-at"
+
+
+def assert_failed_by_operator(job: jobs.JobView) -> None:
+    """The Failed condition is the operator's own: ``<Kind>Failed`` and its exact message."""
+    condition = job.condition("Failed") or {}
+    assert (condition.get("status"), condition.get("reason"), condition.get("message")) == (
+        "True",
+        f"{job.kind}Failed",
+        OPERATOR_DEADLINE_MESSAGE.format(name=job.name),
+    ), f"expected the operator's deadline failure on {job.kind} {job.name}: {job.conditions}"
+
+
+def sweep(run_sweeper: RunSweeper, *args: str) -> list[dict]:  # type: ignore[type-arg]
+    """Run the sweeper with ``-o json``; it must exit 0. Returns its passes."""
+    completed = run_sweeper(*args, "-o", "json")
+    assert completed.returncode == 0, (
+        f"sweeper {' '.join(args)} exited {completed.returncode}: {completed.stderr[-2000:]}"
+    )
+    return sweeper_passes(completed.stdout)
+
+
+def test_a_touch_after_the_deadline_makes_the_operator_fail_the_job_itself(
+    operator: Operator,
+    kubeflow_jobs: Callable[..., RunningJob],
+    run_sweeper: RunSweeper,
+    figures: Figures,
+) -> None:
+    job = kubeflow_jobs("PyTorchJob", ads=15, timeline=STABLE_FROM_7S)
+    deadline = job.started().deadline
+    assert deadline is not None
+    job.pods_settled(4)
+    sleep_until(deadline + dt.timedelta(seconds=3))
+    assert not job.view().failed, "premise: the operator alone has not failed it"
+
+    [touch_pass] = sweep(run_sweeper, "--action", "touch", "-n", job.namespace)
+
+    entry = entry_for(touch_pass, job)
+    assert (entry["decision"], entry["reason"], entry["result"]) == ("touch", "overdue", "done")
+    failed = job.wait_failed(timeout=30)
+    assert_failed_by_operator(failed)
+    touched_at = jobs.parse_time(failed.annotations.get(TOUCH_MARKER))
+    assert touched_at is not None, "the touch marker stays on the job"
+
+    # v1.9.4 sets Failed before cleaning up, so cleanPodPolicy applies, and unset means None:
+    # the operator keeps every pod of the job it just failed, still Running.
+    kept = job.active_pods()
+    assert sorted(p.metadata.name for p in kept) == [
+        f"{job.name}-master-0",
+        f"{job.name}-worker-0",
+        f"{job.name}-worker-1",
+        f"{job.name}-worker-2",
+    ], "v1.9.4 with cleanPodPolicy unset keeps the pods; if this fails the operator changed"
+
+    [auto_pass] = sweep(run_sweeper, "--action", "auto", "-n", job.namespace)
+
+    entry = entry_for(auto_pass, job)
+    assert (entry["decision"], entry["reason"], entry["result"]) == (
+        "terminate-pods",
+        "failed-by-deadline",
+        "done",
+    )
+    assert sorted(entry["deleted"]["pods"]) == sorted(p.metadata.name for p in kept)
+    poll(lambda: not job.active_pods(), what="the kept pods to be gone")
+    assert job.services() == [], "their same-named services are deleted with them"
+    after = job.view()
+    assert after.conditions == failed.conditions, "the sweeper leaves the operator's status alone"
+    figures.add(
+        "3 ADS 15 s, touch at deadline+3 s",
+        f"deadline -> Failed {failed.late_by:.0f} s; touch -> Failed "
+        f"{seconds(touched_at, failed.failed_at):.0f} s; pods kept by the operator: {len(kept)}, "
+        f"terminated by --action auto: {len(entry['deleted']['pods'])}",
+    )
+
+
+def test_repeated_passes_enforce_a_deadline_within_one_interval(
+    operator: Operator,
+    kubeflow_jobs: Callable[..., RunningJob],
+    run_sweeper: RunSweeper,
+    figures: Figures,
+) -> None:
+    every = 2
+    job = kubeflow_jobs(
+        "PyTorchJob", ads=10, timeline=staggered(master_running=1, workers_running=[2, 3, 4])
+    )
+    deadline = job.started().deadline
+    assert deadline is not None
+
+    passes = sweep(
+        run_sweeper, "--every", str(every), "--for", "30", "--action", "touch", "-n", job.namespace
+    )
+
+    entries = [entry_for(p, job) for p in passes]
+    decisions = [(e["decision"], e["reason"]) for e in entries]
+    first_touch = decisions.index(("touch", "overdue"))
+    assert first_touch > 0, f"premise: the run began before the deadline: {decisions}"
+    assert set(decisions[:first_touch]) == {("skip", "not-yet-due")}, decisions
+    assert set(decisions[first_touch + 1 :]) <= {
+        ("skip", "recently-touched"),
+        ("skip", "finished"),
+    }, f"no second touch: later passes leave it to the operator: {decisions}"
+    overdue_at_touch = entries[first_touch]["seconds_overdue"]
+    # Whole-second timestamps on both sides (startTime, the server's Date) blur it by 1 s.
+    assert 0 <= overdue_at_touch <= every + 1, (
+        f"touched {overdue_at_touch}s after the deadline, more than one {every}s interval"
+    )
+    failed = job.view()
+    assert_failed_by_operator(failed)
+    assert failed.late_by is not None
+    # One interval, plus the whole-second rounding of the two API timestamps compared.
+    assert failed.late_by <= every + 1, f"Failed {failed.late_by}s after the deadline"
+    figures.add(
+        f"5 ADS 10 s, --every {every} --for 30",
+        f"touched {overdue_at_touch:.0f} s after the deadline (pass {first_touch + 1} of "
+        f"{len(passes)}); deadline -> Failed {failed.late_by:.0f} s",
+    )
+
+
+def test_one_pass_gets_every_kind_failed_by_the_operator(
+    operator: Operator,
+    kubeflow_jobs: Callable[..., RunningJob],
+    run_sweeper: RunSweeper,
+    figures: Figures,
+) -> None:
+    ads = 6
+    every_pod_running_at_1s = [Transition(1, "Running")]
+    created = [
+        kubeflow_jobs(kind, ads=ads, timeline=every_pod_running_at_1s) for kind in jobs.KINDS
+    ]
+    started = {job.kind: job.started() for job in created}
+    for job in created:
+        job.wait(lambda v: v.is_true("Running"), f"{job.kind} to be Running")
+    last_deadline = max(v.deadline for v in started.values() if v.deadline is not None)
+    sleep_until(last_deadline + dt.timedelta(seconds=3))
+    not_failed = {job.kind: not job.view().failed for job in created}
+    assert all(not_failed.values()), (
+        f"premise: with stable pods the operator misses every kind's deadline: {not_failed}"
+    )
+
+    namespaces = [arg for job in created for arg in ("-n", job.namespace)]
+    [sweep_pass] = sweep(run_sweeper, "--action", "touch", *namespaces)
+
+    results = {job.kind: entry_for(sweep_pass, job) for job in created}
+    assert {kind: (e["decision"], e["result"]) for kind, e in results.items()} == dict.fromkeys(
+        jobs.KINDS, ("touch", "done")
+    )
+    lateness = {}
+    for job in created:
+        failed = job.wait_failed(timeout=30)
+        assert_failed_by_operator(failed)
+        lateness[job.kind] = failed.late_by
+    figures.add(
+        f"6 every kind, ADS {ads} s, one touch pass at the last deadline+3 s",
+        "deadline -> Failed " + ", ".join(f"{k} {v:.0f} s" for k, v in lateness.items()),
+    )
