@@ -1,0 +1,345 @@
+{{/*
+Names, labels, the schedule arithmetic, the sweeper's arguments and the RBAC rules.
+Everything derived from values is computed here once, so the CronJob, the RBAC objects, the
+test pod and NOTES.txt cannot disagree.
+*/}}
+
+{{- define "sweeper.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+Full name. 52 characters at most: the CronJob controller appends an 11-character suffix to
+name each Job, and a Job name must fit in 63.
+*/}}
+{{- define "sweeper.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 52 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 52 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 52 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "sweeper.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "sweeper.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "sweeper.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "sweeper.labels" -}}
+helm.sh/chart: {{ include "sweeper.chart" . }}
+{{ include "sweeper.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/component: deadline-sweeper
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{- define "sweeper.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "sweeper.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- required "serviceAccount.name is required when serviceAccount.create is false" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "sweeper.image" -}}
+{{- $tag := default .Chart.AppVersion .Values.image.tag }}
+{{- if .Values.image.digest }}
+{{- printf "%s:%s@%s" .Values.image.repository $tag .Values.image.digest }}
+{{- else }}
+{{- printf "%s:%s" .Values.image.repository $tag }}
+{{- end }}
+{{- end }}
+
+{{- define "sweeper.imagePullPolicy" -}}
+{{- .Values.image.pullPolicy | default (ternary "IfNotPresent" "Always" (not (empty .Values.image.digest))) }}
+{{- end }}
+
+{{/*
+Checkov suppressions that depend on values, as annotation lines. The digest check only
+fails while the image is pinned by tag alone.
+*/}}
+{{- define "sweeper.checkovSkipDigest" -}}
+{{- if not .Values.image.digest }}
+checkov.io/skip1: CKV_K8S_43=pinned by tag until image.digest is set to the digest of the released image
+{{- end }}
+{{- end }}
+
+{{/*
+The dry-run mode as the CLI spells it: "" (off), "client" or "server".
+*/}}
+{{- define "sweeper.dryRun" -}}
+{{- $d := .Values.dryRun }}
+{{- if kindIs "bool" $d }}{{ if $d }}client{{ end }}
+{{- else }}{{ $d }}
+{{- end }}
+{{- end }}
+
+{{/*
+Schedule arithmetic, as YAML (read it with `include "sweeper.timing" . | fromYaml`).
+  period          seconds between two scheduled runs
+  schedule        the cron expression
+  every/for       passes inside one run (only when intervalSeconds < 60)
+  timeout         --timeout: the sweeper stops itself (exit 5) 5 s before the next run is due
+  activeDeadline  the Job's activeDeadlineSeconds: Kubernetes kills a run that is still going
+                  2 s before the next one is due. It must stay below the period: with
+                  concurrencyPolicy Forbid a hung run would otherwise make every later run skip.
+  startingDeadline how late a run may still start (a missed schedule, a slow previous run)
+Intervals below a minute: every minute, passes every N s while fewer than 60 - N/2 s have
+passed, so a run makes exactly 60/N passes and the last one starts N s before the next run.
+*/}}
+{{- define "sweeper.timing" -}}
+{{- $n := int .Values.intervalSeconds }}
+{{- $subMinute := list 10 12 15 20 30 }}
+{{- $minutes := list 1 2 3 4 5 6 10 12 15 20 30 60 }}
+{{- $period := 60 }}
+{{- $schedule := "* * * * *" }}
+{{- if has $n $subMinute }}
+every: {{ $n }}
+for: {{ sub 60 (div $n 2) }}
+{{- else if and (eq (int (mod $n 60)) 0) (has (int (div $n 60)) $minutes) }}
+{{- $period = $n }}
+{{- $m := int (div $n 60) }}
+{{- if eq $m 60 }}{{ $schedule = "0 * * * *" }}
+{{- else if gt $m 1 }}{{ $schedule = printf "*/%d * * * *" $m }}
+{{- end }}
+{{- else }}
+{{- fail (printf "intervalSeconds must divide a minute (10, 12, 15, 20, 30) or be a whole number of minutes that divides an hour (60, 120, 180, 240, 300, 360, 600, 720, 900, 1200, 1800, 3600); got %v" .Values.intervalSeconds) }}
+{{- end }}
+period: {{ $period }}
+schedule: {{ $schedule | quote }}
+timeout: {{ sub $period 5 }}
+activeDeadline: {{ sub $period 2 }}
+{{- if kindIs "invalid" .Values.startingDeadlineSeconds }}
+startingDeadline: {{ min (div $period 2) 300 }}
+{{- else }}
+startingDeadline: {{ int .Values.startingDeadlineSeconds }}
+{{- end }}
+{{- end }}
+
+{{/*
+The six Kubeflow v1 kinds and their plurals, in the order the sweeper's kind table uses.
+*/}}
+{{- define "sweeper.kindTable" -}}
+TFJob: tfjobs
+PyTorchJob: pytorchjobs
+XGBoostJob: xgboostjobs
+MPIJob: mpijobs
+PaddleJob: paddlejobs
+JAXJob: jaxjobs
+{{- end }}
+
+{{/*
+Plurals of the kinds to sweep, as a YAML list under "plurals".
+*/}}
+{{- define "sweeper.plurals" -}}
+{{- $table := include "sweeper.kindTable" . | fromYaml }}
+{{- $order := list "TFJob" "PyTorchJob" "XGBoostJob" "MPIJob" "PaddleJob" "JAXJob" }}
+plurals:
+{{- range $kind := $order }}
+{{- if or (empty $.Values.kinds) (has $kind $.Values.kinds) }}
+  - {{ get $table $kind }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+Sweeper arguments (a YAML list). Pass "dryRun" to override the dry-run mode and "oneShot" to
+drop --every/--for (used by the helm test pod).
+Flags and spellings follow the CLI contract (sweeper --help); every flag uses the --flag=value
+form so that an optional-value flag such as --dry-run cannot swallow the next argument.
+*/}}
+{{- define "sweeper.args" -}}
+{{- $root := .root }}
+{{- $v := $root.Values }}
+{{- $t := include "sweeper.timing" $root | fromYaml }}
+{{- $dryRun := include "sweeper.dryRun" $root }}
+{{- if hasKey . "dryRun" }}{{ $dryRun = .dryRun }}{{ end -}}
+- --action={{ $v.action }}
+{{- with $dryRun }}
+- --dry-run={{ . }}
+{{- end }}
+{{- range $v.namespaces }}
+- --namespace={{ . }}
+{{- end }}
+{{- range $v.kinds }}
+- --kind={{ . }}
+{{- end }}
+{{- with $v.selector }}
+- --selector={{ . }}
+{{- end }}
+- --grace={{ int $v.grace }}
+{{- if ne $v.action "fail" }}
+- --escalate-after={{ int $v.escalateAfter }}
+{{- end }}
+{{- if ne $v.action "touch" }}
+- --terminate-pods={{ $v.terminatePods }}
+{{- end }}
+{{- if not (kindIs "invalid" $v.maxActions) }}
+- --max-actions={{ int $v.maxActions }}
+{{- end }}
+{{- if and (hasKey $t "every") (not .oneShot) }}
+- --every={{ $t.every }}
+- --for={{ $t.for }}
+{{- end }}
+- --timeout={{ $t.timeout }}
+- --output={{ $v.output }}
+- --log-format={{ $v.logFormat }}
+- --log-level={{ $v.logLevel }}
+{{- range $v.extraArgs }}
+- {{ . }}
+{{- end }}
+{{- end }}
+
+{{/*
+RBAC rules (a YAML list under "rules"): exactly the requests sweeper/kube.py makes for the
+chosen action, on the selected kinds. Discovery (GET /apis/kubeflow.org...) needs no grant:
+the built-in system:discovery role covers every authenticated user.
+  list jobs                  every action (the pass)
+  patch jobs                 touch, auto: the touch annotation (a JSON merge patch)
+  get jobs                   fail, auto: re-read the job just before failing it
+  patch <plural>/status      fail, auto: the Failed status, guarded by resourceVersion
+  list, delete pods/services fail, auto: the job's pods and their same-named services
+  create events (core v1)    every write records an event on the job
+Client dry-run writes nothing, so it gets the reads only; a server-side dry run is authorized
+like the real write, so it keeps the write verbs.
+*/}}
+{{- define "sweeper.rules" -}}
+{{- $plurals := (include "sweeper.plurals" . | fromYaml).plurals }}
+{{- $writes := ne (include "sweeper.dryRun" .) "client" }}
+{{- $touches := ne .Values.action "fail" }}
+{{- $fails := ne .Values.action "touch" }}
+{{- $jobVerbs := list }}
+{{- if $fails }}{{ $jobVerbs = append $jobVerbs "get" }}{{ end }}
+{{- $jobVerbs = append $jobVerbs "list" }}
+{{- if and $touches $writes }}{{ $jobVerbs = append $jobVerbs "patch" }}{{ end }}
+{{- $status := list }}
+{{- range $plurals }}{{ $status = append $status (printf "%s/status" .) }}{{ end -}}
+rules:
+  - apiGroups: ["kubeflow.org"]
+    resources: {{ toJson $plurals }}
+    verbs: {{ toJson $jobVerbs }}
+{{- if $fails }}
+{{- if $writes }}
+  - apiGroups: ["kubeflow.org"]
+    resources: {{ toJson $status }}
+    verbs: ["patch"]
+{{- end }}
+  - apiGroups: [""]
+    resources: ["pods", "services"]
+    verbs: {{ if $writes }}["list", "delete"]{{ else }}["list"]{{ end }}
+{{- end }}
+{{- if $writes }}
+  - apiGroups: [""]
+    resources: ["events"]
+    verbs: ["create"]
+{{- end }}
+{{- end }}
+
+{{/*
+The sweeper pod spec, shared by the CronJob and the helm test pod.
+Arguments: "root" (the chart context) and "args" (the rendered argument list).
+*/}}
+{{- define "sweeper.podSpec" -}}
+{{- $root := .root }}
+{{- $v := $root.Values -}}
+serviceAccountName: {{ include "sweeper.serviceAccountName" $root }}
+# The token is mounted explicitly below, into the sweeper container only (not into any
+# injected sidecar), read-only, and bound to this pod's lifetime.
+automountServiceAccountToken: false
+enableServiceLinks: false
+restartPolicy: Never
+# The sweeper exits within a second of SIGTERM (exit code 4); a short grace lets a killed
+# run finish quickly so that the next scheduled run is not held back.
+terminationGracePeriodSeconds: 5
+{{- with $v.priorityClassName }}
+priorityClassName: {{ . }}
+{{- end }}
+{{- with $v.imagePullSecrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+securityContext:
+  runAsNonRoot: true
+  runAsUser: {{ int $v.runAsUser }}
+  runAsGroup: {{ int $v.runAsGroup }}
+  seccompProfile:
+    type: RuntimeDefault
+containers:
+  - name: sweeper
+    image: {{ include "sweeper.image" $root }}
+    imagePullPolicy: {{ include "sweeper.imagePullPolicy" $root }}
+    args:
+      {{- .args | nindent 6 }}
+    env:
+      # Unbuffered, so that a killed run still shows its last lines in `kubectl logs`.
+      - name: PYTHONUNBUFFERED
+        value: "1"
+    securityContext:
+      runAsNonRoot: true
+      runAsUser: {{ int $v.runAsUser }}
+      runAsGroup: {{ int $v.runAsGroup }}
+      readOnlyRootFilesystem: true
+      allowPrivilegeEscalation: false
+      privileged: false
+      capabilities:
+        drop: ["ALL"]
+      seccompProfile:
+        type: RuntimeDefault
+    {{- with $v.resources }}
+    resources:
+      {{- toYaml . | nindent 6 }}
+    {{- end }}
+    volumeMounts:
+      - name: kube-api-access
+        mountPath: /var/run/secrets/kubernetes.io/serviceaccount
+        readOnly: true
+      # The root filesystem is read-only; the Kubernetes client may write temporary files.
+      - name: tmp
+        mountPath: /tmp
+volumes:
+  # The same files the kubelet's automount would provide: a bound token, the cluster CA and
+  # the namespace, which is what the client's in-cluster configuration reads.
+  - name: kube-api-access
+    projected:
+      sources:
+        - serviceAccountToken:
+            path: token
+            expirationSeconds: 3600
+        - configMap:
+            name: kube-root-ca.crt
+            items:
+              - key: ca.crt
+                path: ca.crt
+        - downwardAPI:
+            items:
+              - path: namespace
+                fieldRef:
+                  fieldPath: metadata.namespace
+  - name: tmp
+    emptyDir:
+      sizeLimit: 16Mi
+{{- with $v.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $v.affinity }}
+affinity:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $v.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}

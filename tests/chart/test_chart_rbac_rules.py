@@ -1,0 +1,154 @@
+"""RBAC: exactly the rules each action needs, cluster-wide or per listed namespace.
+
+tests/e2e/test_chart_rbac.py proves on a real API server that these rules are enough and that
+each one is needed.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+PLURALS = ["tfjobs", "pytorchjobs", "xgboostjobs", "mpijobs", "paddlejobs", "jaxjobs"]
+STATUS = [f"{p}/status" for p in PLURALS]
+
+
+def rule(group: str, resources: list[str], verbs: list[str]) -> dict[str, object]:
+    return {"apiGroups": [group], "resources": resources, "verbs": verbs}
+
+
+EVENTS = rule("", ["events"], ["create"])
+TOUCH = [
+    rule("kubeflow.org", PLURALS, ["list", "patch"]),
+    EVENTS,
+]
+FAIL = [
+    rule("kubeflow.org", PLURALS, ["get", "list"]),
+    rule("kubeflow.org", STATUS, ["patch"]),
+    rule("", ["pods", "services"], ["list", "delete"]),
+    EVENTS,
+]
+AUTO = [
+    rule("kubeflow.org", PLURALS, ["get", "list", "patch"]),
+    rule("kubeflow.org", STATUS, ["patch"]),
+    rule("", ["pods", "services"], ["list", "delete"]),
+    EVENTS,
+]
+READ_ONLY_TOUCH = [rule("kubeflow.org", PLURALS, ["list"])]
+READ_ONLY_FAIL = [
+    rule("kubeflow.org", PLURALS, ["get", "list"]),
+    rule("", ["pods", "services"], ["list"]),
+]
+
+
+@pytest.mark.parametrize(
+    ("values", "rules"),
+    [
+        pytest.param({"action": "touch"}, TOUCH, id="touch"),
+        pytest.param({"action": "fail"}, FAIL, id="fail"),
+        pytest.param({"action": "auto"}, AUTO, id="auto"),
+        pytest.param({"action": "touch", "dryRun": "server"}, TOUCH, id="touch-server-dry-run"),
+        pytest.param({"action": "fail", "dryRun": "server"}, FAIL, id="fail-server-dry-run"),
+        pytest.param({"action": "touch", "dryRun": True}, READ_ONLY_TOUCH, id="touch-dry-run"),
+        pytest.param({"action": "fail", "dryRun": True}, READ_ONLY_FAIL, id="fail-dry-run"),
+        pytest.param({"action": "auto", "dryRun": "client"}, READ_ONLY_FAIL, id="auto-dry-run"),
+    ],
+)
+def test_cluster_role_grants_exactly_what_the_action_needs(render, values, rules):
+    rendered = render(values)
+
+    assert rendered.one("ClusterRole")["rules"] == rules
+
+
+def test_listed_kinds_narrow_every_rule(render):
+    rendered = render({"action": "auto", "kinds": ["MPIJob", "PyTorchJob"]})
+
+    assert rendered.one("ClusterRole")["rules"] == [
+        rule("kubeflow.org", ["pytorchjobs", "mpijobs"], ["get", "list", "patch"]),
+        rule("kubeflow.org", ["pytorchjobs/status", "mpijobs/status"], ["patch"]),
+        rule("", ["pods", "services"], ["list", "delete"]),
+        EVENTS,
+    ]
+
+
+def test_cluster_role_binding_binds_the_release_service_account(render):
+    rendered = render()
+    binding = rendered.one("ClusterRoleBinding")
+    account = rendered.one("ServiceAccount")
+
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "ClusterRole",
+        "name": rendered.one("ClusterRole")["metadata"]["name"],
+    }
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": account["metadata"]["name"], "namespace": "sweeper"}
+    ]
+    assert rendered.pod_spec["serviceAccountName"] == account["metadata"]["name"]
+
+
+@pytest.mark.parametrize(("action", "rules"), [("touch", TOUCH), ("fail", FAIL), ("auto", AUTO)])
+def test_namespaced_mode_grants_a_role_per_namespace_and_nothing_cluster_wide(
+    render, action, rules
+):
+    rendered = render({"action": action, "namespaces": ["team-a", "team-b"]})
+
+    assert rendered.of_kind("ClusterRole") == []
+    assert rendered.of_kind("ClusterRoleBinding") == []
+    roles = rendered.of_kind("Role")
+    bindings = rendered.of_kind("RoleBinding")
+    assert [r["metadata"]["namespace"] for r in roles] == ["team-a", "team-b"]
+    assert [b["metadata"]["namespace"] for b in bindings] == ["team-a", "team-b"]
+    for role, binding in zip(roles, bindings, strict=True):
+        assert role["rules"] == rules
+        assert binding["roleRef"]["kind"] == "Role"
+        assert binding["roleRef"]["name"] == role["metadata"]["name"]
+        assert binding["subjects"][0]["namespace"] == "sweeper"
+    assert [a for a in rendered.args if a.startswith("--namespace")] == [
+        "--namespace=team-a",
+        "--namespace=team-b",
+    ]
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        pytest.param({"action": a, "namespaces": ns, "dryRun": d}, id=f"{a}-{len(ns)}ns-{d}")
+        for a in ("touch", "fail", "auto")
+        for ns in ([], ["team-a"])
+        for d in (False, True, "server")
+    ],
+)
+def test_no_rule_uses_a_wildcard_or_reaches_secrets(render, values):
+    rendered = render(values)
+    roles = rendered.of_kind("ClusterRole") + rendered.of_kind("Role")
+    rules = [r for role in roles for r in role["rules"]]
+
+    assert rules
+    for r in rules:
+        for field in ("apiGroups", "resources", "verbs"):
+            assert "*" not in r[field]
+        assert "secrets" not in r["resources"]
+        assert set(r["verbs"]) <= {"get", "list", "patch", "create", "delete"}
+        assert "resourceNames" not in r
+        assert "nonResourceURLs" not in r
+
+
+def test_rbac_can_be_left_to_the_operator_of_the_cluster(render):
+    rendered = render({"rbac": {"create": False}})
+
+    for kind in ("ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"):
+        assert rendered.of_kind(kind) == []
+
+
+def test_an_existing_service_account_is_bound_but_not_created(render):
+    rendered = render({"serviceAccount": {"create": False, "name": "platform-sweeper"}})
+
+    assert rendered.of_kind("ServiceAccount") == []
+    assert rendered.one("ClusterRoleBinding")["subjects"][0]["name"] == "platform-sweeper"
+    assert rendered.pod_spec["serviceAccountName"] == "platform-sweeper"
+
+
+def test_an_existing_service_account_must_be_named(render_error):
+    error = render_error({"serviceAccount": {"create": False}})
+
+    assert "serviceAccount.name is required when serviceAccount.create is false" in error

