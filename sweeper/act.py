@@ -1,0 +1,423 @@
+"""The executor: applies a plan through the :class:`~sweeper.cluster.Cluster` interface.
+
+Thin on purpose: what to do was decided in :mod:`sweeper.decide`; here each action is carried
+out, its outcome recorded, and a failure stays confined to its job (STYLE.md, principle 7). A
+``fail`` is a read-modify-write: the job is read again, judged again with the same policy and
+instant, and its status written with the ``resourceVersion`` just read; on 409 Conflict the
+cycle starts over, a few times at most. Pods (and their same-named services) are deleted only
+after the Failed status is written (OPERATOR.md, "Ordering that matters").
+
+Before every write the executor checks whether the run must stop (signal or ``--timeout``):
+the current write completes, no new one starts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from sweeper.clock import format_rfc3339
+from sweeper.cluster import JSON, Cluster, ServedKind
+from sweeper.config import DryRun
+from sweeper.decide import (
+    Action,
+    ActionKind,
+    Entry,
+    Plan,
+    Policy,
+    Skip,
+    judge,
+    pods_to_terminate,
+    services_to_delete,
+)
+from sweeper.errors import ApiError, Conflict, Interrupted, NotFound, RunTimeout, SweeperError
+from sweeper.jobs import Job, Owned, parse_job, parse_owned
+from sweeper.kinds import COMPONENT, GROUP, JOB_NAME_LABEL
+from sweeper.status import failure_message, status_patch, touch_patch
+
+# A job that keeps changing under a status write is left for the next pass after this many.
+STATUS_WRITE_ATTEMPTS = 3
+
+
+class Result(StrEnum):
+    """How an entry of the plan ended."""
+
+    SKIPPED = "skipped"
+    PLANNED = "planned"  # --dry-run (client): computed, not sent
+    DONE = "done"
+    DRY_RUN = "dry-run"  # --dry-run=server: sent with dryRun=All, accepted, not persisted
+    LEFT_ALONE = "left-alone"  # re-read: the job no longer needs the action
+    ERROR = "error"
+    NOT_STARTED = "not-started"  # the run stopped first (signal or --timeout)
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What became of one entry of the plan.
+
+    Attributes:
+        entry: The plan's entry.
+        result: How it ended.
+        detail: Why it was left alone, what stopped it...
+        body: The patch sent (or that would be sent) for touch and fail.
+        pods: Names of the pods deleted (or that would be).
+        services: Names of the services deleted (or that would be).
+        errors: One line per request that failed for this job.
+    """
+
+    entry: Entry
+    result: Result
+    detail: str = ""
+    body: JSON | None = None
+    pods: tuple[str, ...] = ()
+    services: tuple[str, ...] = ()
+    errors: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Execution:
+    """Every outcome of a plan, and what stopped the executor early, if anything.
+
+    Attributes:
+        outcomes: One per entry, in the plan's order.
+        stopped_by: :class:`~sweeper.errors.Interrupted` or
+            :class:`~sweeper.errors.RunTimeout`, ``None`` when the plan ran to its end.
+    """
+
+    outcomes: tuple[Outcome, ...]
+    stopped_by: SweeperError | None = None
+
+
+class _Stop(Exception):  # noqa: N818 - control flow: carries the reason out of a job's action
+    def __init__(self, cause: SweeperError) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+
+
+@dataclass(slots=True)
+class _Progress:
+    """What one action has done so far, so an interruption still reports it."""
+
+    body: JSON | None = None
+    wrote: bool = False
+    pods: list[str] = field(default_factory=list)
+    services: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    detail: str = ""
+
+
+def event_body(job: Job, *, reason: str, message: str, warning: bool, now: datetime) -> JSON:
+    """Build the core/v1 Event recorded on a job. Pure.
+
+    Args:
+        job: The job the event is about.
+        reason: A CamelCase reason (``DeadlineTouched``...).
+        message: The human explanation.
+        warning: ``Warning`` type rather than ``Normal``.
+        now: The instant of the pass.
+
+    Returns:
+        The Event object to create in the job's namespace.
+    """
+    stamp = format_rfc3339(now)
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        # A generated name: two kinds may have jobs of the same name in one namespace.
+        "metadata": {"generateName": f"{job.name[:200]}.", "namespace": job.namespace},
+        "involvedObject": {
+            "apiVersion": f"{GROUP}/{job.version}",
+            "kind": job.kind.name,
+            "namespace": job.namespace,
+            "name": job.name,
+            "uid": job.uid,
+        },
+        "type": "Warning" if warning else "Normal",
+        "reason": reason,
+        "message": message,
+        "source": {"component": COMPONENT},
+        "reportingComponent": COMPONENT,
+        "firstTimestamp": stamp,
+        "lastTimestamp": stamp,
+        "count": 1,
+    }
+
+
+class Executor:
+    """Applies plans to one cluster.
+
+    Args:
+        cluster: The cluster.
+        dry_run: ``None`` to write, ``client`` to send nothing, ``server`` for dryRun=All.
+        should_stop: Returns the reason to stop (a signal, ``--timeout``), or ``None``.
+        on_outcome: Called with each outcome as soon as it is known (for logs).
+    """
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        *,
+        dry_run: DryRun | None,
+        should_stop: Callable[[], SweeperError | None] = lambda: None,
+        on_outcome: Callable[[Outcome], None] = lambda _outcome: None,
+    ) -> None:
+        self._cluster = cluster
+        self._dry_run = dry_run
+        self._should_stop = should_stop
+        self._on_outcome = on_outcome
+
+    @property
+    def _server_dry_run(self) -> bool:
+        return self._dry_run is DryRun.SERVER
+
+    @property
+    def _writes(self) -> bool:
+        return self._dry_run is not DryRun.CLIENT
+
+    def execute(self, plan: Plan) -> Execution:
+        """Apply every action of a plan, in the plan's order.
+
+        Args:
+            plan: The plan.
+
+        Returns:
+            One outcome per entry. A failing job never stops the others; a signal or
+            ``--timeout`` does (the remaining actions are ``not-started``).
+        """
+        outcomes: list[Outcome] = []
+        stopped: SweeperError | None = None
+        for entry in plan.entries:
+            if isinstance(entry, Skip):
+                skipped = Outcome(entry, Result.SKIPPED, entry.detail)
+                outcomes.append(skipped)
+                self._on_outcome(skipped)
+                continue
+            if stopped is None and self._writes:
+                stopped = self._should_stop()
+            if stopped is not None:
+                outcomes.append(Outcome(entry, Result.NOT_STARTED, str(stopped)))
+                continue
+            outcome, stopped = self._apply(entry, plan.now, plan.policy)
+            outcomes.append(outcome)
+            self._on_outcome(outcome)
+        return Execution(tuple(outcomes), stopped)
+
+    def _apply(
+        self, action: Action, now: datetime, policy: Policy
+    ) -> tuple[Outcome, SweeperError | None]:
+        progress = _Progress()
+        try:
+            if action.kind is ActionKind.TOUCH:
+                result = self._touch(action, now, progress)
+            elif action.kind is ActionKind.FAIL:
+                result = self._fail(action, now, policy, progress)
+            else:
+                result = self._terminate_pods(action, now, policy, progress)
+        except _Stop as stop:
+            # A write that already happened is reported as done; the rest is not started.
+            return self._outcome(
+                action, self._done() if progress.wrote else Result.NOT_STARTED, progress,
+                extra=f"stopped: {stop.cause}",
+            ), stop.cause
+        except (Interrupted, RunTimeout) as cause:
+            return self._outcome(
+                action, self._done() if progress.wrote else Result.ERROR, progress,
+                extra=f"stopped: {cause}",
+            ), cause
+        except NotFound as gone:
+            if progress.wrote:
+                progress.errors.append(str(gone))
+                return self._outcome(action, self._done(), progress), None
+            progress.detail = "job deleted meanwhile"
+            return self._outcome(action, Result.LEFT_ALONE, progress), None
+        except ApiError as error:
+            progress.errors.append(str(error))
+            result = self._done() if progress.wrote else Result.ERROR
+            return self._outcome(action, result, progress), None
+        return self._outcome(action, result, progress), None
+
+    def _done(self) -> Result:
+        return Result.DRY_RUN if self._server_dry_run else Result.DONE
+
+    def _outcome(
+        self, action: Action, result: Result, progress: _Progress, extra: str = ""
+    ) -> Outcome:
+        detail = "; ".join(part for part in (progress.detail, extra) if part)
+        return Outcome(
+            entry=action,
+            result=result,
+            detail=detail,
+            body=progress.body,
+            pods=tuple(progress.pods),
+            services=tuple(progress.services),
+            errors=tuple(progress.errors),
+        )
+
+    def _checkpoint(self) -> None:
+        cause = self._should_stop()
+        if cause is not None:
+            raise _Stop(cause)
+
+    # --- touch ---------------------------------------------------------------------------
+
+    def _touch(self, action: Action, now: datetime, progress: _Progress) -> Result:
+        job = action.job
+        progress.body = touch_patch(now)
+        if not self._writes:
+            return Result.PLANNED
+        self._checkpoint()
+        self._cluster.patch_job(
+            _served(job), job.namespace, job.name, progress.body, dry_run=self._server_dry_run
+        )
+        progress.wrote = True
+        late = f"{action.seconds_overdue:.0f}s" if action.seconds_overdue is not None else "?"
+        self._event(
+            job, progress, now, reason="DeadlineTouched", warning=False,
+            message=(
+                f"{job.kind.name} is {late} past its activeDeadlineSeconds "
+                f"({job.deadline_seconds}s); touched by {COMPONENT} so that the training "
+                "operator enforces it"
+            ),
+        )
+        return self._done()
+
+    # --- fail ----------------------------------------------------------------------------
+
+    def _fail(
+        self, action: Action, now: datetime, policy: Policy, progress: _Progress
+    ) -> Result:
+        listed = action.job
+        served = _served(listed)
+        for _attempt in range(STATUS_WRITE_ATTEMPTS):
+            raw = self._cluster.get_job(served, listed.namespace, listed.name)
+            job = parse_job(raw, listed.kind, listed.version)
+            if job.uid != listed.uid:
+                progress.detail = "job replaced by a new one of the same name"
+                return Result.LEFT_ALONE
+            # Same policy, same instant, no cap: only the job's own state may have changed.
+            fresh = judge(job, now, Policy(
+                action=policy.action, grace=policy.grace, escalate_after=policy.escalate_after,
+                terminate_pods=policy.terminate_pods,
+            ))
+            if not (isinstance(fresh, Action) and fresh.kind is ActionKind.FAIL):
+                progress.detail = f"re-read: now {fresh.decision} ({fresh.reason})"
+                return Result.LEFT_ALONE
+            progress.body = status_patch(job.kind, raw, now)
+            if not self._writes:
+                self._delete_pods(job, policy, progress)
+                return Result.PLANNED
+            self._checkpoint()
+            try:
+                self._cluster.patch_job_status(
+                    served, job.namespace, job.name, progress.body,
+                    dry_run=self._server_dry_run,
+                )
+            except Conflict:
+                continue
+            progress.wrote = True
+            self._delete_pods(job, policy, progress)
+            late = f"{action.seconds_overdue:.0f}s" if action.seconds_overdue is not None else "?"
+            self._event(
+                job, progress, now, reason="DeadlineExceeded", warning=True,
+                message=f"{failure_message(job.name)}: {late} past its deadline",
+            )
+            return self._done()
+        progress.errors.append(
+            f"cannot patch {listed.kind.resource}/status {listed.name!r} in namespace "
+            f'"{listed.namespace}": conflict (409) on {STATUS_WRITE_ATTEMPTS} attempts'
+        )
+        return Result.ERROR
+
+    # --- pods ------------------------------------------------------------------------------
+
+    def _terminate_pods(
+        self, action: Action, now: datetime, policy: Policy, progress: _Progress
+    ) -> Result:
+        job = action.job
+        self._delete_pods(job, policy, progress)
+        if not progress.pods:
+            if progress.errors:
+                return Result.ERROR
+            progress.detail = "no pods left to terminate"
+            return Result.LEFT_ALONE
+        if not self._writes:
+            return Result.PLANNED
+        self._event(
+            job, progress, now, reason="DeadlinePodsTerminated", warning=True,
+            message=(
+                f"Deleted {len(progress.pods)} pod(s) and {len(progress.services)} service(s) "
+                f"of a job failed by its deadline ({COMPONENT})"
+            ),
+        )
+        return self._done()
+
+    def _delete_pods(self, job: Job, policy: Policy, progress: _Progress) -> None:
+        selector = f"{JOB_NAME_LABEL}={job.name}"
+        pods = pods_to_terminate(
+            _views(self._cluster.list_pods(job.namespace, selector)), job, policy.terminate_pods
+        )
+        if not pods:
+            return
+        services = services_to_delete(
+            _views(self._cluster.list_services(job.namespace, selector)), job,
+            [pod.name for pod in pods],
+        )
+        by_name = {service.name: service for service in services}
+        for pod in pods:
+            if self._writes:
+                self._checkpoint()
+                if not self._delete(self._cluster.delete_pod, job, pod, progress):
+                    continue
+            progress.pods.append(pod.name)
+            service = by_name.get(pod.name)
+            if service is None:
+                continue
+            if self._writes:
+                self._checkpoint()
+                if not self._delete(self._cluster.delete_service, job, service, progress):
+                    continue
+            progress.services.append(service.name)
+
+    def _delete(
+        self,
+        delete: Callable[..., None],
+        job: Job,
+        target: Owned,
+        progress: _Progress,
+    ) -> bool:
+        try:
+            delete(job.namespace, target.name, target.uid, dry_run=self._server_dry_run)
+            progress.wrote = True
+        except (NotFound, Conflict):
+            # Gone already, or replaced by an object with another uid: not ours to delete.
+            return False
+        except ApiError as error:
+            progress.errors.append(str(error))
+            return False
+        return True
+
+    # --- events ----------------------------------------------------------------------------
+
+    def _event(
+        self, job: Job, progress: _Progress, now: datetime, *, reason: str, message: str,
+        warning: bool,
+    ) -> None:
+        self._checkpoint()
+        body = event_body(job, reason=reason, message=message, warning=warning, now=now)
+        try:
+            self._cluster.create_event(job.namespace, body, dry_run=self._server_dry_run)
+        except ApiError as error:
+            progress.errors.append(str(error))
+
+
+def _served(job: Job) -> ServedKind:
+    return ServedKind(job.kind, job.version)
+
+
+def _views(objects: Iterable[Any]) -> list[Owned]:
+    return [view for view in map(parse_owned, objects) if view is not None]
+
+

@@ -1,0 +1,217 @@
+"""The ``sweeper`` command: the only module that imports click.
+
+It turns flags (and their ``SWEEPER_*`` environment twins) into one frozen
+:class:`~sweeper.config.Config`, configures logging, runs, and maps every error to one line on
+stderr and its documented exit code. The Kubernetes client is imported only once a run starts,
+so ``--version`` and ``--help`` stay fast.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Callable
+from typing import Any, ClassVar, TypeVar
+
+import click
+
+from sweeper import __version__, logs
+from sweeper.config import LOG_LEVELS, ClockMode, Config, DryRun, LogFormat, OutputFormat
+from sweeper.decide import ActionMode, PodsMode, Policy
+from sweeper.errors import EXIT_ACTIONS_FAILED, EXIT_INTERRUPTED, ConfigError, SweeperError
+from sweeper.kinds import lookup
+from sweeper.run import Connect, run
+
+
+def _connect(config: Config, *, deadline: float, stop: threading.Event) -> Any:
+    from sweeper import kube  # noqa: PLC0415 - the client takes 0.25 s to import; only runs need it
+
+    return kube.connect(config, deadline=deadline, stop=stop)
+
+
+# Not subscripted: ParamType is generic only from click 8.2 on, and we support 8.1.
+class DryRunChoice(click.ParamType):  # type: ignore[type-arg]
+    """``--dry-run`` values: ``client`` (also the bare flag), ``server``, or ``none``.
+
+    Environment twins also accept the usual booleans (``true`` means ``client``).
+    """
+
+    name = "client|server|none"
+    _ALIASES: ClassVar[dict[str, str]] = {"true": "client", "1": "client", "yes": "client",
+                "false": "none", "0": "none", "no": "none", "": "none"}
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> DryRun | None:
+        """Convert a value.
+
+        Args:
+            value: The raw value.
+            param: The parameter.
+            ctx: The context.
+
+        Returns:
+            The dry-run mode, ``None`` for none.
+        """
+        if value is None or isinstance(value, DryRun):
+            return value
+        text = str(value).strip().lower()
+        text = self._ALIASES.get(text, text)
+        if text == "none":
+            return None
+        try:
+            return DryRun(text)
+        except ValueError:
+            self.fail(f"{value!r} is not one of client, server, none", param, ctx)
+
+
+def _seconds(*, positive: bool = False) -> click.FloatRange:
+    return click.FloatRange(min=0, min_open=positive)
+
+
+_Decorated = TypeVar("_Decorated", bound=Callable[..., Any])
+
+
+def _option(
+    *names: str, env: str | list[str], **kwargs: Any
+) -> Callable[[_Decorated], _Decorated]:
+    return click.option(*names, envvar=env, show_envvar=True, **kwargs)
+
+
+@click.command(
+    name="sweeper",
+    context_settings={
+        "auto_envvar_prefix": "SWEEPER",
+        "help_option_names": ["-h", "--help"],
+        "max_content_width": 100,
+        "show_default": True,
+    },
+)
+@_option("--kubeconfig", env=["SWEEPER_KUBECONFIG", "KUBECONFIG"], metavar="PATH",
+         help="Kubeconfig file (default: KUBECONFIG, ~/.kube/config, else in-cluster).")
+@_option("--context", env="SWEEPER_CONTEXT", metavar="NAME", help="Kubeconfig context to use.")
+@_option("-n", "--namespace", "namespaces", env="SWEEPER_NAMESPACE", multiple=True, metavar="NS",
+         help="Only this namespace (repeatable; default: all namespaces, never listed).")
+@_option("--kind", "kinds", env="SWEEPER_KIND", multiple=True, metavar="KIND",
+         help="Only this kind, e.g. PyTorchJob or pytorchjobs (repeatable; default: all).")
+@_option("-l", "--selector", env="SWEEPER_SELECTOR", metavar="SEL",
+         help="Label selector the jobs must match.")
+@_option("--page-size", env="SWEEPER_PAGE_SIZE", type=click.IntRange(min=1), default=500,
+         help="Jobs per list request.")
+@_option("--grace", env="SWEEPER_GRACE", type=_seconds(), default=0.0, metavar="SECONDS",
+         help="Tolerance past the deadline before acting.")
+@_option("--clock", env="SWEEPER_CLOCK", type=click.Choice([m.value for m in ClockMode],
+         case_sensitive=False), default=ClockMode.SERVER.value,
+         help="Whose clock decides: the API server's Date header, or this machine's.")
+@_option("--action", env="SWEEPER_ACTION", type=click.Choice([m.value for m in ActionMode],
+         case_sensitive=False), default=ActionMode.TOUCH.value,
+         help="touch: annotate so the operator fails it; fail: fail it as the operator would; "
+              "auto: touch, then fail if still running --escalate-after seconds later.")
+@_option("--terminate-pods", env="SWEEPER_TERMINATE_PODS",
+         type=click.Choice([m.value for m in PodsMode], case_sensitive=False),
+         default=PodsMode.ACTIVE.value,
+         help="Pods of a failed job to delete: active (Running, Pending), all, or policy (the "
+              "job's cleanPodPolicy).")
+@_option("--escalate-after", env="SWEEPER_ESCALATE_AFTER", type=_seconds(), default=120.0,
+         metavar="SECONDS", help="Seconds after the sweeper's touch before auto fails a job "
+                                 "(and before touch touches it again).")
+@_option("--max-actions", env="SWEEPER_MAX_ACTIONS", type=click.IntRange(min=0), default=None,
+         metavar="N", show_default="unlimited",
+         help="Act on at most N jobs per pass (most overdue first).")
+@_option("--every", env="SWEEPER_EVERY", type=_seconds(positive=True), default=None,
+         metavar="SECONDS", help="Start a pass every SECONDS (needs --for).")
+@_option("--for", "for_seconds", env="SWEEPER_FOR", type=_seconds(positive=True), default=None,
+         metavar="SECONDS", help="Start passes during SECONDS (needs --every).")
+@_option("--dry-run", env="SWEEPER_DRY_RUN", type=DryRunChoice(), is_flag=False,
+         flag_value="client", default=None,
+         help="Plan and report, write nothing (client), or send writes with dryRun=All "
+              "(server). Bare --dry-run means client.")
+@_option("-o", "--output", env="SWEEPER_OUTPUT", type=click.Choice([f.value for f in OutputFormat],
+         case_sensitive=False), default=OutputFormat.TEXT.value, help="Report format on stdout.")
+@_option("--log-format", env="SWEEPER_LOG_FORMAT", type=click.Choice(
+         [f.value for f in LogFormat], case_sensitive=False), default=LogFormat.JSON.value,
+         help="Log format on stderr.")
+@_option("--log-level", env="SWEEPER_LOG_LEVEL", type=click.Choice(LOG_LEVELS,
+         case_sensitive=False), default="INFO", help="Log level.")
+@_option("--request-timeout", env="SWEEPER_REQUEST_TIMEOUT", type=_seconds(positive=True),
+         default=10.0, metavar="SECONDS", help="Timeout of each HTTP request.")
+@_option("--timeout", env="SWEEPER_TIMEOUT", type=_seconds(positive=True), default=45.0,
+         metavar="SECONDS", help="Bound on the whole run (exit 5 when reached).")
+@click.version_option(__version__, "--version", prog_name="sweeper")
+@click.pass_context
+def command(ctx: click.Context, /, **options: Any) -> None:
+    """Find Kubeflow v1 jobs past spec.runPolicy.activeDeadlineSeconds and touch or fail them.
+
+    Exit codes: 0 completed, 1 some actions failed, 2 usage or configuration error, 3 the
+    cluster could not be listed, 4 interrupted (SIGTERM/SIGINT), 5 --timeout reached.
+    """
+    connect: Connect = (ctx.obj or {}).get("connect", _connect)
+    try:
+        config = build_config(options)
+    except SweeperError as error:
+        _fail(error)
+    logs.configure(config.log_format, config.log_level)
+    try:
+        code = run(config, connect, sys.stdout)
+    except SweeperError as error:
+        _fail(error)
+    except KeyboardInterrupt:
+        click.echo("sweeper: interrupted", err=True)
+        ctx.exit(EXIT_INTERRUPTED)
+    except Exception as error:  # noqa: BLE001 - last resort: one line, never a traceback
+        logs.get("cli").debug("internal error", exc_info=True)
+        click.echo(f"sweeper: internal error: {type(error).__name__}: {error}", err=True)
+        ctx.exit(EXIT_ACTIONS_FAILED)
+    ctx.exit(code)
+
+
+def _fail(error: SweeperError) -> None:
+    click.echo(f"sweeper: error: {error}", err=True)
+    raise SystemExit(error.exit_code)
+
+
+def build_config(options: dict[str, Any]) -> Config:
+    """Turn the parsed options into the run's configuration.
+
+    Args:
+        options: click's parameters, by name.
+
+    Returns:
+        The frozen, validated configuration.
+
+    Raises:
+        ConfigError: A value is invalid (unknown kind, bad selector, contradictory options).
+    """
+    try:
+        kinds = tuple(dict.fromkeys(lookup(kind) for kind in options["kinds"]))
+    except KeyError as error:
+        raise ConfigError(f"{error.args[0]} (--kind)") from error
+    return Config(
+        kubeconfig=options["kubeconfig"] or None,
+        context=options["context"] or None,
+        namespaces=tuple(dict.fromkeys(options["namespaces"])),
+        kinds=kinds,
+        selector=options["selector"] or None,
+        page_size=options["page_size"],
+        policy=Policy(
+            action=ActionMode(options["action"].lower()),
+            grace=options["grace"],
+            escalate_after=options["escalate_after"],
+            max_actions=options["max_actions"],
+            terminate_pods=PodsMode(options["terminate_pods"].lower()),
+        ),
+        clock=ClockMode(options["clock"].lower()),
+        every=options["every"],
+        for_seconds=options["for_seconds"],
+        dry_run=options["dry_run"],
+        output=OutputFormat(options["output"].lower()),
+        log_format=LogFormat(options["log_format"].lower()),
+        log_level=options["log_level"].upper(),
+        request_timeout=options["request_timeout"],
+        timeout=options["timeout"],
+    )
+
+
+def main() -> None:
+    """Console-script entry point."""
+    command(prog_name="sweeper")

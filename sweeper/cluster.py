@@ -1,0 +1,114 @@
+"""The sweeper's own boundary to the cluster: the interface the executor and the pass loop use.
+
+:mod:`sweeper.kube` implements :class:`Cluster` with the official client; unit tests implement
+it in memory (STYLE.md, principle 5). Objects cross this boundary as decoded JSON, never as the
+client's model classes. Every method raises only the sweeper's own errors
+(:mod:`sweeper.errors`): :class:`~sweeper.errors.ApiError` and its subclasses for a request that
+failed for good, :class:`~sweeper.errors.RunTimeout` when ``--timeout`` ran out, and
+:class:`~sweeper.errors.Interrupted` when a signal arrived while waiting to retry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol
+
+from sweeper.kinds import Kind
+
+JSON = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ServedKind:
+    """A Kubeflow kind the cluster serves, and at which version.
+
+    Attributes:
+        kind: The kind.
+        version: ``v1``, or ``v2beta1`` for an mpi-operator MPIJob.
+    """
+
+    kind: Kind
+    version: str
+
+
+@dataclass(frozen=True, slots=True)
+class Discovery:
+    """What API discovery found in the ``kubeflow.org`` group.
+
+    Attributes:
+        served: The known kinds the cluster serves, in the kind table's order.
+        server_date: The API server's clock (``Date`` header) when it answered.
+    """
+
+    served: tuple[ServedKind, ...]
+    server_date: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    """One page of a list.
+
+    Attributes:
+        items: The objects, decoded. Valid only until the next page is requested: the list
+            is emptied then, so that one page at a time stays in memory.
+        server_date: The API server's clock (``Date`` header) when it answered.
+    """
+
+    items: list[JSON]
+    server_date: datetime | None
+
+
+class Cluster(Protocol):
+    """Everything the sweeper asks of a cluster.
+
+    Writes take ``dry_run``: ``True`` sends them with ``dryRun=All`` (``--dry-run=server``).
+    With ``--dry-run`` (client) the executor does not call the write methods at all.
+    """
+
+    def discover(self) -> Discovery:
+        """Find which Kubeflow job kinds (and versions) the cluster serves."""
+        ...
+
+    def list_jobs(
+        self, served: ServedKind, namespace: str | None, selector: str | None, page_size: int
+    ) -> Iterator[Page]:
+        """List jobs page by page (``limit`` and ``continue``), in one namespace or all."""
+        ...
+
+    def get_job(self, served: ServedKind, namespace: str, name: str) -> JSON:
+        """Read one job."""
+        ...
+
+    def patch_job(
+        self, served: ServedKind, namespace: str, name: str, patch: JSON, *, dry_run: bool
+    ) -> None:
+        """Apply a JSON merge patch to a job (its metadata)."""
+        ...
+
+    def patch_job_status(
+        self, served: ServedKind, namespace: str, name: str, patch: JSON, *, dry_run: bool
+    ) -> None:
+        """Apply a JSON merge patch to a job's ``/status`` subresource."""
+        ...
+
+    def list_pods(self, namespace: str, selector: str) -> list[JSON]:
+        """List the pods matching a label selector in one namespace."""
+        ...
+
+    def list_services(self, namespace: str, selector: str) -> list[JSON]:
+        """List the services matching a label selector in one namespace."""
+        ...
+
+    def delete_pod(self, namespace: str, name: str, uid: str, *, dry_run: bool) -> None:
+        """Delete a pod, provided it still has that uid."""
+        ...
+
+    def delete_service(self, namespace: str, name: str, uid: str, *, dry_run: bool) -> None:
+        """Delete a service, provided it still has that uid."""
+        ...
+
+    def create_event(self, namespace: str, event: JSON, *, dry_run: bool) -> None:
+        """Create a core/v1 Event."""
+        ...

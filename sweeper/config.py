@@ -1,0 +1,159 @@
+"""The run's settings: one frozen, validated object built at the edge (``sweeper.cli``).
+
+Nothing here reads the environment; the CLI resolves flags and their ``SWEEPER_*`` twins and
+hands the values over. Validation raises :class:`~sweeper.errors.ConfigError` (exit code 2)
+with one line naming the offending option.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from sweeper.decide import Policy
+from sweeper.errors import ConfigError
+from sweeper.kinds import Kind
+
+
+class ClockMode(StrEnum):
+    """``--clock``: whose clock decides what is overdue."""
+
+    SERVER = "server"
+    LOCAL = "local"
+
+
+class DryRun(StrEnum):
+    """``--dry-run``: ``client`` sends no write at all, ``server`` sends them with dryRun=All."""
+
+    CLIENT = "client"
+    SERVER = "server"
+
+
+class OutputFormat(StrEnum):
+    """``--output``: the report's format on stdout."""
+
+    TEXT = "text"
+    JSON = "json"
+
+
+class LogFormat(StrEnum):
+    """``--log-format``: the format of the log lines on stderr."""
+
+    JSON = "json"
+    TEXT = "text"
+
+
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+
+_NAME = r"[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
+_KEY = rf"(?:[a-z0-9](?:[-a-z0-9.]{{0,251}}[a-z0-9])?/)?{_NAME}"
+_VALUE = rf"(?:{_NAME})?"
+_REQUIREMENT = (
+    rf"\s*(?:!\s*{_KEY}"
+    rf"|{_KEY}\s*(?:==|=|!=)\s*{_VALUE}"
+    rf"|{_KEY}\s+(?:in|notin)\s*\(\s*{_VALUE}(?:\s*,\s*{_VALUE})*\s*\)"
+    rf"|{_KEY}\s*[<>]\s*-?[0-9]+"
+    rf"|{_KEY})\s*"
+)
+_SELECTOR = re.compile(rf"{_REQUIREMENT}(?:,{_REQUIREMENT})*")
+_NAMESPACE = re.compile(r"[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?")
+
+
+def check_selector(selector: str) -> None:
+    """Check a label selector's syntax as the API server parses it (``labels.Parse``).
+
+    Args:
+        selector: For example ``team=a,tier in (gpu,tpu),!preemptible``.
+
+    Raises:
+        ConfigError: The syntax is invalid.
+    """
+    if not _SELECTOR.fullmatch(selector):
+        raise ConfigError(f"invalid label selector {selector!r} (--selector)")
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    """Every setting of a run.
+
+    Attributes:
+        kubeconfig: ``--kubeconfig`` (or ``KUBECONFIG``), a path or a ``:``-separated list.
+        context: ``--context``.
+        namespaces: ``--namespace``, empty for all namespaces.
+        kinds: ``--kind``, empty for every kind.
+        selector: ``--selector``.
+        page_size: ``--page-size``.
+        policy: The decision's knobs (``--action``, ``--grace``...).
+        clock: ``--clock``.
+        every: ``--every``, seconds between pass starts; ``None`` for one pass.
+        for_seconds: ``--for``, seconds during which passes start.
+        dry_run: ``--dry-run``, ``None`` when writing for real.
+        output: ``--output``.
+        log_format: ``--log-format``.
+        log_level: ``--log-level``.
+        request_timeout: ``--request-timeout``, seconds per HTTP request.
+        timeout: ``--timeout``, seconds for the whole run.
+    """
+
+    kubeconfig: str | None = None
+    context: str | None = None
+    namespaces: tuple[str, ...] = ()
+    kinds: tuple[Kind, ...] = ()
+    selector: str | None = None
+    page_size: int = 500
+    policy: Policy = field(default_factory=Policy)
+    clock: ClockMode = ClockMode.SERVER
+    every: float | None = None
+    for_seconds: float | None = None
+    dry_run: DryRun | None = None
+    output: OutputFormat = OutputFormat.TEXT
+    log_format: LogFormat = LogFormat.JSON
+    log_level: str = "INFO"
+    request_timeout: float = 10.0
+    timeout: float = 45.0
+
+    def __post_init__(self) -> None:
+        """Validate the combination of settings.
+
+        Raises:
+            ConfigError: A value is out of range or settings contradict each other.
+        """
+        if self.page_size < 1:
+            raise ConfigError("--page-size must be at least 1")
+        if self.policy.grace < 0:
+            raise ConfigError("--grace must not be negative")
+        if self.policy.escalate_after < 0:
+            raise ConfigError("--escalate-after must not be negative")
+        if self.policy.max_actions is not None and self.policy.max_actions < 0:
+            raise ConfigError("--max-actions must not be negative")
+        if self.request_timeout <= 0:
+            raise ConfigError("--request-timeout must be positive")
+        if self.timeout <= 0:
+            raise ConfigError("--timeout must be positive")
+        if self.log_level not in LOG_LEVELS:
+            raise ConfigError(f"--log-level must be one of {', '.join(LOG_LEVELS)}")
+        for namespace in self.namespaces:
+            if not _NAMESPACE.fullmatch(namespace):
+                raise ConfigError(f"invalid namespace name {namespace!r} (--namespace)")
+        if self.selector is not None:
+            check_selector(self.selector)
+        self._check_repetition()
+
+    def _check_repetition(self) -> None:
+        if (self.every is None) != (self.for_seconds is None):
+            raise ConfigError("--every and --for go together")
+        if self.every is None or self.for_seconds is None:
+            return
+        if self.every <= 0 or self.for_seconds <= 0:
+            raise ConfigError("--every and --for must be positive")
+        if self.for_seconds >= self.timeout:
+            raise ConfigError(
+                f"--timeout ({self.timeout:g}s) bounds the whole run, so it must exceed "
+                f"--for ({self.for_seconds:g}s)"
+            )
+
+    @property
+    def passes_repeat(self) -> bool:
+        """Whether ``--every``/``--for`` asked for more than one pass."""
+        return self.every is not None

@@ -1,0 +1,358 @@
+"""The decision core: pure functions from (jobs, now, policy) to a plan.
+
+Nothing here reads a clock, the network or the environment, and nothing here raises on odd
+input (``jobs.parse_job`` already turned it into a ``malformed`` view). The plan is data: every
+job gets either an :class:`Action` or a :class:`Skip`, each with its reason (STYLE.md,
+principles 1 and 3). The rule for "overdue" is the operator's, plus the grace period
+(OPERATOR.md, "When a job is past its deadline").
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from enum import StrEnum
+
+from sweeper.jobs import Job, Owned
+from sweeper.kinds import TRAINING_OPERATOR
+
+
+class ActionMode(StrEnum):
+    """``--action``: what to do with an overdue job."""
+
+    TOUCH = "touch"
+    FAIL = "fail"
+    AUTO = "auto"
+
+
+class PodsMode(StrEnum):
+    """``--terminate-pods``: which of a failed job's pods to delete."""
+
+    ACTIVE = "active"
+    ALL = "all"
+    POLICY = "policy"
+
+
+class ActionKind(StrEnum):
+    """What an action does (the ``decision`` of a report line)."""
+
+    TOUCH = "touch"
+    FAIL = "fail"
+    TERMINATE_PODS = "terminate-pods"
+
+
+class Why(StrEnum):
+    """Why an action was planned."""
+
+    OVERDUE = "overdue"
+    ESCALATED = "escalated"
+    RETOUCH = "touch-again"
+    FAILED_BY_DEADLINE = "failed-by-deadline"
+
+
+class SkipReason(StrEnum):
+    """Why a job is left alone."""
+
+    MALFORMED = "malformed"
+    OPERATOR_ENFORCED = "operator-enforced"
+    BEING_DELETED = "being-deleted"
+    OPTED_OUT = "opted-out"
+    MANAGED_ELSEWHERE = "managed-elsewhere"
+    FINISHED = "finished"
+    SUSPENDED = "suspended"
+    NO_DEADLINE = "no-deadline"
+    NOT_STARTED = "not-started"
+    NOT_YET_DUE = "not-yet-due"
+    RECENTLY_TOUCHED = "recently-touched"
+    OVER_MAX_ACTIONS = "over-max-actions"
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """The knobs of the decision, from the command line.
+
+    Attributes:
+        action: ``--action``.
+        grace: ``--grace``, seconds of tolerance past the deadline.
+        escalate_after: ``--escalate-after``, seconds between the sweeper's touch and the
+            escalation to ``fail`` (``auto``) or to a second touch (``touch``).
+        max_actions: ``--max-actions``, ``None`` for no cap.
+        terminate_pods: ``--terminate-pods``.
+    """
+
+    action: ActionMode = ActionMode.TOUCH
+    grace: float = 0.0
+    escalate_after: float = 120.0
+    max_actions: int | None = None
+    terminate_pods: PodsMode = PodsMode.ACTIVE
+
+
+@dataclass(frozen=True, slots=True)
+class Action:
+    """A job the sweeper acts on.
+
+    Attributes:
+        job: The job.
+        kind: What to do.
+        why: Why.
+        seconds_overdue: ``now - (startTime + activeDeadlineSeconds)``, ``None`` if unknown.
+        detail: A short human explanation.
+    """
+
+    job: Job
+    kind: ActionKind
+    why: Why
+    seconds_overdue: float | None
+    detail: str = ""
+
+    @property
+    def decision(self) -> str:
+        """The report's ``decision`` value."""
+        return self.kind.value
+
+    @property
+    def reason(self) -> str:
+        """The report's ``reason`` value."""
+        return self.why.value
+
+
+@dataclass(frozen=True, slots=True)
+class Skip:
+    """A job the sweeper leaves alone.
+
+    Attributes:
+        job: The job.
+        why: The reason.
+        seconds_overdue: ``now - (startTime + activeDeadlineSeconds)`` (negative before the
+            deadline), ``None`` if unknown.
+        detail: A short human explanation (the field of a malformed job, seconds left...).
+    """
+
+    job: Job
+    why: SkipReason
+    seconds_overdue: float | None = None
+    detail: str = ""
+
+    @property
+    def decision(self) -> str:
+        """The report's ``decision`` value."""
+        return "skip"
+
+    @property
+    def reason(self) -> str:
+        """The report's ``reason`` value."""
+        return self.why.value
+
+
+Entry = Action | Skip
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """Every listed job with its decision, in listing order.
+
+    Attributes:
+        now: The instant the plan was made for.
+        policy: The policy it was made with.
+        entries: One entry per job.
+    """
+
+    now: datetime
+    policy: Policy
+    entries: tuple[Entry, ...] = field(default=())
+
+    @property
+    def actions(self) -> tuple[Action, ...]:
+        """The entries that are actions, in listing order."""
+        return tuple(e for e in self.entries if isinstance(e, Action))
+
+    def counts(self) -> Counter[str]:
+        """Count entries by decision (``touch``...) and skips by ``skip:<reason>``.
+
+        Returns:
+            The counter.
+        """
+        return Counter(
+            e.decision if isinstance(e, Action) else f"skip:{e.reason}" for e in self.entries
+        )
+
+
+def decide(jobs: Iterable[Job], now: datetime, policy: Policy) -> Plan:
+    """Decide what to do with every job. Pure: no clock, no I/O, never raises.
+
+    Args:
+        jobs: The listed jobs.
+        now: The single instant of this pass (aware).
+        policy: The knobs.
+
+    Returns:
+        The plan. With ``max_actions``, the most overdue actions are kept (touches and fails
+        before pod clean-ups) and the rest become ``over-max-actions`` skips.
+    """
+    entries = [judge(job, now, policy) for job in jobs]
+    if policy.max_actions is not None:
+        entries = _cap(entries, policy.max_actions)
+    return Plan(now=now, policy=policy, entries=tuple(entries))
+
+
+def _cap(entries: list[Entry], limit: int) -> list[Entry]:
+    def priority(index: int) -> tuple[int, float, int]:
+        entry = entries[index]
+        assert isinstance(entry, Action)  # noqa: S101 - only actions are ranked
+        cleanup = 1 if entry.kind is ActionKind.TERMINATE_PODS else 0
+        return (cleanup, -(entry.seconds_overdue or 0.0), index)
+
+    ranked = sorted((i for i, e in enumerate(entries) if isinstance(e, Action)), key=priority)
+    capped = list(entries)
+    for index in ranked[max(limit, 0):]:
+        action = entries[index]
+        assert isinstance(action, Action)  # noqa: S101 - ranked holds actions only
+        capped[index] = Skip(
+            action.job,
+            SkipReason.OVER_MAX_ACTIONS,
+            action.seconds_overdue,
+            f"would {action.kind.value} ({action.why.value}); --max-actions {limit} reached",
+        )
+    return capped
+
+
+def judge(job: Job, now: datetime, policy: Policy) -> Entry:  # noqa: PLR0911 - one exit per rule
+    """Decide for one job. Pure; the rules apply in the order the operator checks them.
+
+    Args:
+        job: The job.
+        now: The instant of the pass.
+        policy: The knobs.
+
+    Returns:
+        An action or a skip.
+    """
+    if job.malformed is not None:
+        return Skip(job, SkipReason.MALFORMED, None, job.malformed)
+    deadline = job.deadline
+    overdue = None if deadline is None else round((now - deadline).total_seconds(), 3)
+    if job.operator_enforced:
+        return Skip(
+            job, SkipReason.OPERATOR_ENFORCED, overdue,
+            f"{job.kind.name} {job.version} is enforced by mpi-operator",
+        )
+    if job.deleting:
+        return Skip(job, SkipReason.BEING_DELETED, overdue)
+    if job.excluded:
+        return Skip(job, SkipReason.OPTED_OUT, overdue)
+    if (
+        job.kind.checks_managed_by
+        and job.managed_by is not None
+        and job.managed_by != TRAINING_OPERATOR
+    ):
+        return Skip(job, SkipReason.MANAGED_ELSEWHERE, overdue, job.managed_by)
+    if job.finished is not None:
+        return _finished(job, policy, overdue)
+    if job.suspended:
+        return Skip(job, SkipReason.SUSPENDED, overdue)
+    if job.deadline_seconds is None:
+        return Skip(job, SkipReason.NO_DEADLINE)
+    if deadline is None or overdue is None:
+        return Skip(job, SkipReason.NOT_STARTED)
+    late = now - deadline
+    grace = timedelta(seconds=policy.grace)
+    if late < grace:
+        left = (grace - late).total_seconds()
+        return Skip(job, SkipReason.NOT_YET_DUE, overdue, f"due in {_seconds(left)}")
+    return _overdue(job, now, deadline, policy, overdue)
+
+
+def _finished(job: Job, policy: Policy, overdue: float | None) -> Entry:
+    if (
+        job.finished == "Failed"
+        and job.failed_by_deadline
+        and policy.action in (ActionMode.FAIL, ActionMode.AUTO)
+        and policy.terminate_pods is not PodsMode.POLICY
+    ):
+        # The v1.9.4 operator keeps the pods of a job it failed (cleanPodPolicy None), and a
+        # sweeper interrupted between its status write and its deletes leaves pods too.
+        return Action(
+            job, ActionKind.TERMINATE_PODS, Why.FAILED_BY_DEADLINE, overdue,
+            f"failed by its deadline; {policy.terminate_pods.value} pods to terminate",
+        )
+    return Skip(job, SkipReason.FINISHED, overdue, job.finished or "")
+
+
+def _overdue(
+    job: Job, now: datetime, deadline: datetime, policy: Policy, overdue: float
+) -> Entry:
+    late = f"{_seconds(overdue)} past its deadline"
+    if policy.action is ActionMode.FAIL:
+        return Action(job, ActionKind.FAIL, Why.OVERDUE, overdue, late)
+    # A touch from before this deadline (before a suspend/resume reset startTime) is stale.
+    touched = job.touched_at if job.touched_at is not None and job.touched_at >= deadline else None
+    if touched is None:
+        return Action(job, ActionKind.TOUCH, Why.OVERDUE, overdue, late)
+    since = (now - touched).total_seconds()
+    if since >= policy.escalate_after:
+        if policy.action is ActionMode.AUTO:
+            return Action(
+                job, ActionKind.FAIL, Why.ESCALATED, overdue,
+                f"{late}, still running {_seconds(since)} after the sweeper's touch",
+            )
+        return Action(
+            job, ActionKind.TOUCH, Why.RETOUCH, overdue,
+            f"{late}, still running {_seconds(since)} after the sweeper's touch",
+        )
+    follow_up = "fails" if policy.action is ActionMode.AUTO else "touches again"
+    return Skip(
+        job, SkipReason.RECENTLY_TOUCHED, overdue,
+        f"touched {_seconds(since)} ago; {follow_up} in {_seconds(policy.escalate_after - since)}",
+    )
+
+
+def _seconds(value: float) -> str:
+    return f"{value:.0f}s" if float(value).is_integer() else f"{value:.1f}s"
+
+
+CLEANED_BY_POLICY = {"Running": PodsMode.ACTIVE, "All": PodsMode.ALL}
+
+
+def pods_to_terminate(
+    pods: Iterable[Owned], job: Job, mode: PodsMode
+) -> list[Owned]:
+    """Choose the pods of a failed job to delete. Pure.
+
+    Args:
+        pods: The pods carrying the job's name label.
+        job: The job.
+        mode: ``active`` (Running and Pending), ``all``, or ``policy`` (the job's
+            ``cleanPodPolicy``; absent or unknown means ``None``, as the v1.9.4 operator does).
+
+    Returns:
+        Those whose controller ``ownerReference`` is the job (same uid) and that the mode
+        selects.
+    """
+    if mode is PodsMode.POLICY:
+        effective = CLEANED_BY_POLICY.get(job.clean_pod_policy or "None")
+        if effective is None:
+            return []
+        mode = effective
+    owned = [pod for pod in pods if pod.controller_uid == job.uid]
+    if mode is PodsMode.ALL:
+        return owned
+    return [pod for pod in owned if pod.phase in ("Running", "Pending")]
+
+
+def services_to_delete(
+    services: Iterable[Owned], job: Job, pod_names: Sequence[str]
+) -> list[Owned]:
+    """Choose the services to delete with their pods (same names, same owner). Pure.
+
+    Args:
+        services: The services carrying the job's name label.
+        job: The job.
+        pod_names: The names of the pods being deleted.
+
+    Returns:
+        The services named like one of those pods and controlled by the job.
+    """
+    names = set(pod_names)
+    return [s for s in services if s.name in names and s.controller_uid == job.uid]

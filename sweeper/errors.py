@@ -1,0 +1,157 @@
+"""The sweeper's own error vocabulary and the exit code each error class maps to.
+
+Client errors are translated into these in :mod:`sweeper.kube` (``raise ... from``), so the rest
+of the package never sees the Kubernetes client's exceptions. The exit codes are the documented
+contract (README "Exit codes").
+"""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_ACTIONS_FAILED = 1
+EXIT_CONFIG = 2
+EXIT_CLUSTER = 3
+EXIT_INTERRUPTED = 4
+EXIT_TIMEOUT = 5
+
+
+class SweeperError(Exception):
+    """Base class of every error the sweeper reports on its own terms."""
+
+    exit_code = EXIT_ACTIONS_FAILED
+
+
+class ConfigError(SweeperError):
+    """The command line, the environment or the kubeconfig is unusable (a usage error)."""
+
+    exit_code = EXIT_CONFIG
+
+
+class ClusterUnavailable(SweeperError):  # noqa: N818 - a state, like kopf's and kr8s' names
+    """The cluster could not be reached, or refused to let the sweeper list what it needs."""
+
+    exit_code = EXIT_CLUSTER
+
+
+class Interrupted(SweeperError):  # noqa: N818 - InterruptedError is a builtin
+    """SIGTERM or SIGINT asked the run to stop."""
+
+    exit_code = EXIT_INTERRUPTED
+
+
+class RunTimeout(SweeperError):  # noqa: N818 - TimeoutError is a builtin
+    """The whole run took longer than ``--timeout``."""
+
+    exit_code = EXIT_TIMEOUT
+
+
+class ApiError(SweeperError):
+    """One API request failed for good (after any retries).
+
+    Attributes:
+        status: The HTTP status, or ``None`` when no response came back (connection, TLS,
+            timeout).
+        verb: The Kubernetes verb of the request (``list``, ``get``, ``patch``, ``create``,
+            ``delete``).
+        resource: The resource, qualified by its group when it has one
+            (``pytorchjobs.kubeflow.org``, ``pods``).
+        namespace: The namespace of the request, ``None`` for cluster-wide requests.
+        name: The object's name, ``None`` for collections.
+        detail: What the server (or the connection) said.
+    """
+
+    def __init__(
+        self,
+        *,
+        status: int | None,
+        verb: str,
+        resource: str,
+        namespace: str | None = None,
+        name: str | None = None,
+        detail: str = "",
+    ) -> None:
+        self.status = status
+        self.verb = verb
+        self.resource = resource
+        self.namespace = namespace
+        self.name = name
+        self.detail = detail
+        super().__init__(self.describe())
+
+    def describe(self) -> str:
+        """Render the one-line message, naming the request and the failure.
+
+        Returns:
+            For example ``cannot list pytorchjobs.kubeflow.org in namespace "a": forbidden
+            (403)``.
+        """
+        target = self.resource if self.name is None else f"{self.resource} {self.name!r}"
+        where = " in all namespaces" if self.namespace is None else (
+            f' in namespace "{self.namespace}"'
+        )
+        if self.status is None:
+            what = self.detail or "no response"
+        else:
+            label = _STATUS_LABELS.get(self.status, "error")
+            what = f"{label} ({self.status})"
+            if self.detail and self.status not in (401, 403, 404):
+                what = f"{what}: {self.detail}"
+        return f"cannot {self.verb} {target}{where}: {what}"
+
+
+class NotFound(ApiError):  # noqa: N818 - named after the HTTP status
+    """404: the object (or the resource) does not exist (any more)."""
+
+
+class Conflict(ApiError):  # noqa: N818 - named after the HTTP status
+    """409: the object changed since it was read (stale ``resourceVersion``)."""
+
+
+class Gone(ApiError):  # noqa: N818 - named after the HTTP status
+    """410: a list's continue token expired."""
+
+
+_STATUS_LABELS = {
+    400: "bad request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not found",
+    409: "conflict",
+    410: "gone",
+    422: "invalid",
+    429: "too many requests",
+    500: "internal server error",
+    502: "bad gateway",
+    503: "service unavailable",
+    504: "gateway timeout",
+}
+
+
+def api_error(
+    *,
+    status: int | None,
+    verb: str,
+    resource: str,
+    namespace: str | None = None,
+    name: str | None = None,
+    detail: str = "",
+) -> ApiError:
+    """Build the most specific :class:`ApiError` for a status.
+
+    Args:
+        status: The HTTP status, or ``None`` when no response came back.
+        verb: The Kubernetes verb of the request.
+        resource: The (group-qualified) resource.
+        namespace: The request's namespace, if any.
+        name: The object's name, if any.
+        detail: The server's message or the connection failure.
+
+    Returns:
+        An instance of :class:`NotFound`, :class:`Conflict`, :class:`Gone` or
+        :class:`ApiError`.
+    """
+    cls = {404: NotFound, 409: Conflict, 410: Gone}.get(status or 0, ApiError)
+    return cls(
+        status=status, verb=verb, resource=resource, namespace=namespace, name=name,
+        detail=detail,
+    )

@@ -1,0 +1,287 @@
+"""Typed, compact views of the objects the sweeper reads: jobs, and the pods and services they own.
+
+A view keeps only what the decision needs, so that a list page can be dropped as soon as it has
+been read (memory stays flat with the number of jobs). Parsing never raises: an object that
+cannot be understood becomes a view whose ``malformed`` names the offending field.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sweeper.clock import parse_rfc3339
+from sweeper.kinds import (
+    DEADLINE_MESSAGE,
+    EXCLUDE_ANNOTATION,
+    MPI_OPERATOR_VERSION,
+    TOUCHED_AT_ANNOTATION,
+    VERSION,
+    Kind,
+)
+
+# A deadline longer than this is a typo or an overflow, not a policy (about ten years).
+MAX_DEADLINE_SECONDS = 10 * 366 * 24 * 3600
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """What the sweeper knows about one job after listing it.
+
+    Attributes:
+        kind: The job's kind.
+        version: The API version it was listed at (``v1``, or ``v2beta1`` for mpi-operator).
+        namespace: The job's namespace.
+        name: The job's name.
+        uid: ``metadata.uid``.
+        start_time: ``status.startTime``, set by the operator when it first starts (or resumes)
+            the job.
+        deadline_seconds: ``spec.runPolicy.activeDeadlineSeconds``.
+        suspended: ``spec.runPolicy.suspend``.
+        managed_by: ``spec.runPolicy.managedBy``.
+        deleting: Whether ``metadata.deletionTimestamp`` is set.
+        excluded: Whether the opt-out annotation says ``"true"``.
+        touched_at: When the sweeper last touched it (its own annotation), if parsable.
+        finished: ``"Succeeded"`` or ``"Failed"`` when such a condition is ``"True"``.
+        failed_by_deadline: Whether the ``Failed`` condition says the deadline caused it (the
+            operator's message, which the sweeper's message extends).
+        clean_pod_policy: The effective ``cleanPodPolicy`` as written, ``None`` when absent
+            (for MPIJob ``spec.runPolicy.cleanPodPolicy`` wins over ``spec.cleanPodPolicy``).
+        malformed: The field that made the object unusable, ``None`` for a usable job.
+    """
+
+    kind: Kind
+    version: str
+    namespace: str
+    name: str
+    uid: str
+    start_time: datetime | None = None
+    deadline_seconds: int | None = None
+    suspended: bool = False
+    managed_by: str | None = None
+    deleting: bool = False
+    excluded: bool = False
+    touched_at: datetime | None = None
+    finished: str | None = None
+    failed_by_deadline: bool = False
+    clean_pod_policy: str | None = None
+    malformed: str | None = None
+
+    @property
+    def deadline(self) -> datetime | None:
+        """``startTime + activeDeadlineSeconds``, when both are known."""
+        if self.start_time is None or self.deadline_seconds is None:
+            return None
+        return self.start_time + timedelta(seconds=self.deadline_seconds)
+
+    @property
+    def operator_enforced(self) -> bool:
+        """Whether mpi-operator, not the Training Operator v1, owns this job's deadline."""
+        return self.version == MPI_OPERATOR_VERSION
+
+
+@dataclass(frozen=True, slots=True)
+class Owned:
+    """A pod or service that may belong to a job.
+
+    Attributes:
+        name: ``metadata.name``.
+        uid: ``metadata.uid``.
+        phase: ``status.phase`` for pods, ``None`` for services.
+        controller_uid: The uid of the controller ``ownerReference``, if any.
+    """
+
+    name: str
+    uid: str
+    phase: str | None
+    controller_uid: str | None
+
+
+class _Malformed(Exception):  # noqa: N818 - internal control flow, never escapes this module
+    def __init__(self, field: str) -> None:
+        super().__init__(field)
+        self.field = field
+
+
+def parse_job(raw: object, kind: Kind, version: str = VERSION) -> Job:
+    """Build the view of one listed job.
+
+    Args:
+        raw: The job as decoded from JSON.
+        kind: The kind it was listed as.
+        version: The API version it was listed at.
+
+    Returns:
+        The job's view; never raises. An unusable object gives a view with ``malformed`` set to
+        the field at fault (and whatever identity could be read).
+    """
+    meta = raw.get("metadata") if isinstance(raw, Mapping) else None
+    namespace = _identity(meta, "namespace")
+    name = _identity(meta, "name")
+    uid = _identity(meta, "uid")
+    try:
+        return _parse(raw, kind, version, identity=(namespace, name, uid))
+    except _Malformed as bad:
+        return Job(kind, version, namespace, name, uid, malformed=bad.field)
+
+
+def _identity(meta: object, key: str) -> str:
+    value = meta.get(key) if isinstance(meta, Mapping) else None
+    # Interned: thousands of jobs share a few namespaces.
+    return sys.intern(value) if isinstance(value, str) else ""
+
+
+def _parse(raw: object, kind: Kind, version: str, *, identity: tuple[str, str, str]) -> Job:
+    namespace, name, uid = identity
+    if not isinstance(raw, Mapping):
+        raise _Malformed("object")
+    meta = _mapping(raw, "metadata", "metadata", required=True)
+    for key, value in (("name", name), ("namespace", namespace), ("uid", uid)):
+        if not value:
+            raise _Malformed(f"metadata.{key}")
+    annotations = _mapping(meta, "annotations", "metadata.annotations")
+    exclude = annotations.get(EXCLUDE_ANNOTATION)
+    spec = _mapping(raw, "spec", "spec", required=True)
+    run_policy = _mapping(spec, "runPolicy", "spec.runPolicy")
+    status = _mapping(raw, "status", "status")
+    finished, by_deadline = _finished(status)
+    return Job(
+        kind=kind,
+        version=version,
+        namespace=namespace,
+        name=name,
+        uid=uid,
+        start_time=_time(status, "startTime", "status.startTime"),
+        deadline_seconds=_deadline(run_policy),
+        suspended=_bool(run_policy, "suspend", "spec.runPolicy.suspend"),
+        managed_by=_string(run_policy, "managedBy", "spec.runPolicy.managedBy"),
+        deleting=meta.get("deletionTimestamp") is not None,
+        excluded=isinstance(exclude, str) and exclude.strip().lower() == "true",
+        # The sweeper's own memory; if someone garbled it, the next touch rewrites it.
+        touched_at=parse_rfc3339(annotations.get(TOUCHED_AT_ANNOTATION)),
+        finished=finished,
+        failed_by_deadline=by_deadline,
+        clean_pod_policy=_clean_pod_policy(kind, spec, run_policy),
+    )
+
+
+def _mapping(
+    parent: Mapping[str, object], key: str, field: str, *, required: bool = False
+) -> Mapping[str, object]:
+    value = parent.get(key)
+    if value is None and not required:
+        return {}
+    if not isinstance(value, Mapping):
+        raise _Malformed(field)
+    return value
+
+
+def _string(parent: Mapping[str, object], key: str, field: str) -> str | None:
+    value = parent.get(key)
+    if value is not None and not isinstance(value, str):
+        raise _Malformed(field)
+    return value
+
+
+def _bool(parent: Mapping[str, object], key: str, field: str) -> bool:
+    value = parent.get(key)
+    if value is None:
+        return False
+    if not isinstance(value, bool):
+        raise _Malformed(field)
+    return value
+
+
+def _time(parent: Mapping[str, object], key: str, field: str) -> datetime | None:
+    value = parent.get(key)
+    if value is None:
+        return None
+    parsed = parse_rfc3339(value)
+    if parsed is None:
+        raise _Malformed(field)
+    return parsed
+
+
+def _deadline(run_policy: Mapping[str, object]) -> int | None:
+    value = run_policy.get("activeDeadlineSeconds")
+    if value is None:
+        return None
+    # bool is an int in Python, never in the CRD schema.
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _Malformed("spec.runPolicy.activeDeadlineSeconds")
+    if not 0 <= value <= MAX_DEADLINE_SECONDS:
+        raise _Malformed("spec.runPolicy.activeDeadlineSeconds")
+    return value
+
+
+def _clean_pod_policy(
+    kind: Kind, spec: Mapping[str, object], run_policy: Mapping[str, object]
+) -> str | None:
+    policy = _string(run_policy, "cleanPodPolicy", "spec.runPolicy.cleanPodPolicy")
+    if policy is None and kind.legacy_clean_pod_policy:
+        policy = _string(spec, "cleanPodPolicy", "spec.cleanPodPolicy")
+    return policy
+
+
+def _finished(status: Mapping[str, object]) -> tuple[str | None, bool]:
+    conditions = status.get("conditions")
+    if conditions is None:
+        return None, False
+    if not isinstance(conditions, list):
+        raise _Malformed("status.conditions")
+    finished: str | None = None
+    by_deadline = False
+    for index, condition in enumerate(conditions):
+        field = f"status.conditions[{index}]"
+        if not isinstance(condition, Mapping):
+            raise _Malformed(field)
+        ctype = condition.get("type")
+        cstatus = condition.get("status")
+        if not isinstance(ctype, str) or not isinstance(cstatus, str):
+            raise _Malformed(field)
+        if ctype in ("Succeeded", "Failed") and cstatus == "True":
+            # Failed wins: it is the one that can carry the deadline.
+            if finished != "Failed":
+                finished = ctype
+            message = condition.get("message")
+            if ctype == "Failed" and isinstance(message, str) and DEADLINE_MESSAGE in message:
+                by_deadline = True
+    return finished, by_deadline
+
+
+def parse_owned(raw: object) -> Owned | None:
+    """Build the view of a listed pod or service.
+
+    Args:
+        raw: The object as decoded from JSON.
+
+    Returns:
+        Its view, or ``None`` when it has no usable name and uid (such an object is never
+        deleted).
+    """
+    if not isinstance(raw, Mapping):
+        return None
+    meta = raw.get("metadata")
+    if not isinstance(meta, Mapping):
+        return None
+    name, uid = meta.get("name"), meta.get("uid")
+    if not isinstance(name, str) or not isinstance(uid, str) or not name or not uid:
+        return None
+    controller_uid = None
+    refs = meta.get("ownerReferences")
+    if isinstance(refs, list):
+        for ref in refs:
+            if isinstance(ref, Mapping) and ref.get("controller") is True:
+                ref_uid = ref.get("uid")
+                controller_uid = ref_uid if isinstance(ref_uid, str) else None
+                break
+    status = raw.get("status")
+    phase = status.get("phase") if isinstance(status, Mapping) else None
+    return Owned(
+        name=name,
+        uid=uid,
+        phase=phase if isinstance(phase, str) else None,
+        controller_uid=controller_uid,
+    )

@@ -1,0 +1,86 @@
+"""The table of Kubeflow job kinds, and every label and annotation key the sweeper uses.
+
+Constants live here and nowhere else (STYLE.md, principle 11). The kind table mirrors
+OPERATOR.md's "Job kinds" table for the Training Operator v1.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+GROUP = "kubeflow.org"
+VERSION = "v1"
+# mpi-operator serves a different MPIJob at this version; it enforces the deadline itself.
+MPI_OPERATOR_VERSION = "v2beta1"
+
+ANNOTATION_PREFIX = "deadline-sweeper.kubeflow.org/"
+TOUCHED_AT_ANNOTATION = ANNOTATION_PREFIX + "touched-at"
+EXCLUDE_ANNOTATION = ANNOTATION_PREFIX + "exclude"
+
+JOB_NAME_LABEL = "training.kubeflow.org/job-name"
+
+# spec.runPolicy.managedBy values that mean "the Training Operator v1 manages this job".
+TRAINING_OPERATOR = "kubeflow.org/training-operator"
+
+COMPONENT = "kubeflow-deadline-sweeper"
+
+# The operator's failure message, which the sweeper's own message extends (OPERATOR.md).
+DEADLINE_MESSAGE = "has failed because it was active longer than specified deadline"
+
+CLEAN_POD_POLICIES = ("None", "Running", "All")
+
+
+@dataclass(frozen=True, slots=True)
+class Kind:
+    """One Kubeflow job kind.
+
+    Attributes:
+        name: The kind, for example ``PyTorchJob``.
+        plural: The resource name in URLs, for example ``pytorchjobs``.
+        replica_specs: The spec field holding the replica specs.
+        checks_managed_by: Whether the operator honours ``spec.runPolicy.managedBy`` for this
+            kind (JAXJob's controller does not check it).
+        legacy_clean_pod_policy: Whether ``spec.cleanPodPolicy`` is a (losing) fallback for
+            ``spec.runPolicy.cleanPodPolicy`` (MPIJob only).
+    """
+
+    name: str
+    plural: str
+    replica_specs: str
+    checks_managed_by: bool = True
+    legacy_clean_pod_policy: bool = False
+
+    @property
+    def resource(self) -> str:
+        """The group-qualified resource, as RBAC and kubectl spell it (``tfjobs.kubeflow.org``)."""
+        return f"{self.plural}.{GROUP}"
+
+
+TFJOB = Kind("TFJob", "tfjobs", "tfReplicaSpecs")
+PYTORCHJOB = Kind("PyTorchJob", "pytorchjobs", "pytorchReplicaSpecs")
+XGBOOSTJOB = Kind("XGBoostJob", "xgboostjobs", "xgbReplicaSpecs")
+MPIJOB = Kind("MPIJob", "mpijobs", "mpiReplicaSpecs", legacy_clean_pod_policy=True)
+PADDLEJOB = Kind("PaddleJob", "paddlejobs", "paddleReplicaSpecs")
+JAXJOB = Kind("JAXJob", "jaxjobs", "jaxReplicaSpecs", checks_managed_by=False)
+
+KINDS: tuple[Kind, ...] = (TFJOB, PYTORCHJOB, XGBOOSTJOB, MPIJOB, PADDLEJOB, JAXJOB)
+
+
+def lookup(text: str) -> Kind:
+    """Find a kind by its name or plural, ignoring case.
+
+    Args:
+        text: For example ``PyTorchJob``, ``pytorchjob`` or ``pytorchjobs``.
+
+    Returns:
+        The matching kind.
+
+    Raises:
+        KeyError: No Kubeflow v1 kind has that name; the message lists the valid ones.
+    """
+    wanted = text.strip().lower()
+    for kind in KINDS:
+        if wanted in (kind.name.lower(), kind.plural, kind.resource):
+            return kind
+    valid = ", ".join(kind.name for kind in KINDS)
+    raise KeyError(f"unknown kind {text!r} (expected one of {valid}, or their plurals)")

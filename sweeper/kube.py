@@ -1,0 +1,475 @@
+"""The Kubernetes adapter: the only module that imports the official client.
+
+It implements :class:`sweeper.cluster.Cluster` with raw JSON (no model classes: decoding lists
+into them is the main cost at scale), bounded retries, and translation of every client error
+into :mod:`sweeper.errors`. Import it lazily: importing ``kubernetes`` costs a quarter of a
+second that ``sweeper --version`` and ``--help`` do not need.
+
+Retries: 429 (honouring ``Retry-After``), 500, 502, 503, 504 and connection failures, with
+exponential backoff and jitter, at most :data:`ATTEMPTS` tries; each request is bounded by
+``--request-timeout`` and by what is left of ``--timeout``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import threading
+import time
+import urllib.parse
+from collections.abc import Iterator
+from dataclasses import dataclass
+from http import HTTPStatus
+from pathlib import Path
+from typing import Any
+
+import urllib3
+from kubernetes import client as k8s_client
+from kubernetes import config as k8s_config
+
+from sweeper import __version__
+from sweeper.clock import parse_http_date
+from sweeper.cluster import JSON, Discovery, Page, ServedKind
+from sweeper.config import Config
+from sweeper.errors import ApiError, ConfigError, Interrupted, RunTimeout, api_error
+from sweeper.kinds import GROUP, KINDS, MPI_OPERATOR_VERSION, MPIJOB, VERSION
+from sweeper.logs import get as get_logger
+
+log = get_logger("kube")
+
+ATTEMPTS = 4
+RETRYABLE = frozenset({429, 500, 502, 503, 504})
+BACKOFF_BASE_S = 0.25
+BACKOFF_CAP_S = 4.0
+RETRY_AFTER_CAP_S = 10.0
+MERGE_PATCH = "application/merge-patch+json"
+USER_AGENT = f"kubeflow-deadline-sweeper/{__version__}"
+
+
+@dataclass(frozen=True, slots=True)
+class _Target:
+    """What a request is about, for error messages."""
+
+    verb: str
+    resource: str
+    namespace: str | None = None
+    name: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Response:
+    status: int
+    data: bytes
+    date: str | None
+    retry_after: str | None = None
+
+
+def connect(config: Config, *, deadline: float, stop: threading.Event) -> KubeCluster:
+    """Build a cluster client from the usual sources, in the usual order.
+
+    ``--kubeconfig``/``KUBECONFIG``, else ``~/.kube/config``, else the in-cluster service
+    account.
+
+    Args:
+        config: The run's settings (kubeconfig, context, timeouts).
+        deadline: ``time.monotonic()`` value at which ``--timeout`` runs out.
+        stop: Set when a signal asks the run to stop.
+
+    Returns:
+        The client.
+
+    Raises:
+        ConfigError: The kubeconfig is missing or broken, or no configuration applies.
+    """
+    configuration = k8s_client.Configuration()
+    source = config.kubeconfig
+    default = Path.home() / ".kube" / "config"
+    if not source and default.is_file():
+        source = str(default)
+    if source:
+        paths = [p for p in source.split(os.pathsep) if p]
+        if not any(Path(p).is_file() for p in paths):
+            raise ConfigError(f"kubeconfig {source}: no such file")
+        try:
+            k8s_config.load_kube_config(  # type: ignore[no-untyped-call]
+                config_file=source, context=config.context,
+                client_configuration=configuration, persist_config=False,
+            )
+        except Exception as error:
+            raise ConfigError(f"kubeconfig {source}: {_one_line(error)}") from error
+    elif os.environ.get("KUBERNETES_SERVICE_HOST"):
+        if config.context:
+            raise ConfigError("--context needs a kubeconfig; none was found")
+        try:
+            k8s_config.load_incluster_config(  # type: ignore[no-untyped-call]
+                client_configuration=configuration
+            )
+        except Exception as error:
+            raise ConfigError(f"in-cluster configuration: {_one_line(error)}") from error
+    else:
+        raise ConfigError(
+            "no kubeconfig found (use --kubeconfig or KUBECONFIG) and not running in a cluster"
+        )
+    # Retries are ours (bounded, with backoff); urllib3's would hide failures and time.
+    configuration.retries = False
+    api = k8s_client.ApiClient(configuration)
+    api.user_agent = USER_AGENT
+    return KubeCluster(
+        api, request_timeout=config.request_timeout, deadline=deadline, stop=stop
+    )
+
+
+class KubeCluster:
+    """:class:`sweeper.cluster.Cluster` over the official client, speaking raw JSON.
+
+    Args:
+        api: A configured ``kubernetes.client.ApiClient``.
+        request_timeout: Seconds per HTTP request.
+        deadline: ``time.monotonic()`` value at which the run's ``--timeout`` runs out.
+        stop: Set when a signal asks the run to stop (cuts retry waits short).
+    """
+
+    def __init__(
+        self,
+        api: Any,
+        *,
+        request_timeout: float,
+        deadline: float,
+        stop: threading.Event,
+    ) -> None:
+        self._api = api
+        self._request_timeout = request_timeout
+        self._deadline = deadline
+        self._stop = stop
+
+    # --- discovery and lists ---------------------------------------------------------------
+
+    def discover(self) -> Discovery:
+        """Find the Kubeflow kinds the cluster serves (see :class:`sweeper.cluster.Cluster`).
+
+        Returns:
+            The served kinds; MPIJob at ``v2beta1`` only when ``v1`` does not serve it.
+        """
+        target = _Target("get", f"API group {GROUP}")
+        response = self._request("GET", f"/apis/{GROUP}", target=target, missing_ok=True)
+        date = parse_http_date(response.date)
+        if response.status == HTTPStatus.NOT_FOUND:
+            return Discovery((), date)
+        versions = {
+            v.get("version") for v in _decode(response.data).get("versions") or ()
+            if isinstance(v, dict)
+        }
+        plurals: dict[str, set[str]] = {}
+        for version in (VERSION, MPI_OPERATOR_VERSION):
+            if version not in versions:
+                continue
+            listing = self._request(
+                "GET", f"/apis/{GROUP}/{version}",
+                target=_Target("get", f"API resources of {GROUP}/{version}"), missing_ok=True,
+            )
+            if listing.status == HTTPStatus.NOT_FOUND:
+                continue
+            plurals[version] = {
+                str(r.get("name")) for r in _decode(listing.data).get("resources") or ()
+                if isinstance(r, dict)
+            }
+        served = []
+        for kind in KINDS:
+            if kind.plural in plurals.get(VERSION, ()):
+                served.append(ServedKind(kind, VERSION))
+            elif kind is MPIJOB and kind.plural in plurals.get(MPI_OPERATOR_VERSION, ()):
+                served.append(ServedKind(kind, MPI_OPERATOR_VERSION))
+        return Discovery(tuple(served), date)
+
+    def list_jobs(
+        self, served: ServedKind, namespace: str | None, selector: str | None, page_size: int
+    ) -> Iterator[Page]:
+        """List jobs page by page (see :class:`sweeper.cluster.Cluster`).
+
+        Yields:
+            Pages; each one's items are cleared when the next is requested.
+        """
+        path = _collection(f"/apis/{GROUP}/{served.version}", namespace, served.kind.plural)
+        target = _Target("list", served.kind.resource, namespace)
+        yield from self._pages(path, target, selector, page_size)
+
+    def _pages(
+        self, path: str, target: _Target, selector: str | None, page_size: int
+    ) -> Iterator[Page]:
+        token: str | None = None
+        while True:
+            query = [("limit", str(page_size))]
+            if selector:
+                query.append(("labelSelector", selector))
+            if token:
+                query.append(("continue", token))
+            response = self._request("GET", path, query=query, target=target)
+            date = parse_http_date(response.date)
+            document = _decode(response.data)
+            del response  # the raw bytes are as big as the page; drop them before yielding
+            items = document.get("items") or []
+            token = (document.get("metadata") or {}).get("continue") or None
+            del document
+            yield Page(items, date)
+            items.clear()  # the consumer is done with this page: free it before the next
+            if not token:
+                return
+
+    def get_job(self, served: ServedKind, namespace: str, name: str) -> JSON:
+        """Read one job (see :class:`sweeper.cluster.Cluster`).
+
+        Returns:
+            The job.
+        """
+        path = _object(f"/apis/{GROUP}/{served.version}", namespace, served.kind.plural, name)
+        response = self._request(
+            "GET", path, target=_Target("get", served.kind.resource, namespace, name)
+        )
+        return _decode(response.data)
+
+    def list_pods(self, namespace: str, selector: str) -> list[JSON]:
+        """List pods by label in one namespace (see :class:`sweeper.cluster.Cluster`).
+
+        Returns:
+            The pods.
+        """
+        return self._list_core("pods", namespace, selector)
+
+    def list_services(self, namespace: str, selector: str) -> list[JSON]:
+        """List services by label in one namespace (see :class:`sweeper.cluster.Cluster`).
+
+        Returns:
+            The services.
+        """
+        return self._list_core("services", namespace, selector)
+
+    def _list_core(self, plural: str, namespace: str, selector: str) -> list[JSON]:
+        path = _collection("/api/v1", namespace, plural)
+        found: list[JSON] = []
+        for page in self._pages(path, _Target("list", plural, namespace), selector, 500):
+            found.extend(page.items)
+        return found
+
+    # --- writes ----------------------------------------------------------------------------
+
+    def patch_job(
+        self, served: ServedKind, namespace: str, name: str, patch: JSON, *, dry_run: bool
+    ) -> None:
+        """Merge-patch a job (see :class:`sweeper.cluster.Cluster`)."""
+        path = _object(f"/apis/{GROUP}/{served.version}", namespace, served.kind.plural, name)
+        self._request(
+            "PATCH", path, body=patch, content_type=MERGE_PATCH, dry_run=dry_run,
+            target=_Target("patch", served.kind.resource, namespace, name),
+        )
+
+    def patch_job_status(
+        self, served: ServedKind, namespace: str, name: str, patch: JSON, *, dry_run: bool
+    ) -> None:
+        """Merge-patch a job's status subresource (see :class:`sweeper.cluster.Cluster`)."""
+        path = _object(f"/apis/{GROUP}/{served.version}", namespace, served.kind.plural, name)
+        self._request(
+            "PATCH", f"{path}/status", body=patch, content_type=MERGE_PATCH, dry_run=dry_run,
+            target=_Target("patch", f"{served.kind.resource}/status", namespace, name),
+        )
+
+    def delete_pod(self, namespace: str, name: str, uid: str, *, dry_run: bool) -> None:
+        """Delete a pod if its uid still matches (see :class:`sweeper.cluster.Cluster`)."""
+        self._delete_core("pods", namespace, name, uid, dry_run=dry_run)
+
+    def delete_service(self, namespace: str, name: str, uid: str, *, dry_run: bool) -> None:
+        """Delete a service if its uid still matches (see :class:`sweeper.cluster.Cluster`)."""
+        self._delete_core("services", namespace, name, uid, dry_run=dry_run)
+
+    def _delete_core(
+        self, plural: str, namespace: str, name: str, uid: str, *, dry_run: bool
+    ) -> None:
+        body: JSON = {
+            "apiVersion": "v1",
+            "kind": "DeleteOptions",
+            "preconditions": {"uid": uid},
+        }
+        if dry_run:
+            body["dryRun"] = ["All"]
+        self._request(
+            "DELETE", _object("/api/v1", namespace, plural, name), body=body,
+            content_type="application/json", dry_run=dry_run,
+            target=_Target("delete", plural, namespace, name),
+        )
+
+    def create_event(self, namespace: str, event: JSON, *, dry_run: bool) -> None:
+        """Create a core/v1 Event (see :class:`sweeper.cluster.Cluster`)."""
+        self._request(
+            "POST", _collection("/api/v1", namespace, "events"), body=event,
+            content_type="application/json", dry_run=dry_run,
+            target=_Target("create", "events", namespace),
+        )
+
+    # --- the one request path --------------------------------------------------------------
+
+    def _request(
+        self,
+        method: str,
+        path: str,
+        *,
+        target: _Target,
+        query: list[tuple[str, str]] | None = None,
+        body: JSON | None = None,
+        content_type: str | None = None,
+        dry_run: bool = False,
+        missing_ok: bool = False,
+    ) -> _Response:
+        query = list(query or ())
+        if dry_run:
+            query.append(("dryRun", "All"))
+        headers = {"Accept": "application/json"}
+        if content_type:
+            headers["Content-Type"] = content_type
+        attempt = 0
+        while True:
+            attempt += 1
+            remaining = self._deadline - time.monotonic()
+            if remaining <= 0:
+                raise RunTimeout(_timeout_message(target))
+            timeout = min(self._request_timeout, remaining)
+            try:
+                response = self._send(
+                    method, path=path, query=query, headers=headers, body=body, timeout=timeout
+                )
+            except _NoResponse as failure:
+                if time.monotonic() >= self._deadline:
+                    raise RunTimeout(_timeout_message(target)) from failure.cause
+                if failure.retryable and attempt < ATTEMPTS:
+                    self._wait(_backoff(attempt), target)
+                    continue
+                raise _error(target, None, failure.detail) from failure.cause
+            if _succeeded(response.status) or (
+                missing_ok and response.status == HTTPStatus.NOT_FOUND
+            ):
+                return response
+            if response.status in RETRYABLE and attempt < ATTEMPTS:
+                self._wait(_retry_delay(response, attempt), target)
+                continue
+            raise _error(target, response.status, _status_message(response.data))
+
+    def _send(
+        self,
+        method: str,
+        *,
+        path: str,
+        query: list[tuple[str, str]],
+        headers: dict[str, str],
+        body: JSON | None,
+        timeout: float,
+    ) -> _Response:
+        url_query = urllib.parse.urlencode(query, quote_via=urllib.parse.quote)
+        try:
+            _m, url, header_params, _b, _p = self._api.param_serialize(
+                method=method, resource_path=path, header_params=dict(headers),
+                auth_settings=["BearerToken"],
+            )
+            if url_query:
+                url = f"{url}?{url_query}"
+            # The REST layer serialises a dict body to JSON for every JSON content type.
+            response = self._api.call_api(
+                method, url, header_params=header_params, body=body,
+                _request_timeout=(timeout, timeout),
+            )
+            data = response.read()
+        except k8s_client.ApiException as error:
+            # The REST layer reports TLS failures this way (status 0); they do not heal.
+            raise _NoResponse(_one_line(error.reason or error), retryable=False,
+                              cause=error) from error
+        except urllib3.exceptions.HTTPError as error:
+            raise _NoResponse(_describe_connection_error(error), retryable=True,
+                              cause=error) from error
+        except OSError as error:
+            raise _NoResponse(_one_line(error), retryable=True, cause=error) from error
+        return _Response(
+            int(response.status), data or b"", response.headers.get("Date"),
+            response.headers.get("Retry-After"),
+        )
+
+    def _wait(self, delay: float, target: _Target) -> None:
+        delay = min(delay, max(self._deadline - time.monotonic(), 0.0))
+        log.debug("retrying %s %s in %.2fs", target.verb, target.resource, delay)
+        if self._stop.wait(delay):
+            raise Interrupted(f"interrupted while retrying to {target.verb} {target.resource}")
+
+
+class _NoResponse(Exception):  # noqa: N818 - internal: no HTTP response came back
+    def __init__(self, detail: str, *, retryable: bool, cause: BaseException) -> None:
+        super().__init__(detail)
+        self.detail = detail
+        self.retryable = retryable
+        self.cause = cause
+
+
+def _succeeded(status: int) -> bool:
+    return HTTPStatus.OK <= status < HTTPStatus.MULTIPLE_CHOICES
+
+
+def _collection(prefix: str, namespace: str | None, plural: str) -> str:
+    if namespace is None:
+        return f"{prefix}/{plural}"
+    return f"{prefix}/namespaces/{urllib.parse.quote(namespace, safe='')}/{plural}"
+
+
+def _object(prefix: str, namespace: str, plural: str, name: str) -> str:
+    return f"{_collection(prefix, namespace, plural)}/{urllib.parse.quote(name, safe='')}"
+
+
+def _decode(data: bytes) -> dict[str, Any]:
+    document = json.loads(data) if data else {}
+    return document if isinstance(document, dict) else {}
+
+
+def _status_message(data: bytes) -> str:
+    try:
+        document = json.loads(data) if data else {}
+    except ValueError:
+        return _one_line(data.decode("utf-8", "replace"))[:200]
+    message = document.get("message") if isinstance(document, dict) else None
+    return _one_line(str(message)) if message else ""
+
+
+def _error(target: _Target, status: int | None, detail: str) -> ApiError:
+    return api_error(
+        status=status, verb=target.verb, resource=target.resource,
+        namespace=target.namespace, name=target.name, detail=detail,
+    )
+
+
+def _backoff(attempt: int) -> float:
+    ceiling = min(BACKOFF_CAP_S, BACKOFF_BASE_S * 2 ** (attempt - 1))
+    # "Equal jitter": never less than half the step, so retries do not collapse to zero.
+    return float(ceiling / 2 + random.uniform(0, ceiling / 2))  # noqa: S311 - jitter, not crypto
+
+
+def _retry_delay(response: _Response, attempt: int) -> float:
+    if response.retry_after:
+        try:
+            asked = float(response.retry_after)
+        except ValueError:
+            asked = -1.0  # an HTTP date: rare from kube-apiserver; back off as usual
+        if asked >= 0:
+            return min(asked, RETRY_AFTER_CAP_S)
+    return _backoff(attempt)
+
+
+def _timeout_message(target: _Target) -> str:
+    return f"--timeout reached before {target.verb} {target.resource} could complete"
+
+
+def _describe_connection_error(error: BaseException) -> str:
+    reason = getattr(error, "reason", None)
+    text = str(reason or error)
+    if "Connection refused" in text:
+        return "connection refused"
+    if "timed out" in text.lower():
+        return "timed out (--request-timeout)"
+    return _one_line(text)
+
+
+def _one_line(value: object) -> str:
+    return " ".join(str(value).split())

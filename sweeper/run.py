@@ -1,0 +1,338 @@
+"""The run: connect once, then one pass (or one every ``--every`` seconds for ``--for``).
+
+A pass discovers the served kinds, lists every job page by page (keeping only compact views),
+takes ``now`` once, decides, executes and reports. SIGTERM and SIGINT set a flag: the write in
+progress completes, no new one starts, the pass is reported and the run exits 4. ``--timeout``
+bounds the whole run the same way (exit 5).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from datetime import datetime
+from http import HTTPStatus
+from types import FrameType
+from typing import Protocol, TextIO
+
+from sweeper import clock, logs, report
+from sweeper.act import Executor, Outcome
+from sweeper.cluster import Cluster, ServedKind
+from sweeper.config import ClockMode, Config, OutputFormat
+from sweeper.decide import decide
+from sweeper.errors import (
+    EXIT_ACTIONS_FAILED,
+    EXIT_OK,
+    ApiError,
+    ClusterUnavailable,
+    ConfigError,
+    Gone,
+    Interrupted,
+    NotFound,
+    RunTimeout,
+    SweeperError,
+)
+from sweeper.jobs import Job, parse_job
+
+log = logs.get("run")
+
+# Date headers have whole-second resolution: a skew below this is noise.
+_SKEW_RESOLUTION_S = 1.0
+
+
+class Connect(Protocol):
+    """Builds the cluster for a run (``sweeper.kube.connect``, or a fake in tests)."""
+
+    def __call__(
+        self, config: Config, *, deadline: float, stop: threading.Event
+    ) -> Cluster:
+        """Connect.
+
+        Args:
+            config: The run's settings.
+            deadline: ``time.monotonic()`` value at which ``--timeout`` runs out.
+            stop: Set when a signal asks the run to stop.
+        """
+        ...
+
+
+class StopFlag:
+    """Why the run must stop, if it must: a signal, or ``--timeout`` running out.
+
+    Args:
+        deadline: ``time.monotonic()`` value at which ``--timeout`` runs out.
+        timeout: ``--timeout`` in seconds, for the message.
+    """
+
+    def __init__(self, deadline: float, timeout: float) -> None:
+        self.event = threading.Event()
+        self.deadline = deadline
+        self._timeout = timeout
+        self._signal: str | None = None
+
+    def request(self, name: str) -> None:
+        """Ask the run to stop.
+
+        Args:
+            name: What asked (a signal's name).
+        """
+        self._signal = name
+        self.event.set()
+
+    def reason(self) -> SweeperError | None:
+        """Say whether the run must stop now, and why.
+
+        Returns:
+            :class:`Interrupted`, :class:`RunTimeout`, or ``None`` to go on.
+        """
+        if self.event.is_set():
+            return Interrupted(f"interrupted by {self._signal or 'a signal'}")
+        if time.monotonic() >= self.deadline:
+            return RunTimeout(f"--timeout ({self._timeout:g}s) reached")
+        return None
+
+
+@contextlib.contextmanager
+def signals_stop(flag: StopFlag) -> Iterator[None]:
+    """Turn SIGTERM and SIGINT into a stop request for the duration of the block.
+
+    A second signal gives up at once (``KeyboardInterrupt``). Outside the main thread (where
+    Python cannot install handlers) nothing is installed.
+
+    Args:
+        flag: The flag to set.
+
+    Yields:
+        Nothing.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, _frame: FrameType | None) -> None:
+        if flag.event.is_set():
+            raise KeyboardInterrupt
+        flag.request(signal.Signals(signum).name)
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+def run(config: Config, connect: Connect, out: TextIO) -> int:
+    """Run the sweeper: one pass, or repeated passes.
+
+    Args:
+        config: The run's settings.
+        connect: Builds the cluster.
+        out: Where the report goes (stdout).
+
+    Returns:
+        The exit code (0, 1, 4 or 5; codes 2 and 3 are raised as errors).
+
+    Raises:
+        ConfigError: The configuration is unusable (exit 2).
+        ClusterUnavailable: The cluster could not be listed (exit 3).
+    """
+    started = time.monotonic()
+    flag = StopFlag(started + config.timeout, config.timeout)
+    with signals_stop(flag):
+        cluster = connect(config, deadline=flag.deadline, stop=flag.event)
+        code = EXIT_OK
+        number = 0
+        while True:
+            number += 1
+            pass_started = time.monotonic()
+            outcome = sweep(number, config, cluster, flag, out)
+            if outcome.errors:
+                code = EXIT_ACTIONS_FAILED
+            if outcome.stopped_by is not None:
+                return outcome.stopped_by.exit_code
+            if config.every is None or config.for_seconds is None:
+                return code
+            next_start = pass_started + config.every
+            if next_start - started >= config.for_seconds:
+                return code
+            if flag.event.wait(max(0.0, next_start - time.monotonic())):
+                stopped = flag.reason() or Interrupted("interrupted")
+                log.warning("stopped between passes: %s", stopped)
+                return stopped.exit_code
+
+
+class PassOutcome:
+    """The counts the run loop needs from a pass.
+
+    Args:
+        errors: How many jobs had errors.
+        stopped_by: What stopped the pass early, if anything.
+    """
+
+    def __init__(self, errors: int, stopped_by: SweeperError | None) -> None:
+        self.errors = errors
+        self.stopped_by = stopped_by
+
+
+def sweep(
+    number: int, config: Config, cluster: Cluster, flag: StopFlag, out: TextIO
+) -> PassOutcome:
+    """Run one pass: discover, list, decide, act, report.
+
+    Args:
+        number: The pass number, from 1.
+        config: The run's settings.
+        cluster: The cluster.
+        flag: The stop flag.
+        out: Where the report goes.
+
+    Returns:
+        The pass's error count and what stopped it, if anything.
+
+    Raises:
+        ConfigError: The server rejected the label selector (exit 2).
+        ClusterUnavailable: Discovery or a list failed for good (exit 3).
+    """
+    began = time.monotonic()
+    listing = _Listing(config, flag)
+    stopped: SweeperError | None = None
+    outcomes: list[Outcome] = []
+    now: datetime | None = None
+    try:
+        served = _discover(cluster, config, listing)
+        for kind in served:
+            listing.list_kind(cluster, kind)
+        now = listing.now()
+    except (Interrupted, RunTimeout) as cause:
+        stopped = cause
+    if now is not None and stopped is None:
+        plan = decide(listing.jobs, now, config.policy)
+        listing.jobs = []  # the plan holds the views now
+        executor = Executor(
+            cluster,
+            dry_run=config.dry_run,
+            should_stop=flag.reason,
+            on_outcome=lambda o: report.log_outcome(o, config.dry_run),
+        )
+        execution = executor.execute(plan)
+        outcomes = list(execution.outcomes)
+        stopped = execution.stopped_by
+    pass_report = report.PassReport(
+        number=number,
+        now=now,
+        clock=config.clock,
+        dry_run=config.dry_run,
+        action=config.policy.action,
+        outcomes=outcomes,
+        duration_s=time.monotonic() - began,
+        stopped_by=str(stopped) if stopped else None,
+    )
+    if config.output is OutputFormat.JSON:
+        report.write_json(out, pass_report)
+    else:
+        report.write_text(out, pass_report)
+    report.log_summary(pass_report)
+    errors = sum(1 for o in outcomes if report.has_errors(o))
+    return PassOutcome(errors, stopped)
+
+
+def _discover(cluster: Cluster, config: Config, listing: _Listing) -> list[ServedKind]:
+    try:
+        discovery = cluster.discover()
+    except ApiError as error:
+        raise ClusterUnavailable(str(error)) from error
+    listing.discovery_date = discovery.server_date
+    by_kind = {served.kind: served for served in discovery.served}
+    if not by_kind:
+        log.info("the cluster serves no Kubeflow job kinds (group kubeflow.org)")
+    wanted = config.kinds or tuple(by_kind) or ()
+    served: list[ServedKind] = []
+    for kind in wanted:
+        if kind in by_kind:
+            served.append(by_kind[kind])
+        else:
+            log.info("%s is not served by this cluster; skipped", kind.name,
+                     extra={"kind": kind.name})
+    return served
+
+
+class _Listing:
+    """Accumulates the job views of one pass and the clocks seen while listing."""
+
+    def __init__(self, config: Config, flag: StopFlag) -> None:
+        self.config = config
+        self.flag = flag
+        self.jobs: list[Job] = []
+        self.discovery_date: datetime | None = None
+        self.server_date: datetime | None = None
+        self.local_date: datetime | None = None
+
+    def list_kind(self, cluster: Cluster, served: ServedKind) -> None:
+        for namespace in self.config.namespaces or (None,):
+            mark = len(self.jobs)
+            try:
+                self._list(cluster, served, namespace)
+            except Gone:
+                # The continue token expired (a very long list): start this list over once.
+                del self.jobs[mark:]
+                self._list(cluster, served, namespace)
+
+    def _list(self, cluster: Cluster, served: ServedKind, namespace: str | None) -> None:
+        config = self.config
+        try:
+            for page in cluster.list_jobs(served, namespace, config.selector, config.page_size):
+                if self.server_date is None:
+                    self._saw(page.server_date)
+                kind, version = served.kind, served.version
+                self.jobs.extend(parse_job(item, kind, version) for item in page.items)
+                cause = self.flag.reason()
+                if cause is not None:
+                    raise cause
+        except NotFound as error:
+            log.warning("%s is no longer served; skipped (%s)", served.kind.name, error,
+                        extra={"kind": served.kind.name})
+        except Gone:
+            raise
+        except ApiError as error:
+            if error.status == HTTPStatus.BAD_REQUEST and config.selector:
+                raise ConfigError(
+                    f"invalid label selector {config.selector!r} (--selector): "
+                    f"{error.detail or 'rejected by the API server'}"
+                ) from error
+            raise ClusterUnavailable(str(error)) from error
+
+    def _saw(self, server_date: datetime | None) -> None:
+        # One local reading, as close as possible to the server's answer.
+        self.local_date = clock.local_now()
+        self.server_date = server_date
+
+    def now(self) -> datetime:
+        """Choose the pass's one instant, and warn about clock skew.
+
+        Returns:
+            The server's ``Date`` (``--clock server``) or the local clock (``--clock local``).
+        """
+        if self.local_date is None:
+            self._saw(self.discovery_date)
+        local = self.local_date or clock.local_now()
+        server = self.server_date
+        if server is None:
+            if self.config.clock is ClockMode.SERVER:
+                log.warning("the API server sent no Date header; using the local clock")
+            return local
+        skew = (local - server).total_seconds()
+        if self.config.clock is ClockMode.LOCAL:
+            if abs(skew) > self.config.policy.grace + _SKEW_RESOLUTION_S:
+                log.warning(
+                    "the local clock is %.0fs %s the API server's; --clock local decides by it",
+                    abs(skew), "ahead of" if skew > 0 else "behind",
+                    extra={"skew_s": round(skew, 3), "clock": "local"},
+                )
+            return local
+        log.debug("clock skew (local - server): %.3fs", skew, extra={"skew_s": round(skew, 3)})
+        return server
+

@@ -1,0 +1,117 @@
+"""The status document that ``--action fail`` writes: pure, built from the job's current status.
+
+It reproduces what the Training Operator v1 writes when a job passes its deadline
+(OPERATOR.md, "What the operator does on the deadline", and the operator's ``setCondition`` /
+``filterOutCondition``): ``completionTime`` set if unset; every other condition kept verbatim
+except that ``Running`` gets ``status: "False"``; any previous ``Failed`` condition replaced by a
+new ``Failed=True`` condition at the end, with reason ``<Kind>Failed``, the operator's message
+(saying that the sweeper enforced it) and both times set to ``now`` (whole seconds, ``Z``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from sweeper.clock import format_rfc3339
+from sweeper.kinds import COMPONENT, DEADLINE_MESSAGE, TOUCHED_AT_ANNOTATION, Kind
+
+
+def failure_message(name: str) -> str:
+    """The ``Failed`` condition's message, the operator's own plus who enforced it.
+
+    Args:
+        name: The job's name.
+
+    Returns:
+        ``Job <name> has failed because it was active longer than specified deadline
+        (enforced by kubeflow-deadline-sweeper)``.
+    """
+    return f"Job {name} {DEADLINE_MESSAGE} (enforced by {COMPONENT})"
+
+
+def failed_reason(kind: Kind) -> str:
+    """The ``Failed`` condition's reason, as the operator spells it (``PyTorchJobFailed``).
+
+    Args:
+        kind: The job's kind.
+
+    Returns:
+        ``<Kind>Failed``.
+    """
+    return f"{kind.name}Failed"
+
+
+def failed_status(
+    kind: Kind, name: str, status: Mapping[str, Any] | None, now: datetime
+) -> dict[str, Any]:
+    """Build the status fields that fail a job by its deadline.
+
+    Args:
+        kind: The job's kind.
+        name: The job's name.
+        status: The job's current ``status`` (``None`` or empty when it has none).
+        now: The instant of the pass.
+
+    Returns:
+        ``{"conditions": [...], "completionTime": ...}``, ``completionTime`` only when the job
+        has none yet. Written as a JSON merge patch, this replaces the whole conditions list
+        and leaves every other status field as it is.
+    """
+    status = status or {}
+    stamp = format_rfc3339(now)
+    conditions: list[dict[str, Any]] = []
+    for condition in status.get("conditions") or ():
+        ctype = condition.get("type")
+        if ctype == "Failed":
+            continue  # replaced by the new one, as the operator's filterOutCondition does
+        copied = dict(condition)
+        if ctype == "Running":
+            copied["status"] = "False"  # only the status flips; the times stay
+        conditions.append(copied)
+    conditions.append(
+        {
+            "type": "Failed",
+            "status": "True",
+            "reason": failed_reason(kind),
+            "message": failure_message(name),
+            "lastUpdateTime": stamp,
+            "lastTransitionTime": stamp,
+        }
+    )
+    document: dict[str, Any] = {"conditions": conditions}
+    if not status.get("completionTime"):
+        document["completionTime"] = stamp
+    return document
+
+
+def status_patch(kind: Kind, raw_job: Mapping[str, Any], now: datetime) -> dict[str, Any]:
+    """Build the whole merge patch sent to ``.../<plural>/<name>/status``.
+
+    Args:
+        kind: The job's kind.
+        raw_job: The job as just read (its ``resourceVersion`` guards the write: a job changed
+            since makes the API answer 409 Conflict).
+        now: The instant of the pass.
+
+    Returns:
+        ``{"metadata": {"resourceVersion": ...}, "status": failed_status(...)}``.
+    """
+    meta = raw_job.get("metadata") or {}
+    return {
+        "metadata": {"resourceVersion": meta.get("resourceVersion")},
+        "status": failed_status(kind, str(meta.get("name", "")), raw_job.get("status"), now),
+    }
+
+
+def touch_patch(touched_at: datetime) -> dict[str, Any]:
+    """Build the merge patch of a touch: the sweeper's annotation, nothing else.
+
+    Args:
+        touched_at: The instant of the pass.
+
+    Returns:
+        ``{"metadata": {"annotations": {"deadline-sweeper.kubeflow.org/touched-at": ...}}}``.
+    """
+    return {"metadata": {"annotations": {TOUCHED_AT_ANNOTATION: format_rfc3339(touched_at)}}}
