@@ -30,6 +30,7 @@ import contextlib
 import datetime as dt
 import fcntl
 import ipaddress
+import logging
 import os
 import re
 import time
@@ -51,6 +52,8 @@ from devcluster.processes import ADDRESS_IN_USE, Process, free_port, tail, wait_
 
 if TYPE_CHECKING:
     from devcluster.controlplane import ControlPlane
+
+log = logging.getLogger(__name__)
 
 # Hard-coded upstream (pkg/cert/cert.go: certDir); the webhook server's default is the same
 # path under $TMPDIR, so the harness pins TMPDIR=/tmp for the child as well.
@@ -225,6 +228,7 @@ class MachineLock:
             return
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         deadline = time.monotonic() + timeout
+        waiting = False
         while True:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -237,8 +241,13 @@ class MachineLock:
                         f"another Training Operator of this harness runs on this machine "
                         f"(pid {holder}, "
                         f"lock {self.path}); only one can run at a time because the operator's "
-                        f"certificate directory {CERT_DIR} is hard-coded"
+                        f"certificate directory {CERT_DIR} is hard-coded (if it is yours: "
+                        "scripts/devcluster down)"
                     ) from None
+                if not waiting:
+                    waiting = True
+                    holder = os.pread(fd, 64, 0).decode("ascii", "replace").strip() or "unknown"
+                    log.info("waiting for the operator lock %s, held by pid %s", self.path, holder)
                 time.sleep(0.5)
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)

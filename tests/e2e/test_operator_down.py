@@ -86,6 +86,9 @@ def test_a_job_failed_by_the_sweeper_while_the_operator_is_down_stays_failed_aft
 
     after = job.view()
     assert after.conditions == failed.conditions, "the operator wrote no condition of its own"
+    assert after.obj["metadata"]["resourceVersion"] == failed.obj["metadata"]["resourceVersion"], (
+        "the restarted operator did not write the job at all"
+    )
     assert after.obj["status"].get("completionTime") == failed.obj["status"].get("completionTime")
     assert job.pods() == [], "the operator recreated no pod"
     assert job.services() == [], "the operator recreated no service"
