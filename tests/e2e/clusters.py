@@ -9,7 +9,9 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -84,3 +86,49 @@ def run_sweeper(
     return subprocess.run(
         argv, capture_output=True, text=True, env=clean, timeout=timeout, check=False
     )
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """One run of the CLI and the requests the API server saw from it.
+
+    Attributes:
+        result: The finished process (``returncode``, ``stdout``, ``stderr``).
+        requests: Audit events of the run's user during the run, one per request, in order.
+    """
+
+    result: subprocess.CompletedProcess[str]
+    requests: list[dict[str, Any]]
+
+    @property
+    def output(self) -> str:
+        """stdout and stderr together, for messages whose stream is not the point."""
+        return self.result.stdout + self.result.stderr
+
+    def explain(self) -> str:
+        """Everything needed to understand a failed expectation about this run."""
+        lines = [f"exit code {self.result.returncode}", "requests:"]
+        lines += [
+            f"  {e['verb']} {e['requestURI']} -> {e.get('responseStatus', {}).get('code')}"
+            for e in self.requests
+        ]
+        lines += ["stdout:", self.result.stdout, "stderr:", self.result.stderr[-4000:]]
+        return "\n".join(lines)
+
+
+def sweep(
+    cp: ControlPlane,
+    kubeconfig: Path,
+    user: str,
+    *args: str,
+    env: dict[str, str] | None = None,
+    timeout: float = 120,
+) -> Sweep:
+    """Run the CLI as ``user`` (whose credentials ``kubeconfig`` holds) and collect its requests.
+
+    The audit log is complete once the process has its answers (see ``devcluster.audit``), so
+    reading it right after the process exits sees every request the run made.
+    """
+    since = cp.audit_offset()
+    result = run_sweeper(kubeconfig, *args, env=env, timeout=timeout)
+    return Sweep(result, cp.audit_events(user=user, since=since))

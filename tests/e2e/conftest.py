@@ -21,6 +21,7 @@ from tests.e2e.conftest_operator import figures, kubeflow_jobs, operator  # noqa
 _timings_key = pytest.StashKey[str]()
 
 RunSweeper = Callable[..., "subprocess.CompletedProcess[str]"]
+SweepAs = Callable[..., clusters.Sweep]
 
 
 @pytest.fixture(scope="session")
@@ -78,6 +79,28 @@ def run_sweeper(sweeper_kubeconfig: Path) -> RunSweeper:
     ) -> subprocess.CompletedProcess[str]:
         return clusters.run_sweeper(
             kubeconfig or sweeper_kubeconfig, *args, env=env, timeout=timeout
+        )
+
+    return run
+
+
+@pytest.fixture
+def sweep(control_plane: ControlPlane, sweeper_kubeconfig: Path) -> SweepAs:
+    """Run the CLI and return a ``clusters.Sweep``: its result and the requests it made.
+
+    ``sweep("-n", ns, "--action", "fail")`` runs as user ``sweeper`` (system:masters);
+    ``sweep(..., kubeconfig=path, user="system:serviceaccount:ns:sa")`` as someone else.
+    """
+
+    def run(
+        *args: str,
+        kubeconfig: Path | None = None,
+        user: str = clusters.SWEEPER_USER,
+        env: dict[str, str] | None = None,
+        timeout: float = 120,
+    ) -> clusters.Sweep:
+        return clusters.sweep(
+            control_plane, kubeconfig or sweeper_kubeconfig, user, *args, env=env, timeout=timeout
         )
 
     return run

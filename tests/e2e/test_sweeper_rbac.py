@@ -1,0 +1,189 @@
+"""The sweeper as a ServiceAccount with exactly the documented RBAC, and with one grant less.
+
+The permissions are read from the RBAC table of ``chart/README.md`` (the documentation users
+grant from), so these tests fail when the documentation and the sweeper's real requests part
+ways. Each run uses a token from the TokenRequest API and a Role in the job's namespace.
+
+With every documented permission the run succeeds. Without any single one of them it exits
+with the documented code (3 when the jobs cannot be listed, else 1: some actions failed) and
+names the missing permission: the verb and the resource that were forbidden.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.e2e import clusters
+from tests.e2e import workloads as w
+
+pytestmark = pytest.mark.e2e
+
+CHART_README = Path(__file__).resolve().parents[2] / "chart" / "README.md"
+PLURALS = clusters.KUBEFLOW_PLURALS
+# The table's columns after the first, and the (API group, resources) each one grants on.
+COLUMNS = {
+    "jobs": ("kubeflow.org", list(PLURALS)),
+    "status": ("kubeflow.org", [f"{p}/status" for p in PLURALS]),
+    "pods": ("", ["pods"]),
+    "services": ("", ["services"]),
+    "events": ("", ["events"]),
+}
+# Table rows -> the (action, dry-run flag) runs they document.
+ROWS = {
+    "touch": [("touch", None)],
+    "fail": [("fail", None)],
+    "auto": [("auto", None)],
+    "touch, `dryRun: true`": [("touch", "--dry-run")],
+    "fail or auto, `dryRun: true`": [("fail", "--dry-run"), ("auto", "--dry-run")],
+}
+SA = "sweeper-sa"
+
+
+@dataclass(frozen=True)
+class Grant:
+    """One verb on one column of the table."""
+
+    column: str
+    verb: str
+
+    def __str__(self) -> str:
+        return f"{self.verb}-{self.column}"
+
+
+def documented_grants() -> dict[tuple[str, str | None], frozenset[Grant]]:
+    """Parse the RBAC table of the chart's README into grants per (action, dry-run)."""
+    text = CHART_README.read_text(encoding="utf-8")
+    section = text.split("### RBAC", 1)[1].split("\n### ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("|")][2:]  # header, rule
+    grants: dict[tuple[str, str | None], frozenset[Grant]] = {}
+    for row in rows:
+        action, jobs, status, core, events = (c.strip() for c in row.strip("|").split("|"))
+        cells = {"jobs": jobs, "status": status, "pods": core, "services": core, "events": events}
+        found = frozenset(
+            Grant(column, verb.strip())
+            for column, cell in cells.items()
+            if cell != "-"
+            for verb in cell.split(",")
+        )
+        for run in ROWS[action]:
+            grants[run] = found
+    return grants
+
+
+GRANTS = documented_grants()
+
+
+def role(grants: frozenset[Grant]) -> list[w.Obj]:
+    rules = []
+    for column, (group, resources) in COLUMNS.items():
+        verbs = sorted(g.verb for g in grants if g.column == column)
+        if verbs:
+            rules.append({"apiGroups": [group], "resources": resources, "verbs": verbs})
+    return rules
+
+
+def as_service_account(cp, namespace: str, grants: frozenset[Grant]) -> Path:
+    """A kubeconfig with a TokenRequest token for a ServiceAccount bound to exactly ``grants``."""
+    rbac = f"/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}"
+    cp.request(
+        "POST",
+        f"{rbac}/roles",
+        {"metadata": {"name": "sweeper"}, "rules": role(grants)},
+    )
+    cp.request(
+        "POST",
+        f"{rbac}/rolebindings",
+        {
+            "metadata": {"name": "sweeper"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "sweeper"},
+            "subjects": [{"kind": "ServiceAccount", "name": SA, "namespace": namespace}],
+        },
+    )
+    return cp.token_kubeconfig(cp.service_account_token(namespace, SA), f"{namespace}-{SA}")
+
+
+@pytest.fixture
+def overdue(control_plane, namespace):
+    """An overdue job never touched and one touched 30 min ago, both with running pods."""
+    half_an_hour_ago = w.stamp(w.now() - dt.timedelta(minutes=30))
+    for name, marks in [("untouched", {}), ("touched", {w.TOUCHED_AT: half_an_hour_ago})]:
+        job = w.create_job(control_plane, namespace, name, annotations=marks)
+        w.create_replicas(control_plane, job, {"Master": ["Running"], "Worker": ["Running"]})
+    return namespace
+
+
+def run_as(control_plane, namespace, grants, action, dry_run):
+    kubeconfig = as_service_account(control_plane, namespace, grants)
+    args = ["-n", namespace, "--action", action, "-o", "json", *([dry_run] if dry_run else [])]
+    return clusters.sweep(
+        control_plane, kubeconfig, f"system:serviceaccount:{namespace}:{SA}", *args
+    )
+
+
+def test_the_readme_documents_every_action_and_dry_run():
+    assert set(GRANTS) == {
+        (action, dry) for action in ("touch", "fail", "auto") for dry in (None, "--dry-run")
+    }
+
+
+def label(action: str, dry_run: str | None) -> str:
+    return f"{action}-dry-run" if dry_run else action
+
+
+@pytest.mark.parametrize(
+    ("action", "dry_run"), [pytest.param(*run, id=label(*run)) for run in sorted(GRANTS, key=str)]
+)
+def test_exactly_the_documented_permissions_are_enough(control_plane, overdue, action, dry_run):
+    run = run_as(control_plane, overdue, GRANTS[(action, dry_run)], action, dry_run)
+
+    assert run.result.returncode == 0, run.explain()
+    assert [e for e in run.requests if e["responseStatus"]["code"] == 403] == [], run.explain()
+    (report,) = w.passes(run.result.stdout)
+    assert report["summary"]["errors"] == 0, run.explain()
+    after = {
+        name: w.get_job(control_plane, overdue, "PyTorchJob", name)
+        for name in ("untouched", "touched")
+    }
+    failed = {n for n, j in after.items() if j["status"]["conditions"][-1]["type"] == "Failed"}
+    expected_failed = {
+        ("fail", None): {"untouched", "touched"},
+        ("auto", None): {"touched"},
+    }.get((action, dry_run), set())
+    assert failed == expected_failed
+
+
+def missing_one():
+    for (action, dry_run), grants in sorted(GRANTS.items(), key=str):
+        for grant in sorted(grants, key=str):
+            yield pytest.param(
+                action,
+                dry_run,
+                grant,
+                id=f"{action}{'-dry-run' if dry_run else ''}-without-{grant}",
+            )
+
+
+def named(grant: Grant) -> str:
+    """How the sweeper's message names the forbidden request (``cannot <verb> <resource>``)."""
+    resource = {
+        "jobs": r"\w+jobs\.kubeflow\.org",
+        "status": r"\w+jobs\.kubeflow\.org/status",
+    }.get(grant.column, grant.column)
+    return rf"cannot {grant.verb} {resource}\b.*forbidden"
+
+
+@pytest.mark.parametrize(("action", "dry_run", "grant"), list(missing_one()))
+def test_without_one_documented_permission_it_fails_and_names_it(
+    control_plane, overdue, action, dry_run, grant
+):
+    run = run_as(control_plane, overdue, GRANTS[(action, dry_run)] - {grant}, action, dry_run)
+
+    expected_code = 3 if grant == Grant("jobs", "list") else 1
+    assert run.result.returncode == expected_code, run.explain()
+    assert re.search(named(grant), run.output), run.explain()
+    assert "Traceback" not in run.result.stderr

@@ -1,0 +1,86 @@
+"""``--action touch`` against a real apiserver: the annotation, and nothing else."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.e2e import workloads as w
+
+pytestmark = pytest.mark.e2e
+
+# Fields the apiserver itself changes on any write; everything else must stay as it was.
+SERVER_OWNED = ("resourceVersion", "managedFields")
+
+
+def without_server_fields(job: w.Obj) -> w.Obj:
+    meta = {k: v for k, v in job["metadata"].items() if k not in SERVER_OWNED}
+    return {**job, "metadata": meta}
+
+
+def test_touch_adds_only_the_annotation_to_an_overdue_job(control_plane, namespace, sweep):
+    before = w.create_job(control_plane, namespace, "late", annotations={"team": "vision"})
+    started = w.now()
+
+    run = sweep("-n", namespace, "--action", "touch")
+
+    finished = w.now()
+    after = w.get_job(control_plane, namespace, "PyTorchJob", "late")
+    assert run.result.returncode == 0, run.explain()
+    touched_at = after["metadata"]["annotations"].pop(w.TOUCHED_AT)
+    assert started <= w.parse_stamp(touched_at) <= finished
+    assert touched_at.endswith("Z")
+    assert without_server_fields(after) == without_server_fields(before)
+
+
+def test_touch_sends_one_patch_to_the_job_and_writes_nothing_else(control_plane, namespace, sweep):
+    w.create_job(control_plane, namespace, "late")
+    w.create_job(control_plane, namespace, "not-due", started_ago=10)
+    w.create_job(control_plane, namespace, "succeeded", finished="Succeeded")
+    w.create_job(control_plane, namespace, "opted-out", annotations={w.EXCLUDE: "true"})
+    w.create_job(control_plane, namespace, "no-deadline", deadline=None)
+
+    run = sweep("-n", namespace, "--action", "touch")
+
+    assert run.result.returncode == 0, run.explain()
+    job_writes = [
+        w.request_summary(e)
+        for e in w.writes(run.requests)
+        if e["objectRef"]["resource"] != "events"
+    ]
+    assert job_writes == [("patch", "pytorchjobs", namespace, "late")], run.explain()
+    assert {w.request_summary(e)[:2] for e in w.writes(run.requests)} <= {
+        ("patch", "pytorchjobs"),
+        ("create", "events"),
+    }
+
+
+@pytest.mark.parametrize(
+    "name", ["not-due", "succeeded", "opted-out", "no-deadline"], ids=lambda n: f"{n}-untouched"
+)
+def test_touch_leaves_jobs_that_are_not_overdue_unchanged(control_plane, namespace, sweep, name):
+    options = {
+        "not-due": {"started_ago": 10},
+        "succeeded": {"finished": "Succeeded"},
+        "opted-out": {"annotations": {w.EXCLUDE: "true"}},
+        "no-deadline": {"deadline": None},
+    }[name]
+    before = w.create_job(control_plane, namespace, name, **options)
+
+    run = sweep("-n", namespace, "--action", "touch")
+
+    assert run.result.returncode == 0, run.explain()
+    after = w.get_job(control_plane, namespace, "PyTorchJob", name)
+    assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
+
+
+def test_the_touch_records_an_event_from_the_sweeper_on_the_job(control_plane, namespace, sweep):
+    job = w.create_job(control_plane, namespace, "late")
+
+    run = sweep("-n", namespace, "--action", "touch")
+
+    assert run.result.returncode == 0, run.explain()
+    events = control_plane.request("GET", f"/api/v1/namespaces/{namespace}/events")["items"]
+    about_job = [e for e in events if e["involvedObject"].get("uid") == job["metadata"]["uid"]]
+    assert len(about_job) == 1, events
+    assert about_job[0]["reportingComponent"] == w.COMPONENT
+    assert about_job[0]["source"]["component"] == w.COMPONENT
