@@ -1,0 +1,341 @@
+"""Properties of the decision core (issue 7), over generated jobs, clocks and policies.
+
+The oracle is ``strategies.JobCase``: the facts a job was built from, read against OPERATOR.md
+and the CLI contract. Each property states one safety guarantee of ``sweeper.decide`` for every
+generated case:
+
+- it never plans a touch or a fail for a job that is not past ``startTime +
+  activeDeadlineSeconds + grace``, or that is finished, suspended, being deleted, opted out or
+  managed by another controller; and it does plan one for every job that is (no job escapes);
+- a malformed job never raises: it becomes a ``malformed`` skip naming the field;
+- applying the plan's status documents (and touches) and planning again plans no new ``fail``
+  for those jobs (idempotence), and each status written is accepted by the real CRD schema.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta, timezone
+from typing import Any
+
+from hypothesis import example, given, note
+from hypothesis import strategies as st
+
+from sweeper.decide import (
+    Action,
+    ActionKind,
+    ActionMode,
+    PodsMode,
+    Policy,
+    Skip,
+    SkipReason,
+    decide,
+    judge,
+)
+from sweeper.jobs import parse_job
+from sweeper.kinds import KINDS
+from sweeper.status import status_patch, touch_patch
+from tests.property import crd_schema
+from tests.property.strategies import (
+    ORIGIN,
+    Broken,
+    JobCase,
+    boundary_offsets,
+    clocks,
+    job_cases,
+    json_values,
+    kinds,
+    malformed_jobs,
+    policies,
+)
+
+ACTS_ON_THE_JOB = (ActionKind.TOUCH, ActionKind.FAIL)
+
+
+def judged(case: JobCase, now: datetime, policy: Policy) -> Action | Skip:
+    entry = judge(parse_job(case.raw(), case.kind), now, policy)
+    note(f"now={now.isoformat()} deadline={case.deadline} grace={policy.grace} -> {entry}")
+    return entry
+
+
+@st.composite
+def case_and_clock(draw: st.DrawFn, *, overdue: bool = False) -> tuple[JobCase, datetime, Policy]:
+    """A job, a policy, and a clock on, just before or just after its deadline plus grace.
+
+    With ``overdue``, an eligible job and a clock on or after its deadline plus grace.
+    """
+    policy = draw(policies)
+    case = draw(job_cases(ORIGIN, policy.grace, overdue=overdue))
+    anchor = case.deadline or ORIGIN
+    offset = draw(boundary_offsets)
+    now = (
+        anchor
+        + timedelta(seconds=policy.grace)
+        + timedelta(seconds=abs(offset) if overdue else offset)
+    )
+    return case, now, policy
+
+
+# --- 1. no action unless overdue and eligible, and none missed --------------------------------
+
+
+@given(case_and_clock())
+def test_a_touch_or_fail_is_planned_only_for_an_overdue_eligible_job(
+    drawn: tuple[JobCase, datetime, Policy],
+) -> None:
+    case, now, policy = drawn
+
+    entry = judged(case, now, policy)
+
+    if isinstance(entry, Action) and entry.kind in ACTS_ON_THE_JOB:
+        assert case.due(now, policy.grace), "acted before startTime + activeDeadlineSeconds + grace"
+        assert not case.finished, "acted on a finished job"
+        assert not case.suspend, "acted on a suspended job"
+        assert not case.deleting, "acted on a job being deleted"
+        assert not case.excluded, "acted on an opted-out job"
+        assert not case.managed_elsewhere, "acted on a job managed by another controller"
+
+
+@given(case_and_clock())
+def test_pods_are_only_terminated_for_a_job_already_failed_by_its_deadline(
+    drawn: tuple[JobCase, datetime, Policy],
+) -> None:
+    case, now, policy = drawn
+
+    entry = judged(case, now, policy)
+
+    if isinstance(entry, Action) and entry.kind is ActionKind.TERMINATE_PODS:
+        assert case.failed_by_deadline
+        assert policy.action in (ActionMode.FAIL, ActionMode.AUTO)
+        assert not (case.deleting or case.excluded or case.managed_elsewhere)
+
+
+@given(case_and_clock(overdue=True))
+def test_every_overdue_eligible_job_gets_an_action_or_waits_for_its_touch(
+    drawn: tuple[JobCase, datetime, Policy],
+) -> None:
+    case, now, policy = drawn
+    assert case.may_be_acted_on(now, policy.grace)  # the generator's own promise
+
+    entry = judged(case, now, policy)
+
+    if policy.action is ActionMode.FAIL:
+        assert isinstance(entry, Action)
+        assert entry.kind is ActionKind.FAIL
+    elif isinstance(entry, Skip):
+        # touch and auto remember their touch: only a fresh one defers the next step.
+        assert entry.why is SkipReason.RECENTLY_TOUCHED
+        assert case.touched_at is not None
+    else:
+        assert entry.kind in ACTS_ON_THE_JOB
+
+
+@given(case_and_clock(), st.sampled_from([timezone(timedelta(hours=h)) for h in (-11, -3, 5, 14)]))
+def test_the_decision_does_not_depend_on_the_clocks_time_zone(
+    drawn: tuple[JobCase, datetime, Policy], zone: timezone
+) -> None:
+    case, now, policy = drawn
+
+    in_utc = judged(case, now.astimezone(UTC), policy)
+    elsewhere = judged(case, now.astimezone(zone), policy)
+
+    assert (in_utc.decision, in_utc.reason) == (elsewhere.decision, elsewhere.reason)
+
+
+@given(st.data(), clocks, policies)
+def test_a_plan_keeps_every_job_in_order_and_respects_max_actions(
+    data: st.DataObject, now: datetime, policy: Policy
+) -> None:
+    cases = data.draw(st.lists(job_cases(now, policy.grace), max_size=12))
+    broken = data.draw(st.lists(malformed_jobs(now), max_size=3))
+    raws = [(c.raw(), c.kind) for c in cases] + [(b.raw, b.case.kind) for b in broken]
+
+    plan = decide([parse_job(raw, kind) for raw, kind in raws], now, policy)
+
+    assert [e.job.uid for e in plan.entries] == [parse_job(r, k).uid for r, k in raws]
+    if policy.max_actions is not None:
+        assert len(plan.actions) <= policy.max_actions
+
+
+# --- 2. malformed input never raises and is named ---------------------------------------------
+
+
+@given(st.data(), clocks, policies)
+def test_a_malformed_job_becomes_a_malformed_skip_naming_the_field(
+    data: st.DataObject, now: datetime, policy: Policy
+) -> None:
+    broken: Broken = data.draw(malformed_jobs(now))
+    note(f"broke {broken.field}: {broken.raw}")
+
+    entry = judge(parse_job(broken.raw, broken.case.kind), now, policy)
+
+    assert isinstance(entry, Skip)
+    assert entry.why is SkipReason.MALFORMED
+    assert broken.field in entry.detail
+    if not broken.field.startswith("metadata"):
+        # The report can still say which job it was.
+        assert (entry.job.namespace, entry.job.name) == (broken.case.namespace, broken.case.name)
+
+
+@given(json_values, kinds, clocks, policies)
+@example(raw=None, kind=KINDS[0], now=ORIGIN, policy=Policy())
+@example(raw=[], kind=KINDS[0], now=ORIGIN, policy=Policy())
+@example(raw={"metadata": None}, kind=KINDS[0], now=ORIGIN, policy=Policy())
+def test_any_json_value_is_judged_without_raising(
+    raw: Any, kind: Any, now: datetime, policy: Policy
+) -> None:
+    entry = judge(parse_job(raw, kind), now, policy)
+
+    assert isinstance(entry, Skip)
+    assert entry.why is SkipReason.MALFORMED
+
+
+@given(st.data(), clocks, policies, json_values)
+def test_garbage_anywhere_in_a_job_never_raises(
+    data: st.DataObject, now: datetime, policy: Policy, garbage: Any
+) -> None:
+    case = data.draw(job_cases(now, policy.grace))
+    raw = case.raw()
+    # Any field on the way to what the decision reads.
+    path = data.draw(
+        st.sampled_from(
+            [
+                ("metadata",),
+                ("metadata", "annotations"),
+                ("metadata", "deletionTimestamp"),
+                ("metadata", "name"),
+                ("spec",),
+                ("spec", "runPolicy"),
+                ("spec", "runPolicy", "activeDeadlineSeconds"),
+                ("spec", "runPolicy", "suspend"),
+                ("spec", "runPolicy", "managedBy"),
+                ("spec", "runPolicy", "cleanPodPolicy"),
+                ("spec", "cleanPodPolicy"),
+                ("status",),
+                ("status", "startTime"),
+                ("status", "conditions"),
+                ("status", "completionTime"),
+            ]
+        )
+    )
+    target: Any = raw
+    for key in path[:-1]:
+        target = target.setdefault(key, {})
+    target[path[-1]] = garbage
+    note(f"{'.'.join(path)} = {garbage!r}")
+
+    entry = judge(parse_job(raw, case.kind), now, policy)
+
+    assert isinstance(entry, (Action, Skip))
+
+
+# --- 3. idempotence, and the status the real CRD accepts ----------------------------------------
+
+
+def applied(raw: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
+    """A JSON merge patch (RFC 7386) applied to ``raw``, as the apiserver applies it."""
+
+    def merge(target: Any, change: Any) -> Any:
+        if not isinstance(change, dict):
+            return copy.deepcopy(change)
+        result = dict(target) if isinstance(target, dict) else {}
+        for key, value in change.items():
+            if value is None:
+                result.pop(key, None)
+            else:
+                result[key] = merge(result.get(key), value)
+        return result
+
+    merged: dict[str, Any] = merge(
+        raw,
+        {k: v for k, v in patch.items() if k != "metadata"}
+        | {
+            "metadata": {
+                k: v for k, v in patch.get("metadata", {}).items() if k != "resourceVersion"
+            }
+        },
+    )
+    return merged
+
+
+fail_policies = policies.filter(lambda p: p.action is not ActionMode.TOUCH)
+
+
+@given(st.data(), clocks, fail_policies)
+def test_applying_the_plans_writes_then_planning_again_fails_no_job_twice(
+    data: st.DataObject, now: datetime, policy: Policy
+) -> None:
+    cases = data.draw(
+        st.lists(
+            st.one_of(job_cases(now, policy.grace), job_cases(now, policy.grace, overdue=True)),
+            min_size=1,
+            max_size=8,
+            unique_by=lambda c: c.uid,
+        )
+    )
+    raws = {c.uid: c.raw() for c in cases}
+    kinds_by_uid = {c.uid: c.kind for c in cases}
+    first = decide([parse_job(raws[c.uid], c.kind) for c in cases], now, policy)
+
+    failed = set()
+    for action in first.actions:
+        uid = action.job.uid
+        if action.kind is ActionKind.FAIL:
+            raws[uid] = applied(raws[uid], status_patch(action.job.kind, raws[uid], now))
+            failed.add(uid)
+        elif action.kind is ActionKind.TOUCH:
+            raws[uid] = applied(raws[uid], touch_patch(now))
+    later = now + timedelta(seconds=data.draw(st.sampled_from([0, 1, 3600, 10**6])))
+    second = decide([parse_job(raws[c.uid], kinds_by_uid[c.uid]) for c in cases], later, policy)
+
+    for entry in second.entries:
+        if entry.job.uid in failed:
+            assert not (isinstance(entry, Action) and entry.kind in ACTS_ON_THE_JOB), entry
+            expected = (
+                ("skip", "finished")
+                if policy.terminate_pods is PodsMode.POLICY
+                else ("terminate-pods", "failed-by-deadline")
+            )
+            assert (entry.decision, entry.reason) == expected or (
+                entry.decision == "skip" and entry.reason == "over-max-actions"
+            )
+    if policy.max_actions is None and later == now and policy.action is ActionMode.FAIL:
+        assert not [a for a in second.actions if a.kind is ActionKind.FAIL]
+
+
+@given(st.data(), clocks, policies.map(lambda p: replace(p, action=ActionMode.FAIL)))
+def test_every_fail_status_is_accepted_by_the_real_crd_schema(
+    data: st.DataObject, now: datetime, policy: Policy
+) -> None:
+    case = data.draw(job_cases(now, policy.grace, overdue=True))
+    raw = case.raw()
+    entry = judge(parse_job(raw, case.kind), now, policy)
+    assert isinstance(entry, Action)
+    assert entry.kind is ActionKind.FAIL
+
+    patch = status_patch(case.kind, raw, now)
+    written = applied(raw, patch)["status"]
+
+    assert crd_schema.validation_errors(case.kind.name, written) == []
+    assert crd_schema.unknown_fields(case.kind.name, patch["status"]) == []
+    assert patch["metadata"]["resourceVersion"] == raw["metadata"]["resourceVersion"]
+    failed = [c for c in written["conditions"] if c["type"] == "Failed"]
+    assert [(c["status"], c["reason"]) for c in failed] == [("True", f"{case.kind.name}Failed")]
+    assert not [
+        c for c in written["conditions"] if c["type"] == "Running" and c["status"] == "True"
+    ]
+    assert written.get("completionTime")
+
+
+@given(clocks, kinds)
+def test_the_schema_check_itself_rejects_a_broken_status(now: datetime, kind: Any) -> None:
+    bad = {"conditions": [{"type": "Failed"}], "completionTime": now.strftime("%Y-%m-%d %H:%M")}
+
+    errors = crd_schema.validation_errors(kind.name, bad)
+
+    assert any("status" in e for e in errors)
+    assert any("date-time" in e for e in errors)
+    assert crd_schema.unknown_fields(kind.name, {"conditions": [], "phase": "Failed"}) == [
+        "status.phase"
+    ]
