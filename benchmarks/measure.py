@@ -1,0 +1,158 @@
+"""Measuring child processes and printing figures: what every benchmark script shares.
+
+A command is timed from just before it is spawned until it is reaped, and its peak resident
+set size is the kernel's ``ru_maxrss`` for that one child, read with ``os.wait4`` (not
+``RUSAGE_CHILDREN``, which is the maximum over every child ever reaped and so would hide a
+smaller later child behind a bigger earlier one). Figures are printed one per line as
+``key: value`` so that people and ``tests/benchmarks`` read them alike.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+Figure = int | float | str | None
+
+
+@dataclass(frozen=True)
+class Run:
+    """One finished child process.
+
+    Attributes:
+        argv: The command line.
+        wall_s: Seconds from spawn to reap.
+        peak_rss_mb: Its own peak resident set size, in MiB.
+        returncode: Its exit code (negative: killed by that signal).
+        stderr_tail: The last lines it wrote on stderr, for error messages.
+    """
+
+    argv: tuple[str, ...]
+    wall_s: float
+    peak_rss_mb: float
+    returncode: int
+    stderr_tail: str
+
+    def check(self) -> Run:
+        """Return itself if it exited 0.
+
+        Raises:
+            RuntimeError: It did not; the message has its stderr tail.
+        """
+        if self.returncode != 0:
+            raise RuntimeError(
+                f"{' '.join(self.argv)} exited {self.returncode}:\n{self.stderr_tail}"
+            )
+        return self
+
+
+def run(
+    argv: Sequence[str],
+    *,
+    stdout: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    timeout: float = 900.0,
+) -> Run:
+    """Run a command to completion and measure it.
+
+    Args:
+        argv: The command line.
+        stdout: File that receives its stdout (truncated first); None discards it. Either way
+            the child writes to a file, as it would to a pipe drained at once.
+        env: Its environment; default this process's without ``KUBECONFIG`` and ``SWEEPER_*``.
+        timeout: Seconds before it is killed (then the run reports the kill).
+
+    Returns:
+        The measurements.
+    """
+    env = dict(env) if env is not None else clean_env()
+    target = stdout if stdout is not None else Path(os.devnull)
+    with target.open("wb") as out, tempfile.TemporaryFile() as err:
+        began = time.monotonic()
+        process = subprocess.Popen(argv, stdout=out, stderr=err, env=env)
+        status, usage = _reap(process, began + timeout)
+        wall = time.monotonic() - began
+        # Popen must not try to reap it again.
+        process.returncode = os.waitstatus_to_exitcode(status)
+        err.seek(0)
+        tail = err.read().decode("utf-8", "replace").splitlines()[-20:]
+    return Run(
+        tuple(argv), wall, usage.ru_maxrss / 1024, process.returncode, "\n".join(tail)
+    )
+
+
+def _reap(process: subprocess.Popen[bytes], deadline: float) -> tuple[int, os.struct_rusage]:
+    while True:
+        pid, status, usage = os.wait4(process.pid, os.WNOHANG)
+        if pid:
+            return status, usage
+        if time.monotonic() > deadline:
+            process.kill()
+            _, status, usage = os.wait4(process.pid, 0)
+            return status, usage
+        # Short enough not to distort sub-second figures, long enough to cost nothing.
+        time.sleep(0.002)
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """This environment without ``KUBECONFIG`` and ``SWEEPER_*``, plus ``extra``.
+
+    Nothing from the developer's shell then changes what a benchmarked command does.
+    """
+    env = {
+        k: v for k, v in os.environ.items() if k != "KUBECONFIG" and not k.startswith("SWEEPER_")
+    }
+    env.update(extra)
+    return env
+
+
+def sweeper_executable() -> Path:
+    """The installed CLI of the virtual environment running the benchmark."""
+    return Path(sys.executable).parent / "sweeper"
+
+
+def median(values: Sequence[float]) -> float:
+    """The median (the figure the scripts report: robust to a neighbour's burst of load)."""
+    return float(statistics.median(values))
+
+
+def percentile(values: Sequence[float], fraction: float) -> float:
+    """The nearest-rank percentile, e.g. ``fraction=0.99``; a value that was observed."""
+    ordered = sorted(values)
+    rank = max(1, math.ceil(fraction * len(ordered)))
+    return float(ordered[rank - 1])
+
+
+def load_average() -> str:
+    """The 1, 5 and 15 minute load averages, e.g. ``2.10 1.85 1.60``."""
+    return " ".join(f"{value:.2f}" for value in os.getloadavg())
+
+
+def print_figures(figures: Mapping[str, Figure]) -> None:
+    """Print figures one per line as ``key: value`` (floats with 3 decimals; None as ``-``)."""
+    for key, value in figures.items():
+        if isinstance(value, float):
+            text = f"{value:.3f}"
+        elif value is None:
+            text = "-"
+        else:
+            text = str(value)
+        print(f"{key}: {text}", flush=True)
+
+
+def parse_figures(text: str) -> dict[str, str]:
+    """Read printed figures back (the inverse of :func:`print_figures`, values as text)."""
+    figures = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition(": ")
+        if sep and key and " " not in key:
+            figures[key] = value
+    return figures
