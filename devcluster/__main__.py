@@ -124,11 +124,14 @@ def start_extras(cp: ControlPlane, *, operator: bool) -> list[Extra]:
 
 def cmd_run(operator: bool) -> int:
     """Run the control plane in the foreground; write the state file once ready."""
+    state_dir().mkdir(parents=True, exist_ok=True)
+    # Until it is up, a signal takes the harness's own path (stop everything, die of it).
+    cp = ControlPlane.start()
+    # From now on a signal asks for the orderly stop below: extras first, then the control
+    # plane (replacing the handlers processes.on_exit chained, which would stop it first).
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, lambda *_: stop.set())
-    state_dir().mkdir(parents=True, exist_ok=True)
-    cp = ControlPlane.start()
     extras: list[Extra] = []
     try:
         extras = start_extras(cp, operator=operator)

@@ -35,10 +35,20 @@ def write_policy(path: Path) -> Path:
 def end_offset(log_path: Path) -> int:
     """The byte offset just after the last complete line: a cursor for ``read_events(since=)``."""
     try:
-        data = log_path.read_bytes()
+        with log_path.open("rb") as f:
+            end = f.seek(0, 2)
+            # Only the tail matters, however long the session's log has grown.
+            position = end
+            while position > 0:
+                step = min(64 * 1024, position)
+                position -= step
+                f.seek(position)
+                newline = f.read(step).rfind(b"\n")
+                if newline >= 0:
+                    return position + newline + 1
     except FileNotFoundError:
-        return 0
-    return data.rfind(b"\n") + 1
+        pass
+    return 0
 
 
 def read_events(log_path: Path, *, user: str | None = None, since: int = 0) -> list[AuditEvent]:

@@ -18,7 +18,7 @@ import kubernetes.config
 import pytest
 
 import devcluster.binaries
-from devcluster import ApiError, BinaryMissing, ControlPlane, ControlPlaneError, binaries
+from devcluster import ApiError, BinaryMissing, ControlPlane, ControlPlaneError, audit, binaries
 from tests.e2e.clusters import (
     KUBEFLOW_PLURALS,
     SKIP_REASON,
@@ -193,6 +193,29 @@ def test_audit_events_since_a_cursor_leave_out_earlier_requests(control_plane, n
         e["objectRef"]["resource"]
         for e in control_plane.audit_events(user="cursor-user", since=since)
     ] == ["services"]
+
+
+@pytest.mark.parametrize(
+    ("content", "offset"),
+    [
+        (b"", 0),
+        (b'{"a": 1}\n', 9),
+        (b'{"a": 1}\n{"b": 2}\n{"c"', 18),
+        (b"x" * 100_000 + b"\n" + b"y" * 70_000, 100_001),
+    ],
+    ids=["empty", "one-line", "partial-last-line", "long-tail"],
+)
+def test_the_audit_cursor_stops_before_a_line_still_being_written(tmp_path, content, offset):
+    log = tmp_path / "audit.log"
+    log.write_bytes(content)
+    assert audit.end_offset(log) == offset
+
+
+def test_reading_events_leaves_out_a_line_still_being_written(tmp_path):
+    log = tmp_path / "audit.log"
+    log.write_bytes(b'{"user": {"username": "a"}}\n{"user": {"username": "b"}}\n{"user": {')
+    assert [e["user"]["username"] for e in audit.read_events(log)] == ["a", "b"]
+    assert audit.read_events(log, user="b", since=audit.end_offset(log)) == []
 
 
 # --- CRDs ---------------------------------------------------------------------------------------
