@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import subprocess
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -48,7 +49,7 @@ def assert_failed_by_operator(job: jobs.JobView) -> None:
     ), f"expected the operator's deadline failure on {job.kind} {job.name}: {job.conditions}"
 
 
-def sweep(run_sweeper: RunSweeper, *args: str) -> list[dict]:  # type: ignore[type-arg]
+def sweep(run_sweeper: RunSweeper, *args: str) -> list[dict[str, Any]]:
     """Run the sweeper with ``-o json``; it must exit 0. Returns its passes."""
     completed = run_sweeper(*args, "-o", "json")
     assert completed.returncode == 0, (
