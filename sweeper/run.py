@@ -9,6 +9,7 @@ bounds the whole run the same way (exit 5).
 from __future__ import annotations
 
 import contextlib
+import math
 import signal
 import threading
 import time
@@ -146,9 +147,9 @@ def run(config: Config, connect: Connect, out: TextIO) -> int:
         cluster = connect(config, deadline=flag.deadline, stop=flag.event)
         code = EXIT_OK
         number = 0
+        slot = 0  # passes start on a fixed grid: started + slot * every
         while True:
             number += 1
-            pass_started = time.monotonic()
             outcome = sweep(number, config, cluster, flag, out)
             if outcome.errors:
                 code = EXIT_ACTIONS_FAILED
@@ -156,10 +157,13 @@ def run(config: Config, connect: Connect, out: TextIO) -> int:
                 return outcome.stopped_by.exit_code
             if config.every is None or config.for_seconds is None:
                 return code
-            next_start = pass_started + config.every
-            if next_start - started >= config.for_seconds:
+            # A pass longer than --every skips the slots it overran rather than piling up.
+            elapsed = time.monotonic() - started
+            slot = max(slot + 1, math.ceil(elapsed / config.every))
+            if slot * config.every >= config.for_seconds:
                 return code
-            if flag.event.wait(max(0.0, next_start - time.monotonic())):
+            delay = started + slot * config.every - time.monotonic()
+            if flag.event.wait(max(0.0, delay)):
                 stopped = flag.reason() or Interrupted("interrupted")
                 log.warning("stopped between passes: %s", stopped)
                 return stopped.exit_code

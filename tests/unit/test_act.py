@@ -1,0 +1,363 @@
+"""The executor against an in-memory fake of the project's own Cluster interface."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from sweeper.act import Executor, Outcome, Result
+from sweeper.config import DryRun
+from sweeper.decide import ActionMode, PodsMode, Policy, decide
+from sweeper.errors import ApiError, Interrupted, NotFound, SweeperError
+from sweeper.jobs import parse_job
+from sweeper.kinds import COMPONENT, TOUCHED_AT_ANNOTATION
+from tests.unit.fakes import FakeCluster, Request
+from tests.unit.objects import KIND, NOW, condition, deadline_failed, job, owned
+
+FAIL = Policy(action=ActionMode.FAIL)
+TOUCH = Policy()
+
+
+def cluster_with(*raws: dict[str, Any]) -> FakeCluster:
+    fake = FakeCluster()
+    for raw in raws:
+        fake.add_job(raw)
+    return fake
+
+
+def with_pods(fake: FakeCluster, raw: dict[str, Any], phases: dict[str, str]) -> None:
+    for name, phase in phases.items():
+        fake.add_pod(owned(name, raw, phase=phase))
+        fake.add_service(owned(name, raw, phase=None))
+
+
+def execute(
+    fake: FakeCluster,
+    policy: Policy = TOUCH,
+    dry_run: DryRun | None = None,
+    should_stop: Any = lambda: None,
+) -> list[Outcome]:
+    jobs = [parse_job(raw, KIND[raw["kind"]]) for raw in fake.jobs.values()]
+    plan = decide(jobs, NOW, policy)
+    execution = Executor(fake, dry_run=dry_run, should_stop=should_stop).execute(plan)
+    return list(execution.outcomes)
+
+
+def only(outcomes: list[Outcome], name: str = "train") -> Outcome:
+    return next(o for o in outcomes if o.entry.job.name == name)
+
+
+# --- touch -------------------------------------------------------------------------------------
+
+
+def test_touch_patches_the_annotation_and_records_a_normal_event() -> None:
+    fake = cluster_with(job())
+    outcome = only(execute(fake))
+    assert outcome.result is Result.DONE
+    assert fake.methods() == ["patch", "create-event"]
+    annotations = fake.job("pytorchjobs", "team-a", "train")["metadata"]["annotations"]
+    assert annotations == {TOUCHED_AT_ANNOTATION: "2024-05-01T12:00:00Z"}
+    event = fake.events[0]
+    assert (event["type"], event["reason"]) == ("Normal", "DeadlineTouched")
+    assert event["reportingComponent"] == event["source"]["component"] == COMPONENT
+    assert event["involvedObject"]["uid"] == "uid-PyTorchJob-team-a-train"
+    assert "3600s past its activeDeadlineSeconds" in event["message"]
+
+
+def test_touch_reports_the_patch_it_sent() -> None:
+    fake = cluster_with(job())
+    outcome = only(execute(fake))
+    assert outcome.body == fake.writes[0].body
+
+
+# --- fail --------------------------------------------------------------------------------------
+
+
+def test_fail_writes_the_status_then_deletes_active_pods_and_their_services() -> None:
+    raw = job()
+    fake = cluster_with(raw)
+    with_pods(fake, raw, {"w-0": "Running", "w-1": "Pending", "w-2": "Succeeded"})
+    outcome = only(execute(fake, FAIL))
+    assert outcome.result is Result.DONE
+    assert fake.methods() == [
+        "get", "patch-status", "list-pods", "list-services",
+        "delete-pod", "delete-service", "delete-pod", "delete-service", "create-event",
+    ]
+    assert (outcome.pods, outcome.services) == (("w-0", "w-1"), ("w-0", "w-1"))
+    assert set(fake.pods) == {("team-a", "w-2")}
+    status = fake.job("pytorchjobs", "team-a", "train")["status"]
+    assert status["conditions"][-1]["reason"] == "PyTorchJobFailed"
+    assert fake.events[0]["type"] == "Warning"
+    assert fake.events[0]["reason"] == "DeadlineExceeded"
+
+
+def test_fail_sends_the_resource_version_it_just_read() -> None:
+    fake = cluster_with(job(resource_version="77"))
+    execute(fake, FAIL)
+    status_write = next(r for r in fake.requests if r.method == "patch-status")
+    assert status_write.body["metadata"] == {"resourceVersion": "77"}
+
+
+@pytest.mark.parametrize(
+    ("mode", "clean_pod_policy", "deleted"),
+    [
+        ("all", None, ("w-0", "w-1", "w-2")),
+        ("policy", None, ()),
+        ("policy", "Running", ("w-0", "w-1")),
+        ("policy", "All", ("w-0", "w-1", "w-2")),
+    ],
+    ids=["all", "policy-absent", "policy-Running", "policy-All"],
+)
+def test_fail_deletes_pods_per_terminate_pods(
+    mode: str, clean_pod_policy: str | None, deleted: tuple[str, ...]
+) -> None:
+    raw = job(clean_pod_policy=clean_pod_policy)
+    fake = cluster_with(raw)
+    with_pods(fake, raw, {"w-0": "Running", "w-1": "Pending", "w-2": "Failed"})
+    outcome = only(execute(fake, Policy(action=ActionMode.FAIL, terminate_pods=PodsMode(mode))))
+    assert outcome.pods == deleted
+
+
+def test_pods_of_another_job_with_the_same_label_are_kept() -> None:
+    raw = job()
+    fake = cluster_with(raw)
+    fake.add_pod(owned("impostor", raw, owner_uid="another-uid"))
+    only(execute(fake, FAIL))
+    assert ("team-a", "impostor") in fake.pods
+
+
+def test_a_conflict_rereads_decides_again_and_retries() -> None:
+    fake = cluster_with(job())
+    original_get = fake.get_job
+    reads = []
+
+    def get_then_operator_writes(*args: Any) -> Any:
+        raw = original_get(*args)
+        reads.append(raw)
+        if len(reads) == 1:  # the operator writes between our first read and our write
+            fake.job("pytorchjobs", "team-a", "train")["metadata"]["resourceVersion"] = "2"
+        return raw
+
+    fake.get_job = get_then_operator_writes  # type: ignore[method-assign]
+    outcome = only(execute(fake, FAIL))
+    assert outcome.result is Result.DONE
+    assert [m for m in fake.methods() if m in ("get", "patch-status")] == [
+        "get", "patch-status", "get", "patch-status",
+    ]
+    assert fake.job("pytorchjobs", "team-a", "train")["status"]["conditions"][-1]["type"] == (
+        "Failed"
+    )
+
+
+def test_a_job_that_keeps_conflicting_is_an_error_after_three_attempts() -> None:
+    fake = cluster_with(job())
+    original_get = fake.get_job
+
+    def stale_get(*args: Any) -> Any:
+        raw = original_get(*args)
+        raw["metadata"]["resourceVersion"] = "0"
+        return raw
+
+    fake.get_job = stale_get  # type: ignore[method-assign]
+    outcome = only(execute(fake, FAIL))
+    assert outcome.result is Result.ERROR
+    assert fake.methods().count("patch-status") == 3
+    assert "delete-pod" not in fake.methods()
+    assert outcome.errors == (
+        "cannot patch pytorchjobs.kubeflow.org/status 'train' in namespace \"team-a\": "
+        "conflict (409) on 3 attempts",
+    )
+
+
+def test_a_job_that_finished_meanwhile_is_left_alone() -> None:
+    fake = cluster_with(job())
+
+    def succeed_before_get(request: Request) -> None:
+        if request.method == "get":
+            raw = fake.job("pytorchjobs", "team-a", "train")
+            raw["status"]["conditions"].append(condition("Succeeded"))
+
+    fake.before = succeed_before_get
+    outcome = only(execute(fake, FAIL))
+    assert (outcome.result, outcome.detail) == (
+        Result.LEFT_ALONE, "re-read: now skip (finished)",
+    )
+    assert fake.writes == []
+
+
+def test_a_job_deleted_meanwhile_is_left_alone() -> None:
+    fake = cluster_with(job())
+    fake.fail("get", "train", NotFound(status=404, verb="get", resource="pytorchjobs"))
+    outcome = only(execute(fake, FAIL))
+    assert (outcome.result, outcome.detail) == (Result.LEFT_ALONE, "job deleted meanwhile")
+
+
+def test_a_job_replaced_by_a_namesake_is_left_alone() -> None:
+    fake = cluster_with(job())
+    original_get = fake.get_job
+    fake.get_job = lambda *a: {  # type: ignore[method-assign]
+        **original_get(*a), "metadata": {**original_get(*a)["metadata"], "uid": "new"}
+    }
+    outcome = only(execute(fake, FAIL))
+    assert outcome.result is Result.LEFT_ALONE
+    assert fake.writes == []
+
+
+# --- terminate-pods ----------------------------------------------------------------------------
+
+
+def test_a_deadline_failed_job_with_running_pods_gets_them_terminated() -> None:
+    raw = job(conditions=deadline_failed())
+    fake = cluster_with(raw)
+    with_pods(fake, raw, {"w-0": "Running", "w-1": "Succeeded"})
+    outcome = only(execute(fake, FAIL))
+    assert (outcome.entry.decision, outcome.result) == ("terminate-pods", Result.DONE)
+    assert outcome.pods == ("w-0",)
+    assert fake.events[0]["reason"] == "DeadlinePodsTerminated"
+
+
+def test_a_deadline_failed_job_without_pods_is_left_alone_without_writes() -> None:
+    fake = cluster_with(job(conditions=deadline_failed()))
+    outcome = only(execute(fake, FAIL))
+    assert (outcome.result, outcome.detail) == (Result.LEFT_ALONE, "no pods left to terminate")
+    assert fake.writes == []
+
+
+def test_a_pod_replaced_under_the_same_name_is_not_deleted_and_not_an_error() -> None:
+    raw = job(conditions=deadline_failed())
+    fake = cluster_with(raw)
+    with_pods(fake, raw, {"w-0": "Running"})
+    original_list = fake.list_pods
+
+    def list_then_replace(namespace: str, selector: str) -> Any:
+        pods = original_list(namespace, selector)
+        fake.pods[("team-a", "w-0")]["metadata"]["uid"] = "recreated"
+        return pods
+
+    fake.list_pods = list_then_replace  # type: ignore[method-assign]
+    outcome = only(execute(fake, FAIL))
+    assert (outcome.result, outcome.pods, outcome.errors) == (Result.LEFT_ALONE, (), ())
+    assert ("team-a", "w-0") in fake.pods
+
+
+# --- dry runs ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "policy", [Policy(), FAIL, Policy(action=ActionMode.AUTO)], ids=["touch", "fail", "auto"]
+)
+def test_client_dry_run_sends_no_write_and_reports_the_body(policy: Policy) -> None:
+    raw = job()
+    failed = job(name="failed", conditions=deadline_failed("failed"))
+    fake = cluster_with(raw, failed)
+    with_pods(fake, raw, {"w-0": "Running"})
+    with_pods(fake, failed, {"f-0": "Running"})
+    outcomes = execute(fake, policy, dry_run=DryRun.CLIENT)
+    assert fake.writes == []
+    acted = [o for o in outcomes if o.result is not Result.SKIPPED]
+    assert acted
+    assert all(o.result is Result.PLANNED for o in acted)
+    assert all(o.body is not None for o in acted if o.entry.decision != "terminate-pods")
+
+
+def test_client_dry_run_of_fail_names_the_pods_it_would_delete() -> None:
+    raw = job()
+    fake = cluster_with(raw)
+    with_pods(fake, raw, {"w-0": "Running"})
+    outcome = only(execute(fake, FAIL, dry_run=DryRun.CLIENT))
+    assert (outcome.pods, outcome.services) == (("w-0",), ("w-0",))
+    assert outcome.body is not None
+    assert outcome.body["status"]["conditions"][-1]["type"] == "Failed"
+
+
+def test_server_dry_run_sends_every_write_with_dry_run_and_changes_nothing() -> None:
+    raw = job()
+    fake = cluster_with(raw, job(name="other", started_ago=4000))
+    with_pods(fake, raw, {"w-0": "Running"})
+    before = repr((fake.jobs, fake.pods, fake.services))
+    outcomes = execute(fake, FAIL, dry_run=DryRun.SERVER)
+    assert fake.writes
+    assert all(request.dry_run for request in fake.writes)
+    assert repr((fake.jobs, fake.pods, fake.services)) == before
+    assert fake.events == []
+    assert {o.result for o in outcomes} == {Result.DRY_RUN}
+
+
+# --- failures stay with their job --------------------------------------------------------------
+
+
+def forbidden(verb: str, resource: str) -> ApiError:
+    return ApiError(status=403, verb=verb, resource=resource, namespace="team-a", name="a")
+
+
+def test_one_failing_job_does_not_stop_the_others() -> None:
+    fake = cluster_with(job(name="a"), job(name="b"))
+    fake.fail("patch", "a", forbidden("patch", "pytorchjobs.kubeflow.org"))
+    outcomes = execute(fake)
+    assert only(outcomes, "a").result is Result.ERROR
+    assert only(outcomes, "a").errors == (
+        "cannot patch pytorchjobs.kubeflow.org 'a' in namespace \"team-a\": forbidden (403)",
+    )
+    assert only(outcomes, "b").result is Result.DONE
+
+
+def test_a_failed_pod_delete_is_an_error_of_a_done_fail() -> None:
+    raw = job()
+    fake = cluster_with(raw)
+    with_pods(fake, raw, {"w-0": "Running", "w-1": "Running"})
+    fake.fail("delete-pod", "w-0", ApiError(status=503, verb="delete", resource="pods"))
+    outcome = only(execute(fake, FAIL))
+    assert outcome.result is Result.DONE
+    assert outcome.pods == ("w-1",)
+    assert len(outcome.errors) == 1
+
+
+def test_a_failed_event_is_an_error_of_a_done_touch() -> None:
+    fake = cluster_with(job())
+    fake.fail("create-event", None, forbidden("create", "events"))
+    outcome = only(execute(fake))
+    assert outcome.result is Result.DONE
+    assert outcome.errors
+
+
+# --- stopping ----------------------------------------------------------------------------------
+
+
+def stop_after(fake: FakeCluster, writes: int) -> Any:
+    def should_stop() -> SweeperError | None:
+        return Interrupted("interrupted by SIGTERM") if len(fake.writes) >= writes else None
+
+    return should_stop
+
+
+def test_a_signal_lets_the_current_write_finish_and_starts_no_other() -> None:
+    fake = cluster_with(job(name="a"), job(name="b"), job(name="c"))
+    jobs = [parse_job(r, KIND["PyTorchJob"]) for r in fake.jobs.values()]
+    plan = decide(jobs, NOW, Policy())
+    execution = Executor(fake, dry_run=None, should_stop=stop_after(fake, 1)).execute(plan)
+    assert [w.method for w in fake.writes] == ["patch"]
+    assert [o.result for o in execution.outcomes] == [
+        Result.DONE, Result.NOT_STARTED, Result.NOT_STARTED,
+    ]
+    assert isinstance(execution.stopped_by, Interrupted)
+
+
+def test_a_signal_after_the_status_write_leaves_pods_for_the_next_pass() -> None:
+    raw = job()
+    fake = cluster_with(raw)
+    with_pods(fake, raw, {"w-0": "Running"})
+    outcome = only(execute(fake, FAIL, should_stop=stop_after(fake, 1)))
+    assert outcome.result is Result.DONE
+    assert "stopped: interrupted by SIGTERM" in outcome.detail
+    assert [w.method for w in fake.writes] == ["patch-status"]
+    # The next pass sees a deadline-failed job with a running pod: it terminates it.
+    outcome = only(execute(fake, FAIL))
+    assert (outcome.entry.decision, outcome.pods) == ("terminate-pods", ("w-0",))
+
+
+def test_skips_write_nothing() -> None:
+    fake = cluster_with(job(started_ago=10), job(name="done", conditions=[condition("Succeeded")]))
+    outcomes = execute(fake, FAIL)
+    assert {o.result for o in outcomes} == {Result.SKIPPED}
+    assert fake.methods() == []

@@ -1,0 +1,305 @@
+"""The command line through click's CliRunner: flags, their SWEEPER_* twins, exit codes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from click.testing import CliRunner, Result
+from freezegun import freeze_time
+
+from sweeper import __version__
+from sweeper.cli import command
+from sweeper.config import ClockMode, Config, DryRun, LogFormat, OutputFormat
+from sweeper.decide import ActionMode, PodsMode
+from sweeper.errors import ApiError
+from sweeper.kinds import MPIJOB, PYTORCHJOB, TOUCHED_AT_ANNOTATION
+from tests.unit.fakes import FakeCluster, Request
+from tests.unit.objects import NOW, job
+
+ALL_ENV = [
+    "SWEEPER_KUBECONFIG", "SWEEPER_CONTEXT", "SWEEPER_NAMESPACE", "SWEEPER_KIND",
+    "SWEEPER_SELECTOR", "SWEEPER_PAGE_SIZE", "SWEEPER_GRACE", "SWEEPER_CLOCK", "SWEEPER_ACTION",
+    "SWEEPER_TERMINATE_PODS", "SWEEPER_ESCALATE_AFTER", "SWEEPER_MAX_ACTIONS", "SWEEPER_EVERY",
+    "SWEEPER_FOR", "SWEEPER_DRY_RUN", "SWEEPER_OUTPUT", "SWEEPER_LOG_FORMAT",
+    "SWEEPER_LOG_LEVEL", "SWEEPER_REQUEST_TIMEOUT", "SWEEPER_TIMEOUT",
+]
+
+
+class Harness:
+    """Runs the command against a fake cluster and keeps the configuration it built."""
+
+    def __init__(self, fake: FakeCluster | None = None) -> None:
+        self.fake = fake or FakeCluster(date=NOW)
+        self.config: Config | None = None
+
+    def connect(self, config: Config, *, deadline: float, stop: threading.Event) -> FakeCluster:
+        self.config = config
+        return self.fake
+
+    def invoke(self, *args: str, env: dict[str, str] | None = None) -> Result:
+        clean = dict.fromkeys([*ALL_ENV, "KUBECONFIG"])  # None removes them
+        return CliRunner().invoke(
+            command, list(args), obj={"connect": self.connect}, env={**clean, **(env or {})},
+            catch_exceptions=False,
+        )
+
+
+@pytest.fixture
+def harness() -> Harness:
+    return Harness()
+
+
+def test_version_is_fast_to_get_and_needs_no_cluster() -> None:
+    result = CliRunner().invoke(command, ["--version"])
+    assert (result.exit_code, result.output) == (0, f"sweeper, version {__version__}\n")
+
+
+def test_help_documents_every_option_with_its_environment_variable() -> None:
+    result = CliRunner(env={"COLUMNS": "200"}).invoke(command, ["--help"], terminal_width=200)
+    assert result.exit_code == 0
+    for variable in ALL_ENV:
+        assert variable in result.output, variable
+    assert "KUBECONFIG" in result.output
+
+
+FLAGS = [
+    ("defaults", [], {}, lambda c: (
+        c.policy.action, c.clock, c.dry_run, c.output, c.page_size, c.timeout,
+        c.request_timeout, c.policy.escalate_after, c.policy.max_actions,
+        c.policy.terminate_pods,
+    ) == (ActionMode.TOUCH, ClockMode.SERVER, None, OutputFormat.TEXT, 500, 45.0, 10.0, 120.0,
+          None, PodsMode.ACTIVE)),
+    ("bare-dry-run-is-client", ["--dry-run"], {}, lambda c: c.dry_run is DryRun.CLIENT),
+    ("dry-run-server", ["--dry-run=server"], {}, lambda c: c.dry_run is DryRun.SERVER),
+    ("dry-run-env", [], {"SWEEPER_DRY_RUN": "server"}, lambda c: c.dry_run is DryRun.SERVER),
+    ("dry-run-env-true", [], {"SWEEPER_DRY_RUN": "true"}, lambda c: c.dry_run is DryRun.CLIENT),
+    ("action-env", [], {"SWEEPER_ACTION": "auto"}, lambda c: c.policy.action is ActionMode.AUTO),
+    ("action-flag-wins-over-env", ["--action", "fail"], {"SWEEPER_ACTION": "auto"},
+     lambda c: c.policy.action is ActionMode.FAIL),
+    ("namespaces-repeat", ["-n", "a", "--namespace", "b"], {},
+     lambda c: c.namespaces == ("a", "b")),
+    ("namespaces-env-space-separated", [], {"SWEEPER_NAMESPACE": "a b"},
+     lambda c: c.namespaces == ("a", "b")),
+    ("kinds-by-name-or-plural", ["--kind", "pytorchjob", "--kind", "MPIJobs"], {},
+     lambda c: c.kinds == (PYTORCHJOB, MPIJOB)),
+    ("kind-env", [], {"SWEEPER_KIND": "PyTorchJob"}, lambda c: c.kinds == (PYTORCHJOB,)),
+    ("selector-env", [], {"SWEEPER_SELECTOR": "team=a,tier in (gpu)"},
+     lambda c: c.selector == "team=a,tier in (gpu)"),
+    ("grace-env", [], {"SWEEPER_GRACE": "30"}, lambda c: c.policy.grace == 30),
+    ("clock-env", [], {"SWEEPER_CLOCK": "local"}, lambda c: c.clock is ClockMode.LOCAL),
+    ("terminate-pods-env", [], {"SWEEPER_TERMINATE_PODS": "policy"},
+     lambda c: c.policy.terminate_pods is PodsMode.POLICY),
+    ("escalate-after-env", [], {"SWEEPER_ESCALATE_AFTER": "5"},
+     lambda c: c.policy.escalate_after == 5),
+    ("max-actions-env", [], {"SWEEPER_MAX_ACTIONS": "3"}, lambda c: c.policy.max_actions == 3),
+    ("every-for-env", [], {"SWEEPER_EVERY": "0.01", "SWEEPER_FOR": "0.02"},
+     lambda c: (c.every, c.for_seconds) == (0.01, 0.02)),
+    ("output-env", [], {"SWEEPER_OUTPUT": "json"}, lambda c: c.output is OutputFormat.JSON),
+    ("log-format-env", [], {"SWEEPER_LOG_FORMAT": "text"},
+     lambda c: c.log_format is LogFormat.TEXT),
+    ("log-level-env", [], {"SWEEPER_LOG_LEVEL": "debug"}, lambda c: c.log_level == "DEBUG"),
+    ("timeouts-env", [], {"SWEEPER_REQUEST_TIMEOUT": "3", "SWEEPER_TIMEOUT": "30"},
+     lambda c: (c.request_timeout, c.timeout) == (3, 30)),
+    ("page-size-env", [], {"SWEEPER_PAGE_SIZE": "50"}, lambda c: c.page_size == 50),
+    ("kubeconfig-env", [], {"SWEEPER_KUBECONFIG": "/k"}, lambda c: c.kubeconfig == "/k"),
+    ("KUBECONFIG", [], {"KUBECONFIG": "/a:/b"}, lambda c: c.kubeconfig == "/a:/b"),
+    ("context-env", [], {"SWEEPER_CONTEXT": "prod"}, lambda c: c.context == "prod"),
+]
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "check"), [f[1:] for f in FLAGS], ids=[f[0] for f in FLAGS]
+)
+def test_flags_and_environment_twins_build_the_config(
+    harness: Harness, args: list[str], env: dict[str, str], check: Any
+) -> None:
+    result = harness.invoke(*args, env=env)
+    assert result.exit_code == 0, result.output
+    assert harness.config is not None
+    assert check(harness.config)
+
+
+USAGE_ERRORS = [
+    ("unknown-action", ["--action", "explode"], "Invalid value for '--action'"),
+    ("unknown-flag", ["--explode"], "No such option"),
+    ("unknown-kind", ["--kind", "MXJob"], "unknown kind 'MXJob'"),
+    ("bad-selector", ["-l", "a in b"], "invalid label selector 'a in b'"),
+    ("bad-namespace", ["-n", "Not_A_Namespace"], "invalid namespace name"),
+    ("every-without-for", ["--every", "10"], "--every and --for go together"),
+    ("for-longer-than-timeout", ["--every", "10", "--for", "50"], "must exceed --for"),
+    ("negative-grace", ["--grace", "-1"], "Invalid value for '--grace'"),
+    ("zero-page-size", ["--page-size", "0"], "Invalid value for '--page-size'"),
+    ("bad-dry-run", ["--dry-run=maybe"], "is not one of client, server, none"),
+]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"), [u[1:] for u in USAGE_ERRORS], ids=[u[0] for u in USAGE_ERRORS]
+)
+def test_usage_errors_exit_two_with_one_clear_line(
+    harness: Harness, args: list[str], message: str
+) -> None:
+    result = harness.invoke(*args)
+    assert result.exit_code == 2
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
+    assert harness.config is None  # never connected
+
+
+def test_missing_kubeconfig_is_one_line_and_exit_two() -> None:
+    result = CliRunner().invoke(command, ["--dry-run", "--kubeconfig", "/nonexistent"])
+    assert result.exit_code == 2
+    assert result.stderr == "sweeper: error: kubeconfig /nonexistent: no such file\n"
+    assert result.stdout == ""
+
+
+def test_broken_kubeconfig_is_one_line_and_exit_two(tmp_path: Any) -> None:
+    broken = tmp_path / "config"
+    broken.write_text("apiVersion: v1\nclusters: [oops\n")
+    result = CliRunner().invoke(command, ["--kubeconfig", str(broken)])
+    assert result.exit_code == 2
+    assert result.stderr.startswith(f"sweeper: error: kubeconfig {broken}: ")
+    assert result.stderr.count("\n") == 1
+
+
+def test_a_forbidden_list_exits_three_naming_verb_resource_and_namespace(
+    harness: Harness,
+) -> None:
+    harness.fake.add_job(job(namespace="a"))
+    harness.fake.fail("list", None, ApiError(
+        status=403, verb="list", resource="pytorchjobs.kubeflow.org", namespace="a",
+    ))
+    result = harness.invoke("-n", "a", "--kind", "PyTorchJob")
+    assert result.exit_code == 3
+    assert result.stderr.splitlines()[-1] == (
+        'sweeper: error: cannot list pytorchjobs.kubeflow.org in namespace "a": forbidden (403)'
+    )
+
+
+def test_failed_actions_exit_one(harness: Harness) -> None:
+    harness.fake.add_job(job())
+    harness.fake.fail("patch", None, ApiError(status=403, verb="patch", resource="pytorchjobs"))
+    assert harness.invoke().exit_code == 1
+
+
+def test_nothing_overdue_exits_zero(harness: Harness) -> None:
+    harness.fake.add_job(job(started_ago=5))
+    assert harness.invoke().exit_code == 0
+
+
+def test_dry_run_writes_nothing_and_reports_the_patch(harness: Harness) -> None:
+    harness.fake.add_job(job())
+    result = harness.invoke("--dry-run", "-o", "json", "--action", "fail")
+    assert result.exit_code == 0
+    assert harness.fake.writes == []
+    report = json.loads(result.stdout)
+    assert report["dry_run"] == "client"
+    record = report["jobs"][0]
+    assert (record["decision"], record["result"]) == ("fail", "planned")
+    assert record["patch"]["status"]["conditions"][-1]["reason"] == "PyTorchJobFailed"
+
+
+def test_json_report_shape(harness: Harness) -> None:
+    harness.fake.add_job(job())
+    result = harness.invoke("-o", "json")
+    report = json.loads(result.stdout)
+    assert set(report) == {"pass", "now", "clock", "dry_run", "action", "jobs", "summary"}
+    assert set(report["jobs"][0]) >= {
+        "kind", "namespace", "name", "uid", "decision", "reason", "started", "deadline",
+        "seconds_overdue", "result", "patch",
+    }
+    assert report["jobs"][0]["patch"] == {
+        "metadata": {"annotations": {TOUCHED_AT_ANNOTATION: "2024-05-01T12:00:00Z"}}
+    }
+    assert {"errors", "duration_s"} <= set(report["summary"])
+
+
+def test_logs_go_to_stderr_as_json_lines_and_stdout_holds_only_the_report(
+    harness: Harness,
+) -> None:
+    harness.fake.add_job(job())
+    result = harness.invoke("-o", "json")
+    json.loads(result.stdout)  # exactly one JSON document
+    lines = [json.loads(line) for line in result.stderr.splitlines()]
+    action = next(line for line in lines if line.get("action") == "touch")
+    assert {
+        k: action[k] for k in ("kind", "namespace", "name", "action", "reason",
+                               "seconds_overdue", "dry_run")
+    } == {
+        "kind": "PyTorchJob", "namespace": "team-a", "name": "train", "action": "touch",
+        "reason": "overdue", "seconds_overdue": 3600.0, "dry_run": None,
+    }
+    assert lines[-1]["message"].startswith("pass 1: 1 jobs: 1 touch")
+
+
+def test_text_logs_for_humans(harness: Harness) -> None:
+    harness.fake.add_job(job())
+    result = harness.invoke("--log-format", "text")
+    assert "INFO    PyTorchJob team-a/train: touch (overdue) -> done" in result.stderr
+
+
+def test_text_report_is_a_table(harness: Harness) -> None:
+    harness.fake.add_job(job())
+    lines = harness.invoke().stdout.splitlines()
+    assert lines[1].split() == [
+        "KIND", "NAMESPACE", "NAME", "STARTED", "DEADLINE", "OVERDUE", "BY", "DECISION", "RESULT",
+    ]
+    assert lines[2].split() == [
+        "PyTorchJob", "team-a", "train", "2024-05-01T10:00:00Z", "2024-05-01T11:00:00Z",
+        "1h00m00s", "touch", "(overdue)", "done",
+    ]
+
+
+@freeze_time("2024-05-01T12:00:00Z")
+def test_local_clock_decides_by_this_machine_and_warns_about_skew() -> None:
+    # The API server is an hour behind: by its clock the job is not due; by ours it is.
+    harness = Harness(FakeCluster(date=NOW - timedelta(hours=1)))
+    harness.fake.add_job(job(started_ago=3700))
+    result = harness.invoke("--clock", "local", "-o", "json", "--log-format", "text")
+    report = json.loads(result.stdout)
+    assert (report["now"], report["jobs"][0]["decision"]) == ("2024-05-01T12:00:00Z", "touch")
+    assert "the local clock is 3600s ahead of the API server's" in result.stderr
+
+
+@freeze_time("2024-05-01T12:00:00Z")
+def test_server_clock_ignores_a_skewed_local_clock() -> None:
+    harness = Harness(FakeCluster(date=NOW - timedelta(hours=1)))
+    harness.fake.add_job(job(started_ago=3700))
+    result = harness.invoke("-o", "json")
+    report = json.loads(result.stdout)
+    assert (report["now"], report["jobs"][0]["reason"]) == ("2024-05-01T11:00:00Z", "not-yet-due")
+    assert harness.fake.writes == []
+
+
+def test_sigterm_finishes_the_current_write_reports_and_exits_four(harness: Harness) -> None:
+    for name in ("a", "b", "c"):
+        harness.fake.add_job(job(name=name))
+
+    def terminate_on_first_write(request: Request) -> None:
+        if request.method == "patch":
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    harness.fake.before = terminate_on_first_write
+    result = harness.invoke("-o", "json")
+    assert result.exit_code == 4
+    report = json.loads(result.stdout)
+    assert [j["result"] for j in report["jobs"]] == ["done", "not-started", "not-started"]
+    assert report["summary"]["stopped_by"] == "interrupted by SIGTERM"
+    assert [w.method for w in harness.fake.writes] == ["patch"]
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+
+
+def test_an_unexpected_bug_is_one_line_not_a_traceback(harness: Harness) -> None:
+    def explode(_request: Request) -> None:
+        raise RuntimeError("boom")
+
+    harness.fake.before = explode
+    result = harness.invoke()
+    assert result.exit_code == 1
+    assert result.stderr.splitlines()[-1] == "sweeper: internal error: RuntimeError: boom"

@@ -1,0 +1,191 @@
+"""Passes: discovery, listing, the one clock reading, repetition and what ends a run."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import threading
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from sweeper.cluster import ServedKind
+from sweeper.config import ClockMode, Config, OutputFormat
+from sweeper.decide import ActionMode, Policy
+from sweeper.errors import ApiError, ClusterUnavailable, ConfigError, Gone, NotFound
+from sweeper.kinds import MPI_OPERATOR_VERSION, MPIJOB, PYTORCHJOB, TFJOB
+from sweeper.run import run
+from tests.unit.fakes import FakeCluster
+from tests.unit.objects import NOW, job
+
+JSON_CONFIG = Config(output=OutputFormat.JSON)
+
+
+def sweep(fake: FakeCluster, config: Config = JSON_CONFIG) -> tuple[int, list[dict[str, Any]]]:
+    def connect(_config: Config, *, deadline: float, stop: threading.Event) -> FakeCluster:
+        return fake
+
+    out = io.StringIO()
+    code = run(config, connect, out)
+    return code, [json.loads(line) for line in out.getvalue().splitlines()]
+
+
+def server_at(moment: Any = NOW, *raws: dict[str, Any]) -> FakeCluster:
+    fake = FakeCluster(date=moment)
+    for raw in raws:
+        fake.add_job(raw)
+    return fake
+
+
+def test_one_pass_by_default_with_the_servers_clock() -> None:
+    code, passes = sweep(server_at(NOW, job()))
+    assert code == 0
+    assert len(passes) == 1
+    assert passes[0]["now"] == "2024-05-01T12:00:00Z"
+    assert passes[0]["clock"] == "server"
+    assert passes[0]["jobs"][0]["decision"] == "touch"
+
+
+def test_the_servers_clock_decides_whatever_the_local_clock_says() -> None:
+    # The server says 30 s before the deadline; the local clock (real, years later) is late.
+    fake = server_at(NOW - timedelta(seconds=3630), job())
+    _, passes = sweep(fake)
+    assert passes[0]["jobs"][0]["reason"] == "not-yet-due"
+    assert fake.writes == []
+
+
+def test_local_clock_warns_when_skewed_beyond_grace(caplog: pytest.LogCaptureFixture) -> None:
+    fake = server_at(NOW, job())
+    config = Config(output=OutputFormat.JSON, clock=ClockMode.LOCAL)
+    with caplog.at_level(logging.WARNING, logger="sweeper"):
+        _, passes = sweep(fake, config)
+    assert passes[0]["clock"] == "local"
+    assert passes[0]["now"] != "2024-05-01T12:00:00Z"
+    assert any("ahead of the API server" in r.getMessage() for r in caplog.records)
+
+
+def test_without_a_date_header_the_local_clock_is_used_with_a_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="sweeper"):
+        _, passes = sweep(server_at(None, job()))
+    assert passes[0]["now"] is not None
+    assert any("no Date header" in r.getMessage() for r in caplog.records)
+
+
+def test_namespaces_are_listed_one_by_one_never_cluster_wide() -> None:
+    fake = server_at(NOW, job(namespace="a"), job(namespace="b"), job(namespace="c"))
+    config = Config(output=OutputFormat.JSON, namespaces=("a", "c"), kinds=(PYTORCHJOB,))
+    _, passes = sweep(fake, config)
+    lists = [(r.namespace, r.name) for r in fake.requests if r.method == "list"]
+    assert lists == [("a", "pytorchjobs"), ("c", "pytorchjobs")]
+    assert [j["namespace"] for j in passes[0]["jobs"]] == ["a", "c"]
+
+
+def test_pages_are_requested_until_the_list_ends() -> None:
+    fake = server_at(NOW, *(job(name=f"j{i}") for i in range(5)))
+    config = Config(output=OutputFormat.JSON, page_size=2, kinds=(PYTORCHJOB,))
+    _, passes = sweep(fake, config)
+    assert [r.method for r in fake.requests].count("list") == 3
+    assert len(passes[0]["jobs"]) == 5
+
+
+def test_kinds_not_served_are_skipped_with_one_info_line(caplog: pytest.LogCaptureFixture) -> None:
+    fake = server_at(NOW, job())
+    fake.served = (ServedKind(PYTORCHJOB, "v1"),)
+    with caplog.at_level(logging.INFO, logger="sweeper"):
+        code, _ = sweep(fake, Config(output=OutputFormat.JSON, kinds=(PYTORCHJOB, TFJOB)))
+    assert code == 0
+    assert [r.getMessage() for r in caplog.records if "not served" in r.getMessage()] == [
+        "TFJob is not served by this cluster; skipped"
+    ]
+
+
+def test_an_mpi_operator_mpijob_is_listed_and_reported_but_never_acted_on() -> None:
+    fake = server_at(NOW, job("MPIJob"))
+    fake.served = (ServedKind(MPIJOB, MPI_OPERATOR_VERSION),)
+    _, passes = sweep(fake, Config(output=OutputFormat.JSON, policy=Policy(ActionMode.FAIL)))
+    assert passes[0]["jobs"][0]["reason"] == "operator-enforced"
+    assert fake.writes == []
+
+
+def test_a_kind_removed_mid_run_is_skipped() -> None:
+    fake = server_at(NOW, job(), job("TFJob"))
+    fake.fail("list", "tfjobs", NotFound(status=404, verb="list", resource="tfjobs.kubeflow.org"))
+    code, passes = sweep(fake)
+    assert code == 0
+    assert [j["kind"] for j in passes[0]["jobs"]] == ["PyTorchJob"]
+
+
+def test_an_expired_continue_token_restarts_that_list_once() -> None:
+    fake = server_at(NOW, *(job(name=f"j{i}") for i in range(3)))
+    calls = {"n": 0}
+    original = fake.list_jobs
+
+    def expire_on_second_page(*args: Any) -> Any:
+        calls["n"] += 1
+        for index, page in enumerate(original(*args)):
+            if calls["n"] == 1 and index == 1:
+                raise Gone(status=410, verb="list", resource="pytorchjobs.kubeflow.org")
+            yield page
+
+    fake.list_jobs = expire_on_second_page  # type: ignore[method-assign]
+    _, passes = sweep(fake, Config(output=OutputFormat.JSON, page_size=2, kinds=(PYTORCHJOB,)))
+    assert sorted(j["name"] for j in passes[0]["jobs"]) == ["j0", "j1", "j2"]
+
+
+FORBIDDEN = ApiError(status=403, verb="list", resource="pytorchjobs.kubeflow.org", namespace="a")
+
+
+def test_a_forbidden_list_ends_the_run_as_cluster_unavailable() -> None:
+    fake = server_at(NOW, job(namespace="a"))
+    fake.fail("list", "pytorchjobs", FORBIDDEN)
+    with pytest.raises(ClusterUnavailable) as raised:
+        sweep(fake, Config(namespaces=("a",), kinds=(PYTORCHJOB,)))
+    assert str(raised.value) == (
+        'cannot list pytorchjobs.kubeflow.org in namespace "a": forbidden (403)'
+    )
+    assert raised.value.exit_code == 3
+
+
+def test_a_selector_the_server_rejects_is_a_configuration_error() -> None:
+    fake = server_at(NOW, job())
+    fake.fail("list", None, ApiError(status=400, verb="list", resource="pytorchjobs",
+                                     detail="unable to parse requirement"))
+    with pytest.raises(ConfigError, match="unable to parse requirement"):
+        sweep(fake, Config(selector="team=a"))
+
+
+def test_an_unreachable_cluster_at_discovery_is_cluster_unavailable() -> None:
+    fake = server_at(NOW)
+    fake.fail("discover", None, ApiError(status=None, verb="get", resource="API group",
+                                         detail="connection refused"))
+    with pytest.raises(ClusterUnavailable, match="connection refused"):
+        sweep(fake)
+
+
+def test_failed_actions_make_the_exit_code_one() -> None:
+    fake = server_at(NOW, job(name="a"), job(name="b"))
+    fake.fail("patch", "a", ApiError(status=500, verb="patch", resource="pytorchjobs"))
+    code, passes = sweep(fake)
+    assert code == 1
+    assert passes[0]["summary"]["errors"] == 1
+    assert passes[0]["summary"]["touch"] == 2
+
+
+def test_repeated_passes_every_interval_for_the_duration() -> None:
+    fake = server_at(NOW, job(started_ago=10))
+    config = Config(output=OutputFormat.JSON, every=0.05, for_seconds=0.12, timeout=5)
+    code, passes = sweep(fake, config)
+    assert code == 0
+    assert [p["pass"] for p in passes] == [1, 2, 3]
+
+
+def test_a_timeout_during_the_pass_reports_and_exits_five() -> None:
+    fake = server_at(NOW, job(name="a"), job(name="b"))
+    fake.before = lambda request: threading.Event().wait(0.02)
+    code, passes = sweep(fake, Config(output=OutputFormat.JSON, timeout=0.01))
+    assert code == 5
+    assert passes[0]["summary"]["stopped_by"] == "--timeout (0.01s) reached"
