@@ -275,6 +275,9 @@ class FaultProxy:
         rules: Rules, tried in order; the first that applies wins. May be changed while running.
         kubeconfig: A kubeconfig for the sweeper that points at the proxy.
         url: ``https://127.0.0.1:<port>`` of the proxy.
+        connections: Client connections accepted so far.
+        failed_handshakes: Connections whose TLS handshake failed (the client's retries of a
+            certificate it rejects are counted here, since no request ever arrives).
     """
 
     def __init__(
@@ -311,6 +314,8 @@ class FaultProxy:
         self._thread: threading.Thread | None = None
         self.url = ""
         self.kubeconfig = self._workdir / "kubeconfig"
+        self.connections = 0
+        self.failed_handshakes = 0
 
     @classmethod
     def for_control_plane(
@@ -497,9 +502,13 @@ class FaultProxy:
         upstream: http.client.HTTPSConnection | None = None
         try:
             raw.settimeout(_UPSTREAM_TIMEOUT)
+            with self._lock:
+                self.connections += 1
             try:
                 current = context.wrap_socket(raw, server_side=True)
             except (OSError, ssl.SSLError):  # the client rejected our certificate, as intended
+                with self._lock:
+                    self.failed_handshakes += 1
                 return
             with self._lock:
                 self._open_sockets.discard(raw)

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 import yaml
 
-from devcluster import ControlPlane
+from devcluster import ControlPlane, processes
 from tests.e2e.faultproxy import (
     PROXY_USER,
     Before,
@@ -229,6 +229,10 @@ def test_bad_tls_mode_presents_a_certificate_the_client_cannot_verify(proxy: Fau
     with pytest.raises(ssl.SSLCertVerificationError):
         get(client_for(proxy), NAMESPACES)
     assert proxy.seen == []
+    # The proxy's side of the handshake ends a moment after the client gave up.
+    processes.wait_until(
+        lambda: proxy.failed_handshakes == 1, timeout=10, what="the handshake failure"
+    )
     proxy.set_mode("serve")
     assert get(client_for(proxy), NAMESPACES)[0] == 200
 

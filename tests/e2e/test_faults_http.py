@@ -1,0 +1,333 @@
+"""HTTP error answers from the apiserver: 429, 500, 503, 409 and 404, where they hurt most.
+
+The fault proxy answers in the apiserver's place (a Kubernetes ``Status`` body, ``Retry-After``
+where given) for chosen requests: a list page, a touch patch, a pod delete, the status write;
+or it deletes the job just before a request reaches the apiserver, so the 404 is the real one.
+For each: the exit code of the documented table, the failing request named in the output, the
+attempts counted in the proxy's log (bounded, spaced by backoff or ``Retry-After``), no write
+the fault should have prevented, and every other job still swept.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from devcluster import ControlPlane
+from tests.e2e import clusters
+from tests.e2e import workloads as w
+from tests.e2e.faultproxy import PROXY_USER, Before, FaultProxy, Respond, Rule, Seen
+
+pytestmark = pytest.mark.e2e
+
+MOST_ATTEMPTS = 5
+# The shortest wait between two attempts that is still a backoff, not a hot loop.
+LEAST_BACKOFF_S = 0.1
+
+FAULTS = [
+    pytest.param(Respond(429, retry_after=1), id="429-retry-after"),
+    pytest.param(Respond(500), id="500"),
+    pytest.param(Respond(503, retry_after=1), id="503-retry-after"),
+]
+
+
+@pytest.fixture
+def proxy(control_plane: ControlPlane) -> Iterator[FaultProxy]:
+    with FaultProxy.for_control_plane(control_plane, lifetime=300) as p:
+        yield p
+
+
+def sweep_through(cp: ControlPlane, proxy: FaultProxy, *args: str) -> clusters.Sweep:
+    return clusters.sweep(cp, proxy.kubeconfig, PROXY_USER, *args, "-o", "json", timeout=120)
+
+
+def explain(run: clusters.Sweep, proxy: FaultProxy) -> str:
+    return f"{run.explain()}\nproxy saw:\n{proxy.describe()}"
+
+
+def report(run: clusters.Sweep) -> dict[str, dict[str, Any]]:
+    return {j["name"]: j for j in w.report_jobs(run.result.stdout)}
+
+
+def logged_errors(run: clusters.Sweep) -> list[str]:
+    """The ``errors`` of every JSON log record on stderr."""
+    records = [json.loads(line) for line in run.result.stderr.splitlines() if line.startswith("{")]
+    # Per-job records carry a list; the pass summary carries a count under the same key.
+    lists = [r["errors"] for r in records if isinstance(r.get("errors"), list)]
+    return [error for errors in lists for error in errors]
+
+
+def gaps(attempts: list[Seen]) -> list[float]:
+    """Seconds between the answer to one attempt and the next attempt."""
+    return [b.started - (a.ended or a.started) for a, b in itertools.pairwise(attempts)]
+
+
+def assert_backed_off(attempts: list[Seen], fault: Respond) -> None:
+    least = fault.retry_after if fault.retry_after is not None else LEAST_BACKOFF_S
+    waited = gaps(attempts)
+    print(f"{fault.describe()}: {len(attempts)} attempts, waits {[round(g, 2) for g in waited]}s")
+    assert all(g >= least * 0.95 for g in waited), waited
+
+
+def touched(cp: ControlPlane, namespace: str, name: str) -> bool:
+    annotations = w.get_job(cp, namespace, "PyTorchJob", name)["metadata"].get("annotations") or {}
+    return w.TOUCHED_AT in annotations
+
+
+def failed(cp: ControlPlane, namespace: str, name: str) -> bool:
+    conditions = (
+        w.get_job(cp, namespace, "PyTorchJob", name).get("status", {}).get("conditions", [])
+    )
+    return any(c["type"] == "Failed" and c["status"] == "True" for c in conditions)
+
+
+# --- a list page ------------------------------------------------------------------------------
+
+SECOND_PAGE = r"/pytorchjobs\?.*continue="
+
+
+@pytest.fixture
+def three_late(control_plane: ControlPlane, namespace: str) -> str:
+    for index in range(3):
+        w.create_job(control_plane, namespace, f"late-{index}")
+    return namespace
+
+
+@pytest.mark.parametrize("fault", FAULTS)
+def test_a_failing_list_page_is_retried_with_backoff_and_the_run_completes(
+    control_plane: ControlPlane, three_late: str, proxy: FaultProxy, fault: Respond
+) -> None:
+    proxy.rules.append(Rule(fault, "GET", SECOND_PAGE, times=2))
+
+    run = sweep_through(control_plane, proxy, "-n", three_late, "--page-size", "1")
+
+    attempts = proxy.matching("GET", SECOND_PAGE)[:3]
+    assert run.result.returncode == 0, explain(run, proxy)
+    assert [a.status for a in attempts] == [fault.status, fault.status, 200]
+    assert_backed_off(attempts, fault)
+    assert all(touched(control_plane, three_late, f"late-{i}") for i in range(3))
+
+
+@pytest.mark.parametrize("fault", FAULTS)
+def test_a_list_page_that_keeps_failing_exits_3_and_writes_nothing(
+    control_plane: ControlPlane, three_late: str, proxy: FaultProxy, fault: Respond
+) -> None:
+    proxy.rules.append(Rule(fault, "GET", SECOND_PAGE, times=None))
+
+    run = sweep_through(control_plane, proxy, "-n", three_late, "--page-size", "1")
+
+    attempts = proxy.matching("GET", SECOND_PAGE)
+    assert run.result.returncode == 3, explain(run, proxy)
+    assert 1 < len(attempts) <= MOST_ATTEMPTS, proxy.describe()
+    assert_backed_off(attempts, fault)
+    errors = [line for line in run.result.stderr.splitlines() if line.startswith("sweeper: error")]
+    assert len(errors) == 1, run.result.stderr
+    assert "list pytorchjobs.kubeflow.org" in errors[0]
+    assert three_late in errors[0]
+    assert str(fault.status) in errors[0]
+    # A partial listing never leads to acting on the part that was read.
+    assert proxy.writes() == [], proxy.describe()
+    assert "Traceback" not in run.result.stderr
+
+
+# --- a touch patch ----------------------------------------------------------------------------
+
+PATCH_LATE_0 = r"/pytorchjobs/late-0$"
+
+
+@pytest.mark.parametrize("fault", FAULTS)
+def test_a_failing_touch_patch_is_retried_with_backoff(
+    control_plane: ControlPlane, three_late: str, proxy: FaultProxy, fault: Respond
+) -> None:
+    proxy.rules.append(Rule(fault, "PATCH", PATCH_LATE_0, times=2))
+
+    run = sweep_through(control_plane, proxy, "-n", three_late, "--action", "touch")
+
+    attempts = proxy.matching("PATCH", PATCH_LATE_0)
+    assert run.result.returncode == 0, explain(run, proxy)
+    assert [a.status for a in attempts] == [fault.status, fault.status, 200]
+    assert_backed_off(attempts, fault)
+    assert all(touched(control_plane, three_late, f"late-{i}") for i in range(3))
+
+
+@pytest.mark.parametrize("fault", FAULTS)
+def test_a_touch_patch_that_keeps_failing_exits_1_names_the_job_and_spares_the_others(
+    control_plane: ControlPlane, three_late: str, proxy: FaultProxy, fault: Respond
+) -> None:
+    proxy.rules.append(Rule(fault, "PATCH", PATCH_LATE_0, times=None))
+
+    run = sweep_through(control_plane, proxy, "-n", three_late, "--action", "touch")
+
+    attempts = proxy.matching("PATCH", PATCH_LATE_0)
+    assert run.result.returncode == 1, explain(run, proxy)
+    assert 1 < len(attempts) <= MOST_ATTEMPTS, proxy.describe()
+    assert_backed_off(attempts, fault)
+    jobs = report(run)
+    assert jobs["late-0"]["result"] == "error"
+    [error] = jobs["late-0"]["errors"]
+    assert f"patch pytorchjobs.kubeflow.org 'late-0' in namespace \"{three_late}\"" in error
+    assert str(fault.status) in error
+    assert error in logged_errors(run)
+    assert [jobs[f"late-{i}"]["result"] for i in (1, 2)] == ["done", "done"]
+    assert not touched(control_plane, three_late, "late-0")
+    assert touched(control_plane, three_late, "late-1")
+    assert touched(control_plane, three_late, "late-2")
+
+
+# --- a pod delete -----------------------------------------------------------------------------
+
+DELETE_POD = r"/pods/late-worker-0$"
+
+
+@pytest.fixture
+def late_with_pods(control_plane: ControlPlane, namespace: str) -> str:
+    job = w.create_job(control_plane, namespace, "late")
+    w.create_replicas(control_plane, job, {"Master": ["Running"], "Worker": ["Running"]})
+    return namespace
+
+
+@pytest.mark.parametrize("fault", FAULTS)
+def test_a_failing_pod_delete_is_retried_with_backoff(
+    control_plane: ControlPlane, late_with_pods: str, proxy: FaultProxy, fault: Respond
+) -> None:
+    proxy.rules.append(Rule(fault, "DELETE", DELETE_POD, times=2))
+
+    run = sweep_through(control_plane, proxy, "-n", late_with_pods, "--action", "fail")
+
+    attempts = proxy.matching("DELETE", DELETE_POD)
+    assert run.result.returncode == 0, explain(run, proxy)
+    assert [a.status for a in attempts] == [fault.status, fault.status, 200]
+    assert_backed_off(attempts, fault)
+    assert failed(control_plane, late_with_pods, "late")
+    assert w.names(control_plane, late_with_pods, "pods") == set()
+
+
+@pytest.mark.parametrize("fault", FAULTS)
+def test_a_pod_delete_that_keeps_failing_exits_1_and_the_next_run_finishes_the_cleanup(
+    control_plane: ControlPlane, late_with_pods: str, proxy: FaultProxy, fault: Respond
+) -> None:
+    proxy.rules.append(Rule(fault, "DELETE", DELETE_POD, times=None))
+
+    run = sweep_through(control_plane, proxy, "-n", late_with_pods, "--action", "fail")
+
+    attempts = proxy.matching("DELETE", DELETE_POD)
+    assert run.result.returncode == 1, explain(run, proxy)
+    assert 1 < len(attempts) <= MOST_ATTEMPTS, proxy.describe()
+    assert_backed_off(attempts, fault)
+    [error] = report(run)["late"]["errors"]
+    assert f"delete pods 'late-worker-0' in namespace \"{late_with_pods}\"" in error
+    assert error in logged_errors(run)
+    # The status came first, so the job is Failed and the operator will not recreate pods.
+    assert failed(control_plane, late_with_pods, "late")
+    assert w.names(control_plane, late_with_pods, "pods") == {"late-worker-0"}
+
+    proxy.rules.clear()
+    again = sweep_through(control_plane, proxy, "-n", late_with_pods, "--action", "fail")
+
+    assert again.result.returncode == 0, explain(again, proxy)
+    assert (report(again)["late"]["decision"], report(again)["late"]["result"]) == (
+        "terminate-pods",
+        "done",
+    )
+    assert w.names(control_plane, late_with_pods, "pods") == set()
+    assert w.names(control_plane, late_with_pods, "services") == set()
+
+
+# --- 409 on the status write ------------------------------------------------------------------
+
+STATUS_LATE = r"/pytorchjobs/late/status$"
+GET_LATE = r"/pytorchjobs/late$"
+
+
+def test_a_conflict_on_the_status_write_is_retried_after_a_re_read(
+    control_plane: ControlPlane, late_with_pods: str, proxy: FaultProxy
+) -> None:
+    proxy.rules.append(Rule(Respond(409), "PATCH", STATUS_LATE))
+
+    run = sweep_through(control_plane, proxy, "-n", late_with_pods, "--action", "fail")
+
+    assert run.result.returncode == 0, explain(run, proxy)
+    # Each status write is preceded by its own read of the job.
+    order = [(s.method, s.status) for s in proxy.seen if s.path.endswith(("/late", "/late/status"))]
+    assert order == [("GET", 200), ("PATCH", 409), ("GET", 200), ("PATCH", 200)], proxy.describe()
+    assert failed(control_plane, late_with_pods, "late")
+    assert w.names(control_plane, late_with_pods, "pods") == set()
+
+
+def test_a_status_write_that_keeps_conflicting_gives_up_on_that_job_and_deletes_no_pod(
+    control_plane: ControlPlane, late_with_pods: str, proxy: FaultProxy
+) -> None:
+    other = w.create_job(control_plane, late_with_pods, "other-late")
+    w.create_replicas(control_plane, other, {"Master": ["Running"]})
+    proxy.rules.append(Rule(Respond(409), "PATCH", STATUS_LATE, times=None))
+
+    run = sweep_through(control_plane, proxy, "-n", late_with_pods, "--action", "fail")
+
+    writes = proxy.matching("PATCH", STATUS_LATE)
+    reads = proxy.matching("GET", GET_LATE)
+    assert run.result.returncode == 1, explain(run, proxy)
+    assert 1 < len(writes) <= MOST_ATTEMPTS, proxy.describe()
+    assert len(reads) == len(writes)  # a fresh read before every attempt
+    jobs = report(run)
+    assert jobs["late"]["result"] == "error"
+    [error] = jobs["late"]["errors"]
+    assert f"pytorchjobs.kubeflow.org/status 'late' in namespace \"{late_with_pods}\"" in error
+    assert "conflict (409)" in error
+    assert error in logged_errors(run)
+    # The Failed status was never written, so deleting pods would have the operator recreate
+    # them: none may be deleted.
+    assert not failed(control_plane, late_with_pods, "late")
+    assert proxy.matching("DELETE", r"/late-") == [], proxy.describe()
+    assert {"late-master-0", "late-worker-0"} <= w.names(control_plane, late_with_pods, "pods")
+    # One job's trouble does not stop the sweep.
+    assert jobs["other-late"]["result"] == "done"
+    assert failed(control_plane, late_with_pods, "other-late")
+
+
+# --- 404: the job, or its whole CRD, deleted mid-run -------------------------------------------
+
+
+def delete_job(cp: ControlPlane, namespace: str, name: str) -> Before:
+    def action(_seen: Seen) -> None:
+        cp.request("DELETE", w.job_path(namespace, "PyTorchJob", name))
+
+    return Before(action, name=f"delete-{name}-first")
+
+
+@pytest.mark.parametrize(
+    ("action", "method", "path"),
+    [
+        ("touch", "PATCH", GET_LATE),
+        ("fail", "GET", GET_LATE),
+        ("fail", "PATCH", STATUS_LATE),
+    ],
+    ids=["touch-patch", "fail-re-read", "fail-status-write"],
+)
+def test_a_job_deleted_mid_run_is_left_alone_and_the_run_completes(  # noqa: PLR0917 - fixtures and a parameter table
+    control_plane: ControlPlane,
+    late_with_pods: str,
+    proxy: FaultProxy,
+    action: str,
+    method: str,
+    path: str,
+) -> None:
+    w.create_job(control_plane, late_with_pods, "other-late")
+    proxy.rules.append(Rule(delete_job(control_plane, late_with_pods, "late"), method, path))
+
+    run = sweep_through(control_plane, proxy, "-n", late_with_pods, "--action", action)
+
+    assert run.result.returncode == 0, explain(run, proxy)
+    [hit] = [s for s in proxy.seen if s.fault == "delete-late-first"]
+    assert hit.upstream_status == 404  # the apiserver's own answer
+    jobs = report(run)
+    assert jobs["late"]["result"] == "left-alone", jobs["late"]
+    assert "deleted" in json.dumps(jobs["late"])
+    # No pod of a job that is gone is touched: without a Failed status there is nothing to
+    # clean up on its behalf.
+    assert proxy.matching("DELETE", r"/late-") == [], proxy.describe()
+    assert jobs["other-late"]["result"] == "done"
+    assert "Traceback" not in run.result.stderr
