@@ -58,6 +58,7 @@ class ApiError(SweeperError):
         namespace: The namespace of the request, ``None`` for cluster-wide requests.
         name: The object's name, ``None`` for collections.
         detail: What the server (or the connection) said.
+        cluster_scoped: The request is not about namespaced objects (discovery).
     """
 
     def __init__(
@@ -69,8 +70,10 @@ class ApiError(SweeperError):
         namespace: str | None = None,
         name: str | None = None,
         detail: str = "",
+        cluster_scoped: bool = False,
     ) -> None:
         self.status = status
+        self.cluster_scoped = cluster_scoped
         self.verb = verb
         self.resource = resource
         self.namespace = namespace
@@ -86,9 +89,12 @@ class ApiError(SweeperError):
             (403)``.
         """
         target = self.resource if self.name is None else f"{self.resource} {self.name!r}"
-        where = " in all namespaces" if self.namespace is None else (
-            f' in namespace "{self.namespace}"'
-        )
+        if self.cluster_scoped:
+            where = ""
+        elif self.namespace is None:
+            where = " in all namespaces"
+        else:
+            where = f' in namespace "{self.namespace}"'
         if self.status is None:
             what = self.detail or "no response"
         else:
@@ -135,6 +141,7 @@ def api_error(
     namespace: str | None = None,
     name: str | None = None,
     detail: str = "",
+    cluster_scoped: bool = False,
 ) -> ApiError:
     """Build the most specific :class:`ApiError` for a status.
 
@@ -145,6 +152,7 @@ def api_error(
         namespace: The request's namespace, if any.
         name: The object's name, if any.
         detail: The server's message or the connection failure.
+        cluster_scoped: The request is not about namespaced objects.
 
     Returns:
         An instance of :class:`NotFound`, :class:`Conflict`, :class:`Gone` or
@@ -153,5 +161,5 @@ def api_error(
     cls = {404: NotFound, 409: Conflict, 410: Gone}.get(status or 0, ApiError)
     return cls(
         status=status, verb=verb, resource=resource, namespace=namespace, name=name,
-        detail=detail,
+        detail=detail, cluster_scoped=cluster_scoped,
     )

@@ -55,6 +55,7 @@ class _Target:
     resource: str
     namespace: str | None = None
     name: str | None = None
+    cluster_scoped: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,7 +152,7 @@ class KubeCluster:
         Returns:
             The served kinds; MPIJob at ``v2beta1`` only when ``v1`` does not serve it.
         """
-        target = _Target("get", f"API group {GROUP}")
+        target = _Target("discover", f"API group {GROUP}", cluster_scoped=True)
         response = self._request("GET", f"/apis/{GROUP}", target=target, missing_ok=True)
         date = parse_http_date(response.date)
         if response.status == HTTPStatus.NOT_FOUND:
@@ -166,7 +167,9 @@ class KubeCluster:
                 continue
             listing = self._request(
                 "GET", f"/apis/{GROUP}/{version}",
-                target=_Target("get", f"API resources of {GROUP}/{version}"), missing_ok=True,
+                target=_Target("discover", f"API resources of {GROUP}/{version}",
+                               cluster_scoped=True),
+                missing_ok=True,
             )
             if listing.status == HTTPStatus.NOT_FOUND:
                 continue
@@ -437,6 +440,7 @@ def _error(target: _Target, status: int | None, detail: str) -> ApiError:
     return api_error(
         status=status, verb=target.verb, resource=target.resource,
         namespace=target.namespace, name=target.name, detail=detail,
+        cluster_scoped=target.cluster_scoped,
     )
 
 
