@@ -1,0 +1,94 @@
+"""The run's settings: validated once, frozen."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+
+from sweeper.config import Config, check_selector
+from sweeper.decide import Policy
+from sweeper.errors import ConfigError
+
+VALID_SELECTORS = [
+    "team=a",
+    "team==a",
+    "team!=a",
+    "team",
+    "!team",
+    "team=",
+    "team in (a,b)",
+    "team notin (a, b)",
+    "example.com/team=vision,tier in (gpu),!preemptible",
+    "  team = a , tier != b ",
+    "replicas>1",
+    "replicas < 3",
+]
+
+
+@pytest.mark.parametrize("selector", VALID_SELECTORS)
+def test_valid_selectors_pass(selector: str) -> None:
+    check_selector(selector)
+
+
+INVALID_SELECTORS = [
+    "a in b",
+    "team=a=b",
+    "team in ()x",
+    ",team=a",
+    "team=a,",
+    "team=-a",
+    "-team=a",
+    "team=" + "x" * 64,
+    "teamin (a)",
+    "a b",
+    "=a",
+]
+
+
+@pytest.mark.parametrize("selector", INVALID_SELECTORS)
+def test_invalid_selectors_are_configuration_errors(selector: str) -> None:
+    with pytest.raises(ConfigError, match="invalid label selector"):
+        check_selector(selector)
+
+
+INVALID = [
+    ("page-size-zero", {"page_size": 0}, "--page-size"),
+    ("negative-grace", {"policy": Policy(grace=-1)}, "--grace"),
+    ("negative-escalate", {"policy": Policy(escalate_after=-1)}, "--escalate-after"),
+    ("negative-max-actions", {"policy": Policy(max_actions=-1)}, "--max-actions"),
+    ("zero-request-timeout", {"request_timeout": 0}, "--request-timeout"),
+    ("zero-timeout", {"timeout": 0}, "--timeout"),
+    ("unknown-log-level", {"log_level": "CHATTY"}, "--log-level"),
+    ("namespace-uppercase", {"namespaces": ("Team",)}, "--namespace"),
+    ("namespace-too-long", {"namespaces": ("a" * 64,)}, "--namespace"),
+    ("every-alone", {"every": 10.0}, "--every and --for"),
+    ("for-alone", {"for_seconds": 10.0}, "--every and --for"),
+    ("every-zero", {"every": 0.0, "for_seconds": 10.0}, "must be positive"),
+    ("for-reaches-timeout", {"every": 10.0, "for_seconds": 45.0}, "must exceed --for"),
+]
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"), [c[1:] for c in INVALID], ids=[c[0] for c in INVALID]
+)
+def test_invalid_settings_name_their_option(changes: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        Config(**changes)
+
+
+def test_defaults_are_the_documented_ones() -> None:
+    config = Config()
+    assert (config.page_size, config.timeout, config.request_timeout) == (500, 45.0, 10.0)
+    assert config.policy == Policy()
+
+
+def test_config_is_frozen() -> None:
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        Config().timeout = 1  # type: ignore[misc]
+
+
+def test_repetition_within_the_timeout_is_accepted() -> None:
+    config = Config(every=10.0, for_seconds=40.0, timeout=55.0)
+    assert config.passes_repeat

@@ -1,0 +1,59 @@
+"""Error messages: one line naming the request, and the exit code of each class."""
+
+from __future__ import annotations
+
+import pytest
+
+from sweeper.errors import (
+    ApiError,
+    ClusterUnavailable,
+    ConfigError,
+    Conflict,
+    Gone,
+    Interrupted,
+    NotFound,
+    RunTimeout,
+    SweeperError,
+    api_error,
+)
+
+MESSAGES = [
+    ("namespaced-list", {"status": 403, "verb": "list", "resource": "pytorchjobs.kubeflow.org",
+                             "namespace": "a"},
+     'cannot list pytorchjobs.kubeflow.org in namespace "a": forbidden (403)'),
+    ("cluster-wide-list", {"status": 401, "verb": "list", "resource": "tfjobs.kubeflow.org"},
+     "cannot list tfjobs.kubeflow.org in all namespaces: unauthorized (401)"),
+    ("object", {"status": 500, "verb": "patch", "resource": "pods", "namespace": "a", "name": "p",
+                    "detail": "etcd timeout"},
+     "cannot patch pods 'p' in namespace \"a\": internal server error (500): etcd timeout"),
+    ("no-response", {"status": None, "verb": "discover", "resource": "API group kubeflow.org",
+                         "detail": "connection refused", "cluster_scoped": True},
+     "cannot discover API group kubeflow.org: connection refused"),
+    ("unknown-status", {"status": 418, "verb": "get", "resource": "pods", "namespace": "a"},
+     'cannot get pods in namespace "a": error (418)'),
+]
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"), [m[1:] for m in MESSAGES], ids=[m[0] for m in MESSAGES]
+)
+def test_api_error_messages_name_verb_resource_and_namespace(
+    fields: dict[str, object], message: str
+) -> None:
+    assert str(api_error(**fields)) == message  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("status", "cls"), [(404, NotFound), (409, Conflict), (410, Gone), (500, ApiError)],
+)
+def test_api_error_picks_the_specific_class(status: int, cls: type) -> None:
+    assert type(api_error(status=status, verb="get", resource="pods")) is cls
+
+
+@pytest.mark.parametrize(
+    ("cls", "code"),
+    [(SweeperError, 1), (ConfigError, 2), (ClusterUnavailable, 3), (Interrupted, 4),
+     (RunTimeout, 5)],
+)
+def test_exit_codes(cls: type[SweeperError], code: int) -> None:
+    assert cls.exit_code == code

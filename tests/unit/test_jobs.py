@@ -1,0 +1,65 @@
+"""The compact views built from listed objects."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from sweeper.jobs import parse_job, parse_owned
+from sweeper.kinds import TOUCHED_AT_ANNOTATION
+from tests.unit.objects import KIND, NOW, ago, condition, deadline_failed, job, owned
+
+
+def test_a_running_job_view() -> None:
+    view = parse_job(job(), KIND["PyTorchJob"])
+    assert view.malformed is None
+    assert (view.namespace, view.name, view.uid) == ("team-a", "train",
+                                                     "uid-PyTorchJob-team-a-train")
+    assert view.start_time == NOW - timedelta(hours=2)
+    assert view.deadline == NOW - timedelta(hours=1)
+    assert (view.finished, view.suspended, view.deleting, view.excluded) == (
+        None, False, False, False,
+    )
+
+
+def test_the_touch_annotation_is_read_back() -> None:
+    view = parse_job(job(annotations={TOUCHED_AT_ANNOTATION: ago(30)}), KIND["PyTorchJob"])
+    assert view.touched_at == NOW - timedelta(seconds=30)
+
+
+def test_failed_wins_over_succeeded_when_both_are_true() -> None:
+    raw = job(conditions=[condition("Succeeded"), *deadline_failed()])
+    view = parse_job(raw, KIND["PyTorchJob"])
+    assert (view.finished, view.failed_by_deadline) == ("Failed", True)
+
+
+def test_a_malformed_view_keeps_the_identity_it_could_read() -> None:
+    view = parse_job(job(deadline="soon"), KIND["TFJob"])
+    assert (view.name, view.namespace, view.malformed) == (
+        "train", "team-a", "spec.runPolicy.activeDeadlineSeconds",
+    )
+
+
+def test_no_deadline_no_start_means_no_deadline_instant() -> None:
+    assert parse_job(job(deadline=None), KIND["TFJob"]).deadline is None
+    assert parse_job(job(started_ago=None), KIND["TFJob"]).deadline is None
+
+
+def test_owned_objects_read_the_controller_reference() -> None:
+    owner = job()
+    pod = parse_owned(owned("w-0", owner, phase="Pending"))
+    assert pod is not None
+    assert (pod.name, pod.uid, pod.phase, pod.controller_uid) == (
+        "w-0", "uid-w-0", "Pending", "uid-PyTorchJob-team-a-train",
+    )
+
+
+def test_unusable_owned_objects_are_ignored() -> None:
+    assert parse_owned({"metadata": {"name": "x"}}) is None
+    assert parse_owned("pod") is None
+    assert parse_owned({"metadata": "x"}) is None
+
+
+def test_an_owner_reference_that_is_not_the_controller_is_not_ownership() -> None:
+    pod = parse_owned(owned("w-0", job(), controller=False))
+    assert pod is not None
+    assert pod.controller_uid is None

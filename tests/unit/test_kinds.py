@@ -1,0 +1,39 @@
+"""The kind table and lookups by name or plural."""
+
+from __future__ import annotations
+
+import pytest
+
+from sweeper.kinds import JAXJOB, KINDS, MPIJOB, PYTORCHJOB, lookup
+
+LOOKUPS = [
+    ("PyTorchJob", PYTORCHJOB),
+    ("pytorchjob", PYTORCHJOB),
+    ("pytorchjobs", PYTORCHJOB),
+    ("pytorchjobs.kubeflow.org", PYTORCHJOB),
+    (" MPIJob ", MPIJOB),
+    ("JAXJOBS", JAXJOB),
+]
+
+
+@pytest.mark.parametrize(("text", "kind"), LOOKUPS)
+def test_lookup(text: str, kind: object) -> None:
+    assert lookup(text) is kind
+
+
+def test_unknown_kinds_list_the_valid_ones() -> None:
+    with pytest.raises(KeyError, match="expected one of TFJob, PyTorchJob, XGBoostJob"):
+        lookup("MXJob")
+
+
+def test_the_table_matches_operator_md() -> None:
+    assert [(k.name, k.plural, k.replica_specs) for k in KINDS] == [
+        ("TFJob", "tfjobs", "tfReplicaSpecs"),
+        ("PyTorchJob", "pytorchjobs", "pytorchReplicaSpecs"),
+        ("XGBoostJob", "xgboostjobs", "xgbReplicaSpecs"),
+        ("MPIJob", "mpijobs", "mpiReplicaSpecs"),
+        ("PaddleJob", "paddlejobs", "paddleReplicaSpecs"),
+        ("JAXJob", "jaxjobs", "jaxReplicaSpecs"),
+    ]
+    assert [k.name for k in KINDS if not k.checks_managed_by] == ["JAXJob"]
+    assert [k.name for k in KINDS if k.legacy_clean_pod_policy] == ["MPIJob"]
