@@ -591,8 +591,12 @@ class FaultProxy:
         body: bytes,
     ) -> tuple[http.client.HTTPSConnection, int, list[tuple[str, str]], bytes]:
         url = urllib.parse.urlsplit(self.upstream)
-        for attempt in (1, 2):
-            if upstream is None or (upstream.host, upstream.port) != (url.hostname, url.port):
+        for _attempt in (1, 2):
+            reused = upstream is not None and (upstream.host, upstream.port) == (
+                url.hostname,
+                url.port,
+            )
+            if not reused:
                 if upstream is not None:
                     upstream.close()
                 upstream = http.client.HTTPSConnection(
@@ -601,6 +605,7 @@ class FaultProxy:
                     context=self._upstream_ctx,
                     timeout=_UPSTREAM_TIMEOUT,
                 )
+            assert upstream is not None  # for the type checker
             forwarded = {k: v for k, v in headers if k.lower() not in _HOP_HEADERS}
             try:
                 upstream.request(
@@ -611,13 +616,18 @@ class FaultProxy:
                 )
                 response = upstream.getresponse()
                 reply = response.read()
-            except (ConnectionError, http.client.RemoteDisconnected, http.client.BadStatusLine):
-                # A kept-alive upstream connection the apiserver closed meanwhile: one fresh try.
+            except (OSError, http.client.HTTPException) as error:
                 upstream.close()
                 upstream = None
-                if attempt == 2:
-                    raise
-                continue
+                # Only a kept-alive connection that the apiserver closed while idle gets one
+                # fresh try: the request cannot have been processed. Anything else is real.
+                stale = isinstance(
+                    error,
+                    ConnectionError | http.client.RemoteDisconnected | http.client.BadStatusLine,
+                )
+                if reused and stale:
+                    continue
+                raise
             reply_headers = [
                 (k, v) for k, v in response.getheaders() if k.lower() not in _HOP_HEADERS
             ]

@@ -1,0 +1,191 @@
+"""Faults that change the cluster under the sweeper: a CRD removed mid-run, the apiserver killed.
+
+Both need a control plane of their own (one CRD deleted, or the apiserver SIGKILLed, would
+break every other test of the session). The fault proxy triggers each fault at an exact point
+of the run, just before a chosen request reaches the apiserver:
+
+- the PyTorchJob CRD is deleted right before the sweeper's touch of a PyTorchJob: the patch
+  gets the real 404, the job is left alone, jobs of the other kinds are still swept;
+- the apiserver is killed right before the first pod delete of a ``fail``: the Failed status
+  is written, the pods are not yet deleted. After a restart, the next run completes the
+  cleanup; the job that was not overdue and the finished one are never touched.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from devcluster import ControlPlane, processes
+from tests.e2e import clusters
+from tests.e2e import workloads as w
+from tests.e2e.faultproxy import PROXY_USER, Before, FaultProxy, Rule, Seen
+
+pytestmark = pytest.mark.e2e
+
+CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+
+
+@pytest.fixture
+def own_control_plane() -> Iterator[ControlPlane]:
+    with clusters.start_control_plane() as cp:
+        yield cp
+
+
+@pytest.fixture
+def proxy(own_control_plane: ControlPlane) -> Iterator[FaultProxy]:
+    with FaultProxy.for_control_plane(own_control_plane, lifetime=300) as p:
+        yield p
+
+
+def sweep_through(cp: ControlPlane, proxy: FaultProxy, *args: str) -> clusters.Sweep:
+    return clusters.sweep(cp, proxy.kubeconfig, PROXY_USER, *args, "-o", "json", timeout=120)
+
+
+def explain(run: clusters.Sweep, proxy: FaultProxy) -> str:
+    return f"{run.explain()}\nproxy saw:\n{proxy.describe()}"
+
+
+def report(run: clusters.Sweep) -> dict[str, dict[str, Any]]:
+    return {j["name"]: j for j in w.report_jobs(run.result.stdout)}
+
+
+def failed(job: w.Obj) -> bool:
+    conditions = job.get("status", {}).get("conditions", [])
+    return any(c["type"] == "Failed" and c["status"] == "True" for c in conditions)
+
+
+# --- a CRD removed mid-run --------------------------------------------------------------------
+
+
+def delete_crd(cp: ControlPlane, plural: str) -> None:
+    """Delete a CRD and wait until its resource is no longer served."""
+    cp.request("DELETE", f"{CRDS}/{plural}.kubeflow.org")
+    processes.wait_until(
+        lambda: cp.request("GET", f"/apis/kubeflow.org/v1/{plural}", expect=(404,)) is not None,
+        timeout=60,
+        what=f"{plural} to stop being served",
+    )
+
+
+def test_a_crd_removed_mid_run_gives_the_real_404_and_the_other_kinds_are_still_swept(
+    own_control_plane: ControlPlane, proxy: FaultProxy
+) -> None:
+    cp = own_control_plane
+    namespace = cp.create_namespace("crd-removed")
+    w.create_job(cp, namespace, "late-pytorch", kind="PyTorchJob")
+    w.create_job(cp, namespace, "late-xgboost", kind="XGBoostJob")
+    proxy.rules.append(
+        Rule(
+            Before(lambda _seen: delete_crd(cp, "pytorchjobs"), name="delete-crd-first"),
+            "PATCH",
+            r"/pytorchjobs/late-pytorch$",
+        )
+    )
+
+    run = sweep_through(cp, proxy, "--action", "touch")
+
+    assert run.result.returncode == 0, explain(run, proxy)
+    [hit] = [s for s in proxy.seen if s.fault == "delete-crd-first"]
+    assert hit.upstream_status == 404
+    jobs = report(run)
+    assert jobs["late-pytorch"]["result"] == "left-alone", jobs["late-pytorch"]
+    assert jobs["late-xgboost"]["result"] == "done"
+    xgboost = w.get_job(cp, namespace, "XGBoostJob", "late-xgboost")
+    assert w.TOUCHED_AT in xgboost["metadata"]["annotations"]
+    assert "Traceback" not in run.result.stderr
+
+
+# --- the apiserver killed in the middle of a fail ---------------------------------------------
+
+
+def kill_apiserver(cp: ControlPlane) -> processes.Process:
+    """SIGKILL the apiserver (no graceful shutdown); returns its process record."""
+    [apiserver] = [p for p in cp.processes if p.name == "kube-apiserver"]
+    os.killpg(apiserver.pid, signal.SIGKILL)
+    processes.wait_until(
+        lambda: apiserver.poll() is not None, timeout=10, what="the apiserver to die"
+    )
+    return apiserver
+
+
+def restart_apiserver(cp: ControlPlane, dead: processes.Process) -> None:
+    """Start the apiserver again on the same port and etcd (the data survives in etcd)."""
+    revived = processes.Process.start(dead.name, dead.argv, dead.log_path)
+    cp.processes[cp.processes.index(dead)] = revived
+    processes.wait_until(
+        lambda: cp.request("GET", "/readyz", expect=(200,)) is not None,
+        timeout=120,
+        what="the restarted apiserver to be ready",
+        watch=[revived],
+    )
+    # The CRDs' handlers come back with the apiserver; wait until PyTorchJobs answer again.
+    processes.wait_until(
+        lambda: cp.request("GET", "/apis/kubeflow.org/v1/pytorchjobs") is not None,
+        timeout=60,
+        what="pytorchjobs to be served again",
+    )
+
+
+def test_the_apiserver_killed_between_status_write_and_pod_deletes_then_the_next_run_cleans_up(
+    own_control_plane: ControlPlane, proxy: FaultProxy
+) -> None:
+    cp = own_control_plane
+    namespace = cp.create_namespace("killed")
+    late = w.create_job(cp, namespace, "late")
+    w.create_replicas(cp, late, {"Master": ["Running"], "Worker": ["Running", "Running"]})
+    early = w.create_job(cp, namespace, "early", deadline=7200)
+    w.create_replicas(cp, early, {"Master": ["Running"]})
+    done = w.create_job(cp, namespace, "done", finished="Succeeded")
+    untouched = {
+        name: w.get_job(cp, namespace, "PyTorchJob", name)["metadata"]["resourceVersion"]
+        for name in ("early", "done")
+    }
+    killed: list[processes.Process] = []
+
+    def kill(_seen: Seen) -> None:
+        killed.append(kill_apiserver(cp))
+
+    proxy.rules.append(Rule(Before(kill, name="kill-apiserver"), "DELETE", r"/pods/late-"))
+
+    crashed = sweep_through(cp, proxy, "--action", "fail", "--timeout", "40")
+
+    assert killed, proxy.describe()
+    restart_apiserver(cp, killed[0])
+    # The Failed status reached etcd before the kill; no pod was deleted.
+    after_crash = w.get_job(cp, namespace, "PyTorchJob", "late")
+    assert failed(after_crash), explain(crashed, proxy)
+    assert w.names(cp, namespace, "pods") == {
+        "late-master-0",
+        "late-worker-0",
+        "late-worker-1",
+        "early-master-0",
+    }
+    assert crashed.result.returncode in (1, 3), explain(crashed, proxy)
+    assert "Traceback" not in crashed.result.stderr
+    status_writes = [s.index for s in proxy.matching("PATCH", r"/late/status$")]
+    first_delete = min(s.index for s in proxy.matching("DELETE", r"/pods/"))
+    assert status_writes
+    assert max(status_writes) < first_delete  # status first, then pods: never the reverse
+
+    proxy.rules.clear()
+    proxy.upstream = cp.server
+    again = sweep_through(cp, proxy, "--action", "fail")
+
+    assert again.result.returncode == 0, explain(again, proxy)
+    jobs = report(again)
+    assert (jobs["late"]["decision"], jobs["late"]["result"]) == ("terminate-pods", "done")
+    assert w.names(cp, namespace, "pods") == {"early-master-0"}
+    assert w.names(cp, namespace, "services") == {"early-master-0"}
+    assert failed(w.get_job(cp, namespace, "PyTorchJob", "late"))
+    # The job that was not overdue, and the finished one, were never written to.
+    for name, version in untouched.items():
+        assert (
+            w.get_job(cp, namespace, "PyTorchJob", name)["metadata"]["resourceVersion"] == version
+        )
+    assert not proxy.matching("PATCH", r"/(early|done)(/status)?$")
+    assert done["metadata"]["name"] == "done"
