@@ -1,4 +1,4 @@
-"""SIGTERM and SIGINT during a run with many actions: finish the write, start nothing, report, exit 4.
+"""SIGTERM or SIGINT mid-run: the write in flight completes, no other starts, report, exit 4.
 
 A Kubernetes CronJob's pod gets SIGTERM when it is deleted or its deadline passes. The signal
 is delivered at an exact point: the fault proxy's ``Before`` rule sends it to the sweeper
@@ -45,15 +45,21 @@ def proxy(control_plane: ControlPlane) -> Iterator[FaultProxy]:
 
 def start(proxy: FaultProxy, *args: str) -> subprocess.Popen[str]:
     """Start the CLI through the proxy, with the same clean environment as ``run_sweeper``."""
-    env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG" and not k.startswith("SWEEPER_")}
+    env = {
+        k: v for k, v in os.environ.items() if k != "KUBECONFIG" and not k.startswith("SWEEPER_")
+    }
     argv = [str(clusters.sweeper_executable()), "--kubeconfig", str(proxy.kubeconfig), *args]
-    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    return subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
 
 
 def touched(cp: ControlPlane, namespace: str) -> list[str]:
     items = cp.request("GET", w.job_path(namespace, "PyTorchJob"))["items"]
     return sorted(
-        j["metadata"]["name"] for j in items if w.TOUCHED_AT in (j["metadata"].get("annotations") or {})
+        j["metadata"]["name"]
+        for j in items
+        if w.TOUCHED_AT in (j["metadata"].get("annotations") or {})
     )
 
 
