@@ -195,7 +195,7 @@ class Executor:
                 outcomes.append(skipped)
                 self._on_outcome(skipped)
                 continue
-            if stopped is None and self._writes:
+            if stopped is None:
                 stopped = self._should_stop()
             if stopped is not None:
                 outcomes.append(Outcome(entry, Result.NOT_STARTED, str(stopped)))

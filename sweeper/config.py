@@ -147,11 +147,6 @@ class Config:
             return
         if self.every <= 0 or self.for_seconds <= 0:
             raise ConfigError("--every and --for must be positive")
-        if self.for_seconds >= self.timeout:
-            raise ConfigError(
-                f"--timeout ({self.timeout:g}s) bounds the whole run, so it must exceed "
-                f"--for ({self.for_seconds:g}s)"
-            )
 
     @property
     def passes_repeat(self) -> bool:

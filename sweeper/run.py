@@ -13,7 +13,7 @@ import math
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from http import HTTPStatus
 from types import FrameType
@@ -64,14 +64,18 @@ class StopFlag:
     """Why the run must stop, if it must: a signal, or ``--timeout`` running out.
 
     Args:
-        deadline: ``time.monotonic()`` value at which ``--timeout`` runs out.
+        deadline: ``monotonic()`` value at which ``--timeout`` runs out.
         timeout: ``--timeout`` in seconds, for the message.
+        monotonic: The clock of the deadline.
     """
 
-    def __init__(self, deadline: float, timeout: float) -> None:
+    def __init__(
+        self, deadline: float, timeout: float, monotonic: Callable[[], float] = time.monotonic
+    ) -> None:
         self.event = threading.Event()
         self.deadline = deadline
         self._timeout = timeout
+        self._monotonic = monotonic
         self._signal: str | None = None
 
     def request(self, name: str) -> None:
@@ -91,7 +95,7 @@ class StopFlag:
         """
         if self.event.is_set():
             return Interrupted(f"interrupted by {self._signal or 'a signal'}")
-        if time.monotonic() >= self.deadline:
+        if self._monotonic() >= self.deadline:
             return RunTimeout(f"--timeout ({self._timeout:g}s) reached")
         return None
 
@@ -126,13 +130,20 @@ def signals_stop(flag: StopFlag) -> Iterator[None]:
             signal.signal(sig, old)
 
 
-def run(config: Config, connect: Connect, out: TextIO) -> int:
+def run(
+    config: Config,
+    connect: Connect,
+    out: TextIO,
+    *,
+    monotonic: Callable[[], float] = time.monotonic,
+) -> int:
     """Run the sweeper: one pass, or repeated passes.
 
     Args:
         config: The run's settings.
         connect: Builds the cluster.
         out: Where the report goes (stdout).
+        monotonic: The clock that schedules passes and bounds the run (injected by tests).
 
     Returns:
         The exit code (0, 1, 4 or 5; codes 2 and 3 are raised as errors).
@@ -141,8 +152,8 @@ def run(config: Config, connect: Connect, out: TextIO) -> int:
         ConfigError: The configuration is unusable (exit 2).
         ClusterUnavailable: The cluster could not be listed (exit 3).
     """
-    started = time.monotonic()
-    flag = StopFlag(started + config.timeout, config.timeout)
+    started = monotonic()
+    flag = StopFlag(started + config.timeout, config.timeout, monotonic)
     with signals_stop(flag):
         cluster = connect(config, deadline=flag.deadline, stop=flag.event)
         code = EXIT_OK
@@ -150,7 +161,7 @@ def run(config: Config, connect: Connect, out: TextIO) -> int:
         slot = 0  # passes start on a fixed grid: started + slot * every
         while True:
             number += 1
-            outcome = sweep(number, config, cluster, flag, out)
+            outcome = sweep(number, config, cluster, flag, out, monotonic=monotonic)
             if outcome.errors:
                 code = EXIT_ACTIONS_FAILED
             if outcome.stopped_by is not None:
@@ -158,11 +169,13 @@ def run(config: Config, connect: Connect, out: TextIO) -> int:
             if config.every is None or config.for_seconds is None:
                 return code
             # A pass longer than --every skips the slots it overran rather than piling up.
-            elapsed = time.monotonic() - started
+            elapsed = monotonic() - started
             slot = max(slot + 1, math.ceil(elapsed / config.every))
-            if slot * config.every >= config.for_seconds:
+            next_start = started + slot * config.every
+            # No pass starts after --for, nor at or after --timeout (it could not finish).
+            if slot * config.every >= config.for_seconds or next_start >= flag.deadline:
                 return code
-            delay = started + slot * config.every - time.monotonic()
+            delay = next_start - monotonic()
             if flag.event.wait(max(0.0, delay)):
                 stopped = flag.reason() or Interrupted("interrupted")
                 log.warning("stopped between passes: %s", stopped)
@@ -183,7 +196,13 @@ class PassOutcome:
 
 
 def sweep(
-    number: int, config: Config, cluster: Cluster, flag: StopFlag, out: TextIO
+    number: int,
+    config: Config,
+    cluster: Cluster,
+    flag: StopFlag,
+    out: TextIO,
+    *,
+    monotonic: Callable[[], float] = time.monotonic,
 ) -> PassOutcome:
     """Run one pass: discover, list, decide, act, report.
 
@@ -193,6 +212,7 @@ def sweep(
         cluster: The cluster.
         flag: The stop flag.
         out: Where the report goes.
+        monotonic: The clock that measures the pass.
 
     Returns:
         The pass's error count and what stopped it, if anything.
@@ -201,7 +221,7 @@ def sweep(
         ConfigError: The server rejected the label selector (exit 2).
         ClusterUnavailable: Discovery or a list failed for good (exit 3).
     """
-    began = time.monotonic()
+    began = monotonic()
     listing = _Listing(config, flag)
     stopped: SweeperError | None = None
     outcomes: list[Outcome] = []
@@ -232,7 +252,7 @@ def sweep(
         dry_run=config.dry_run,
         action=config.policy.action,
         outcomes=outcomes,
-        duration_s=time.monotonic() - began,
+        duration_s=monotonic() - began,
         stopped_by=str(stopped) if stopped else None,
     )
     if config.output is OutputFormat.JSON:

@@ -132,7 +132,6 @@ USAGE_ERRORS = [
     ("bad-selector", ["-l", "a in b"], "invalid label selector 'a in b'"),
     ("bad-namespace", ["-n", "Not_A_Namespace"], "invalid namespace name"),
     ("every-without-for", ["--every", "10"], "--every and --for go together"),
-    ("for-longer-than-timeout", ["--every", "10", "--for", "50"], "must exceed --for"),
     ("negative-grace", ["--grace", "-1"], "Invalid value for '--grace'"),
     ("zero-page-size", ["--page-size", "0"], "Invalid value for '--page-size'"),
     ("bad-dry-run", ["--dry-run=maybe"], "is not one of client, server, none"),

@@ -17,18 +17,32 @@ from sweeper.decide import ActionMode, Policy
 from sweeper.errors import ApiError, ClusterUnavailable, ConfigError, Gone, NotFound
 from sweeper.kinds import MPI_OPERATOR_VERSION, MPIJOB, PYTORCHJOB, TFJOB
 from sweeper.run import run
-from tests.unit.fakes import FakeCluster
+from tests.unit.fakes import FakeCluster, Request
 from tests.unit.objects import NOW, job
 
 JSON_CONFIG = Config(output=OutputFormat.JSON)
 
 
-def sweep(fake: FakeCluster, config: Config = JSON_CONFIG) -> tuple[int, list[dict[str, Any]]]:
+class Ticker:
+    """A monotonic clock that only moves when asked: pass scheduling without real timing."""
+
+    def __init__(self, step: float = 0.0) -> None:
+        self.now = 1000.0
+        self.step = step
+
+    def __call__(self) -> float:
+        self.now += self.step
+        return self.now
+
+
+def sweep(
+    fake: FakeCluster, config: Config = JSON_CONFIG, monotonic: Any = None
+) -> tuple[int, list[dict[str, Any]]]:
     def connect(_config: Config, *, deadline: float, stop: threading.Event) -> FakeCluster:
         return fake
 
     out = io.StringIO()
-    code = run(config, connect, out)
+    code = run(config, connect, out, monotonic=monotonic or Ticker())
     return code, [json.loads(line) for line in out.getvalue().splitlines()]
 
 
@@ -175,17 +189,43 @@ def test_failed_actions_make_the_exit_code_one() -> None:
     assert passes[0]["summary"]["touch"] == 2
 
 
-def test_repeated_passes_every_interval_for_the_duration() -> None:
+def test_repeated_passes_start_every_interval_during_the_duration() -> None:
+    # Passes take no time on the ticker: they start at 0, 0.01, 0.02 and 0.03 s.
     fake = server_at(NOW, job(started_ago=10))
-    config = Config(output=OutputFormat.JSON, every=0.05, for_seconds=0.12, timeout=5)
+    config = Config(output=OutputFormat.JSON, every=0.01, for_seconds=0.035, timeout=5)
     code, passes = sweep(fake, config)
     assert code == 0
-    assert [p["pass"] for p in passes] == [1, 2, 3]
+    assert [p["pass"] for p in passes] == [1, 2, 3, 4]
+
+
+def test_a_pass_longer_than_the_interval_skips_the_slots_it_overran() -> None:
+    # Slots every 1/16 s during 3.5/16 s: 4 passes when they take no time. Each pass takes
+    # 1.5/16 s here, so the second starts at slot 2 and the third at slot 3; slot 4 is gone.
+    ticker = Ticker()
+    fake = server_at(NOW, job(started_ago=10))
+
+    def slow_discovery(request: Request) -> None:
+        if request.method == "discover":
+            ticker.now += 1.5 / 16
+
+    fake.before = slow_discovery
+    config = Config(output=OutputFormat.JSON, every=1 / 16, for_seconds=3.5 / 16, timeout=5)
+    code, passes = sweep(fake, config, ticker)
+    assert code == 0
+    assert len(passes) == 3
 
 
 def test_a_timeout_during_the_pass_reports_and_exits_five() -> None:
     fake = server_at(NOW, job(name="a"), job(name="b"))
-    fake.before = lambda request: threading.Event().wait(0.02)
-    code, passes = sweep(fake, Config(output=OutputFormat.JSON, timeout=0.01))
+    code, passes = sweep(fake, Config(output=OutputFormat.JSON, timeout=1), Ticker(step=0.3))
     assert code == 5
-    assert passes[0]["summary"]["stopped_by"] == "--timeout (0.01s) reached"
+    assert passes[0]["summary"]["stopped_by"] == "--timeout (1s) reached"
+
+
+def test_no_pass_starts_at_or_after_the_timeout() -> None:
+    # --for reaches past --timeout: the run ends cleanly instead of waiting to be cut off.
+    fake = server_at(NOW, job(started_ago=10))
+    config = Config(output=OutputFormat.JSON, every=0.01, for_seconds=10.0, timeout=0.025)
+    code, passes = sweep(fake, config)
+    assert code == 0
+    assert [p["pass"] for p in passes] == [1, 2, 3]
