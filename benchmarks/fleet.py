@@ -284,8 +284,18 @@ class Creator:
         list(self._map(self._create_job, jobs))
 
     def _map(self, function: Any, items: Iterable[Any]) -> Iterable[Any]:
+        # Bounded submission (Executor.map would build every job up front): this process
+        # stays small, and so does the memory it lends the children it spawns.
         with concurrent.futures.ThreadPoolExecutor(max_workers=self._threads) as pool:
-            yield from pool.map(function, items)
+            pending: set[concurrent.futures.Future[Any]] = set()
+            for item in items:
+                if len(pending) >= self._threads * 4:
+                    done, pending = concurrent.futures.wait(
+                        pending, return_when=concurrent.futures.FIRST_COMPLETED
+                    )
+                    yield from (future.result() for future in done)
+                pending.add(pool.submit(function, item))
+            yield from (future.result() for future in concurrent.futures.as_completed(pending))
 
     def _namespace(self, name: str) -> None:
         body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}

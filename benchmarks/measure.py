@@ -1,10 +1,14 @@
 """Measuring child processes and printing figures: what every benchmark script shares.
 
-A command is timed from just before it is spawned until it is reaped, and its peak resident
-set size is the kernel's ``ru_maxrss`` for that one child, read with ``os.wait4`` (not
-``RUSAGE_CHILDREN``, which is the maximum over every child ever reaped and so would hide a
-smaller later child behind a bigger earlier one). Figures are printed one per line as
-``key: value`` so that people and ``tests/benchmarks`` read them alike.
+A command is timed from just before it is spawned until it is reaped. Its peak resident set
+size is the kernel's high-water mark for that process, ``VmHWM`` in ``/proc/<pid>/status``,
+read every few milliseconds while it runs (it only grows, so the last reading is the peak up
+to the last few milliseconds). Not ``ru_maxrss`` from ``os.wait4``: Linux carries the
+high-water mark of the address space a process had before ``exec`` into it, and a child
+forked from this process starts with this process's memory, so ``ru_maxrss`` reports the
+benchmark's own footprint (hundreds of MiB once it has built a fleet) whenever that is larger
+than the child's. Figures are printed one per line as ``key: value`` so that people and
+``tests/benchmarks`` read them alike.
 """
 
 from __future__ import annotations
@@ -30,6 +34,8 @@ class Run:
     Attributes:
         argv: The command line.
         wall_s: Seconds from spawn to reap.
+        cpu_s: CPU seconds it used (user + system; from ``os.wait4``, exact per child): less
+            sensitive than ``wall_s`` to what else the machine runs.
         peak_rss_mb: Its own peak resident set size, in MiB.
         returncode: Its exit code (negative: killed by that signal).
         stderr_tail: The last lines it wrote on stderr, for error messages.
@@ -37,6 +43,7 @@ class Run:
 
     argv: tuple[str, ...]
     wall_s: float
+    cpu_s: float
     peak_rss_mb: float
     returncode: int
     stderr_tail: str
@@ -78,28 +85,47 @@ def run(
     with target.open("wb") as out, tempfile.TemporaryFile() as err:
         began = time.monotonic()
         process = subprocess.Popen(argv, stdout=out, stderr=err, env=env)
-        status, usage = _reap(process, began + timeout)
+        status, peak_kib, usage = _reap(process, began + timeout)
         wall = time.monotonic() - began
         # Popen must not try to reap it again.
         process.returncode = os.waitstatus_to_exitcode(status)
         err.seek(0)
         tail = err.read().decode("utf-8", "replace").splitlines()[-20:]
     return Run(
-        tuple(argv), wall, usage.ru_maxrss / 1024, process.returncode, "\n".join(tail)
+        tuple(argv), wall, usage.ru_utime + usage.ru_stime, peak_kib / 1024,
+        process.returncode, "\n".join(tail),
     )
 
 
-def _reap(process: subprocess.Popen[bytes], deadline: float) -> tuple[int, os.struct_rusage]:
+def _reap(
+    process: subprocess.Popen[bytes], deadline: float
+) -> tuple[int, int, os.struct_rusage]:
+    """Wait for the child, reading its high-water mark meanwhile: (status, KiB, usage)."""
+    status_file = Path(f"/proc/{process.pid}/status")
+    peak = 0
     while True:
+        peak = max(peak, _high_water_kib(status_file))
         pid, status, usage = os.wait4(process.pid, os.WNOHANG)
         if pid:
-            return status, usage
+            return status, peak, usage
         if time.monotonic() > deadline:
             process.kill()
             _, status, usage = os.wait4(process.pid, 0)
-            return status, usage
-        # Short enough not to distort sub-second figures, long enough to cost nothing.
+            return status, peak, usage
+        # Short enough not to distort sub-second figures or miss a peak, cheap enough to
+        # cost the machine nothing.
         time.sleep(0.002)
+
+
+def _high_water_kib(status_file: Path) -> int:
+    try:
+        text = status_file.read_text(encoding="ascii", errors="replace")
+    except OSError:
+        return 0  # exited meanwhile (a zombie has no address space left to report)
+    for line in text.splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    return 0
 
 
 def clean_env(**extra: str) -> dict[str, str]:

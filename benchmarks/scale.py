@@ -11,9 +11,11 @@ cheapest equivalent read with the peer tool, ``kubectl get <plural> -A -o json
 warm-up round comes first (page cache, kubectl's discovery cache). Both write their output to a
 file. It prints, per N, one ``key: value`` per line: ``jobs``, ``sweeper_median_s``,
 ``kubectl_median_s``, ``ratio_vs_kubectl``, ``sweeper_peak_rss_mb`` (the largest of the
-sweeper's runs, each measured as its own ``ru_maxrss``), ``list_requests`` (the sweeper's list
-requests in one pass, from the audit log) and ``list_requests_expected``, with the set-up time
-and the load average beside them; with several sizes, ``rss_growth_pct`` last.
+sweeper's runs, each its own high-water mark: see ``benchmarks.measure``), ``list_requests``
+(the sweeper's list requests in one pass, from the audit log) and ``list_requests_expected``,
+then CPU seconds, extremes, the set-up time and the load average; with several sizes,
+``rss_growth_pct`` last. Wall times depend on what else the machine runs: compare the ratio
+within one run, and read the CPU seconds beside it.
 
 ``--profile DIR`` runs one more pass of the largest size under pyinstrument (wall-clock
 sampling, so time spent waiting for the API server shows as such) and writes ``DIR/scale.txt``
@@ -130,8 +132,8 @@ class _Bench:
         events = self.cp.audit_events(user=SWEEPER_USER, since=offset)
         return result, sum(1 for e in events if e.get("verb") == "list")
 
-    def read_with_kubectl(self) -> tuple[float, float, int]:
-        """The six kubectl reads; returns total seconds, largest peak RSS, list requests."""
+    def read_with_kubectl(self) -> tuple[float, float, float, int]:
+        """The six kubectl reads: total seconds, total CPU seconds, largest peak RSS, lists."""
         offset = self.cp.audit_offset()
         runs = [
             measure.run(self.kubectl_argv(kind.plural), stdout=self.kubectl_out).check()
@@ -139,7 +141,10 @@ class _Bench:
         ]
         events = self.cp.audit_events(user=KUBECTL_USER, since=offset)
         lists = sum(1 for e in events if e.get("verb") == "list")
-        return sum(r.wall_s for r in runs), max(r.peak_rss_mb for r in runs), lists
+        return (
+            sum(r.wall_s for r in runs), sum(r.cpu_s for r in runs),
+            max(r.peak_rss_mb for r in runs), lists,
+        )
 
     def check_report(self, size: int) -> None:
         """The pass saw every job and planned a touch for exactly the overdue ones."""
@@ -158,6 +163,7 @@ class _Bench:
         self.read_with_kubectl()
         sweeps: list[measure.Run] = []
         reads: list[float] = []
+        read_cpu: list[float] = []
         kubectl_rss = 0.0
         list_counts: set[int] = set()
         kubectl_lists: set[int] = set()
@@ -165,8 +171,9 @@ class _Bench:
             run, lists = self.sweep()
             sweeps.append(run)
             list_counts.add(lists)
-            seconds, rss, lists = self.read_with_kubectl()
+            seconds, cpu, rss, lists = self.read_with_kubectl()
             reads.append(seconds)
+            read_cpu.append(cpu)
             kubectl_rss = max(kubectl_rss, rss)
             kubectl_lists.add(lists)
         sweeper_median = measure.median([r.wall_s for r in sweeps])
@@ -184,6 +191,9 @@ class _Bench:
             "sweeper_max_s": max(r.wall_s for r in sweeps),
             "kubectl_min_s": min(reads),
             "kubectl_max_s": max(reads),
+            # CPU seconds of the client alone: what the client costs, whatever the load.
+            "sweeper_cpu_median_s": measure.median([r.cpu_s for r in sweeps]),
+            "kubectl_cpu_median_s": measure.median(read_cpu),
             "kubectl_peak_rss_mb": kubectl_rss,
             "kubectl_list_requests": " ".join(str(n) for n in sorted(kubectl_lists)),
             "load_avg_before": load_before,
