@@ -24,6 +24,7 @@ from sweeper.decide import Action, ActionKind, ActionMode, SkipReason
 log = logs.get("report")
 
 _FAILED = (Result.ERROR,)
+_RECORDS_PER_WRITE = 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,10 +146,14 @@ def write_json(stream: TextIO, report: PassReport) -> None:
     }
     stream.write(json.dumps(head)[:-1])
     stream.write(', "jobs": [')
-    for index, outcome in enumerate(report.outcomes):
-        if index:
+    outcomes = report.outcomes
+    # Chunks of records: one write per record costs more than encoding it, one write for
+    # all would hold the whole document in memory.
+    for start in range(0, len(outcomes), _RECORDS_PER_WRITE):
+        chunk = outcomes[start:start + _RECORDS_PER_WRITE]
+        if start:
             stream.write(", ")
-        stream.write(json.dumps(job_record(outcome)))
+        stream.write(", ".join(json.dumps(job_record(outcome)) for outcome in chunk))
     stream.write('], "summary": ')
     stream.write(json.dumps(summary(report)))
     stream.write("}\n")

@@ -133,3 +133,11 @@ def test_errors_are_logged_at_error_level(caplog: pytest.LogCaptureFixture) -> N
         log_outcome(outcome, None)
     assert caplog.records[0].levelno == logging.ERROR
     assert "forbidden (403)" in caplog.records[0].getMessage()
+
+
+def test_a_large_pass_is_written_in_chunks_that_still_form_one_document() -> None:
+    report = pass_report(*(job(name=f"j{i:04d}") for i in range(600)))
+    out = io.StringIO()
+    write_json(out, report)
+    names = [j["name"] for j in json.loads(out.getvalue())["jobs"]]
+    assert names == [f"j{i:04d}" for i in range(600)]
