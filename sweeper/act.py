@@ -302,6 +302,14 @@ class Executor:
                 action=policy.action, grace=policy.grace, escalate_after=policy.escalate_after,
                 terminate_pods=policy.terminate_pods,
             ))
+            if isinstance(fresh, Action) and fresh.kind is ActionKind.TERMINATE_PODS:
+                # Failed by its deadline meanwhile (the operator, or our own write whose
+                # answer was lost): what is left to do is the pods.
+                result = self._terminate_pods(fresh, now, policy, progress)
+                progress.detail = "; ".join(
+                    part for part in ("already failed by its deadline", progress.detail) if part
+                )
+                return result
             if not (isinstance(fresh, Action) and fresh.kind is ActionKind.FAIL):
                 progress.detail = f"re-read: now {fresh.decision} ({fresh.reason})"
                 return Result.LEFT_ALONE

@@ -361,3 +361,19 @@ def test_skips_write_nothing() -> None:
     outcomes = execute(fake, FAIL)
     assert {o.result for o in outcomes} == {Result.SKIPPED}
     assert fake.methods() == []
+
+
+def test_a_job_failed_by_its_deadline_meanwhile_gets_only_its_pods_terminated() -> None:
+    raw = job()
+    fake = cluster_with(raw)
+    with_pods(fake, raw, {"w-0": "Running"})
+
+    def operator_fails_it(request: Request) -> None:
+        if request.method == "get":
+            fake.job("pytorchjobs", "team-a", "train")["status"]["conditions"] = deadline_failed()
+
+    fake.before = operator_fails_it
+    outcome = only(execute(fake, FAIL))
+    assert (outcome.result, outcome.pods) == (Result.DONE, ("w-0",))
+    assert outcome.detail == "already failed by its deadline"
+    assert "patch-status" not in fake.methods()
