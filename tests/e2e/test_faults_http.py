@@ -331,3 +331,23 @@ def test_a_job_deleted_mid_run_is_left_alone_and_the_run_completes(  # noqa: PLR
     assert proxy.matching("DELETE", r"/late-") == [], proxy.describe()
     assert jobs["other-late"]["result"] == "done"
     assert "Traceback" not in run.result.stderr
+
+
+# --- --timeout bounds retries too ---------------------------------------------------------------
+
+
+def test_a_retry_after_longer_than_the_time_left_ends_the_run_at_timeout(
+    control_plane: ControlPlane, three_late: str, proxy: FaultProxy
+) -> None:
+    proxy.rules.append(Rule(Respond(429, retry_after=60), "GET", SECOND_PAGE, times=None))
+
+    run = sweep_through(
+        control_plane, proxy, "-n", three_late, "--page-size", "1", "--timeout", "4"
+    )
+
+    assert run.result.returncode == 5, explain(run, proxy)
+    assert "--timeout" in run.result.stderr
+    assert "list pytorchjobs.kubeflow.org" in run.result.stderr
+    # The run did not sit out the 60 s the server asked for: one retry at most fits in 4 s.
+    assert len(proxy.matching("GET", SECOND_PAGE)) <= 2, proxy.describe()
+    assert proxy.writes() == []
