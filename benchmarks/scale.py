@@ -17,6 +17,10 @@ then CPU seconds, extremes, the set-up time and the load average; with several s
 ``rss_growth_pct`` last. Wall times depend on what else the machine runs: compare the ratio
 within one run, and read the CPU seconds beside it.
 
+``--candidate DIR`` adds a third contender to every round: the sweeper package in DIR (a copy
+of ``sweeper/`` with a change to try), run as ``python -m sweeper`` with DIR first on
+``PYTHONPATH``; its figures are prefixed ``candidate_``.
+
 ``--profile DIR`` runs one more pass of the largest size under pyinstrument (wall-clock
 sampling, so time spent waiting for the API server shows as such) and writes ``DIR/scale.txt``
 and ``DIR/scale.html``.
@@ -51,7 +55,12 @@ def main(argv: list[str] | None = None) -> int:
                         help="requests in flight while creating the fleet")
     parser.add_argument("--profile", type=Path, metavar="DIR",
                         help="profile one more pass of the largest size with pyinstrument")
+    parser.add_argument("--candidate", type=Path, metavar="DIR",
+                        help="also measure, in the same rounds, the sweeper package found in "
+                             "DIR (a changed copy of sweeper/): candidate_* figures")
     args = parser.parse_args(argv)
+    if args.candidate and not (args.candidate / "sweeper" / "__init__.py").is_file():
+        parser.error(f"--candidate {args.candidate}: no sweeper package in it")
     sizes = sorted(set(args.jobs))
     kubectl = binaries.find("kubectl")
     pyinstrument = None
@@ -61,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
             parser.error("--profile needs pyinstrument: .venv/bin/pip install -e '.[dev]'")
 
     with ControlPlane.start() as cp:
-        bench = _Bench(cp, kubectl, page_size=args.page_size)
+        bench = _Bench(cp, kubectl, page_size=args.page_size, candidate=args.candidate)
         creator = fleet.Creator(cp, threads=args.threads)
         creator.namespaces()
         reference = dt.datetime.now(dt.UTC)
@@ -98,21 +107,24 @@ def main(argv: list[str] | None = None) -> int:
 
 
 class _Bench:
-    """The two contenders against one control plane."""
+    """The contenders against one control plane: the sweeper, kubectl, and maybe a candidate."""
 
-    def __init__(self, cp: ControlPlane, kubectl: Path, *, page_size: int) -> None:
+    def __init__(
+        self, cp: ControlPlane, kubectl: Path, *, page_size: int, candidate: Path | None
+    ) -> None:
         self.cp = cp
         self.kubectl = kubectl
         self.page_size = page_size
+        self.candidate = candidate
         self.sweeper_kubeconfig = cp.user_kubeconfig(SWEEPER_USER, ["system:masters"])
         self.kubectl_kubeconfig = cp.user_kubeconfig(KUBECTL_USER, ["system:masters"])
         self.report = cp.workdir / "sweeper-report.json"
         self.kubectl_out = cp.workdir / "kubectl-out.json"
         self.kubectl_cache = cp.workdir / "kubectl-cache"
 
-    def sweeper_argv(self) -> list[str]:
+    def sweeper_args(self) -> list[str]:
         return [
-            str(measure.sweeper_executable()), "--kubeconfig", str(self.sweeper_kubeconfig),
+            "--kubeconfig", str(self.sweeper_kubeconfig),
             "--dry-run", "-o", "json", "--page-size", str(self.page_size),
             # Generous: a neighbour's burst of load must not turn a slow pass into exit 5.
             "--timeout", "600",
@@ -125,10 +137,16 @@ class _Bench:
             "get", f"{plural}.{GROUP}", "-A", "-o", "json", "--chunk-size=500",
         ]
 
-    def sweep(self) -> tuple[measure.Run, int]:
-        """One sweeper pass; returns it and its list requests (from the audit log)."""
+    def sweep(self, *, candidate: bool = False) -> tuple[measure.Run, int]:
+        """One pass of the installed sweeper (or the candidate); with its list requests."""
+        if candidate and self.candidate is not None:
+            argv = [sys.executable, "-m", "sweeper", *self.sweeper_args()]
+            env = measure.clean_env(PYTHONPATH=str(self.candidate))
+        else:
+            argv = [str(measure.sweeper_executable()), *self.sweeper_args()]
+            env = None
         offset = self.cp.audit_offset()
-        result = measure.run(self.sweeper_argv(), stdout=self.report).check()
+        result = measure.run(argv, stdout=self.report, env=env).check()
         events = self.cp.audit_events(user=SWEEPER_USER, since=offset)
         return result, sum(1 for e in events if e.get("verb") == "list")
 
@@ -158,60 +176,76 @@ class _Bench:
 
     def measure(self, size: int, rounds: int) -> dict[str, measure.Figure]:
         load_before = measure.load_average()
-        self.sweep()
-        self.check_report(size)
+        contenders = ["sweeper", "candidate"] if self.candidate else ["sweeper"]
+        for name in contenders:  # the unmeasured warm-up round, checked
+            self.sweep(candidate=name == "candidate")
+            self.check_report(size)
         self.read_with_kubectl()
-        sweeps: list[measure.Run] = []
+        passes: dict[str, list[measure.Run]] = {name: [] for name in contenders}
+        lists: dict[str, set[int]] = {name: set() for name in [*contenders, "kubectl"]}
         reads: list[float] = []
         read_cpu: list[float] = []
         kubectl_rss = 0.0
-        list_counts: set[int] = set()
-        kubectl_lists: set[int] = set()
         for _ in range(rounds):
-            run, lists = self.sweep()
-            sweeps.append(run)
-            list_counts.add(lists)
-            seconds, cpu, rss, lists = self.read_with_kubectl()
+            for name in contenders:
+                run, count = self.sweep(candidate=name == "candidate")
+                passes[name].append(run)
+                lists[name].add(count)
+            seconds, cpu, rss, count = self.read_with_kubectl()
             reads.append(seconds)
             read_cpu.append(cpu)
             kubectl_rss = max(kubectl_rss, rss)
-            kubectl_lists.add(lists)
-        sweeper_median = measure.median([r.wall_s for r in sweeps])
+            lists["kubectl"].add(count)
         kubectl_median = measure.median(reads)
-        return {
-            "sweeper_median_s": sweeper_median,
-            "kubectl_median_s": kubectl_median,
-            "ratio_vs_kubectl": sweeper_median / kubectl_median,
-            "sweeper_peak_rss_mb": max(r.peak_rss_mb for r in sweeps),
-            # One figure when every pass made the same requests (they should).
-            "list_requests": " ".join(str(n) for n in sorted(list_counts)),
-            "list_requests_expected": fleet.expected_list_requests(size, self.page_size),
-            "rounds": rounds,
-            "sweeper_min_s": min(r.wall_s for r in sweeps),
-            "sweeper_max_s": max(r.wall_s for r in sweeps),
+        figures: dict[str, measure.Figure] = {}
+        for name in contenders:
+            runs = passes[name]
+            median = measure.median([r.wall_s for r in runs])
+            figures.update({
+                f"{name}_median_s": median,
+                "kubectl_median_s": kubectl_median,
+                f"{name}_ratio_vs_kubectl" if name != "sweeper" else "ratio_vs_kubectl":
+                    median / kubectl_median,
+                f"{name}_peak_rss_mb": max(r.peak_rss_mb for r in runs),
+                # One figure when every pass made the same requests (they should).
+                f"{name}_list_requests" if name != "sweeper" else "list_requests":
+                    _counts(lists[name]),
+            })
+        figures["list_requests_expected"] = fleet.expected_list_requests(size, self.page_size)
+        figures["rounds"] = rounds
+        for name in contenders:
+            runs = passes[name]
+            figures[f"{name}_min_s"] = min(r.wall_s for r in runs)
+            figures[f"{name}_max_s"] = max(r.wall_s for r in runs)
+            # CPU seconds of the client alone: what the client costs, whatever the load.
+            figures[f"{name}_cpu_median_s"] = measure.median([r.cpu_s for r in runs])
+        figures.update({
             "kubectl_min_s": min(reads),
             "kubectl_max_s": max(reads),
-            # CPU seconds of the client alone: what the client costs, whatever the load.
-            "sweeper_cpu_median_s": measure.median([r.cpu_s for r in sweeps]),
             "kubectl_cpu_median_s": measure.median(read_cpu),
             "kubectl_peak_rss_mb": kubectl_rss,
-            "kubectl_list_requests": " ".join(str(n) for n in sorted(kubectl_lists)),
+            "kubectl_list_requests": _counts(lists["kubectl"]),
             "load_avg_before": load_before,
             "load_avg_after": measure.load_average(),
-        }
+        })
+        return figures
 
     def profile(self, pyinstrument: Path, directory: Path) -> None:
         """One more pass under pyinstrument, rendered as text and as HTML."""
         directory.mkdir(parents=True, exist_ok=True)
         session = directory / "scale.pyisession"
         argv = [str(pyinstrument), "-o", str(session), "-r", "pyisession",
-                "-m", "sweeper", *self.sweeper_argv()[1:]]
+                "-m", "sweeper", *self.sweeper_args()]
         result = measure.run(argv, stdout=self.report).check()
         for renderer, name in (("text", "scale.txt"), ("html", "scale.html")):
             measure.run([str(pyinstrument), "--load", str(session), "-r", renderer,
                          "-o", str(directory / name)]).check()
         measure.print_figures({"profiled_pass_s": result.wall_s,
                                "profile": str(directory / "scale.txt")})
+
+
+def _counts(values: set[int]) -> str:
+    return " ".join(str(n) for n in sorted(values))
 
 
 if __name__ == "__main__":
