@@ -40,6 +40,12 @@ from sweeper.jobs import Job, parse_job
 
 log = logs.get("run")
 
+def _monotonic() -> float:
+    # Looked up at each call, like sweeper.kube does: a test that patches time.monotonic
+    # (freezegun) then moves every deadline of the run together.
+    return time.monotonic()
+
+
 # Date headers have whole-second resolution: a skew below this is noise.
 _SKEW_RESOLUTION_S = 1.0
 
@@ -70,12 +76,12 @@ class StopFlag:
     """
 
     def __init__(
-        self, deadline: float, timeout: float, monotonic: Callable[[], float] = time.monotonic
+        self, deadline: float, timeout: float, monotonic: Callable[[], float] | None = None
     ) -> None:
         self.event = threading.Event()
         self.deadline = deadline
         self._timeout = timeout
-        self._monotonic = monotonic
+        self._monotonic = monotonic or _monotonic
         self._signal: str | None = None
 
     def request(self, name: str) -> None:
@@ -135,7 +141,7 @@ def run(
     connect: Connect,
     out: TextIO,
     *,
-    monotonic: Callable[[], float] = time.monotonic,
+    monotonic: Callable[[], float] | None = None,
 ) -> int:
     """Run the sweeper: one pass, or repeated passes.
 
@@ -152,6 +158,7 @@ def run(
         ConfigError: The configuration is unusable (exit 2).
         ClusterUnavailable: The cluster could not be listed (exit 3).
     """
+    monotonic = monotonic or _monotonic
     started = monotonic()
     flag = StopFlag(started + config.timeout, config.timeout, monotonic)
     with signals_stop(flag):
@@ -202,7 +209,7 @@ def sweep(
     flag: StopFlag,
     out: TextIO,
     *,
-    monotonic: Callable[[], float] = time.monotonic,
+    monotonic: Callable[[], float] | None = None,
 ) -> PassOutcome:
     """Run one pass: discover, list, decide, act, report.
 
@@ -221,6 +228,7 @@ def sweep(
         ConfigError: The server rejected the label selector (exit 2).
         ClusterUnavailable: Discovery or a list failed for good (exit 3).
     """
+    monotonic = monotonic or _monotonic
     began = monotonic()
     listing = _Listing(config, flag)
     stopped: SweeperError | None = None
