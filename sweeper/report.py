@@ -9,6 +9,7 @@ per pass, with the job's reference and the decision as fields.
 from __future__ import annotations
 
 import json
+import logging
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -246,6 +247,8 @@ def log_outcome(outcome: Outcome, dry_run: DryRun | None) -> None:
         outcome: The outcome.
         dry_run: The dry-run mode.
     """
+    if outcome.result is Result.SKIPPED and not log.isEnabledFor(logging.DEBUG):
+        return  # thousands of skips per pass: do not even build their fields
     entry = outcome.entry
     job = entry.job
     fields: dict[str, Any] = {

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
 import threading
 from datetime import timedelta
 from typing import Any
@@ -302,3 +304,12 @@ def test_an_unexpected_bug_is_one_line_not_a_traceback(harness: Harness) -> None
     result = harness.invoke()
     assert result.exit_code == 1
     assert result.stderr.splitlines()[-1] == "sweeper: internal error: RuntimeError: boom"
+
+
+def test_the_cli_does_not_import_the_kubernetes_client_until_a_run_starts() -> None:
+    # --version and --help stay fast: the client costs a quarter of a second to import.
+    code = "import sys, sweeper.cli; print(sorted(m for m in sys.modules if m.startswith('kub')))"
+    probe = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    assert probe.stdout.strip() == "[]"
