@@ -20,7 +20,7 @@ import pytest
 from devcluster import ControlPlane
 from tests.e2e import clusters
 from tests.e2e import workloads as w
-from tests.e2e.faultproxy import PROXY_USER, Before, FaultProxy, Respond, Rule, Seen
+from tests.e2e.faultproxy import PROXY_USER, Before, FaultProxy, Hang, Respond, Rule, Seen
 
 pytestmark = pytest.mark.e2e
 
@@ -286,6 +286,28 @@ def test_a_status_write_that_keeps_conflicting_gives_up_on_that_job_and_deletes_
     # One job's trouble does not stop the sweep.
     assert jobs["other-late"]["result"] == "done"
     assert failed(control_plane, late_with_pods, "other-late")
+
+
+def test_a_status_write_whose_answer_is_lost_fails_the_job_once_and_still_cleans_up(
+    control_plane: ControlPlane, late_with_pods: str, proxy: FaultProxy
+) -> None:
+    # The write reaches the apiserver, the answer never reaches the sweeper: its retry carries
+    # a stale resourceVersion and gets the real 409.
+    proxy.rules.append(Rule(Hang(60, forward_first=True), "PATCH", STATUS_LATE))
+
+    run = sweep_through(
+        control_plane, proxy, "-n", late_with_pods, "--action", "fail", "--request-timeout", "2"
+    )
+
+    assert run.result.returncode == 0, explain(run, proxy)
+    writes = proxy.matching("PATCH", STATUS_LATE)
+    assert [s.upstream_status for s in writes] == [200, 409], proxy.describe()
+    conditions = w.get_job(control_plane, late_with_pods, "PyTorchJob", "late")["status"][
+        "conditions"
+    ]
+    assert [c["type"] for c in conditions].count("Failed") == 1
+    assert w.names(control_plane, late_with_pods, "pods") == set()
+    assert report(run)["late"]["result"] == "done"
 
 
 # --- 404: the job, or its whole CRD, deleted mid-run -------------------------------------------
