@@ -13,6 +13,7 @@ of the run, just before a chosen request reaches the apiserver:
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import signal
 from collections.abc import Iterator
@@ -20,7 +21,9 @@ from typing import Any
 
 import pytest
 
-from devcluster import ControlPlane, processes
+from devcluster import ControlPlane, jobs, processes
+from devcluster.kubelet import Kubelet, Transition
+from devcluster.operator import Operator
 from tests.e2e import clusters
 from tests.e2e import workloads as w
 from tests.e2e.faultproxy import PROXY_USER, Before, FaultProxy, Rule, Seen
@@ -193,3 +196,83 @@ def test_the_apiserver_killed_between_status_write_and_pod_deletes_then_the_next
         )
     assert not proxy.matching("PATCH", r"/(early|done)(/status)?$")
     assert done["metadata"]["name"] == "done"
+
+
+# --- the same crash with the real operator watching -------------------------------------------
+
+# Short, so that the test waits little for the job to become overdue.
+OPERATOR_DEADLINE_S = 15
+# How long the test watches for pods the operator might recreate: it reacts to a pod deletion
+# within a second or two, so this is ample, and it bounds an observation, it measures nothing.
+WATCH_S = 10.0
+
+
+def job_pods(cp: ControlPlane, namespace: str, name: str) -> list[w.Obj]:
+    selector = f"{w.JOB_NAME_LABEL}={name}"
+    pods: list[w.Obj] = cp.request(
+        "GET", f"/api/v1/namespaces/{namespace}/pods?labelSelector={selector}"
+    )["items"]
+    return pods
+
+
+@pytest.mark.operator
+def test_with_the_operator_a_job_failed_before_the_crash_never_gets_its_pods_back(
+    own_control_plane: ControlPlane, proxy: FaultProxy
+) -> None:
+    cp = own_control_plane
+    clusters.require_binaries("training-operator")
+    with Operator.start(cp) as operator:
+        namespace = cp.create_namespace("killed-op")
+        body = jobs.manifest(
+            "PyTorchJob", "late", active_deadline_seconds=OPERATOR_DEADLINE_S, workers=1
+        )
+        jobs.create(cp.api(), namespace, body)
+        with Kubelet(cp.api(), namespace, "late", [Transition(at=0.5, phase="Running")]).start():
+            processes.wait_until(
+                lambda: (
+                    len(job_pods(cp, namespace, "late")) == 2
+                    and all(
+                        p["status"].get("phase") == "Running"
+                        for p in job_pods(cp, namespace, "late")
+                    )
+                ),
+                timeout=120,
+                what="the operator's pods to run",
+            )
+        started = jobs.get(cp.api(), "PyTorchJob", namespace, "late")
+        assert started.deadline is not None
+        # The operator's own deadline check never fires for a stable job: that is the bug.
+        processes.wait_until(
+            lambda: dt.datetime.now(dt.UTC) > started.deadline + dt.timedelta(seconds=2),
+            timeout=OPERATOR_DEADLINE_S + 60,
+            what="the job's deadline to pass",
+        )
+        killed: list[processes.Process] = []
+        proxy.rules.append(
+            Rule(
+                Before(lambda _s: killed.append(kill_apiserver(cp)), name="kill"),
+                "DELETE",
+                r"/pods/",
+            )
+        )
+
+        crashed = sweep_through(cp, proxy, "-n", namespace, "--action", "fail", "--timeout", "40")
+
+        assert killed, explain(crashed, proxy)
+        restart_apiserver(cp, killed[0])
+        assert failed(w.get_job(cp, namespace, "PyTorchJob", "late")), explain(crashed, proxy)
+        proxy.rules.clear()
+        again = sweep_through(cp, proxy, "-n", namespace, "--action", "fail")
+
+        assert again.result.returncode == 0, explain(again, proxy)
+        assert job_pods(cp, namespace, "late") == []
+        # Watch the operator, which reconnected to the restarted apiserver meanwhile: a job
+        # that is Failed keeps no pods, and gets none back.
+        with pytest.raises(TimeoutError):
+            processes.wait_until(
+                lambda: job_pods(cp, namespace, "late") != [],
+                timeout=WATCH_S,
+                what="a recreated pod",
+            )
+        assert failed(w.get_job(cp, namespace, "PyTorchJob", "late"))
+        assert operator.running
