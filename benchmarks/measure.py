@@ -66,6 +66,7 @@ def run(
     *,
     stdout: Path | None = None,
     env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
     timeout: float = 900.0,
 ) -> Run:
     """Run a command to completion and measure it.
@@ -75,6 +76,7 @@ def run(
         stdout: File that receives its stdout (truncated first); None discards it. Either way
             the child writes to a file, as it would to a pipe drained at once.
         env: Its environment; default this process's without ``KUBECONFIG`` and ``SWEEPER_*``.
+        cwd: Its working directory; default this one.
         timeout: Seconds before it is killed (then the run reports the kill).
 
     Returns:
@@ -84,7 +86,7 @@ def run(
     target = stdout if stdout is not None else Path(os.devnull)
     with target.open("wb") as out, tempfile.TemporaryFile() as err:
         began = time.monotonic()
-        process = subprocess.Popen(argv, stdout=out, stderr=err, env=env)
+        process = subprocess.Popen(argv, stdout=out, stderr=err, env=env, cwd=cwd)
         status, peak_kib, usage = _reap(process, began + timeout)
         wall = time.monotonic() - began
         # Popen must not try to reap it again.

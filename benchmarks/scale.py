@@ -18,8 +18,8 @@ then CPU seconds, extremes, the set-up time and the load average; with several s
 within one run, and read the CPU seconds beside it.
 
 ``--candidate DIR`` adds a third contender to every round: the sweeper package in DIR (a copy
-of ``sweeper/`` with a change to try), run as ``python -m sweeper`` with DIR first on
-``PYTHONPATH``; its figures are prefixed ``candidate_``.
+of ``sweeper/`` with a change to try), run as ``python -m sweeper`` from DIR; its figures are
+prefixed ``candidate_``.
 
 ``--profile DIR`` runs one more pass of the largest size under pyinstrument (wall-clock
 sampling, so time spent waiting for the API server shows as such) and writes ``DIR/scale.txt``
@@ -140,13 +140,16 @@ class _Bench:
     def sweep(self, *, candidate: bool = False) -> tuple[measure.Run, int]:
         """One pass of the installed sweeper (or the candidate); with its list requests."""
         if candidate and self.candidate is not None:
+            # From DIR: "-m" puts the working directory first on sys.path, so started from
+            # the repository it would import the repository's sweeper/ instead.
             argv = [sys.executable, "-m", "sweeper", *self.sweeper_args()]
             env = measure.clean_env(PYTHONPATH=str(self.candidate))
+            cwd = self.candidate
         else:
             argv = [str(measure.sweeper_executable()), *self.sweeper_args()]
-            env = None
+            env, cwd = None, None
         offset = self.cp.audit_offset()
-        result = measure.run(argv, stdout=self.report, env=env).check()
+        result = measure.run(argv, stdout=self.report, env=env, cwd=cwd).check()
         events = self.cp.audit_events(user=SWEEPER_USER, since=offset)
         return result, sum(1 for e in events if e.get("verb") == "list")
 
