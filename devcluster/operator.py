@@ -29,7 +29,6 @@ import base64
 import contextlib
 import datetime as dt
 import fcntl
-import ipaddress
 import logging
 import os
 import re
@@ -42,12 +41,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING
 
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-
-from devcluster import binaries
+from devcluster import binaries, pki
 from devcluster.processes import ADDRESS_IN_USE, Process, free_port, tail, wait_until
 
 if TYPE_CHECKING:
@@ -69,10 +63,9 @@ CA_ORGANIZATION = "training-operator"
 # Every scheme v1.9.4 serves, by the names of their controllers ("<scheme>-controller").
 SCHEMES = ("tfjob", "pytorchjob", "xgboostjob", "mpijob", "paddlejob", "jaxjob")
 
-# The rotator refreshes anything that expires within 90 days; stay well clear of that.
-_CA_VALIDITY = dt.timedelta(days=3650)
-_SERVER_VALIDITY = dt.timedelta(days=365)
-_BACKDATE = dt.timedelta(hours=1)
+# The rotator refreshes anything that expires within 90 days; stay well clear of that
+# (for the CA and the server certificate alike).
+_VALIDITY = dt.timedelta(days=365)
 
 _START_ATTEMPTS = 3  # a free port can be taken between free_port() and the operator's bind
 
@@ -114,91 +107,18 @@ def webhook_certificates(namespace: str) -> WebhookCertificates:
         namespace: The operator's namespace; the server certificate names
             ``training-operator.<namespace>.svc`` as the rotator expects.
     """
-    now = dt.datetime.now(dt.UTC)
-    ca_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    ca_name = x509.Name(
-        [
-            x509.NameAttribute(NameOID.COMMON_NAME, CA_NAME),
-            x509.NameAttribute(NameOID.ORGANIZATION_NAME, CA_ORGANIZATION),
-        ]
-    )
-    ca_cert = (
-        x509.CertificateBuilder()
-        .subject_name(ca_name)
-        .issuer_name(ca_name)
-        .public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - _BACKDATE)
-        .not_valid_after(now + _CA_VALIDITY)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                key_encipherment=True,
-                key_cert_sign=True,
-                content_commitment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                crl_sign=False,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
+    ca = pki.CertificateAuthority(
+        CA_NAME,
+        organization=CA_ORGANIZATION,
         # The rotator checks the CA like a leaf certificate for this name.
-        .add_extension(x509.SubjectAlternativeName([x509.DNSName(CA_NAME)]), critical=False)
-        .sign(ca_key, hashes.SHA256())
+        alt_names=[CA_NAME],
+        key_algorithm="rsa-2048",
+        key_encoding="pkcs1",  # the rotator parses ca.key as PKCS#1 only
+        validity=_VALIDITY,
     )
-    dns_name = f"{SERVICE_NAME}.{namespace}.svc"
-    server_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    server_cert = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, dns_name)]))
-        .issuer_name(ca_name)
-        .public_key(server_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - _BACKDATE)
-        .not_valid_after(now + _SERVER_VALIDITY)
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                key_encipherment=True,
-                key_cert_sign=False,
-                content_commitment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                crl_sign=False,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .add_extension(
-            x509.SubjectAlternativeName(
-                [
-                    x509.DNSName(dns_name),
-                    x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
-                ]
-            ),
-            critical=False,
-        )
-        .sign(ca_key, hashes.SHA256())
-    )
+    server = ca.serving_cert([f"{SERVICE_NAME}.{namespace}.svc", "127.0.0.1"])
     return WebhookCertificates(
-        ca_crt=ca_cert.public_bytes(serialization.Encoding.PEM),
-        ca_key=_pkcs1(ca_key),
-        tls_crt=server_cert.public_bytes(serialization.Encoding.PEM),
-        tls_key=_pkcs1(server_key),
-    )
-
-
-def _pkcs1(key: rsa.RSAPrivateKey) -> bytes:
-    return key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.TraditionalOpenSSL,  # PKCS#1: "BEGIN RSA PRIVATE KEY"
-        serialization.NoEncryption(),
+        ca_crt=ca.cert_pem, ca_key=ca.key_pem, tls_crt=server.cert_pem, tls_key=server.key_pem
     )
 
 
