@@ -28,7 +28,6 @@ import urllib.parse
 from collections.abc import Callable, Iterable
 from http import HTTPStatus
 from pathlib import Path
-from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from devcluster import audit, binaries, kubeconfig, pki, processes, shared
@@ -78,7 +77,7 @@ class ApiError(RuntimeError):
         self.body = body
 
 
-class ControlPlane:
+class ControlPlane(processes.StopsOnExit):
     """A running etcd + kube-apiserver pair; build one with ``ControlPlane.start()``.
 
     Attributes:
@@ -164,17 +163,6 @@ class ControlPlane:
             process.stop()
         shutil.rmtree(self.workdir, ignore_errors=True)
         log.debug("control plane at %s stopped", self.server)
-
-    def __enter__(self) -> ControlPlane:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     def describe_timings(self) -> str:
         """The start-up timings as one line, e.g. ``9.1s (etcd 0.4s, apiserver 6.2s, ...)``."""

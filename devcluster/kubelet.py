@@ -27,11 +27,12 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from types import TracebackType
 from typing import Any, Literal
 
 from kubernetes import client
 from kubernetes.client import ApiException
+
+from devcluster.processes import StopsOnExit
 
 log = logging.getLogger(__name__)
 
@@ -125,7 +126,7 @@ class Change:
     at: dt.datetime
 
 
-class Kubelet:
+class Kubelet(StopsOnExit):
     """A thread that moves one job's pods along a timeline by patching ``pods/status``.
 
     Attributes:
@@ -179,17 +180,6 @@ class Kubelet:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(10)
-
-    def __enter__(self) -> Kubelet:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     @property
     def elapsed(self) -> float:

@@ -38,11 +38,17 @@ import urllib.request
 from dataclasses import dataclass
 from http import HTTPStatus
 from pathlib import Path
-from types import TracebackType
 from typing import TYPE_CHECKING
 
 from devcluster import binaries, pki
-from devcluster.processes import ADDRESS_IN_USE, Process, free_port, tail, wait_until
+from devcluster.processes import (
+    ADDRESS_IN_USE,
+    Process,
+    StopsOnExit,
+    free_port,
+    tail,
+    wait_until,
+)
 
 if TYPE_CHECKING:
     from devcluster.controlplane import ControlPlane
@@ -182,7 +188,7 @@ class MachineLock:
             os.close(fd)
 
 
-class Operator:
+class Operator(StopsOnExit):
     """One running Training Operator v1.9.4, watching every namespace of a control plane.
 
     Attributes:
@@ -272,17 +278,6 @@ class Operator:
         self._lock.acquire(600.0)
         self._prepare_cluster()
         self._launch(timeout)
-
-    def __enter__(self) -> Operator:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     # --- state ----------------------------------------------------------------------------------
 

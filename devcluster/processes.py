@@ -4,7 +4,9 @@ Every child runs in a new session (its own process group), so stopping it reache
 forked, and a Ctrl-C in the terminal reaches only the harness, which then stops the children
 in order. Three layers make sure nothing outlives the harness:
 
-1. ``Process.stop``: SIGTERM to the group, then SIGKILL after a grace period;
+1. ``Process.stop``: SIGTERM to the group, then SIGKILL after a grace period (the harness's
+   own long-lived objects are ``StopsOnExit`` context managers, so a ``with`` block stops
+   them however it ends);
 2. ``on_exit``: cleanups that run at interpreter exit (``atexit``) and on SIGTERM/SIGHUP,
    which Python would otherwise die of without running ``atexit``;
 3. ``PR_SET_PDEATHSIG`` on Linux: the kernel sends the child SIGKILL if the harness itself is
@@ -13,6 +15,7 @@ in order. Three layers make sure nothing outlives the harness:
 
 from __future__ import annotations
 
+import abc
 import atexit
 import contextlib
 import ctypes
@@ -27,7 +30,8 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from types import FrameType
+from types import FrameType, TracebackType
+from typing import Self
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +65,30 @@ def free_port() -> int:
 
 # What etcd and kube-apiserver log when a port was taken between free_port() and their bind.
 ADDRESS_IN_USE = "address already in use"
+
+
+class StopsOnExit(abc.ABC):
+    """A context manager whose ``with`` block ends with ``stop()``, whether or not it raised.
+
+    For the harness's objects that own processes, threads or sockets (control plane, operator,
+    kubelet, fault proxy): ``stop`` must be safe to call twice, since callers may also call it
+    themselves.
+    """
+
+    @abc.abstractmethod
+    def stop(self) -> None:
+        """Release everything the object runs; safe to call twice."""
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
 
 
 class Process:

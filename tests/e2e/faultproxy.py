@@ -46,12 +46,12 @@ import urllib.parse
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 import yaml
 
 from devcluster import kubeconfig, pki
+from devcluster.processes import StopsOnExit
 
 if TYPE_CHECKING:
     from devcluster import ControlPlane
@@ -266,7 +266,7 @@ class ProxyError(RuntimeError):
     """The proxy could not start."""
 
 
-class FaultProxy:
+class FaultProxy(StopsOnExit):
     """A TLS-terminating, fault-injecting proxy to one kube-apiserver; see the module docstring.
 
     Attributes:
@@ -382,17 +382,6 @@ class FaultProxy:
             self._open_sockets.clear()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(5)
-
-    def __enter__(self) -> FaultProxy:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     def set_mode(self, mode: Mode) -> None:
         """Serve normally, refuse connections (listener closed), or present an untrusted cert."""
