@@ -128,6 +128,12 @@ def _lateness(prefix: str, views: list[JobView]) -> dict[str, measure.Figure]:
         for key in ("p50", "p99", "max"):
             figures[f"{prefix}lateness_{key}_s"] = "never"
     figures[f"{prefix}not_failed"] = sum(1 for v in views if not v.failed)
+    if prefix:
+        # Which of the operator's own jobs it did fail, and how late: worth a look each time.
+        figures[f"{prefix}failed"] = " ".join(
+            f"{v.name}({v.late_by:+.0f}s)" for v in sorted(views, key=lambda v: v.name)
+            if v.failed and v.late_by is not None
+        ) or None
     return figures
 
 

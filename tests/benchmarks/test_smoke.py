@@ -1,0 +1,68 @@
+"""Smoke runs of the benchmark scripts: each runs end to end on a tiny input and prints its keys.
+
+The figures themselves are never asserted (the machine is shared; docs/benchmarks.md records
+a real run). What is asserted does not depend on speed: the keys the scripts promise, and for
+the scale script that the sweeper made exactly one list request per page.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from benchmarks.measure import parse_figures
+from tests.e2e import clusters
+
+REPO = Path(__file__).resolve().parents[2]
+
+SCALE_KEYS = {
+    "jobs", "sweeper_median_s", "kubectl_median_s", "ratio_vs_kubectl", "sweeper_peak_rss_mb",
+    "list_requests", "list_requests_expected", "setup_s", "load_avg_before",
+}
+STARTUP_KEYS = {"version_median_s", "empty_pass_median_s", "load_avg_before"}
+LATENESS_KEYS = {
+    "lateness_p50_s", "lateness_p99_s", "lateness_max_s", "not_failed", "target_max_s",
+    "operator_alone_lateness_p50_s", "operator_alone_lateness_p99_s",
+    "operator_alone_lateness_max_s", "operator_alone_not_failed",
+}
+
+
+def run_benchmark(module: str, *args: str, timeout: float) -> dict[str, str]:
+    result = subprocess.run(
+        [sys.executable, "-m", f"benchmarks.{module}", *args],
+        cwd=REPO, capture_output=True, text=True, timeout=timeout, check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr[-4000:]
+    return parse_figures(result.stdout)
+
+
+@pytest.mark.e2e
+def test_scale_prints_its_figures_and_lists_each_page_once() -> None:
+    clusters.require_binaries("etcd", "kube-apiserver", "kubectl")
+    # A page size of 4 makes the 30 jobs span several pages of most kinds.
+    figures = run_benchmark("scale", "--jobs", "30", "--rounds", "1", "--page-size", "4",
+                            timeout=600)
+    assert figures.keys() >= SCALE_KEYS, sorted(SCALE_KEYS - figures.keys())
+    assert figures["list_requests"] == figures["list_requests_expected"]
+
+
+@pytest.mark.e2e
+def test_startup_prints_its_figures() -> None:
+    clusters.require_binaries("etcd", "kube-apiserver")
+    figures = run_benchmark("startup", "--runs", "1", timeout=600)
+    assert figures.keys() >= STARTUP_KEYS, sorted(STARTUP_KEYS - figures.keys())
+
+
+@pytest.mark.e2e
+@pytest.mark.operator
+def test_lateness_prints_its_figures() -> None:
+    clusters.require_binaries("etcd", "kube-apiserver", "training-operator")
+    figures = run_benchmark(
+        "lateness", "--jobs", "2", "--spread", "4", "--first-deadline", "20", "--settle", "15",
+        timeout=900,
+    )
+    assert figures.keys() >= LATENESS_KEYS, sorted(LATENESS_KEYS - figures.keys())
+    assert figures["jobs"] == figures["operator_alone_jobs"] == "2"
