@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import io
 import json
 import logging
@@ -16,7 +17,7 @@ from sweeper.config import ClockMode, Config, OutputFormat
 from sweeper.decide import ActionMode, Policy
 from sweeper.errors import ApiError, ClusterUnavailable, ConfigError, Gone, NotFound
 from sweeper.kinds import MPI_OPERATOR_VERSION, MPIJOB, PYTORCHJOB, TFJOB
-from sweeper.run import run
+from sweeper.run import collector_paused, run
 from tests.unit.fakes import FakeCluster, Request
 from tests.unit.objects import NOW, job
 
@@ -229,3 +230,18 @@ def test_no_pass_starts_at_or_after_the_timeout() -> None:
     code, passes = sweep(fake, config)
     assert code == 0
     assert [p["pass"] for p in passes] == [1, 2, 3]
+
+
+def test_the_collector_is_paused_only_inside_the_block_and_restored_after_an_error() -> None:
+    assert gc.isenabled()
+    with pytest.raises(RuntimeError), collector_paused():
+        assert not gc.isenabled()
+        raise RuntimeError("a list failed")
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with collector_paused():
+            pass
+        assert not gc.isenabled()  # a caller that had paused it keeps it paused
+    finally:
+        gc.enable()
