@@ -1,4 +1,4 @@
-"""What e2e tests share beyond fixtures: starting control planes, emptying namespaces, the CLI.
+"""What e2e tests share beyond fixtures: control planes, empty namespaces, runs of the CLI.
 
 Fixtures live in ``conftest.py``; this module holds the plain functions and constants that
 fixtures and tests both use (tests must not import ``conftest`` itself).
@@ -9,19 +9,27 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from devcluster import BinaryMissing, ControlPlane, binaries
+from tests.e2e import workloads
+
+if TYPE_CHECKING:
+    from tests.e2e.faultproxy import FaultProxy
 
 SKIP_REASON = "run scripts/build-binaries (needs Go 1.26) to enable e2e tests"
 # The sweeper's own user: a client certificate in system:masters, so RBAC never gets in the
 # way unless a test wants it to, and the audit log attributes exactly the sweeper's requests.
 SWEEPER_USER = "sweeper"
 KUBEFLOW_PLURALS = ("tfjobs", "pytorchjobs", "xgboostjobs", "mpijobs", "paddlejobs", "jaxjobs")
+
+# The type of the ``run_sweeper`` fixture.
+RunSweeper = Callable[..., "subprocess.CompletedProcess[str]"]
 
 
 def binaries_missing(reason: BinaryMissing) -> None:
@@ -115,6 +123,10 @@ class Sweep:
         lines += ["stdout:", self.result.stdout, "stderr:", self.result.stderr[-4000:]]
         return "\n".join(lines)
 
+    def jobs_by_name(self) -> dict[str, dict[str, Any]]:
+        """The ``jobs`` entries of a single-pass ``-o json`` report, by job name."""
+        return {j["name"]: j for j in workloads.report_jobs(self.result.stdout)}
+
 
 def sweep(
     cp: ControlPlane,
@@ -132,3 +144,19 @@ def sweep(
     since = cp.audit_offset()
     result = run_sweeper(kubeconfig, *args, env=env, timeout=timeout)
     return Sweep(result, cp.audit_events(user=user, since=since))
+
+
+def sweep_through(cp: ControlPlane, proxy: FaultProxy, *args: str) -> Sweep:
+    """Run the CLI through a fault proxy, as the proxy's own user, and collect its requests.
+
+    The audit log then shows what reached the apiserver; ``proxy.seen`` what the CLI sent.
+    """
+    # Imported here: the proxy is only needed by the fault tests.
+    from tests.e2e.faultproxy import PROXY_USER  # noqa: PLC0415
+
+    return sweep(cp, proxy.kubeconfig, PROXY_USER, *args, timeout=120)
+
+
+def explain_through(run: Sweep, proxy: FaultProxy) -> str:
+    """``Sweep.explain`` and what the fault proxy saw, for a failed expectation of a fault test."""
+    return f"{run.explain()}\nproxy saw:\n{proxy.describe()}"

@@ -16,11 +16,11 @@ import pytest
 
 from devcluster import ControlPlane
 from tests.e2e import clusters
+from tests.e2e.clusters import RunSweeper
 from tests.e2e.conftest_operator import figures, kubeflow_jobs, operator  # noqa: F401
 
 _timings_key = pytest.StashKey[str]()
 
-RunSweeper = Callable[..., "subprocess.CompletedProcess[str]"]
 SweepAs = Callable[..., clusters.Sweep]
 
 

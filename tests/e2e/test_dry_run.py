@@ -55,19 +55,6 @@ def every_path(control_plane: ControlPlane, namespace: str) -> str:
     return namespace
 
 
-def state(cp: ControlPlane, namespace: str) -> dict[str, Any]:
-    """Everything a write could change in the namespace, including Events."""
-    return {
-        "jobs": {
-            j["metadata"]["name"]: j["metadata"]["resourceVersion"]
-            for j in cp.request("GET", w.job_path(namespace, "PyTorchJob"))["items"]
-        },
-        "pods": w.names(cp, namespace, "pods"),
-        "services": w.names(cp, namespace, "services"),
-        "events": w.names(cp, namespace, "events"),
-    }
-
-
 def dry_run_query(event: w.Obj) -> list[str] | None:
     return urllib.parse.parse_qs(urllib.parse.urlsplit(event["requestURI"]).query).get("dryRun")
 
@@ -77,7 +64,7 @@ def dry_run_query(event: w.Obj) -> list[str] | None:
 def test_client_dry_run_sends_no_write_for_any_action_and_pods_mode(
     control_plane: ControlPlane, every_path: str, sweep: Any, action: str, pods: str
 ) -> None:
-    before = state(control_plane, every_path)
+    before = w.namespace_state(control_plane, every_path)
 
     run = sweep(
         "-n", every_path, "--action", action, "--terminate-pods", pods, "--dry-run", "-o", "json"
@@ -85,7 +72,7 @@ def test_client_dry_run_sends_no_write_for_any_action_and_pods_mode(
 
     assert run.result.returncode == 0, run.explain()
     assert w.writes(run.requests) == [], run.explain()
-    assert state(control_plane, every_path) == before
+    assert w.namespace_state(control_plane, every_path) == before
     planned = {j["name"]: (j["decision"], j["result"]) for j in w.report_jobs(run.result.stdout)}
     assert planned["untouched"] == ("fail" if action == "fail" else "touch", "planned")
     if action != "touch" and pods != "policy":
@@ -97,13 +84,13 @@ def test_client_dry_run_sends_no_write_for_any_action_and_pods_mode(
 def test_the_environment_twin_makes_a_client_dry_run(
     control_plane: ControlPlane, every_path: str, sweep: Any, value: str
 ) -> None:
-    before = state(control_plane, every_path)
+    before = w.namespace_state(control_plane, every_path)
 
     run = sweep("-n", every_path, "--action", "fail", env={"SWEEPER_DRY_RUN": value})
 
     assert run.result.returncode == 0, run.explain()
     assert w.writes(run.requests) == [], run.explain()
-    assert state(control_plane, every_path) == before
+    assert w.namespace_state(control_plane, every_path) == before
 
 
 # --- RBAC: client dry-run needs no write permission; server dry-run is checked -----------------
@@ -158,7 +145,7 @@ def test_server_dry_run_is_refused_by_rbac_for_a_read_only_identity_and_persists
     control_plane: ControlPlane, every_path: str, sweep: Any
 ) -> None:
     kubeconfig, user = read_only(control_plane, every_path)
-    before = state(control_plane, every_path)
+    before = w.namespace_state(control_plane, every_path)
 
     run = sweep(
         "-n",
@@ -181,13 +168,13 @@ def test_server_dry_run_is_refused_by_rbac_for_a_read_only_identity_and_persists
     jobs = {j["name"]: j for j in w.report_jobs(run.result.stdout)}
     assert jobs["untouched"]["result"] == "error"
     assert any("forbidden (403)" in e and "'untouched'" in e for e in jobs["untouched"]["errors"])
-    assert state(control_plane, every_path) == before
+    assert w.namespace_state(control_plane, every_path) == before
 
 
 def test_server_dry_run_sends_every_write_as_dry_run_and_persists_no_event(
     control_plane: ControlPlane, every_path: str, sweep: Any
 ) -> None:
-    before = state(control_plane, every_path)
+    before = w.namespace_state(control_plane, every_path)
 
     run = sweep("-n", every_path, "--action", "fail", "--dry-run=server", "-o", "json")
 
@@ -204,7 +191,7 @@ def test_server_dry_run_sends_every_write_as_dry_run_and_persists_no_event(
     for event in writes:
         assert dry_run_query(event) == ["All"], event["requestURI"]
         assert event["responseStatus"]["code"] in (200, 201), event["requestURI"]
-    assert state(control_plane, every_path) == before
+    assert w.namespace_state(control_plane, every_path) == before
     assert {j["result"] for j in w.report_jobs(run.result.stdout) if j["decision"] != "skip"} == {
         "dry-run"
     }

@@ -17,7 +17,6 @@ import datetime as dt
 import os
 import signal
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
@@ -26,7 +25,8 @@ from devcluster.kubelet import Kubelet, Transition
 from devcluster.operator import Operator
 from tests.e2e import clusters
 from tests.e2e import workloads as w
-from tests.e2e.faultproxy import PROXY_USER, Before, FaultProxy, Rule, Seen
+from tests.e2e.clusters import explain_through, sweep_through
+from tests.e2e.faultproxy import Before, FaultProxy, Rule, Seen
 
 pytestmark = pytest.mark.e2e
 
@@ -43,18 +43,6 @@ def own_control_plane() -> Iterator[ControlPlane]:
 def proxy(own_control_plane: ControlPlane) -> Iterator[FaultProxy]:
     with FaultProxy.for_control_plane(own_control_plane, lifetime=300) as p:
         yield p
-
-
-def sweep_through(cp: ControlPlane, proxy: FaultProxy, *args: str) -> clusters.Sweep:
-    return clusters.sweep(cp, proxy.kubeconfig, PROXY_USER, *args, "-o", "json", timeout=120)
-
-
-def explain(run: clusters.Sweep, proxy: FaultProxy) -> str:
-    return f"{run.explain()}\nproxy saw:\n{proxy.describe()}"
-
-
-def report(run: clusters.Sweep) -> dict[str, dict[str, Any]]:
-    return {j["name"]: j for j in w.report_jobs(run.result.stdout)}
 
 
 def failed(job: w.Obj) -> bool:
@@ -90,12 +78,12 @@ def test_a_crd_removed_mid_run_gives_the_real_404_and_the_other_kinds_are_still_
         )
     )
 
-    run = sweep_through(cp, proxy, "--action", "touch")
+    run = sweep_through(cp, proxy, "-o", "json", "--action", "touch")
 
-    assert run.result.returncode == 0, explain(run, proxy)
+    assert run.result.returncode == 0, explain_through(run, proxy)
     [hit] = [s for s in proxy.seen if s.fault == "delete-crd-first"]
     assert hit.upstream_status == 404
-    jobs = report(run)
+    jobs = run.jobs_by_name()
     assert jobs["late-pytorch"]["result"] == "left-alone", jobs["late-pytorch"]
     assert jobs["late-xgboost"]["result"] == "done"
     xgboost = w.get_job(cp, namespace, "XGBoostJob", "late-xgboost")
@@ -155,13 +143,13 @@ def test_the_apiserver_killed_between_status_write_and_pod_deletes_then_the_next
 
     proxy.rules.append(Rule(Before(kill, name="kill-apiserver"), "DELETE", r"/pods/late-"))
 
-    crashed = sweep_through(cp, proxy, "--action", "fail", "--timeout", "40")
+    crashed = sweep_through(cp, proxy, "-o", "json", "--action", "fail", "--timeout", "40")
 
     assert killed, proxy.describe()
     restart_apiserver(cp, killed[0])
     # The Failed status reached etcd before the kill; no pod was deleted.
     after_crash = w.get_job(cp, namespace, "PyTorchJob", "late")
-    assert failed(after_crash), explain(crashed, proxy)
+    assert failed(after_crash), explain_through(crashed, proxy)
     assert w.names(cp, namespace, "pods") == {
         "late-master-0",
         "late-worker-0",
@@ -169,11 +157,11 @@ def test_the_apiserver_killed_between_status_write_and_pod_deletes_then_the_next
         "early-master-0",
     }
     # Exit 1: the run completed, with the pod deletes of one job failed and named.
-    assert crashed.result.returncode == 1, explain(crashed, proxy)
+    assert crashed.result.returncode == 1, explain_through(crashed, proxy)
     assert "Traceback" not in crashed.result.stderr
-    errors = report(crashed)["late"]["errors"]
+    errors = crashed.jobs_by_name()["late"]["errors"]
     assert any("delete pods 'late-" in e and namespace in e for e in errors), errors
-    assert report(crashed)["late"]["result"] == "done"  # its status write did happen
+    assert crashed.jobs_by_name()["late"]["result"] == "done"  # its status write did happen
     status_writes = [s.index for s in proxy.matching("PATCH", r"/late/status$")]
     first_delete = min(s.index for s in proxy.matching("DELETE", r"/pods/"))
     assert status_writes
@@ -181,10 +169,10 @@ def test_the_apiserver_killed_between_status_write_and_pod_deletes_then_the_next
 
     proxy.rules.clear()
     proxy.upstream = cp.server
-    again = sweep_through(cp, proxy, "--action", "fail")
+    again = sweep_through(cp, proxy, "-o", "json", "--action", "fail")
 
-    assert again.result.returncode == 0, explain(again, proxy)
-    jobs = report(again)
+    assert again.result.returncode == 0, explain_through(again, proxy)
+    jobs = again.jobs_by_name()
     assert (jobs["late"]["decision"], jobs["late"]["result"]) == ("terminate-pods", "done")
     assert w.names(cp, namespace, "pods") == {"early-master-0"}
     assert w.names(cp, namespace, "services") == {"early-master-0"}
@@ -256,15 +244,19 @@ def test_with_the_operator_a_job_failed_before_the_crash_never_gets_its_pods_bac
             )
         )
 
-        crashed = sweep_through(cp, proxy, "-n", namespace, "--action", "fail", "--timeout", "40")
+        crashed = sweep_through(
+            cp, proxy, "-o", "json", "-n", namespace, "--action", "fail", "--timeout", "40"
+        )
 
-        assert killed, explain(crashed, proxy)
+        assert killed, explain_through(crashed, proxy)
         restart_apiserver(cp, killed[0])
-        assert failed(w.get_job(cp, namespace, "PyTorchJob", "late")), explain(crashed, proxy)
+        assert failed(w.get_job(cp, namespace, "PyTorchJob", "late")), explain_through(
+            crashed, proxy
+        )
         proxy.rules.clear()
-        again = sweep_through(cp, proxy, "-n", namespace, "--action", "fail")
+        again = sweep_through(cp, proxy, "-o", "json", "-n", namespace, "--action", "fail")
 
-        assert again.result.returncode == 0, explain(again, proxy)
+        assert again.result.returncode == 0, explain_through(again, proxy)
         assert job_pods(cp, namespace, "late") == []
         # Watch the operator, which reconnected to the restarted apiserver meanwhile: a job
         # that is Failed keeps no pods, and gets none back.

@@ -13,14 +13,14 @@ from __future__ import annotations
 import itertools
 import json
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
 from devcluster import ControlPlane
 from tests.e2e import clusters
 from tests.e2e import workloads as w
-from tests.e2e.faultproxy import PROXY_USER, Before, FaultProxy, Hang, Respond, Rule, Seen
+from tests.e2e.clusters import explain_through, sweep_through
+from tests.e2e.faultproxy import Before, FaultProxy, Hang, Respond, Rule, Seen
 
 pytestmark = pytest.mark.e2e
 
@@ -39,18 +39,6 @@ FAULTS = [
 def proxy(control_plane: ControlPlane) -> Iterator[FaultProxy]:
     with FaultProxy.for_control_plane(control_plane, lifetime=300) as p:
         yield p
-
-
-def sweep_through(cp: ControlPlane, proxy: FaultProxy, *args: str) -> clusters.Sweep:
-    return clusters.sweep(cp, proxy.kubeconfig, PROXY_USER, *args, "-o", "json", timeout=120)
-
-
-def explain(run: clusters.Sweep, proxy: FaultProxy) -> str:
-    return f"{run.explain()}\nproxy saw:\n{proxy.describe()}"
-
-
-def report(run: clusters.Sweep) -> dict[str, dict[str, Any]]:
-    return {j["name"]: j for j in w.report_jobs(run.result.stdout)}
 
 
 def logged_errors(run: clusters.Sweep) -> list[str]:
@@ -103,10 +91,10 @@ def test_a_failing_list_page_is_retried_with_backoff_and_the_run_completes(
 ) -> None:
     proxy.rules.append(Rule(fault, "GET", SECOND_PAGE, times=2))
 
-    run = sweep_through(control_plane, proxy, "-n", three_late, "--page-size", "1")
+    run = sweep_through(control_plane, proxy, "-o", "json", "-n", three_late, "--page-size", "1")
 
     attempts = proxy.matching("GET", SECOND_PAGE)[:3]
-    assert run.result.returncode == 0, explain(run, proxy)
+    assert run.result.returncode == 0, explain_through(run, proxy)
     assert [a.status for a in attempts] == [fault.status, fault.status, 200]
     assert_backed_off(attempts, fault)
     assert all(touched(control_plane, three_late, f"late-{i}") for i in range(3))
@@ -118,10 +106,10 @@ def test_a_list_page_that_keeps_failing_exits_3_and_writes_nothing(
 ) -> None:
     proxy.rules.append(Rule(fault, "GET", SECOND_PAGE, times=None))
 
-    run = sweep_through(control_plane, proxy, "-n", three_late, "--page-size", "1")
+    run = sweep_through(control_plane, proxy, "-o", "json", "-n", three_late, "--page-size", "1")
 
     attempts = proxy.matching("GET", SECOND_PAGE)
-    assert run.result.returncode == 3, explain(run, proxy)
+    assert run.result.returncode == 3, explain_through(run, proxy)
     assert 1 < len(attempts) <= MOST_ATTEMPTS, proxy.describe()
     assert_backed_off(attempts, fault)
     errors = [line for line in run.result.stderr.splitlines() if line.startswith("sweeper: error")]
@@ -145,10 +133,10 @@ def test_a_failing_touch_patch_is_retried_with_backoff(
 ) -> None:
     proxy.rules.append(Rule(fault, "PATCH", PATCH_LATE_0, times=2))
 
-    run = sweep_through(control_plane, proxy, "-n", three_late, "--action", "touch")
+    run = sweep_through(control_plane, proxy, "-o", "json", "-n", three_late, "--action", "touch")
 
     attempts = proxy.matching("PATCH", PATCH_LATE_0)
-    assert run.result.returncode == 0, explain(run, proxy)
+    assert run.result.returncode == 0, explain_through(run, proxy)
     assert [a.status for a in attempts] == [fault.status, fault.status, 200]
     assert_backed_off(attempts, fault)
     assert all(touched(control_plane, three_late, f"late-{i}") for i in range(3))
@@ -160,13 +148,13 @@ def test_a_touch_patch_that_keeps_failing_exits_1_names_the_job_and_spares_the_o
 ) -> None:
     proxy.rules.append(Rule(fault, "PATCH", PATCH_LATE_0, times=None))
 
-    run = sweep_through(control_plane, proxy, "-n", three_late, "--action", "touch")
+    run = sweep_through(control_plane, proxy, "-o", "json", "-n", three_late, "--action", "touch")
 
     attempts = proxy.matching("PATCH", PATCH_LATE_0)
-    assert run.result.returncode == 1, explain(run, proxy)
+    assert run.result.returncode == 1, explain_through(run, proxy)
     assert 1 < len(attempts) <= MOST_ATTEMPTS, proxy.describe()
     assert_backed_off(attempts, fault)
-    jobs = report(run)
+    jobs = run.jobs_by_name()
     assert jobs["late-0"]["result"] == "error"
     [error] = jobs["late-0"]["errors"]
     assert f"patch pytorchjobs.kubeflow.org 'late-0' in namespace \"{three_late}\"" in error
@@ -196,10 +184,12 @@ def test_a_failing_pod_delete_is_retried_with_backoff(
 ) -> None:
     proxy.rules.append(Rule(fault, "DELETE", DELETE_POD, times=2))
 
-    run = sweep_through(control_plane, proxy, "-n", late_with_pods, "--action", "fail")
+    run = sweep_through(
+        control_plane, proxy, "-o", "json", "-n", late_with_pods, "--action", "fail"
+    )
 
     attempts = proxy.matching("DELETE", DELETE_POD)
-    assert run.result.returncode == 0, explain(run, proxy)
+    assert run.result.returncode == 0, explain_through(run, proxy)
     assert [a.status for a in attempts] == [fault.status, fault.status, 200]
     assert_backed_off(attempts, fault)
     assert failed(control_plane, late_with_pods, "late")
@@ -212,13 +202,15 @@ def test_a_pod_delete_that_keeps_failing_exits_1_and_the_next_run_finishes_the_c
 ) -> None:
     proxy.rules.append(Rule(fault, "DELETE", DELETE_POD, times=None))
 
-    run = sweep_through(control_plane, proxy, "-n", late_with_pods, "--action", "fail")
+    run = sweep_through(
+        control_plane, proxy, "-o", "json", "-n", late_with_pods, "--action", "fail"
+    )
 
     attempts = proxy.matching("DELETE", DELETE_POD)
-    assert run.result.returncode == 1, explain(run, proxy)
+    assert run.result.returncode == 1, explain_through(run, proxy)
     assert 1 < len(attempts) <= MOST_ATTEMPTS, proxy.describe()
     assert_backed_off(attempts, fault)
-    [error] = report(run)["late"]["errors"]
+    [error] = run.jobs_by_name()["late"]["errors"]
     assert f"delete pods 'late-worker-0' in namespace \"{late_with_pods}\"" in error
     assert error in logged_errors(run)
     # The status came first, so the job is Failed and the operator will not recreate pods.
@@ -226,10 +218,12 @@ def test_a_pod_delete_that_keeps_failing_exits_1_and_the_next_run_finishes_the_c
     assert w.names(control_plane, late_with_pods, "pods") == {"late-worker-0"}
 
     proxy.rules.clear()
-    again = sweep_through(control_plane, proxy, "-n", late_with_pods, "--action", "fail")
+    again = sweep_through(
+        control_plane, proxy, "-o", "json", "-n", late_with_pods, "--action", "fail"
+    )
 
-    assert again.result.returncode == 0, explain(again, proxy)
-    assert (report(again)["late"]["decision"], report(again)["late"]["result"]) == (
+    assert again.result.returncode == 0, explain_through(again, proxy)
+    assert (again.jobs_by_name()["late"]["decision"], again.jobs_by_name()["late"]["result"]) == (
         "terminate-pods",
         "done",
     )
@@ -248,9 +242,11 @@ def test_a_conflict_on_the_status_write_is_retried_after_a_re_read(
 ) -> None:
     proxy.rules.append(Rule(Respond(409), "PATCH", STATUS_LATE))
 
-    run = sweep_through(control_plane, proxy, "-n", late_with_pods, "--action", "fail")
+    run = sweep_through(
+        control_plane, proxy, "-o", "json", "-n", late_with_pods, "--action", "fail"
+    )
 
-    assert run.result.returncode == 0, explain(run, proxy)
+    assert run.result.returncode == 0, explain_through(run, proxy)
     # Each status write is preceded by its own read of the job.
     order = [(s.method, s.status) for s in proxy.seen if s.path.endswith(("/late", "/late/status"))]
     assert order == [("GET", 200), ("PATCH", 409), ("GET", 200), ("PATCH", 200)], proxy.describe()
@@ -265,14 +261,16 @@ def test_a_status_write_that_keeps_conflicting_gives_up_on_that_job_and_deletes_
     w.create_replicas(control_plane, other, {"Master": ["Running"]})
     proxy.rules.append(Rule(Respond(409), "PATCH", STATUS_LATE, times=None))
 
-    run = sweep_through(control_plane, proxy, "-n", late_with_pods, "--action", "fail")
+    run = sweep_through(
+        control_plane, proxy, "-o", "json", "-n", late_with_pods, "--action", "fail"
+    )
 
     writes = proxy.matching("PATCH", STATUS_LATE)
     reads = proxy.matching("GET", GET_LATE)
-    assert run.result.returncode == 1, explain(run, proxy)
+    assert run.result.returncode == 1, explain_through(run, proxy)
     assert 1 < len(writes) <= MOST_ATTEMPTS, proxy.describe()
     assert len(reads) == len(writes)  # a fresh read before every attempt
-    jobs = report(run)
+    jobs = run.jobs_by_name()
     assert jobs["late"]["result"] == "error"
     [error] = jobs["late"]["errors"]
     assert f"pytorchjobs.kubeflow.org/status 'late' in namespace \"{late_with_pods}\"" in error
@@ -296,10 +294,19 @@ def test_a_status_write_whose_answer_is_lost_fails_the_job_once_and_still_cleans
     proxy.rules.append(Rule(Hang(60, forward_first=True), "PATCH", STATUS_LATE))
 
     run = sweep_through(
-        control_plane, proxy, "-n", late_with_pods, "--action", "fail", "--request-timeout", "2"
+        control_plane,
+        proxy,
+        "-o",
+        "json",
+        "-n",
+        late_with_pods,
+        "--action",
+        "fail",
+        "--request-timeout",
+        "2",
     )
 
-    assert run.result.returncode == 0, explain(run, proxy)
+    assert run.result.returncode == 0, explain_through(run, proxy)
     writes = proxy.matching("PATCH", STATUS_LATE)
     assert [s.upstream_status for s in writes] == [200, 409], proxy.describe()
     conditions = w.get_job(control_plane, late_with_pods, "PyTorchJob", "late")["status"][
@@ -307,7 +314,7 @@ def test_a_status_write_whose_answer_is_lost_fails_the_job_once_and_still_cleans
     ]
     assert [c["type"] for c in conditions].count("Failed") == 1
     assert w.names(control_plane, late_with_pods, "pods") == set()
-    assert report(run)["late"]["result"] == "done"
+    assert run.jobs_by_name()["late"]["result"] == "done"
 
 
 # --- 404: the job, or its whole CRD, deleted mid-run -------------------------------------------
@@ -340,12 +347,14 @@ def test_a_job_deleted_mid_run_is_left_alone_and_the_run_completes(  # noqa: PLR
     w.create_job(control_plane, late_with_pods, "other-late")
     proxy.rules.append(Rule(delete_job(control_plane, late_with_pods, "late"), method, path))
 
-    run = sweep_through(control_plane, proxy, "-n", late_with_pods, "--action", action)
+    run = sweep_through(
+        control_plane, proxy, "-o", "json", "-n", late_with_pods, "--action", action
+    )
 
-    assert run.result.returncode == 0, explain(run, proxy)
+    assert run.result.returncode == 0, explain_through(run, proxy)
     [hit] = [s for s in proxy.seen if s.fault == "delete-late-first"]
     assert hit.upstream_status == 404  # the apiserver's own answer
-    jobs = report(run)
+    jobs = run.jobs_by_name()
     assert jobs["late"]["result"] == "left-alone", jobs["late"]
     assert "deleted" in json.dumps(jobs["late"])
     # No pod of a job that is gone is touched: without a Failed status there is nothing to
@@ -364,10 +373,10 @@ def test_a_retry_after_longer_than_the_time_left_ends_the_run_at_timeout(
     proxy.rules.append(Rule(Respond(429, retry_after=60), "GET", SECOND_PAGE, times=None))
 
     run = sweep_through(
-        control_plane, proxy, "-n", three_late, "--page-size", "1", "--timeout", "4"
+        control_plane, proxy, "-o", "json", "-n", three_late, "--page-size", "1", "--timeout", "4"
     )
 
-    assert run.result.returncode == 5, explain(run, proxy)
+    assert run.result.returncode == 5, explain_through(run, proxy)
     assert "--timeout" in run.result.stderr
     assert "list pytorchjobs.kubeflow.org" in run.result.stderr
     # The run did not sit out the 60 s the server asked for: one retry at most fits in 4 s.

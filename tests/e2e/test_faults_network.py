@@ -15,7 +15,8 @@ import pytest
 from devcluster import ControlPlane
 from tests.e2e import clusters
 from tests.e2e import workloads as w
-from tests.e2e.faultproxy import PROXY_USER, FaultProxy, Hang, Reset, Rule
+from tests.e2e.clusters import explain_through, sweep_through
+from tests.e2e.faultproxy import FaultProxy, Hang, Reset, Rule
 
 pytestmark = pytest.mark.e2e
 
@@ -37,14 +38,6 @@ def late(control_plane: ControlPlane, namespace: str) -> str:
     return namespace
 
 
-def sweep_through(cp: ControlPlane, proxy: FaultProxy, *args: str) -> clusters.Sweep:
-    return clusters.sweep(cp, proxy.kubeconfig, PROXY_USER, *args, timeout=120)
-
-
-def explain(run: clusters.Sweep, proxy: FaultProxy) -> str:
-    return f"{run.explain()}\nproxy saw:\n{proxy.describe()}"
-
-
 def error_lines(run: clusters.Sweep) -> list[str]:
     """The stderr lines that are not JSON log records: the one-line error, if any."""
     return [line for line in run.result.stderr.splitlines() if line and not line.startswith("{")]
@@ -62,7 +55,7 @@ def test_connection_refused_exits_3_with_one_line_naming_the_request(
 
     run = sweep_through(control_plane, proxy, "-n", late, "--timeout", "30")
 
-    assert run.result.returncode == 3, explain(run, proxy)
+    assert run.result.returncode == 3, explain_through(run, proxy)
     assert "Traceback" not in run.result.stderr
     [line] = error_lines(run)
     assert "connection refused" in line
@@ -78,7 +71,7 @@ def test_a_connection_reset_on_every_attempt_is_retried_a_bounded_number_of_time
     run = sweep_through(control_plane, proxy, "-n", late, "--timeout", "30")
 
     attempts = proxy.matching("GET", LIST_LATE)
-    assert run.result.returncode == 3, explain(run, proxy)
+    assert run.result.returncode == 3, explain_through(run, proxy)
     assert 1 < len(attempts) <= MOST_ATTEMPTS, proxy.describe()
     [line] = error_lines(run)
     assert "list pytorchjobs.kubeflow.org" in line
@@ -93,7 +86,7 @@ def test_a_certificate_the_sweeper_cannot_verify_exits_3_and_is_not_retried_fore
 
     run = sweep_through(control_plane, proxy, "-n", late, "--timeout", "30")
 
-    assert run.result.returncode == 3, explain(run, proxy)
+    assert run.result.returncode == 3, explain_through(run, proxy)
     assert "Traceback" not in run.result.stderr
     [line] = error_lines(run)
     assert "certificate" in line.lower()
@@ -113,7 +106,7 @@ def test_a_list_that_hangs_once_past_request_timeout_is_retried_and_the_run_comp
     )
 
     attempts = proxy.matching("GET", LIST_LATE)
-    assert run.result.returncode == 0, explain(run, proxy)
+    assert run.result.returncode == 0, explain_through(run, proxy)
     assert [a.fault for a in attempts] == ["hang", None]
     # The hung connection is abandoned; the retry opens a new one.
     assert attempts[0].connection != attempts[1].connection
@@ -129,7 +122,7 @@ def test_a_patch_that_hangs_once_is_retried_and_the_job_touched_once(
         control_plane, proxy, "-n", late, "--request-timeout", "2", "--timeout", "30"
     )
 
-    assert run.result.returncode == 0, explain(run, proxy)
+    assert run.result.returncode == 0, explain_through(run, proxy)
     patches = proxy.matching("PATCH", r"/pytorchjobs/late$")
     assert [p.fault for p in patches] == ["hang", None]
     assert [e for e in run.requests if e["verb"] == "patch"] != []
@@ -146,7 +139,7 @@ def test_a_list_that_always_hangs_exits_3_after_bounded_attempts_naming_the_time
     )
 
     attempts = proxy.matching("GET", LIST_LATE)
-    assert run.result.returncode == 3, explain(run, proxy)
+    assert run.result.returncode == 3, explain_through(run, proxy)
     assert 1 < len(attempts) <= MOST_ATTEMPTS, proxy.describe()
     [line] = error_lines(run)
     assert "list pytorchjobs.kubeflow.org" in line
@@ -164,7 +157,7 @@ def test_the_whole_run_is_bounded_by_timeout_even_when_every_request_hangs(
         control_plane, proxy, "-n", late, "--request-timeout", "3", "--timeout", "4"
     )
 
-    assert run.result.returncode == 5, explain(run, proxy)
+    assert run.result.returncode == 5, explain_through(run, proxy)
     assert "Traceback" not in run.result.stderr
     assert "--timeout" in run.result.stderr
     assert len(proxy.seen) <= MOST_ATTEMPTS

@@ -8,13 +8,13 @@ see a finished job: keep its status as it is, and recreate nothing.
 from __future__ import annotations
 
 import datetime as dt
-import subprocess
 from collections.abc import Callable
 
 import pytest
 
 from devcluster.kubelet import staggered
 from devcluster.operator import Operator
+from tests.e2e.clusters import RunSweeper
 from tests.e2e.conftest_operator import (
     SWEEPER_DEADLINE_MESSAGE,
     Figures,
@@ -26,8 +26,6 @@ from tests.e2e.conftest_operator import (
 )
 
 pytestmark = [pytest.mark.e2e, pytest.mark.operator]
-
-RunSweeper = Callable[..., "subprocess.CompletedProcess[str]"]
 
 
 def test_a_job_failed_by_the_sweeper_while_the_operator_is_down_stays_failed_after_restart(

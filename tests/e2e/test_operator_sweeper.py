@@ -10,7 +10,6 @@ clean up the pods that v1.9.4 keeps by default.
 from __future__ import annotations
 
 import datetime as dt
-import subprocess
 from collections.abc import Callable
 from typing import Any
 
@@ -19,6 +18,7 @@ import pytest
 from devcluster import jobs
 from devcluster.kubelet import Transition, staggered
 from devcluster.operator import Operator
+from tests.e2e.clusters import RunSweeper
 from tests.e2e.conftest_operator import (
     OPERATOR_DEADLINE_MESSAGE,
     Figures,
@@ -32,7 +32,6 @@ from tests.e2e.conftest_operator import (
 
 pytestmark = [pytest.mark.e2e, pytest.mark.operator]
 
-RunSweeper = Callable[..., "subprocess.CompletedProcess[str]"]
 
 # The experiment's pods, minus the master's completion: nothing would ever wake the operator.
 STABLE_FROM_7S = staggered(master_running=1, workers_running=[3, 5, 7])

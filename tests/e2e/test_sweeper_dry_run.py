@@ -36,18 +36,7 @@ def overdue(control_plane, namespace):
     ]:
         job = w.create_job(control_plane, namespace, name, annotations=marks)
         w.create_replicas(control_plane, job, {"Master": ["Running"], "Worker": ["Running"]})
-    return snapshot(control_plane, namespace)
-
-
-def snapshot(cp, namespace):
-    return {
-        "jobs": {
-            j["metadata"]["name"]: j["metadata"]["resourceVersion"]
-            for j in cp.request("GET", w.job_path(namespace, "PyTorchJob"))["items"]
-        },
-        "pods": w.names(cp, namespace, "pods"),
-        "services": w.names(cp, namespace, "services"),
-    }
+    return w.namespace_state(control_plane, namespace)
 
 
 @pytest.mark.parametrize("action", ACTIONS, ids=str)
@@ -56,7 +45,7 @@ def test_client_dry_run_sends_no_write_request(control_plane, namespace, overdue
 
     assert run.result.returncode == 0, run.explain()
     assert w.writes(run.requests) == [], run.explain()
-    assert snapshot(control_plane, namespace) == overdue
+    assert w.namespace_state(control_plane, namespace) == overdue
     decisions = {j["name"]: j["decision"] for j in w.report_jobs(run.result.stdout)}
     assert decisions == PLANNED[action]
 
@@ -73,6 +62,6 @@ def test_server_dry_run_marks_every_write_dry_run_and_changes_nothing(
     for event in writes:
         query = urllib.parse.parse_qs(urllib.parse.urlsplit(event["requestURI"]).query)
         assert query.get("dryRun") == ["All"], event["requestURI"]
-    assert snapshot(control_plane, namespace) == overdue
+    assert w.namespace_state(control_plane, namespace) == overdue
     decisions = {j["name"]: j["decision"] for j in w.report_jobs(run.result.stdout)}
     assert decisions == PLANNED[action]

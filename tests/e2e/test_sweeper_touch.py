@@ -79,8 +79,7 @@ def test_the_touch_records_an_event_from_the_sweeper_on_the_job(control_plane, n
     run = sweep("-n", namespace, "--action", "touch")
 
     assert run.result.returncode == 0, run.explain()
-    events = control_plane.request("GET", f"/api/v1/namespaces/{namespace}/events")["items"]
-    about_job = [e for e in events if e["involvedObject"].get("uid") == job["metadata"]["uid"]]
-    assert len(about_job) == 1, events
+    about_job = w.events_about(control_plane, job)
+    assert len(about_job) == 1, about_job
     assert about_job[0]["reportingComponent"] == w.COMPONENT
     assert about_job[0]["source"]["component"] == w.COMPONENT

@@ -293,6 +293,29 @@ def passes(stdout: str) -> list[Obj]:
     return found
 
 
+def namespace_state(cp: ControlPlane, namespace: str) -> Obj:
+    """Everything a sweeper write could change in a namespace: job versions, pods, services, Events.
+
+    Two equal states mean nothing was written in between.
+    """
+    return {
+        "jobs": {
+            j["metadata"]["name"]: j["metadata"]["resourceVersion"]
+            for j in cp.request("GET", job_path(namespace, "PyTorchJob"))["items"]
+        },
+        "pods": names(cp, namespace, "pods"),
+        "services": names(cp, namespace, "services"),
+        "events": names(cp, namespace, "events"),
+    }
+
+
+def events_about(cp: ControlPlane, job: Obj) -> list[Obj]:
+    """The Events in the job's namespace whose ``involvedObject`` is the job (by uid)."""
+    namespace = job["metadata"]["namespace"]
+    events: list[Obj] = cp.request("GET", f"/api/v1/namespaces/{namespace}/events")["items"]
+    return [e for e in events if e["involvedObject"].get("uid") == job["metadata"]["uid"]]
+
+
 def report_jobs(stdout: str) -> list[Obj]:
     """The ``jobs`` entries of a single-pass ``-o json`` report."""
     (report,) = passes(stdout)
