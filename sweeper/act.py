@@ -14,7 +14,7 @@ the current write completes, no new one starts.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
@@ -298,10 +298,7 @@ class Executor:
                 progress.detail = "job replaced by a new one of the same name"
                 return Result.LEFT_ALONE
             # Same policy, same instant, no cap: only the job's own state may have changed.
-            fresh = judge(job, now, Policy(
-                action=policy.action, grace=policy.grace, escalate_after=policy.escalate_after,
-                terminate_pods=policy.terminate_pods,
-            ))
+            fresh = judge(job, now, replace(policy, max_actions=None))
             if isinstance(fresh, Action) and fresh.kind is ActionKind.TERMINATE_PODS:
                 # Failed by its deadline meanwhile (the operator, or our own write whose
                 # answer was lost): what is left to do is the pods.
