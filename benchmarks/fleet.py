@@ -209,7 +209,9 @@ def _status(
     created = started - dt.timedelta(seconds=2)
     running_at = started + dt.timedelta(seconds=20)
 
-    def condition(ctype: str, status: str, reason: str, message: str, at: dt.datetime) -> dict:
+    def condition(
+        ctype: str, status: str, reason: str, message: str, at: dt.datetime
+    ) -> dict[str, str]:
         stamp = _stamp(at)
         return {"type": ctype, "status": status, "reason": reason, "message": message,
                 "lastUpdateTime": stamp, "lastTransitionTime": stamp}

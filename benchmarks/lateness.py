@@ -37,7 +37,7 @@ import yaml
 from kubernetes import client
 
 from benchmarks import measure
-from devcluster import ControlPlane, binaries, jobs
+from devcluster import ControlPlane, binaries, fields, jobs
 from devcluster.jobs import JOB_NAME_LABEL, JobView
 from devcluster.kubelet import pod_status
 from devcluster.operator import Operator
@@ -141,7 +141,7 @@ def _read(api: client.ApiClient, namespace: str) -> list[JobView]:
     listed = client.CustomObjectsApi(api).list_namespaced_custom_object(
         jobs.GROUP, jobs.VERSION, namespace, "pytorchjobs"
     )
-    return [JobView(item) for item in listed["items"]]
+    return [JobView(item) for item in jobs.json_object(listed, "listing pytorchjobs")["items"]]
 
 
 def _wait_for_start_times(
@@ -218,11 +218,14 @@ class PodRunner:
     def _tick(self, namespace: str) -> None:
         pods = self._core.list_namespaced_pod(namespace, label_selector=JOB_NAME_LABEL).items
         for pod in pods:
-            if pod.metadata.deletion_timestamp is not None or pod.status.phase != "Pending":
+            if (
+                fields.metadata(pod).deletion_timestamp is not None
+                or fields.status(pod).phase != "Pending"
+            ):
                 continue
             body = {"status": pod_status(pod, "Running", dt.datetime.now(dt.UTC))}
             self._core.patch_namespaced_pod_status(
-                pod.metadata.name, namespace, body, _content_type="application/merge-patch+json"
+                fields.name(pod), namespace, body, _content_type="application/merge-patch+json"
             )
             self.moved += 1
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -101,7 +102,7 @@ def run(
 
 def _reap(
     process: subprocess.Popen[bytes], deadline: float
-) -> tuple[int, int, os.struct_rusage]:
+) -> tuple[int, int, resource.struct_rusage]:
     """Wait for the child, reading its high-water mark meanwhile: (status, KiB, usage)."""
     status_file = Path(f"/proc/{process.pid}/status")
     peak = 0

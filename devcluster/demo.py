@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from devcluster import binaries, jobs
+from devcluster import binaries, fields, jobs
 from devcluster.controlplane import ControlPlane
 from devcluster.kubelet import Kubelet, staggered
 from devcluster.operator import Operator
@@ -194,7 +194,9 @@ def play(cp: ControlPlane, overrun: float, began: float) -> int:
             f"{condition.get('message')}"
         )
         running = [
-            p.metadata.name for p in jobs.pods(api, namespace, JOB) if p.status.phase == "Running"
+            fields.name(p)
+            for p in jobs.pods(api, namespace, JOB)
+            if fields.status(p).phase == "Running"
         ]
         say(
             f"Its {len(running)} pods are still Running: v1.9.4 keeps the pods of a failed job "
@@ -202,7 +204,9 @@ def play(cp: ControlPlane, overrun: float, began: float) -> int:
         )
         run_sweeper(sweeper_kubeconfig, "--action", "auto", "-n", namespace)
         left = [
-            p.metadata.name for p in jobs.pods(api, namespace, JOB) if p.status.phase == "Running"
+            fields.name(p)
+            for p in jobs.pods(api, namespace, JOB)
+            if fields.status(p).phase == "Running"
         ]
         say(f"Pods still Running: {len(left)}. Done in {time.monotonic() - began:.0f}s.")
     return 0

@@ -16,6 +16,8 @@ from typing import Any
 
 from kubernetes import client
 
+from devcluster import fields
+
 GROUP = "kubeflow.org"
 VERSION = "v1"
 JOB_NAME_LABEL = "training.kubeflow.org/job-name"
@@ -119,7 +121,7 @@ def create(api: client.ApiClient, namespace: str, body: dict[str, Any]) -> JobVi
     created = client.CustomObjectsApi(api).create_namespaced_custom_object(
         GROUP, VERSION, namespace, plural, body
     )
-    return JobView(created)
+    return JobView(json_object(created, f"creating a {body['kind']} in {namespace}"))
 
 
 def get(api: client.ApiClient, kind: str, namespace: str, name: str) -> JobView:
@@ -127,7 +129,7 @@ def get(api: client.ApiClient, kind: str, namespace: str, name: str) -> JobView:
     obj = client.CustomObjectsApi(api).get_namespaced_custom_object(
         GROUP, VERSION, namespace, KINDS[kind].plural, name
     )
-    return JobView(obj)
+    return JobView(json_object(obj, f"reading {kind} {namespace}/{name}"))
 
 
 def pods(api: client.ApiClient, namespace: str, name: str) -> list[client.V1Pod]:
@@ -137,7 +139,7 @@ def pods(api: client.ApiClient, namespace: str, name: str) -> list[client.V1Pod]
         .list_namespaced_pod(namespace, label_selector=f"{JOB_NAME_LABEL}={name}")
         .items
     )
-    return sorted(items, key=lambda p: p.metadata.name)
+    return sorted(items, key=fields.name)
 
 
 def delete_everything(api: client.ApiClient, kind: str, namespace: str, name: str) -> None:
@@ -159,10 +161,21 @@ def delete_everything(api: client.ApiClient, kind: str, namespace: str, name: st
     )
     for service in core.list_namespaced_service(namespace, label_selector=selector).items:
         try:
-            core.delete_namespaced_service(service.metadata.name, namespace)
+            core.delete_namespaced_service(fields.name(service), namespace)
         except client.ApiException as e:
             if e.status != 404:  # noqa: PLR2004
                 raise
+
+
+def json_object(returned: object, what: str) -> dict[str, Any]:
+    """``returned`` as a JSON object: the custom objects API is typed ``object``, returns dicts.
+
+    Raises:
+        TypeError: ``returned`` is not a dict; ``what`` names the call in the message.
+    """
+    if not isinstance(returned, dict):
+        raise TypeError(f"{what}: the apiserver returned {type(returned).__name__}, not an object")
+    return returned
 
 
 def parse_time(value: str | None) -> dt.datetime | None:

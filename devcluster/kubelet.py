@@ -32,6 +32,7 @@ from typing import Any, Literal
 from kubernetes import client
 from kubernetes.client import ApiException
 
+from devcluster import fields
 from devcluster.processes import StopsOnExit
 
 log = logging.getLogger(__name__)
@@ -198,10 +199,10 @@ class Kubelet(StopsOnExit):
             self.namespace, label_selector=f"{JOB_NAME_LABEL}={self.job_name}"
         ).items
         for pod in pods:
-            if pod.metadata.deletion_timestamp is not None:
+            if fields.metadata(pod).deletion_timestamp is not None:
                 continue
-            current = pod.status.phase or "Pending"
-            target = desired_phase(self.timeline, pod.metadata.labels or {}, elapsed)
+            current = fields.status(pod).phase or "Pending"
+            target = desired_phase(self.timeline, fields.metadata(pod).labels or {}, elapsed)
             if _ORDER[target] <= _ORDER.get(current, 0):
                 continue
             self._report(pod, target)
@@ -219,9 +220,10 @@ class Kubelet(StopsOnExit):
     def _report(self, pod: client.V1Pod, phase: Phase) -> None:
         now = dt.datetime.now(dt.UTC)
         body = {"status": pod_status(pod, phase, now)}
+        name = fields.name(pod)
         try:
             self._core.patch_namespaced_pod_status(
-                pod.metadata.name,
+                name,
                 self.namespace,
                 body,
                 _content_type="application/merge-patch+json",
@@ -229,16 +231,14 @@ class Kubelet(StopsOnExit):
         except ApiException as e:
             if e.status == 404:  # noqa: PLR2004 - deleted meanwhile: the operator or sweeper did it
                 return
-            self.errors.append(
-                f"patch {pod.metadata.name} -> {phase}: {e.status} {e.reason}: {e.body}"
-            )
+            self.errors.append(f"patch {name} -> {phase}: {e.status} {e.reason}: {e.body}")
             return
-        change = Change(pod.metadata.name, phase, round(self.elapsed, 3), now)
+        change = Change(name, phase, round(self.elapsed, 3), now)
         self.changes.append(change)
         log.info(
             "kubelet: %s/%s -> %s at %.1fs",
             self.namespace,
-            pod.metadata.name,
+            name,
             phase,
             change.elapsed,
         )
@@ -251,14 +251,12 @@ def pod_status(pod: client.V1Pod, phase: Phase, now: dt.datetime) -> dict[str, A
     Failed: every container terminated with exit code 0 or 1.
     """
     stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
-    started = (
-        pod.status.start_time.strftime("%Y-%m-%dT%H:%M:%SZ") if pod.status.start_time else stamp
-    )
-    containers = [c.name for c in pod.spec.containers]
-    init_containers = [c.name for c in pod.spec.init_containers or []]
-    images = {
-        c.name: c.image or "" for c in [*pod.spec.containers, *(pod.spec.init_containers or [])]
-    }
+    start_time = fields.status(pod).start_time
+    started = start_time.strftime("%Y-%m-%dT%H:%M:%SZ") if start_time else stamp
+    spec = fields.spec(pod)
+    containers = [c.name for c in spec.containers]
+    init_containers = [c.name for c in spec.init_containers or []]
+    images = {c.name: c.image or "" for c in [*spec.containers, *(spec.init_containers or [])]}
     running = phase == "Running"
 
     def terminated(exit_code: int) -> dict[str, Any]:

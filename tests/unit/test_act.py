@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from sweeper.act import Executor, Outcome, Result
+from sweeper.cluster import ServedKind
 from sweeper.config import DryRun
 from sweeper.decide import ActionMode, PodsMode, Policy, decide
 from sweeper.errors import ApiError, Interrupted, NotFound, SweeperError
@@ -132,8 +133,8 @@ def test_a_conflict_rereads_decides_again_and_retries() -> None:
     original_get = fake.get_job
     reads = []
 
-    def get_then_operator_writes(*args: Any) -> Any:
-        raw = original_get(*args)
+    def get_then_operator_writes(served: ServedKind, namespace: str, name: str) -> dict[str, Any]:
+        raw = original_get(served, namespace, name)
         reads.append(raw)
         if len(reads) == 1:  # the operator writes between our first read and our write
             fake.job("pytorchjobs", "team-a", "train")["metadata"]["resourceVersion"] = "2"
@@ -154,8 +155,8 @@ def test_a_job_that_keeps_conflicting_is_an_error_after_three_attempts() -> None
     fake = cluster_with(job())
     original_get = fake.get_job
 
-    def stale_get(*args: Any) -> Any:
-        raw = original_get(*args)
+    def stale_get(served: ServedKind, namespace: str, name: str) -> dict[str, Any]:
+        raw = original_get(served, namespace, name)
         raw["metadata"]["resourceVersion"] = "0"
         return raw
 

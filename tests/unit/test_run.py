@@ -7,12 +7,13 @@ import io
 import json
 import logging
 import threading
+from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
 import pytest
 
-from sweeper.cluster import ServedKind
+from sweeper.cluster import Page, ServedKind
 from sweeper.config import ClockMode, Config, OutputFormat
 from sweeper.decide import ActionMode, Policy
 from sweeper.errors import ApiError, ClusterUnavailable, ConfigError, Gone, NotFound
@@ -39,7 +40,7 @@ class Ticker:
 def sweep(
     fake: FakeCluster, config: Config = JSON_CONFIG, monotonic: Any = None
 ) -> tuple[int, list[dict[str, Any]]]:
-    def connect(_config: Config, *, deadline: float, stop: threading.Event) -> FakeCluster:
+    def connect(config: Config, *, deadline: float, stop: threading.Event) -> FakeCluster:
         return fake
 
     out = io.StringIO()
@@ -139,9 +140,11 @@ def test_an_expired_continue_token_restarts_that_list_once() -> None:
     calls = {"n": 0}
     original = fake.list_jobs
 
-    def expire_on_second_page(*args: Any) -> Any:
+    def expire_on_second_page(
+        served: ServedKind, namespace: str | None, selector: str | None, page_size: int
+    ) -> Iterator[Page]:
         calls["n"] += 1
-        for index, page in enumerate(original(*args)):
+        for index, page in enumerate(original(served, namespace, selector, page_size)):
             if calls["n"] == 1 and index == 1:
                 raise Gone(status=410, verb="list", resource="pytorchjobs.kubeflow.org")
             yield page

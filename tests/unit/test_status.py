@@ -17,7 +17,8 @@ NOW_STAMP = "2024-05-01T12:00:00Z"
 
 
 def running_status() -> dict[str, Any]:
-    return job()["status"]
+    status: dict[str, Any] = job()["status"]
+    return status
 
 
 def test_completion_time_is_set_to_now_when_unset() -> None:
