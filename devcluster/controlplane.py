@@ -157,7 +157,7 @@ class ControlPlane(processes.StopsOnExit):
             self._stopped = True
         processes.cancel(self._cleanup_handle)
         if self._api_client is not None:
-            self._api_client.close()  # type: ignore[no-untyped-call]
+            self._api_client.close()  # type: ignore[no-untyped-call]  # unannotated in the client
         # The apiserver first: stopped after etcd, it would spend its grace period retrying.
         for process in reversed(self.processes):
             process.stop()
@@ -366,10 +366,10 @@ class ControlPlane(processes.StopsOnExit):
         )
         if status == HTTPStatus.CONFLICT:
             name = _yaml_metadata_name(path.read_text(encoding="utf-8"))
-            return self.request("GET", f"{crds}/{name}")  # type: ignore[no-any-return]
+            return self.request("GET", f"{crds}/{name}")  # type: ignore[no-any-return]  # JSON
         if status != HTTPStatus.CREATED:
             raise ApiError("POST", f"{crds} ({path.name})", status, body)
-        return body  # type: ignore[no-any-return]
+        return body  # type: ignore[no-any-return]  # a CRD, as JSON
 
     def wait_crd_established(self, name: str, timeout: float = _CRD_TIMEOUT) -> None:
         """Wait until a CRD has condition ``Established=True``."""

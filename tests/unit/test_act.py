@@ -140,7 +140,7 @@ def test_a_conflict_rereads_decides_again_and_retries() -> None:
             fake.job("pytorchjobs", "team-a", "train")["metadata"]["resourceVersion"] = "2"
         return raw
 
-    fake.get_job = get_then_operator_writes  # type: ignore[method-assign]
+    fake.get_job = get_then_operator_writes  # type: ignore[method-assign]  # a test double
     outcome = only(execute(fake, FAIL))
     assert outcome.result is Result.DONE
     assert [m for m in fake.methods() if m in ("get", "patch-status")] == [
@@ -160,7 +160,7 @@ def test_a_job_that_keeps_conflicting_is_an_error_after_three_attempts() -> None
         raw["metadata"]["resourceVersion"] = "0"
         return raw
 
-    fake.get_job = stale_get  # type: ignore[method-assign]
+    fake.get_job = stale_get  # type: ignore[method-assign]  # a test double
     outcome = only(execute(fake, FAIL))
     assert outcome.result is Result.ERROR
     assert fake.methods().count("patch-status") == 3
@@ -197,7 +197,7 @@ def test_a_job_deleted_meanwhile_is_left_alone() -> None:
 def test_a_job_replaced_by_a_namesake_is_left_alone() -> None:
     fake = cluster_with(job())
     original_get = fake.get_job
-    fake.get_job = lambda *a: {  # type: ignore[method-assign]
+    fake.get_job = lambda *a: {  # type: ignore[method-assign]  # a test double
         **original_get(*a), "metadata": {**original_get(*a)["metadata"], "uid": "new"}
     }
     outcome = only(execute(fake, FAIL))
@@ -236,7 +236,7 @@ def test_a_pod_replaced_under_the_same_name_is_not_deleted_and_not_an_error() ->
         fake.pods[("team-a", "w-0")]["metadata"]["uid"] = "recreated"
         return pods
 
-    fake.list_pods = list_then_replace  # type: ignore[method-assign]
+    fake.list_pods = list_then_replace  # type: ignore[method-assign]  # a test double
     outcome = only(execute(fake, FAIL))
     assert (outcome.result, outcome.pods, outcome.errors) == (Result.LEFT_ALONE, (), ())
     assert ("team-a", "w-0") in fake.pods

@@ -85,7 +85,7 @@ def test_defaults_are_the_documented_ones() -> None:
 
 def test_config_is_frozen() -> None:
     with pytest.raises(dataclasses.FrozenInstanceError):
-        Config().timeout = 1  # type: ignore[misc]
+        Config().timeout = 1  # type: ignore[misc]  # the write under test
 
 
 def test_repetition_within_the_timeout_is_accepted() -> None:

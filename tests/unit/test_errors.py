@@ -40,7 +40,7 @@ MESSAGES = [
 def test_api_error_messages_name_verb_resource_and_namespace(
     fields: dict[str, object], message: str
 ) -> None:
-    assert str(api_error(**fields)) == message  # type: ignore[arg-type]
+    assert str(api_error(**fields)) == message  # type: ignore[arg-type]  # table of mixed values
 
 
 @pytest.mark.parametrize(

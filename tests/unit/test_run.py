@@ -149,7 +149,7 @@ def test_an_expired_continue_token_restarts_that_list_once() -> None:
                 raise Gone(status=410, verb="list", resource="pytorchjobs.kubeflow.org")
             yield page
 
-    fake.list_jobs = expire_on_second_page  # type: ignore[method-assign]
+    fake.list_jobs = expire_on_second_page  # type: ignore[method-assign]  # a test double
     _, passes = sweep(fake, Config(output=OutputFormat.JSON, page_size=2, kinds=(PYTORCHJOB,)))
     assert sorted(j["name"] for j in passes[0]["jobs"]) == ["j0", "j1", "j2"]
 
