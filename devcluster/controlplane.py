@@ -3,8 +3,8 @@
 ``ControlPlane.start()`` gives tests, benchmarks and ``scripts/devcluster`` a secure-port-only
 kube-apiserver with RBAC, client-certificate users, service-account tokens (TokenRequest), an
 audit log of every request and, by default, the six Training Operator CRDs established. There
-is no kube-controller-manager, scheduler or kubelet: see ``../shared/CONTROL-PLANE.md`` for what
-that implies (namespaces never finish deleting, pods stay unscheduled, no garbage collection).
+is no kube-controller-manager, scheduler or kubelet, so namespaces never finish deleting, pods
+stay unscheduled and nothing is garbage-collected.
 
 Everything lives in one temporary directory that ``stop()`` removes after stopping the
 processes; ``stop()`` also runs at interpreter exit and on SIGTERM/SIGHUP.
@@ -30,7 +30,7 @@ from http import HTTPStatus
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from devcluster import audit, binaries, kubeconfig, pki, processes, shared
+from devcluster import audit, binaries, kubeconfig, operator_crds, pki, processes
 
 if TYPE_CHECKING:
     import kubernetes.client
@@ -124,7 +124,7 @@ class ControlPlane(processes.StopsOnExit):
         """
         etcd_bin = binaries.find("etcd")
         apiserver_bin = binaries.find("kube-apiserver")
-        crd_files = shared.crd_files() if crds else []
+        crd_files = operator_crds.crd_files() if crds else []
         began = time.monotonic()
         cp = cls(Path(tempfile.mkdtemp(prefix="devcluster-")))
         try:
@@ -333,7 +333,7 @@ class ControlPlane(processes.StopsOnExit):
         Returns:
             The CRD names, e.g. ``pytorchjobs.kubeflow.org``.
         """
-        paths = list(files) if files is not None else shared.crd_files()
+        paths = list(files) if files is not None else operator_crds.crd_files()
         with concurrent.futures.ThreadPoolExecutor(max_workers=len(paths) or 1) as pool:
             crds = list(pool.map(self._create_crd, paths))
         for crd in crds:

@@ -2,8 +2,8 @@
 
 This is what the end-to-end tests, ``scripts/devcluster up --operator`` and ``scripts/demo``
 run to reproduce the deadline bug and to check that the sweeper fixes it with the operator
-itself. The set-up follows the last section of ``shared/OPERATOR.md`` and the operator's own
-start-up code (``cmd/training-operator.v1/main.go`` and ``pkg/cert`` at v1.9.4):
+itself. The set-up follows the operator's own start-up code (``cmd/training-operator.v1/main.go``
+and ``pkg/cert`` at v1.9.4):
 
 - the namespace named by ``MY_POD_NAMESPACE`` (``kubeflow`` by default) must exist, with a
   Secret ``training-operator-webhook-cert`` in it, or the manager exits;

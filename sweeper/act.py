@@ -1,11 +1,11 @@
 """The executor: applies a plan through the :class:`~sweeper.cluster.Cluster` interface.
 
 Thin on purpose: what to do was decided in :mod:`sweeper.decide`; here each action is carried
-out, its outcome recorded, and a failure stays confined to its job (STYLE.md, principle 7). A
+out, its outcome recorded, and a failure stays confined to its job. A
 ``fail`` is a read-modify-write: the job is read again, judged again with the same policy and
 instant, and its status written with the ``resourceVersion`` just read; on 409 Conflict the
 cycle starts over, a few times at most. Pods (and their same-named services) are deleted only
-after the Failed status is written (OPERATOR.md, "Ordering that matters").
+after the Failed status is written (docs/operator.md, "Ordering when failing a job by hand").
 
 Before every write the executor checks whether the run must stop (signal or ``--timeout``):
 the current write completes, no new one starts.

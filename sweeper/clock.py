@@ -1,6 +1,6 @@
 """Time: the one place that reads the local clock, and the formats Kubernetes speaks.
 
-Everything else receives ``now`` as an aware UTC datetime (STYLE.md, principle 2). The API
+Everything else receives ``now`` as an aware UTC datetime. The API
 server's clock comes from the ``Date`` header of its responses (RFC 7231, whole seconds).
 """
 

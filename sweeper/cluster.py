@@ -1,7 +1,7 @@
 """The sweeper's own boundary to the cluster: the interface the executor and the pass loop use.
 
 :mod:`sweeper.kube` implements :class:`Cluster` with the official client; unit tests implement
-it in memory (STYLE.md, principle 5). Objects cross this boundary as decoded JSON, never as the
+it in memory. Objects cross this boundary as decoded JSON, never as the
 client's model classes. Every method raises only the sweeper's own errors
 (:mod:`sweeper.errors`): :class:`~sweeper.errors.ApiError` and its subclasses for a request that
 failed for good, :class:`~sweeper.errors.RunTimeout` when ``--timeout`` ran out, and

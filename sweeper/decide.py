@@ -2,9 +2,9 @@
 
 Nothing here reads a clock, the network or the environment, and nothing here raises on odd
 input (``jobs.parse_job`` already turned it into a ``malformed`` view). The plan is data: every
-job gets either an :class:`Action` or a :class:`Skip`, each with its reason (STYLE.md,
-principles 1 and 3). The rule for "overdue" is the operator's, plus the grace period
-(OPERATOR.md, "When a job is past its deadline").
+job gets either an :class:`Action` or a :class:`Skip`, each with its reason. The rule for
+"overdue" is the operator's, plus the grace period (docs/operator.md, "When a job is past its
+deadline").
 """
 
 from __future__ import annotations

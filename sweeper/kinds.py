@@ -1,7 +1,7 @@
 """The table of Kubeflow job kinds, and every label and annotation key the sweeper uses.
 
-Constants live here and nowhere else (STYLE.md, principle 11). The kind table mirrors
-OPERATOR.md's "Job kinds" table for the Training Operator v1.
+Constants live here and nowhere else, so a key is never spelt twice. The kind table mirrors
+the "Job kinds" section of docs/operator.md for the Training Operator v1.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ TRAINING_OPERATOR = "kubeflow.org/training-operator"
 
 COMPONENT = "kubeflow-deadline-sweeper"
 
-# The operator's failure message, which the sweeper's own message extends (OPERATOR.md).
+# The operator's failure message, which the sweeper's own message extends (docs/operator.md).
 DEADLINE_MESSAGE = "has failed because it was active longer than specified deadline"
 
 CLEAN_POD_POLICIES = ("None", "Running", "All")

@@ -1,8 +1,8 @@
 """With the operator down, the sweeper fails an overdue job itself, and the operator agrees.
 
-``--action fail`` writes the Failed status the way the operator would (OPERATOR.md, "What the
-operator does on the deadline"), then deletes the pods. When the operator comes back it must
-see a finished job: keep its status as it is, and recreate nothing.
+``--action fail`` writes the Failed status the way the operator would (docs/operator.md,
+"What the operator does on the deadline"), then deletes the pods. When the operator comes back
+it must see a finished job: keep its status as it is, and recreate nothing.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The harness runs the real operator the way OPERATOR.md prescribes, and the operator agrees.
+"""The harness runs the real operator as devcluster/operator.py describes, and it agrees.
 
 What the other operator tests take for granted: the operator accepts the harness's webhook
 material without rewriting it, no validating webhook stands between the sweeper and the jobs,

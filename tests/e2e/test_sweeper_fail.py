@@ -1,6 +1,6 @@
 """``--action fail`` against a real apiserver: the operator's status document, then the pods.
 
-The expected document is OPERATOR.md's "What the operator does on the deadline", with the
+The expected document is docs/operator.md's "What the operator does on the deadline", with the
 sweeper's message: ``completionTime`` set when unset, Running flipped to False (other fields
 kept), ``Failed=True`` appended with reason ``<Kind>Failed``; nothing else in the status moves.
 """

@@ -1,9 +1,9 @@
 """The real Training Operator v1.9.4 CRD schemas, as a validator of the status the sweeper writes.
 
-The CRDs are the upstream files in ``../shared/crds/training-operator-v1.9.4`` (found through
-``devcluster.shared``, like the e2e tests do). The ``status`` part of each kind's
-``openAPIV3Schema`` is checked the way kube-apiserver checks a structural schema on a
-``/status`` write:
+The CRDs are the operator's own, copied from its Go module into the binary cache by
+``scripts/build-binaries`` (found through ``devcluster.operator_crds``, like the e2e tests
+do). The ``status`` part of each kind's ``openAPIV3Schema`` is checked the way kube-apiserver
+checks a structural schema on a ``/status`` write:
 
 - ``jsonschema`` for types, ``required`` and formats, with ``date-time`` checked as the
   apiserver does (RFC 3339, a time zone required) and the int32/int64 ranges;
@@ -20,7 +20,7 @@ from typing import Any
 import jsonschema
 import yaml
 
-from devcluster import shared
+from devcluster import operator_crds
 
 _RFC3339 = re.compile(
     r"^\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])[Tt]([01]\d|2[0-3]):[0-5]\d:([0-5]\d|60)"
@@ -47,7 +47,7 @@ def _int64(value: object) -> bool:
 @functools.cache
 def status_schema(kind: str) -> dict[str, Any]:
     """The ``status`` schema of ``kind`` at ``kubeflow.org/v1`` from its real CRD."""
-    for path in shared.crd_files():
+    for path in operator_crds.crd_files():
         crd = yaml.load(path.read_text(encoding="utf-8"), Loader=yaml.CSafeLoader)
         if crd["spec"]["names"]["kind"] != kind:
             continue

@@ -3,7 +3,7 @@
 A ``JobCase`` is the set of facts a job is made of (kind, deadline, start, conditions,
 annotations...), and ``JobCase.raw()`` the JSON object the API server would return for it.
 The property tests judge the object through the product's parser and decision, and check the
-outcome against the facts themselves, written here from OPERATOR.md and the CLI contract, not
+outcome against the facts themselves, written here from docs/operator.md and the CLI contract, not
 from ``sweeper/``: so the oracle cannot share a mistake with the code it checks.
 
 Cases lean on the borderline: start times and clocks are drawn around the exact instant
@@ -136,7 +136,7 @@ class JobCase:
     clean_pod_policy: str | None = None
     extra_status: dict[str, Any] = field(default_factory=dict)
 
-    # --- the facts the decision must respect (OPERATOR.md, COMMON.md) ---
+    # --- the facts the decision must respect (docs/operator.md, the CLI contract) ---
 
     @property
     def deadline(self) -> datetime | None:

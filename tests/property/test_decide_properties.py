@@ -1,6 +1,6 @@
 """Properties of the decision core (issue 7), over generated jobs, clocks and policies.
 
-The oracle is ``strategies.JobCase``: the facts a job was built from, read against OPERATOR.md
+The oracle is ``strategies.JobCase``: the facts a job was built from, read against docs/operator.md
 and the CLI contract. Each property states one safety guarantee of ``sweeper.decide`` for every
 generated case:
 
@@ -19,6 +19,7 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
+import pytest
 from hypothesis import example, given, note
 from hypothesis import strategies as st
 
@@ -304,6 +305,7 @@ def test_applying_the_plans_writes_then_planning_again_fails_no_job_twice(
         assert not [a for a in second.actions if a.kind is ActionKind.FAIL]
 
 
+@pytest.mark.usefixtures("real_crds")
 @given(st.data(), clocks, policies.map(lambda p: replace(p, action=ActionMode.FAIL)))
 def test_every_fail_status_is_accepted_by_the_real_crd_schema(
     data: st.DataObject, now: datetime, policy: Policy
@@ -328,6 +330,7 @@ def test_every_fail_status_is_accepted_by_the_real_crd_schema(
     assert written.get("completionTime")
 
 
+@pytest.mark.usefixtures("real_crds")
 @given(clocks, kinds)
 def test_the_schema_check_itself_rejects_a_broken_status(now: datetime, kind: Any) -> None:
     bad = {"conditions": [{"type": "Failed"}], "completionTime": now.strftime("%Y-%m-%d %H:%M")}

@@ -1,4 +1,4 @@
-"""The status document of ``--action fail``, field by field against OPERATOR.md."""
+"""The status document of ``--action fail``, field by field against docs/operator.md."""
 
 from __future__ import annotations
 
