@@ -63,7 +63,7 @@ app.kubernetes.io/component: deadline-sweeper
 {{- end }}
 
 {{- define "sweeper.imagePullPolicy" -}}
-{{- .Values.image.pullPolicy | default (ternary "IfNotPresent" "Always" (not (empty .Values.image.digest))) }}
+{{- .Values.image.pullPolicy | default "IfNotPresent" }}
 {{- end }}
 
 {{/*
@@ -271,11 +271,7 @@ imagePullSecrets:
   {{- toYaml . | nindent 2 }}
 {{- end }}
 securityContext:
-  runAsNonRoot: true
-  runAsUser: {{ int $v.runAsUser }}
-  runAsGroup: {{ int $v.runAsGroup }}
-  seccompProfile:
-    type: RuntimeDefault
+  {{- include "sweeper.securityContext" (dict "values" $v "defaults" (dict "seccompProfile" (dict "type" "RuntimeDefault")) "overrides" $v.podSecurityContext) | nindent 2 }}
 containers:
   - name: sweeper
     image: {{ include "sweeper.image" $root }}
@@ -287,16 +283,8 @@ containers:
       - name: PYTHONUNBUFFERED
         value: "1"
     securityContext:
-      runAsNonRoot: true
-      runAsUser: {{ int $v.runAsUser }}
-      runAsGroup: {{ int $v.runAsGroup }}
-      readOnlyRootFilesystem: true
-      allowPrivilegeEscalation: false
-      privileged: false
-      capabilities:
-        drop: ["ALL"]
-      seccompProfile:
-        type: RuntimeDefault
+      {{- $restricted := dict "readOnlyRootFilesystem" true "allowPrivilegeEscalation" false "privileged" false "capabilities" (dict "drop" (list "ALL")) "seccompProfile" (dict "type" "RuntimeDefault") }}
+      {{- include "sweeper.securityContext" (dict "values" $v "defaults" $restricted "overrides" $v.containerSecurityContext) | nindent 6 }}
     {{- with $v.resources }}
     resources:
       {{- toYaml . | nindent 6 }}
@@ -342,4 +330,22 @@ affinity:
 tolerations:
   {{- toYaml . | nindent 2 }}
 {{- end }}
+{{- end }}
+
+{{/*
+A securityContext: runAsNonRoot, the numeric runAsUser/runAsGroup unless they are null (on
+OpenShift the platform assigns the uid, and an explicit one outside the namespace's range is
+refused), the given restricted defaults, then the user's overrides on top.
+Called with (dict "values" .Values "defaults" DICT "overrides" DICT).
+*/}}
+{{- define "sweeper.securityContext" -}}
+{{- $ctx := dict "runAsNonRoot" true }}
+{{- if not (kindIs "invalid" .values.runAsUser) }}
+{{- $_ := set $ctx "runAsUser" (int .values.runAsUser) }}
+{{- end }}
+{{- if not (kindIs "invalid" .values.runAsGroup) }}
+{{- $_ := set $ctx "runAsGroup" (int .values.runAsGroup) }}
+{{- end }}
+{{- $ctx = mergeOverwrite $ctx (deepCopy .defaults) (deepCopy (.overrides | default dict)) }}
+{{- toYaml $ctx }}
 {{- end }}

@@ -131,7 +131,7 @@ def test_test_pod_can_be_left_out(render):
     ("image", "reference", "policy"),
     [
         pytest.param({}, "ghcr.io/kubeflow-deadline-sweeper/kubeflow-deadline-sweeper:0.1.0",
-                     "Always", id="tag-pulls-always"),
+                     "IfNotPresent", id="tag-pulls-if-not-present"),
         pytest.param({"digest": DIGEST},
                      f"ghcr.io/kubeflow-deadline-sweeper/kubeflow-deadline-sweeper:0.1.0@{DIGEST}",
                      "IfNotPresent", id="digest-pulls-if-not-present"),
@@ -213,3 +213,55 @@ def test_names_fit_the_job_name_limit(render):
 
     # The CronJob controller appends an 11-character suffix; a Job name must fit in 63.
     assert len(rendered.cronjob["metadata"]["name"]) <= 52
+
+
+@pytest.mark.parametrize("which", ["cronjob", "test-pod"])
+def test_a_null_uid_is_left_to_the_platform_and_never_rendered_as_root(render, which):
+    rendered = render({"runAsUser": None, "runAsGroup": None})
+    pod = rendered.pod_spec if which == "cronjob" else rendered.test_pod["spec"]
+    (container,) = pod["containers"]
+
+    for context in (pod["securityContext"], container["securityContext"]):
+        assert "runAsUser" not in context
+        assert "runAsGroup" not in context
+        assert context["runAsNonRoot"] is True
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+
+
+def test_security_contexts_take_overrides_over_the_restricted_defaults(render):
+    rendered = render(
+        {
+            "podSecurityContext": {"fsGroup": 2000, "seccompProfile": {"type": "Localhost",
+                                                                        "localhostProfile": "p"}},
+            "containerSecurityContext": {"seLinuxOptions": {"level": "s0:c1,c2"}},
+        }
+    )
+
+    assert rendered.pod_spec["securityContext"] == {
+        "runAsNonRoot": True,
+        "runAsUser": 65532,
+        "runAsGroup": 65532,
+        "fsGroup": 2000,
+        "seccompProfile": {"type": "Localhost", "localhostProfile": "p"},
+    }
+    container = rendered.container["securityContext"]
+    assert container["seLinuxOptions"] == {"level": "s0:c1,c2"}
+    assert container["capabilities"] == {"drop": ["ALL"]}
+    assert container["readOnlyRootFilesystem"] is True
+
+
+@pytest.mark.parametrize(
+    ("kube_version", "accepted"),
+    [
+        pytest.param("1.26.15", False, id="1.26-refused"),
+        pytest.param("1.27.0", True, id="1.27-accepted"),
+        pytest.param("1.36.3", True, id="1.36-accepted"),
+    ],
+)
+def test_the_chart_states_the_kubernetes_versions_it_needs(
+    render, render_error, kube_version, accepted
+):
+    if accepted:
+        assert render({}, "--kube-version", kube_version).cronjob
+    else:
+        assert "kubeVersion" in render_error({}, "--kube-version", kube_version)
