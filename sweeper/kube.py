@@ -384,6 +384,18 @@ class KubeCluster:
         except OSError as error:
             raise _NoResponse(_one_line(error), retryable=True, cause=error) from error
 
+    def close(self) -> None:
+        """Close the client's connections (see :class:`sweeper.cluster.Cluster`).
+
+        A run that ends leaves nothing open, however long the process lives after it.
+        """
+        self._api.close()
+        # ``ApiClient.close`` closes the pool manager only from client 37 on; before, it
+        # stopped the thread pool alone and left the keep-alive sockets to the garbage collector.
+        manager = getattr(getattr(self._api, "rest_client", None), "pool_manager", None)
+        if manager is not None:
+            manager.clear()
+
     def _wait(self, delay: float, target: _Target) -> None:
         delay = min(delay, max(self._deadline - time.monotonic(), 0.0))
         log.debug("retrying %s %s in %.2fs", target.verb, target.resource, delay)

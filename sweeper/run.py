@@ -164,30 +164,46 @@ def run(
     flag = StopFlag(started + config.timeout, config.timeout, monotonic)
     with signals_stop(flag):
         cluster = connect(config, deadline=flag.deadline, stop=flag.event)
-        code = EXIT_OK
-        number = 0
-        slot = 0  # passes start on a fixed grid: started + slot * every
-        while True:
-            number += 1
-            outcome = sweep(number, config, cluster, flag, out, monotonic=monotonic)
-            if outcome.errors:
-                code = EXIT_ACTIONS_FAILED
-            if outcome.stopped_by is not None:
-                return outcome.stopped_by.exit_code
-            if config.every is None or config.for_seconds is None:
-                return code
-            # A pass longer than --every skips the slots it overran rather than piling up.
-            elapsed = monotonic() - started
-            slot = max(slot + 1, math.ceil(elapsed / config.every))
-            next_start = started + slot * config.every
-            # No pass starts after --for, nor at or after --timeout (it could not finish).
-            if slot * config.every >= config.for_seconds or next_start >= flag.deadline:
-                return code
-            delay = next_start - monotonic()
-            if flag.event.wait(max(0.0, delay)):
-                stopped = flag.reason() or Interrupted("interrupted")
-                log.warning("stopped between passes: %s", stopped)
-                return stopped.exit_code
+        # The connections close with the run, not at process exit: a process that runs the
+        # sweeper again (in-process tests, a long-lived caller) would otherwise leave every
+        # run's keep-alive sockets to the garbage collector.
+        with contextlib.closing(cluster):
+            return _passes(config, cluster, flag, out, started=started, monotonic=monotonic)
+
+
+def _passes(
+    config: Config,
+    cluster: Cluster,
+    flag: StopFlag,
+    out: TextIO,
+    *,
+    started: float,
+    monotonic: Callable[[], float],
+) -> int:
+    code = EXIT_OK
+    number = 0
+    slot = 0  # passes start on a fixed grid: started + slot * every
+    while True:
+        number += 1
+        outcome = sweep(number, config, cluster, flag, out, monotonic=monotonic)
+        if outcome.errors:
+            code = EXIT_ACTIONS_FAILED
+        if outcome.stopped_by is not None:
+            return outcome.stopped_by.exit_code
+        if config.every is None or config.for_seconds is None:
+            return code
+        # A pass longer than --every skips the slots it overran rather than piling up.
+        elapsed = monotonic() - started
+        slot = max(slot + 1, math.ceil(elapsed / config.every))
+        next_start = started + slot * config.every
+        # No pass starts after --for, nor at or after --timeout (it could not finish).
+        if slot * config.every >= config.for_seconds or next_start >= flag.deadline:
+            return code
+        delay = next_start - monotonic()
+        if flag.event.wait(max(0.0, delay)):
+            stopped = flag.reason() or Interrupted("interrupted")
+            log.warning("stopped between passes: %s", stopped)
+            return stopped.exit_code
 
 
 class PassOutcome:
