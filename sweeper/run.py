@@ -274,6 +274,7 @@ def sweep(
     stopped: SweeperError | None = None
     outcomes: list[Outcome] = []
     now: datetime | None = None
+    unavailable: ClusterUnavailable | None = None
     try:
         with collector_paused():
             served = _discover(cluster, config, listing)
@@ -282,6 +283,10 @@ def sweep(
         now = listing.now()
     except (Interrupted, RunTimeout) as cause:
         stopped = cause
+    except ClusterUnavailable as error:
+        # Nothing is decided on a partial listing; the pass is still reported, then exit 3.
+        unavailable = error
+        listing.jobs = []
     if now is not None and stopped is None:
         plan = decide(listing.jobs, now, config.policy)
         listing.jobs = []  # the plan holds the views now
@@ -302,13 +307,15 @@ def sweep(
         action=config.policy.action,
         outcomes=outcomes,
         duration_s=monotonic() - began,
-        stopped_by=str(stopped) if stopped else None,
+        stopped_by=str(stopped or unavailable or "") or None,
     )
     if config.output is OutputFormat.JSON:
         report.write_json(out, pass_report)
     else:
         report.write_text(out, pass_report)
     report.log_summary(pass_report)
+    if unavailable is not None:
+        raise unavailable
     errors = sum(1 for o in outcomes if report.has_errors(o))
     return PassOutcome(errors, stopped)
 
@@ -352,7 +359,12 @@ class _Listing:
             except Gone:
                 # The continue token expired (a very long list): start this list over once.
                 del self.jobs[mark:]
-                self._list(cluster, served, namespace)
+                try:
+                    self._list(cluster, served, namespace)
+                except Gone as again:
+                    raise ClusterUnavailable(
+                        f"{again} (the list expired again after starting over)"
+                    ) from again
 
     def _list(self, cluster: Cluster, served: ServedKind, namespace: str | None) -> None:
         config = self.config

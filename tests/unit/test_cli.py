@@ -19,7 +19,7 @@ from sweeper import __version__
 from sweeper.cli import command
 from sweeper.config import ClockMode, Config, DryRun, LogFormat, OutputFormat
 from sweeper.decide import ActionMode, PodsMode
-from sweeper.errors import ApiError
+from sweeper.errors import ApiError, Gone
 from sweeper.kinds import MPIJOB, PYTORCHJOB, TOUCHED_AT_ANNOTATION
 from tests.unit.fakes import FakeCluster, Request
 from tests.unit.objects import NOW, job
@@ -297,14 +297,37 @@ def test_sigterm_finishes_the_current_write_reports_and_exits_four(harness: Harn
     assert signal.getsignal(signal.SIGTERM) is before
 
 
-def test_an_unexpected_bug_is_one_line_not_a_traceback(harness: Harness) -> None:
+def test_an_unexpected_bug_exits_70_with_one_line_and_its_traceback_logged_at_error(
+    harness: Harness,
+) -> None:
     def explode(_request: Request) -> None:
         raise RuntimeError("boom")
 
     harness.fake.before = explode
     result = harness.invoke()
-    assert result.exit_code == 1
-    assert result.stderr.splitlines()[-1] == "sweeper: internal error: RuntimeError: boom"
+    assert result.exit_code == 70
+    lines = result.stderr.splitlines()
+    assert lines[-1] == "sweeper: internal error: RuntimeError: boom"
+    [logged] = [json.loads(line) for line in lines if line.startswith("{") and "boom" in line]
+    assert (logged["level"], logged["message"]) == ("ERROR", "internal error: RuntimeError: boom")
+    assert logged["exc_info"].startswith("Traceback (most recent call last):")
+    assert logged["exc_info"].rstrip().endswith("RuntimeError: boom")
+
+
+def test_a_list_that_expires_twice_exits_three_with_the_pass_reported(harness: Harness) -> None:
+    harness.fake.add_job(job())
+    gone = Gone(status=410, verb="list", resource="pytorchjobs.kubeflow.org", detail="expired")
+    harness.fake.fail("list", "pytorchjobs", gone, gone)
+    result = harness.invoke("-o", "json", "--kind", "PyTorchJob")
+    assert result.exit_code == 3
+    report = json.loads(result.stdout)
+    assert report["jobs"] == []
+    assert report["summary"]["stopped_by"] == (
+        "cannot list pytorchjobs.kubeflow.org in all namespaces: gone (410): expired "
+        "(the list expired again after starting over)"
+    )
+    assert result.stderr.splitlines()[-1] == f"sweeper: error: {report['summary']['stopped_by']}"
+    assert harness.fake.writes == []
 
 
 def test_the_cli_does_not_import_the_kubernetes_client_until_a_run_starts() -> None:
