@@ -15,10 +15,10 @@ import warnings
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
 from devcluster import ControlPlane
 from sweeper.cli import command
+from tests.cli_runner import runner
 from tests.e2e import workloads as w
 
 pytestmark = pytest.mark.e2e
@@ -43,7 +43,7 @@ def test_a_run_leaves_no_socket_open(
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ResourceWarning)
-        result = CliRunner().invoke(
+        result = runner().invoke(
             command, ["--kubeconfig", str(sweeper_kubeconfig), "-n", namespace, *args],
             env=env, catch_exceptions=False,
         )

@@ -21,6 +21,7 @@ from sweeper.config import ClockMode, Config, DryRun, LogFormat, OutputFormat
 from sweeper.decide import ActionMode, PodsMode
 from sweeper.errors import ApiError, Gone
 from sweeper.kinds import MPIJOB, PYTORCHJOB, TOUCHED_AT_ANNOTATION
+from tests.cli_runner import runner
 from tests.unit.fakes import FakeCluster, Request
 from tests.unit.objects import NOW, job
 
@@ -46,7 +47,7 @@ class Harness:
 
     def invoke(self, *args: str, env: dict[str, str] | None = None) -> Result:
         clean = dict.fromkeys([*ALL_ENV, "KUBECONFIG"])  # None removes them
-        return CliRunner().invoke(
+        return runner().invoke(
             command, list(args), obj={"connect": self.connect}, env={**clean, **(env or {})},
             catch_exceptions=False,
         )
@@ -58,7 +59,7 @@ def harness() -> Harness:
 
 
 def test_version_is_fast_to_get_and_needs_no_cluster() -> None:
-    result = CliRunner().invoke(command, ["--version"])
+    result = runner().invoke(command, ["--version"])
     assert (result.exit_code, result.output) == (0, f"sweeper, version {__version__}\n")
 
 
@@ -154,7 +155,7 @@ def test_usage_errors_exit_two_with_one_clear_line(
 
 
 def test_missing_kubeconfig_is_one_line_and_exit_two() -> None:
-    result = CliRunner().invoke(command, ["--dry-run", "--kubeconfig", "/nonexistent"])
+    result = runner().invoke(command, ["--dry-run", "--kubeconfig", "/nonexistent"])
     assert result.exit_code == 2
     assert result.stderr == "sweeper: error: kubeconfig /nonexistent: no such file\n"
     assert result.stdout == ""
@@ -163,7 +164,7 @@ def test_missing_kubeconfig_is_one_line_and_exit_two() -> None:
 def test_broken_kubeconfig_is_one_line_and_exit_two(tmp_path: Any) -> None:
     broken = tmp_path / "config"
     broken.write_text("apiVersion: v1\nclusters: [oops\n")
-    result = CliRunner().invoke(command, ["--kubeconfig", str(broken)])
+    result = runner().invoke(command, ["--kubeconfig", str(broken)])
     assert result.exit_code == 2
     assert result.stderr.startswith(f"sweeper: error: kubeconfig {broken}: ")
     assert result.stderr.count("\n") == 1
