@@ -25,10 +25,12 @@ from sweeper.config import DryRun
 from sweeper.decide import (
     Action,
     ActionKind,
+    ActionMode,
     Entry,
     Plan,
     Policy,
     Skip,
+    Why,
     judge,
     pods_to_terminate,
     services_to_delete,
@@ -66,6 +68,8 @@ class Outcome:
         pods: Names of the pods deleted (or that would be).
         services: Names of the services deleted (or that would be).
         errors: One line per request that failed for this job.
+        touch_refused: The API server's refusal of the touch, when ``auto`` failed the job
+            instead (its operator's validating webhook rejects every update while it is down).
     """
 
     entry: Entry
@@ -75,6 +79,7 @@ class Outcome:
     pods: tuple[str, ...] = ()
     services: tuple[str, ...] = ()
     errors: tuple[str, ...] = ()
+    touch_refused: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +112,9 @@ class _Progress:
     services: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     detail: str = ""
+    # Set when a refused touch escalated to a fail: the outcome reports that action.
+    escalated: Action | None = None
+    touch_refused: str = ""
 
 
 def event_body(job: Job, *, reason: str, message: str, warning: bool, now: datetime) -> JSON:
@@ -211,7 +219,7 @@ class Executor:
         progress = _Progress()
         try:
             if action.kind is ActionKind.TOUCH:
-                result = self._touch(action, now, progress)
+                result = self._touch(action, now, policy, progress)
             elif action.kind is ActionKind.FAIL:
                 result = self._fail(action, now, policy, progress)
             else:
@@ -247,13 +255,14 @@ class Executor:
     ) -> Outcome:
         detail = "; ".join(part for part in (progress.detail, extra) if part)
         return Outcome(
-            entry=action,
+            entry=progress.escalated or action,
             result=result,
             detail=detail,
             body=progress.body,
             pods=tuple(progress.pods),
             services=tuple(progress.services),
             errors=tuple(progress.errors),
+            touch_refused=progress.touch_refused,
         )
 
     def _checkpoint(self) -> None:
@@ -263,15 +272,31 @@ class Executor:
 
     # --- touch ---------------------------------------------------------------------------
 
-    def _touch(self, action: Action, now: datetime, progress: _Progress) -> Result:
+    def _touch(
+        self, action: Action, now: datetime, policy: Policy, progress: _Progress
+    ) -> Result:
         job = action.job
         progress.body = touch_patch(now)
         if not self._writes:
             return Result.PLANNED
         self._checkpoint()
-        self._cluster.patch_job(
-            _served(job), job.namespace, job.name, progress.body, dry_run=self._server_dry_run
-        )
+        try:
+            self._cluster.patch_job(
+                _served(job), job.namespace, job.name, progress.body,
+                dry_run=self._server_dry_run,
+            )
+        except (NotFound, Conflict):
+            raise
+        except ApiError as error:
+            if error.status is None:
+                raise  # no answer: the cluster is unreachable, not refusing
+            # The API server answered and wrote nothing: admission refused the update (the
+            # operator's webhooks, with failurePolicy Fail, reject every update while it is
+            # down), or RBAC did. Nothing will make the operator look: auto fails it now.
+            if policy.action is not ActionMode.AUTO:
+                progress.errors.append(f"touch refused: {error}")
+                return Result.ERROR
+            return self._escalate(action, now, policy, progress, refusal=str(error))
         progress.wrote = True
         late = f"{action.seconds_overdue:.0f}s" if action.seconds_overdue is not None else "?"
         self._event(
@@ -284,10 +309,29 @@ class Executor:
         )
         return self._done()
 
+    def _escalate(
+        self, action: Action, now: datetime, policy: Policy, progress: _Progress, *,
+        refusal: str,
+    ) -> Result:
+        escalated = Action(
+            action.job, ActionKind.FAIL, Why.TOUCH_REFUSED, action.seconds_overdue,
+            f"touch refused: {refusal}",
+        )
+        progress.escalated = escalated
+        progress.touch_refused = refusal
+        progress.body = None
+        result = self._fail(escalated, now, policy, progress, touch_refused=True)
+        progress.detail = "; ".join(
+            part for part in (f"touch refused ({refusal}), failed instead", progress.detail)
+            if part
+        )
+        return result
+
     # --- fail ----------------------------------------------------------------------------
 
     def _fail(
-        self, action: Action, now: datetime, policy: Policy, progress: _Progress
+        self, action: Action, now: datetime, policy: Policy, progress: _Progress, *,
+        touch_refused: bool = False,
     ) -> Result:
         listed = action.job
         served = _served(listed)
@@ -307,7 +351,9 @@ class Executor:
                     part for part in ("already failed by its deadline", progress.detail) if part
                 )
                 return result
-            if not (isinstance(fresh, Action) and fresh.kind is ActionKind.FAIL):
+            # After a refused touch, a job the re-read still finds due for a touch is failed.
+            wanted = (ActionKind.FAIL, ActionKind.TOUCH) if touch_refused else (ActionKind.FAIL,)
+            if not (isinstance(fresh, Action) and fresh.kind in wanted):
                 progress.detail = f"re-read: now {fresh.decision} ({fresh.reason})"
                 return Result.LEFT_ALONE
             progress.body = status_patch(job.kind, raw, now)

@@ -18,7 +18,7 @@ import click
 from sweeper import __version__, logs
 from sweeper.config import LOG_LEVELS, ClockMode, Config, DryRun, LogFormat, OutputFormat
 from sweeper.decide import ActionMode, PodsMode, Policy
-from sweeper.errors import EXIT_ACTIONS_FAILED, EXIT_INTERRUPTED, ConfigError, SweeperError
+from sweeper.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, ConfigError, SweeperError
 from sweeper.kinds import lookup
 from sweeper.run import Connect, run
 
@@ -143,7 +143,8 @@ def command(ctx: click.Context, /, **options: Any) -> None:
     """Find Kubeflow v1 jobs past spec.runPolicy.activeDeadlineSeconds and touch or fail them.
 
     Exit codes: 0 completed, 1 some actions failed, 2 usage or configuration error, 3 the
-    cluster could not be listed, 4 interrupted (SIGTERM/SIGINT), 5 --timeout reached.
+    cluster could not be listed, 4 interrupted (SIGTERM/SIGINT), 5 --timeout reached,
+    70 internal error (a bug: the log has its traceback).
     """
     connect: Connect = (ctx.obj or {}).get("connect", _connect)
     try:
@@ -158,10 +159,15 @@ def command(ctx: click.Context, /, **options: Any) -> None:
     except KeyboardInterrupt:
         click.echo("sweeper: interrupted", err=True)
         ctx.exit(EXIT_INTERRUPTED)
-    except Exception as error:  # noqa: BLE001 - last resort: one line, never a traceback
-        logs.get("cli").debug("internal error", exc_info=True)
+    except Exception as error:  # noqa: BLE001 - last resort: a bug, reported as one
+        # The traceback goes to the log at ERROR, one JSON line (a CronJob's logs keep it);
+        # stderr's last line stays the one-line message.
+        logs.get("cli").error(
+            "internal error: %s: %s", type(error).__name__, error, exc_info=True,
+            extra={"exit_code": EXIT_INTERNAL},
+        )
         click.echo(f"sweeper: internal error: {type(error).__name__}: {error}", err=True)
-        ctx.exit(EXIT_ACTIONS_FAILED)
+        ctx.exit(EXIT_INTERNAL)
     ctx.exit(code)
 
 

@@ -112,3 +112,7 @@ class Cluster(Protocol):
     def create_event(self, namespace: str, event: JSON, *, dry_run: bool) -> None:
         """Create a core/v1 Event."""
         ...
+
+    def close(self) -> None:
+        """Release the connections; the run calls it once, when it ends, however it ends."""
+        ...

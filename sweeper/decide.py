@@ -50,6 +50,7 @@ class Why(StrEnum):
     ESCALATED = "escalated"
     RETOUCH = "touch-again"
     FAILED_BY_DEADLINE = "failed-by-deadline"
+    TOUCH_REFUSED = "touch-refused"
 
 
 class SkipReason(StrEnum):
@@ -62,6 +63,7 @@ class SkipReason(StrEnum):
     MANAGED_ELSEWHERE = "managed-elsewhere"
     FINISHED = "finished"
     SUSPENDED = "suspended"
+    RESUMING = "resuming"
     NO_DEADLINE = "no-deadline"
     NOT_STARTED = "not-started"
     NOT_YET_DUE = "not-yet-due"
@@ -76,8 +78,10 @@ class Policy:
     Attributes:
         action: ``--action``.
         grace: ``--grace``, seconds of tolerance past the deadline.
-        escalate_after: ``--escalate-after``, seconds between the sweeper's touch and the
-            escalation to ``fail`` (``auto``) or to a second touch (``touch``).
+        escalate_after: ``--escalate-after``. ``auto`` fails a job this many seconds past
+            its deadline and grace, or this long after the sweeper's touch, whichever comes
+            first (a touch need not have been written: see :func:`judge`); ``touch`` touches
+            again this long after its touch.
         max_actions: ``--max-actions``, ``None`` for no cap.
         terminate_pods: ``--terminate-pods``.
     """
@@ -252,6 +256,14 @@ def judge(job: Job, now: datetime, policy: Policy) -> Entry:  # noqa: PLR0911 - 
         return _finished(job, policy, overdue)
     if job.suspended:
         return Skip(job, SkipReason.SUSPENDED, overdue)
+    if job.suspended_condition:
+        # Resumed (e.g. re-admitted by Kueue) but not reconciled yet: the operator flips
+        # Suspended to False and resets startTime to now before its deadline check, so the
+        # startTime read here is stale and the job is not overdue.
+        return Skip(
+            job, SkipReason.RESUMING, None,
+            "Suspended=True but suspend is not set: the operator restarts its clock on resume",
+        )
     if job.deadline_seconds is None:
         return Skip(job, SkipReason.NO_DEADLINE)
     if deadline is None or overdue is None:
@@ -288,31 +300,40 @@ def _overdue(
         return Action(job, ActionKind.FAIL, Why.OVERDUE, overdue, late)
     # A touch from before this deadline (before a suspend/resume reset startTime) is stale.
     touched = job.touched_at if job.touched_at is not None and job.touched_at >= deadline else None
-    if touched is None:
-        return Action(job, ActionKind.TOUCH, Why.OVERDUE, overdue, late)
-    since = (now - touched).total_seconds()
-    if since >= policy.escalate_after:
-        if policy.action is ActionMode.AUTO:
+    since = None if touched is None else (now - touched).total_seconds()
+    if policy.action is ActionMode.AUTO:
+        # Escalation never waits for a touch to have been written: while the operator is down
+        # its webhooks refuse every update, so no touch annotation ever appears.
+        past_grace = overdue - policy.grace
+        if past_grace >= policy.escalate_after:
+            return Action(
+                job, ActionKind.FAIL, Why.ESCALATED, overdue,
+                f"{late}, not failed {_seconds(past_grace)} past its deadline and grace",
+            )
+        if since is not None and since >= policy.escalate_after:
             return Action(
                 job, ActionKind.FAIL, Why.ESCALATED, overdue,
                 f"{late}, still running {_seconds(since)} after the sweeper's touch",
             )
+    if since is None:
+        return Action(job, ActionKind.TOUCH, Why.OVERDUE, overdue, late)
+    if since >= policy.escalate_after:
         return Action(
             job, ActionKind.TOUCH, Why.RETOUCH, overdue,
             f"{late}, still running {_seconds(since)} after the sweeper's touch",
         )
-    follow_up = "fails" if policy.action is ActionMode.AUTO else "touches again"
+    if policy.action is ActionMode.AUTO:
+        left = min(policy.escalate_after - since, policy.escalate_after - (overdue - policy.grace))
+        follow_up = f"fails in {_seconds(left)}"
+    else:
+        follow_up = f"touches again in {_seconds(policy.escalate_after - since)}"
     return Skip(
-        job, SkipReason.RECENTLY_TOUCHED, overdue,
-        f"touched {_seconds(since)} ago; {follow_up} in {_seconds(policy.escalate_after - since)}",
+        job, SkipReason.RECENTLY_TOUCHED, overdue, f"touched {_seconds(since)} ago; {follow_up}"
     )
 
 
 def _seconds(value: float) -> str:
     return f"{value:.0f}s" if float(value).is_integer() else f"{value:.1f}s"
-
-
-CLEANED_BY_POLICY = {"Running": PodsMode.ACTIVE, "All": PodsMode.ALL}
 
 
 def pods_to_terminate(
@@ -323,18 +344,21 @@ def pods_to_terminate(
     Args:
         pods: The pods carrying the job's name label.
         job: The job.
-        mode: ``active`` (Running and Pending), ``all``, or ``policy`` (the job's
-            ``cleanPodPolicy``; absent or unknown means ``None``, as the v1.9.4 operator does).
+        mode: ``active`` (Running and Pending), ``all``, or ``policy``: the job's
+            ``cleanPodPolicy`` read as the v1.9.4 operator reads it. It special-cases two
+            values, ``None`` (keep every pod) and ``Running`` (Running and Pending); any other
+            value deletes every pod (the CRD has no enum: ``""`` and ``"all"`` included). An
+            absent field is ``None``: the defaulter fills in only a missing field.
 
     Returns:
         Those whose controller ``ownerReference`` is the job (same uid) and that the mode
         selects.
     """
     if mode is PodsMode.POLICY:
-        effective = CLEANED_BY_POLICY.get(job.clean_pod_policy or "None")
-        if effective is None:
+        policy = "None" if job.clean_pod_policy is None else job.clean_pod_policy
+        if policy == "None":
             return []
-        mode = effective
+        mode = PodsMode.ACTIVE if policy == "Running" else PodsMode.ALL
     owned = [pod for pod in pods if pod.controller_uid == job.uid]
     if mode is PodsMode.ALL:
         return owned

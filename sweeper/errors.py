@@ -13,6 +13,9 @@ EXIT_CONFIG = 2
 EXIT_CLUSTER = 3
 EXIT_INTERRUPTED = 4
 EXIT_TIMEOUT = 5
+# sysexits' EX_SOFTWARE: a bug in the sweeper, never a state of the cluster or of a job, so
+# that alerts can tell it from "some actions failed" (1).
+EXIT_INTERNAL = 70
 
 
 class SweeperError(Exception):

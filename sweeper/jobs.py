@@ -22,8 +22,10 @@ from sweeper.kinds import (
     Kind,
 )
 
-# A deadline longer than this is a typo or an overflow, not a policy (about ten years).
-MAX_DEADLINE_SECONDS = 10 * 366 * 24 * 3600
+# The operator computes ``time.Duration(activeDeadlineSeconds) * time.Second`` in int64
+# nanoseconds: beyond this many seconds (about 292 years) either way the product wraps around,
+# and what the operator then decides is an accident of the overflow, not the deadline written.
+MAX_DEADLINE_SECONDS = (2**63 - 1) // 10**9
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,8 +40,12 @@ class Job:
         uid: ``metadata.uid``.
         start_time: ``status.startTime``, set by the operator when it first starts (or resumes)
             the job.
-        deadline_seconds: ``spec.runPolicy.activeDeadlineSeconds``.
+        deadline_seconds: ``spec.runPolicy.activeDeadlineSeconds`` (negative values included:
+            the operator finds them already past).
         suspended: ``spec.runPolicy.suspend``.
+        suspended_condition: Whether the status still has ``Suspended=True``. With
+            ``suspend`` no longer true the job is resuming: the operator's next reconcile
+            sets ``startTime`` to now before it checks the deadline.
         managed_by: ``spec.runPolicy.managedBy``.
         deleting: Whether ``metadata.deletionTimestamp`` is set.
         excluded: Whether the opt-out annotation says ``"true"``.
@@ -60,6 +66,7 @@ class Job:
     start_time: datetime | None = None
     deadline_seconds: int | None = None
     suspended: bool = False
+    suspended_condition: bool = False
     managed_by: str | None = None
     deleting: bool = False
     excluded: bool = False
@@ -71,10 +78,14 @@ class Job:
 
     @property
     def deadline(self) -> datetime | None:
-        """``startTime + activeDeadlineSeconds``, when both are known."""
+        """``startTime + activeDeadlineSeconds``, when both are known.
+
+        A negative deadline is due at ``startTime``: the operator compares
+        ``now - startTime >= activeDeadlineSeconds``, already true for any job it started.
+        """
         if self.start_time is None or self.deadline_seconds is None:
             return None
-        return self.start_time + timedelta(seconds=self.deadline_seconds)
+        return self.start_time + timedelta(seconds=max(self.deadline_seconds, 0))
 
     @property
     def operator_enforced(self) -> bool:
@@ -146,16 +157,24 @@ def _parse(raw: object, kind: Kind, version: str, *, identity: tuple[str, str, s
     spec = _mapping(raw, "spec", "spec", required=True)
     run_policy = _mapping(spec, "runPolicy", "spec.runPolicy")
     status = _mapping(raw, "status", "status")
-    finished, by_deadline = _finished(status)
+    finished, by_deadline, suspended_condition = _conditions(status)
+    start_time = _time(status, "startTime", "status.startTime")
+    deadline_seconds = _deadline(run_policy)
+    if start_time is not None and deadline_seconds is not None:
+        try:
+            start_time + timedelta(seconds=max(deadline_seconds, 0))
+        except OverflowError:
+            raise _Malformed("status.startTime") from None  # a deadline after the year 9999
     return Job(
         kind=kind,
         version=version,
         namespace=namespace,
         name=name,
         uid=uid,
-        start_time=_time(status, "startTime", "status.startTime"),
-        deadline_seconds=_deadline(run_policy),
+        start_time=start_time,
+        deadline_seconds=deadline_seconds,
         suspended=_bool(run_policy, "suspend", "spec.runPolicy.suspend"),
+        suspended_condition=suspended_condition,
         managed_by=_string(run_policy, "managedBy", "spec.runPolicy.managedBy"),
         deleting=meta.get("deletionTimestamp") is not None,
         excluded=isinstance(exclude, str) and exclude.strip().lower() == "true",
@@ -211,8 +230,11 @@ def _deadline(run_policy: Mapping[str, object]) -> int | None:
     # bool is an int in Python, never in the CRD schema.
     if isinstance(value, bool) or not isinstance(value, int):
         raise _Malformed("spec.runPolicy.activeDeadlineSeconds")
-    if not 0 <= value <= MAX_DEADLINE_SECONDS:
-        raise _Malformed("spec.runPolicy.activeDeadlineSeconds")
+    if not -MAX_DEADLINE_SECONDS <= value <= MAX_DEADLINE_SECONDS:
+        raise _Malformed(
+            f"spec.runPolicy.activeDeadlineSeconds: beyond {MAX_DEADLINE_SECONDS} either way, "
+            "it overflows the operator's time.Duration"
+        )
     return value
 
 
@@ -225,14 +247,16 @@ def _clean_pod_policy(
     return policy
 
 
-def _finished(status: Mapping[str, object]) -> tuple[str | None, bool]:
+def _conditions(status: Mapping[str, object]) -> tuple[str | None, bool, bool]:
+    """Read the conditions: finished how, failed by the deadline, still ``Suspended=True``."""
     conditions = status.get("conditions")
     if conditions is None:
-        return None, False
+        return None, False, False
     if not isinstance(conditions, list):
         raise _Malformed("status.conditions")
     finished: str | None = None
     by_deadline = False
+    suspended = False
     for index, condition in enumerate(conditions):
         field = f"status.conditions[{index}]"
         if not isinstance(condition, Mapping):
@@ -241,6 +265,8 @@ def _finished(status: Mapping[str, object]) -> tuple[str | None, bool]:
         cstatus = condition.get("status")
         if not isinstance(ctype, str) or not isinstance(cstatus, str):
             raise _Malformed(field)
+        if ctype == "Suspended" and cstatus == "True":
+            suspended = True
         if ctype in ("Succeeded", "Failed") and cstatus == "True":
             # Failed wins: it is the one that can carry the deadline.
             if finished != "Failed":
@@ -248,7 +274,7 @@ def _finished(status: Mapping[str, object]) -> tuple[str | None, bool]:
             message = condition.get("message")
             if ctype == "Failed" and isinstance(message, str) and DEADLINE_MESSAGE in message:
                 by_deadline = True
-    return finished, by_deadline
+    return finished, by_deadline, suspended
 
 
 def parse_owned(raw: object) -> Owned | None:

@@ -365,22 +365,17 @@ class KubeCluster:
         body: JSON | None,
         timeout: float,
     ) -> _Response:
+        # The query is encoded here, once, so every client release sends the same URL.
         url_query = urllib.parse.urlencode(query, quote_via=urllib.parse.quote)
+        resource_path = f"{path}?{url_query}" if url_query else path
+        send = _send_since_37 if hasattr(self._api, "param_serialize") else _send_before_37
         try:
-            _m, url, header_params, _b, _p = self._api.param_serialize(
-                method=method, resource_path=path, header_params=dict(headers),
-                auth_settings=["BearerToken"],
-            )
-            if url_query:
-                url = f"{url}?{url_query}"
-            # The REST layer serialises a dict body to JSON for every JSON content type.
-            response = self._api.call_api(
-                method, url, header_params=header_params, body=body,
-                _request_timeout=(timeout, timeout),
-            )
-            data = response.read()
+            return send(self._api, method, resource_path, dict(headers), body=body, timeout=timeout)
         except k8s_client.ApiException as error:
-            # The REST layer reports TLS failures this way (status 0); they do not heal.
+            if error.status:
+                # Only the legacy REST layer raises for an HTTP status: it is an answer.
+                return _answer_from(error)
+            # Both layers report TLS failures this way (status 0); they do not heal.
             raise _NoResponse(_one_line(error.reason or error), retryable=False,
                               cause=error) from error
         except urllib3.exceptions.HTTPError as error:
@@ -388,16 +383,79 @@ class KubeCluster:
                               cause=error) from error
         except OSError as error:
             raise _NoResponse(_one_line(error), retryable=True, cause=error) from error
-        return _Response(
-            int(response.status), data or b"", response.headers.get("Date"),
-            response.headers.get("Retry-After"),
-        )
+
+    def close(self) -> None:
+        """Close the client's connections (see :class:`sweeper.cluster.Cluster`).
+
+        A run that ends leaves nothing open, however long the process lives after it.
+        """
+        self._api.close()
+        # ``ApiClient.close`` closes the pool manager only from client 37 on; before, it
+        # stopped the thread pool alone and left the keep-alive sockets to the garbage collector.
+        manager = getattr(getattr(self._api, "rest_client", None), "pool_manager", None)
+        if manager is not None:
+            manager.clear()
 
     def _wait(self, delay: float, target: _Target) -> None:
         delay = min(delay, max(self._deadline - time.monotonic(), 0.0))
         log.debug("retrying %s %s in %.2fs", target.verb, target.resource, delay)
         if self._stop.wait(delay):
             raise Interrupted(f"interrupted while retrying to {target.verb} {target.resource}")
+
+
+
+# The client changed generators at release 37: ``ApiClient.call_api`` took a resource path and
+# options up to 36 (``_preload_content`` included), and takes a finished URL from 37 on, built by
+# ``param_serialize`` (new in 37). Both calls below are the public API of their releases, and
+# both return the raw response: no model classes, the body decoded once by ``json.loads``.
+
+
+def _send_since_37(
+    api: Any, method: str, resource_path: str, headers: dict[str, str], *, body: JSON | None,
+    timeout: float,
+) -> _Response:
+    """Client >= 37: every status comes back as a response; the REST layer raises none."""
+    _m, url, header_params, _b, _p = api.param_serialize(
+        method=method, resource_path=resource_path, header_params=headers,
+        auth_settings=["BearerToken"],
+    )
+    # The REST layer serialises a dict body to JSON for every JSON content type.
+    response = api.call_api(
+        method, url, header_params=header_params, body=body, _request_timeout=(timeout, timeout)
+    )
+    data = response.read()
+    return _Response(
+        int(response.status), data or b"", response.headers.get("Date"),
+        response.headers.get("Retry-After"),
+    )
+
+
+def _send_before_37(
+    api: Any, method: str, resource_path: str, headers: dict[str, str], *, body: JSON | None,
+    timeout: float,
+) -> _Response:
+    """Client < 37: ``_preload_content=False`` returns urllib3's response for a 2xx as it came.
+
+    Any other status raises ``ApiException`` carrying the answer (see :func:`_answer_from`).
+    """
+    response = api.call_api(
+        resource_path, method, header_params=headers, body=body,
+        auth_settings=["BearerToken"], _preload_content=False,
+        _request_timeout=(timeout, timeout),
+    )
+    data = response.read()
+    return _Response(
+        int(response.status), data or b"", response.headers.get("Date"),
+        response.headers.get("Retry-After"),
+    )
+
+
+def _answer_from(error: Any) -> _Response:
+    """The HTTP answer inside a legacy ``ApiException`` (its body is bytes, or str from 35)."""
+    body = error.body or b""
+    data = body.encode("utf-8") if isinstance(body, str) else bytes(body)
+    headers = error.headers or {}
+    return _Response(int(error.status), data, headers.get("Date"), headers.get("Retry-After"))
 
 
 class _NoResponse(Exception):  # noqa: N818 - internal: no HTTP response came back

@@ -124,6 +124,8 @@ def job_record(outcome: Outcome) -> dict[str, Any]:
         "result": outcome.result.value,
         "errors": list(outcome.errors),
     }
+    if outcome.touch_refused:
+        record["touch_refused"] = outcome.touch_refused
     if isinstance(entry, Action):
         record["patch"] = outcome.body
         if entry.kind is not ActionKind.TOUCH:
@@ -264,6 +266,8 @@ def log_outcome(outcome: Outcome, dry_run: DryRun | None) -> None:
     }
     if outcome.errors:
         fields["errors"] = list(outcome.errors)
+    if outcome.touch_refused:
+        fields["touch_refused"] = outcome.touch_refused
     detail = "; ".join(part for part in (outcome.detail or entry.detail, *outcome.errors) if part)
     if outcome.result is Result.SKIPPED:
         log.debug(
@@ -271,7 +275,12 @@ def log_outcome(outcome: Outcome, dry_run: DryRun | None) -> None:
             detail, extra=fields,
         )
         return
-    log_at = log.error if has_errors(outcome) else log.info
+    if has_errors(outcome):
+        log_at = log.error
+    elif outcome.touch_refused:
+        log_at = log.warning  # handled, but the operator (or admission) refused its nudge
+    else:
+        log_at = log.info
     log_at(
         "%s %s/%s: %s (%s) -> %s %s", job.kind.name, job.namespace, job.name, entry.decision,
         entry.reason, outcome.result.value, detail, extra=fields,

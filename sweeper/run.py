@@ -164,30 +164,46 @@ def run(
     flag = StopFlag(started + config.timeout, config.timeout, monotonic)
     with signals_stop(flag):
         cluster = connect(config, deadline=flag.deadline, stop=flag.event)
-        code = EXIT_OK
-        number = 0
-        slot = 0  # passes start on a fixed grid: started + slot * every
-        while True:
-            number += 1
-            outcome = sweep(number, config, cluster, flag, out, monotonic=monotonic)
-            if outcome.errors:
-                code = EXIT_ACTIONS_FAILED
-            if outcome.stopped_by is not None:
-                return outcome.stopped_by.exit_code
-            if config.every is None or config.for_seconds is None:
-                return code
-            # A pass longer than --every skips the slots it overran rather than piling up.
-            elapsed = monotonic() - started
-            slot = max(slot + 1, math.ceil(elapsed / config.every))
-            next_start = started + slot * config.every
-            # No pass starts after --for, nor at or after --timeout (it could not finish).
-            if slot * config.every >= config.for_seconds or next_start >= flag.deadline:
-                return code
-            delay = next_start - monotonic()
-            if flag.event.wait(max(0.0, delay)):
-                stopped = flag.reason() or Interrupted("interrupted")
-                log.warning("stopped between passes: %s", stopped)
-                return stopped.exit_code
+        # The connections close with the run, not at process exit: a process that runs the
+        # sweeper again (in-process tests, a long-lived caller) would otherwise leave every
+        # run's keep-alive sockets to the garbage collector.
+        with contextlib.closing(cluster):
+            return _passes(config, cluster, flag, out, started=started, monotonic=monotonic)
+
+
+def _passes(
+    config: Config,
+    cluster: Cluster,
+    flag: StopFlag,
+    out: TextIO,
+    *,
+    started: float,
+    monotonic: Callable[[], float],
+) -> int:
+    code = EXIT_OK
+    number = 0
+    slot = 0  # passes start on a fixed grid: started + slot * every
+    while True:
+        number += 1
+        outcome = sweep(number, config, cluster, flag, out, monotonic=monotonic)
+        if outcome.errors:
+            code = EXIT_ACTIONS_FAILED
+        if outcome.stopped_by is not None:
+            return outcome.stopped_by.exit_code
+        if config.every is None or config.for_seconds is None:
+            return code
+        # A pass longer than --every skips the slots it overran rather than piling up.
+        elapsed = monotonic() - started
+        slot = max(slot + 1, math.ceil(elapsed / config.every))
+        next_start = started + slot * config.every
+        # No pass starts after --for, nor at or after --timeout (it could not finish).
+        if slot * config.every >= config.for_seconds or next_start >= flag.deadline:
+            return code
+        delay = next_start - monotonic()
+        if flag.event.wait(max(0.0, delay)):
+            stopped = flag.reason() or Interrupted("interrupted")
+            log.warning("stopped between passes: %s", stopped)
+            return stopped.exit_code
 
 
 class PassOutcome:
@@ -258,6 +274,7 @@ def sweep(
     stopped: SweeperError | None = None
     outcomes: list[Outcome] = []
     now: datetime | None = None
+    unavailable: ClusterUnavailable | None = None
     try:
         with collector_paused():
             served = _discover(cluster, config, listing)
@@ -266,6 +283,10 @@ def sweep(
         now = listing.now()
     except (Interrupted, RunTimeout) as cause:
         stopped = cause
+    except ClusterUnavailable as error:
+        # Nothing is decided on a partial listing; the pass is still reported, then exit 3.
+        unavailable = error
+        listing.jobs = []
     if now is not None and stopped is None:
         plan = decide(listing.jobs, now, config.policy)
         listing.jobs = []  # the plan holds the views now
@@ -286,13 +307,15 @@ def sweep(
         action=config.policy.action,
         outcomes=outcomes,
         duration_s=monotonic() - began,
-        stopped_by=str(stopped) if stopped else None,
+        stopped_by=str(stopped or unavailable or "") or None,
     )
     if config.output is OutputFormat.JSON:
         report.write_json(out, pass_report)
     else:
         report.write_text(out, pass_report)
     report.log_summary(pass_report)
+    if unavailable is not None:
+        raise unavailable
     errors = sum(1 for o in outcomes if report.has_errors(o))
     return PassOutcome(errors, stopped)
 
@@ -336,7 +359,12 @@ class _Listing:
             except Gone:
                 # The continue token expired (a very long list): start this list over once.
                 del self.jobs[mark:]
-                self._list(cluster, served, namespace)
+                try:
+                    self._list(cluster, served, namespace)
+                except Gone as again:
+                    raise ClusterUnavailable(
+                        f"{again} (the list expired again after starting over)"
+                    ) from again
 
     def _list(self, cluster: Cluster, served: ServedKind, namespace: str | None) -> None:
         config = self.config

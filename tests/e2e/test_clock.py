@@ -20,11 +20,12 @@ import os
 from typing import Any
 
 import pytest
-from click.testing import CliRunner, Result
+from click.testing import Result
 from freezegun import freeze_time
 
 from devcluster import ControlPlane
 from sweeper.cli import command
+from tests.cli_runner import runner
 from tests.e2e import workloads as w
 
 pytestmark = pytest.mark.e2e
@@ -41,7 +42,7 @@ def sweep_with_local_clock(kubeconfig: Any, skew: dt.timedelta, *args: str) -> R
     # The client's models import lazily (pydantic) and must not see freezegun's FakeDatetime
     # while it scans modules; the sweeper's own clock reading is what must see the skew.
     with freeze_time(dt.datetime.now(dt.UTC) + skew, tick=True, ignore=["kubernetes", "pydantic"]):
-        return CliRunner().invoke(
+        return runner().invoke(
             command,
             ["--kubeconfig", str(kubeconfig), "-o", "json", *args],
             env=env,

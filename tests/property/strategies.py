@@ -29,9 +29,9 @@ TRAINING_OPERATOR = "kubeflow.org/training-operator"
 EXCLUDE = "deadline-sweeper.kubeflow.org/exclude"
 TOUCHED_AT = "deadline-sweeper.kubeflow.org/touched-at"
 DEADLINE_TEXT = "has failed because it was active longer than specified deadline"
-# The parser's own bound on a sane deadline (about ten years) is an implementation choice; the
-# generated valid deadlines stay well inside it.
-LARGEST_VALID_DEADLINE = 5 * 365 * 24 * 3600
+# The operator multiplies the deadline into int64 nanoseconds (time.Duration): beyond this many
+# seconds either way it overflows, and the sweeper calls the job malformed.
+LARGEST_VALID_DEADLINE = (2**63 - 1) // 10**9
 # A fixed, far-from-epoch origin: every clock is an offset from it.
 ORIGIN = datetime(2031, 5, 17, 12, 0, 0, tzinfo=UTC)
 
@@ -59,9 +59,10 @@ boundary_offsets = st.one_of(
     st.integers(-3 * 86400, 3 * 86400).map(float),
     st.floats(-86400, 86400, allow_nan=False).map(lambda s: round(s, 6)),
 )
+# Negative deadlines are valid (the CRD allows any int64): the operator finds them past at once.
 deadlines = st.one_of(
-    st.sampled_from([0, 1, 60, 3600, LARGEST_VALID_DEADLINE]),
-    st.integers(0, 10**6),
+    st.sampled_from([0, 1, 60, 3600, -1, -3600, LARGEST_VALID_DEADLINE, -LARGEST_VALID_DEADLINE]),
+    st.integers(-(10**6), 10**6),
 )
 graces = st.one_of(st.sampled_from([0.0, 0.5, 1.0, 30.0, 3600.0]), st.integers(0, 10**5).map(float))
 policies = st.builds(
@@ -71,6 +72,12 @@ policies = st.builds(
     escalate_after=st.one_of(st.sampled_from([0.0, 120.0]), st.integers(0, 10**4).map(float)),
     max_actions=st.one_of(st.none(), st.integers(0, 5)),
     terminate_pods=st.sampled_from(list(PodsMode)),
+)
+
+# The CRD has no enum: any string, with the values the operator special-cases and near misses.
+clean_pod_policies = st.one_of(
+    st.sampled_from([None, "None", "Running", "All", "", "all", "none", "running"]),
+    st.text(max_size=8),
 )
 
 CONDITION_TYPES = ("Created", "Running", "Restarting", "Succeeded", "Failed", "Suspended")
@@ -140,10 +147,22 @@ class JobCase:
 
     @property
     def deadline(self) -> datetime | None:
-        """``startTime + activeDeadlineSeconds``; None when either is missing."""
+        """``startTime + activeDeadlineSeconds``; None when either is missing.
+
+        A negative deadline is due at ``startTime``: the operator's ``now - startTime >=
+        activeDeadlineSeconds`` holds for any started job.
+        """
         if self.start_time is None or self.deadline_seconds is None:
             return None
-        return self.start_time + timedelta(seconds=self.deadline_seconds)
+        return self.start_time + timedelta(seconds=max(self.deadline_seconds, 0))
+
+    @property
+    def resuming(self) -> bool:
+        """``Suspended=True`` in the status while ``suspend`` is not true: the operator's next
+        reconcile resets ``startTime`` to now before it checks the deadline."""
+        return not self.suspend and any(
+            c["type"] == "Suspended" and c["status"] == "True" for c in self.conditions
+        )
 
     @property
     def finished(self) -> bool:
@@ -187,6 +206,7 @@ class JobCase:
             self.due(now, grace)
             and not self.finished
             and not self.suspend
+            and not self.resuming
             and not self.deleting
             and not self.excluded
             and not self.managed_elsewhere
@@ -266,7 +286,7 @@ def job_cases(
     # borderline.
     offset = abs(draw(boundary_offsets)) if overdue else draw(boundary_offsets)
     start = whole_second(
-        now - timedelta(seconds=grace + (deadline_seconds or 0)) - timedelta(seconds=offset)
+        now - timedelta(seconds=grace + max(deadline_seconds or 0, 0)) - timedelta(seconds=offset)
     )
     touched = draw(
         st.one_of(
@@ -299,9 +319,9 @@ def job_cases(
             conditions=tuple(
                 c
                 for c in all_conditions
-                if c["type"] not in ("Succeeded", "Failed") or c["status"] != "True"
+                if c["type"] not in ("Succeeded", "Failed", "Suspended") or c["status"] != "True"
             ),
-            clean_pod_policy=draw(st.sampled_from([None, "None", "Running", "All"])),
+            clean_pod_policy=draw(clean_pod_policies),
             extra_status=extra_status,
         )
     return JobCase(
@@ -319,7 +339,7 @@ def job_cases(
         exclude=draw(st.sampled_from([None, None, None, "true", "false", "no"])),
         touched_at=touched,
         conditions=all_conditions,
-        clean_pod_policy=draw(st.sampled_from([None, "None", "Running", "All"])),
+        clean_pod_policy=draw(clean_pod_policies),
         extra_status=extra_status,
     )
 
@@ -368,8 +388,9 @@ not_a_bool = st.one_of(
     st.sampled_from(["true", "false", "True", "1", ""]), st.integers(0, 1), st.just([])
 )
 bad_deadlines = st.one_of(
-    st.integers(max_value=-1),  # negative
-    st.integers(min_value=100 * 365 * 24 * 3600),  # absurd: a century or more
+    # Beyond the operator's time.Duration either way (negative ones within it are valid).
+    st.integers(max_value=-LARGEST_VALID_DEADLINE - 1),
+    st.integers(min_value=LARGEST_VALID_DEADLINE + 1),
     st.booleans(),
     # Integral floats are left out: the API server returns 60.0 as 60 anyway.
     st.floats(allow_nan=True).filter(lambda f: not f.is_integer()),

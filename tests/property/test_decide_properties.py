@@ -33,8 +33,9 @@ from sweeper.decide import (
     SkipReason,
     decide,
     judge,
+    pods_to_terminate,
 )
-from sweeper.jobs import parse_job
+from sweeper.jobs import Owned, parse_job
 from sweeper.kinds import KINDS
 from sweeper.status import status_patch, touch_patch
 from tests.property import crd_schema
@@ -43,6 +44,7 @@ from tests.property.strategies import (
     Broken,
     JobCase,
     boundary_offsets,
+    clean_pod_policies,
     clocks,
     job_cases,
     json_values,
@@ -93,6 +95,7 @@ def test_a_touch_or_fail_is_planned_only_for_an_overdue_eligible_job(
         assert case.due(now, policy.grace), "acted before startTime + activeDeadlineSeconds + grace"
         assert not case.finished, "acted on a finished job"
         assert not case.suspend, "acted on a suspended job"
+        assert not case.resuming, "acted on a resuming job (its startTime is about to reset)"
         assert not case.deleting, "acted on a job being deleted"
         assert not case.excluded, "acted on an opted-out job"
         assert not case.managed_elsewhere, "acted on a job managed by another controller"
@@ -121,7 +124,11 @@ def test_every_overdue_eligible_job_gets_an_action_or_waits_for_its_touch(
 
     entry = judged(case, now, policy)
 
-    if policy.action is ActionMode.FAIL:
+    if policy.action is ActionMode.FAIL or (
+        # auto escalates by the clock, whether or not a touch was ever written (a touch the
+        # API server refuses leaves no annotation).
+        policy.action is ActionMode.AUTO and case.due(now, policy.grace + policy.escalate_after)
+    ):
         assert isinstance(entry, Action)
         assert entry.kind is ActionKind.FAIL
     elif isinstance(entry, Skip):
@@ -342,3 +349,33 @@ def test_the_schema_check_itself_rejects_a_broken_status(now: datetime, kind: An
     assert crd_schema.unknown_fields(kind.name, {"conditions": [], "phase": "Failed"}) == [
         "status.phase"
     ]
+
+
+# --- 4. which pods the job's cleanPodPolicy deletes -------------------------------------------
+
+PHASES = ("Pending", "Running", "Succeeded", "Failed", "Unknown")
+
+
+@given(kinds, clean_pod_policies, st.one_of(st.none(), clean_pod_policies))
+def test_policy_mode_deletes_the_pods_the_v1_9_4_operator_deletes(
+    kind: Any, run_policy: str | None, legacy: str | None
+) -> None:
+    raw = JobCase(kind, "j", "ns", "uid-j", 60, ORIGIN, clean_pod_policy=run_policy).raw()
+    if legacy is not None:
+        raw["spec"]["cleanPodPolicy"] = legacy
+    pods = [Owned(f"p-{phase}", f"u-{phase}", phase, "uid-j") for phase in PHASES]
+    # The operator's reading: MPIJob falls back on the legacy field; unset means None; only
+    # None and Running are special, every other string deletes every pod.
+    effective = run_policy
+    if effective is None and kind.name == "MPIJob":
+        effective = legacy
+    if effective is None or effective == "None":
+        expected: set[str] = set()
+    elif effective == "Running":
+        expected = {"p-Pending", "p-Running"}
+    else:
+        expected = {f"p-{phase}" for phase in PHASES}
+
+    chosen = pods_to_terminate(pods, parse_job(raw, kind), PodsMode.POLICY)
+
+    assert {p.name for p in chosen} == expected

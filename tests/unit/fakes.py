@@ -41,6 +41,10 @@ class FakeCluster:
     requests: list[Request] = field(default_factory=list)
     faults: dict[tuple[str, str | None], list[BaseException]] = field(default_factory=dict)
     before: Callable[[Request], None] | None = None
+    closed: int = 0
+
+    def close(self) -> None:
+        self.closed += 1
 
     # --- set-up ------------------------------------------------------------------------------
 

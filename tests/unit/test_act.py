@@ -298,7 +298,8 @@ def test_one_failing_job_does_not_stop_the_others() -> None:
     outcomes = execute(fake)
     assert only(outcomes, "a").result is Result.ERROR
     assert only(outcomes, "a").errors == (
-        "cannot patch pytorchjobs.kubeflow.org 'a' in namespace \"team-a\": forbidden (403)",
+        "touch refused: cannot patch pytorchjobs.kubeflow.org 'a' in namespace \"team-a\": "
+        "forbidden (403)",
     )
     assert only(outcomes, "b").result is Result.DONE
 
@@ -378,3 +379,80 @@ def test_a_job_failed_by_its_deadline_meanwhile_gets_only_its_pods_terminated() 
     assert (outcome.result, outcome.pods) == (Result.DONE, ("w-0",))
     assert outcome.detail == "already failed by its deadline"
     assert "patch-status" not in fake.methods()
+
+
+# --- a refused touch ---------------------------------------------------------------------------
+
+AUTO = Policy(action=ActionMode.AUTO)
+WEBHOOK_DOWN = ApiError(
+    status=500, verb="patch", resource="pytorchjobs.kubeflow.org", namespace="team-a",
+    name="train", detail='Internal error occurred: failed calling webhook '
+    '"validate.kubeflow.org": connection refused',
+)
+DENIED = ApiError(status=422, verb="patch", resource="pytorchjobs.kubeflow.org",
+                  namespace="team-a", name="train", detail="denied by policy")
+
+
+@pytest.mark.parametrize("refusal", [WEBHOOK_DOWN, DENIED], ids=["webhook-down", "denied"])
+@pytest.mark.parametrize("dry_run", [None, DryRun.SERVER], ids=["real", "server-dry-run"])
+def test_auto_fails_at_once_a_job_whose_touch_is_refused(
+    refusal: ApiError, dry_run: DryRun | None
+) -> None:
+    raw = job(started_ago=3660)  # overdue by 60s: a touch, not yet an escalation
+    fake = cluster_with(raw)
+    with_pods(fake, raw, {"w-0": "Running"})
+    fake.fail("patch", None, refusal)
+
+    outcome = only(execute(fake, AUTO, dry_run=dry_run))
+
+    assert (outcome.entry.decision, outcome.entry.reason) == ("fail", "touch-refused")
+    assert outcome.result is (Result.DRY_RUN if dry_run else Result.DONE)
+    assert outcome.touch_refused == str(refusal)
+    assert outcome.errors == ()
+    assert f"touch refused ({refusal}), failed instead" in outcome.detail
+    assert [r.method for r in fake.writes] == [
+        "patch", "patch-status", "delete-pod", "delete-service", "create-event"
+    ]
+    assert outcome.pods == ("w-0",)
+
+
+def test_touch_mode_reports_a_refused_touch_as_an_error_and_fails_nothing() -> None:
+    fake = cluster_with(job(started_ago=3660))
+    fake.fail("patch", None, WEBHOOK_DOWN)
+    outcome = only(execute(fake, TOUCH))
+    assert outcome.result is Result.ERROR
+    assert outcome.errors == (f"touch refused: {WEBHOOK_DOWN}",)
+    assert [r.method for r in fake.writes] == ["patch"]
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        ApiError(status=None, verb="patch", resource="pytorchjobs.kubeflow.org",
+                 detail="connection refused"),
+        NotFound(status=404, verb="patch", resource="pytorchjobs.kubeflow.org"),
+    ],
+    ids=["no-answer", "job-deleted"],
+)
+def test_auto_does_not_escalate_when_the_touch_got_no_refusal(error: ApiError) -> None:
+    fake = cluster_with(job(started_ago=3660))
+    fake.fail("patch", None, error)
+    outcome = only(execute(fake, AUTO))
+    assert outcome.entry.decision == "touch"
+    assert [r.method for r in fake.writes] == ["patch"]
+
+
+def test_a_refused_touch_of_a_job_finished_meanwhile_leaves_it_alone() -> None:
+    fake = cluster_with(job(started_ago=3660))
+    fake.fail("patch", None, DENIED)
+
+    def finish(request: Request) -> None:
+        if request.method == "get":
+            fake.job("pytorchjobs", "team-a", "train")["status"]["conditions"].append(
+                condition("Succeeded"))
+
+    fake.before = finish
+    outcome = only(execute(fake, AUTO))
+    assert outcome.result is Result.LEFT_ALONE
+    assert outcome.touch_refused == str(DENIED)
+    assert [r.method for r in fake.writes] == ["patch"]

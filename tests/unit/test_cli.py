@@ -19,8 +19,9 @@ from sweeper import __version__
 from sweeper.cli import command
 from sweeper.config import ClockMode, Config, DryRun, LogFormat, OutputFormat
 from sweeper.decide import ActionMode, PodsMode
-from sweeper.errors import ApiError
+from sweeper.errors import ApiError, Gone
 from sweeper.kinds import MPIJOB, PYTORCHJOB, TOUCHED_AT_ANNOTATION
+from tests.cli_runner import runner
 from tests.unit.fakes import FakeCluster, Request
 from tests.unit.objects import NOW, job
 
@@ -46,7 +47,7 @@ class Harness:
 
     def invoke(self, *args: str, env: dict[str, str] | None = None) -> Result:
         clean = dict.fromkeys([*ALL_ENV, "KUBECONFIG"])  # None removes them
-        return CliRunner().invoke(
+        return runner().invoke(
             command, list(args), obj={"connect": self.connect}, env={**clean, **(env or {})},
             catch_exceptions=False,
         )
@@ -58,7 +59,7 @@ def harness() -> Harness:
 
 
 def test_version_is_fast_to_get_and_needs_no_cluster() -> None:
-    result = CliRunner().invoke(command, ["--version"])
+    result = runner().invoke(command, ["--version"])
     assert (result.exit_code, result.output) == (0, f"sweeper, version {__version__}\n")
 
 
@@ -154,7 +155,7 @@ def test_usage_errors_exit_two_with_one_clear_line(
 
 
 def test_missing_kubeconfig_is_one_line_and_exit_two() -> None:
-    result = CliRunner().invoke(command, ["--dry-run", "--kubeconfig", "/nonexistent"])
+    result = runner().invoke(command, ["--dry-run", "--kubeconfig", "/nonexistent"])
     assert result.exit_code == 2
     assert result.stderr == "sweeper: error: kubeconfig /nonexistent: no such file\n"
     assert result.stdout == ""
@@ -163,7 +164,7 @@ def test_missing_kubeconfig_is_one_line_and_exit_two() -> None:
 def test_broken_kubeconfig_is_one_line_and_exit_two(tmp_path: Any) -> None:
     broken = tmp_path / "config"
     broken.write_text("apiVersion: v1\nclusters: [oops\n")
-    result = CliRunner().invoke(command, ["--kubeconfig", str(broken)])
+    result = runner().invoke(command, ["--kubeconfig", str(broken)])
     assert result.exit_code == 2
     assert result.stderr.startswith(f"sweeper: error: kubeconfig {broken}: ")
     assert result.stderr.count("\n") == 1
@@ -297,14 +298,37 @@ def test_sigterm_finishes_the_current_write_reports_and_exits_four(harness: Harn
     assert signal.getsignal(signal.SIGTERM) is before
 
 
-def test_an_unexpected_bug_is_one_line_not_a_traceback(harness: Harness) -> None:
+def test_an_unexpected_bug_exits_70_with_one_line_and_its_traceback_logged_at_error(
+    harness: Harness,
+) -> None:
     def explode(_request: Request) -> None:
         raise RuntimeError("boom")
 
     harness.fake.before = explode
     result = harness.invoke()
-    assert result.exit_code == 1
-    assert result.stderr.splitlines()[-1] == "sweeper: internal error: RuntimeError: boom"
+    assert result.exit_code == 70
+    lines = result.stderr.splitlines()
+    assert lines[-1] == "sweeper: internal error: RuntimeError: boom"
+    [logged] = [json.loads(line) for line in lines if line.startswith("{") and "boom" in line]
+    assert (logged["level"], logged["message"]) == ("ERROR", "internal error: RuntimeError: boom")
+    assert logged["exc_info"].startswith("Traceback (most recent call last):")
+    assert logged["exc_info"].rstrip().endswith("RuntimeError: boom")
+
+
+def test_a_list_that_expires_twice_exits_three_with_the_pass_reported(harness: Harness) -> None:
+    harness.fake.add_job(job())
+    gone = Gone(status=410, verb="list", resource="pytorchjobs.kubeflow.org", detail="expired")
+    harness.fake.fail("list", "pytorchjobs", gone, gone)
+    result = harness.invoke("-o", "json", "--kind", "PyTorchJob")
+    assert result.exit_code == 3
+    report = json.loads(result.stdout)
+    assert report["jobs"] == []
+    assert report["summary"]["stopped_by"] == (
+        "cannot list pytorchjobs.kubeflow.org in all namespaces: gone (410): expired "
+        "(the list expired again after starting over)"
+    )
+    assert result.stderr.splitlines()[-1] == f"sweeper: error: {report['summary']['stopped_by']}"
+    assert harness.fake.writes == []
 
 
 def test_the_cli_does_not_import_the_kubernetes_client_until_a_run_starts() -> None:

@@ -34,7 +34,11 @@ from tests.unit.objects import KIND, NOW, ago, condition, deadline_failed, job, 
 TOUCH = Policy()
 FAIL = Policy(action=ActionMode.FAIL)
 AUTO = Policy(action=ActionMode.AUTO)
-TEN_YEARS = 10 * 366 * 24 * 3600
+MAX_GO_SECONDS = (2**63 - 1) // 10**9  # time.Duration(s) * time.Second fits in int64
+OVERFLOWS = (
+    f"spec.runPolicy.activeDeadlineSeconds: beyond {MAX_GO_SECONDS} either way, it overflows "
+    "the operator's time.Duration"
+)
 
 
 def verdict(raw: dict[str, Any], policy: Policy = TOUCH, version: str = "v1") -> tuple[str, str]:
@@ -64,6 +68,29 @@ CASES = [
     ("restarting-is-not-finished", job(conditions=[condition("Restarting")]), TOUCH, "touch",
      "overdue"),
     ("suspended", job(suspend=True), FAIL, "skip", "suspended"),
+    # Resumed but not reconciled yet: the operator resets startTime before its deadline check.
+    *[
+        (f"resuming-{flag}-{policy.action.value}", job(suspend=suspend, conditions=[
+            condition("Created"), condition("Running", "False"), condition("Suspended")]),
+         policy, "skip", "resuming")
+        for flag, suspend in (("suspend-absent", None), ("suspend-false", False))
+        for policy in (TOUCH, FAIL, AUTO)
+    ],
+    ("resumed-and-reconciled-is-judged-again", job(conditions=[
+        condition("Created"), condition("Running"), condition("Suspended", "False")]),
+     FAIL, "fail", "overdue"),
+    ("suspended-with-the-condition", job(suspend=True, conditions=[condition("Suspended")]),
+     FAIL, "skip", "suspended"),
+    ("finished-wins-over-resuming", job(conditions=[
+        condition("Suspended"), condition("Failed", message="OOM")]), FAIL, "skip", "finished"),
+    # Negative deadlines: the operator's `elapsed >= deadline` is already true.
+    ("negative-deadline-is-due-at-startTime", job(deadline=-30, started_ago=0), FAIL, "fail",
+     "overdue"),
+    ("negative-deadline-not-started", job(deadline=-30, started_ago=None), FAIL, "skip",
+     "not-started"),
+    ("largest-deadline-the-operator-can-hold", job(deadline=MAX_GO_SECONDS), FAIL, "skip",
+     "not-yet-due"),
+    ("twenty-year-deadline", job(deadline=20 * 366 * 24 * 3600), FAIL, "skip", "not-yet-due"),
     ("suspend-false", job(suspend=False), TOUCH, "touch", "overdue"),
     ("resumed-startTime-reset", job(started_ago=600), TOUCH, "skip", "not-yet-due"),
     ("suspended-past-deadline-then-resumed", job(started_ago=3600, suspend=False), TOUCH,
@@ -82,18 +109,32 @@ CASES = [
     ("fail-mode", job(), FAIL, "fail", "overdue"),
     ("fail-mode-ignores-a-touch", job(annotations={TOUCHED_AT_ANNOTATION: ago(10)}), FAIL,
      "fail", "overdue"),
-    ("auto-untouched", job(), AUTO, "touch", "overdue"),
-    ("auto-touched-recently", job(annotations={TOUCHED_AT_ANNOTATION: ago(60)}), AUTO, "skip",
-     "recently-touched"),
-    ("auto-escalates-exactly-after", job(annotations={TOUCHED_AT_ANNOTATION: ago(120)}), AUTO,
-     "fail", "escalated"),
-    ("auto-escalates-later", job(annotations={TOUCHED_AT_ANNOTATION: ago(1000)}), AUTO, "fail",
-     "escalated"),
+    ("auto-untouched", job(started_ago=3660), AUTO, "touch", "overdue"),
+    ("auto-touched-recently", job(started_ago=3660, annotations={TOUCHED_AT_ANNOTATION: ago(30)}),
+     AUTO, "skip", "recently-touched"),
+    # Escalation does not need a written touch: the operator's webhooks refuse every update
+    # while it is down, so `auto` fails a job --escalate-after past its deadline and grace.
+    ("auto-untouched-escalates-exactly-after-deadline-plus-escalate-after",
+     job(started_ago=3720), AUTO, "fail", "escalated"),
+    ("auto-untouched-one-second-before-escalation", job(started_ago=3719), AUTO, "touch",
+     "overdue"),
+    ("auto-untouched-long-overdue-fails-at-once", job(), AUTO, "fail", "escalated"),
+    ("auto-escalation-counts-from-deadline-plus-grace", job(started_ago=3749),
+     Policy(action=ActionMode.AUTO, grace=30), "touch", "overdue"),
+    ("auto-escalation-after-deadline-plus-grace", job(started_ago=3750),
+     Policy(action=ActionMode.AUTO, grace=30), "fail", "escalated"),
+    ("auto-touched-recently-still-escalates-by-the-deadline",
+     job(annotations={TOUCHED_AT_ANNOTATION: ago(60)}), AUTO, "fail", "escalated"),
+    # A touch written before grace ran out (a run with a smaller --grace) escalates on its own.
+    ("auto-escalates-exactly-after-the-touch",
+     job(started_ago=3750, annotations={TOUCHED_AT_ANNOTATION: ago(120)}),
+     Policy(action=ActionMode.AUTO, grace=60), "fail", "escalated"),
     ("auto-touch-before-this-deadline-is-stale",
      job(started_ago=3700, annotations={TOUCHED_AT_ANNOTATION: ago(5000)}), AUTO, "touch",
      "overdue"),
-    ("auto-garbled-touch-annotation", job(annotations={TOUCHED_AT_ANNOTATION: "soon"}), AUTO,
-     "touch", "overdue"),
+    ("auto-garbled-touch-annotation",
+     job(started_ago=3660, annotations={TOUCHED_AT_ANNOTATION: "soon"}), AUTO, "touch",
+     "overdue"),
     ("touch-recently-touched", job(annotations={TOUCHED_AT_ANNOTATION: ago(10)}), TOUCH, "skip",
      "recently-touched"),
     ("touch-again-after-escalate-after", job(annotations={TOUCHED_AT_ANNOTATION: ago(120)}),
@@ -106,6 +147,17 @@ CASES = [
      "finished"),
     ("deadline-failed-policy-pods", job(conditions=deadline_failed()),
      Policy(action=ActionMode.FAIL, terminate_pods=PodsMode.POLICY), "skip", "finished"),
+    # The deliberate difference (README, decisions): the deadline wins over cleanPodPolicy
+    # None, written or not, and over the age of the failure; --terminate-pods policy opts out.
+    ("deadline-failed-explicit-None-active-pods", job(
+        conditions=deadline_failed(), clean_pod_policy="None"), AUTO, "terminate-pods",
+     "failed-by-deadline"),
+    ("deadline-failed-a-year-ago", job(conditions=[
+        {**c, "lastTransitionTime": ago(366 * 24 * 3600)} for c in deadline_failed()],
+        started_ago=400 * 24 * 3600), FAIL, "terminate-pods", "failed-by-deadline"),
+    ("deadline-failed-explicit-None-policy-pods", job(
+        conditions=deadline_failed(), clean_pod_policy="None"),
+     Policy(action=ActionMode.AUTO, terminate_pods=PodsMode.POLICY), "skip", "finished"),
     ("deadline-failed-but-opted-out",
      job(conditions=deadline_failed(), annotations={EXCLUDE_ANNOTATION: "true"}), FAIL, "skip",
      "opted-out"),
@@ -127,8 +179,11 @@ MALFORMED = [
     ("deadline-string", job(deadline="3600"), "spec.runPolicy.activeDeadlineSeconds"),
     ("deadline-float", job(deadline=3600.5), "spec.runPolicy.activeDeadlineSeconds"),
     ("deadline-bool", job(deadline=True), "spec.runPolicy.activeDeadlineSeconds"),
-    ("deadline-negative", job(deadline=-1), "spec.runPolicy.activeDeadlineSeconds"),
-    ("deadline-absurd", job(deadline=TEN_YEARS + 1), "spec.runPolicy.activeDeadlineSeconds"),
+    ("deadline-overflows-go-duration", job(deadline=MAX_GO_SECONDS + 1), OVERFLOWS),
+    ("negative-deadline-overflows-go-duration", job(deadline=-MAX_GO_SECONDS - 1), OVERFLOWS),
+    ("deadline-after-year-9999", job(deadline=MAX_GO_SECONDS,
+                                     status={"startTime": "9900-01-01T00:00:00Z"}),
+     "status.startTime"),
     ("startTime-unparsable", job(status={"startTime": "yesterday"}), "status.startTime"),
     ("startTime-number", job(status={"startTime": 1714564800}), "status.startTime"),
     ("startTime-without-zone", job(status={"startTime": "2024-05-01T10:00:00"}),
@@ -189,10 +244,26 @@ def test_overdue_seconds_are_measured_from_the_deadline_without_grace() -> None:
     assert entry.seconds_overdue == 100
 
 
-def test_recently_touched_says_when_auto_escalates() -> None:
-    raw = job(annotations={TOUCHED_AT_ANNOTATION: ago(30)})
+@pytest.mark.parametrize(
+    ("started_ago", "touched_ago", "detail"),
+    [
+        pytest.param(3610, 5, "touched 5s ago; fails in 110s", id="deadline-plus-escalate-first"),
+        pytest.param(3640, 30, "touched 30s ago; fails in 80s", id="the-later-the-sooner"),
+    ],
+)
+def test_recently_touched_says_when_auto_escalates(
+    started_ago: int, touched_ago: int, detail: str
+) -> None:
+    raw = job(started_ago=started_ago, annotations={TOUCHED_AT_ANNOTATION: ago(touched_ago)})
     entry = judge(parse_job(raw, KIND["PyTorchJob"]), NOW, AUTO)
-    assert entry.detail == "touched 30s ago; fails in 90s"
+    assert entry.detail == detail
+
+
+def test_a_negative_deadline_counts_overdue_from_the_start_time() -> None:
+    entry = judge(parse_job(job(deadline=-600, started_ago=50), KIND["PyTorchJob"]), NOW, FAIL)
+    assert isinstance(entry, Action)
+    assert entry.seconds_overdue == 50
+    assert entry.job.deadline == NOW - timedelta(seconds=50)
 
 
 def test_decide_gives_every_job_one_entry_in_listing_order() -> None:
@@ -245,6 +316,7 @@ def test_decide_does_not_read_the_clock() -> None:
 
 OWNER = job(clean_pod_policy=None)
 PHASES = ["Pending", "Running", "Succeeded", "Failed", "Unknown"]
+PHASES_LOWER = [f"p-{phase.lower()}" for phase in PHASES]
 
 
 def pods_in_phases() -> list[Any]:
@@ -259,7 +331,12 @@ POD_CASES = [
     ("policy-Running", "Running", None, ["p-pending", "p-running"]),
     ("policy-All", "All", None, ["p-pending", "p-running", "p-succeeded", "p-failed",
                                   "p-unknown"]),
-    ("policy-unknown-value-keeps-pods", "Sometimes", None, []),
+    # v1.9.4 special-cases only None and Running; every other value deletes every pod.
+    ("policy-unknown-value-deletes-all", "Sometimes", None, PHASES_LOWER),
+    ("policy-empty-string-deletes-all", "", None, PHASES_LOWER),
+    ("policy-lowercase-all", "all", None, PHASES_LOWER),
+    ("policy-lowercase-running-is-not-Running", "running", None, PHASES_LOWER),
+    ("policy-lowercase-none-is-not-None", "none", None, PHASES_LOWER),
 ]
 
 
@@ -281,6 +358,9 @@ MPI_CASES = [
     ("legacy-used-when-runPolicy-absent", None, "All", PHASES),
     ("runPolicy-alone", "All", None, PHASES),
     ("neither-means-None", None, None, []),
+    ("runPolicy-empty-string-wins-over-legacy-None", "", "None", PHASES),
+    ("legacy-Running", None, "Running", ["Pending", "Running"]),
+    ("legacy-empty-string-deletes-all", None, "", PHASES),
 ]
 
 

@@ -248,3 +248,27 @@ def test_the_collector_is_paused_only_inside_the_block_and_restored_after_an_err
         assert not gc.isenabled()  # a caller that had paused it keeps it paused
     finally:
         gc.enable()
+
+
+@pytest.mark.parametrize(
+    ("fault", "config", "raises"),
+    [
+        pytest.param(None, JSON_CONFIG, None, id="one-pass"),
+        pytest.param(None, Config(output=OutputFormat.JSON, every=0.01, for_seconds=0.035,
+                                  timeout=5), None, id="repeated-passes"),
+        pytest.param(FORBIDDEN, JSON_CONFIG, ClusterUnavailable, id="cluster-unavailable"),
+        pytest.param(RuntimeError("a bug"), JSON_CONFIG, RuntimeError, id="internal-error"),
+    ],
+)
+def test_the_run_closes_its_connections_once_however_it_ends(
+    fault: BaseException | None, config: Config, raises: type[BaseException] | None
+) -> None:
+    fake = server_at(NOW, job(started_ago=10))
+    if fault is not None:
+        fake.fail("list", "pytorchjobs", fault)
+    if raises is None:
+        sweep(fake, config)
+    else:
+        with pytest.raises(raises):
+            sweep(fake, config)
+    assert fake.closed == 1
