@@ -390,10 +390,16 @@ class KubeCluster:
         A run that ends leaves nothing open, however long the process lives after it.
         """
         self._api.close()
-        # ``ApiClient.close`` closes the pool manager only from client 37 on; before, it
-        # stopped the thread pool alone and left the keep-alive sockets to the garbage collector.
+        # Each connection pool is closed explicitly: ``ApiClient.close`` clears the pool manager
+        # only from client 37 on, and recent urllib3 releases no longer close the pools a
+        # clear() drops (they leave them to a finalizer). Up to client 36 the ApiClient keeps
+        # its last response, and with it the pool and its keep-alive socket, alive.
         manager = getattr(getattr(self._api, "rest_client", None), "pool_manager", None)
         if manager is not None:
+            for key in list(manager.pools.keys()):
+                pool = manager.pools.get(key)
+                if pool is not None:
+                    pool.close()
             manager.clear()
 
     def _wait(self, delay: float, target: _Target) -> None:
@@ -438,9 +444,10 @@ def _send_before_37(
 
     Any other status raises ``ApiException`` carrying the answer (see :func:`_answer_from`).
     """
+    # Without _return_http_data_only, 31-35 wrap the response in (data, status, headers).
     response = api.call_api(
         resource_path, method, header_params=headers, body=body,
-        auth_settings=["BearerToken"], _preload_content=False,
+        auth_settings=["BearerToken"], _preload_content=False, _return_http_data_only=True,
         _request_timeout=(timeout, timeout),
     )
     data = response.read()

@@ -122,6 +122,25 @@ def test_a_list_page_that_keeps_failing_exits_3_and_writes_nothing(
     assert "Traceback" not in run.result.stderr
 
 
+def test_a_list_whose_continue_token_expires_twice_exits_3_with_the_pass_reported(
+    control_plane: ControlPlane, three_late: str, proxy: FaultProxy
+) -> None:
+    # 410 Gone is the apiserver's answer to an expired continue token; the sweeper starts the
+    # list over once, and a list that expires again is a list that cannot be read.
+    proxy.rules.append(Rule(Respond(410), "GET", SECOND_PAGE, times=None))
+
+    run = sweep_through(control_plane, proxy, "-o", "json", "-n", three_late, "--page-size", "1")
+
+    assert run.result.returncode == 3, explain_through(run, proxy)
+    assert [a.status for a in proxy.matching("GET", SECOND_PAGE)] == [410, 410]
+    [report] = w.passes(run.result.stdout)
+    assert report["jobs"] == []
+    assert "gone (410)" in report["summary"]["stopped_by"]
+    assert "expired again" in report["summary"]["stopped_by"]
+    assert run.result.stderr.splitlines()[-1].startswith("sweeper: error: cannot list")
+    assert proxy.writes() == [], proxy.describe()
+
+
 # --- a touch patch ----------------------------------------------------------------------------
 
 PATCH_LATE_0 = r"/pytorchjobs/late-0$"
