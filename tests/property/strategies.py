@@ -23,8 +23,30 @@ from typing import Any
 from hypothesis import strategies as st
 
 from sweeper.decide import ActionMode, PodsMode, Policy
-from sweeper.kinds import KINDS, Kind
 
+
+@dataclass(frozen=True)
+class Kind:
+    """A Kubeflow v1 job kind as the operator's CRDs define it (not ``sweeper.kinds``).
+
+    Attributes:
+        name: The kind.
+        replica_specs: The spec field holding its replica specs.
+    """
+
+    name: str
+    replica_specs: str
+
+
+# The oracle's own kind table, from the CRDs; an import-linter contract keeps sweeper.kinds out.
+KINDS = (
+    Kind("TFJob", "tfReplicaSpecs"),
+    Kind("PyTorchJob", "pytorchReplicaSpecs"),
+    Kind("XGBoostJob", "xgbReplicaSpecs"),
+    Kind("MPIJob", "mpiReplicaSpecs"),
+    Kind("PaddleJob", "paddleReplicaSpecs"),
+    Kind("JAXJob", "jaxReplicaSpecs"),
+)
 TRAINING_OPERATOR = "kubeflow.org/training-operator"
 EXCLUDE = "deadline-sweeper.kubeflow.org/exclude"
 TOUCHED_AT = "deadline-sweeper.kubeflow.org/touched-at"
