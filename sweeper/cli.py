@@ -4,6 +4,9 @@ It turns flags (and their ``SWEEPER_*`` environment twins) into one frozen
 :class:`~sweeper.config.Config`, configures logging, runs, and maps every error to one line on
 stderr and its documented exit code. The Kubernetes client is imported only once a run starts,
 so ``--version`` and ``--help`` stay fast.
+
+Tests run the command against their own cluster by passing :class:`Seams` as click's
+``obj``; mypy checks both :func:`_connect` and theirs against :class:`~sweeper.run.Connect`.
 """
 
 from __future__ import annotations
@@ -11,11 +14,13 @@ from __future__ import annotations
 import sys
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
 
 import click
 
 from sweeper import __version__, logs
+from sweeper.cluster import Cluster
 from sweeper.config import LOG_LEVELS, ClockMode, Config, DryRun, LogFormat, OutputFormat
 from sweeper.decide import ActionMode, PodsMode, Policy
 from sweeper.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, ConfigError, SweeperError
@@ -23,10 +28,21 @@ from sweeper.kinds import lookup
 from sweeper.run import Connect, run
 
 
-def _connect(config: Config, *, deadline: float, stop: threading.Event) -> Any:
+def _connect(config: Config, *, deadline: float, stop: threading.Event) -> Cluster:
     from sweeper import kube  # noqa: PLC0415 - the client takes 0.25 s to import; only runs need it
 
     return kube.connect(config, deadline=deadline, stop=stop)
+
+
+@dataclass(frozen=True, slots=True)
+class Seams:
+    """What a caller may replace in a run (click's ``obj``): tests connect to a fake cluster.
+
+    Attributes:
+        connect: Builds the run's cluster; the Kubernetes client by default.
+    """
+
+    connect: Connect = _connect
 
 
 # Not subscripted: ParamType is generic only from click 8.2 on, and we support 8.1.
@@ -146,7 +162,7 @@ def command(ctx: click.Context, /, **options: Any) -> None:
     cluster could not be listed, 4 interrupted (SIGTERM/SIGINT), 5 --timeout reached,
     70 internal error (a bug: the log has its traceback).
     """
-    connect: Connect = (ctx.obj or {}).get("connect", _connect)
+    connect = (ctx.find_object(Seams) or Seams()).connect
     try:
         config = build_config(options)
     except SweeperError as error:

@@ -16,7 +16,7 @@ from click.testing import CliRunner, Result
 from freezegun import freeze_time
 
 from sweeper import __version__
-from sweeper.cli import command
+from sweeper.cli import Seams, command
 from sweeper.config import ClockMode, Config, DryRun, LogFormat, OutputFormat
 from sweeper.decide import ActionMode, PodsMode
 from sweeper.errors import ApiError, Gone
@@ -48,7 +48,7 @@ class Harness:
     def invoke(self, *args: str, env: dict[str, str] | None = None) -> Result:
         clean = dict.fromkeys([*ALL_ENV, "KUBECONFIG"])  # None removes them
         return runner().invoke(
-            command, list(args), obj={"connect": self.connect}, env={**clean, **(env or {})},
+            command, list(args), obj=Seams(connect=self.connect), env={**clean, **(env or {})},
             catch_exceptions=False,
         )
 
