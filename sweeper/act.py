@@ -19,7 +19,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from sweeper.clock import format_rfc3339
+from sweeper.clock import format_rfc3339, format_seconds
 from sweeper.cluster import JSON, Cluster, ServedKind
 from sweeper.config import DryRun
 from sweeper.decide import (
@@ -298,7 +298,7 @@ class Executor:
                 return Result.ERROR
             return self._escalate(action, now, policy, progress, refusal=str(error))
         progress.wrote = True
-        late = f"{action.seconds_overdue:.0f}s" if action.seconds_overdue is not None else "?"
+        late = _late(action)
         self._event(
             job, progress, now, reason="DeadlineTouched", warning=False,
             message=(
@@ -370,7 +370,7 @@ class Executor:
                 continue
             progress.wrote = True
             self._delete_pods(job, policy, progress)
-            late = f"{action.seconds_overdue:.0f}s" if action.seconds_overdue is not None else "?"
+            late = _late(action)
             self._event(
                 job, progress, now, reason="DeadlineExceeded", warning=True,
                 message=f"{failure_message(job.name)}: {late} past its deadline",
@@ -462,6 +462,10 @@ class Executor:
             self._cluster.create_event(job.namespace, body, dry_run=self._server_dry_run)
         except ApiError as error:
             progress.errors.append(str(error))
+
+
+def _late(action: Action) -> str:
+    return "?" if action.seconds_overdue is None else format_seconds(action.seconds_overdue)
 
 
 def _served(job: Job) -> ServedKind:

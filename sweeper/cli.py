@@ -11,6 +11,7 @@ Tests run the command against their own cluster by passing :class:`Seams` as cli
 
 from __future__ import annotations
 
+import logging
 import sys
 import threading
 from collections.abc import Callable
@@ -175,10 +176,10 @@ def command(ctx: click.Context, /, **options: Any) -> None:
     except KeyboardInterrupt:
         click.echo("sweeper: interrupted", err=True)
         ctx.exit(EXIT_INTERRUPTED)
-    except Exception as error:  # noqa: BLE001 - last resort: a bug, reported as one
+    except Exception as error:  # last resort: a bug, reported as one
         # The traceback goes to the log at ERROR, one JSON line (a CronJob's logs keep it);
         # stderr's last line stays the one-line message.
-        logs.get("cli").error(
+        logging.getLogger(__name__).error(
             "internal error: %s: %s", type(error).__name__, error, exc_info=True,
             extra={"exit_code": EXIT_INTERNAL},
         )

@@ -13,6 +13,7 @@ exponential backoff and jitter, at most :data:`ATTEMPTS` tries; each request is 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import random
 import threading
@@ -34,9 +35,8 @@ from sweeper.cluster import JSON, Discovery, Page, ServedKind
 from sweeper.config import Config
 from sweeper.errors import ApiError, ConfigError, Interrupted, RunTimeout, api_error
 from sweeper.kinds import GROUP, KINDS, MPI_OPERATOR_VERSION, MPIJOB, VERSION
-from sweeper.logs import get as get_logger
 
-log = get_logger("kube")
+log = logging.getLogger(__name__)
 
 ATTEMPTS = 4
 RETRYABLE = frozenset({429, 500, 502, 503, 504})

@@ -66,15 +66,3 @@ def configure(log_format: LogFormat, level: str) -> None:
         level: A level name.
     """
     logging.config.dictConfig(logging_config(log_format, level))
-
-
-def get(name: str) -> logging.Logger:
-    """Return a logger under the sweeper's namespace.
-
-    Args:
-        name: The module's short name (``run``, ``report``...).
-
-    Returns:
-        The ``sweeper.<name>`` logger.
-    """
-    return logging.getLogger(f"{LOGGER}.{name}")

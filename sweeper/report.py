@@ -16,13 +16,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TextIO
 
-from sweeper import logs
 from sweeper.act import Outcome, Result
 from sweeper.clock import format_rfc3339
 from sweeper.config import ClockMode, DryRun
 from sweeper.decide import Action, ActionKind, ActionMode, SkipReason
 
-log = logs.get("report")
+log = logging.getLogger(__name__)
 
 _FAILED = (Result.ERROR,)
 _RECORDS_PER_WRITE = 256

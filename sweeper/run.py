@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import logging
 import math
 import signal
 import threading
@@ -20,7 +21,7 @@ from http import HTTPStatus
 from types import FrameType
 from typing import Protocol, TextIO
 
-from sweeper import clock, logs, report
+from sweeper import clock, report
 from sweeper.act import Executor, Outcome
 from sweeper.cluster import Cluster, ServedKind
 from sweeper.config import ClockMode, Config, OutputFormat
@@ -39,7 +40,7 @@ from sweeper.errors import (
 )
 from sweeper.jobs import Job, parse_job
 
-log = logs.get("run")
+log = logging.getLogger(__name__)
 
 def _monotonic() -> float:
     # Looked up at each call, like sweeper.kube does: a test that patches time.monotonic

