@@ -8,6 +8,7 @@ per pass, with the job's reference and the decision as fields.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from collections import Counter
@@ -64,16 +65,55 @@ def has_errors(outcome: Outcome) -> bool:
     return outcome.result in _FAILED or bool(outcome.errors)
 
 
-def summary(report: PassReport) -> dict[str, Any]:
-    """Count a pass's decisions, skip reasons, results and errors. Pure.
+@dataclass(frozen=True, slots=True)
+class Summary:
+    """A pass in numbers: the ``summary`` of ``-o json``, the last line of the table, the log.
 
-    Args:
-        report: The pass.
-
-    Returns:
-        ``{"jobs", "touch", "fail", "terminate-pods", "skip", "skipped": {reason: n},
-        "results": {result: n}, "errors", "duration_s", "stopped_by"}``.
+    Attributes:
+        jobs: Jobs listed.
+        touch: Touches planned.
+        fail: Fails planned.
+        terminate_pods: Pod clean-ups of jobs already failed by their deadline.
+        skip: Jobs left alone.
+        skipped: Skips by reason, in :class:`~sweeper.decide.SkipReason` order, none at 0.
+        results: Outcomes by result, by name.
+        errors: Jobs with an error (exit code 1).
+        duration_s: Seconds the pass took, to the millisecond.
+        stopped_by: What stopped the pass early, if anything.
     """
+
+    jobs: int
+    touch: int
+    fail: int
+    terminate_pods: int
+    skip: int
+    skipped: dict[str, int]
+    results: dict[str, int]
+    errors: int
+    duration_s: float
+    stopped_by: str | None
+
+    def document(self) -> dict[str, Any]:
+        """The JSON form, keyed by decision as the report spells them (``terminate-pods``)."""
+        document: dict[str, Any] = {"jobs": self.jobs}
+        for kind in ActionKind:
+            document[kind.value] = self.actions(kind)
+        return document | {
+            "skip": self.skip, "skipped": self.skipped, "results": self.results,
+            "errors": self.errors, "duration_s": self.duration_s, "stopped_by": self.stopped_by,
+        }
+
+    def actions(self, kind: ActionKind) -> int:
+        """How many actions of one kind were planned."""
+        return {
+            ActionKind.TOUCH: self.touch,
+            ActionKind.FAIL: self.fail,
+            ActionKind.TERMINATE_PODS: self.terminate_pods,
+        }[kind]
+
+
+def summary(report: PassReport) -> Summary:
+    """Count a pass's decisions, skip reasons, results and errors. Pure."""
     decisions: Counter[str] = Counter()
     skipped: Counter[str] = Counter()
     results: Counter[str] = Counter()
@@ -84,17 +124,19 @@ def summary(report: PassReport) -> dict[str, Any]:
         if not isinstance(outcome.entry, Action):
             skipped[outcome.entry.reason] += 1
         errors += has_errors(outcome)
-    counts: dict[str, Any] = {"jobs": len(report.outcomes)}
-    for kind in ActionKind:
-        counts[kind.value] = decisions[kind.value]
-    counts["skip"] = decisions["skip"]
-    counts["skipped"] = {reason.value: skipped[reason.value] for reason in SkipReason
-                         if skipped[reason.value]}
-    counts["results"] = dict(sorted(results.items()))
-    counts["errors"] = errors
-    counts["duration_s"] = round(report.duration_s, 3)
-    counts["stopped_by"] = report.stopped_by
-    return counts
+    return Summary(
+        jobs=len(report.outcomes),
+        touch=decisions[ActionKind.TOUCH.value],
+        fail=decisions[ActionKind.FAIL.value],
+        terminate_pods=decisions[ActionKind.TERMINATE_PODS.value],
+        skip=decisions["skip"],
+        skipped={reason.value: skipped[reason.value] for reason in SkipReason
+                 if skipped[reason.value]},
+        results=dict(sorted(results.items())),
+        errors=errors,
+        duration_s=round(report.duration_s, 3),
+        stopped_by=report.stopped_by,
+    )
 
 
 def job_record(outcome: Outcome) -> dict[str, Any]:
@@ -157,7 +199,7 @@ def write_json(stream: TextIO, report: PassReport) -> None:
             stream.write(", ")
         stream.write(", ".join(json.dumps(job_record(outcome)) for outcome in chunk))
     stream.write('], "summary": ')
-    stream.write(json.dumps(summary(report)))
+    stream.write(json.dumps(summary(report).document()))
     stream.write("}\n")
     stream.flush()
 
@@ -219,25 +261,22 @@ def write_text(stream: TextIO, report: PassReport) -> None:
     stream.flush()
 
 
-def summary_line(counts: dict[str, Any]) -> str:
+def summary_line(counts: Summary) -> str:
     """Render a summary as one human line. Pure.
-
-    Args:
-        counts: The result of :func:`summary`.
 
     Returns:
         For example ``3 jobs: 1 touch, 0 fail, 0 terminate-pods, 2 skip (not-yet-due 2);
         0 errors; 0.412s``.
     """
-    skipped = ", ".join(f"{reason} {n}" for reason, n in counts["skipped"].items())
-    actions = ", ".join(f"{counts[kind.value]} {kind.value}" for kind in ActionKind)
+    skipped = ", ".join(f"{reason} {n}" for reason, n in counts.skipped.items())
+    actions = ", ".join(f"{counts.actions(kind)} {kind.value}" for kind in ActionKind)
     line = (
-        f"{counts['jobs']} jobs: {actions}, {counts['skip']} skip"
-        f"{f' ({skipped})' if skipped else ''}; {counts['errors']} errors; "
-        f"{counts['duration_s']}s"
+        f"{counts.jobs} jobs: {actions}, {counts.skip} skip"
+        f"{f' ({skipped})' if skipped else ''}; {counts.errors} errors; "
+        f"{counts.duration_s}s"
     )
-    if counts["stopped_by"]:
-        line += f"; stopped: {counts['stopped_by']}"
+    if counts.stopped_by:
+        line += f"; stopped: {counts.stopped_by}"
     return line
 
 
@@ -300,7 +339,7 @@ def log_summary(report: PassReport) -> None:
             "now": _time(report.now),
             "clock": report.clock.value,
             "dry_run": report.dry_run.value if report.dry_run else None,
-            **{key.replace("-", "_"): value for key, value in counts.items()},
+            **dataclasses.asdict(counts),
         },
     )
 
