@@ -290,7 +290,7 @@ def test_applying_the_plans_writes_then_planning_again_fails_no_job_twice(
         )
     )
     raws = {c.uid: c.raw() for c in cases}
-    kinds_by_uid = {c.uid: c.kind for c in cases}
+    kinds_by_uid = {c.uid: product(c.kind) for c in cases}
     first = decide([parse_job(raws[c.uid], product(c.kind)) for c in cases], now, policy)
 
     failed = set()
