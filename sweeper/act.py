@@ -188,9 +188,6 @@ class Executor:
     def execute(self, plan: Plan) -> Execution:
         """Apply every action of a plan, in the plan's order.
 
-        Args:
-            plan: The plan.
-
         Returns:
             One outcome per entry. A failing job never stops the others; a signal or
             ``--timeout`` does (the remaining actions are ``not-started``).

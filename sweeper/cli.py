@@ -60,16 +60,7 @@ class DryRunChoice(click.ParamType):  # type: ignore[type-arg]
     def convert(
         self, value: Any, param: click.Parameter | None, ctx: click.Context | None
     ) -> DryRun | None:
-        """Convert a value.
-
-        Args:
-            value: The raw value.
-            param: The parameter.
-            ctx: The context.
-
-        Returns:
-            The dry-run mode, ``None`` for none.
-        """
+        """Read a flag or environment value; ``None`` means no dry run at all."""
         if value is None or isinstance(value, DryRun):
             return value
         text = str(value).strip().lower()

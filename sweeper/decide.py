@@ -176,11 +176,6 @@ class Plan:
 def decide(jobs: Iterable[Job], now: datetime, policy: Policy) -> Plan:
     """Decide what to do with every job. Pure: no clock, no I/O, never raises.
 
-    Args:
-        jobs: The listed jobs.
-        now: The single instant of this pass (aware).
-        policy: The knobs.
-
     Returns:
         The plan. With ``max_actions``, the most overdue actions are kept (touches and fails
         before pod clean-ups) and the rest become ``over-max-actions`` skips.
@@ -213,16 +208,7 @@ def _cap(entries: list[Entry], limit: int) -> list[Entry]:
 
 
 def judge(job: Job, now: datetime, policy: Policy) -> Entry:  # noqa: PLR0911 - one exit per rule
-    """Decide for one job. Pure; the rules apply in the order the operator checks them.
-
-    Args:
-        job: The job.
-        now: The instant of the pass.
-        policy: The knobs.
-
-    Returns:
-        An action or a skip.
-    """
+    """Decide for one job. Pure; the rules apply in the order the operator checks them."""
     if job.malformed is not None:
         return Skip(job, SkipReason.MALFORMED, None, job.malformed)
     deadline = job.deadline

@@ -148,15 +148,6 @@ def api_error(
 ) -> ApiError:
     """Build the most specific :class:`ApiError` for a status.
 
-    Args:
-        status: The HTTP status, or ``None`` when no response came back.
-        verb: The Kubernetes verb of the request.
-        resource: The (group-qualified) resource.
-        namespace: The request's namespace, if any.
-        name: The object's name, if any.
-        detail: The server's message or the connection failure.
-        cluster_scoped: The request is not about namespaced objects.
-
     Returns:
         An instance of :class:`NotFound`, :class:`Conflict`, :class:`Gone` or
         :class:`ApiError`.

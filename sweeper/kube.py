@@ -220,11 +220,7 @@ class KubeCluster:
                 return
 
     def get_job(self, served: ServedKind, namespace: str, name: str) -> JSON:
-        """Read one job (see :class:`sweeper.cluster.Cluster`).
-
-        Returns:
-            The job.
-        """
+        """Read one job (see :class:`sweeper.cluster.Cluster`)."""
         path = _object(f"/apis/{GROUP}/{served.version}", namespace, served.kind.plural, name)
         response = self._request(
             "GET", path, target=_Target("get", served.kind.resource, namespace, name)
@@ -232,19 +228,11 @@ class KubeCluster:
         return _decode(response.data)
 
     def list_pods(self, namespace: str, selector: str) -> list[JSON]:
-        """List pods by label in one namespace (see :class:`sweeper.cluster.Cluster`).
-
-        Returns:
-            The pods.
-        """
+        """List pods by label in one namespace (see :class:`sweeper.cluster.Cluster`)."""
         return self._list_core("pods", namespace, selector)
 
     def list_services(self, namespace: str, selector: str) -> list[JSON]:
-        """List services by label in one namespace (see :class:`sweeper.cluster.Cluster`).
-
-        Returns:
-            The services.
-        """
+        """List services by label in one namespace (see :class:`sweeper.cluster.Cluster`)."""
         return self._list_core("services", namespace, selector)
 
     def _list_core(self, plural: str, namespace: str, selector: str) -> list[JSON]:

@@ -26,9 +26,6 @@ def logging_config(log_format: LogFormat, level: str) -> dict[str, Any]:
     Args:
         log_format: ``json`` (one JSON object per line) or ``text`` (for humans).
         level: A level name, for example ``INFO``.
-
-    Returns:
-        The dictionary.
     """
     if log_format is LogFormat.JSON:
         formatter: dict[str, Any] = {
@@ -59,10 +56,5 @@ def logging_config(log_format: LogFormat, level: str) -> dict[str, Any]:
 
 
 def configure(log_format: LogFormat, level: str) -> None:
-    """Apply the logging configuration.
-
-    Args:
-        log_format: ``json`` or ``text``.
-        level: A level name.
-    """
+    """Apply the logging configuration."""
     logging.config.dictConfig(logging_config(log_format, level))

@@ -56,9 +56,6 @@ class PassReport:
 def has_errors(outcome: Outcome) -> bool:
     """Whether an outcome counts as an error (exit code 1).
 
-    Args:
-        outcome: The outcome.
-
     Returns:
         True when its action failed or any of its requests did.
     """
@@ -140,14 +137,7 @@ def summary(report: PassReport) -> Summary:
 
 
 def job_record(outcome: Outcome) -> dict[str, Any]:
-    """Render one outcome as the ``jobs[]`` item of ``-o json``. Pure.
-
-    Args:
-        outcome: The outcome.
-
-    Returns:
-        The JSON-ready dictionary.
-    """
+    """Render one outcome as the ``jobs[]`` item of ``-o json``. Pure."""
     entry = outcome.entry
     job = entry.job
     record: dict[str, Any] = {
@@ -175,12 +165,7 @@ def job_record(outcome: Outcome) -> dict[str, Any]:
 
 
 def write_json(stream: TextIO, report: PassReport) -> None:
-    """Write one pass as one JSON object on one line, job by job.
-
-    Args:
-        stream: stdout.
-        report: The pass.
-    """
+    """Write one pass as one JSON object on one line, job by job."""
     head = {
         "pass": report.number,
         "now": _time(report.now),
@@ -210,9 +195,6 @@ _COLUMNS = ("KIND", "NAMESPACE", "NAME", "STARTED", "DEADLINE", "OVERDUE BY", "D
 def table_row(outcome: Outcome) -> tuple[str, ...]:
     """Render one outcome as a row of the text table. Pure.
 
-    Args:
-        outcome: The outcome.
-
     Returns:
         The cells, in ``_COLUMNS`` order.
     """
@@ -237,12 +219,7 @@ def table_row(outcome: Outcome) -> tuple[str, ...]:
 
 
 def write_text(stream: TextIO, report: PassReport) -> None:
-    """Write one pass as a header line, an aligned table and a summary line.
-
-    Args:
-        stream: stdout.
-        report: The pass.
-    """
+    """Write one pass as a header line, an aligned table and a summary line."""
     mode = f", dry run ({report.dry_run.value})" if report.dry_run else ""
     when = _time(report.now) or "-"
     stream.write(
@@ -281,12 +258,7 @@ def summary_line(counts: Summary) -> str:
 
 
 def log_outcome(outcome: Outcome, dry_run: DryRun | None) -> None:
-    """Log one line for an action's outcome (skips only at debug level).
-
-    Args:
-        outcome: The outcome.
-        dry_run: The dry-run mode.
-    """
+    """Log one line for an action's outcome (skips only at debug level)."""
     if outcome.result is Result.SKIPPED and not log.isEnabledFor(logging.DEBUG):
         return  # thousands of skips per pass: do not even build their fields
     entry = outcome.entry
@@ -326,11 +298,7 @@ def log_outcome(outcome: Outcome, dry_run: DryRun | None) -> None:
 
 
 def log_summary(report: PassReport) -> None:
-    """Log the one summary line of a pass.
-
-    Args:
-        report: The pass.
-    """
+    """Log the one summary line of a pass."""
     counts = summary(report)
     log.info(
         "pass %d: %s", report.number, summary_line(counts),
@@ -346,9 +314,6 @@ def log_summary(report: PassReport) -> None:
 
 def duration(seconds: float | None) -> str:
     """Render signed seconds compactly (``1h02m03s``, ``-45s``). Pure.
-
-    Args:
-        seconds: Seconds, or ``None``.
 
     Returns:
         The text, ``-`` for ``None``.

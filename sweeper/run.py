@@ -114,12 +114,6 @@ def signals_stop(flag: StopFlag) -> Iterator[None]:
 
     A second signal gives up at once (``KeyboardInterrupt``). Outside the main thread (where
     Python cannot install handlers) nothing is installed.
-
-    Args:
-        flag: The flag to set.
-
-    Yields:
-        Nothing.
     """
     if threading.current_thread() is not threading.main_thread():
         yield
@@ -146,12 +140,6 @@ def run(
     monotonic: Callable[[], float] | None = None,
 ) -> int:
     """Run the sweeper: one pass, or repeated passes.
-
-    Args:
-        config: The run's settings.
-        connect: Builds the cluster.
-        out: Where the report goes (stdout).
-        monotonic: The clock that schedules passes and bounds the run (injected by tests).
 
     Returns:
         The exit code (0, 1, 4 or 5; codes 2 and 3 are raised as errors).
@@ -230,9 +218,6 @@ def collector_paused() -> Iterator[None]:
     jobs that was a third of a pass's CPU time (docs/benchmarks.md). Decoded JSON and frozen
     views form no reference cycles, so reference counting frees them all the same; the
     collector resumes (with its usual thresholds) when the block ends.
-
-    Yields:
-        Nothing.
     """
     enabled = gc.isenabled()
     gc.disable()
@@ -253,14 +238,6 @@ def sweep(
     monotonic: Callable[[], float] | None = None,
 ) -> PassOutcome:
     """Run one pass: discover, list, decide, act, report.
-
-    Args:
-        number: The pass number, from 1.
-        config: The run's settings.
-        cluster: The cluster.
-        flag: The stop flag.
-        out: Where the report goes.
-        monotonic: The clock that measures the pass.
 
     Returns:
         The pass's error count and what stopped it, if anything.
