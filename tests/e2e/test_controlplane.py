@@ -56,13 +56,14 @@ def wait_gone(pids: list[int], timeout: float = 30) -> list[int]:
 # --- the build table ----------------------------------------------------------------------------
 
 
-def test_versions_come_from_the_build_script_table():
+def test_versions_come_from_the_wrapper_modules():
     assert {name: t.version for name, t in binaries.targets().items()} == {
         "etcd": "v3.6.16",
         "kube-apiserver": "v1.36.3",
         "kubectl": "v1.36.3",
         "helm": "v3.22.0",
         "training-operator": "v1.9.4",
+        "actionlint": "v1.7.12",
     }
 
 
