@@ -7,7 +7,6 @@ from typing import Any
 import pytest
 
 from sweeper.act import Executor, Outcome, Result
-from sweeper.cluster import ServedKind
 from sweeper.config import DryRun
 from sweeper.decide import ActionMode, PodsMode, Policy, decide
 from sweeper.errors import ApiError, Interrupted, NotFound, SweeperError
@@ -130,17 +129,15 @@ def test_pods_of_another_job_with_the_same_label_are_kept() -> None:
 
 def test_a_conflict_rereads_decides_again_and_retries() -> None:
     fake = cluster_with(job())
-    original_get = fake.get_job
-    reads = []
+    writes = []
 
-    def get_then_operator_writes(served: ServedKind, namespace: str, name: str) -> dict[str, Any]:
-        raw = original_get(served, namespace, name)
-        reads.append(raw)
-        if len(reads) == 1:  # the operator writes between our first read and our write
-            fake.job("pytorchjobs", "team-a", "train")["metadata"]["resourceVersion"] = "2"
-        return raw
+    def operator_writes_before_our_first_write(request: Request) -> None:
+        if request.method == "patch-status":
+            writes.append(request)
+            if len(writes) == 1:  # between our first read and our write
+                fake.job("pytorchjobs", "team-a", "train")["metadata"]["resourceVersion"] = "2"
 
-    fake.get_job = get_then_operator_writes  # type: ignore[method-assign]  # a test double
+    fake.before = operator_writes_before_our_first_write
     outcome = only(execute(fake, FAIL))
     assert outcome.result is Result.DONE
     assert [m for m in fake.methods() if m in ("get", "patch-status")] == [
@@ -153,14 +150,13 @@ def test_a_conflict_rereads_decides_again_and_retries() -> None:
 
 def test_a_job_that_keeps_conflicting_is_an_error_after_three_attempts() -> None:
     fake = cluster_with(job())
-    original_get = fake.get_job
 
-    def stale_get(served: ServedKind, namespace: str, name: str) -> dict[str, Any]:
-        raw = original_get(served, namespace, name)
-        raw["metadata"]["resourceVersion"] = "0"
-        return raw
+    def operator_writes_before_each_of_ours(request: Request) -> None:
+        if request.method == "patch-status":
+            meta = fake.job("pytorchjobs", "team-a", "train")["metadata"]
+            meta["resourceVersion"] = str(int(meta["resourceVersion"]) + 1)
 
-    fake.get_job = stale_get  # type: ignore[method-assign]  # a test double
+    fake.before = operator_writes_before_each_of_ours
     outcome = only(execute(fake, FAIL))
     assert outcome.result is Result.ERROR
     assert fake.methods().count("patch-status") == 3
@@ -196,10 +192,12 @@ def test_a_job_deleted_meanwhile_is_left_alone() -> None:
 
 def test_a_job_replaced_by_a_namesake_is_left_alone() -> None:
     fake = cluster_with(job())
-    original_get = fake.get_job
-    fake.get_job = lambda *a: {  # type: ignore[method-assign]  # a test double
-        **original_get(*a), "metadata": {**original_get(*a)["metadata"], "uid": "new"}
-    }
+
+    def replace_before_the_re_read(request: Request) -> None:
+        if request.method == "get":
+            fake.job("pytorchjobs", "team-a", "train")["metadata"]["uid"] = "new"
+
+    fake.before = replace_before_the_re_read
     outcome = only(execute(fake, FAIL))
     assert outcome.result is Result.LEFT_ALONE
     assert fake.writes == []
@@ -229,14 +227,12 @@ def test_a_pod_replaced_under_the_same_name_is_not_deleted_and_not_an_error() ->
     raw = job(conditions=deadline_failed())
     fake = cluster_with(raw)
     with_pods(fake, raw, {"w-0": "Running"})
-    original_list = fake.list_pods
 
-    def list_then_replace(namespace: str, selector: str) -> Any:
-        pods = original_list(namespace, selector)
-        fake.pods[("team-a", "w-0")]["metadata"]["uid"] = "recreated"
-        return pods
+    def recreate_after_the_list(request: Request) -> None:
+        if request.method == "delete-pod":
+            fake.pods[("team-a", "w-0")]["metadata"]["uid"] = "recreated"
 
-    fake.list_pods = list_then_replace  # type: ignore[method-assign]  # a test double
+    fake.before = recreate_after_the_list
     outcome = only(execute(fake, FAIL))
     assert (outcome.result, outcome.pods, outcome.errors) == (Result.LEFT_ALONE, (), ())
     assert ("team-a", "w-0") in fake.pods

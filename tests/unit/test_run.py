@@ -7,13 +7,12 @@ import io
 import json
 import logging
 import threading
-from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
 import pytest
 
-from sweeper.cluster import Page, ServedKind
+from sweeper.cluster import ServedKind
 from sweeper.config import ClockMode, Config, OutputFormat
 from sweeper.decide import ActionMode, Policy
 from sweeper.errors import ApiError, ClusterUnavailable, ConfigError, Gone, NotFound
@@ -137,19 +136,15 @@ def test_a_kind_removed_mid_run_is_skipped() -> None:
 
 def test_an_expired_continue_token_restarts_that_list_once() -> None:
     fake = server_at(NOW, *(job(name=f"j{i}") for i in range(3)))
-    calls = {"n": 0}
-    original = fake.list_jobs
+    pages = []
 
-    def expire_on_second_page(
-        served: ServedKind, namespace: str | None, selector: str | None, page_size: int
-    ) -> Iterator[Page]:
-        calls["n"] += 1
-        for index, page in enumerate(original(served, namespace, selector, page_size)):
-            if calls["n"] == 1 and index == 1:
+    def expire_on_the_first_second_page(request: Request) -> None:
+        if request.method == "list":
+            pages.append(request)
+            if len(pages) == 2:
                 raise Gone(status=410, verb="list", resource="pytorchjobs.kubeflow.org")
-            yield page
 
-    fake.list_jobs = expire_on_second_page  # type: ignore[method-assign]  # a test double
+    fake.before = expire_on_the_first_second_page
     _, passes = sweep(fake, Config(output=OutputFormat.JSON, page_size=2, kinds=(PYTORCHJOB,)))
     assert sorted(j["name"] for j in passes[0]["jobs"]) == ["j0", "j1", "j2"]
 
