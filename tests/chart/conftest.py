@@ -75,16 +75,19 @@ class Rendered:
     @property
     def job_spec(self) -> Doc:
         """The CronJob's Job spec."""
-        return self.cronjob["spec"]["jobTemplate"]["spec"]
+        spec: Doc = self.cronjob["spec"]["jobTemplate"]["spec"]
+        return spec
 
     @property
     def pod_spec(self) -> Doc:
         """The CronJob's pod spec."""
-        return self.job_spec["template"]["spec"]
+        spec: Doc = self.job_spec["template"]["spec"]
+        return spec
 
     @property
     def container(self) -> Doc:
         """The sweeper container of the CronJob's pod."""
+        container: Doc
         (container,) = self.pod_spec["containers"]
         return container
 
