@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 import sys
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
@@ -26,13 +25,13 @@ from sweeper.config import LOG_LEVELS, ClockMode, Config, DryRun, LogFormat, Out
 from sweeper.decide import ActionMode, PodsMode, Policy
 from sweeper.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, ConfigError, SweeperError
 from sweeper.kinds import lookup
-from sweeper.run import Connect, run
+from sweeper.run import Connect, StopFlag, run
 
 
-def _connect(config: Config, *, deadline: float, stop: threading.Event) -> Cluster:
+def _connect(config: Config, *, stop: StopFlag) -> Cluster:
     from sweeper import kube  # noqa: PLC0415 - the client takes 0.25 s to import; only runs need it
 
-    return kube.connect(config, deadline=deadline, stop=stop)
+    return kube.connect(config, stop=stop)
 
 
 @dataclass(frozen=True, slots=True)

@@ -55,16 +55,8 @@ _SKEW_RESOLUTION_S = 1.0
 class Connect(Protocol):
     """Builds the cluster for a run (``sweeper.kube.connect``, or a fake in tests)."""
 
-    def __call__(
-        self, config: Config, *, deadline: float, stop: threading.Event
-    ) -> Cluster:
-        """Connect.
-
-        Args:
-            config: The run's settings.
-            deadline: ``time.monotonic()`` value at which ``--timeout`` runs out.
-            stop: Set when a signal asks the run to stop.
-        """
+    def __call__(self, config: Config, *, stop: StopFlag) -> Cluster:
+        """Connect; ``stop`` bounds every request by the run's signal flag and ``--timeout``."""
         ...
 
 
@@ -106,6 +98,14 @@ class StopFlag:
         if self._monotonic() >= self.deadline:
             return RunTimeout(f"--timeout ({self._timeout:g}s) reached")
         return None
+
+    def remaining(self) -> float:
+        """Seconds left before ``--timeout``, on the run's clock (negative once past)."""
+        return self.deadline - self._monotonic()
+
+    def wait(self, seconds: float) -> bool:
+        """Sleep ``seconds``, unless a signal asks the run to stop; ``True`` when one did."""
+        return self.event.wait(seconds)
 
 
 @contextlib.contextmanager
@@ -152,7 +152,7 @@ def run(
     started = monotonic()
     flag = StopFlag(started + config.timeout, config.timeout, monotonic)
     with signals_stop(flag):
-        cluster = connect(config, deadline=flag.deadline, stop=flag.event)
+        cluster = connect(config, stop=flag)
         # The connections close with the run, not at process exit: a process that runs the
         # sweeper again (in-process tests, a long-lived caller) would otherwise leave every
         # run's keep-alive sockets to the garbage collector.

@@ -9,7 +9,7 @@ import pytest
 from sweeper.act import Executor, Outcome, Result
 from sweeper.config import DryRun
 from sweeper.decide import ActionMode, PodsMode, Policy, decide
-from sweeper.errors import ApiError, Interrupted, NotFound, SweeperError
+from sweeper.errors import ApiError, Interrupted, NotFound, RequestRef, SweeperError
 from sweeper.jobs import parse_job
 from sweeper.kinds import COMPONENT, TOUCHED_AT_ANNOTATION
 from tests.unit.fakes import FakeCluster, Request
@@ -185,7 +185,7 @@ def test_a_job_that_finished_meanwhile_is_left_alone() -> None:
 
 def test_a_job_deleted_meanwhile_is_left_alone() -> None:
     fake = cluster_with(job())
-    fake.fail("get", "train", NotFound(status=404, verb="get", resource="pytorchjobs"))
+    fake.fail("get", "train", NotFound(RequestRef("get", "pytorchjobs"), 404))
     outcome = only(execute(fake, FAIL))
     assert (outcome.result, outcome.detail) == (Result.LEFT_ALONE, "job deleted meanwhile")
 
@@ -285,7 +285,7 @@ def test_server_dry_run_sends_every_write_with_dry_run_and_changes_nothing() -> 
 
 
 def forbidden(verb: str, resource: str) -> ApiError:
-    return ApiError(status=403, verb=verb, resource=resource, namespace="team-a", name="a")
+    return ApiError(RequestRef(verb, resource, "team-a", "a"), 403)
 
 
 def test_one_failing_job_does_not_stop_the_others() -> None:
@@ -304,7 +304,7 @@ def test_a_failed_pod_delete_is_an_error_of_a_done_fail() -> None:
     raw = job()
     fake = cluster_with(raw)
     with_pods(fake, raw, {"w-0": "Running", "w-1": "Running"})
-    fake.fail("delete-pod", "w-0", ApiError(status=503, verb="delete", resource="pods"))
+    fake.fail("delete-pod", "w-0", ApiError(RequestRef("delete", "pods"), 503))
     outcome = only(execute(fake, FAIL))
     assert outcome.result is Result.DONE
     assert outcome.pods == ("w-1",)
@@ -380,13 +380,12 @@ def test_a_job_failed_by_its_deadline_meanwhile_gets_only_its_pods_terminated() 
 # --- a refused touch ---------------------------------------------------------------------------
 
 AUTO = Policy(action=ActionMode.AUTO)
+PATCH_TRAIN = RequestRef("patch", "pytorchjobs.kubeflow.org", "team-a", "train")
 WEBHOOK_DOWN = ApiError(
-    status=500, verb="patch", resource="pytorchjobs.kubeflow.org", namespace="team-a",
-    name="train", detail='Internal error occurred: failed calling webhook '
-    '"validate.kubeflow.org": connection refused',
+    PATCH_TRAIN, 500,
+    'Internal error occurred: failed calling webhook "validate.kubeflow.org": connection refused',
 )
-DENIED = ApiError(status=422, verb="patch", resource="pytorchjobs.kubeflow.org",
-                  namespace="team-a", name="train", detail="denied by policy")
+DENIED = ApiError(PATCH_TRAIN, 422, "denied by policy")
 
 
 @pytest.mark.parametrize("refusal", [WEBHOOK_DOWN, DENIED], ids=["webhook-down", "denied"])
@@ -424,9 +423,8 @@ def test_touch_mode_reports_a_refused_touch_as_an_error_and_fails_nothing() -> N
 @pytest.mark.parametrize(
     "error",
     [
-        ApiError(status=None, verb="patch", resource="pytorchjobs.kubeflow.org",
-                 detail="connection refused"),
-        NotFound(status=404, verb="patch", resource="pytorchjobs.kubeflow.org"),
+        ApiError(RequestRef("patch", "pytorchjobs.kubeflow.org"), None, "connection refused"),
+        NotFound(RequestRef("patch", "pytorchjobs.kubeflow.org"), 404),
     ],
     ids=["no-answer", "job-deleted"],
 )

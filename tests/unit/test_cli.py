@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 from datetime import timedelta
 from typing import Any
 
@@ -19,8 +18,9 @@ from sweeper import __version__
 from sweeper.cli import Seams, command
 from sweeper.config import ClockMode, Config, DryRun, LogFormat, OutputFormat
 from sweeper.decide import ActionMode, PodsMode
-from sweeper.errors import ApiError, Gone
+from sweeper.errors import ApiError, Gone, RequestRef
 from sweeper.kinds import MPIJOB, PYTORCHJOB, TOUCHED_AT_ANNOTATION
+from sweeper.run import StopFlag
 from tests.cli_runner import runner
 from tests.unit.fakes import FakeCluster, Request
 from tests.unit.objects import NOW, job
@@ -41,7 +41,7 @@ class Harness:
         self.fake = fake or FakeCluster(date=NOW)
         self.config: Config | None = None
 
-    def connect(self, config: Config, *, deadline: float, stop: threading.Event) -> FakeCluster:
+    def connect(self, config: Config, *, stop: StopFlag) -> FakeCluster:
         self.config = config
         return self.fake
 
@@ -244,9 +244,8 @@ def test_a_forbidden_list_exits_three_naming_verb_resource_and_namespace(
     harness: Harness,
 ) -> None:
     harness.fake.add_job(job(namespace="a"))
-    harness.fake.fail("list", None, ApiError(
-        status=403, verb="list", resource="pytorchjobs.kubeflow.org", namespace="a",
-    ))
+    forbidden = ApiError(RequestRef("list", "pytorchjobs.kubeflow.org", "a"), 403)
+    harness.fake.fail("list", None, forbidden)
     result = harness.invoke("-n", "a", "--kind", "PyTorchJob")
     assert result.exit_code == 3
     assert result.stderr.splitlines()[-1] == (
@@ -256,7 +255,7 @@ def test_a_forbidden_list_exits_three_naming_verb_resource_and_namespace(
 
 def test_failed_actions_exit_one(harness: Harness) -> None:
     harness.fake.add_job(job())
-    harness.fake.fail("patch", None, ApiError(status=403, verb="patch", resource="pytorchjobs"))
+    harness.fake.fail("patch", None, ApiError(RequestRef("patch", "pytorchjobs"), 403))
     assert harness.invoke().exit_code == 1
 
 
@@ -387,7 +386,7 @@ def test_an_unexpected_bug_exits_70_with_one_line_and_its_traceback_logged_at_er
 
 def test_a_list_that_expires_twice_exits_three_with_the_pass_reported(harness: Harness) -> None:
     harness.fake.add_job(job())
-    gone = Gone(status=410, verb="list", resource="pytorchjobs.kubeflow.org", detail="expired")
+    gone = Gone(RequestRef("list", "pytorchjobs.kubeflow.org"), 410, "expired")
     harness.fake.fail("list", "pytorchjobs", gone, gone)
     result = harness.invoke("-o", "json", "--kind", "PyTorchJob")
     assert result.exit_code == 3

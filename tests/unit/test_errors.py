@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from sweeper.errors import (
@@ -12,6 +14,7 @@ from sweeper.errors import (
     Gone,
     Interrupted,
     NotFound,
+    RequestRef,
     RunTimeout,
     SweeperError,
     api_error,
@@ -53,16 +56,17 @@ MESSAGES = [
     ("fields", "message"), MESSAGES
 )
 def test_api_error_messages_name_verb_resource_and_namespace(
-    fields: dict[str, object], message: str
+    fields: dict[str, Any], message: str
 ) -> None:
-    assert str(api_error(**fields)) == message  # type: ignore[arg-type]  # table of mixed values
+    answer = {key: fields.pop(key) for key in ("status", "detail") if key in fields}
+    assert str(api_error(RequestRef(**fields), **answer)) == message
 
 
 @pytest.mark.parametrize(
     ("status", "cls"), [(404, NotFound), (409, Conflict), (410, Gone), (500, ApiError)],
 )
 def test_api_error_picks_the_specific_class(status: int, cls: type) -> None:
-    assert type(api_error(status=status, verb="get", resource="pods")) is cls
+    assert type(api_error(RequestRef("get", "pods"), status)) is cls
 
 
 @pytest.mark.parametrize(
