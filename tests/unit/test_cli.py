@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import runpy
 import signal
 import subprocess
 import sys
@@ -61,6 +62,15 @@ def harness() -> Harness:
 def test_version_is_fast_to_get_and_needs_no_cluster() -> None:
     result = runner().invoke(command, ["--version"])
     assert (result.exit_code, result.output) == (0, f"sweeper, version {__version__}\n")
+
+
+def test_python_dash_m_sweeper_is_the_same_command(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(sys, "argv", ["sweeper", "--version"])
+    with pytest.raises(SystemExit) as exited:
+        runpy.run_module("sweeper", run_name="__main__")
+    assert (exited.value.code, capsys.readouterr().out) == (0, f"sweeper, version {__version__}\n")
 
 
 def test_help_documents_every_option_with_its_environment_variable() -> None:
