@@ -11,15 +11,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from sweeper.errors import (
-    ApiError,
-    Conflict,
-    Gone,
-    Interrupted,
-    NotFound,
-    RequestRef,
-    RunTimeout,
-)
+from sweeper.errors import ApiError, Conflict, Gone, Interrupted, NotFound, RequestRef, RunTimeout
 from sweeper.transport import JSON, NoResponse, Response, RetryPolicy, Transport
 
 REF = RequestRef("list", "pytorchjobs.kubeflow.org", "team-a")
