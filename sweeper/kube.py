@@ -28,7 +28,6 @@ from sweeper.cluster import JSON, Discovery, Page, ServedKind
 from sweeper.config import Config
 from sweeper.errors import ConfigError, RequestRef
 from sweeper.kinds import GROUP, KINDS, MPI_OPERATOR_VERSION, MPIJOB, VERSION
-from sweeper.transport import JSON as _JSON
 from sweeper.transport import NoResponse, Response, StopSignal, Transport, one_line
 
 MERGE_PATCH = "application/merge-patch+json"
@@ -288,7 +287,7 @@ class ClientSend:
         self._send = _send_since_37 if hasattr(api, "param_serialize") else _send_before_37
 
     def __call__(
-        self, method: str, path: str, headers: dict[str, str], *, body: _JSON | None,
+        self, method: str, path: str, headers: dict[str, str], *, body: JSON | None,
         timeout: float,
     ) -> Response:
         """Send one request; what the client raises becomes an answer or a ``NoResponse``."""

@@ -22,13 +22,12 @@ import urllib.parse
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from http import HTTPStatus
-from typing import Any, Protocol
+from typing import Protocol
 
+from sweeper.cluster import JSON
 from sweeper.errors import Interrupted, RequestRef, RunTimeout, api_error
 
 log = logging.getLogger(__name__)
-
-JSON = dict[str, Any]
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,8 +11,9 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from sweeper.cluster import JSON
 from sweeper.errors import ApiError, Conflict, Gone, Interrupted, NotFound, RequestRef, RunTimeout
-from sweeper.transport import JSON, NoResponse, Response, RetryPolicy, Transport
+from sweeper.transport import NoResponse, Response, RetryPolicy, Transport
 
 REF = RequestRef("list", "pytorchjobs.kubeflow.org", "team-a")
 OK = Response(200, b'{"items": []}', "Wed, 01 May 2024 12:00:00 GMT")
