@@ -55,7 +55,7 @@ _SKEW_RESOLUTION_S = 1.0
 class Connect(Protocol):
     """Builds the cluster for a run (``sweeper.kube.connect``, or a fake in tests)."""
 
-    def __call__(self, config: Config, *, stop: StopFlag) -> Cluster:
+    def __call__(self, config: Config, /, *, stop: StopFlag) -> Cluster:
         """Connect; ``stop`` bounds every request by the run's signal flag and ``--timeout``."""
         ...
 
