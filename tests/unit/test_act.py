@@ -102,12 +102,11 @@ def test_fail_sends_the_resource_version_it_just_read() -> None:
 @pytest.mark.parametrize(
     ("mode", "clean_pod_policy", "deleted"),
     [
-        ("all", None, ("w-0", "w-1", "w-2")),
-        ("policy", None, ()),
-        ("policy", "Running", ("w-0", "w-1")),
-        ("policy", "All", ("w-0", "w-1", "w-2")),
+        pytest.param("all", None, ("w-0", "w-1", "w-2"), id="all"),
+        pytest.param("policy", None, (), id="policy-absent"),
+        pytest.param("policy", "Running", ("w-0", "w-1"), id="policy-Running"),
+        pytest.param("policy", "All", ("w-0", "w-1", "w-2"), id="policy-All"),
     ],
-    ids=["all", "policy-absent", "policy-Running", "policy-All"],
 )
 def test_fail_deletes_pods_per_terminate_pods(
     mode: str, clean_pod_policy: str | None, deleted: tuple[str, ...]
@@ -423,10 +422,15 @@ def test_touch_mode_reports_a_refused_touch_as_an_error_and_fails_nothing() -> N
 @pytest.mark.parametrize(
     "error",
     [
-        ApiError(RequestRef("patch", "pytorchjobs.kubeflow.org"), None, "connection refused"),
-        NotFound(RequestRef("patch", "pytorchjobs.kubeflow.org"), 404),
+        pytest.param(
+            ApiError(RequestRef("patch", "pytorchjobs.kubeflow.org"), None, "connection refused"),
+            id="no-answer",
+        ),
+        pytest.param(
+            NotFound(RequestRef("patch", "pytorchjobs.kubeflow.org"), 404),
+            id="job-deleted",
+        ),
     ],
-    ids=["no-answer", "job-deleted"],
 )
 def test_auto_does_not_escalate_when_the_touch_got_no_refusal(error: ApiError) -> None:
     fake = cluster_with(job(started_ago=3660))
