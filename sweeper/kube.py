@@ -12,6 +12,7 @@ exponential backoff and jitter, at most :data:`ATTEMPTS` tries; each request is 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -20,6 +21,7 @@ import time
 import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from http import HTTPStatus
 from pathlib import Path
 from typing import Any
@@ -30,9 +32,16 @@ from kubernetes import config as k8s_config
 
 from sweeper import __version__
 from sweeper.clock import parse_http_date
-from sweeper.cluster import JSON, Discovery, Page, ServedKind
+from sweeper.cluster import JSON, Answer, Discovery, Page, ServedKind, Stream, WatchEvent
 from sweeper.config import Config
-from sweeper.errors import ApiError, ConfigError, Interrupted, RunTimeout, api_error
+from sweeper.errors import (
+    ApiError,
+    ConfigError,
+    Interrupted,
+    RunTimeout,
+    WatchStalled,
+    api_error,
+)
 from sweeper.kinds import GROUP, KINDS, MPI_OPERATOR_VERSION, MPIJOB, VERSION
 from sweeper.logs import get as get_logger
 
@@ -45,6 +54,8 @@ BACKOFF_CAP_S = 4.0
 RETRY_AFTER_CAP_S = 10.0
 MERGE_PATCH = "application/merge-patch+json"
 USER_AGENT = f"kubeflow-deadline-sweeper/{__version__}"
+SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+LEASES = "/apis/coordination.k8s.io/v1"
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,8 +128,35 @@ def connect(config: Config, *, deadline: float, stop: threading.Event) -> KubeCl
     api = k8s_client.ApiClient(configuration)
     api.user_agent = USER_AGENT
     return KubeCluster(
-        api, request_timeout=config.request_timeout, deadline=deadline, stop=stop
+        api, request_timeout=config.request_timeout, deadline=deadline, stop=stop,
+        home_namespace=_home_namespace(source, config.context),
     )
+
+
+def _home_namespace(kubeconfig: str | None, context: str | None) -> str:
+    """The namespace a process "is in": its pod's, else its kubeconfig context's, else default.
+
+    Args:
+        kubeconfig: The kubeconfig used, ``None`` in a cluster.
+        context: ``--context``.
+
+    Returns:
+        The namespace.
+    """
+    if not kubeconfig:
+        try:
+            return SERVICE_ACCOUNT_NAMESPACE.read_text().strip() or "default"
+        except OSError:
+            return "default"
+    try:
+        contexts, active = k8s_config.list_kube_config_contexts(  # type: ignore[no-untyped-call]
+            config_file=kubeconfig
+        )
+    except Exception:  # noqa: BLE001 - it loaded a moment ago; a default is enough here
+        return "default"
+    chosen = next((c for c in contexts if c.get("name") == context), None) if context else active
+    namespace = ((chosen or {}).get("context") or {}).get("namespace")
+    return namespace if isinstance(namespace, str) and namespace else "default"
 
 
 class KubeCluster:
@@ -129,6 +167,8 @@ class KubeCluster:
         request_timeout: Seconds per HTTP request.
         deadline: ``time.monotonic()`` value at which the run's ``--timeout`` runs out.
         stop: Set when a signal asks the run to stop (cuts retry waits short).
+        home_namespace: The default namespace of the Lease (see
+            :class:`sweeper.cluster.WatchCluster`).
     """
 
     def __init__(
@@ -138,7 +178,9 @@ class KubeCluster:
         request_timeout: float,
         deadline: float,
         stop: threading.Event,
+        home_namespace: str = "default",
     ) -> None:
+        self.home_namespace = home_namespace
         self._api = api
         self._request_timeout = request_timeout
         self._deadline = deadline
@@ -212,9 +254,11 @@ class KubeCluster:
             document = _decode(response.data)
             del response  # the raw bytes are as big as the page; drop them before yielding
             items = document.get("items") or []
-            token = (document.get("metadata") or {}).get("continue") or None
+            metadata = document.get("metadata") or {}
+            token = metadata.get("continue") or None
+            version = metadata.get("resourceVersion") or None
             del document
-            yield Page(items, date)
+            yield Page(items, date, version)
             items.clear()  # the consumer is done with this page: free it before the next
             if not token:
                 return
@@ -308,6 +352,115 @@ class KubeCluster:
             target=_Target("create", "events", namespace),
         )
 
+    # --- watch mode: streams and the Lease -------------------------------------------------
+
+    @contextlib.contextmanager
+    def watch_jobs(
+        self,
+        served: ServedKind,
+        namespace: str | None,
+        selector: str | None,
+        resource_version: str,
+        *,
+        timeout_s: int,
+        read_timeout_s: float,
+    ) -> Iterator[Stream]:
+        """Open a watch with bookmarks (see :class:`sweeper.cluster.WatchCluster`).
+
+        Yields:
+            The open stream; leaving the block closes the connection.
+
+        Raises:
+            Gone: 410, the resourceVersion is too old: list again.
+            ApiError: The watch could not be opened.
+        """
+        path = _collection(f"/apis/{GROUP}/{served.version}", namespace, served.kind.plural)
+        target = _Target("watch", served.kind.resource, namespace)
+        query = [
+            ("watch", "1"),
+            ("allowWatchBookmarks", "true"),
+            ("resourceVersion", resource_version),
+            ("timeoutSeconds", str(timeout_s)),
+        ]
+        if selector:
+            query.append(("labelSelector", selector))
+        url_query = urllib.parse.urlencode(query, quote_via=urllib.parse.quote)
+        resource_path = f"{path}?{url_query}"
+        headers = {"Accept": "application/json"}
+        timeout = (self._request_timeout, read_timeout_s)
+        try:
+            # The two client generations, as in _send; the body is left unread (streamed).
+            if hasattr(self._api, "param_serialize"):
+                _m, url, header_params, _b, _p = self._api.param_serialize(
+                    method="GET", resource_path=resource_path, header_params=headers,
+                    auth_settings=["BearerToken"],
+                )
+                raw = self._api.call_api(
+                    "GET", url, header_params=header_params, _request_timeout=timeout
+                ).response
+            else:
+                raw = self._api.call_api(
+                    resource_path, "GET", header_params=headers, auth_settings=["BearerToken"],
+                    _preload_content=False, _request_timeout=timeout,
+                )
+        except k8s_client.ApiException as error:
+            if error.status:
+                answer = _answer_from(error)
+                raise _error(target, answer.status, _status_message(answer.data)) from error
+            raise _error(target, None, _one_line(error.reason or error)) from error
+        except (urllib3.exceptions.HTTPError, OSError) as error:
+            raise _error(target, None, _describe_connection_error(error)) from error
+        try:
+            status = int(raw.status)
+            if not _succeeded(status):
+                raise _error(target, status, _status_message(raw.data or b""))
+            yield _WatchStream(raw, target, read_timeout_s, parse_http_date(
+                raw.headers.get("Date")
+            ))
+        finally:
+            raw.release_conn()
+            raw.close()
+
+    def get_lease(self, namespace: str, name: str) -> Answer:
+        """Read a Lease (see :class:`sweeper.cluster.WatchCluster`).
+
+        Returns:
+            The Lease and the answer's date.
+        """
+        response = self._request(
+            "GET", _object(LEASES, namespace, "leases", name),
+            target=_Target("get", "leases.coordination.k8s.io", namespace, name),
+        )
+        return Answer(_decode(response.data), parse_http_date(response.date))
+
+    def create_lease(self, namespace: str, body: JSON) -> Answer:
+        """Create a Lease (see :class:`sweeper.cluster.WatchCluster`).
+
+        Returns:
+            The Lease as created and the answer's date.
+        """
+        response = self._request(
+            "POST", _collection(LEASES, namespace, "leases"), body=body,
+            content_type="application/json",
+            target=_Target("create", "leases.coordination.k8s.io", namespace),
+            retry=False,
+        )
+        return Answer(_decode(response.data), parse_http_date(response.date))
+
+    def update_lease(self, namespace: str, name: str, body: JSON) -> Answer:
+        """Replace a Lease at its resourceVersion (see :class:`sweeper.cluster.WatchCluster`).
+
+        Returns:
+            The Lease as written and the answer's date.
+        """
+        response = self._request(
+            "PUT", _object(LEASES, namespace, "leases", name), body=body,
+            content_type="application/json",
+            target=_Target("update", "leases.coordination.k8s.io", namespace, name),
+            retry=False,
+        )
+        return Answer(_decode(response.data), parse_http_date(response.date))
+
     # --- the one request path --------------------------------------------------------------
 
     def _request(
@@ -321,7 +474,11 @@ class KubeCluster:
         content_type: str | None = None,
         dry_run: bool = False,
         missing_ok: bool = False,
+        retry: bool = True,
     ) -> _Response:
+        # retry=False: a Lease write is tried once per retry period; a retried write could
+        # land after the renew deadline the election counts from its first sending.
+        attempts = ATTEMPTS if retry else 1
         query = list(query or ())
         if dry_run:
             query.append(("dryRun", "All"))
@@ -342,7 +499,7 @@ class KubeCluster:
             except _NoResponse as failure:
                 if time.monotonic() >= self._deadline:
                     raise RunTimeout(_timeout_message(target)) from failure.cause
-                if failure.retryable and attempt < ATTEMPTS:
+                if failure.retryable and attempt < attempts:
                     self._wait(_backoff(attempt), target)
                     continue
                 raise _error(target, None, failure.detail) from failure.cause
@@ -350,7 +507,7 @@ class KubeCluster:
                 missing_ok and response.status == HTTPStatus.NOT_FOUND
             ):
                 return response
-            if response.status in RETRYABLE and attempt < ATTEMPTS:
+            if response.status in RETRYABLE and attempt < attempts:
                 self._wait(_retry_delay(response, attempt), target)
                 continue
             raise _error(target, response.status, _status_message(response.data))
@@ -456,6 +613,53 @@ def _answer_from(error: Any) -> _Response:
     data = body.encode("utf-8") if isinstance(body, str) else bytes(body)
     headers = error.headers or {}
     return _Response(int(error.status), data, headers.get("Date"), headers.get("Retry-After"))
+
+
+class _WatchStream:
+    """The events of an open watch response, one JSON document per line."""
+
+    def __init__(
+        self, raw: Any, target: _Target, read_timeout_s: float, server_date: datetime | None
+    ) -> None:
+        self._raw = raw
+        self._target = target
+        self._read_timeout_s = read_timeout_s
+        self.server_date = server_date
+
+    def __iter__(self) -> Iterator[WatchEvent]:
+        pending = b""
+        try:
+            for chunk in self._raw.stream(amt=None, decode_content=True):
+                pending += chunk
+                while b"\n" in pending:
+                    line, pending = pending.split(b"\n", 1)
+                    if line.strip():
+                        yield self._event(line)
+        except urllib3.exceptions.ReadTimeoutError as error:
+            raise WatchStalled(
+                status=None, verb="watch", resource=self._target.resource,
+                namespace=self._target.namespace,
+                detail=f"nothing received for {self._read_timeout_s:g}s",
+            ) from error
+        except (urllib3.exceptions.HTTPError, OSError) as error:
+            raise _error(self._target, None, _describe_connection_error(error)) from error
+        if pending.strip():
+            yield self._event(pending)
+
+    def _event(self, line: bytes) -> WatchEvent:
+        try:
+            document = json.loads(line)
+        except ValueError as error:
+            raise _error(self._target, None, "undecodable watch event") from error
+        kind = document.get("type") if isinstance(document, dict) else None
+        obj = document.get("object") if isinstance(document, dict) else None
+        if not isinstance(kind, str) or not isinstance(obj, dict):
+            raise _error(self._target, None, "malformed watch event")
+        if kind == "ERROR":
+            code = obj.get("code")
+            status = code if isinstance(code, int) else None
+            raise _error(self._target, status, _one_line(str(obj.get("message") or "")))
+        return WatchEvent(kind, obj)
 
 
 class _NoResponse(Exception):  # noqa: N818 - internal: no HTTP response came back
