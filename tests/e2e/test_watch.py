@@ -68,7 +68,7 @@ def test_a_deadline_passing_while_watched_is_enforced_never_early(
     stamp = touched_at(control_plane, namespace, "soon")
     assert stamp is not None
     assert w.parse_stamp(stamp) >= deadline_of(job).replace(microsecond=0)
-    late = [e for e in watcher.logs() if e.get("job_name") == "soon"]
+    late = [e for e in watcher.logs() if e.get("name") == "soon"]
     assert [e["action"] for e in late] == ["touch"], watcher.explain()
     assert late[0]["seconds_overdue"] >= 0
 
@@ -103,7 +103,7 @@ def test_suspended_and_deleted_jobs_are_left_alone_then_a_resume_is_enforced(
     w.create_job(control_plane, namespace, "marker", deadline=4, started_ago=0)
     wait_for(lambda: touched_at(control_plane, namespace, "marker") is not None, "marker", watcher)
     assert touched_at(control_plane, namespace, "paused") is None
-    acted = {e.get("job_name") for e in watcher.logs() if e.get("action")}
+    acted = {e.get("name") for e in watcher.logs() if e.get("action")}
     assert acted == {"marker"}, watcher.explain()
 
     # The operator restarts the clock on resume: a new startTime.
@@ -143,5 +143,5 @@ def test_two_replicas_elect_one_writer_and_sigterm_hands_over(
     w.create_job(control_plane, namespace, "two", deadline=2, started_ago=0)
 
     wait_for(lambda: touched_at(control_plane, namespace, "two") is not None, "takeover", second)
-    assert [e.get("job_name") for e in first.logs() if e.get("action")] == ["one"]
-    assert [e.get("job_name") for e in second.logs() if e.get("action")] == ["two"]
+    assert [e.get("name") for e in first.logs() if e.get("action")] == ["one"]
+    assert [e.get("name") for e in second.logs() if e.get("action")] == ["two"]
