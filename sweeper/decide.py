@@ -315,7 +315,7 @@ def due_at(job: Job, policy: Policy) -> datetime | None:
     if job.finished is not None:
         return ALWAYS if isinstance(_finished(job, policy, None), Action) else None
     deadline = job.deadline
-    if job.suspended or deadline is None:
+    if job.suspended or job.suspended_condition or deadline is None:
         return None
     # The same sum judge compares against (late < grace), so the boundary is the same instant.
     due = deadline + timedelta(seconds=policy.grace)
@@ -324,7 +324,34 @@ def due_at(job: Job, policy: Policy) -> datetime | None:
     touched = job.touched_at if job.touched_at is not None and job.touched_at >= deadline else None
     if touched is None:
         return due
-    return max(due, touched + _at_least(policy.escalate_after))
+    next_step = touched + _at_least(policy.escalate_after)
+    if policy.action is ActionMode.AUTO:
+        # auto also escalates escalate_after past the deadline and grace, touch or not.
+        next_step = min(next_step, _escalation(deadline, policy))
+    return max(due, next_step)
+
+
+def _escalation(deadline: datetime, policy: Policy) -> datetime:
+    # The first microsecond at which judge's escalation test holds: it compares the overdue
+    # seconds *rounded to the millisecond* (as reported), so the instant may fall up to half
+    # a millisecond before deadline + grace + escalate_after. A bisection over microseconds.
+    def holds(moment: datetime) -> bool:
+        overdue = round((moment - deadline).total_seconds(), 3)
+        return overdue - policy.grace >= policy.escalate_after
+
+    target = deadline + timedelta(seconds=policy.grace + policy.escalate_after)
+    low, high = target - timedelta(milliseconds=2), target + timedelta(milliseconds=2)
+    while not holds(high):  # float edge cases: widen until the bracket holds the boundary
+        high += timedelta(milliseconds=2)
+    while holds(low):
+        low -= timedelta(milliseconds=2)
+    while high - low > timedelta(microseconds=1):
+        middle = low + (high - low) / 2  # timedelta arithmetic stays on the microsecond grid
+        if holds(middle):
+            high = middle
+        else:
+            low = middle
+    return high
 
 
 def _at_least(seconds: float) -> timedelta:
