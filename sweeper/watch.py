@@ -23,12 +23,14 @@ time the API server's clock can show (:mod:`sweeper.servertime`), so nothing fir
 
 from __future__ import annotations
 
+import contextlib
 import math
 import queue
 import random
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Protocol, TextIO
@@ -67,6 +69,9 @@ BACKOFF_BASE_S = 0.5
 BACKOFF_CAP_S = 30.0
 # A fired job whose action failed is tried again this much later (or at the next event).
 RETRY_FAILED_S = 5.0
+# Jobs acted on at once: deadlines come in bursts (jobs submitted together with the same
+# activeDeadlineSeconds), and each action is a few round trips that must not queue up.
+FIRE_WORKERS = 8
 
 
 class WatchConnect(Protocol):
@@ -126,7 +131,13 @@ class _Leadership:
     leading: bool
 
 
-_Message = _Listed | _Event | _Leadership
+@dataclass(frozen=True, slots=True)
+class _Fired:
+    key: JobKey
+    rearm: datetime | None  # when to look at the job again, if it still needs looking at
+
+
+_Message = _Listed | _Event | _Leadership | _Fired
 
 
 def watch(config: Config, connect: WatchConnect, out: TextIO) -> int:
@@ -147,7 +158,8 @@ def watch(config: Config, connect: WatchConnect, out: TextIO) -> int:
     flag = StopFlag(math.inf, config.timeout)
     with signals_stop(flag):
         cluster = connect(config, deadline=math.inf, stop=flag.event)
-        return Watcher(config, settings, cluster, flag, out).run()
+        with contextlib.closing(cluster):
+            return Watcher(config, settings, cluster, flag, out).run()
 
 
 class Watcher:
@@ -188,6 +200,11 @@ class Watcher:
         self.elector = Elector(settings.identity, settings.timing)
         self._elector_lock = threading.Lock()
         self.lost_leadership = False
+        self._pool = ThreadPoolExecutor(max_workers=FIRE_WORKERS, thread_name_prefix="fire")
+        self._in_flight: set[JobKey] = set()
+        self._deferred: dict[JobKey, datetime] = {}
+        # Set once no job write can start or be in progress: only then is the Lease released.
+        self._writes_done = threading.Event()
         # Without election this replica always leads.
         self._leading_flag = not settings.leader_elect
         self.metrics.clock_offset.labels("low").set_function(lambda: self._offset("low"))
@@ -303,6 +320,12 @@ class Watcher:
         try:
             self._loop()
         finally:
+            # Writes in progress complete (none starts: stop_reason says so), then the Lease
+            # is released, so the next leader's first write never overlaps our last one.
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            resync = next(t for t in threads if t.name == "resync")
+            resync.join(timeout=2 * self.config.request_timeout)
+            self._writes_done.set()
             if server is not None:
                 server.shutdown()
             lease_thread = next((t for t in threads if t.name == "lease"), None)
@@ -337,8 +360,11 @@ class Watcher:
                 for key, due in self.timers.pop_due(now):
                     if self.flag.event.is_set() or not self.leading():
                         self.timers.arm(key, due)  # not ours to handle any more: keep it
-                        continue
-                    self._fire(key, due)
+                    elif key in self._in_flight:
+                        self._deferred[key] = due  # looked at again once the fire ends
+                    else:
+                        self._in_flight.add(key)
+                        self._pool.submit(self._fire_reporting, key, due)
 
     def _apply(self, message: _Message) -> None:
         if isinstance(message, _Event):
@@ -356,29 +382,46 @@ class Watcher:
                 if vanished:
                     log.info("relisted %s: %d vanished job(s) dropped", message.scope,
                              len(vanished))
+        elif isinstance(message, _Fired):
+            self._in_flight.discard(message.key)
+            for rearm in (message.rearm, self._deferred.pop(message.key, None)):
+                current = self.timers.when(message.key)
+                # The earlier wins: an extra look re-reads and judges again; a missed one
+                # would be a deadline not enforced.
+                if rearm is not None and (current is None or rearm < current):
+                    self.timers.arm(message.key, rearm)
         # _Leadership only wakes the loop up.
 
     # --- firing ------------------------------------------------------------------------------
 
-    def _fire(self, key: JobKey, due: datetime) -> None:
+    def _fire_reporting(self, key: JobKey, due: datetime) -> None:
+        rearm: datetime | None = None
+        try:
+            rearm = self._fire(key, due)
+        except Exception:  # a worker must never swallow a failure: log it, look again later
+            log.exception("acting on %s %s/%s failed", key.kind, key.namespace, key.name)
+            rearm = self.now() + _seconds(RETRY_FAILED_S)
+        finally:
+            self.inbox.put(_Fired(key, rearm))
+
+    def _fire(self, key: JobKey, due: datetime) -> datetime | None:
+        """Read the job again, judge it now, act; say when to look at it again, if ever."""
         served = self.served[key.kind]
         try:
             raw = self.cluster.get_job(served, key.namespace, key.name)
         except NotFound:
-            return  # deleted meanwhile; its DELETED event is on its way
+            return None  # deleted meanwhile; its DELETED event is on its way
         except ApiError as error:
             log.warning("cannot read %s %s/%s at its deadline: %s", key.kind, key.namespace,
                         key.name, error)
-            self.timers.arm(key, self.now() + _seconds(RETRY_FAILED_S))
-            return
+            return self.now() + _seconds(RETRY_FAILED_S)
         job = parse_job(raw, served.kind, served.version)
         now = self.now()  # the one reading for this job
         policy = replace(self.config.policy, max_actions=None)
         entry = judge(job, now, policy)
         if not isinstance(entry, Action):
             # Changed since the event, or the server clock is not surely there yet.
-            self.timers.arm(key, due_at(job, policy))
-            return
+            return due_at(job, policy)
         if entry.kind is not ActionKind.TERMINATE_PODS and due != ALWAYS:
             self.metrics.lateness.observe(max((now - due).total_seconds(), 0.0))
         executor = Executor(
@@ -391,7 +434,8 @@ class Watcher:
         outcome = execution.outcomes[0]
         if outcome.result in (Result.ERROR, Result.NOT_STARTED):
             # Tried again shortly (or by the next event, or by the resync).
-            self.timers.arm(key, now + _seconds(RETRY_FAILED_S))
+            return now + _seconds(RETRY_FAILED_S)
+        return None  # done: the job's next event (our own write's, too) re-arms it
 
     def _outcome(self, outcome: Outcome) -> None:
         report.log_outcome(outcome, self.config.dry_run)
@@ -533,6 +577,7 @@ class Watcher:
             if not leading:
                 delay *= 1 + 1.2 * random.random()  # noqa: S311 - client-go's jitter
             self.flag.event.wait(delay)
+        self._writes_done.wait(timeout=timing.renew_deadline)
         self._release(namespace, name)
 
     def _lease_round(self, namespace: str, name: str, *, read_first: bool) -> None:
