@@ -345,16 +345,33 @@ class Elector:
         )
         return Update(record, observed.resource_version)
 
+    def expires_in(self, now: float) -> float | None:
+        """Seconds until the Lease as last seen expires for this candidate.
+
+        Args:
+            now: Monotonic seconds.
+
+        Returns:
+            The seconds left (0 when expired), or ``None`` when another candidate holds no
+            Lease this one has seen (none seen, released, or held by this one).
+        """
+        observed = self._observed
+        if observed is None or not observed.record.holder or self.holder == self.identity:
+            return None
+        return max(self._observed_at + self._duration() - now, 0.0)
+
     def step_down(self) -> None:
         """Stop leading (after a release or a lapse): no write is ever allowed again."""
         self._renewed_at = None
 
     def _valid(self, now: float) -> bool:
+        return now < self._observed_at + self._duration()
+
+    def _duration(self) -> float:
         observed = self._observed
         duration = observed.record.duration_s if observed is not None else 0
         # A record without a usable duration is judged with our own.
-        seconds = duration if duration > 0 else self.timing.lease_duration
-        return now < self._observed_at + seconds
+        return duration if duration > 0 else self.timing.lease_duration
 
 
 def _seconds(value: float) -> int:

@@ -575,7 +575,16 @@ class Watcher:
                 log.info("the leader is %s", holder, extra={"leader": holder})
             delay = timing.retry_period
             if not leading:
-                delay *= 1 + 1.2 * random.random()  # noqa: S311 - client-go's jitter
+                with self._elector_lock:
+                    left = self.elector.expires_in(self.monotonic())
+                if left is not None:
+                    # A standby polls every retry period (so it sees a renewal at most that
+                    # late) and tries again the moment the Lease it saw expires, rather than on
+                    # client-go's jittered grid: the takeover comes within the lease duration
+                    # plus one retry period of the leader's last renewal.
+                    delay = min(delay, left + 0.01)
+                elif self.elector.holder != self.settings.identity:
+                    delay *= 1 + 1.2 * random.random()  # noqa: S311 - client-go's jitter
             self.flag.event.wait(delay)
         self._writes_done.wait(timeout=timing.renew_deadline)
         self._release(namespace, name)

@@ -70,6 +70,16 @@ def test_a_live_lease_of_another_holder_is_waited_for_then_taken_after_its_durat
     assert step == Update(Record("b", 15, WALL, WALL, 4), "7")
 
 
+def test_a_standby_knows_when_the_lease_it_saw_expires() -> None:
+    elector = Elector("b", TIMING)
+    assert elector.expires_in(0.0) is None  # nothing seen
+    elector.attempt(held_by("a"), 100.0, WALL)
+    assert elector.expires_in(104.0) == 11.0
+    assert elector.expires_in(120.0) == 0.0
+    elector.attempt(Lease(Record("", 1, WALL, WALL, 3), "9"), 121.0, WALL)
+    assert elector.expires_in(121.0) is None  # released: take it now
+
+
 def test_a_renewed_record_restarts_the_wait_whatever_its_times_say() -> None:
     elector = Elector("b", TIMING)
     elector.attempt(held_by("a", "7"), 100.0, WALL)
