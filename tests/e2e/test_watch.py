@@ -44,6 +44,10 @@ def touched_at(cp: Any, namespace: str, name: str) -> str | None:
     return (job["metadata"].get("annotations") or {}).get(w.TOUCHED_AT)
 
 
+def acted(watcher: Watcher) -> list[str]:
+    return [e["name"] for e in watcher.logs() if e.get("action")]
+
+
 def deadline_of(job: dict[str, Any]) -> Any:
     start = w.parse_stamp(job["status"]["startTime"])
     return start + w.dt.timedelta(seconds=job["spec"]["runPolicy"]["activeDeadlineSeconds"])
@@ -63,7 +67,7 @@ def test_a_deadline_passing_while_watched_is_enforced_never_early(
     watcher.wait_ready()
     job = w.create_job(control_plane, namespace, "soon", deadline=4, started_ago=0)
 
-    wait_for(lambda: touched_at(control_plane, namespace, "soon") is not None, "touch", watcher)
+    wait_for(lambda: acted(watcher) == ["soon"], "touch", watcher)
 
     stamp = touched_at(control_plane, namespace, "soon")
     assert stamp is not None
@@ -101,10 +105,8 @@ def test_suspended_and_deleted_jobs_are_left_alone_then_a_resume_is_enforced(
     control_plane.request("DELETE", w.job_path(namespace, "PyTorchJob", "deleted"))
     # A marker due after both: once it is touched, both deadlines are long past.
     w.create_job(control_plane, namespace, "marker", deadline=4, started_ago=0)
-    wait_for(lambda: touched_at(control_plane, namespace, "marker") is not None, "marker", watcher)
+    wait_for(lambda: acted(watcher) == ["marker"], "marker", watcher)
     assert touched_at(control_plane, namespace, "paused") is None
-    acted = {e.get("name") for e in watcher.logs() if e.get("action")}
-    assert acted == {"marker"}, watcher.explain()
 
     # The operator restarts the clock on resume: a new startTime.
     control_plane.request(
@@ -142,6 +144,7 @@ def test_two_replicas_elect_one_writer_and_sigterm_hands_over(
     assert released["spec"].get("holderIdentity") in ("", None, "second"), released
     w.create_job(control_plane, namespace, "two", deadline=2, started_ago=0)
 
-    wait_for(lambda: touched_at(control_plane, namespace, "two") is not None, "takeover", second)
-    assert [e.get("name") for e in first.logs() if e.get("action")] == ["one"]
-    assert [e.get("name") for e in second.logs() if e.get("action")] == ["two"]
+    # The action's log line comes after its writes (the touch, then the event): wait for it.
+    wait_for(lambda: acted(second) == ["two"], "takeover", second)
+    assert touched_at(control_plane, namespace, "two") is not None
+    assert acted(first) == ["one"], first.explain()
