@@ -10,12 +10,12 @@ deadline").
 from __future__ import annotations
 
 import math
-from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 
+from sweeper.clock import format_seconds
 from sweeper.jobs import Job, Owned
 from sweeper.kinds import TRAINING_OPERATOR
 
@@ -173,24 +173,9 @@ class Plan:
         """The entries that are actions, in listing order."""
         return tuple(e for e in self.entries if isinstance(e, Action))
 
-    def counts(self) -> Counter[str]:
-        """Count entries by decision (``touch``...) and skips by ``skip:<reason>``.
-
-        Returns:
-            The counter.
-        """
-        return Counter(
-            e.decision if isinstance(e, Action) else f"skip:{e.reason}" for e in self.entries
-        )
-
 
 def decide(jobs: Iterable[Job], now: datetime, policy: Policy) -> Plan:
     """Decide what to do with every job. Pure: no clock, no I/O, never raises.
-
-    Args:
-        jobs: The listed jobs.
-        now: The single instant of this pass (aware).
-        policy: The knobs.
 
     Returns:
         The plan. With ``max_actions``, the most overdue actions are kept (touches and fails
@@ -224,16 +209,7 @@ def _cap(entries: list[Entry], limit: int) -> list[Entry]:
 
 
 def judge(job: Job, now: datetime, policy: Policy) -> Entry:  # noqa: PLR0911 - one exit per rule
-    """Decide for one job. Pure; the rules apply in the order the operator checks them.
-
-    Args:
-        job: The job.
-        now: The instant of the pass.
-        policy: The knobs.
-
-    Returns:
-        An action or a skip.
-    """
+    """Decide for one job. Pure; the rules apply in the order the operator checks them."""
     if job.malformed is not None:
         return Skip(job, SkipReason.MALFORMED, None, job.malformed)
     deadline = job.deadline
@@ -273,7 +249,7 @@ def judge(job: Job, now: datetime, policy: Policy) -> Entry:  # noqa: PLR0911 - 
     grace = timedelta(seconds=policy.grace)
     if late < grace:
         left = (grace - late).total_seconds()
-        return Skip(job, SkipReason.NOT_YET_DUE, overdue, f"due in {_seconds(left)}")
+        return Skip(job, SkipReason.NOT_YET_DUE, overdue, f"due in {format_seconds(left)}")
     return _overdue(job, now, deadline, policy, overdue)
 
 
@@ -386,7 +362,7 @@ def _finished(job: Job, policy: Policy, overdue: float | None) -> Entry:
 def _overdue(
     job: Job, now: datetime, deadline: datetime, policy: Policy, overdue: float
 ) -> Entry:
-    late = f"{_seconds(overdue)} past its deadline"
+    late = f"{format_seconds(overdue)} past its deadline"
     if policy.action is ActionMode.FAIL:
         return Action(job, ActionKind.FAIL, Why.OVERDUE, overdue, late)
     # A touch from before this deadline (before a suspend/resume reset startTime) is stale.
@@ -399,32 +375,29 @@ def _overdue(
         if past_grace >= policy.escalate_after:
             return Action(
                 job, ActionKind.FAIL, Why.ESCALATED, overdue,
-                f"{late}, not failed {_seconds(past_grace)} past its deadline and grace",
+                f"{late}, not failed {format_seconds(past_grace)} past its deadline and grace",
             )
         if since is not None and since >= policy.escalate_after:
             return Action(
                 job, ActionKind.FAIL, Why.ESCALATED, overdue,
-                f"{late}, still running {_seconds(since)} after the sweeper's touch",
+                f"{late}, still running {format_seconds(since)} after the sweeper's touch",
             )
     if since is None:
         return Action(job, ActionKind.TOUCH, Why.OVERDUE, overdue, late)
     if since >= policy.escalate_after:
         return Action(
             job, ActionKind.TOUCH, Why.RETOUCH, overdue,
-            f"{late}, still running {_seconds(since)} after the sweeper's touch",
+            f"{late}, still running {format_seconds(since)} after the sweeper's touch",
         )
     if policy.action is ActionMode.AUTO:
         left = min(policy.escalate_after - since, policy.escalate_after - (overdue - policy.grace))
-        follow_up = f"fails in {_seconds(left)}"
+        follow_up = f"fails in {format_seconds(left)}"
     else:
-        follow_up = f"touches again in {_seconds(policy.escalate_after - since)}"
+        follow_up = f"touches again in {format_seconds(policy.escalate_after - since)}"
     return Skip(
-        job, SkipReason.RECENTLY_TOUCHED, overdue, f"touched {_seconds(since)} ago; {follow_up}"
+        job, SkipReason.RECENTLY_TOUCHED, overdue,
+        f"touched {format_seconds(since)} ago; {follow_up}",
     )
-
-
-def _seconds(value: float) -> str:
-    return f"{value:.0f}s" if float(value).is_integer() else f"{value:.1f}s"
 
 
 def pods_to_terminate(

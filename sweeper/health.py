@@ -8,6 +8,7 @@ label carries a job's name (their number is bounded by kinds, actions and result
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -17,9 +18,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from sweeper.logs import get as get_logger
-
-log = get_logger("health")
+log = logging.getLogger(__name__)
 
 PREFIX = "deadline_sweeper"
 # Enforcement lateness: the point of the watch mode is the sub-second buckets.

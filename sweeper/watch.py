@@ -24,6 +24,7 @@ time the API server's clock can show (:mod:`sweeper.servertime`), so nothing fir
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
 import queue
 import random
@@ -35,7 +36,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Protocol, TextIO
 
-from sweeper import clock, logs, report
+from sweeper import clock, report
 from sweeper.act import Executor, Outcome, Result
 from sweeper.cluster import JSON, ServedKind, WatchCluster
 from sweeper.config import ClockMode, Config, WatchSettings
@@ -59,7 +60,7 @@ from sweeper.run import StopFlag, signals_stop, sweep
 from sweeper.schedule import Schedule
 from sweeper.servertime import ServerClock
 
-log = logs.get("watch")
+log = logging.getLogger(__name__)
 
 # The main loop turns at least this often, to notice a stepped local clock and leadership.
 MAX_SLEEP_S = 1.0
@@ -77,15 +78,12 @@ FIRE_WORKERS = 8
 class WatchConnect(Protocol):
     """Builds the cluster for the watch mode (``sweeper.kube.connect``)."""
 
-    def __call__(
-        self, config: Config, *, deadline: float, stop: threading.Event
-    ) -> WatchCluster:
+    def __call__(self, config: Config, /, *, stop: StopFlag) -> WatchCluster:
         """Connect.
 
         Args:
             config: The run's settings.
-            deadline: ``time.monotonic()`` value at which requests give up (infinity).
-            stop: Set when a signal asks the run to stop.
+            stop: The run's stop flag (no deadline in watch mode: it runs until a signal).
         """
         ...
 
@@ -157,7 +155,7 @@ def watch(config: Config, connect: WatchConnect, out: TextIO) -> int:
     settings = config.watch or WatchSettings()
     flag = StopFlag(math.inf, config.timeout)
     with signals_stop(flag):
-        cluster = connect(config, deadline=math.inf, stop=flag.event)
+        cluster = connect(config, stop=flag)
         with contextlib.closing(cluster):
             return Watcher(config, settings, cluster, flag, out).run()
 

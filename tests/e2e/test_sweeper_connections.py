@@ -1,54 +1,69 @@
-"""A run closes its connections when it ends: nothing is left for the garbage collector.
+"""A run closes its connections when it ends, even while its caller still holds the client.
 
-The CLI runs in-process (click's ``CliRunner``, as ``test_clock.py`` does) against the real
-apiserver, so the test sees the sockets the client opened. A keep-alive socket left open when
-a run ends is closed later by the garbage collector with a ``ResourceWarning: unclosed
-<ssl.SSLSocket ...>``, in whatever code runs then; a long-lived process would collect one per
-run.
+The run is made in-process (``sweeper.run.run`` with the real ``sweeper.kube.connect``) against
+the real apiserver, and the test keeps a reference to the cluster client the run built, as a
+long-lived caller would. Before, the client's keep-alive sockets stayed open until the client
+was garbage-collected: a ``ResourceWarning: unclosed <ssl.SSLSocket ...>`` at some later,
+unrelated moment, and one idle connection per run for a process that lives for weeks.
 """
 
 from __future__ import annotations
 
-import gc
-import os
-import warnings
+import io
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from devcluster import ControlPlane
-from sweeper.cli import command
-from tests.cli_runner import runner
+from sweeper import kube
+from sweeper.config import Config, DryRun
+from sweeper.decide import ActionMode, Policy
+from sweeper.run import StopFlag, run
 from tests.e2e import workloads as w
 
 pytestmark = pytest.mark.e2e
 
 
+def open_sockets() -> set[str]:
+    """This process's open sockets (``socket:[inode]``), from ``/proc/self/fd``."""
+    found = set()
+    for fd in Path("/proc/self/fd").iterdir():
+        try:
+            target = str(fd.readlink())
+        except OSError:
+            continue  # closed meanwhile (the listing's own descriptor)
+        if target.startswith("socket:"):
+            found.add(target)
+    return found
+
+
 @pytest.mark.parametrize(
-    "args",
+    "config",
     [
-        pytest.param(("--action", "fail"), id="one-pass-with-writes"),
-        pytest.param(("--every", "0.2", "--for", "0.5"), id="repeated-passes"),
-        pytest.param(("--dry-run",), id="dry-run"),
+        pytest.param({"policy": Policy(action=ActionMode.FAIL)}, id="one-pass-with-writes"),
+        pytest.param({"every": 0.2, "for_seconds": 0.5}, id="repeated-passes"),
+        pytest.param({"dry_run": DryRun.CLIENT}, id="dry-run"),
     ],
 )
 def test_a_run_leaves_no_socket_open(
-    control_plane: ControlPlane, namespace: str, sweeper_kubeconfig: Path, args: tuple[str, ...]
+    control_plane: ControlPlane, namespace: str, sweeper_kubeconfig: Path, config: dict[str, Any]
 ) -> None:
     late = w.create_job(control_plane, namespace, "late")
     w.create_replicas(control_plane, late, {"Master": ["Running"]})
-    env: dict[str, str | None] = {k: None for k in os.environ if k.startswith("SWEEPER_")}
-    env["KUBECONFIG"] = None
-    gc.collect()  # whatever earlier tests left is not this run's
+    kept: list[kube.KubeCluster] = []
 
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", ResourceWarning)
-        result = runner().invoke(
-            command, ["--kubeconfig", str(sweeper_kubeconfig), "-n", namespace, *args],
-            env=env, catch_exceptions=False,
-        )
-        gc.collect()
+    def connect(cfg: Config, *, stop: StopFlag) -> kube.KubeCluster:
+        cluster = kube.connect(cfg, stop=stop)
+        kept.append(cluster)  # held, as a long-lived caller holds its client
+        return cluster
 
-    assert result.exit_code == 0, result.output
-    unclosed = [str(c.message) for c in caught if issubclass(c.category, ResourceWarning)]
-    assert unclosed == []
+    before = open_sockets()
+    code = run(
+        Config(kubeconfig=str(sweeper_kubeconfig), namespaces=(namespace,), **config),
+        connect, io.StringIO(),
+    )
+
+    assert code == 0
+    assert kept, "the run never connected"
+    assert open_sockets() - before == set()

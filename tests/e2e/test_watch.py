@@ -6,6 +6,7 @@ assertions) for the watcher's touch, and checks that it never came before the de
 
 from __future__ import annotations
 
+import datetime as dt
 import signal
 from collections.abc import Iterator
 from pathlib import Path
@@ -50,7 +51,7 @@ def acted(watcher: Watcher) -> list[str]:
 
 def deadline_of(job: dict[str, Any]) -> Any:
     start = w.parse_stamp(job["status"]["startTime"])
-    return start + w.dt.timedelta(seconds=job["spec"]["runPolicy"]["activeDeadlineSeconds"])
+    return start + dt.timedelta(seconds=job["spec"]["runPolicy"]["activeDeadlineSeconds"])
 
 
 def test_a_job_overdue_at_start_up_is_touched_at_once(control_plane, namespace, start_watcher):

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from sweeper.decide import ALWAYS, Action, ActionMode, Policy, due_at, judge
 from sweeper.jobs import Job, parse_job
+from sweeper.kinds import lookup
 from tests.property.strategies import ORIGIN, JobCase, boundary_offsets, clocks, job_cases, policies
 
 TINY = timedelta(microseconds=1)
@@ -24,7 +25,7 @@ TINY = timedelta(microseconds=1)
 def job_and_policy(draw: st.DrawFn) -> tuple[Job, JobCase, Policy]:
     policy = draw(policies)
     case = draw(job_cases(ORIGIN, policy.grace, overdue=draw(st.booleans())))
-    return parse_job(case.raw(), case.kind), case, policy
+    return parse_job(case.raw(), lookup(case.kind.name)), case, policy
 
 
 def acts(job: Job, now: datetime, policy: Policy) -> bool:
