@@ -198,6 +198,7 @@ class Watcher:
         self.elector = Elector(settings.identity, settings.timing)
         self._elector_lock = threading.Lock()
         self.lost_leadership = False
+        self._listing = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=FIRE_WORKERS, thread_name_prefix="fire")
         self._in_flight: set[JobKey] = set()
         self._deferred: dict[JobKey, datetime] = {}
@@ -485,6 +486,12 @@ class Watcher:
         self.flag.event.wait(ceiling / 2 + random.uniform(0, ceiling / 2))  # noqa: S311 - jitter
 
     def _list(self, scope: _Scope, *, relist: bool) -> str:
+        # One list at a time: each holds a decoded page (500 jobs) while it runs, and six
+        # streams listing together at start-up would hold six (the peak memory at 10k jobs).
+        with self._listing:
+            return self._list_one(scope, relist=relist)
+
+    def _list_one(self, scope: _Scope, *, relist: bool) -> str:
         due: dict[JobKey, datetime | None] = {}
         version = ""
         policy = self.config.policy
