@@ -204,8 +204,6 @@ class Watcher:
         self._deferred: dict[JobKey, datetime] = {}
         # Set once no job write can start or be in progress: only then is the Lease released.
         self._writes_done = threading.Event()
-        # Without election this replica always leads.
-        self._leading_flag = not settings.leader_elect
         self.metrics.clock_offset.labels("low").set_function(lambda: self._offset("low"))
         self.metrics.clock_offset.labels("high").set_function(lambda: self._offset("high"))
 
