@@ -1,25 +1,32 @@
-"""Sweep cost at scale: a full dry-run pass over N jobs, against kubectl reading the same jobs.
+"""Sweep cost at scale: a full dry-run pass over N jobs, against the floor and against kubectl.
 
     .venv/bin/python -m benchmarks.scale --jobs 1000 --jobs 10000 [--rounds 5] [--profile DIR]
 
 For each N (ascending; the fleet grows in place, so every size is measured in the same run on
 the same control plane), it creates the jobs of ``benchmarks.fleet`` up to N, then runs
-interleaved rounds, A B A B...: (A) ``sweeper --dry-run -o json``, a whole pass as the
+interleaved rounds, A B C A B C...: (A) ``sweeper --dry-run -o json``, a whole pass as the
 sweeper's own client-certificate user, so the audit log attributes its requests; (B) the
-cheapest equivalent read with the peer tool, ``kubectl get <plural> -A -o json
---chunk-size=500`` for each of the six kinds in turn, timed as the sum of the six. One unmeasured
-warm-up round comes first (page cache, kubectl's discovery cache). Both write their output to a
-file. It prints, per N, one ``key: value`` per line: ``jobs``, ``sweeper_median_s``,
+floor, ``benchmarks.floor``: the same paged list requests (limit and continue) as its own
+user, each body read and thrown away, the continue token taken from its tail, nothing decoded:
+what reading the bytes alone costs; (C) the cheapest equivalent read with the peer tool,
+``kubectl get <plural> -A -o json --chunk-size=500`` for each of the six kinds in turn, timed
+as the sum of the six. One unmeasured warm-up round comes first (page cache, kubectl's
+discovery cache). All write their output to a file. It prints, per N, one ``key: value`` per
+line: ``jobs``, ``sweeper_median_s``, ``floor_median_s``, ``ratio_vs_floor``,
 ``kubectl_median_s``, ``ratio_vs_kubectl``, ``sweeper_peak_rss_mb`` (the largest of the
 sweeper's runs, each its own high-water mark: see ``benchmarks.measure``), ``list_requests``
-(the sweeper's list requests in one pass, from the audit log) and ``list_requests_expected``,
-then CPU seconds, extremes, the set-up time and the load average; with several sizes,
-``rss_growth_pct`` last. Wall times depend on what else the machine runs: compare the ratio
-within one run, and read the CPU seconds beside it.
+(the sweeper's list requests in one pass, from the audit log), ``floor_list_requests`` and
+``list_requests_expected``, then CPU seconds, extremes, the bytes the floor read per pass, the
+set-up time and the load average; with several sizes, ``rss_growth_pct`` last. Wall times
+depend on what else the machine runs: compare the ratios within one run, and read the CPU
+seconds beside them.
 
-``--candidate DIR`` adds a third contender to every round: the sweeper package in DIR (a copy
-of ``sweeper/`` with a change to try), run as ``python -m sweeper`` from DIR; its figures are
-prefixed ``candidate_``.
+``--candidate DIR`` adds a contender to every round: the sweeper package in DIR (a copy of
+``sweeper/`` with a change to try, or the code before one), run as ``python -m sweeper`` from
+DIR; its figures are prefixed ``candidate_``.
+
+``--kubectl-up-to N`` leaves kubectl out above N jobs (its figures print as ``-``): at 50,000
+jobs one kubectl round takes a minute and some 4 GB.
 
 ``--profile DIR`` runs one more pass of the largest size under pyinstrument (wall-clock
 sampling, so time spent waiting for the API server shows as such) and writes ``DIR/scale.txt``
@@ -29,11 +36,14 @@ and ``DIR/scale.html``.
 from __future__ import annotations
 
 import argparse
+import base64
 import datetime as dt
 import json
 import sys
 import time
 from pathlib import Path
+
+import yaml
 
 from benchmarks import fleet, measure
 from devcluster import ControlPlane, binaries
@@ -41,6 +51,7 @@ from devcluster.jobs import GROUP, KINDS
 
 SWEEPER_USER = "bench-sweeper"
 KUBECTL_USER = "bench-kubectl"
+FLOOR_USER = "bench-floor"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -58,6 +69,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--candidate", type=Path, metavar="DIR",
                         help="also measure, in the same rounds, the sweeper package found in "
                              "DIR (a changed copy of sweeper/): candidate_* figures")
+    parser.add_argument("--kubectl-up-to", type=int, metavar="N",
+                        help="leave kubectl out of the rounds above N jobs")
     args = parser.parse_args(argv)
     if args.candidate and not (args.candidate / "sweeper" / "__init__.py").is_file():
         parser.error(f"--candidate {args.candidate}: no sweeper package in it")
@@ -83,7 +96,8 @@ def main(argv: list[str] | None = None) -> int:
             setup_s = time.monotonic() - began
             setup_requests = creator.requests - requests_before
             created = size
-            figures = bench.measure(size, args.rounds)
+            with_kubectl = args.kubectl_up_to is None or size <= args.kubectl_up_to
+            figures = bench.measure(size, args.rounds, with_kubectl=with_kubectl)
             figures = {
                 "jobs": size,
                 **figures,
@@ -121,6 +135,10 @@ class _Bench:
         self.report = cp.workdir / "sweeper-report.json"
         self.kubectl_out = cp.workdir / "kubectl-out.json"
         self.kubectl_cache = cp.workdir / "kubectl-cache"
+        self.floor_out = cp.workdir / "floor-out.txt"
+        self.floor_credentials = _credentials(
+            cp.user_kubeconfig(FLOOR_USER, ["system:masters"]), cp.workdir / "floor-pki"
+        )
 
     def sweeper_args(self) -> list[str]:
         return [
@@ -153,6 +171,22 @@ class _Bench:
         events = self.cp.audit_events(user=SWEEPER_USER, since=offset)
         return result, sum(1 for e in events if e.get("verb") == "list")
 
+    def floor_argv(self) -> list[str]:
+        ca, cert, key = self.floor_credentials
+        return [
+            sys.executable, "-m", "benchmarks.floor", "--server", self.cp.server,
+            "--ca", str(ca), "--cert", str(cert), "--key", str(key),
+            "--page-size", str(self.page_size), *(kind.plural for kind in KINDS.values()),
+        ]
+
+    def floor(self) -> tuple[measure.Run, int, int]:
+        """One floor pass: the run, its list requests (audit log) and the bytes it read."""
+        offset = self.cp.audit_offset()
+        result = measure.run(self.floor_argv(), stdout=self.floor_out).check()
+        events = self.cp.audit_events(user=FLOOR_USER, since=offset)
+        printed = measure.parse_figures(self.floor_out.read_text(encoding="utf-8"))
+        return result, sum(1 for e in events if e.get("verb") == "list"), int(printed["bytes"])
+
     def read_with_kubectl(self) -> tuple[float, float, float, int]:
         """The six kubectl reads: total seconds, total CPU seconds, largest peak RSS, lists."""
         offset = self.cp.audit_offset()
@@ -177,15 +211,20 @@ class _Bench:
                 f"unexpected sweeper report for {size} jobs ({overdue} overdue): {summary}"
             )
 
-    def measure(self, size: int, rounds: int) -> dict[str, measure.Figure]:
+    def measure(
+        self, size: int, rounds: int, *, with_kubectl: bool = True
+    ) -> dict[str, measure.Figure]:
         load_before = measure.load_average()
         contenders = ["sweeper", "candidate"] if self.candidate else ["sweeper"]
         for name in contenders:  # the unmeasured warm-up round, checked
             self.sweep(candidate=name == "candidate")
             self.check_report(size)
-        self.read_with_kubectl()
-        passes: dict[str, list[measure.Run]] = {name: [] for name in contenders}
-        lists: dict[str, set[int]] = {name: set() for name in [*contenders, "kubectl"]}
+        self.floor()
+        if with_kubectl:
+            self.read_with_kubectl()
+        passes: dict[str, list[measure.Run]] = {name: [] for name in [*contenders, "floor"]}
+        lists: dict[str, set[int]] = {name: set() for name in [*contenders, "floor", "kubectl"]}
+        floor_bytes: set[int] = set()
         reads: list[float] = []
         read_cpu: list[float] = []
         kubectl_rss = 0.0
@@ -194,40 +233,51 @@ class _Bench:
                 run, count = self.sweep(candidate=name == "candidate")
                 passes[name].append(run)
                 lists[name].add(count)
+            run, count, read = self.floor()
+            passes["floor"].append(run)
+            lists["floor"].add(count)
+            floor_bytes.add(read)
+            if not with_kubectl:
+                continue
             seconds, cpu, rss, count = self.read_with_kubectl()
             reads.append(seconds)
             read_cpu.append(cpu)
             kubectl_rss = max(kubectl_rss, rss)
             lists["kubectl"].add(count)
-        kubectl_median = measure.median(reads)
+        kubectl_median = measure.median(reads) if reads else None
+        floor_median = measure.median([r.wall_s for r in passes["floor"]])
         figures: dict[str, measure.Figure] = {}
         for name in contenders:
             runs = passes[name]
             median = measure.median([r.wall_s for r in runs])
+            prefix = "" if name == "sweeper" else f"{name}_"
             figures.update({
                 f"{name}_median_s": median,
+                "floor_median_s": floor_median,
+                f"{prefix}ratio_vs_floor": median / floor_median,
                 "kubectl_median_s": kubectl_median,
-                f"{name}_ratio_vs_kubectl" if name != "sweeper" else "ratio_vs_kubectl":
-                    median / kubectl_median,
+                f"{prefix}ratio_vs_kubectl": median / kubectl_median if kubectl_median else None,
                 f"{name}_peak_rss_mb": max(r.peak_rss_mb for r in runs),
                 # One figure when every pass made the same requests (they should).
-                f"{name}_list_requests" if name != "sweeper" else "list_requests":
-                    _counts(lists[name]),
+                f"{prefix}list_requests": _counts(lists[name]),
             })
+        figures["floor_list_requests"] = _counts(lists["floor"])
         figures["list_requests_expected"] = fleet.expected_list_requests(size, self.page_size)
         figures["rounds"] = rounds
-        for name in contenders:
+        for name in [*contenders, "floor"]:
             runs = passes[name]
             figures[f"{name}_min_s"] = min(r.wall_s for r in runs)
             figures[f"{name}_max_s"] = max(r.wall_s for r in runs)
             # CPU seconds of the client alone: what the client costs, whatever the load.
             figures[f"{name}_cpu_median_s"] = measure.median([r.cpu_s for r in runs])
+        figures["floor_peak_rss_mb"] = max(r.peak_rss_mb for r in passes["floor"])
+        figures["floor_mb_read"] = " ".join(f"{b / 2**20:.1f}" for b in sorted(floor_bytes))
         figures.update({
-            "kubectl_min_s": min(reads),
-            "kubectl_max_s": max(reads),
-            "kubectl_cpu_median_s": measure.median(read_cpu),
-            "kubectl_peak_rss_mb": kubectl_rss,
-            "kubectl_list_requests": _counts(lists["kubectl"]),
+            "kubectl_min_s": min(reads) if reads else None,
+            "kubectl_max_s": max(reads) if reads else None,
+            "kubectl_cpu_median_s": measure.median(read_cpu) if read_cpu else None,
+            "kubectl_peak_rss_mb": kubectl_rss if reads else None,
+            "kubectl_list_requests": _counts(lists["kubectl"]) if reads else None,
             "load_avg_before": load_before,
             "load_avg_after": measure.load_average(),
         })
@@ -245,6 +295,23 @@ class _Bench:
                          "-o", str(directory / name)]).check()
         measure.print_figures({"profiled_pass_s": result.wall_s,
                                "profile": str(directory / "scale.txt")})
+
+
+def _credentials(kubeconfig: Path, directory: Path) -> tuple[Path, Path, Path]:
+    """The CA, client certificate and key of a client-certificate kubeconfig, as PEM files."""
+    config = yaml.safe_load(kubeconfig.read_text(encoding="utf-8"))
+    cluster = config["clusters"][0]["cluster"]
+    user = config["users"][0]["user"]
+    directory.mkdir(parents=True, exist_ok=True)
+    files = []
+    for name, data in (("ca.crt", cluster["certificate-authority-data"]),
+                       ("client.crt", user["client-certificate-data"]),
+                       ("client.key", user["client-key-data"])):
+        path = directory / name
+        path.write_bytes(base64.b64decode(data))
+        path.chmod(0o600)
+        files.append(path)
+    return files[0], files[1], files[2]
 
 
 def _counts(values: set[int]) -> str:

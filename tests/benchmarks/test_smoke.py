@@ -2,7 +2,7 @@
 
 The figures themselves are never asserted (the machine is shared; docs/benchmarks.md records
 a real run). What is asserted does not depend on speed: the keys the scripts promise, and for
-the scale script that the sweeper made exactly one list request per page.
+the scale script that the sweeper and the floor made exactly one list request per page.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 SCALE_KEYS = {
     "jobs", "sweeper_median_s", "kubectl_median_s", "ratio_vs_kubectl", "sweeper_peak_rss_mb",
+    "floor_median_s", "ratio_vs_floor", "floor_list_requests", "floor_mb_read",
     "list_requests", "list_requests_expected", "setup_s", "load_avg_before",
 }
 STARTUP_KEYS = {"version_median_s", "empty_pass_median_s", "load_avg_before"}
@@ -41,12 +42,14 @@ def run_benchmark(module: str, *args: str, timeout: float) -> dict[str, str]:
 
 @pytest.mark.e2e
 def test_scale_prints_its_figures_and_lists_each_page_once() -> None:
+    # The floor makes the same requests as the sweeper, so the two are comparable.
     clusters.require_binaries("etcd", "kube-apiserver", "kubectl")
     # A page size of 4 makes the 30 jobs span several pages of most kinds.
     figures = run_benchmark("scale", "--jobs", "30", "--rounds", "1", "--page-size", "4",
                             timeout=600)
     assert figures.keys() >= SCALE_KEYS, sorted(SCALE_KEYS - figures.keys())
     assert figures["list_requests"] == figures["list_requests_expected"]
+    assert figures["floor_list_requests"] == figures["list_requests_expected"]
 
 
 @pytest.mark.e2e

@@ -1,0 +1,96 @@
+"""The floor of a sweeper pass: the same paged list requests, bodies read and thrown away.
+
+    python -m benchmarks.floor --server URL --ca CA --cert CERT --key KEY \
+        [--page-size 500] PLURAL...
+
+For each plural of ``kubeflow.org/v1`` in turn, it lists every job the way the sweeper does
+(``GET /apis/kubeflow.org/v1/<plural>?limit=<page size>``, then ``&continue=<token>`` until
+the token is empty) over one kept-alive TLS connection, and reads each body into a fixed
+buffer that is overwritten chunk after chunk: nothing is decoded, nothing is kept. The token is
+the only thing it takes from a body, from its tail: the API server writes a custom resource
+list's ``metadata`` after its ``items``, so the last ``"metadata":`` of a body is the list's.
+Standard library only (``http.client``, ``ssl``), so its start-up is an interpreter's.
+
+``benchmarks.scale`` runs it as a contender: no client of the same requests can do less work
+in this process, so ``ratio_vs_floor`` says what the sweeper costs on top of the bytes it reads.
+It prints ``requests`` and ``bytes`` (of the bodies).
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import ssl
+import sys
+import urllib.parse
+
+GROUP_VERSION = "kubeflow.org/v1"
+_CHUNK = 256 * 1024
+# The list's metadata ({"continue": ..., "remainingItemCount": ..., "resourceVersion": ...})
+# fits many times over.
+_TAIL = 8 * 1024
+_METADATA_KEY = b'"metadata":'
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.floor", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--server", required=True, help="https://host:port")
+    parser.add_argument("--ca", required=True, help="CA certificate file (PEM)")
+    parser.add_argument("--cert", required=True, help="client certificate file (PEM)")
+    parser.add_argument("--key", required=True, help="client key file (PEM)")
+    parser.add_argument("--page-size", type=int, default=500)
+    parser.add_argument("plurals", nargs="+", metavar="PLURAL")
+    args = parser.parse_args(argv)
+    server = urllib.parse.urlsplit(args.server)
+    context = ssl.create_default_context(cafile=args.ca)
+    context.load_cert_chain(args.cert, args.key)
+    connection = http.client.HTTPSConnection(
+        server.hostname or "127.0.0.1", server.port, context=context, timeout=600
+    )
+    buffer = bytearray(_CHUNK)
+    view = memoryview(buffer)
+    requests = 0
+    total = 0
+    for plural in args.plurals:
+        token = ""
+        while True:
+            query = {"limit": str(args.page_size)}
+            if token:
+                query["continue"] = token
+            path = f"/apis/{GROUP_VERSION}/{plural}?{urllib.parse.urlencode(query)}"
+            connection.request("GET", path, headers={"Accept": "application/json"})
+            response = connection.getresponse()
+            requests += 1
+            if response.status != http.client.OK:
+                detail = response.read()[:300].decode("utf-8", "replace")
+                raise SystemExit(f"GET {path}: {response.status} {detail}")
+            tail = b""
+            while True:
+                n = response.readinto(view)
+                if not n:
+                    break
+                total += n
+                # Only the last bytes matter: keep them, overwrite the rest.
+                tail = (tail + bytes(view[max(0, n - _TAIL):n]))[-_TAIL:]
+            token = _continue_token(tail)
+            if not token:
+                break
+    connection.close()
+    print(f"requests: {requests}")
+    print(f"bytes: {total}")
+    return 0
+
+
+def _continue_token(tail: bytes) -> str:
+    """The list's ``metadata.continue`` from the last bytes of its body ("" on the last page)."""
+    at = tail.rfind(_METADATA_KEY)
+    if at < 0:
+        raise SystemExit("no list metadata at the end of the body")
+    meta, _end = json.JSONDecoder().raw_decode(tail[at + len(_METADATA_KEY):].decode())
+    return str(meta.get("continue") or "")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
