@@ -16,7 +16,15 @@ from typing import Any, ClassVar, TypeVar
 import click
 
 from sweeper import __version__, logs
-from sweeper.config import LOG_LEVELS, ClockMode, Config, DryRun, LogFormat, OutputFormat
+from sweeper.config import (
+    DEFAULT_PUSHGATEWAY_JOB,
+    LOG_LEVELS,
+    ClockMode,
+    Config,
+    DryRun,
+    LogFormat,
+    OutputFormat,
+)
 from sweeper.decide import ActionMode, PodsMode, Policy
 from sweeper.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, ConfigError, SweeperError
 from sweeper.kinds import lookup
@@ -137,6 +145,12 @@ def _option(
          default=10.0, metavar="SECONDS", help="Timeout of each HTTP request.")
 @_option("--timeout", env="SWEEPER_TIMEOUT", type=_seconds(positive=True), default=45.0,
          metavar="SECONDS", help="Bound on the whole run (exit 5 when reached).")
+@_option("--pushgateway", env="SWEEPER_PUSHGATEWAY", metavar="URL",
+         help="Push the run's deadline_sweeper_* metrics to this Prometheus Pushgateway when "
+              "it ends (a failed push is logged; the exit code stays).")
+@_option("--pushgateway-job", env="SWEEPER_PUSHGATEWAY_JOB", default=DEFAULT_PUSHGATEWAY_JOB,
+         metavar="NAME", help="The job label (grouping key) of the pushed metrics: one per "
+                              "sweeper sharing a Pushgateway.")
 @click.version_option(__version__, "--version", prog_name="sweeper")
 @click.pass_context
 def command(ctx: click.Context, /, **options: Any) -> None:
@@ -215,6 +229,8 @@ def build_config(options: dict[str, Any]) -> Config:
         log_level=options["log_level"].upper(),
         request_timeout=options["request_timeout"],
         timeout=options["timeout"],
+        pushgateway=options["pushgateway"] or None,
+        pushgateway_job=options["pushgateway_job"],
     )
 
 

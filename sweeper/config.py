@@ -8,6 +8,7 @@ with one line naming the offending option.
 from __future__ import annotations
 
 import re
+import urllib.parse
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -73,6 +74,29 @@ def check_selector(selector: str) -> None:
         raise ConfigError(f"invalid label selector {selector!r} (--selector)")
 
 
+DEFAULT_PUSHGATEWAY_JOB = "kubeflow-deadline-sweeper"
+
+
+def check_url(url: str) -> None:
+    """Check a Pushgateway URL before the run rather than after its work is done.
+
+    Args:
+        url: For example ``http://pushgateway.monitoring:9091``.
+
+    Raises:
+        ConfigError: Not an http(s) URL with a host.
+    """
+    try:
+        parts = urllib.parse.urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError on a bad port
+    except ValueError as error:
+        raise ConfigError(f"invalid URL {url!r} (--pushgateway): {error}") from error
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(
+            f"invalid URL {url!r} (--pushgateway): expected http(s)://HOST[:PORT][/PATH]"
+        )
+
+
 @dataclass(frozen=True, slots=True)
 class Config:
     """Every setting of a run.
@@ -94,6 +118,8 @@ class Config:
         log_level: ``--log-level``.
         request_timeout: ``--request-timeout``, seconds per HTTP request.
         timeout: ``--timeout``, seconds for the whole run.
+        pushgateway: ``--pushgateway``, the URL metrics are pushed to; ``None`` to push none.
+        pushgateway_job: ``--pushgateway-job``, the job label of the pushed group.
     """
 
     kubeconfig: str | None = None
@@ -112,6 +138,8 @@ class Config:
     log_level: str = "INFO"
     request_timeout: float = 10.0
     timeout: float = 45.0
+    pushgateway: str | None = None
+    pushgateway_job: str = DEFAULT_PUSHGATEWAY_JOB
 
     def __post_init__(self) -> None:
         """Validate the combination of settings.
@@ -139,6 +167,10 @@ class Config:
         if self.selector is not None:
             check_selector(self.selector)
         self._check_repetition()
+        if self.pushgateway is not None:
+            check_url(self.pushgateway)
+        if not self.pushgateway_job:
+            raise ConfigError("--pushgateway-job must not be empty")
 
     def _check_repetition(self) -> None:
         if (self.every is None) != (self.for_seconds is None):

@@ -14,7 +14,7 @@ import math
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
 from http import HTTPStatus
 from types import FrameType
@@ -144,7 +144,7 @@ def run(
     *,
     monotonic: Callable[[], float] | None = None,
 ) -> int:
-    """Run the sweeper: one pass, or repeated passes.
+    """Run the sweeper: one pass, or repeated passes; then push its metrics if asked.
 
     Args:
         config: The run's settings.
@@ -161,6 +161,46 @@ def run(
     """
     monotonic = monotonic or _monotonic
     started = monotonic()
+    last: list[Sequence[Outcome]] = []  # the outcomes of the last pass that decided
+    try:
+        code = _run(config, connect, out, monotonic=monotonic, started=started, last=last)
+    except SweeperError as error:
+        _push_metrics(config, last, error.exit_code, monotonic() - started)
+        raise
+    _push_metrics(config, last, code, monotonic() - started)
+    return code
+
+
+def _push_metrics(
+    config: Config, last: list[Sequence[Outcome]], code: int, duration_s: float
+) -> None:
+    if config.pushgateway is None:
+        return
+    # Imported only when pushing: prometheus_client adds 90 ms to every start.
+    from sweeper import metrics  # noqa: PLC0415
+
+    # Without a pass that decided, only the run's own metrics are pushed: the previous run's
+    # job figures stay, rather than zeros that would silence the overdue alerts.
+    figures = metrics.figures(
+        last[-1] if last else None,
+        exit_code=code,
+        ended_at=clock.local_now(),
+        duration_s=duration_s,
+    )
+    metrics.push(
+        config.pushgateway, config.pushgateway_job, figures, timeout=config.request_timeout
+    )
+
+
+def _run(
+    config: Config,
+    connect: Connect,
+    out: TextIO,
+    *,
+    monotonic: Callable[[], float],
+    started: float,
+    last: list[Sequence[Outcome]],
+) -> int:
     flag = StopFlag(started + config.timeout, config.timeout, monotonic)
     with signals_stop(flag):
         cluster = connect(config, deadline=flag.deadline, stop=flag.event)
@@ -168,7 +208,9 @@ def run(
         # sweeper again (in-process tests, a long-lived caller) would otherwise leave every
         # run's keep-alive sockets to the garbage collector.
         with contextlib.closing(cluster):
-            return _passes(config, cluster, flag, out, started=started, monotonic=monotonic)
+            return _passes(
+                config, cluster, flag, out, started=started, monotonic=monotonic, last=last
+            )
 
 
 def _passes(
@@ -179,6 +221,7 @@ def _passes(
     *,
     started: float,
     monotonic: Callable[[], float],
+    last: list[Sequence[Outcome]],
 ) -> int:
     code = EXIT_OK
     number = 0
@@ -186,6 +229,8 @@ def _passes(
     while True:
         number += 1
         outcome = sweep(number, config, cluster, flag, out, monotonic=monotonic)
+        if outcome.outcomes is not None:
+            last[:] = [outcome.outcomes]
         if outcome.errors:
             code = EXIT_ACTIONS_FAILED
         if outcome.stopped_by is not None:
@@ -207,16 +252,23 @@ def _passes(
 
 
 class PassOutcome:
-    """The counts the run loop needs from a pass.
+    """What the run loop needs from a pass.
 
     Args:
         errors: How many jobs had errors.
         stopped_by: What stopped the pass early, if anything.
+        outcomes: The pass's outcomes, ``None`` when it stopped before deciding.
     """
 
-    def __init__(self, errors: int, stopped_by: SweeperError | None) -> None:
+    def __init__(
+        self,
+        errors: int,
+        stopped_by: SweeperError | None,
+        outcomes: Sequence[Outcome] | None = None,
+    ) -> None:
         self.errors = errors
         self.stopped_by = stopped_by
+        self.outcomes = outcomes
 
 
 @contextlib.contextmanager
@@ -273,6 +325,7 @@ def sweep(
     listing = _Listing(config, flag)
     stopped: SweeperError | None = None
     outcomes: list[Outcome] = []
+    decided = False
     now: datetime | None = None
     unavailable: ClusterUnavailable | None = None
     try:
@@ -298,6 +351,7 @@ def sweep(
         )
         execution = executor.execute(plan)
         outcomes = list(execution.outcomes)
+        decided = True
         stopped = execution.stopped_by
     pass_report = report.PassReport(
         number=number,
@@ -317,7 +371,7 @@ def sweep(
     if unavailable is not None:
         raise unavailable
     errors = sum(1 for o in outcomes if report.has_errors(o))
-    return PassOutcome(errors, stopped)
+    return PassOutcome(errors, stopped, outcomes if decided else None)
 
 
 def _discover(cluster: Cluster, config: Config, listing: _Listing) -> list[ServedKind]:
