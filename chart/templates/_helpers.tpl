@@ -197,6 +197,10 @@ form so that an optional-value flag such as --dry-run cannot swallow the next ar
 - --output={{ $v.output }}
 - --log-format={{ $v.logFormat }}
 - --log-level={{ $v.logLevel }}
+{{- if and $v.metrics.pushgateway.url (not .oneShot) }}
+- --pushgateway={{ $v.metrics.pushgateway.url }}
+- --pushgateway-job={{ include "sweeper.pushgatewayJob" $root }}
+{{- end }}
 {{- range $v.extraArgs }}
 - {{ . }}
 {{- end }}
@@ -348,4 +352,11 @@ Called with (dict "values" .Values "defaults" DICT "overrides" DICT).
 {{- end }}
 {{- $ctx = mergeOverwrite $ctx (deepCopy .defaults) (deepCopy (.overrides | default dict)) }}
 {{- toYaml $ctx }}
+{{- end }}
+
+{{/*
+The job label of the pushed metrics (the Pushgateway's grouping key), which the alerts select.
+*/}}
+{{- define "sweeper.pushgatewayJob" -}}
+{{- default (include "sweeper.fullname" .) .Values.metrics.pushgateway.job }}
 {{- end }}
