@@ -135,7 +135,9 @@ def _option(
          help="Plan and report, write nothing (client), or send writes with dryRun=All "
               "(server). Bare --dry-run means client.")
 @_option("-o", "--output", env="SWEEPER_OUTPUT", type=click.Choice([f.value for f in OutputFormat],
-         case_sensitive=False), default=OutputFormat.TEXT.value, help="Report format on stdout.")
+         case_sensitive=False), default=OutputFormat.TEXT.value,
+         help="Report on stdout: text (actions, errors, skips counted by reason), wide (text "
+              "with every job), json (one document per pass).")
 @_option("--log-format", env="SWEEPER_LOG_FORMAT", type=click.Choice(
          [f.value for f in LogFormat], case_sensitive=False), default=LogFormat.JSON.value,
          help="Log format on stderr.")

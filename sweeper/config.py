@@ -35,6 +35,7 @@ class OutputFormat(StrEnum):
     """``--output``: the report's format on stdout."""
 
     TEXT = "text"
+    WIDE = "wide"  # text, with a row for every job, skipped ones included
     JSON = "json"
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
 
+from sweeper.clock import human
 from sweeper.jobs import Job, Owned
 from sweeper.kinds import TRAINING_OPERATOR
 
@@ -272,7 +273,7 @@ def judge(job: Job, now: datetime, policy: Policy) -> Entry:  # noqa: PLR0911 - 
     grace = timedelta(seconds=policy.grace)
     if late < grace:
         left = (grace - late).total_seconds()
-        return Skip(job, SkipReason.NOT_YET_DUE, overdue, f"due in {_seconds(left)}")
+        return Skip(job, SkipReason.NOT_YET_DUE, overdue, f"due in {human(left)}")
     return _overdue(job, now, deadline, policy, overdue)
 
 
@@ -295,7 +296,7 @@ def _finished(job: Job, policy: Policy, overdue: float | None) -> Entry:
 def _overdue(
     job: Job, now: datetime, deadline: datetime, policy: Policy, overdue: float
 ) -> Entry:
-    late = f"{_seconds(overdue)} past its deadline"
+    late = f"{human(overdue)} past its deadline"
     if policy.action is ActionMode.FAIL:
         return Action(job, ActionKind.FAIL, Why.OVERDUE, overdue, late)
     # A touch from before this deadline (before a suspend/resume reset startTime) is stale.
@@ -308,32 +309,28 @@ def _overdue(
         if past_grace >= policy.escalate_after:
             return Action(
                 job, ActionKind.FAIL, Why.ESCALATED, overdue,
-                f"{late}, not failed {_seconds(past_grace)} past its deadline and grace",
+                f"{late}, not failed {human(past_grace)} past its deadline and grace",
             )
         if since is not None and since >= policy.escalate_after:
             return Action(
                 job, ActionKind.FAIL, Why.ESCALATED, overdue,
-                f"{late}, still running {_seconds(since)} after the sweeper's touch",
+                f"{late}, still running {human(since)} after the sweeper's touch",
             )
     if since is None:
         return Action(job, ActionKind.TOUCH, Why.OVERDUE, overdue, late)
     if since >= policy.escalate_after:
         return Action(
             job, ActionKind.TOUCH, Why.RETOUCH, overdue,
-            f"{late}, still running {_seconds(since)} after the sweeper's touch",
+            f"{late}, still running {human(since)} after the sweeper's touch",
         )
     if policy.action is ActionMode.AUTO:
         left = min(policy.escalate_after - since, policy.escalate_after - (overdue - policy.grace))
-        follow_up = f"fails in {_seconds(left)}"
+        follow_up = f"fails in {human(left)}"
     else:
-        follow_up = f"touches again in {_seconds(policy.escalate_after - since)}"
+        follow_up = f"touches again in {human(policy.escalate_after - since)}"
     return Skip(
-        job, SkipReason.RECENTLY_TOUCHED, overdue, f"touched {_seconds(since)} ago; {follow_up}"
+        job, SkipReason.RECENTLY_TOUCHED, overdue, f"touched {human(since)} ago; {follow_up}"
     )
-
-
-def _seconds(value: float) -> str:
-    return f"{value:.0f}s" if float(value).is_integer() else f"{value:.1f}s"
 
 
 def pods_to_terminate(

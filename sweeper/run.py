@@ -366,7 +366,7 @@ def sweep(
     if config.output is OutputFormat.JSON:
         report.write_json(out, pass_report)
     else:
-        report.write_text(out, pass_report)
+        report.write_text(out, pass_report, wide=config.output is OutputFormat.WIDE)
     report.log_summary(pass_report)
     if unavailable is not None:
         raise unavailable

@@ -255,7 +255,7 @@ def test_text_report_is_a_table(harness: Harness) -> None:
     ]
     assert lines[2].split() == [
         "PyTorchJob", "team-a", "train", "2024-05-01T10:00:00Z", "2024-05-01T11:00:00Z",
-        "1h00m00s", "touch", "(overdue)", "done",
+        "1h00m", "touch", "(overdue)", "done",
     ]
 
 

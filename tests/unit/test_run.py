@@ -45,7 +45,19 @@ def sweep(
 
     out = io.StringIO()
     code = run(config, connect, out, monotonic=monotonic or Ticker())
-    return code, [json.loads(line) for line in out.getvalue().splitlines()]
+    return code, documents(out.getvalue())
+
+
+def documents(text: str) -> list[dict[str, Any]]:
+    """The JSON documents of ``-o json``, one per pass, each over several lines."""
+    decoder = json.JSONDecoder()
+    found, position = [], 0
+    while position < len(text):
+        document, position = decoder.raw_decode(text, position)
+        found.append(document)
+        while position < len(text) and text[position].isspace():
+            position += 1
+    return found
 
 
 def server_at(moment: Any = NOW, *raws: dict[str, Any]) -> FakeCluster:
