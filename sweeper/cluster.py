@@ -65,7 +65,13 @@ class Cluster(Protocol):
 
     Writes take ``dry_run``: ``True`` sends them with ``dryRun=All`` (``--dry-run=server``).
     With ``--dry-run`` (client) the executor does not call the write methods at all.
+
+    Attributes:
+        endpoint: Which server and kubeconfig context this is, as errors name them
+            (``server https://10.0.0.1:6443, context "prod"``).
     """
+
+    endpoint: str
 
     def discover(self) -> Discovery:
         """Find which Kubeflow job kinds (and versions) the cluster serves."""

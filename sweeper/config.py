@@ -76,6 +76,25 @@ def check_selector(selector: str) -> None:
 
 
 DEFAULT_PUSHGATEWAY_JOB = "kubeflow-deadline-sweeper"
+_OBJECT_NAME = re.compile(r"[a-z0-9](?:[-a-z0-9.]{0,251}[a-z0-9])?")
+
+
+def parse_reference(text: str) -> tuple[str, str]:
+    """Read a job reference as kubectl users write one: ``NAMESPACE/NAME``.
+
+    Args:
+        text: For example ``team-a/train``.
+
+    Returns:
+        ``(namespace, name)``.
+
+    Raises:
+        ConfigError: Not two valid names separated by one slash.
+    """
+    namespace, slash, name = text.strip().partition("/")
+    if not slash or not _NAMESPACE.fullmatch(namespace) or not _OBJECT_NAME.fullmatch(name):
+        raise ConfigError(f"expected NAMESPACE/NAME, got {text!r} (--explain)")
+    return namespace, name
 
 
 def check_url(url: str) -> None:
@@ -106,6 +125,7 @@ class Config:
         kubeconfig: ``--kubeconfig`` (or ``KUBECONFIG``), a path or a ``:``-separated list.
         context: ``--context``.
         namespaces: ``--namespace``, empty for all namespaces.
+        exclude_namespaces: ``--exclude-namespace``: jobs there are dropped from the listing.
         kinds: ``--kind``, empty for every kind.
         selector: ``--selector``.
         page_size: ``--page-size``.
@@ -121,11 +141,13 @@ class Config:
         timeout: ``--timeout``, seconds for the whole run.
         pushgateway: ``--pushgateway``, the URL metrics are pushed to; ``None`` to push none.
         pushgateway_job: ``--pushgateway-job``, the job label of the pushed group.
+        explain: ``--explain``, the (namespace, name) of the job to explain instead of a run.
     """
 
     kubeconfig: str | None = None
     context: str | None = None
     namespaces: tuple[str, ...] = ()
+    exclude_namespaces: tuple[str, ...] = ()
     kinds: tuple[Kind, ...] = ()
     selector: str | None = None
     page_size: int = 500
@@ -141,6 +163,7 @@ class Config:
     timeout: float = 45.0
     pushgateway: str | None = None
     pushgateway_job: str = DEFAULT_PUSHGATEWAY_JOB
+    explain: tuple[str, str] | None = None
 
     def __post_init__(self) -> None:
         """Validate the combination of settings.
@@ -162,9 +185,7 @@ class Config:
             raise ConfigError("--timeout must be positive")
         if self.log_level not in LOG_LEVELS:
             raise ConfigError(f"--log-level must be one of {', '.join(LOG_LEVELS)}")
-        for namespace in self.namespaces:
-            if not _NAMESPACE.fullmatch(namespace):
-                raise ConfigError(f"invalid namespace name {namespace!r} (--namespace)")
+        self._check_namespaces()
         if self.selector is not None:
             check_selector(self.selector)
         self._check_repetition()
@@ -172,6 +193,19 @@ class Config:
             check_url(self.pushgateway)
         if not self.pushgateway_job:
             raise ConfigError("--pushgateway-job must not be empty")
+
+    def _check_namespaces(self) -> None:
+        for namespace in self.namespaces:
+            if not _NAMESPACE.fullmatch(namespace):
+                raise ConfigError(f"invalid namespace name {namespace!r} (--namespace)")
+        for namespace in self.exclude_namespaces:
+            if not _NAMESPACE.fullmatch(namespace):
+                raise ConfigError(f"invalid namespace name {namespace!r} (--exclude-namespace)")
+            if namespace in self.namespaces:
+                raise ConfigError(
+                    f"namespace {namespace!r} is both included (-n) and excluded "
+                    "(--exclude-namespace)"
+                )
 
     def _check_repetition(self) -> None:
         if (self.every is None) != (self.for_seconds is None):

@@ -116,9 +116,22 @@ def connect(config: Config, *, deadline: float, stop: threading.Event) -> KubeCl
     configuration.retries = False
     api = k8s_client.ApiClient(configuration)
     api.user_agent = USER_AGENT
-    return KubeCluster(
+    cluster = KubeCluster(
         api, request_timeout=config.request_timeout, deadline=deadline, stop=stop
     )
+    context = "in-cluster" if not source else f'"{config.context or _current_context(source)}"'
+    cluster.endpoint = f"server {configuration.host}, context {context}"
+    return cluster
+
+
+def _current_context(source: str) -> str:
+    try:
+        _contexts, active = k8s_config.list_kube_config_contexts(  # type: ignore[no-untyped-call]
+            config_file=source
+        )
+        return str(active["name"])
+    except Exception:  # noqa: BLE001 - only names the context in messages; never fails a run
+        return "?"
 
 
 class KubeCluster:
@@ -140,6 +153,7 @@ class KubeCluster:
         stop: threading.Event,
     ) -> None:
         self._api = api
+        self.endpoint = f"server {getattr(api.configuration, 'host', '?')}"
         self._request_timeout = request_timeout
         self._deadline = deadline
         self._stop = stop

@@ -378,7 +378,7 @@ def _discover(cluster: Cluster, config: Config, listing: _Listing) -> list[Serve
     try:
         discovery = cluster.discover()
     except ApiError as error:
-        raise ClusterUnavailable(str(error)) from error
+        raise ClusterUnavailable(f"{error} ({cluster.endpoint})") from error
     listing.discovery_date = discovery.server_date
     by_kind = {served.kind: served for served in discovery.served}
     if not by_kind:
@@ -422,12 +422,18 @@ class _Listing:
 
     def _list(self, cluster: Cluster, served: ServedKind, namespace: str | None) -> None:
         config = self.config
+        excluded = frozenset(config.exclude_namespaces)
         try:
             for page in cluster.list_jobs(served, namespace, config.selector, config.page_size):
                 if self.server_date is None:
                     self._saw(page.server_date)
                 kind, version = served.kind, served.version
-                self.jobs.extend(parse_job(item, kind, version) for item in page.items)
+                jobs = (parse_job(item, kind, version) for item in page.items)
+                if excluded:
+                    # The list API cannot leave a namespace out; the jobs are dropped here,
+                    # before any decision: an excluded namespace is never acted on nor reported.
+                    jobs = (job for job in jobs if job.namespace not in excluded)
+                self.jobs.extend(jobs)
                 cause = self.flag.reason()
                 if cause is not None:
                     raise cause
@@ -442,7 +448,7 @@ class _Listing:
                     f"invalid label selector {config.selector!r} (--selector): "
                     f"{error.detail or 'rejected by the API server'}"
                 ) from error
-            raise ClusterUnavailable(str(error)) from error
+            raise ClusterUnavailable(f"{error} ({cluster.endpoint})") from error
 
     def _saw(self, server_date: datetime | None) -> None:
         # One local reading, as close as possible to the server's answer.

@@ -31,7 +31,8 @@ ALL_ENV = [
     "SWEEPER_TERMINATE_PODS", "SWEEPER_ESCALATE_AFTER", "SWEEPER_MAX_ACTIONS", "SWEEPER_EVERY",
     "SWEEPER_FOR", "SWEEPER_DRY_RUN", "SWEEPER_OUTPUT", "SWEEPER_LOG_FORMAT",
     "SWEEPER_LOG_LEVEL", "SWEEPER_REQUEST_TIMEOUT", "SWEEPER_TIMEOUT", "SWEEPER_PUSHGATEWAY",
-    "SWEEPER_PUSHGATEWAY_JOB",
+    "SWEEPER_PUSHGATEWAY_JOB", "SWEEPER_ALL_NAMESPACES", "SWEEPER_EXCLUDE_NAMESPACE",
+    "SWEEPER_EXPLAIN",
 ]
 
 
@@ -130,14 +131,14 @@ def test_flags_and_environment_twins_build_the_config(
 
 
 USAGE_ERRORS = [
-    ("unknown-action", ["--action", "explode"], "Invalid value for '--action'"),
+    ("unknown-action", ["--action", "explode"], "invalid value for --action"),
     ("unknown-flag", ["--explode"], "No such option"),
     ("unknown-kind", ["--kind", "MXJob"], "unknown kind 'MXJob'"),
     ("bad-selector", ["-l", "a in b"], "invalid label selector 'a in b'"),
     ("bad-namespace", ["-n", "Not_A_Namespace"], "invalid namespace name"),
     ("every-without-for", ["--every", "10"], "--every and --for go together"),
-    ("negative-grace", ["--grace", "-1"], "Invalid value for '--grace'"),
-    ("zero-page-size", ["--page-size", "0"], "Invalid value for '--page-size'"),
+    ("negative-grace", ["--grace", "-1"], "invalid value for --grace"),
+    ("zero-page-size", ["--page-size", "0"], "invalid value for --page-size"),
     ("bad-dry-run", ["--dry-run=maybe"], "is not one of client, server, none"),
 ]
 
@@ -181,7 +182,8 @@ def test_a_forbidden_list_exits_three_naming_verb_resource_and_namespace(
     result = harness.invoke("-n", "a", "--kind", "PyTorchJob")
     assert result.exit_code == 3
     assert result.stderr.splitlines()[-1] == (
-        'sweeper: error: cannot list pytorchjobs.kubeflow.org in namespace "a": forbidden (403)'
+        'sweeper: error: cannot list pytorchjobs.kubeflow.org in namespace "a": forbidden (403) '
+        '(server https://fake.invalid, context "fake")'
     )
 
 

@@ -175,7 +175,8 @@ def test_a_forbidden_list_ends_the_run_as_cluster_unavailable() -> None:
     with pytest.raises(ClusterUnavailable) as raised:
         sweep(fake, Config(namespaces=("a",), kinds=(PYTORCHJOB,)))
     assert str(raised.value) == (
-        'cannot list pytorchjobs.kubeflow.org in namespace "a": forbidden (403)'
+        'cannot list pytorchjobs.kubeflow.org in namespace "a": forbidden (403) '
+        '(server https://fake.invalid, context "fake")'
     )
     assert raised.value.exit_code == 3
 
