@@ -29,6 +29,7 @@ from sweeper.config import (
 )
 from sweeper.decide import ActionMode, PodsMode, Policy
 from sweeper.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, ConfigError, SweeperError
+from sweeper.explain import run_explain
 from sweeper.kinds import lookup
 from sweeper.run import Connect, run
 
@@ -285,7 +286,10 @@ def command(ctx: click.Context, /, **options: Any) -> None:
         _fail(error)
     logs.configure(config.log_format, config.log_level)
     try:
-        code = run(config, connect, sys.stdout)
+        if config.explain is not None:
+            code = run_explain(config, connect, sys.stdout)
+        else:
+            code = run(config, connect, sys.stdout)
     except SweeperError as error:
         _fail(error)
     except KeyboardInterrupt:
