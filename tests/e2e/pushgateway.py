@@ -58,12 +58,14 @@ def running() -> Iterator[str]:
                         break
             except (urllib.error.URLError, OSError):
                 if process.poll() is not None or time.monotonic() > until:
-                    raise RuntimeError(f"pushgateway did not start: {process.stderr}") from None
+                    process.kill()
+                    _, err = process.communicate(timeout=10)
+                    raise RuntimeError(f"pushgateway did not start: {err[-2000:]}") from None
                 time.sleep(0.1)
         yield url
     finally:
         process.terminate()
-        process.wait(timeout=10)
+        process.communicate(timeout=10)  # reaps it and closes the pipe
 
 
 def scrape(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
