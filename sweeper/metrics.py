@@ -32,6 +32,7 @@ from sweeper import logs
 from sweeper.act import Outcome, Result
 from sweeper.decide import Action, ActionKind, SkipReason
 from sweeper.errors import EXIT_OK
+from sweeper.jobs import Job
 from sweeper.kinds import KINDS
 
 log = logs.get("metrics")
@@ -76,14 +77,16 @@ MAX_OVERDUE = Metric(f"{PREFIX}overdue_seconds_max",
                      "last pass (0 when none).")
 DEADLINE_FAILED = Metric(f"{PREFIX}deadline_failed_jobs",
                          "Listed jobs failed by their deadline, by kind and by whom: the "
-                         "operator's own check or the sweeper.", ("kind", "by"))
+                         "operator on its own, the operator after the sweeper's touch, or the "
+                         "sweeper.", ("kind", "by"))
 
 METRICS = (LAST_RUN, LAST_SUCCESS, LAST_EXIT_CODE, DURATION, JOBS, SKIPPED, ACTIONS, OVERDUE,
            MAX_OVERDUE, DEADLINE_FAILED)
 
 DECISIONS = (*(kind.value for kind in ActionKind), "skip")
 RESULTS = tuple(result.value for result in Result if result is not Result.SKIPPED)
-FAILED_BY = ("operator", "sweeper")
+# Only "operator" for weeks, with no action: the operator enforces deadlines by itself.
+FAILED_BY = ("operator", "operator-after-touch", "sweeper")
 _KIND_NAMES = tuple(kind.name for kind in KINDS)
 # Overdue, not acted on this pass, and still the sweeper's to enforce.
 _STILL_OVERDUE = (SkipReason.RECENTLY_TOUCHED, SkipReason.OVER_MAX_ACTIONS)
@@ -158,7 +161,7 @@ def _pass_values(outcomes: Iterable[Outcome]) -> dict[str, Mapping[Labels, float
             overdue[kind,] += 1
             worst = max(worst, entry.seconds_overdue or 0.0)
         if job.failed_by_deadline:
-            failed[kind, "sweeper" if job.failed_by_sweeper else "operator"] += 1
+            failed[kind, _failed_by(job)] += 1
     return {
         JOBS.name: jobs,
         SKIPPED.name: skipped,
@@ -167,6 +170,16 @@ def _pass_values(outcomes: Iterable[Outcome]) -> dict[str, Mapping[Labels, float
         MAX_OVERDUE.name: {(): worst},
         DEADLINE_FAILED.name: failed,
     }
+
+
+def _failed_by(job: Job) -> str:
+    if job.failed_by_sweeper:
+        return "sweeper"
+    deadline = job.deadline
+    # A touch from before the deadline (before a suspend and resume) woke nothing.
+    if job.touched_at is not None and deadline is not None and job.touched_at >= deadline:
+        return "operator-after-touch"
+    return "operator"
 
 
 def register(registry: CollectorRegistry, names: Iterable[str] | None = None) -> dict[str, Gauge]:

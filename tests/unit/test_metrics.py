@@ -38,6 +38,8 @@ def a_pass() -> list[Outcome]:
         job(name="young", started_ago=60),  # not yet due
         job(name="by-operator", conditions=deadline_failed("by-operator")),
         job(name="by-sweeper", conditions=deadline_failed("by-sweeper", by_sweeper=True)),
+        job(name="after-touch", conditions=deadline_failed("after-touch"),
+            annotations={TOUCHED_AT_ANNOTATION: ago(600)}),
         job(name="done", conditions=[condition("Succeeded")]),
         results={"later": Result.ERROR},
     )
@@ -51,10 +53,10 @@ def value(run: metrics.RunFigures, metric: metrics.Metric, *labels: str) -> floa
     ("metric", "labels", "expected"),
     [
         pytest.param(metrics.JOBS, ("PyTorchJob", "touch"), 1, id="jobs-touched"),
-        pytest.param(metrics.JOBS, ("PyTorchJob", "skip"), 5, id="jobs-skipped"),
+        pytest.param(metrics.JOBS, ("PyTorchJob", "skip"), 6, id="jobs-skipped"),
         pytest.param(metrics.JOBS, ("MPIJob", "fail"), 0, id="zeros-are-pushed"),
         pytest.param(metrics.SKIPPED, ("PyTorchJob", "recently-touched"), 1, id="skip-reason"),
-        pytest.param(metrics.SKIPPED, ("PyTorchJob", "finished"), 3, id="finished"),
+        pytest.param(metrics.SKIPPED, ("PyTorchJob", "finished"), 4, id="finished"),
         pytest.param(metrics.ACTIONS, ("PyTorchJob", "touch", "done"), 1, id="action-done"),
         pytest.param(metrics.ACTIONS, ("TFJob", "touch", "error"), 1, id="action-error"),
         pytest.param(metrics.OVERDUE, ("PyTorchJob",), 2, id="overdue-acted-or-touched"),
@@ -62,6 +64,8 @@ def value(run: metrics.RunFigures, metric: metrics.Metric, *labels: str) -> floa
         pytest.param(metrics.MAX_OVERDUE, (), 5400, id="largest-overdue-seconds"),
         pytest.param(metrics.DEADLINE_FAILED, ("PyTorchJob", "operator"), 1, id="by-operator"),
         pytest.param(metrics.DEADLINE_FAILED, ("PyTorchJob", "sweeper"), 1, id="by-sweeper"),
+        pytest.param(metrics.DEADLINE_FAILED, ("PyTorchJob", "operator-after-touch"), 1,
+                     id="by-the-operator-after-a-touch"),
         pytest.param(metrics.LAST_EXIT_CODE, (), 1, id="exit-code"),
         pytest.param(metrics.DURATION, (), 2.5, id="duration"),
         pytest.param(metrics.LAST_RUN, (), ENDED.timestamp(), id="last-run"),
