@@ -220,7 +220,7 @@ def _option(
          help="Label selector the jobs must match.")
 @_option("--page-size", env="SWEEPER_PAGE_SIZE", type=click.IntRange(min=1), default=500,
          help="Jobs per list request.")
-@_option("--grace", env="SWEEPER_GRACE", type=_seconds(), default=0.0, metavar="DURATION",
+@_option("--grace", env="SWEEPER_GRACE", type=_seconds(), default="0s", metavar="DURATION",
          help="Tolerance past the deadline before acting.")
 @_option("--clock", env="SWEEPER_CLOCK", type=click.Choice([m.value for m in ClockMode],
          case_sensitive=False), default=ClockMode.SERVER.value,
@@ -228,13 +228,13 @@ def _option(
 @_option("--action", env="SWEEPER_ACTION", type=click.Choice([m.value for m in ActionMode],
          case_sensitive=False), default=ActionMode.TOUCH.value,
          help="touch: annotate so the operator fails it; fail: fail it as the operator would; "
-              "auto: touch, then fail if still running --escalate-after seconds later.")
+              "auto: touch, then fail if still running --escalate-after later.")
 @_option("--terminate-pods", env="SWEEPER_TERMINATE_PODS",
          type=click.Choice([m.value for m in PodsMode], case_sensitive=False),
          default=PodsMode.ACTIVE.value,
          help="Pods of a failed job to delete: active (Running, Pending), all, or policy (the "
               "job's cleanPodPolicy).")
-@_option("--escalate-after", env="SWEEPER_ESCALATE_AFTER", type=_seconds(), default=120.0,
+@_option("--escalate-after", env="SWEEPER_ESCALATE_AFTER", type=_seconds(), default="2m",
          metavar="DURATION", help="Time after the sweeper's touch before auto fails a job "
                                  "(and before touch touches it again).")
 @_option("--max-actions", env="SWEEPER_MAX_ACTIONS", type=click.IntRange(min=0), default=None,
@@ -258,8 +258,8 @@ def _option(
 @_option("--log-level", env="SWEEPER_LOG_LEVEL", type=click.Choice(LOG_LEVELS,
          case_sensitive=False), default="INFO", help="Log level.")
 @_option("--request-timeout", env="SWEEPER_REQUEST_TIMEOUT", type=_seconds(positive=True),
-         default=10.0, metavar="DURATION", help="Timeout of each HTTP request.")
-@_option("--timeout", env="SWEEPER_TIMEOUT", type=_seconds(positive=True), default=45.0,
+         default="10s", metavar="DURATION", help="Timeout of each HTTP request.")
+@_option("--timeout", env="SWEEPER_TIMEOUT", type=_seconds(positive=True), default="45s",
          metavar="DURATION", help="Bound on the whole run (exit 5 when reached).")
 @_option("--pushgateway", env="SWEEPER_PUSHGATEWAY", metavar="URL",
          help="Push the run's deadline_sweeper_* metrics to this Prometheus Pushgateway when "
