@@ -19,7 +19,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from sweeper.clock import format_rfc3339
+from sweeper.clock import format_rfc3339, human
 from sweeper.cluster import JSON, Cluster, ServedKind
 from sweeper.config import DryRun
 from sweeper.decide import (
@@ -298,7 +298,7 @@ class Executor:
                 return Result.ERROR
             return self._escalate(action, now, policy, progress, refusal=str(error))
         progress.wrote = True
-        late = f"{action.seconds_overdue:.0f}s" if action.seconds_overdue is not None else "?"
+        late = human(action.seconds_overdue) if action.seconds_overdue is not None else "?"
         self._event(
             job, progress, now, reason="DeadlineTouched", warning=False,
             message=(
@@ -370,7 +370,7 @@ class Executor:
                 continue
             progress.wrote = True
             self._delete_pods(job, policy, progress)
-            late = f"{action.seconds_overdue:.0f}s" if action.seconds_overdue is not None else "?"
+            late = human(action.seconds_overdue) if action.seconds_overdue is not None else "?"
             self._event(
                 job, progress, now, reason="DeadlineExceeded", warning=True,
                 message=f"{failure_message(job.name)}: {late} past its deadline",

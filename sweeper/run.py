@@ -473,8 +473,8 @@ class _Listing:
         if self.config.clock is ClockMode.LOCAL:
             if abs(skew) > self.config.policy.grace + _SKEW_RESOLUTION_S:
                 log.warning(
-                    "the local clock is %.0fs %s the API server's; --clock local decides by it",
-                    abs(skew), "ahead of" if skew > 0 else "behind",
+                    "the local clock is %s %s the API server's; --clock local decides by it",
+                    clock.human(abs(skew)), "ahead of" if skew > 0 else "behind",
                     extra={"skew_s": round(skew, 3), "clock": "local"},
                 )
             return local

@@ -269,7 +269,7 @@ def test_local_clock_decides_by_this_machine_and_warns_about_skew() -> None:
     result = harness.invoke("--clock", "local", "-o", "json", "--log-format", "text")
     report = json.loads(result.stdout)
     assert (report["now"], report["jobs"][0]["decision"]) == ("2024-05-01T12:00:00Z", "touch")
-    assert "the local clock is 3600s ahead of the API server's" in result.stderr
+    assert "the local clock is 1h00m ahead of the API server's" in result.stderr
 
 
 @freeze_time("2024-05-01T12:00:00Z")
