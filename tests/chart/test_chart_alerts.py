@@ -40,9 +40,13 @@ def rules_of(rendered: Rendered) -> dict[str, Any]:
 
 def promtool_test(
     promtool: Path, tmp_path: Path, rules: dict[str, Any], series: dict[str, str],
-    expect: list[tuple[str, str, bool]],
+    expect: list[tuple[str, str, Any]],
 ) -> None:
-    """Run ``promtool test rules``: ``expect`` holds (alert, eval time, fires?)."""
+    """Run ``promtool test rules``: ``expect`` holds (alert, eval time, fires?).
+
+    A firing alert carries ``severity`` only (the expressions aggregate labels away), except
+    ``absent()``, which keeps its selector's ``job`` label: "fires" may be that label set.
+    """
     checked = tmp_path / "checked.yaml"
     checked.write_text(yaml.safe_dump(rules))
     check = subprocess.run([str(promtool), "check", "rules", str(checked)],
@@ -59,7 +63,8 @@ def promtool_test(
             "input_series": [{"series": name, "values": values} for name, values in series.items()],
             "alert_rule_test": [
                 {"eval_time": at, "alertname": alert,
-                 "exp_alerts": [{"exp_labels": {"severity": "warning"}}] if fires else []}
+                 "exp_alerts": [{"exp_labels": {"severity": "warning", **(
+                     fires if isinstance(fires, dict) else {})}}] if fires else []}
                 for alert, at, fires in expect
             ],
         }],
@@ -102,7 +107,7 @@ OVERDUE = pushed("deadline_sweeper_overdue_seconds_max")
             # Nothing ever pushed (a wrong URL, a job label mismatch).
             {pushed("deadline_sweeper_last_run_timestamp_seconds", job="other"): "0+60x10"},
             [("DeadlineSweeperNoSuccessfulRun", "0m", False),
-             ("DeadlineSweeperNoSuccessfulRun", "1m", True)],
+             ("DeadlineSweeperNoSuccessfulRun", "1m", {"job": JOB})],
             id="never-pushed",
         ),
         pytest.param(
@@ -167,7 +172,7 @@ OVERDUE = pushed("deadline_sweeper_overdue_seconds_max")
 )
 def test_alerts_fire_when_they_should(  # noqa: PLR0917 - fixtures and table columns
     render: Callable[..., Rendered], promtool: Path, tmp_path: Path,
-    values: dict[str, Any], series: dict[str, str], expect: list[tuple[str, str, bool]],
+    values: dict[str, Any], series: dict[str, str], expect: list[tuple[str, str, Any]],
 ) -> None:
     promtool_test(promtool, tmp_path, rules_of(render(values)), series, expect)
 
@@ -203,3 +208,21 @@ def test_the_schema_refuses_bad_metrics_values(
     render_error: Callable[..., str], values: dict[str, Any]
 ) -> None:
     assert "values don't meet the specifications of the schema" in render_error(values)
+
+
+def test_the_readme_shows_the_rules_the_chart_renders(render: Callable[..., Rendered]) -> None:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    block = readme.split("load\nthem into Prometheus as a rule file:\n\n```yaml\n", 1)[1]
+    shown = yaml.safe_load(block.split("```", 1)[0])
+    rendered = render({**PUSHED, "metrics": {"pushgateway": {
+        "url": "http://prometheus-pushgateway.monitoring:9091"}}})
+    rules = rules_of(rendered)["groups"]
+    for group in rules:
+        for rule in group["rules"]:
+            rule.pop("annotations")
+    expected = [{**g, "rules": [{**r, "expr": r["expr"].replace(JOB, README_JOB)}
+                                for r in g["rules"]]} for g in rules]
+    assert shown == {"groups": expected}
+
+
+README_JOB = "deadline-sweeper-kubeflow-deadline-sweeper"  # release "deadline-sweeper"
