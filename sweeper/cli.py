@@ -4,19 +4,24 @@ It turns flags (and their ``SWEEPER_*`` environment twins) into one frozen
 :class:`~sweeper.config.Config`, configures logging, runs, and maps every error to one line on
 stderr and its documented exit code. The Kubernetes client is imported only once a run starts,
 so ``--version`` and ``--help`` stay fast.
+
+Tests run the command against their own cluster by passing :class:`Seams` as click's
+``obj``; mypy checks both :func:`_connect` and theirs against :class:`~sweeper.run.Connect`.
 """
 
 from __future__ import annotations
 
+import logging
 import sys
-import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
 
 import click
 import durationpy
 
 from sweeper import __version__, logs
+from sweeper.cluster import Cluster
 from sweeper.config import (
     DEFAULT_PUSHGATEWAY_JOB,
     LOG_LEVELS,
@@ -31,13 +36,24 @@ from sweeper.decide import ActionMode, PodsMode, Policy
 from sweeper.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, ConfigError, SweeperError
 from sweeper.explain import run_explain
 from sweeper.kinds import lookup
-from sweeper.run import Connect, run
+from sweeper.run import Connect, StopFlag, run
 
 
-def _connect(config: Config, *, deadline: float, stop: threading.Event) -> Any:
+def _connect(config: Config, *, stop: StopFlag) -> Cluster:
     from sweeper import kube  # noqa: PLC0415 - the client takes 0.25 s to import; only runs need it
 
-    return kube.connect(config, deadline=deadline, stop=stop)
+    return kube.connect(config, stop=stop)
+
+
+@dataclass(frozen=True, slots=True)
+class Seams:
+    """What a caller may replace in a run (click's ``obj``): tests connect to a fake cluster.
+
+    Attributes:
+        connect: Builds the run's cluster; the Kubernetes client by default.
+    """
+
+    connect: Connect = _connect
 
 
 # Not subscripted: ParamType is generic only from click 8.2 on, and we support 8.1.
@@ -54,16 +70,7 @@ class DryRunChoice(click.ParamType):  # type: ignore[type-arg]
     def convert(
         self, value: Any, param: click.Parameter | None, ctx: click.Context | None
     ) -> DryRun | None:
-        """Convert a value.
-
-        Args:
-            value: The raw value.
-            param: The parameter.
-            ctx: The context.
-
-        Returns:
-            The dry-run mode, ``None`` for none.
-        """
+        """Read a flag or environment value; ``None`` means no dry run at all."""
         if value is None or isinstance(value, DryRun):
             return value
         text = str(value).strip().lower()
@@ -279,7 +286,7 @@ def command(ctx: click.Context, /, **options: Any) -> None:
     cluster could not be listed, 4 interrupted (SIGTERM/SIGINT), 5 --timeout reached,
     70 internal error (a bug: the log has its traceback).
     """
-    connect: Connect = (ctx.obj or {}).get("connect", _connect)
+    connect = (ctx.find_object(Seams) or Seams()).connect
     try:
         config = build_config(options)
     except SweeperError as error:
@@ -295,10 +302,10 @@ def command(ctx: click.Context, /, **options: Any) -> None:
     except KeyboardInterrupt:
         click.echo("sweeper: interrupted", err=True)
         ctx.exit(EXIT_INTERRUPTED)
-    except Exception as error:  # noqa: BLE001 - last resort: a bug, reported as one
+    except Exception as error:  # last resort: a bug, reported as one
         # The traceback goes to the log at ERROR, one JSON line (a CronJob's logs keep it);
         # stderr's last line stays the one-line message.
-        logs.get("cli").error(
+        logging.getLogger(__name__).error(
             "internal error: %s: %s", type(error).__name__, error, exc_info=True,
             extra={"exit_code": EXIT_INTERNAL},
         )

@@ -64,7 +64,8 @@ class Cluster(Protocol):
     """Everything the sweeper asks of a cluster.
 
     Writes take ``dry_run``: ``True`` sends them with ``dryRun=All`` (``--dry-run=server``).
-    With ``--dry-run`` (client) the executor does not call the write methods at all.
+    With ``--dry-run`` (client) the executor talks to a :class:`RecordingCluster`, whose writes
+    never reach this interface.
 
     Attributes:
         endpoint: Which server and kubeconfig context this is, as errors name them
@@ -122,3 +123,90 @@ class Cluster(Protocol):
     def close(self) -> None:
         """Release the connections; the run calls it once, when it ends, however it ends."""
         ...
+
+
+@dataclass(frozen=True, slots=True)
+class Write:
+    """A write a :class:`RecordingCluster` kept instead of sending.
+
+    Attributes:
+        verb: ``patch``, ``patch-status``, ``delete-pod``, ``delete-service`` or
+            ``create-event``.
+        namespace: The object's namespace.
+        name: The object's name (the involved object's, for an event).
+        body: The patch or the event; ``None`` for deletes.
+    """
+
+    verb: str
+    namespace: str
+    name: str
+    body: JSON | None = None
+
+
+class RecordingCluster:
+    """``--dry-run`` (client) by construction: reads go to the cluster, writes only to a list.
+
+    The executor runs the same code in every mode; wrapped in this, nothing it does can write.
+    Each write is taken as accepted, as ``dryRun=All`` would have it.
+
+    Args:
+        cluster: The real cluster, for reads.
+
+    Attributes:
+        writes: What would have been written, in order.
+    """
+
+    def __init__(self, cluster: Cluster) -> None:
+        self._cluster = cluster
+        self.endpoint = cluster.endpoint
+        self.writes: list[Write] = []
+
+    def discover(self) -> Discovery:
+        """Pass through (see :class:`Cluster`)."""
+        return self._cluster.discover()
+
+    def list_jobs(
+        self, served: ServedKind, namespace: str | None, selector: str | None, page_size: int
+    ) -> Iterator[Page]:
+        """Pass through (see :class:`Cluster`)."""
+        return self._cluster.list_jobs(served, namespace, selector, page_size)
+
+    def get_job(self, served: ServedKind, namespace: str, name: str) -> JSON:
+        """Pass through (see :class:`Cluster`)."""
+        return self._cluster.get_job(served, namespace, name)
+
+    def list_pods(self, namespace: str, selector: str) -> list[JSON]:
+        """Pass through (see :class:`Cluster`)."""
+        return self._cluster.list_pods(namespace, selector)
+
+    def list_services(self, namespace: str, selector: str) -> list[JSON]:
+        """Pass through (see :class:`Cluster`)."""
+        return self._cluster.list_services(namespace, selector)
+
+    def patch_job(
+        self, served: ServedKind, namespace: str, name: str, patch: JSON, *, dry_run: bool
+    ) -> None:
+        """Record (see :class:`Cluster`)."""
+        self.writes.append(Write("patch", namespace, name, patch))
+
+    def patch_job_status(
+        self, served: ServedKind, namespace: str, name: str, patch: JSON, *, dry_run: bool
+    ) -> None:
+        """Record (see :class:`Cluster`)."""
+        self.writes.append(Write("patch-status", namespace, name, patch))
+
+    def delete_pod(self, namespace: str, name: str, uid: str, *, dry_run: bool) -> None:
+        """Record (see :class:`Cluster`)."""
+        self.writes.append(Write("delete-pod", namespace, name))
+
+    def delete_service(self, namespace: str, name: str, uid: str, *, dry_run: bool) -> None:
+        """Record (see :class:`Cluster`)."""
+        self.writes.append(Write("delete-service", namespace, name))
+
+    def create_event(self, namespace: str, event: JSON, *, dry_run: bool) -> None:
+        """Record (see :class:`Cluster`)."""
+        self.writes.append(Write("create-event", namespace, event["involvedObject"]["name"], event))
+
+    def close(self) -> None:
+        """Pass through (see :class:`Cluster`)."""
+        self._cluster.close()

@@ -214,8 +214,3 @@ class Config:
             return
         if self.every <= 0 or self.for_seconds <= 0:
             raise ConfigError("--every and --for must be positive")
-
-    @property
-    def passes_repeat(self) -> bool:
-        """Whether ``--every``/``--for`` asked for more than one pass."""
-        return self.every is not None

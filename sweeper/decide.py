@@ -9,7 +9,6 @@ deadline").
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -173,24 +172,9 @@ class Plan:
         """The entries that are actions, in listing order."""
         return tuple(e for e in self.entries if isinstance(e, Action))
 
-    def counts(self) -> Counter[str]:
-        """Count entries by decision (``touch``...) and skips by ``skip:<reason>``.
-
-        Returns:
-            The counter.
-        """
-        return Counter(
-            e.decision if isinstance(e, Action) else f"skip:{e.reason}" for e in self.entries
-        )
-
 
 def decide(jobs: Iterable[Job], now: datetime, policy: Policy) -> Plan:
     """Decide what to do with every job. Pure: no clock, no I/O, never raises.
-
-    Args:
-        jobs: The listed jobs.
-        now: The single instant of this pass (aware).
-        policy: The knobs.
 
     Returns:
         The plan. With ``max_actions``, the most overdue actions are kept (touches and fails
@@ -228,14 +212,6 @@ def judge(job: Job, now: datetime, policy: Policy) -> Entry:
 
     The rules are :data:`RULES`, applied in order; the first one that decides wins. ``sweeper
     --explain`` walks the same table (:func:`explain`).
-
-    Args:
-        job: The job.
-        now: The instant of the pass.
-        policy: The knobs.
-
-    Returns:
-        An action or a skip.
     """
     overdue = _overdue_seconds(job, now)
     for rule in RULES:

@@ -9,8 +9,8 @@ matched by the API server, by listing the namespace with it). Writes nothing.
 
 from __future__ import annotations
 
+import contextlib
 import json
-import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -24,7 +24,7 @@ from sweeper.config import ClockMode, Config, OutputFormat
 from sweeper.decide import Entry, Step, explain
 from sweeper.errors import EXIT_OK, ApiError, ClusterUnavailable, ConfigError, NotFound
 from sweeper.jobs import parse_job
-from sweeper.run import Connect
+from sweeper.run import Connect, StopFlag
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,13 +69,15 @@ def run_explain(config: Config, connect: Connect, out: TextIO) -> int:
     """
     assert config.explain is not None  # noqa: S101 - the CLI calls this only with --explain
     namespace, name = config.explain
-    cluster = connect(config, deadline=time.monotonic() + config.timeout, stop=threading.Event())
-    try:
-        discovery = cluster.discover()
-        served = [s for s in discovery.served if not config.kinds or s.kind in config.kinds]
-        found = [(s, raw) for s in served if (raw := _get(cluster, s, namespace, name))]
-    except ApiError as error:
-        raise ClusterUnavailable(f"{error} ({cluster.endpoint})") from error
+    cluster = connect(config, stop=StopFlag(time.monotonic() + config.timeout, config.timeout))
+    with contextlib.closing(cluster):
+        try:
+            discovery = cluster.discover()
+            served = [s for s in discovery.served if not config.kinds or s.kind in config.kinds]
+            found = [(s, raw) for s in served if (raw := _get(cluster, s, namespace, name))]
+            scopes = [_scope(config, cluster, s, namespace, name) for s, _ in found]
+        except ApiError as error:
+            raise ClusterUnavailable(f"{error} ({cluster.endpoint})") from error
     if not found:
         kinds = ", ".join(s.kind.name for s in served) or "none served"
         raise ConfigError(f'no Kubeflow job "{namespace}/{name}" (looked in: {kinds})')
@@ -84,9 +86,8 @@ def run_explain(config: Config, connect: Connect, out: TextIO) -> int:
     else:
         now, whose = clock.local_now(), "local"
     explanations = []
-    for served_kind, raw in found:
+    for (served_kind, raw), scope in zip(found, scopes, strict=True):
         job = parse_job(raw, served_kind.kind, served_kind.version)
-        scope = _scope(config, cluster, served_kind, namespace, name)
         steps, entry = explain(job, now, config.policy)
         keep = all(passes for _, _, passes in scope)
         explanations.append(Explanation(

@@ -19,6 +19,7 @@ batch jobs, as each run would leave a new group behind; scrape the Pushgateway w
 
 from __future__ import annotations
 
+import logging
 import time
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -28,14 +29,13 @@ from datetime import datetime
 from prometheus_client import CollectorRegistry, Gauge
 from prometheus_client.exposition import pushadd_to_gateway
 
-from sweeper import logs
 from sweeper.act import Outcome, Result
 from sweeper.decide import Action, ActionKind, SkipReason
 from sweeper.errors import EXIT_OK
 from sweeper.jobs import Job
 from sweeper.kinds import KINDS
 
-log = logs.get("metrics")
+log = logging.getLogger(__name__)
 
 PREFIX = "deadline_sweeper_"
 

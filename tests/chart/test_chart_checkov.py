@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -33,7 +34,7 @@ VARIANTS = {
 }
 
 
-def _checkov(checkov: Path, *args: str) -> list[dict]:
+def _checkov(checkov: Path, *args: str) -> list[dict[str, Any]]:
     done = subprocess.run(
         [str(checkov), *args, "--output", "json", "--skip-download", "--compact"],
         capture_output=True,
@@ -45,16 +46,16 @@ def _checkov(checkov: Path, *args: str) -> list[dict]:
     return report if isinstance(report, list) else [report]
 
 
-def _results(reports: list[dict], key: str) -> list[dict]:
+def _results(reports: list[dict[str, Any]], key: str) -> list[dict[str, Any]]:
     return [c for r in reports for c in r.get("results", {}).get(key, [])]
 
 
-def _describe(checks: list[dict]) -> str:
+def _describe(checks: list[dict[str, Any]]) -> str:
     return "\n".join(f"{c['check_id']} {c['resource']}: {c['check_name']}" for c in checks)
 
 
 @pytest.fixture(scope="module")
-def chart_reports(helm, checkov, tmp_path_factory) -> list[dict]:
+def chart_reports(helm, checkov, tmp_path_factory) -> list[dict[str, Any]]:
     out = tmp_path_factory.mktemp("rendered")
     for i, (name, args) in enumerate(VARIANTS.items()):
         rendered = subprocess.run(

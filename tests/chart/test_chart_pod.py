@@ -20,12 +20,12 @@ def test_runs_never_overlap_and_never_pile_up(render):
     assert rendered.pod_spec["restartPolicy"] == "Never"
 
 
-def test_configuration_errors_and_timeouts_are_not_retried(render):
+def test_configuration_errors_timeouts_and_internal_errors_are_not_retried(render):
     rules = render().job_spec["podFailurePolicy"]["rules"]
 
     assert rules[0] == {
         "action": "FailJob",
-        "onExitCodes": {"containerName": "sweeper", "operator": "In", "values": [2, 5]},
+        "onExitCodes": {"containerName": "sweeper", "operator": "In", "values": [2, 5, 70]},
     }
     assert rules[1] == {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]}
 

@@ -20,9 +20,18 @@ def gateway() -> Iterator[str]:
         yield url
 
 
-def sample(scraped: dict, name: str, **labels: str) -> float | None:
+Scraped = dict[tuple[str, tuple[tuple[str, str], ...]], float]
+
+
+def sample(scraped: Scraped, name: str, **labels: str) -> float | None:
     key = (name, tuple(sorted({"job": JOB, "instance": "", **labels}.items())))
     return scraped.get(key)
+
+
+def present(scraped: Scraped, name: str, **labels: str) -> float:
+    found = sample(scraped, name, **labels)
+    assert found is not None, f"{name} {labels} not pushed: {sorted(scraped)}"
+    return found
 
 
 def test_a_run_pushes_its_figures_and_a_failed_run_keeps_the_last_success(
@@ -44,7 +53,7 @@ def test_a_run_pushes_its_figures_and_a_failed_run_keeps_the_last_success(
     assert sample(first, "deadline_sweeper_actions", kind="PyTorchJob", action="touch",
                   result="done") == 1
     assert sample(first, "deadline_sweeper_overdue_jobs", kind="PyTorchJob") == 1
-    assert sample(first, "deadline_sweeper_overdue_seconds_max") >= 3600 - 60
+    assert present(first, "deadline_sweeper_overdue_seconds_max") >= 3600 - 60
     assert not [key for key in first if dict(key[1]).get("name") or dict(key[1]).get(
         "namespace")], "no per-job labels"
 
@@ -64,7 +73,7 @@ def test_a_run_pushes_its_figures_and_a_failed_run_keeps_the_last_success(
     second = pushgateway.scrape(gateway)
     assert sample(second, "deadline_sweeper_last_exit_code") == 3
     assert sample(second, "deadline_sweeper_last_success_timestamp_seconds") == success
-    assert sample(second, "deadline_sweeper_last_run_timestamp_seconds") > success
+    assert present(second, "deadline_sweeper_last_run_timestamp_seconds") > success
     # The run never listed: the job figures of the last pass that did stay in place.
     assert sample(second, "deadline_sweeper_overdue_jobs", kind="PyTorchJob") == 1
 

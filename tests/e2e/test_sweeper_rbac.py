@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from devcluster import ControlPlane
 from tests.e2e import clusters
 from tests.e2e import workloads as w
 
@@ -34,7 +36,7 @@ COLUMNS = {
     "events": ("", ["events"]),
 }
 # Table rows -> the (action, dry-run flag) runs they document.
-ROWS = {
+ROWS: dict[str, list[tuple[str, str | None]]] = {
     "touch": [("touch", None)],
     "fail": [("fail", None)],
     "auto": [("auto", None)],
@@ -87,7 +89,7 @@ def role(grants: frozenset[Grant]) -> list[w.Obj]:
     return rules
 
 
-def as_service_account(cp, namespace: str, grants: frozenset[Grant]) -> Path:
+def as_service_account(cp: ControlPlane, namespace: str, grants: frozenset[Grant]) -> Path:
     """A kubeconfig with a TokenRequest token for a ServiceAccount bound to exactly ``grants``."""
     rbac = f"/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}"
     cp.request(
@@ -117,7 +119,13 @@ def overdue(control_plane, namespace):
     return namespace
 
 
-def run_as(control_plane, namespace, grants, action, dry_run):
+def run_as(
+    control_plane: ControlPlane,
+    namespace: str,
+    grants: frozenset[Grant],
+    action: str,
+    dry_run: str | None,
+) -> clusters.Sweep:
     kubeconfig = as_service_account(control_plane, namespace, grants)
     args = ["-n", namespace, "--action", action, "-o", "json", *([dry_run] if dry_run else [])]
     return clusters.sweep(
@@ -157,7 +165,7 @@ def test_exactly_the_documented_permissions_are_enough(control_plane, overdue, a
     assert failed == expected_failed
 
 
-def missing_one():
+def missing_one() -> Iterator[object]:
     for (action, dry_run), grants in sorted(GRANTS.items(), key=str):
         for grant in sorted(grants, key=str):
             yield pytest.param(
