@@ -67,12 +67,15 @@ app.kubernetes.io/component: deadline-sweeper
 {{- end }}
 
 {{/*
-Checkov suppressions that depend on values, as annotation lines. The digest check only
-fails while the image is pinned by tag alone.
+Checkov suppressions that depend on values, as annotation lines. The digest check, and the
+pull-policy check (which a digest also satisfies), only fail while the image is pinned by tag.
 */}}
 {{- define "sweeper.checkovSkipDigest" -}}
 {{- if not .Values.image.digest }}
 checkov.io/skip1: CKV_K8S_43=pinned by tag until image.digest is set to the digest of the released image
+{{- if ne (include "sweeper.imagePullPolicy" .) "Always" }}
+checkov.io/skip4: CKV_K8S_15=IfNotPresent by design (no registry round trip per run, enforcement survives a registry outage); image.digest rolls out a new image
+{{- end }}
 {{- end }}
 {{- end }}
 

@@ -150,7 +150,11 @@ def test_digest_check_is_suppressed_only_while_there_is_no_digest(render):
     by_tag = render().cronjob["metadata"].get("annotations", {})
     by_digest = render({"image": {"digest": DIGEST}}).cronjob["metadata"].get("annotations", {})
 
+    pull_always = render({"image": {"pullPolicy": "Always"}}).cronjob["metadata"]["annotations"]
+
     assert by_tag["checkov.io/skip1"].startswith("CKV_K8S_43=")
+    assert by_tag["checkov.io/skip4"].startswith("CKV_K8S_15=IfNotPresent by design")
+    assert "checkov.io/skip4" not in pull_always
     assert by_digest == {}
 
 
