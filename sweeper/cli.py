@@ -12,7 +12,9 @@ Tests run the command against their own cluster by passing :class:`Seams` as cli
 from __future__ import annotations
 
 import logging
+import socket
 import sys
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
@@ -30,12 +32,14 @@ from sweeper.config import (
     DryRun,
     LogFormat,
     OutputFormat,
+    WatchSettings,
     parse_reference,
 )
 from sweeper.decide import ActionMode, PodsMode, Policy
 from sweeper.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, ConfigError, SweeperError
 from sweeper.explain import run_explain
 from sweeper.kinds import lookup
+from sweeper.lease import Timing
 from sweeper.run import Connect, StopFlag, run
 
 
@@ -277,6 +281,35 @@ def _option(
 @_option("--explain", env="SWEEPER_EXPLAIN", metavar="NAMESPACE/NAME",
          help="Print, for one job, every rule of the decision in order with the value it saw "
               "and its outcome, then exit (writes nothing).")
+@_option("--watch", "watch", env="SWEEPER_WATCH", is_flag=True, default=False,
+         help="Run continuously: watch the jobs and act on each the moment it is due "
+              "(a Deployment; see README 'Choosing a mode').")
+@_option("--resync", env="SWEEPER_RESYNC", type=_seconds(positive=True), default="5m",
+         metavar="DURATION", help="--watch: time between full passes (a safety net).")
+@_option("--watch-timeout", env="SWEEPER_WATCH_TIMEOUT", type=_seconds(positive=True),
+         default="90s", metavar="DURATION",
+         help="--watch: reopen a watch stream silent for this long (bookmarks come every minute).")
+@_option("--leader-elect/--no-leader-elect", env="SWEEPER_LEADER_ELECT", default=True,
+         help="--watch: hold a coordination.k8s.io Lease before writing (run 2 replicas).")
+@_option("--lease-name", env="SWEEPER_LEASE_NAME", default="kubeflow-deadline-sweeper",
+         metavar="NAME", help="--watch: the Lease's name.")
+@_option("--lease-namespace", env="SWEEPER_LEASE_NAMESPACE", default=None, metavar="NS",
+         show_default="the pod's, else the kubeconfig context's",
+         help="--watch: the Lease's namespace.")
+@_option("--identity", env="SWEEPER_IDENTITY", default=None, metavar="ID",
+         show_default="hostname_random", help="--watch: this replica's Lease holder identity.")
+@_option("--lease-duration", env="SWEEPER_LEASE_DURATION", type=_seconds(positive=True),
+         default="15s", metavar="DURATION",
+         help="--watch: how long a Lease unrenewed is waited for before a takeover.")
+@_option("--renew-deadline", env="SWEEPER_RENEW_DEADLINE", type=_seconds(positive=True),
+         default="10s", metavar="DURATION",
+         help="--watch: the leader stops writing and exits if it cannot renew within this.")
+@_option("--retry-period", env="SWEEPER_RETRY_PERIOD", type=_seconds(positive=True),
+         default="2s", metavar="DURATION", help="--watch: time between Lease attempts.")
+@_option("--health-address", env="SWEEPER_HEALTH_ADDRESS", default="0.0.0.0",  # noqa: S104 - probes
+         metavar="ADDR", help="--watch: address of /healthz, /readyz and /metrics.")
+@_option("--health-port", env="SWEEPER_HEALTH_PORT", type=click.IntRange(0, 65535),
+         default=8080, metavar="PORT", help="--watch: port of the probes and /metrics (0: off).")
 @click.version_option(__version__, "--version", prog_name="sweeper")
 @click.pass_context
 def command(ctx: click.Context, /, **options: Any) -> None:
@@ -295,6 +328,10 @@ def command(ctx: click.Context, /, **options: Any) -> None:
     try:
         if config.explain is not None:
             code = run_explain(config, connect, sys.stdout)
+        elif config.watch is not None:
+            from sweeper.watch import watch  # noqa: PLC0415 - the watch machinery only for --watch
+
+            code = watch(config, connect, sys.stdout)  # type: ignore[arg-type]  # kube's connect serves both
         else:
             code = run(config, connect, sys.stdout)
     except SweeperError as error:
@@ -368,6 +405,26 @@ def build_config(options: dict[str, Any]) -> Config:
         pushgateway=options["pushgateway"] or None,
         pushgateway_job=options["pushgateway_job"],
         explain=parse_reference(options["explain"]) if options["explain"] else None,
+        watch=_watch_settings(options) if options.get("watch") else None,
+    )
+
+
+def _watch_settings(options: dict[str, Any]) -> WatchSettings:
+    identity = options.get("identity") or f"{socket.gethostname()}_{uuid.uuid4().hex[:10]}"
+    return WatchSettings(
+        resync=options["resync"],
+        watch_timeout=options["watch_timeout"],
+        leader_elect=options["leader_elect"],
+        lease_name=options["lease_name"],
+        lease_namespace=options["lease_namespace"] or None,
+        identity=identity,
+        timing=Timing(
+            lease_duration=options["lease_duration"],
+            renew_deadline=options["renew_deadline"],
+            retry_period=options["retry_period"],
+        ),
+        health_address=options["health_address"],
+        health_port=options["health_port"],
     )
 
 

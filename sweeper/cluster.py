@@ -11,6 +11,7 @@ failed for good, :class:`~sweeper.errors.RunTimeout` when ``--timeout`` ran out,
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
@@ -54,10 +55,13 @@ class Page:
         items: The objects, decoded. Valid only until the next page is requested: the list
             is emptied then, so that one page at a time stays in memory.
         server_date: The API server's clock (``Date`` header) when it answered.
+        resource_version: The list's ``metadata.resourceVersion`` (where a watch starts),
+            on the last page; ``None`` when the server did not say.
     """
 
     items: list[JSON]
     server_date: datetime | None
+    resource_version: str | None = None
 
 
 class Cluster(Protocol):
@@ -124,6 +128,83 @@ class Cluster(Protocol):
         """Release the connections; the run calls it once, when it ends, however it ends."""
         ...
 
+@dataclass(frozen=True, slots=True)
+class WatchEvent:
+    """One event of a watch stream.
+
+    Attributes:
+        type: ``ADDED``, ``MODIFIED``, ``DELETED`` or ``BOOKMARK`` (an ``ERROR`` event is
+            raised instead: :class:`~sweeper.errors.Gone` for 410, else
+            :class:`~sweeper.errors.ApiError`).
+        object: The object, decoded (for a bookmark, only its ``resourceVersion``).
+    """
+
+    type: str
+    object: JSON
+
+
+class Stream(Protocol):
+    """An open watch stream: iterate for events; it ends when the server closes it.
+
+    Iterating raises :class:`~sweeper.errors.WatchStalled` when nothing (not even a
+    bookmark) arrived for the read timeout, :class:`~sweeper.errors.Gone` when the
+    resourceVersion is too old, and :class:`~sweeper.errors.ApiError` for anything else.
+    """
+
+    server_date: datetime | None
+
+    def __iter__(self) -> Iterator[WatchEvent]:
+        """The events, in order."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """An object the API server returned, with its clock.
+
+    Attributes:
+        object: The object, decoded.
+        server_date: The ``Date`` header of the answer.
+    """
+
+    object: JSON
+    server_date: datetime | None
+
+
+class WatchCluster(Cluster, Protocol):
+    """What ``sweeper --watch`` asks of a cluster on top of a pass's needs.
+
+    Attributes:
+        home_namespace: Where the Lease lives by default: the pod's namespace in a cluster,
+            else the kubeconfig context's namespace (``default`` when unset).
+    """
+
+    home_namespace: str
+
+    def watch_jobs(
+        self,
+        served: ServedKind,
+        namespace: str | None,
+        selector: str | None,
+        resource_version: str,
+        *,
+        timeout_s: int,
+        read_timeout_s: float,
+    ) -> AbstractContextManager[Stream]:
+        """Open a watch from a resourceVersion, with bookmarks; closing it ends the request."""
+        ...
+
+    def get_lease(self, namespace: str, name: str) -> Answer:
+        """Read a coordination.k8s.io/v1 Lease (:class:`~sweeper.errors.NotFound` if none)."""
+        ...
+
+    def create_lease(self, namespace: str, body: JSON) -> Answer:
+        """Create a Lease (:class:`~sweeper.errors.Conflict` if it exists already)."""
+        ...
+
+    def update_lease(self, namespace: str, name: str, body: JSON) -> Answer:
+        """Replace a Lease; its ``metadata.resourceVersion`` is the precondition (409)."""
+        ...
 
 @dataclass(frozen=True, slots=True)
 class Write:

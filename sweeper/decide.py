@@ -9,9 +9,10 @@ deadline").
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 
 from sweeper.clock import human
@@ -415,6 +416,94 @@ def explain(job: Job, now: datetime, policy: Policy) -> tuple[tuple[Step, ...], 
         steps.append(Step(rule.name, seen, decided, reached=True))
     assert decided is not None  # noqa: S101 - DUE always decides
     return tuple(steps), decided
+# The instant of a job that is due whatever the time (pods of a job already failed by its
+# deadline): before every other instant.
+ALWAYS = datetime.min.replace(tzinfo=UTC)
+
+
+def due_at(job: Job, policy: Policy) -> datetime | None:
+    """Compute the instant from which :func:`judge` acts on the job, if the job stays as it is.
+
+    Pure. This is what a long-running sweeper arms a timer for: for every ``now`` before the
+    instant, ``judge(job, now, policy)`` is a skip; at it and after, an action (property tests
+    hold the two functions to that). Any change to the job (a resume, a new deadline, a touch,
+    a finish) gives a new instant, so the caller recomputes it on every change.
+
+    Args:
+        job: The job.
+        policy: The knobs (``max_actions`` is a per-pass cap and plays no part).
+
+    Returns:
+        ``startTime + activeDeadlineSeconds + grace``; for ``touch`` and ``auto`` on a job the
+        sweeper touched after its deadline, the later of that and the touch plus
+        ``escalate_after``; :data:`ALWAYS` when the only work left does not depend on time
+        (the pods of a job failed by its deadline); ``None`` when judge never acts on it.
+    """
+    if (
+        job.malformed is not None
+        or job.operator_enforced
+        or job.deleting
+        or job.excluded
+        or (
+            job.kind.checks_managed_by
+            and job.managed_by is not None
+            and job.managed_by != TRAINING_OPERATOR
+        )
+    ):
+        return None
+    if job.finished is not None:
+        return ALWAYS if isinstance(_finished(job, policy, None), Action) else None
+    deadline = job.deadline
+    if job.suspended or job.suspended_condition or deadline is None:
+        return None
+    # The same sum judge compares against (late < grace), so the boundary is the same instant.
+    due = deadline + timedelta(seconds=policy.grace)
+    if policy.action is ActionMode.FAIL:
+        return due
+    touched = job.touched_at if job.touched_at is not None and job.touched_at >= deadline else None
+    if touched is None:
+        return due
+    next_step = touched + _at_least(policy.escalate_after)
+    if policy.action is ActionMode.AUTO:
+        # auto also escalates escalate_after past the deadline and grace, touch or not.
+        next_step = min(next_step, _escalation(deadline, policy))
+    return max(due, next_step)
+
+
+def _escalation(deadline: datetime, policy: Policy) -> datetime:
+    # The first microsecond at which judge's escalation test holds: it compares the overdue
+    # seconds *rounded to the millisecond* (as reported), so the instant may fall up to half
+    # a millisecond before deadline + grace + escalate_after. A bisection over microseconds.
+    def holds(moment: datetime) -> bool:
+        overdue = round((moment - deadline).total_seconds(), 3)
+        return overdue - policy.grace >= policy.escalate_after
+
+    target = deadline + timedelta(seconds=policy.grace + policy.escalate_after)
+    low, high = target - timedelta(milliseconds=2), target + timedelta(milliseconds=2)
+    while not holds(high):  # float edge cases: widen until the bracket holds the boundary
+        high += timedelta(milliseconds=2)
+    while holds(low):
+        low -= timedelta(milliseconds=2)
+    while high - low > timedelta(microseconds=1):
+        middle = low + (high - low) / 2  # timedelta arithmetic stays on the microsecond grid
+        if holds(middle):
+            high = middle
+        else:
+            low = middle
+    return high
+
+
+def _at_least(seconds: float) -> timedelta:
+    # The shortest timedelta whose total_seconds() reaches `seconds`: judge compares floats
+    # (since >= escalate_after), and timedelta(seconds=x) rounds to the nearest microsecond,
+    # which may fall short of x.
+    step = timedelta(microseconds=1)
+    span = timedelta(microseconds=math.ceil(seconds * 1e6))
+    while span.total_seconds() < seconds:
+        span += step
+    while span > timedelta(0) and (span - step).total_seconds() >= seconds:
+        span -= step
+    return span
 
 
 def _finished(job: Job, policy: Policy, overdue: float | None) -> Entry:

@@ -127,6 +127,10 @@ class Gone(ApiError):  # noqa: N818 - named after the HTTP status
     """410: a list's continue token expired."""
 
 
+class WatchStalled(ApiError):  # noqa: N818 - a state, like Gone
+    """A watch stream sent nothing, not even a bookmark, for longer than its read timeout."""
+
+
 _STATUS_LABELS = {
     400: "bad request",
     401: "unauthorized",

@@ -10,10 +10,12 @@ quarter of a second that ``sweeper --version`` and ``--help`` do not need.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import urllib.parse
 from collections.abc import Callable, Iterator
+from datetime import datetime
 from http import HTTPStatus
 from pathlib import Path
 from typing import Any
@@ -24,14 +26,26 @@ from kubernetes import config as k8s_config
 
 from sweeper import __version__
 from sweeper.clock import parse_http_date
-from sweeper.cluster import JSON, Discovery, Page, ServedKind
+from sweeper.cluster import JSON, Answer, Discovery, Page, ServedKind, Stream, WatchEvent
 from sweeper.config import Config
-from sweeper.errors import ConfigError, RequestRef
+from sweeper.errors import ConfigError, RequestRef, WatchStalled, api_error
 from sweeper.kinds import GROUP, KINDS, MPI_OPERATOR_VERSION, MPIJOB, VERSION
-from sweeper.transport import NoResponse, Response, StopSignal, Transport, one_line
+from sweeper.transport import (
+    NoResponse,
+    Response,
+    RetryPolicy,
+    StopSignal,
+    Transport,
+    one_line,
+    status_message,
+    succeeded,
+)
 
 MERGE_PATCH = "application/merge-patch+json"
 USER_AGENT = f"kubeflow-deadline-sweeper/{__version__}"
+SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+LEASES = "/apis/coordination.k8s.io/v1"
+LEASE_RESOURCE = "leases.coordination.k8s.io"
 
 
 def connect(config: Config, *, stop: StopSignal) -> KubeCluster:
@@ -83,10 +97,18 @@ def connect(config: Config, *, stop: StopSignal) -> KubeCluster:
     configuration.retries = False
     api = k8s_client.ApiClient(configuration)
     api.user_agent = USER_AGENT
-    transport = Transport(ClientSend(api), stop, request_timeout=config.request_timeout)
+    send = ClientSend(api)
+    transport = Transport(send, stop, request_timeout=config.request_timeout)
+    # A Lease write is tried once per retry period: a retried write could land after the
+    # renew deadline, which the election counts from the first sending.
+    once = Transport(
+        send, stop, request_timeout=config.request_timeout, policy=RetryPolicy(attempts=1)
+    )
     context = "in-cluster" if not source else f'"{config.context or _current_context(source)}"'
     return KubeCluster(
-        transport, close=lambda: _close(api),
+        transport, close=lambda: _close(api), once=once,
+        stream=ClientStream(api, config.request_timeout),
+        home_namespace=_home_namespace(source, config.context),
         endpoint=f"server {configuration.host}, context {context}",
     )
 
@@ -101,6 +123,32 @@ def _current_context(source: str) -> str:
         return "?"
 
 
+
+def _home_namespace(kubeconfig: str | None, context: str | None) -> str:
+    """The namespace a process "is in": its pod's, else its kubeconfig context's, else default.
+
+    Args:
+        kubeconfig: The kubeconfig used, ``None`` in a cluster.
+        context: ``--context``.
+
+    Returns:
+        The namespace.
+    """
+    if not kubeconfig:
+        try:
+            return SERVICE_ACCOUNT_NAMESPACE.read_text().strip() or "default"
+        except OSError:
+            return "default"
+    try:
+        contexts, active = k8s_config.list_kube_config_contexts(  # type: ignore[no-untyped-call]
+            config_file=kubeconfig
+        )
+    except Exception:  # noqa: BLE001 - it loaded a moment ago; a default is enough here
+        return "default"
+    chosen = next((c for c in contexts if c.get("name") == context), None) if context else active
+    namespace = ((chosen or {}).get("context") or {}).get("namespace")
+    return namespace if isinstance(namespace, str) and namespace else "default"
+
 class KubeCluster:
     """:class:`sweeper.cluster.Cluster` as requests: paths, queries, bodies, pages, decoding.
 
@@ -108,6 +156,10 @@ class KubeCluster:
         transport: Sends the requests (retries, ``--timeout``, errors).
         close: Closes the connections underneath.
         endpoint: The server and kubeconfig context, as error messages name them.
+        once: Sends the requests tried once (Lease writes); ``transport`` when not given.
+        stream: Opens watch streams (``--watch``); ``None`` when the cluster cannot watch.
+        home_namespace: The default namespace of the Lease (see
+            :class:`sweeper.cluster.WatchCluster`).
     """
 
     def __init__(
@@ -116,10 +168,16 @@ class KubeCluster:
         *,
         close: Callable[[], None] = lambda: None,
         endpoint: str = "server ?",
+        once: Transport | None = None,
+        stream: ClientStream | None = None,
+        home_namespace: str = "default",
     ) -> None:
         self._transport = transport
         self._close = close
         self.endpoint = endpoint
+        self._once = once or transport
+        self._stream = stream
+        self.home_namespace = home_namespace
 
     # --- discovery and lists ---------------------------------------------------------------
 
@@ -189,9 +247,11 @@ class KubeCluster:
             document = _decode(response.data)
             del response  # the raw bytes are as big as the page; drop them before yielding
             items = document.get("items") or []
-            token = (document.get("metadata") or {}).get("continue") or None
+            metadata = document.get("metadata") or {}
+            token = metadata.get("continue") or None
+            version = metadata.get("resourceVersion") or None
             del document
-            yield Page(items, date)
+            yield Page(items, date, version)
             items.clear()  # the consumer is done with this page: free it before the next
             if not token:
                 return
@@ -274,6 +334,90 @@ class KubeCluster:
             body=event, content_type="application/json", dry_run=dry_run,
         )
 
+    # --- watch mode: streams and the Lease -------------------------------------------------
+
+    @contextlib.contextmanager
+    def watch_jobs(
+        self,
+        served: ServedKind,
+        namespace: str | None,
+        selector: str | None,
+        resource_version: str,
+        *,
+        timeout_s: int,
+        read_timeout_s: float,
+    ) -> Iterator[Stream]:
+        """Open a watch with bookmarks (see :class:`sweeper.cluster.WatchCluster`).
+
+        Yields:
+            The open stream; leaving the block closes the connection.
+
+        Raises:
+            Gone: 410, the resourceVersion is too old: list again.
+            ApiError: The watch could not be opened.
+        """
+        if self._stream is None:
+            raise api_error(RequestRef("watch", served.kind.resource, namespace), None,
+                            "this cluster connection cannot watch")
+        path = _collection(f"/apis/{GROUP}/{served.version}", namespace, served.kind.plural)
+        ref = RequestRef("watch", served.kind.resource, namespace)
+        query = [
+            ("watch", "1"),
+            ("allowWatchBookmarks", "true"),
+            ("resourceVersion", resource_version),
+            ("timeoutSeconds", str(timeout_s)),
+        ]
+        if selector:
+            query.append(("labelSelector", selector))
+        url_query = urllib.parse.urlencode(query, quote_via=urllib.parse.quote)
+        raw = self._stream.open(f"{path}?{url_query}", ref, read_timeout_s)
+        try:
+            status = int(raw.status)
+            if not succeeded(status):
+                raise api_error(ref, status, status_message(raw.data or b""))
+            yield _WatchStream(raw, ref, read_timeout_s, parse_http_date(raw.headers.get("Date")))
+        finally:
+            raw.release_conn()
+            raw.close()
+
+    def get_lease(self, namespace: str, name: str) -> Answer:
+        """Read a Lease (see :class:`sweeper.cluster.WatchCluster`).
+
+        Returns:
+            The Lease and the answer's date.
+        """
+        response = self._transport.request(
+            "GET", _object(LEASES, namespace, "leases", name),
+            RequestRef("get", LEASE_RESOURCE, namespace, name),
+        )
+        return Answer(_decode(response.data), parse_http_date(response.date))
+
+    def create_lease(self, namespace: str, body: JSON) -> Answer:
+        """Create a Lease, tried once (see :class:`sweeper.cluster.WatchCluster`).
+
+        Returns:
+            The Lease as created and the answer's date.
+        """
+        response = self._once.request(
+            "POST", _collection(LEASES, namespace, "leases"),
+            RequestRef("create", LEASE_RESOURCE, namespace), body=body,
+            content_type="application/json",
+        )
+        return Answer(_decode(response.data), parse_http_date(response.date))
+
+    def update_lease(self, namespace: str, name: str, body: JSON) -> Answer:
+        """Replace a Lease at its resourceVersion, tried once (see ``WatchCluster``).
+
+        Returns:
+            The Lease as written and the answer's date.
+        """
+        response = self._once.request(
+            "PUT", _object(LEASES, namespace, "leases", name),
+            RequestRef("update", LEASE_RESOURCE, namespace, name), body=body,
+            content_type="application/json",
+        )
+        return Answer(_decode(response.data), parse_http_date(response.date))
+
     def close(self) -> None:
         """Close the client's connections (see :class:`sweeper.cluster.Cluster`).
 
@@ -325,6 +469,94 @@ class ClientSend:
             raise NoResponse(_describe_connection_error(error), retryable=True) from error
         except OSError as error:
             raise NoResponse(one_line(error), retryable=True) from error
+
+
+class ClientStream:
+    """Opens a streaming GET through the official client (a watch), body left unread.
+
+    Args:
+        api: A configured ``kubernetes.client.ApiClient``.
+        connect_timeout: Seconds to connect (``--request-timeout``).
+    """
+
+    def __init__(self, api: Any, connect_timeout: float = 10.0) -> None:
+        self._api = api
+        self._connect_timeout = connect_timeout
+
+    def open(self, resource_path: str, ref: RequestRef, read_timeout_s: float) -> Any:
+        """Send the request and return urllib3's response as soon as its headers arrived.
+
+        Raises:
+            ApiError: No answer came back.
+        """
+        headers = {"Accept": "application/json"}
+        timeout = (self._connect_timeout, read_timeout_s)
+        try:
+            # The two client generations, as in ClientSend.
+            if hasattr(self._api, "param_serialize"):
+                _m, url, header_params, _b, _p = self._api.param_serialize(
+                    method="GET", resource_path=resource_path, header_params=headers,
+                    auth_settings=["BearerToken"],
+                )
+                return self._api.call_api(
+                    "GET", url, header_params=header_params, _request_timeout=timeout
+                ).response
+            return self._api.call_api(
+                resource_path, "GET", header_params=headers, auth_settings=["BearerToken"],
+                _preload_content=False, _request_timeout=timeout,
+            )
+        except k8s_client.ApiException as error:
+            if error.status:
+                answer = _answer_from(error)
+                raise api_error(ref, answer.status, status_message(answer.data)) from error
+            raise api_error(ref, None, one_line(error.reason or error)) from error
+        except (urllib3.exceptions.HTTPError, OSError) as error:
+            raise api_error(ref, None, _describe_connection_error(error)) from error
+
+
+class _WatchStream:
+    """The events of an open watch response, one JSON document per line."""
+
+    def __init__(
+        self, raw: Any, ref: RequestRef, read_timeout_s: float, server_date: datetime | None
+    ) -> None:
+        self._raw = raw
+        self._ref = ref
+        self._read_timeout_s = read_timeout_s
+        self.server_date = server_date
+
+    def __iter__(self) -> Iterator[WatchEvent]:
+        pending = b""
+        try:
+            for chunk in self._raw.stream(amt=None, decode_content=True):
+                pending += chunk
+                while b"\n" in pending:
+                    line, pending = pending.split(b"\n", 1)
+                    if line.strip():
+                        yield self._event(line)
+        except urllib3.exceptions.ReadTimeoutError as error:
+            raise WatchStalled(
+                self._ref, None, f"nothing received for {self._read_timeout_s:g}s"
+            ) from error
+        except (urllib3.exceptions.HTTPError, OSError) as error:
+            raise api_error(self._ref, None, _describe_connection_error(error)) from error
+        if pending.strip():
+            yield self._event(pending)
+
+    def _event(self, line: bytes) -> WatchEvent:
+        try:
+            document = json.loads(line)
+        except ValueError as error:
+            raise api_error(self._ref, None, "undecodable watch event") from error
+        kind = document.get("type") if isinstance(document, dict) else None
+        obj = document.get("object") if isinstance(document, dict) else None
+        if not isinstance(kind, str) or not isinstance(obj, dict):
+            raise api_error(self._ref, None, "malformed watch event")
+        if kind == "ERROR":
+            code = obj.get("code")
+            status = code if isinstance(code, int) else None
+            raise api_error(self._ref, status, one_line(str(obj.get("message") or "")))
+        return WatchEvent(kind, obj)
 
 
 # The client changed generators at release 37: ``ApiClient.call_api`` took a resource path and

@@ -13,8 +13,10 @@ success in place for the "no successful run" alert. The grouping key is the job 
 batch jobs, as each run would leave a new group behind; scrape the Pushgateway with
 ``honor_labels: true`` so that job label is kept.
 
-:data:`METRICS` and :func:`register` are the definitions a long-running mode exposes on
-``/metrics`` under the same names.
+``sweeper --watch`` serves :class:`WatchMetrics` on ``/metrics`` (through sweeper.health):
+its definitions live here too, next to the pushed ones, so both modes share one namespace and
+the names they have in common (``deadline_sweeper_actions``, ``deadline_sweeper_overdue_jobs``)
+are defined once. No label carries a job's name in either mode.
 """
 
 from __future__ import annotations
@@ -26,8 +28,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from prometheus_client import CollectorRegistry, Gauge
-from prometheus_client.exposition import pushadd_to_gateway
+from prometheus_client import CollectorRegistry, Gauge, Histogram, generate_latest
+from prometheus_client import Counter as PromCounter
+from prometheus_client.exposition import CONTENT_TYPE_LATEST, pushadd_to_gateway
 
 from sweeper.act import Outcome, Result
 from sweeper.decide import Action, ActionKind, SkipReason
@@ -243,3 +246,61 @@ def push(url: str, job: str, run: RunFigures, *, timeout: float) -> bool:
     log.debug("pushed metrics to %s in %.3fs", url, time.monotonic() - began,
               extra={"pushgateway": url, "job": job})
     return True
+
+
+# --- sweeper --watch: served on /metrics --------------------------------------------------
+
+# Enforcement lateness: the point of the watch mode is the sub-second buckets.
+LATENESS_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
+
+# A counter since start in watch mode (exposed as ..._total); the push's is the last pass's.
+WATCH_ACTIONS = Metric(ACTIONS.name, "Actions taken on jobs, by kind, action and result.",
+                       ACTIONS.labels)
+# The watch mode counts due timers, which carry no kind.
+WATCH_OVERDUE = Metric(OVERDUE.name, "Jobs whose timer is due and not yet handled.")
+LATENESS = Metric(f"{PREFIX}lateness_seconds",
+                  "Seconds between the instant a job became due and the sweeper's decision to act.")
+TRACKED = Metric(f"{PREFIX}tracked_jobs", "Jobs with an armed timer.")
+WATCH_RESTARTS = Metric(f"{PREFIX}watch_restarts", "Watch streams reopened, by reason.",
+                        ("reason",))
+RELISTS = Metric(f"{PREFIX}watch_relists", "Lists after a 410 Gone (the view rebuilt).")
+CLOCK_OFFSET = Metric(f"{PREFIX}clock_offset_seconds",
+                      "The API server's clock minus the local clock, estimated from Date headers.",
+                      ("bound",))
+LEADER = Metric(f"{PREFIX}leader", "1 while this replica holds the Lease and may write.")
+RESYNCS = Metric(f"{PREFIX}resyncs", "Full passes run by --resync, by result.", ("result",))
+
+
+class WatchMetrics:
+    """The watch mode's metrics, in a registry of their own (not the process-wide default)."""
+
+    content_type = CONTENT_TYPE_LATEST
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        registry = self.registry
+
+        def counter(metric: Metric) -> PromCounter:
+            return PromCounter(metric.name, metric.help, metric.labels, registry=registry)
+
+        def gauge(metric: Metric) -> Gauge:
+            return Gauge(metric.name, metric.help, metric.labels, registry=registry)
+
+        self.actions = counter(WATCH_ACTIONS)
+        self.lateness = Histogram(LATENESS.name, LATENESS.help, buckets=LATENESS_BUCKETS,
+                                  registry=registry)
+        self.tracked = gauge(TRACKED)
+        self.overdue = gauge(WATCH_OVERDUE)
+        self.watch_restarts = counter(WATCH_RESTARTS)
+        self.relists = counter(RELISTS)
+        self.clock_offset = gauge(CLOCK_OFFSET)
+        self.leader = gauge(LEADER)
+        self.resyncs = counter(RESYNCS)
+
+    def render(self) -> bytes:
+        """The Prometheus text exposition of every metric.
+
+        Returns:
+            The body of ``/metrics``.
+        """
+        return generate_latest(self.registry)

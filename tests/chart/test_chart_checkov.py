@@ -32,6 +32,11 @@ VARIANTS = {
         "--set", "action=auto", "--set", f"image.digest={DIGEST}", "--set", "intervalSeconds=20",
     ],
     "dry-run": ["--set", "dryRun=true"],
+    "watch": ["--set", "mode=watch", "--set", f"image.digest={DIGEST}"],
+    "watch-fail-namespaced-monitored": [
+        "--set", "mode=watch", "--set", "action=fail", "--set", "namespaces={team-a}",
+        "--set", "watch.serviceMonitor.enabled=true",
+    ],
 }
 
 

@@ -19,7 +19,7 @@ from sweeper import __version__
 from sweeper.cli import Seams, command
 from sweeper.config import ClockMode, Config, DryRun, LogFormat, OutputFormat
 from sweeper.decide import ActionMode, PodsMode
-from sweeper.errors import ApiError, Gone, RequestRef
+from sweeper.errors import ApiError, ConfigError, Gone, RequestRef
 from sweeper.kinds import MPIJOB, PYTORCHJOB, TOUCHED_AT_ANNOTATION
 from sweeper.run import StopFlag
 from tests.cli_runner import runner
@@ -34,6 +34,11 @@ ALL_ENV = [
     "SWEEPER_LOG_LEVEL", "SWEEPER_REQUEST_TIMEOUT", "SWEEPER_TIMEOUT", "SWEEPER_PUSHGATEWAY",
     "SWEEPER_PUSHGATEWAY_JOB", "SWEEPER_ALL_NAMESPACES", "SWEEPER_EXCLUDE_NAMESPACE",
     "SWEEPER_EXPLAIN",
+    "SWEEPER_LOG_LEVEL", "SWEEPER_REQUEST_TIMEOUT", "SWEEPER_TIMEOUT", "SWEEPER_WATCH",
+    "SWEEPER_RESYNC", "SWEEPER_WATCH_TIMEOUT", "SWEEPER_LEADER_ELECT", "SWEEPER_LEASE_NAME",
+    "SWEEPER_LEASE_NAMESPACE", "SWEEPER_IDENTITY", "SWEEPER_LEASE_DURATION",
+    "SWEEPER_RENEW_DEADLINE", "SWEEPER_RETRY_PERIOD", "SWEEPER_HEALTH_ADDRESS",
+    "SWEEPER_HEALTH_PORT",
 ]
 
 
@@ -220,6 +225,17 @@ USAGE_ERRORS = [
     pytest.param(["--grace", "-1"], "invalid value for --grace", id="negative-grace"),
     pytest.param(["--page-size", "0"], "invalid value for --page-size", id="zero-page-size"),
     pytest.param(["--dry-run=maybe"], "is not one of client, server, none", id="bad-dry-run"),
+    pytest.param(["--watch", "--every", "10", "--for", "20"],
+                 "--watch runs continuously; it does not take --every/--for",
+                 id="watch-with-every"),
+    pytest.param(["--watch", "--lease-duration", "5", "--renew-deadline", "10"],
+                 "--lease-duration must be longer than --renew-deadline",
+                 id="lease-shorter-than-renewal"),
+    pytest.param(["--watch", "--renew-deadline", "2", "--retry-period", "2"],
+                 "--renew-deadline must be longer than 1.2 x --retry-period",
+                 id="renewal-within-jittered-retry"),
+    pytest.param(["--watch", "--lease-namespace", "Not_OK"], "invalid namespace name",
+                 id="bad-lease-namespace"),
 ]
 
 
@@ -420,3 +436,54 @@ def test_the_cli_does_not_import_the_kubernetes_client_until_a_run_starts() -> N
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     )
     assert probe.stdout.strip() == "[]"
+
+
+WATCH_FLAGS = [
+    ("watch-defaults", ["--watch"], {}, lambda w: (
+        w.resync, w.watch_timeout, w.leader_elect, w.lease_name, w.lease_namespace,
+        w.timing.lease_duration, w.timing.renew_deadline, w.timing.retry_period, w.health_port,
+    ) == (300.0, 90.0, True, "kubeflow-deadline-sweeper", None, 15.0, 10.0, 2.0, 8080)),
+    ("watch-env", [], {"SWEEPER_WATCH": "true"}, lambda w: w.leader_elect),
+    ("identity-default-is-unique", ["--watch"], {}, lambda w: "_" in w.identity),
+    ("watch-settings-env", ["--watch"], {
+        "SWEEPER_RESYNC": "60", "SWEEPER_WATCH_TIMEOUT": "30", "SWEEPER_LEADER_ELECT": "false",
+        "SWEEPER_LEASE_NAME": "l", "SWEEPER_LEASE_NAMESPACE": "ops", "SWEEPER_IDENTITY": "me",
+        "SWEEPER_LEASE_DURATION": "30", "SWEEPER_RENEW_DEADLINE": "20",
+        "SWEEPER_RETRY_PERIOD": "4", "SWEEPER_HEALTH_ADDRESS": "127.0.0.1",
+        "SWEEPER_HEALTH_PORT": "0",
+    }, lambda w: (
+        w.resync, w.watch_timeout, w.leader_elect, w.lease_name, w.lease_namespace, w.identity,
+        w.timing.lease_duration, w.timing.renew_deadline, w.timing.retry_period,
+        w.health_address, w.health_port,
+    ) == (60.0, 30.0, False, "l", "ops", "me", 30.0, 20.0, 4.0, "127.0.0.1", 0)),
+]
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "check"), [f[1:] for f in WATCH_FLAGS], ids=[f[0] for f in WATCH_FLAGS]
+)
+def test_watch_flags_and_their_twins_build_the_watch_settings(
+    args: list[str], env: dict[str, str], check: Any
+) -> None:
+    seen: list[Config] = []
+
+    def connect(config: Config, /, *, stop: StopFlag) -> FakeCluster:
+        seen.append(config)
+        raise ConfigError("stop here: the settings are what this test checks")
+
+    clean = dict.fromkeys([*ALL_ENV, "KUBECONFIG"])
+    result = runner().invoke(
+        command, list(args), obj=Seams(connect=connect), env={**clean, **env},
+        catch_exceptions=False,
+    )
+    assert result.exit_code == 2, result.output
+    (config,) = seen
+    assert config.watch is not None
+    assert check(config.watch)
+
+
+def test_without_watch_there_are_no_watch_settings(harness: Harness) -> None:
+    result = harness.invoke()
+    assert result.exit_code == 0
+    assert harness.config is not None
+    assert harness.config.watch is None

@@ -1,0 +1,132 @@
+"""Health endpoints of ``sweeper --watch``: ``/healthz``, ``/readyz`` and ``/metrics``.
+
+``/healthz`` says the process is alive (its main loop turned recently), ``/readyz`` that every
+watch completed its first list (its view of the jobs is whole), ``/metrics`` the Prometheus
+text format rendered by :mod:`sweeper.metrics`, which defines every ``deadline_sweeper_*``
+name (the Pushgateway push uses the same definitions).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Protocol
+
+log = logging.getLogger(__name__)
+
+# /healthz fails when the main loop has not turned for this long (it turns at least every
+# second, and a fire's requests are bounded by --request-timeout).
+STALE_LOOP_S = 120.0
+
+
+class Exposition(Protocol):
+    """What ``/metrics`` serves: :class:`sweeper.metrics.WatchMetrics`.
+
+    A protocol, not an import: sweeper.metrics (above this layer) stays the one module that
+    imports prometheus-client and defines the metric names.
+    """
+
+    content_type: str
+
+    def render(self) -> bytes:
+        """The body of ``/metrics``."""
+        ...
+
+
+class Health:
+    """What the probes report, updated by the watch loop's threads.
+
+    Args:
+        streams: How many watch streams must complete a first list before ``/readyz``.
+        monotonic: The clock of the liveness check.
+    """
+
+    def __init__(self, streams: int, monotonic: Callable[[], float] = time.monotonic) -> None:
+        self._monotonic = monotonic
+        self._lock = threading.Lock()
+        self._expected = streams
+        self._listed: set[object] = set()
+        self._beat = monotonic()
+
+    def expect(self, streams: int) -> None:
+        """Set the number of streams ``/readyz`` waits for (known after discovery).
+
+        Args:
+            streams: The number.
+        """
+        with self._lock:
+            self._expected = streams
+
+    def listed(self, stream: object) -> None:
+        """Record that a stream completed its first list.
+
+        Args:
+            stream: The stream's identity.
+        """
+        with self._lock:
+            self._listed.add(stream)
+
+    def beat(self) -> None:
+        """Record that the main loop turned."""
+        self._beat = self._monotonic()
+
+    @property
+    def ready(self) -> bool:
+        """Whether every watch completed its first list."""
+        with self._lock:
+            return len(self._listed) >= self._expected
+
+    @property
+    def alive(self) -> bool:
+        """Whether the main loop turned recently."""
+        return self._monotonic() - self._beat < STALE_LOOP_S
+
+
+def serve(address: str, port: int, health: Health, metrics: Exposition) -> ThreadingHTTPServer:
+    """Serve the probes and the metrics on a daemon thread.
+
+    Args:
+        address: The address to bind.
+        port: The port (0 picks a free one: ``server.server_address`` says which).
+        health: The probes' state.
+        metrics: The metrics.
+
+    Returns:
+        The running server (``shutdown()`` stops it).
+    """
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            path = self.path.split("?", 1)[0]
+            if path == "/metrics":
+                self._answer(HTTPStatus.OK, metrics.render(), metrics.content_type)
+            elif path == "/healthz":
+                self._probe(health.alive)
+            elif path == "/readyz":
+                self._probe(health.ready)
+            else:
+                self._answer(HTTPStatus.NOT_FOUND, b"not found\n", "text/plain")
+
+        def _probe(self, ok: bool) -> None:
+            status = HTTPStatus.OK if ok else HTTPStatus.SERVICE_UNAVAILABLE
+            self._answer(status, b"ok\n" if ok else b"not ready\n", "text/plain")
+
+        def _answer(self, status: HTTPStatus, body: bytes, content_type: str) -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: object) -> None:
+            log.debug("health: " + format, *args)
+
+    server = ThreadingHTTPServer((address, port), Handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, name="health", daemon=True)
+    thread.start()
+    return server
