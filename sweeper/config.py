@@ -264,6 +264,9 @@ class Config:
             raise ConfigError("--every and --for go together")
         if self.watch is not None and self.every is not None:
             raise ConfigError("--watch runs continuously; it does not take --every/--for")
+        if self.watch is not None and self.pushgateway is not None:
+            # A long-running process is scraped; pushing would leave a stale group behind.
+            raise ConfigError("--watch serves /metrics; it does not take --pushgateway")
         if self.every is None or self.for_seconds is None:
             return
         if self.every <= 0 or self.for_seconds <= 0:
