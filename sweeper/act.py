@@ -23,7 +23,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from sweeper.clock import format_rfc3339, format_seconds
+from sweeper.clock import format_rfc3339, human
 from sweeper.cluster import JSON, Cluster, RecordingCluster, ServedKind
 from sweeper.config import DryRun
 from sweeper.decide import (
@@ -481,7 +481,7 @@ _DONE = {None: Result.DONE, DryRun.SERVER: Result.DRY_RUN, DryRun.CLIENT: Result
 
 
 def _late(action: Action) -> str:
-    return "?" if action.seconds_overdue is None else format_seconds(action.seconds_overdue)
+    return "?" if action.seconds_overdue is None else human(action.seconds_overdue)
 
 
 def _served(job: Job) -> ServedKind:

@@ -20,10 +20,12 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
 
 import click
+import durationpy
 
 from sweeper import __version__, logs
 from sweeper.cluster import Cluster
 from sweeper.config import (
+    DEFAULT_PUSHGATEWAY_JOB,
     LOG_LEVELS,
     ClockMode,
     Config,
@@ -31,9 +33,11 @@ from sweeper.config import (
     LogFormat,
     OutputFormat,
     WatchSettings,
+    parse_reference,
 )
 from sweeper.decide import ActionMode, PodsMode, Policy
 from sweeper.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, ConfigError, SweeperError
+from sweeper.explain import run_explain
 from sweeper.kinds import lookup
 from sweeper.lease import Timing
 from sweeper.run import Connect, StopFlag, run
@@ -83,8 +87,114 @@ class DryRunChoice(click.ParamType):  # type: ignore[type-arg]
             self.fail(f"{value!r} is not one of client, server, none", param, ctx)
 
 
-def _seconds(*, positive: bool = False) -> click.FloatRange:
-    return click.FloatRange(min=0, min_open=positive)
+class Duration(click.ParamType):  # type: ignore[type-arg]
+    """A duration as kubectl takes one (``30s``, ``5m``, ``1h30m``, ``250ms``) or plain seconds.
+
+    Args:
+        positive: Zero is refused too.
+    """
+
+    name = "duration"
+
+    def __init__(self, *, positive: bool = False) -> None:
+        self.positive = positive
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> float:
+        """Turn the text into seconds.
+
+        Args:
+            value: ``30s``, ``1h``, ``90``...
+            param: The option.
+            ctx: The context.
+
+        Returns:
+            Seconds.
+        """
+        if isinstance(value, int | float):
+            seconds = float(value)
+        else:
+            text = str(value).strip()
+            try:
+                seconds = float(text)
+            except ValueError:
+                try:
+                    seconds = durationpy.from_str(text).total_seconds()
+                except durationpy.DurationError:
+                    self.fail(f"{value!r} is not a duration (e.g. 30s, 5m, 1h30m, or seconds)",
+                              param, ctx)
+        if seconds != seconds or seconds in (float("inf"), float("-inf")):  # noqa: PLR0124 - NaN
+            self.fail(f"{value!r} is not a finite duration", param, ctx)
+        if seconds < 0 or (self.positive and seconds == 0):
+            self.fail(f"{value!r} must be {'positive' if self.positive else 'zero or more'}",
+                      param, ctx)
+        return seconds
+
+
+def _seconds(*, positive: bool = False) -> Duration:
+    return Duration(positive=positive)
+
+
+AUTO = "auto"
+
+
+class UsageError(click.UsageError):
+    """A usage error worded like the program's own: ``sweeper: error: ...`` on one line."""
+
+    def show(self, file: Any = None) -> None:
+        """Print the one line (click's own shows the usage text and a hint first).
+
+        Args:
+            file: Where to (stderr by default).
+        """
+        click.echo(f"sweeper: error: {self.format_message()} (see sweeper --help)",
+                   file=file, err=True)
+
+
+class Command(click.Command):
+    """The ``sweeper`` command, whose usage errors read like every other error (exit 2)."""
+
+    def make_context(
+        self, info_name: str | None, args: list[str], parent: click.Context | None = None,
+        **extra: Any,
+    ) -> click.Context:
+        """Parse the arguments, rewording click's usage errors.
+
+        Args:
+            info_name: The program's name.
+            args: The arguments.
+            parent: The parent context.
+            **extra: click's settings.
+
+        Returns:
+            The context.
+
+        Raises:
+            UsageError: An option or a value is invalid.
+        """
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except UsageError:
+            raise
+        except click.BadParameter as error:
+            raise UsageError(_bad_value(error), error.ctx) from error
+        except click.UsageError as error:
+            raise UsageError(error.format_message(), error.ctx) from error
+
+
+def _bad_value(error: click.BadParameter) -> str:
+    # click's own wording names every environment variable of the option even when the value
+    # came from the command line; say where this one came from instead.
+    param, ctx = error.param, error.ctx
+    if param is None or ctx is None or param.name is None:
+        return error.format_message()
+    flag = max(param.opts, key=len)
+    origin = ""
+    if ctx.get_parameter_source(param.name) is click.core.ParameterSource.ENVIRONMENT:
+        names = [param.envvar] if isinstance(param.envvar, str) else list(param.envvar or ())
+        origin = f" (from {' or '.join(names)})"
+    return f"invalid value for {flag}{origin}: {error.message}"
 
 
 _Decorated = TypeVar("_Decorated", bound=Callable[..., Any])
@@ -97,6 +207,7 @@ def _option(
 
 
 @click.command(
+    cls=Command,
     name="sweeper",
     context_settings={
         "auto_envvar_prefix": "SWEEPER",
@@ -110,13 +221,17 @@ def _option(
 @_option("--context", env="SWEEPER_CONTEXT", metavar="NAME", help="Kubeconfig context to use.")
 @_option("-n", "--namespace", "namespaces", env="SWEEPER_NAMESPACE", multiple=True, metavar="NS",
          help="Only this namespace (repeatable; default: all namespaces, never listed).")
+@_option("-A", "--all-namespaces", env="SWEEPER_ALL_NAMESPACES", is_flag=True,
+         help="Every namespace: the default, spelled out as kubectl does (not with -n).")
+@_option("--exclude-namespace", "exclude_namespaces", env="SWEEPER_EXCLUDE_NAMESPACE",
+         multiple=True, metavar="NS", help="Leave this namespace's jobs alone (repeatable).")
 @_option("--kind", "kinds", env="SWEEPER_KIND", multiple=True, metavar="KIND",
          help="Only this kind, e.g. PyTorchJob or pytorchjobs (repeatable; default: all).")
 @_option("-l", "--selector", env="SWEEPER_SELECTOR", metavar="SEL",
          help="Label selector the jobs must match.")
 @_option("--page-size", env="SWEEPER_PAGE_SIZE", type=click.IntRange(min=1), default=500,
          help="Jobs per list request.")
-@_option("--grace", env="SWEEPER_GRACE", type=_seconds(), default=0.0, metavar="SECONDS",
+@_option("--grace", env="SWEEPER_GRACE", type=_seconds(), default="0s", metavar="DURATION",
          help="Tolerance past the deadline before acting.")
 @_option("--clock", env="SWEEPER_CLOCK", type=click.Choice([m.value for m in ClockMode],
          case_sensitive=False), default=ClockMode.SERVER.value,
@@ -124,44 +239,55 @@ def _option(
 @_option("--action", env="SWEEPER_ACTION", type=click.Choice([m.value for m in ActionMode],
          case_sensitive=False), default=ActionMode.TOUCH.value,
          help="touch: annotate so the operator fails it; fail: fail it as the operator would; "
-              "auto: touch, then fail if still running --escalate-after seconds later.")
+              "auto: touch, then fail if still running --escalate-after later.")
 @_option("--terminate-pods", env="SWEEPER_TERMINATE_PODS",
          type=click.Choice([m.value for m in PodsMode], case_sensitive=False),
          default=PodsMode.ACTIVE.value,
          help="Pods of a failed job to delete: active (Running, Pending), all, or policy (the "
               "job's cleanPodPolicy).")
-@_option("--escalate-after", env="SWEEPER_ESCALATE_AFTER", type=_seconds(), default=120.0,
-         metavar="SECONDS", help="Seconds after the sweeper's touch before auto fails a job "
+@_option("--escalate-after", env="SWEEPER_ESCALATE_AFTER", type=_seconds(), default="2m",
+         metavar="DURATION", help="Time after the sweeper's touch before auto fails a job "
                                  "(and before touch touches it again).")
 @_option("--max-actions", env="SWEEPER_MAX_ACTIONS", type=click.IntRange(min=0), default=None,
          metavar="N", show_default="unlimited",
          help="Act on at most N jobs per pass (most overdue first).")
 @_option("--every", env="SWEEPER_EVERY", type=_seconds(positive=True), default=None,
-         metavar="SECONDS", help="Start a pass every SECONDS (needs --for).")
+         metavar="DURATION", help="Start a pass every DURATION (needs --for).")
 @_option("--for", "for_seconds", env="SWEEPER_FOR", type=_seconds(positive=True), default=None,
-         metavar="SECONDS", help="Start passes during SECONDS (needs --every).")
+         metavar="DURATION", help="Start passes during DURATION (needs --every).")
 @_option("--dry-run", env="SWEEPER_DRY_RUN", type=DryRunChoice(), is_flag=False,
          flag_value="client", default=None,
          help="Plan and report, write nothing (client), or send writes with dryRun=All "
               "(server). Bare --dry-run means client.")
 @_option("-o", "--output", env="SWEEPER_OUTPUT", type=click.Choice([f.value for f in OutputFormat],
-         case_sensitive=False), default=OutputFormat.TEXT.value, help="Report format on stdout.")
+         case_sensitive=False), default=OutputFormat.TEXT.value,
+         help="Report on stdout: text (actions, errors, skips counted by reason), wide (text "
+              "with every job), json (one document per pass).")
 @_option("--log-format", env="SWEEPER_LOG_FORMAT", type=click.Choice(
-         [f.value for f in LogFormat], case_sensitive=False), default=LogFormat.JSON.value,
-         help="Log format on stderr.")
+         [AUTO, *(f.value for f in LogFormat)], case_sensitive=False), default=AUTO,
+         help="Log format on stderr; auto: text on a terminal, JSON otherwise.")
 @_option("--log-level", env="SWEEPER_LOG_LEVEL", type=click.Choice(LOG_LEVELS,
          case_sensitive=False), default="INFO", help="Log level.")
 @_option("--request-timeout", env="SWEEPER_REQUEST_TIMEOUT", type=_seconds(positive=True),
-         default=10.0, metavar="SECONDS", help="Timeout of each HTTP request.")
-@_option("--timeout", env="SWEEPER_TIMEOUT", type=_seconds(positive=True), default=45.0,
-         metavar="SECONDS", help="Bound on the whole run (exit 5 when reached).")
+         default="10s", metavar="DURATION", help="Timeout of each HTTP request.")
+@_option("--timeout", env="SWEEPER_TIMEOUT", type=_seconds(positive=True), default="45s",
+         metavar="DURATION", help="Bound on the whole run (exit 5 when reached).")
+@_option("--pushgateway", env="SWEEPER_PUSHGATEWAY", metavar="URL",
+         help="Push the run's deadline_sweeper_* metrics to this Prometheus Pushgateway when "
+              "it ends (a failed push is logged; the exit code stays).")
+@_option("--pushgateway-job", env="SWEEPER_PUSHGATEWAY_JOB", default=DEFAULT_PUSHGATEWAY_JOB,
+         metavar="NAME", help="The job label (grouping key) of the pushed metrics: one per "
+                              "sweeper sharing a Pushgateway.")
+@_option("--explain", env="SWEEPER_EXPLAIN", metavar="NAMESPACE/NAME",
+         help="Print, for one job, every rule of the decision in order with the value it saw "
+              "and its outcome, then exit (writes nothing).")
 @_option("--watch", "watch", env="SWEEPER_WATCH", is_flag=True, default=False,
          help="Run continuously: watch the jobs and act on each the moment it is due "
               "(a Deployment; see README 'Choosing a mode').")
-@_option("--resync", env="SWEEPER_RESYNC", type=_seconds(positive=True), default=300.0,
-         metavar="SECONDS", help="--watch: seconds between full passes (a safety net).")
+@_option("--resync", env="SWEEPER_RESYNC", type=_seconds(positive=True), default="5m",
+         metavar="DURATION", help="--watch: time between full passes (a safety net).")
 @_option("--watch-timeout", env="SWEEPER_WATCH_TIMEOUT", type=_seconds(positive=True),
-         default=90.0, metavar="SECONDS",
+         default="90s", metavar="DURATION",
          help="--watch: reopen a watch stream silent for this long (bookmarks come every minute).")
 @_option("--leader-elect/--no-leader-elect", env="SWEEPER_LEADER_ELECT", default=True,
          help="--watch: hold a coordination.k8s.io Lease before writing (run 2 replicas).")
@@ -173,13 +299,13 @@ def _option(
 @_option("--identity", env="SWEEPER_IDENTITY", default=None, metavar="ID",
          show_default="hostname_random", help="--watch: this replica's Lease holder identity.")
 @_option("--lease-duration", env="SWEEPER_LEASE_DURATION", type=_seconds(positive=True),
-         default=15.0, metavar="SECONDS",
-         help="--watch: seconds a Lease unrenewed is waited for before a takeover.")
+         default="15s", metavar="DURATION",
+         help="--watch: how long a Lease unrenewed is waited for before a takeover.")
 @_option("--renew-deadline", env="SWEEPER_RENEW_DEADLINE", type=_seconds(positive=True),
-         default=10.0, metavar="SECONDS",
+         default="10s", metavar="DURATION",
          help="--watch: the leader stops writing and exits if it cannot renew within this.")
 @_option("--retry-period", env="SWEEPER_RETRY_PERIOD", type=_seconds(positive=True),
-         default=2.0, metavar="SECONDS", help="--watch: seconds between Lease attempts.")
+         default="2s", metavar="DURATION", help="--watch: time between Lease attempts.")
 @_option("--health-address", env="SWEEPER_HEALTH_ADDRESS", default="0.0.0.0",  # noqa: S104 - probes
          metavar="ADDR", help="--watch: address of /healthz, /readyz and /metrics.")
 @_option("--health-port", env="SWEEPER_HEALTH_PORT", type=click.IntRange(0, 65535),
@@ -200,8 +326,10 @@ def command(ctx: click.Context, /, **options: Any) -> None:
         _fail(error)
     logs.configure(config.log_format, config.log_level)
     try:
-        if config.watch is not None:
-            from sweeper.watch import watch  # noqa: PLC0415 - prometheus-client only for --watch
+        if config.explain is not None:
+            code = run_explain(config, connect, sys.stdout)
+        elif config.watch is not None:
+            from sweeper.watch import watch  # noqa: PLC0415 - the watch machinery only for --watch
 
             code = watch(config, connect, sys.stdout)  # type: ignore[arg-type]  # kube's connect serves both
         else:
@@ -244,10 +372,17 @@ def build_config(options: dict[str, Any]) -> Config:
         kinds = tuple(dict.fromkeys(lookup(kind) for kind in options["kinds"]))
     except KeyError as error:
         raise ConfigError(f"{error.args[0]} (--kind)") from error
+    if options["all_namespaces"] and options["namespaces"]:
+        raise ConfigError("-A/--all-namespaces and -n/--namespace contradict each other")
+    log_format = options["log_format"].lower()
+    if log_format == AUTO:
+        # kubectl's habit: people at a terminal read text, log collectors parse JSON.
+        log_format = LogFormat.TEXT if stderr_is_tty() else LogFormat.JSON
     return Config(
         kubeconfig=options["kubeconfig"] or None,
         context=options["context"] or None,
         namespaces=tuple(dict.fromkeys(options["namespaces"])),
+        exclude_namespaces=tuple(dict.fromkeys(options["exclude_namespaces"])),
         kinds=kinds,
         selector=options["selector"] or None,
         page_size=options["page_size"],
@@ -263,10 +398,13 @@ def build_config(options: dict[str, Any]) -> Config:
         for_seconds=options["for_seconds"],
         dry_run=options["dry_run"],
         output=OutputFormat(options["output"].lower()),
-        log_format=LogFormat(options["log_format"].lower()),
+        log_format=LogFormat(log_format),
         log_level=options["log_level"].upper(),
         request_timeout=options["request_timeout"],
         timeout=options["timeout"],
+        pushgateway=options["pushgateway"] or None,
+        pushgateway_job=options["pushgateway_job"],
+        explain=parse_reference(options["explain"]) if options["explain"] else None,
         watch=_watch_settings(options) if options.get("watch") else None,
     )
 
@@ -288,6 +426,18 @@ def _watch_settings(options: dict[str, Any]) -> WatchSettings:
         health_address=options["health_address"],
         health_port=options["health_port"],
     )
+
+
+def stderr_is_tty() -> bool:
+    """Whether a person is likely reading stderr.
+
+    Returns:
+        True when stderr is a terminal.
+    """
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError):  # replaced or closed stream
+        return False
 
 
 def main() -> None:

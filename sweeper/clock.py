@@ -60,15 +60,6 @@ def parse_rfc3339(value: object) -> datetime | None:
     return parsed.astimezone(UTC)
 
 
-def format_seconds(value: float) -> str:
-    """Render seconds in a message: whole ones as ``90s``, others to a tenth (``12.5s``).
-
-    The table's ``OVERDUE BY`` column uses :func:`sweeper.report.duration` instead: hours and
-    minutes read better in a column than in a sentence.
-    """
-    return f"{value:.0f}s" if float(value).is_integer() else f"{value:.1f}s"
-
-
 def format_rfc3339(moment: datetime) -> str:
     """Format a time as the operator (``metav1.Time``) does: UTC, whole seconds, ``Z``.
 
@@ -79,3 +70,33 @@ def format_rfc3339(moment: datetime) -> str:
         For example ``2024-01-02T03:04:05Z``.
     """
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def human(seconds: float | None) -> str:
+    """Render signed seconds for a person, to two units (``45s``, ``5m03s``, ``1h02m``, ``2d03h``).
+
+    JSON keeps exact seconds; text reports, log messages and explanations use this.
+
+    Args:
+        seconds: Seconds, or ``None``.
+
+    Returns:
+        The text, ``-`` for ``None``. Below ten seconds a fraction keeps one decimal (``0.4s``).
+    """
+    if seconds is None:
+        return "-"
+    sign = "-" if seconds < 0 else ""
+    value = abs(seconds)
+    if value < 10 and not float(value).is_integer():  # noqa: PLR2004 - sub-10 s keep a decimal
+        return f"{sign}{value:.1f}s"
+    whole = int(value)
+    days, rest = divmod(whole, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{sign}{days}d{hours:02d}h"
+    if hours:
+        return f"{sign}{hours}h{minutes:02d}m"
+    if minutes:
+        return f"{sign}{minutes}m{secs:02d}s"
+    return f"{sign}{secs}s"

@@ -70,7 +70,13 @@ class Cluster(Protocol):
     Writes take ``dry_run``: ``True`` sends them with ``dryRun=All`` (``--dry-run=server``).
     With ``--dry-run`` (client) the executor talks to a :class:`RecordingCluster`, whose writes
     never reach this interface.
+
+    Attributes:
+        endpoint: Which server and kubeconfig context this is, as errors name them
+            (``server https://10.0.0.1:6443, context "prod"``).
     """
+
+    endpoint: str
 
     def discover(self) -> Discovery:
         """Find which Kubeflow job kinds (and versions) the cluster serves."""
@@ -233,6 +239,7 @@ class RecordingCluster:
 
     def __init__(self, cluster: Cluster) -> None:
         self._cluster = cluster
+        self.endpoint = cluster.endpoint
         self.writes: list[Write] = []
 
     def discover(self) -> Discovery:

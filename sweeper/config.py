@@ -8,6 +8,7 @@ with one line naming the offending option.
 from __future__ import annotations
 
 import re
+import urllib.parse
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -35,6 +36,7 @@ class OutputFormat(StrEnum):
     """``--output``: the report's format on stdout."""
 
     TEXT = "text"
+    WIDE = "wide"  # text, with a row for every job, skipped ones included
     JSON = "json"
 
 
@@ -72,6 +74,48 @@ def check_selector(selector: str) -> None:
     """
     if not _SELECTOR.fullmatch(selector):
         raise ConfigError(f"invalid label selector {selector!r} (--selector)")
+
+
+DEFAULT_PUSHGATEWAY_JOB = "kubeflow-deadline-sweeper"
+_OBJECT_NAME = re.compile(r"[a-z0-9](?:[-a-z0-9.]{0,251}[a-z0-9])?")
+
+
+def parse_reference(text: str) -> tuple[str, str]:
+    """Read a job reference as kubectl users write one: ``NAMESPACE/NAME``.
+
+    Args:
+        text: For example ``team-a/train``.
+
+    Returns:
+        ``(namespace, name)``.
+
+    Raises:
+        ConfigError: Not two valid names separated by one slash.
+    """
+    namespace, slash, name = text.strip().partition("/")
+    if not slash or not _NAMESPACE.fullmatch(namespace) or not _OBJECT_NAME.fullmatch(name):
+        raise ConfigError(f"expected NAMESPACE/NAME, got {text!r} (--explain)")
+    return namespace, name
+
+
+def check_url(url: str) -> None:
+    """Check a Pushgateway URL before the run rather than after its work is done.
+
+    Args:
+        url: For example ``http://pushgateway.monitoring:9091``.
+
+    Raises:
+        ConfigError: Not an http(s) URL with a host.
+    """
+    try:
+        parts = urllib.parse.urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError on a bad port
+    except ValueError as error:
+        raise ConfigError(f"invalid URL {url!r} (--pushgateway): {error}") from error
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(
+            f"invalid URL {url!r} (--pushgateway): expected http(s)://HOST[:PORT][/PATH]"
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +174,7 @@ class Config:
         kubeconfig: ``--kubeconfig`` (or ``KUBECONFIG``), a path or a ``:``-separated list.
         context: ``--context``.
         namespaces: ``--namespace``, empty for all namespaces.
+        exclude_namespaces: ``--exclude-namespace``: jobs there are dropped from the listing.
         kinds: ``--kind``, empty for every kind.
         selector: ``--selector``.
         page_size: ``--page-size``.
@@ -142,6 +187,10 @@ class Config:
         log_format: ``--log-format``.
         log_level: ``--log-level``.
         request_timeout: ``--request-timeout``, seconds per HTTP request.
+        timeout: ``--timeout``, seconds for the whole run.
+        pushgateway: ``--pushgateway``, the URL metrics are pushed to; ``None`` to push none.
+        pushgateway_job: ``--pushgateway-job``, the job label of the pushed group.
+        explain: ``--explain``, the (namespace, name) of the job to explain instead of a run.
         timeout: ``--timeout``, seconds for the whole run (a pass's, in watch mode).
         watch: The ``--watch`` settings; ``None`` for the one-shot (CronJob) mode.
     """
@@ -149,6 +198,7 @@ class Config:
     kubeconfig: str | None = None
     context: str | None = None
     namespaces: tuple[str, ...] = ()
+    exclude_namespaces: tuple[str, ...] = ()
     kinds: tuple[Kind, ...] = ()
     selector: str | None = None
     page_size: int = 500
@@ -162,6 +212,9 @@ class Config:
     log_level: str = "INFO"
     request_timeout: float = 10.0
     timeout: float = 45.0
+    pushgateway: str | None = None
+    pushgateway_job: str = DEFAULT_PUSHGATEWAY_JOB
+    explain: tuple[str, str] | None = None
     watch: WatchSettings | None = None
 
     def __post_init__(self) -> None:
@@ -184,18 +237,36 @@ class Config:
             raise ConfigError("--timeout must be positive")
         if self.log_level not in LOG_LEVELS:
             raise ConfigError(f"--log-level must be one of {', '.join(LOG_LEVELS)}")
-        for namespace in self.namespaces:
-            if not _NAMESPACE.fullmatch(namespace):
-                raise ConfigError(f"invalid namespace name {namespace!r} (--namespace)")
+        self._check_namespaces()
         if self.selector is not None:
             check_selector(self.selector)
         self._check_repetition()
+        if self.pushgateway is not None:
+            check_url(self.pushgateway)
+        if not self.pushgateway_job:
+            raise ConfigError("--pushgateway-job must not be empty")
+
+    def _check_namespaces(self) -> None:
+        for namespace in self.namespaces:
+            if not _NAMESPACE.fullmatch(namespace):
+                raise ConfigError(f"invalid namespace name {namespace!r} (--namespace)")
+        for namespace in self.exclude_namespaces:
+            if not _NAMESPACE.fullmatch(namespace):
+                raise ConfigError(f"invalid namespace name {namespace!r} (--exclude-namespace)")
+            if namespace in self.namespaces:
+                raise ConfigError(
+                    f"namespace {namespace!r} is both included (-n) and excluded "
+                    "(--exclude-namespace)"
+                )
 
     def _check_repetition(self) -> None:
         if (self.every is None) != (self.for_seconds is None):
             raise ConfigError("--every and --for go together")
         if self.watch is not None and self.every is not None:
             raise ConfigError("--watch runs continuously; it does not take --every/--for")
+        if self.watch is not None and self.pushgateway is not None:
+            # A long-running process is scraped; pushing would leave a stale group behind.
+            raise ConfigError("--watch serves /metrics; it does not take --pushgateway")
         if self.every is None or self.for_seconds is None:
             return
         if self.every <= 0 or self.for_seconds <= 0:

@@ -10,14 +10,14 @@ deadline").
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 
-from sweeper.clock import format_seconds
+from sweeper.clock import human
 from sweeper.jobs import Job, Owned
-from sweeper.kinds import TRAINING_OPERATOR
+from sweeper.kinds import EXCLUDE_ANNOTATION, TRAINING_OPERATOR
 
 
 class ActionMode(StrEnum):
@@ -208,51 +208,214 @@ def _cap(entries: list[Entry], limit: int) -> list[Entry]:
     return capped
 
 
-def judge(job: Job, now: datetime, policy: Policy) -> Entry:  # noqa: PLR0911 - one exit per rule
-    """Decide for one job. Pure; the rules apply in the order the operator checks them."""
-    if job.malformed is not None:
-        return Skip(job, SkipReason.MALFORMED, None, job.malformed)
+def judge(job: Job, now: datetime, policy: Policy) -> Entry:
+    """Decide for one job. Pure; the rules apply in the order the operator checks them.
+
+    The rules are :data:`RULES`, applied in order; the first one that decides wins. ``sweeper
+    --explain`` walks the same table (:func:`explain`).
+    """
+    overdue = _overdue_seconds(job, now)
+    for rule in RULES:
+        entry = rule.decide(job, now, policy, overdue)
+        if entry is not None:
+            return entry
+    return _due(job, now, policy, overdue)
+
+
+def _overdue_seconds(job: Job, now: datetime) -> float | None:
     deadline = job.deadline
-    overdue = None if deadline is None else round((now - deadline).total_seconds(), 3)
-    if job.operator_enforced:
-        return Skip(
-            job, SkipReason.OPERATOR_ENFORCED, overdue,
-            f"{job.kind.name} {job.version} is enforced by mpi-operator",
-        )
-    if job.deleting:
-        return Skip(job, SkipReason.BEING_DELETED, overdue)
-    if job.excluded:
-        return Skip(job, SkipReason.OPTED_OUT, overdue)
-    if (
+    return None if deadline is None else round((now - deadline).total_seconds(), 3)
+
+
+Decider = Callable[[Job, datetime, Policy, "float | None"], "Entry | None"]
+Seer = Callable[[Job, datetime, Policy, "float | None"], str]
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """One rule of the decision.
+
+    Attributes:
+        name: Its name: the skip reason it gives, or ``overdue`` for the last one.
+        seen: What the rule looks at, rendered for ``--explain`` (never raises).
+        decide: The entry when the rule decides, ``None`` to let the job through.
+    """
+
+    name: str
+    seen: Seer
+    decide: Decider
+
+
+def _skip_if(
+    test: Callable[[Job], bool], reason: SkipReason, detail: Callable[[Job], str] | None = None,
+    *, with_overdue: bool = True,
+) -> Decider:
+    def decide(job: Job, _now: datetime, _policy: Policy, overdue: float | None) -> Entry | None:
+        if not test(job):
+            return None
+        return Skip(job, reason, overdue if with_overdue else None,
+                    detail(job) if detail else "")
+
+    return decide
+
+
+def _managed_elsewhere(job: Job) -> bool:
+    return (
         job.kind.checks_managed_by
         and job.managed_by is not None
         and job.managed_by != TRAINING_OPERATOR
-    ):
-        return Skip(job, SkipReason.MANAGED_ELSEWHERE, overdue, job.managed_by)
-    if job.finished is not None:
-        return _finished(job, policy, overdue)
-    if job.suspended:
-        return Skip(job, SkipReason.SUSPENDED, overdue)
-    if job.suspended_condition:
-        # Resumed (e.g. re-admitted by Kueue) but not reconciled yet: the operator flips
-        # Suspended to False and resets startTime to now before its deadline check, so the
-        # startTime read here is stale and the job is not overdue.
-        return Skip(
-            job, SkipReason.RESUMING, None,
-            "Suspended=True but suspend is not set: the operator restarts its clock on resume",
-        )
-    if job.deadline_seconds is None:
-        return Skip(job, SkipReason.NO_DEADLINE)
-    if deadline is None or overdue is None:
-        return Skip(job, SkipReason.NOT_STARTED)
+    )
+
+
+def _decide_finished(
+    job: Job, _now: datetime, policy: Policy, overdue: float | None
+) -> Entry | None:
+    return None if job.finished is None else _finished(job, policy, overdue)
+
+
+def _decide_not_started(
+    job: Job, _now: datetime, _policy: Policy, overdue: float | None
+) -> Entry | None:
+    return Skip(job, SkipReason.NOT_STARTED) if job.deadline is None or overdue is None else None
+
+
+def _decide_not_yet_due(
+    job: Job, now: datetime, policy: Policy, overdue: float | None
+) -> Entry | None:
+    deadline = job.deadline
+    if deadline is None:
+        return None
     late = now - deadline
     grace = timedelta(seconds=policy.grace)
     if late < grace:
         left = (grace - late).total_seconds()
-        return Skip(job, SkipReason.NOT_YET_DUE, overdue, f"due in {format_seconds(left)}")
+        return Skip(job, SkipReason.NOT_YET_DUE, overdue, f"due in {human(left)}")
+    return None
+
+
+def _due(job: Job, now: datetime, policy: Policy, overdue: float | None) -> Entry:
+    # Reached only by a started job with a deadline (the rules before let nothing else by).
+    deadline = job.deadline
+    if deadline is None or overdue is None:
+        return Skip(job, SkipReason.NOT_STARTED)
     return _overdue(job, now, deadline, policy, overdue)
 
 
+def _stamp(moment: datetime | None) -> str:
+    return "unset" if moment is None else moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _seen_finished(job: Job, *_: object) -> str:
+    if job.finished is None:
+        return "no Succeeded or Failed condition"
+    seen = f"condition {job.finished}=True"
+    if job.failed_by_deadline:
+        who = "sweeper" if job.failed_by_sweeper else "operator"
+        seen += f", failed by its deadline by the {who}"
+    return seen
+
+
+def _seen_deadline(job: Job, now: datetime, policy: Policy, overdue: float | None) -> str:
+    if job.deadline is None or overdue is None:
+        return "no deadline instant"
+    when = f"{human(overdue)} ago" if overdue >= 0 else f"in {human(-overdue)}"
+    return f"deadline {_stamp(job.deadline)} ({when}), grace {human(policy.grace)}"
+
+
+def _seen_touch(job: Job, now: datetime, policy: Policy, overdue: float | None) -> str:
+    touched = "never touched" if job.touched_at is None else f"touched at {_stamp(job.touched_at)}"
+    escalate = human(policy.escalate_after)
+    return f"--action {policy.action.value}, {touched}, escalate after {escalate}"
+
+
+RULES: tuple[Rule, ...] = (
+    Rule(SkipReason.MALFORMED.value,
+         lambda job, *_: f"unreadable {job.malformed}" if job.malformed else "every field readable",
+         _skip_if(lambda job: job.malformed is not None, SkipReason.MALFORMED,
+                  lambda job: job.malformed or "", with_overdue=False)),
+    Rule(SkipReason.OPERATOR_ENFORCED.value,
+         lambda job, *_: f"apiVersion kubeflow.org/{job.version}",
+         _skip_if(lambda job: job.operator_enforced, SkipReason.OPERATOR_ENFORCED,
+                  lambda job: f"{job.kind.name} {job.version} is enforced by mpi-operator")),
+    Rule(SkipReason.BEING_DELETED.value,
+         lambda job, *_: "deletionTimestamp set" if job.deleting else "no deletionTimestamp",
+         _skip_if(lambda job: job.deleting, SkipReason.BEING_DELETED)),
+    Rule(SkipReason.OPTED_OUT.value,
+         lambda job, *_: f"{EXCLUDE_ANNOTATION}: {'true' if job.excluded else 'not true'}",
+         _skip_if(lambda job: job.excluded, SkipReason.OPTED_OUT)),
+    Rule(SkipReason.MANAGED_ELSEWHERE.value,
+         lambda job, *_: f"managedBy {job.managed_by or 'unset'}"
+                         + ("" if job.kind.checks_managed_by else " (not used by this kind)"),
+         _skip_if(_managed_elsewhere, SkipReason.MANAGED_ELSEWHERE,
+                  lambda job: job.managed_by or "")),
+    Rule(SkipReason.FINISHED.value, _seen_finished, _decide_finished),
+    Rule(SkipReason.SUSPENDED.value,
+         lambda job, *_: f"suspend {'true' if job.suspended else 'false'}",
+         _skip_if(lambda job: job.suspended, SkipReason.SUSPENDED)),
+    Rule(SkipReason.RESUMING.value,
+         lambda job, *_: "condition Suspended=True" if job.suspended_condition
+         else "no Suspended=True condition",
+         # Resumed (e.g. re-admitted by Kueue) but not reconciled yet: the operator flips
+         # Suspended to False and resets startTime to now before its deadline check, so the
+         # startTime read here is stale and the job is not overdue.
+         _skip_if(lambda job: job.suspended_condition, SkipReason.RESUMING,
+                  lambda _job: "Suspended=True but suspend is not set: the operator restarts "
+                               "its clock on resume", with_overdue=False)),
+    Rule(SkipReason.NO_DEADLINE.value,
+         lambda job, *_: "activeDeadlineSeconds unset" if job.deadline_seconds is None
+         else f"activeDeadlineSeconds {job.deadline_seconds} ({human(job.deadline_seconds)})",
+         _skip_if(lambda job: job.deadline_seconds is None, SkipReason.NO_DEADLINE,
+                  with_overdue=False)),
+    Rule(SkipReason.NOT_STARTED.value,
+         lambda job, *_: f"startTime {_stamp(job.start_time)}", _decide_not_started),
+    Rule(SkipReason.NOT_YET_DUE.value, _seen_deadline, _decide_not_yet_due),
+)
+# The last rule, after RULES: the job is overdue; touch, fail or wait for the escalation.
+DUE = Rule("overdue", _seen_touch, _due)
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One rule as ``--explain`` shows it.
+
+    Attributes:
+        rule: The rule's name.
+        seen: What it looked at.
+        entry: What it decided; ``None`` when it let the job through or was not reached.
+        reached: Whether an earlier rule had already decided.
+    """
+
+    rule: str
+    seen: str
+    entry: Entry | None
+    reached: bool
+
+
+def explain(job: Job, now: datetime, policy: Policy) -> tuple[tuple[Step, ...], Entry]:
+    """Walk every rule in order for one job, as :func:`judge` does, keeping what each saw. Pure.
+
+    Rules after the deciding one are not evaluated (their premises may not hold), only shown.
+
+    Args:
+        job: The job.
+        now: The instant.
+        policy: The knobs (``--max-actions`` does not apply to one job alone).
+
+    Returns:
+        The steps, and the entry :func:`judge` returns.
+    """
+    overdue = _overdue_seconds(job, now)
+    steps: list[Step] = []
+    decided: Entry | None = None
+    for rule in (*RULES, DUE):
+        seen = rule.seen(job, now, policy, overdue)
+        if decided is not None:
+            steps.append(Step(rule.name, seen, None, reached=False))
+            continue
+        decided = rule.decide(job, now, policy, overdue)
+        steps.append(Step(rule.name, seen, decided, reached=True))
+    assert decided is not None  # noqa: S101 - DUE always decides
+    return tuple(steps), decided
 # The instant of a job that is due whatever the time (pods of a job already failed by its
 # deadline): before every other instant.
 ALWAYS = datetime.min.replace(tzinfo=UTC)
@@ -362,7 +525,7 @@ def _finished(job: Job, policy: Policy, overdue: float | None) -> Entry:
 def _overdue(
     job: Job, now: datetime, deadline: datetime, policy: Policy, overdue: float
 ) -> Entry:
-    late = f"{format_seconds(overdue)} past its deadline"
+    late = f"{human(overdue)} past its deadline"
     if policy.action is ActionMode.FAIL:
         return Action(job, ActionKind.FAIL, Why.OVERDUE, overdue, late)
     # A touch from before this deadline (before a suspend/resume reset startTime) is stale.
@@ -375,28 +538,27 @@ def _overdue(
         if past_grace >= policy.escalate_after:
             return Action(
                 job, ActionKind.FAIL, Why.ESCALATED, overdue,
-                f"{late}, not failed {format_seconds(past_grace)} past its deadline and grace",
+                f"{late}, not failed {human(past_grace)} past its deadline and grace",
             )
         if since is not None and since >= policy.escalate_after:
             return Action(
                 job, ActionKind.FAIL, Why.ESCALATED, overdue,
-                f"{late}, still running {format_seconds(since)} after the sweeper's touch",
+                f"{late}, still running {human(since)} after the sweeper's touch",
             )
     if since is None:
         return Action(job, ActionKind.TOUCH, Why.OVERDUE, overdue, late)
     if since >= policy.escalate_after:
         return Action(
             job, ActionKind.TOUCH, Why.RETOUCH, overdue,
-            f"{late}, still running {format_seconds(since)} after the sweeper's touch",
+            f"{late}, still running {human(since)} after the sweeper's touch",
         )
     if policy.action is ActionMode.AUTO:
         left = min(policy.escalate_after - since, policy.escalate_after - (overdue - policy.grace))
-        follow_up = f"fails in {format_seconds(left)}"
+        follow_up = f"fails in {human(left)}"
     else:
-        follow_up = f"touches again in {format_seconds(policy.escalate_after - since)}"
+        follow_up = f"touches again in {human(policy.escalate_after - since)}"
     return Skip(
-        job, SkipReason.RECENTLY_TOUCHED, overdue,
-        f"touched {format_seconds(since)} ago; {follow_up}",
+        job, SkipReason.RECENTLY_TOUCHED, overdue, f"touched {human(since)} ago; {follow_up}"
     )
 
 

@@ -1,9 +1,9 @@
-"""Health and metrics of ``sweeper --watch``: the only module that imports prometheus-client.
+"""Health endpoints of ``sweeper --watch``: ``/healthz``, ``/readyz`` and ``/metrics``.
 
 ``/healthz`` says the process is alive (its main loop turned recently), ``/readyz`` that every
 watch completed its first list (its view of the jobs is whole), ``/metrics`` the Prometheus
-text format. Metric names share the ``deadline_sweeper_`` prefix of the CronJob mode's; no
-label carries a job's name (their number is bounded by kinds, actions and results).
+text format rendered by :mod:`sweeper.metrics`, which defines every ``deadline_sweeper_*``
+name (the Pushgateway push uses the same definitions).
 """
 
 from __future__ import annotations
@@ -14,71 +14,27 @@ import time
 from collections.abc import Callable
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from typing import Protocol
 
 log = logging.getLogger(__name__)
 
-PREFIX = "deadline_sweeper"
-# Enforcement lateness: the point of the watch mode is the sub-second buckets.
-LATENESS_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
 # /healthz fails when the main loop has not turned for this long (it turns at least every
 # second, and a fire's requests are bounded by --request-timeout).
 STALE_LOOP_S = 120.0
 
 
-class Metrics:
-    """The watch mode's metrics, in a registry of their own (not the process-wide default)."""
+class Exposition(Protocol):
+    """What ``/metrics`` serves: :class:`sweeper.metrics.WatchMetrics`.
 
-    def __init__(self) -> None:
-        self.registry = CollectorRegistry(auto_describe=True)
-        registry = self.registry
-        self.actions = Counter(
-            f"{PREFIX}_actions", "Actions taken on jobs, by kind, action and result.",
-            ("kind", "action", "result"), registry=registry,
-        )
-        self.lateness = Histogram(
-            f"{PREFIX}_lateness_seconds",
-            "Seconds between the instant a job became due and the sweeper's decision to act.",
-            buckets=LATENESS_BUCKETS, registry=registry,
-        )
-        self.tracked = Gauge(
-            f"{PREFIX}_tracked_jobs", "Jobs with an armed timer.", registry=registry
-        )
-        self.overdue = Gauge(
-            f"{PREFIX}_overdue_jobs", "Jobs whose timer is due and not yet handled.",
-            registry=registry,
-        )
-        self.watch_restarts = Counter(
-            f"{PREFIX}_watch_restarts", "Watch streams reopened, by reason.", ("reason",),
-            registry=registry,
-        )
-        self.relists = Counter(
-            f"{PREFIX}_watch_relists", "Lists after a 410 Gone (the view rebuilt).",
-            registry=registry,
-        )
-        self.clock_offset = Gauge(
-            f"{PREFIX}_clock_offset_seconds",
-            "The API server's clock minus the local clock, estimated from Date headers.",
-            ("bound",), registry=registry,
-        )
-        self.leader = Gauge(
-            f"{PREFIX}_leader", "1 while this replica holds the Lease and may write.",
-            registry=registry,
-        )
-        self.resyncs = Counter(
-            f"{PREFIX}_resyncs", "Full passes run by --resync, by result.", ("result",),
-            registry=registry,
-        )
+    A protocol, not an import: sweeper.metrics (above this layer) stays the one module that
+    imports prometheus-client and defines the metric names.
+    """
+
+    content_type: str
 
     def render(self) -> bytes:
-        """The Prometheus text exposition of every metric.
-
-        Returns:
-            The body of ``/metrics``.
-        """
-        return generate_latest(self.registry)
+        """The body of ``/metrics``."""
+        ...
 
 
 class Health:
@@ -130,7 +86,7 @@ class Health:
         return self._monotonic() - self._beat < STALE_LOOP_S
 
 
-def serve(address: str, port: int, health: Health, metrics: Metrics) -> ThreadingHTTPServer:
+def serve(address: str, port: int, health: Health, metrics: Exposition) -> ThreadingHTTPServer:
     """Serve the probes and the metrics on a daemon thread.
 
     Args:
@@ -147,7 +103,7 @@ def serve(address: str, port: int, health: Health, metrics: Metrics) -> Threadin
         def do_GET(self) -> None:
             path = self.path.split("?", 1)[0]
             if path == "/metrics":
-                self._answer(HTTPStatus.OK, metrics.render(), CONTENT_TYPE_LATEST)
+                self._answer(HTTPStatus.OK, metrics.render(), metrics.content_type)
             elif path == "/healthz":
                 self._probe(health.alive)
             elif path == "/readyz":

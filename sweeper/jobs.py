@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 
 from sweeper.clock import parse_rfc3339
 from sweeper.kinds import (
+    COMPONENT,
     DEADLINE_MESSAGE,
     EXCLUDE_ANNOTATION,
     MPI_OPERATOR_VERSION,
@@ -26,6 +27,8 @@ from sweeper.kinds import (
 # nanoseconds: beyond this many seconds (about 292 years) either way the product wraps around,
 # and what the operator then decides is an accident of the overflow, not the deadline written.
 MAX_DEADLINE_SECONDS = (2**63 - 1) // 10**9
+# What the sweeper appends to the operator's deadline message (sweeper.status.failure_message).
+SWEEPER_MARK = f"(enforced by {COMPONENT})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +56,8 @@ class Job:
         finished: ``"Succeeded"`` or ``"Failed"`` when such a condition is ``"True"``.
         failed_by_deadline: Whether the ``Failed`` condition says the deadline caused it (the
             operator's message, which the sweeper's message extends).
+        failed_by_sweeper: Whether that message also says the sweeper enforced it (counted apart
+            in the metrics: when only the operator fails jobs any more, the tool can go).
         clean_pod_policy: The effective ``cleanPodPolicy`` as written, ``None`` when absent
             (for MPIJob ``spec.runPolicy.cleanPodPolicy`` wins over ``spec.cleanPodPolicy``).
         malformed: The field that made the object unusable, ``None`` for a usable job.
@@ -73,6 +78,7 @@ class Job:
     touched_at: datetime | None = None
     finished: str | None = None
     failed_by_deadline: bool = False
+    failed_by_sweeper: bool = False
     clean_pod_policy: str | None = None
     malformed: str | None = None
 
@@ -157,7 +163,7 @@ def _parse(raw: object, kind: Kind, version: str, *, identity: tuple[str, str, s
     spec = _mapping(raw, "spec", "spec", required=True)
     run_policy = _mapping(spec, "runPolicy", "spec.runPolicy")
     status = _mapping(raw, "status", "status")
-    finished, by_deadline, suspended_condition = _conditions(status)
+    finished, by_deadline, by_sweeper, suspended_condition = _conditions(status)
     start_time = _time(status, "startTime", "status.startTime")
     deadline_seconds = _deadline(run_policy)
     if start_time is not None and deadline_seconds is not None:
@@ -182,6 +188,7 @@ def _parse(raw: object, kind: Kind, version: str, *, identity: tuple[str, str, s
         touched_at=parse_rfc3339(annotations.get(TOUCHED_AT_ANNOTATION)),
         finished=finished,
         failed_by_deadline=by_deadline,
+        failed_by_sweeper=by_sweeper,
         clean_pod_policy=_clean_pod_policy(kind, spec, run_policy),
     )
 
@@ -247,15 +254,15 @@ def _clean_pod_policy(
     return policy
 
 
-def _conditions(status: Mapping[str, object]) -> tuple[str | None, bool, bool]:
-    """Read the conditions: finished how, failed by the deadline, still ``Suspended=True``."""
+def _conditions(status: Mapping[str, object]) -> tuple[str | None, bool, bool, bool]:
+    """Read the conditions: finished how, failed by the deadline, by the sweeper, suspended."""
     conditions = status.get("conditions")
     if conditions is None:
-        return None, False, False
+        return None, False, False, False
     if not isinstance(conditions, list):
         raise _Malformed("status.conditions")
     finished: str | None = None
-    by_deadline = False
+    by_deadline = by_sweeper = False
     suspended = False
     for index, condition in enumerate(conditions):
         field = f"status.conditions[{index}]"
@@ -274,7 +281,8 @@ def _conditions(status: Mapping[str, object]) -> tuple[str | None, bool, bool]:
             message = condition.get("message")
             if ctype == "Failed" and isinstance(message, str) and DEADLINE_MESSAGE in message:
                 by_deadline = True
-    return finished, by_deadline, suspended
+                by_sweeper = SWEEPER_MARK in message
+    return finished, by_deadline, by_sweeper, suspended
 
 
 def parse_owned(raw: object) -> Owned | None:

@@ -104,11 +104,24 @@ def connect(config: Config, *, stop: StopSignal) -> KubeCluster:
     once = Transport(
         send, stop, request_timeout=config.request_timeout, policy=RetryPolicy(attempts=1)
     )
+    context = "in-cluster" if not source else f'"{config.context or _current_context(source)}"'
     return KubeCluster(
         transport, close=lambda: _close(api), once=once,
         stream=ClientStream(api, config.request_timeout),
         home_namespace=_home_namespace(source, config.context),
+        endpoint=f"server {configuration.host}, context {context}",
     )
+
+
+def _current_context(source: str) -> str:
+    try:
+        _contexts, active = k8s_config.list_kube_config_contexts(  # type: ignore[no-untyped-call]
+            config_file=source
+        )
+        return str(active["name"])
+    except Exception:  # noqa: BLE001 - only names the context in messages; never fails a run
+        return "?"
+
 
 
 def _home_namespace(kubeconfig: str | None, context: str | None) -> str:
@@ -136,13 +149,13 @@ def _home_namespace(kubeconfig: str | None, context: str | None) -> str:
     namespace = ((chosen or {}).get("context") or {}).get("namespace")
     return namespace if isinstance(namespace, str) and namespace else "default"
 
-
 class KubeCluster:
     """:class:`sweeper.cluster.Cluster` as requests: paths, queries, bodies, pages, decoding.
 
     Args:
         transport: Sends the requests (retries, ``--timeout``, errors).
         close: Closes the connections underneath.
+        endpoint: The server and kubeconfig context, as error messages name them.
         once: Sends the requests tried once (Lease writes); ``transport`` when not given.
         stream: Opens watch streams (``--watch``); ``None`` when the cluster cannot watch.
         home_namespace: The default namespace of the Lease (see
@@ -154,12 +167,14 @@ class KubeCluster:
         transport: Transport,
         *,
         close: Callable[[], None] = lambda: None,
+        endpoint: str = "server ?",
         once: Transport | None = None,
         stream: ClientStream | None = None,
         home_namespace: str = "default",
     ) -> None:
         self._transport = transport
         self._close = close
+        self.endpoint = endpoint
         self._once = once or transport
         self._stream = stream
         self.home_namespace = home_namespace

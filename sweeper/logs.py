@@ -3,11 +3,15 @@
 The configuration is built by a pure function (:func:`logging_config`) and applied by
 :func:`configure`. Messages are lazy ``%`` templates; the job's reference and the decision travel
 as ``extra`` fields (kind, namespace, name, action, reason, seconds_overdue, dry_run), which the
-JSON formatter turns into keys.
+JSON formatter turns into keys. No line is longer than 16 KiB, the size above which container
+runtimes split a line into partial entries: a longer one (a server's message quoted in full) is
+cut down, and says so.
 """
 
 from __future__ import annotations
 
+import importlib
+import json
 import logging
 import logging.config
 from typing import Any
@@ -15,6 +19,10 @@ from typing import Any
 from sweeper.config import LogFormat
 
 LOGGER = "sweeper"
+
+MAX_LINE_BYTES = 16 * 1024
+# What a cut-down value keeps: enough to recognise the error.
+_KEEP_CHARS = 1024
 
 # The client's own loggers are noisy at INFO and would break the one-line-per-event rule.
 _QUIET = ("urllib3", "kubernetes")
@@ -29,14 +37,19 @@ def logging_config(log_format: LogFormat, level: str) -> dict[str, Any]:
     """
     if log_format is LogFormat.JSON:
         formatter: dict[str, Any] = {
-            "()": "pythonjsonlogger.json.JsonFormatter",
+            "()": "sweeper.logs.bounded",
+            "inner": "pythonjsonlogger.json.JsonFormatter",
             "fmt": "%(levelname)s %(name)s %(message)s",
             # LogRecord reserves "name" (the logger's): jobs log theirs as job_name.
             "rename_fields": {"levelname": "level", "name": "logger", "job_name": "name"},
             "timestamp": "time",
         }
     else:
-        formatter = {"format": "%(asctime)s %(levelname)-7s %(message)s"}
+        formatter = {
+            "()": "sweeper.logs.bounded",
+            "inner": "logging.Formatter",
+            "fmt": "%(asctime)s %(levelname)-7s %(message)s",
+        }
     return {
         "version": 1,
         "disable_existing_loggers": False,
@@ -53,6 +66,75 @@ def logging_config(log_format: LogFormat, level: str) -> dict[str, Any]:
             **{name: {"level": "WARNING"} for name in _QUIET},
         },
     }
+
+
+class BoundedFormatter(logging.Formatter):
+    """Wraps a formatter so that no line it makes exceeds :data:`MAX_LINE_BYTES`.
+
+    Args:
+        inner: The formatter that makes the line.
+        limit: The bound, in UTF-8 bytes (tests lower it).
+    """
+
+    def __init__(self, inner: logging.Formatter, limit: int = MAX_LINE_BYTES) -> None:
+        super().__init__()
+        self._inner = inner
+        self._limit = limit
+
+    def format(self, record: logging.LogRecord) -> str:
+        """Format with the inner formatter, then cut the line down if it is too long.
+
+        Args:
+            record: The record.
+
+        Returns:
+            The line: a JSON line stays one valid object (long strings and lists shortened,
+            ``"truncated": true`` added); a text line is cut and marked.
+        """
+        line = self._inner.format(record)
+        if len(line) * 4 < self._limit or len(line.encode()) <= self._limit:
+            return line
+        try:
+            document = json.loads(line)
+        except ValueError:
+            document = None
+        if isinstance(document, dict):
+            shortened = {key: _shorten(value) for key, value in document.items()}
+            shortened["truncated"] = True
+            line = json.dumps(shortened)
+            if len(line.encode()) <= self._limit:
+                return line
+        marker = " ...[truncated]"
+        cut = line.encode()[: self._limit - len(marker)].decode(errors="ignore")
+        return cut + marker
+
+
+def _shorten(value: Any) -> Any:
+    if isinstance(value, str) and len(value) > _KEEP_CHARS:
+        return value[:_KEEP_CHARS] + f"...[{len(value) - _KEEP_CHARS} more characters]"
+    if isinstance(value, list) and len(value) > 8:  # noqa: PLR2004 - a few show the pattern
+        return [_shorten(v) for v in value[:8]] + [f"...[{len(value) - 8} more]"]
+    if isinstance(value, list):
+        return [_shorten(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _shorten(v) for k, v in value.items()}
+    return value
+
+
+def bounded(inner: str, limit: int = MAX_LINE_BYTES, **kwargs: Any) -> BoundedFormatter:
+    """Build a bounded formatter (the ``()`` factory of :func:`logging_config`).
+
+    Args:
+        inner: The dotted name of the formatter class to wrap.
+        limit: The bound, in bytes.
+        **kwargs: The inner formatter's arguments.
+
+    Returns:
+        The formatter.
+    """
+    module, _, name = inner.rpartition(".")
+    cls = getattr(importlib.import_module(module), name)
+    return BoundedFormatter(cls(**kwargs), limit)
 
 
 def configure(log_format: LogFormat, level: str) -> None:

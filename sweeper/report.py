@@ -1,9 +1,13 @@
 """The report of each pass: a table or JSON on stdout, log lines on stderr.
 
-stdout carries only the report (``-o text``: a table and a one-line summary; ``-o json``: one
-JSON object per pass, on one line). The JSON is written job by job, so a pass over thousands of
-jobs never holds its whole document in memory. Logs: one line per action and one summary line
-per pass, with the job's reference and the decision as fields.
+stdout carries only the report. ``-o text``: a table of the actions (errors included), the
+skipped jobs counted by reason, and a one-line summary, so ten thousand finished jobs cost one
+line, not ten thousand; ``-o wide`` lists the skipped jobs too. ``-o json``: one JSON document
+per pass with every job, written job by job (a pass over thousands of jobs never holds its
+whole document in memory), one job per line: container runtimes split lines longer than
+16 KiB, so no line of the report (nor of the logs, see ``sweeper.logs``) is allowed to be.
+Logs: one line per action and one summary line per pass, with the job's reference and the
+decision as fields. People read durations as ``1h02m``; JSON keeps exact seconds.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from datetime import datetime
 from typing import Any, TextIO
 
 from sweeper.act import Outcome, Result
-from sweeper.clock import format_rfc3339
+from sweeper.clock import format_rfc3339, human
 from sweeper.config import ClockMode, DryRun
 from sweeper.decide import Action, ActionKind, ActionMode, SkipReason
 
@@ -26,6 +30,8 @@ log = logging.getLogger(__name__)
 
 _FAILED = (Result.ERROR,)
 _RECORDS_PER_WRITE = 256
+# Container runtimes (CRI) split longer lines into partial log entries.
+MAX_LINE_BYTES = 16 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,8 +170,16 @@ def job_record(outcome: Outcome) -> dict[str, Any]:
     return record
 
 
+def _record_lines(outcome: Outcome) -> str:
+    line = json.dumps(job_record(outcome))
+    if len(line) * 4 < MAX_LINE_BYTES or len(line.encode()) < MAX_LINE_BYTES - 8:
+        return "    " + line
+    # Hundreds of deleted pods: one value per line instead.
+    return "    " + json.dumps(job_record(outcome), indent=2).replace("\n", "\n    ")
+
+
 def write_json(stream: TextIO, report: PassReport) -> None:
-    """Write one pass as one JSON object on one line, job by job."""
+    """Write one pass as one JSON document, job by job, one job per line."""
     head = {
         "pass": report.number,
         "now": _time(report.now),
@@ -180,10 +194,10 @@ def write_json(stream: TextIO, report: PassReport) -> None:
     # all would hold the whole document in memory.
     for start in range(0, len(outcomes), _RECORDS_PER_WRITE):
         chunk = outcomes[start:start + _RECORDS_PER_WRITE]
-        if start:
-            stream.write(", ")
-        stream.write(", ".join(json.dumps(job_record(outcome)) for outcome in chunk))
-    stream.write('], "summary": ')
+        stream.write(",\n" if start else "\n")
+        stream.write(",\n".join(_record_lines(outcome) for outcome in chunk))
+    stream.write("\n  ]" if outcomes else "]")
+    stream.write(', "summary": ')
     stream.write(json.dumps(summary(report).document()))
     stream.write("}\n")
     stream.flush()
@@ -218,23 +232,39 @@ def table_row(outcome: Outcome) -> tuple[str, ...]:
     )
 
 
-def write_text(stream: TextIO, report: PassReport) -> None:
-    """Write one pass as a header line, an aligned table and a summary line."""
+def write_text(stream: TextIO, report: PassReport, *, wide: bool = False) -> None:
+    """Write one pass: a header line, a table, the skips by reason and a summary line.
+
+    Args:
+        stream: stdout.
+        report: The pass.
+        wide: List every job (``-o wide``); by default only actions and errors, the skipped
+            jobs being counted by reason.
+    """
     mode = f", dry run ({report.dry_run.value})" if report.dry_run else ""
     when = _time(report.now) or "-"
     stream.write(
         f"Pass {report.number} at {when} ({report.clock.value} clock), "
         f"action {report.action.value}{mode}\n"
     )
-    rows = [table_row(outcome) for outcome in report.outcomes]
+    shown = [o for o in report.outcomes
+             if wide or isinstance(o.entry, Action) or has_errors(o)]
+    rows = [table_row(outcome) for outcome in shown]
     if rows:
         widths = [max(len(row[i]) for row in [_COLUMNS, *rows]) for i in range(len(_COLUMNS))]
         for row in [_COLUMNS, *rows]:
             cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=True)]
             stream.write("  ".join(cells).rstrip() + "\n")
+    elif report.outcomes:
+        stream.write("Nothing to do.\n")
     else:
         stream.write("No Kubeflow jobs found.\n")
-    stream.write(summary_line(summary(report)) + "\n")
+    counts = summary(report)
+    hidden = len(report.outcomes) - len(shown)
+    if hidden:
+        by_reason = ", ".join(f"{reason} {n}" for reason, n in counts.skipped.items())
+        stream.write(f"Skipped {hidden} jobs ({by_reason}); -o wide lists them.\n")
+    stream.write(summary_line(counts) + "\n")
     stream.flush()
 
 
@@ -243,14 +273,14 @@ def summary_line(counts: Summary) -> str:
 
     Returns:
         For example ``3 jobs: 1 touch, 0 fail, 0 terminate-pods, 2 skip (not-yet-due 2);
-        0 errors; 0.412s``.
+        0 errors; 0.4s``.
     """
     skipped = ", ".join(f"{reason} {n}" for reason, n in counts.skipped.items())
     actions = ", ".join(f"{counts.actions(kind)} {kind.value}" for kind in ActionKind)
     line = (
         f"{counts.jobs} jobs: {actions}, {counts.skip} skip"
         f"{f' ({skipped})' if skipped else ''}; {counts.errors} errors; "
-        f"{counts.duration_s}s"
+        f"{human(counts.duration_s)}"
     )
     if counts.stopped_by:
         line += f"; stopped: {counts.stopped_by}"
@@ -313,22 +343,12 @@ def log_summary(report: PassReport) -> None:
 
 
 def duration(seconds: float | None) -> str:
-    """Render signed seconds compactly (``1h02m03s``, ``-45s``). Pure.
+    """Render signed seconds for a person (``1h02m``, ``-45s``). Pure.
 
     Returns:
         The text, ``-`` for ``None``.
     """
-    if seconds is None:
-        return "-"
-    sign = "-" if seconds < 0 else ""
-    whole = int(abs(seconds))
-    hours, rest = divmod(whole, 3600)
-    minutes, secs = divmod(rest, 60)
-    if hours:
-        return f"{sign}{hours}h{minutes:02d}m{secs:02d}s"
-    if minutes:
-        return f"{sign}{minutes}m{secs:02d}s"
-    return f"{sign}{secs}s"
+    return human(seconds)
 
 
 def _time(moment: datetime | None) -> str | None:

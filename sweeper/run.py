@@ -15,7 +15,7 @@ import math
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
 from http import HTTPStatus
 from types import FrameType
@@ -139,7 +139,7 @@ def run(
     *,
     monotonic: Callable[[], float] | None = None,
 ) -> int:
-    """Run the sweeper: one pass, or repeated passes.
+    """Run the sweeper: one pass, or repeated passes; then push its metrics if asked.
 
     Returns:
         The exit code (0, 1, 4 or 5; codes 2 and 3 are raised as errors).
@@ -150,6 +150,46 @@ def run(
     """
     monotonic = monotonic or _monotonic
     started = monotonic()
+    last: list[Sequence[Outcome]] = []  # the outcomes of the last pass that decided
+    try:
+        code = _run(config, connect, out, monotonic=monotonic, started=started, last=last)
+    except SweeperError as error:
+        _push_metrics(config, last, error.exit_code, monotonic() - started)
+        raise
+    _push_metrics(config, last, code, monotonic() - started)
+    return code
+
+
+def _push_metrics(
+    config: Config, last: list[Sequence[Outcome]], code: int, duration_s: float
+) -> None:
+    if config.pushgateway is None:
+        return
+    # Imported only when pushing: prometheus_client adds 90 ms to every start.
+    from sweeper import metrics  # noqa: PLC0415
+
+    # Without a pass that decided, only the run's own metrics are pushed: the previous run's
+    # job figures stay, rather than zeros that would silence the overdue alerts.
+    figures = metrics.figures(
+        last[-1] if last else None,
+        exit_code=code,
+        ended_at=clock.local_now(),
+        duration_s=duration_s,
+    )
+    metrics.push(
+        config.pushgateway, config.pushgateway_job, figures, timeout=config.request_timeout
+    )
+
+
+def _run(
+    config: Config,
+    connect: Connect,
+    out: TextIO,
+    *,
+    monotonic: Callable[[], float],
+    started: float,
+    last: list[Sequence[Outcome]],
+) -> int:
     flag = StopFlag(started + config.timeout, config.timeout, monotonic)
     with signals_stop(flag):
         cluster = connect(config, stop=flag)
@@ -157,7 +197,9 @@ def run(
         # sweeper again (in-process tests, a long-lived caller) would otherwise leave every
         # run's keep-alive sockets to the garbage collector.
         with contextlib.closing(cluster):
-            return _passes(config, cluster, flag, out, started=started, monotonic=monotonic)
+            return _passes(
+                config, cluster, flag, out, started=started, monotonic=monotonic, last=last
+            )
 
 
 def _passes(
@@ -168,6 +210,7 @@ def _passes(
     *,
     started: float,
     monotonic: Callable[[], float],
+    last: list[Sequence[Outcome]],
 ) -> int:
     code = EXIT_OK
     number = 0
@@ -175,6 +218,8 @@ def _passes(
     while True:
         number += 1
         outcome = sweep(number, config, cluster, flag, out, monotonic=monotonic)
+        if outcome.outcomes is not None:
+            last[:] = [outcome.outcomes]
         if outcome.errors:
             code = EXIT_ACTIONS_FAILED
         if outcome.stopped_by is not None:
@@ -196,16 +241,23 @@ def _passes(
 
 
 class PassOutcome:
-    """The counts the run loop needs from a pass.
+    """What the run loop needs from a pass.
 
     Args:
         errors: How many jobs had errors.
         stopped_by: What stopped the pass early, if anything.
+        outcomes: The pass's outcomes, ``None`` when it stopped before deciding.
     """
 
-    def __init__(self, errors: int, stopped_by: SweeperError | None) -> None:
+    def __init__(
+        self,
+        errors: int,
+        stopped_by: SweeperError | None,
+        outcomes: Sequence[Outcome] | None = None,
+    ) -> None:
         self.errors = errors
         self.stopped_by = stopped_by
+        self.outcomes = outcomes
 
 
 @contextlib.contextmanager
@@ -251,6 +303,7 @@ def sweep(
     listing = _Listing(config, flag)
     stopped: SweeperError | None = None
     outcomes: list[Outcome] = []
+    decided = False
     now: datetime | None = None
     unavailable: ClusterUnavailable | None = None
     try:
@@ -276,6 +329,7 @@ def sweep(
         )
         execution = executor.execute(plan)
         outcomes = list(execution.outcomes)
+        decided = True
         stopped = execution.stopped_by
     pass_report = report.PassReport(
         number=number,
@@ -290,19 +344,19 @@ def sweep(
     if config.output is OutputFormat.JSON:
         report.write_json(out, pass_report)
     else:
-        report.write_text(out, pass_report)
+        report.write_text(out, pass_report, wide=config.output is OutputFormat.WIDE)
     report.log_summary(pass_report)
     if unavailable is not None:
         raise unavailable
     errors = sum(1 for o in outcomes if report.has_errors(o))
-    return PassOutcome(errors, stopped)
+    return PassOutcome(errors, stopped, outcomes if decided else None)
 
 
 def _discover(cluster: Cluster, config: Config, listing: _Listing) -> list[ServedKind]:
     try:
         discovery = cluster.discover()
     except ApiError as error:
-        raise ClusterUnavailable(str(error)) from error
+        raise ClusterUnavailable(f"{error} ({cluster.endpoint})") from error
     listing.discovery_date = discovery.server_date
     by_kind = {served.kind: served for served in discovery.served}
     if not by_kind:
@@ -346,12 +400,18 @@ class _Listing:
 
     def _list(self, cluster: Cluster, served: ServedKind, namespace: str | None) -> None:
         config = self.config
+        excluded = frozenset(config.exclude_namespaces)
         try:
             for page in cluster.list_jobs(served, namespace, config.selector, config.page_size):
                 if self.server_date is None:
                     self._saw(page.server_date)
                 kind, version = served.kind, served.version
-                self.jobs.extend(parse_job(item, kind, version) for item in page.items)
+                jobs = (parse_job(item, kind, version) for item in page.items)
+                if excluded:
+                    # The list API cannot leave a namespace out; the jobs are dropped here,
+                    # before any decision: an excluded namespace is never acted on nor reported.
+                    jobs = (job for job in jobs if job.namespace not in excluded)
+                self.jobs.extend(jobs)
                 cause = self.flag.reason()
                 if cause is not None:
                     raise cause
@@ -366,7 +426,7 @@ class _Listing:
                     f"invalid label selector {config.selector!r} (--selector): "
                     f"{error.detail or 'rejected by the API server'}"
                 ) from error
-            raise ClusterUnavailable(str(error)) from error
+            raise ClusterUnavailable(f"{error} ({cluster.endpoint})") from error
 
     def _saw(self, server_date: datetime | None) -> None:
         # One local reading, as close as possible to the server's answer.
@@ -391,8 +451,8 @@ class _Listing:
         if self.config.clock is ClockMode.LOCAL:
             if abs(skew) > self.config.policy.grace + _SKEW_RESOLUTION_S:
                 log.warning(
-                    "the local clock is %.0fs %s the API server's; --clock local decides by it",
-                    abs(skew), "ahead of" if skew > 0 else "behind",
+                    "the local clock is %s %s the API server's; --clock local decides by it",
+                    clock.human(abs(skew)), "ahead of" if skew > 0 else "behind",
                     extra={"skew_s": round(skew, 3), "clock": "local"},
                 )
             return local

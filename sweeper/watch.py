@@ -53,9 +53,10 @@ from sweeper.errors import (
     SweeperError,
     WatchStalled,
 )
-from sweeper.health import Health, Metrics, serve
+from sweeper.health import Health, serve
 from sweeper.jobs import parse_job
 from sweeper.lease import Create, Elector, Lease, Update, Wait, lease_body, parse_lease
+from sweeper.metrics import WatchMetrics
 from sweeper.run import StopFlag, signals_stop, sweep
 from sweeper.schedule import Schedule
 from sweeper.servertime import ServerClock
@@ -188,7 +189,7 @@ class Watcher:
         self.flag = flag
         self.out = out
         self.monotonic = monotonic
-        self.metrics = Metrics()
+        self.metrics = WatchMetrics()
         self.health = Health(streams=1)
         self.timers: Schedule[JobKey] = Schedule()
         self.served: dict[str, ServedKind] = {}
@@ -493,6 +494,7 @@ class Watcher:
         due: dict[JobKey, datetime | None] = {}
         version = ""
         policy = self.config.policy
+        excluded = frozenset(self.config.exclude_namespaces)
         pages = iter(self.cluster.list_jobs(
             scope.served, scope.namespace, self.config.selector, self.config.page_size
         ))
@@ -504,6 +506,8 @@ class Watcher:
             self.saw_date(page.server_date, sent, self.monotonic())
             for item in page.items:
                 job = parse_job(item, scope.served.kind, scope.served.version)
+                if job.namespace in excluded:
+                    continue  # --exclude-namespace: never tracked, so never acted on
                 due[JobKey(job.kind.name, job.namespace, job.name)] = due_at(job, policy)
             version = page.resource_version or version
         self.inbox.put(_Listed(scope, due, relist))
@@ -512,6 +516,7 @@ class Watcher:
 
     def _follow(self, scope: _Scope, version: str) -> str:
         policy = self.config.policy
+        excluded = frozenset(self.config.exclude_namespaces)
         sent = self.monotonic()
         with self.cluster.watch_jobs(
             scope.served, scope.namespace, self.config.selector, version,
@@ -527,6 +532,8 @@ class Watcher:
                 if event.type == "BOOKMARK":
                     continue
                 job = parse_job(obj, scope.served.kind, scope.served.version)
+                if job.namespace in excluded:
+                    continue  # the watch API cannot leave a namespace out either
                 key = JobKey(job.kind.name, job.namespace, job.name)
                 if event.type == "DELETED":
                     self.inbox.put(_Event(key, None))

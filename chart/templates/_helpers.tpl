@@ -213,6 +213,11 @@ form so that an optional-value flag such as --dry-run cannot swallow the next ar
 - --output={{ $v.output }}
 - --log-format={{ $v.logFormat }}
 - --log-level={{ $v.logLevel }}
+{{- /* watch mode serves /metrics instead of pushing */}}
+{{- if and $v.metrics.pushgateway.url (not .oneShot) (not $watch) }}
+- --pushgateway={{ $v.metrics.pushgateway.url }}
+- --pushgateway-job={{ include "sweeper.pushgatewayJob" $root }}
+{{- end }}
 {{- range $v.extraArgs }}
 - {{ . }}
 {{- end }}
@@ -399,4 +404,11 @@ Called with (dict "values" .Values "defaults" DICT "overrides" DICT).
 {{- end }}
 {{- $ctx = mergeOverwrite $ctx (deepCopy .defaults) (deepCopy (.overrides | default dict)) }}
 {{- toYaml $ctx }}
+{{- end }}
+
+{{/*
+The job label of the pushed metrics (the Pushgateway's grouping key), which the alerts select.
+*/}}
+{{- define "sweeper.pushgatewayJob" -}}
+{{- default (include "sweeper.fullname" .) .Values.metrics.pushgateway.job }}
 {{- end }}

@@ -64,6 +64,15 @@ def test_watch_mode_is_a_deployment_of_two_with_a_pdb_and_probes(render):
     )
 
 
+def test_watch_mode_serves_metrics_instead_of_pushing_them(render):
+    # The sweeper refuses --watch with --pushgateway: the Deployment must not pass it.
+    rendered = render({"mode": "watch", "metrics": {"pushgateway": {"url": "http://pg:9091"}}})
+
+    (container,) = rendered.one("Deployment")["spec"]["template"]["spec"]["containers"]
+    assert "--watch" in container["args"]
+    assert not any(a.startswith("--pushgateway") for a in container["args"])
+
+
 def test_watch_mode_keeps_the_cronjobs_restricted_security_context(render):
     cron_pod = render().pod_spec
     watch_pod = render({"mode": "watch"}).one("Deployment")["spec"]["template"]["spec"]

@@ -16,7 +16,6 @@ allowed in the top-level conftest. Provides:
 from __future__ import annotations
 
 import datetime as dt
-import json
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -28,7 +27,7 @@ from devcluster import BinaryMissing, ControlPlane, jobs
 from devcluster.jobs import JobView
 from devcluster.kubelet import Kubelet, Transition
 from devcluster.operator import Operator
-from tests.e2e import clusters
+from tests.e2e import clusters, workloads
 
 T = TypeVar("T")
 
@@ -227,8 +226,8 @@ def figures(pytestconfig: pytest.Config) -> Figures:
 
 
 def sweeper_passes(stdout: str) -> list[dict[str, Any]]:
-    """The ``-o json`` report: one JSON object per pass, one per line."""
-    return [json.loads(line) for line in stdout.splitlines() if line.strip()]
+    """The ``-o json`` report: one JSON document per pass (each over several lines)."""
+    return workloads.passes(stdout)
 
 
 def entry_for(report: dict[str, Any], job: RunningJob) -> dict[str, Any]:

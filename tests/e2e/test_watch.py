@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from tests.e2e import clusters
 from tests.e2e import workloads as w
 from tests.e2e.watchers import Watcher, wait_for
 
@@ -149,3 +150,31 @@ def test_two_replicas_elect_one_writer_and_sigterm_hands_over(
     wait_for(lambda: acted(second) == ["two"], "takeover", second)
     assert touched_at(control_plane, namespace, "two") is not None
     assert acted(first) == ["one"], first.explain()
+
+
+def test_an_excluded_namespace_is_never_watched_into_an_action(
+    control_plane, namespace, sweeper_kubeconfig, tmp_path
+):
+    # --exclude-namespace (from the ops branch) and --watch (from the watch branch) met in a
+    # merge: the watch streams are cluster-wide and the API cannot leave a namespace out, so
+    # the watcher must drop the excluded namespace's jobs itself, as a pass does.
+    other = control_plane.create_namespace("excluded")
+    try:
+        w.create_job(control_plane, namespace, "kept")
+        w.create_job(control_plane, other, "hidden")
+        watcher = Watcher(
+            sweeper_kubeconfig, tmp_path, "--exclude-namespace", other,
+            "--lease-namespace", namespace, "--retry-period", "0.5", "--renew-deadline", "3",
+            "--lease-duration", "4", name="excl",
+        )
+        try:
+            # Both jobs are overdue at start-up, when the watcher acts on every due job at once.
+            wait_for(lambda: touched_at(control_plane, namespace, "kept") is not None,
+                     "touch", watcher)
+            watcher.wait_ready()
+            assert touched_at(control_plane, other, "hidden") is None, watcher.explain()
+            assert "hidden" not in [e.get("name") for e in watcher.logs()], watcher.explain()
+        finally:
+            watcher.stop()
+    finally:
+        clusters.empty_namespace(control_plane, other)

@@ -42,6 +42,7 @@ class FakeCluster:
     faults: dict[tuple[str, str | None], list[BaseException]] = field(default_factory=dict)
     before: Callable[[Request], None] | None = None
     closed: int = 0
+    endpoint: str = 'server https://fake.invalid, context "fake"'
 
     def close(self) -> None:
         self.closed += 1

@@ -62,7 +62,7 @@ def test_touch_patches_the_annotation_and_records_a_normal_event() -> None:
     assert (event["type"], event["reason"]) == ("Normal", "DeadlineTouched")
     assert event["reportingComponent"] == event["source"]["component"] == COMPONENT
     assert event["involvedObject"]["uid"] == "uid-PyTorchJob-team-a-train"
-    assert "3600s past its activeDeadlineSeconds" in event["message"]
+    assert "1h00m past its activeDeadlineSeconds" in event["message"]
 
 
 def test_touch_reports_the_patch_it_sent() -> None:

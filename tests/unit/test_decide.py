@@ -392,7 +392,7 @@ def test_an_mpi_operator_mpijob_is_reported_never_acted_on() -> None:
 def test_not_yet_due_says_how_long_is_left_and_reports_negative_overdue() -> None:
     entry = judge(parse_job(job(started_ago=3000), KIND["PyTorchJob"]), NOW, Policy(grace=60))
     assert isinstance(entry, Skip)
-    assert entry.detail == "due in 660s"
+    assert entry.detail == "due in 11m00s"
     assert entry.seconds_overdue == -600
 
 
@@ -405,8 +405,8 @@ def test_overdue_seconds_are_measured_from_the_deadline_without_grace() -> None:
 @pytest.mark.parametrize(
     ("started_ago", "touched_ago", "detail"),
     [
-        pytest.param(3610, 5, "touched 5s ago; fails in 110s", id="deadline-plus-escalate-first"),
-        pytest.param(3640, 30, "touched 30s ago; fails in 80s", id="the-later-the-sooner"),
+        pytest.param(3610, 5, "touched 5s ago; fails in 1m50s", id="deadline-plus-escalate-first"),
+        pytest.param(3640, 30, "touched 30s ago; fails in 1m20s", id="the-later-the-sooner"),
     ],
 )
 def test_recently_touched_says_when_auto_escalates(

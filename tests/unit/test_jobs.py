@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
+
+import pytest
 
 from sweeper.jobs import parse_job, parse_owned
 from sweeper.kinds import TOUCHED_AT_ANNOTATION
@@ -30,6 +33,21 @@ def test_failed_wins_over_succeeded_when_both_are_true() -> None:
     raw = job(conditions=[condition("Succeeded"), *deadline_failed()])
     view = parse_job(raw, KIND["PyTorchJob"])
     assert (view.finished, view.failed_by_deadline) == ("Failed", True)
+
+
+@pytest.mark.parametrize(
+    ("conditions", "by_deadline", "by_sweeper"),
+    [
+        pytest.param(deadline_failed(), True, False, id="the-operator-failed-it"),
+        pytest.param(deadline_failed(by_sweeper=True), True, True, id="the-sweeper-failed-it"),
+        pytest.param([condition("Failed", message="OOMKilled")], False, False, id="other-failure"),
+    ],
+)
+def test_who_failed_a_job_by_its_deadline(
+    conditions: list[dict[str, Any]], by_deadline: bool, by_sweeper: bool
+) -> None:
+    view = parse_job(job(conditions=conditions), KIND["PyTorchJob"])
+    assert (view.failed_by_deadline, view.failed_by_sweeper) == (by_deadline, by_sweeper)
 
 
 def test_a_malformed_view_keeps_the_identity_it_could_read() -> None:

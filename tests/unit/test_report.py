@@ -5,15 +5,17 @@ from __future__ import annotations
 import io
 import json
 import logging
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
 from sweeper.act import Outcome, Result
 from sweeper.config import ClockMode, DryRun
-from sweeper.decide import ActionMode, Policy, decide
+from sweeper.decide import Action, ActionKind, ActionMode, Policy, decide
 from sweeper.jobs import parse_job
 from sweeper.report import (
+    MAX_LINE_BYTES,
     PassReport,
     duration,
     job_record,
@@ -23,7 +25,7 @@ from sweeper.report import (
     write_json,
     write_text,
 )
-from tests.unit.objects import KIND, NOW, job
+from tests.unit.objects import KIND, NOW, condition, job
 
 
 def pass_report(*raws: dict[str, Any], results: dict[str, Result] | None = None) -> PassReport:
@@ -40,12 +42,13 @@ def pass_report(*raws: dict[str, Any], results: dict[str, Result] | None = None)
     )
 
 
-def test_the_streamed_json_is_one_valid_document_per_line() -> None:
+def test_the_streamed_json_is_one_valid_document_with_a_job_per_line() -> None:
     report = pass_report(job(name="a"), job(name="b", started_ago=10), job(name="c"))
     out = io.StringIO()
     write_json(out, report)
     text = out.getvalue()
-    assert text.count("\n") == 1
+    assert text.count("\n") == 5
+    assert [line.strip()[:9] for line in text.splitlines()[1:4]] == ['{"kind": '] * 3
     document = json.loads(text)
     assert [j["name"] for j in document["jobs"]] == ["a", "b", "c"]
     assert document["jobs"][0] == job_record(report.outcomes[0])
@@ -72,18 +75,80 @@ def test_summary_counts_decisions_skip_reasons_results_and_errors() -> None:
     }
     assert summary_line(counts) == (
         "4 jobs: 2 touch, 0 fail, 0 terminate-pods, 2 skip (no-deadline 1, not-yet-due 1); "
-        "1 errors; 0.25s"
+        "1 errors; 0.2s"
     )
+
+
+def test_no_json_line_exceeds_16_kib_even_for_a_job_with_thousands_of_pods() -> None:
+    entry = pass_report(job(name="huge")).outcomes[0]
+    pods = tuple(f"huge-worker-{i}" for i in range(3000))
+    assert isinstance(entry.entry, Action)
+    failed = replace(entry.entry, kind=ActionKind.FAIL)
+    outcomes = [replace(entry, entry=failed, pods=pods, services=pods),
+                *pass_report(*(job(name=f"j{i}") for i in range(300))).outcomes]
+    base = pass_report()
+    out = io.StringIO()
+    write_json(out, replace(base, outcomes=outcomes))
+    document = json.loads(out.getvalue())
+    assert len(document["jobs"]) == 301
+    assert document["jobs"][0]["deleted"]["pods"] == list(pods)
+    assert max(len(line.encode()) for line in out.getvalue().splitlines()) < MAX_LINE_BYTES
+
+
+def test_the_empty_json_document() -> None:
+    out = io.StringIO()
+    write_json(out, pass_report())
+    assert json.loads(out.getvalue())["jobs"] == []
+
+
+def many_jobs(total: int, overdue: int) -> PassReport:
+    raws = [job(name=f"late-{i}") for i in range(overdue)]
+    raws += [job(name=f"done-{i}", conditions=[condition("Succeeded")])
+             for i in range(total - overdue - 10)]
+    raws += [job(name=f"young-{i}", started_ago=10) for i in range(10)]
+    return pass_report(*raws)
+
+
+def test_the_text_report_of_10000_jobs_lists_the_100_actions_and_counts_the_rest() -> None:
+    report = many_jobs(10_000, 100)
+    out = io.StringIO()
+    write_text(out, report)
+    lines = out.getvalue().splitlines()
+    # Header, column titles, 100 actions, the skips by reason, the summary.
+    assert len(lines) == 104
+    assert lines[-2] == "Skipped 9900 jobs (finished 9890, not-yet-due 10); -o wide lists them."
+    assert lines[-1].startswith("10000 jobs: 100 touch, ")
+    wide = io.StringIO()
+    write_text(wide, report, wide=True)
+    assert len(wide.getvalue().splitlines()) == 10_003
+
+
+def test_errors_are_listed_by_default() -> None:
+    report = pass_report(job(name="bad"), job(name="young", started_ago=10),
+                         results={"bad": Result.ERROR})
+    out = io.StringIO()
+    write_text(out, report)
+    text = out.getvalue()
+    assert "cannot patch: forbidden (403)" in text
+    assert "young" not in text
+    assert "Skipped 1 jobs (not-yet-due 1)" in text
+
+
+def test_a_pass_with_nothing_to_do_says_so() -> None:
+    out = io.StringIO()
+    write_text(out, pass_report(job(name="young", started_ago=10)))
+    assert out.getvalue().splitlines()[1] == "Nothing to do."
 
 
 def test_the_text_report_aligns_columns() -> None:
     out = io.StringIO()
-    write_text(out, pass_report(job(name="short"), job("TFJob", name="longer", started_ago=10)))
+    write_text(out, pass_report(job(name="short"), job("TFJob", name="longer", started_ago=10)),
+               wide=True)
     lines = out.getvalue().splitlines()
     assert lines[0] == "Pass 1 at 2024-05-01T12:00:00Z (server clock), action touch"
     assert lines[1].index("STARTED") == lines[2].index("2024") == lines[3].index("2024")
     assert lines[1].index("DECISION") == lines[2].index("touch") == lines[3].index("skip")
-    assert lines[3].endswith("skip (not-yet-due)  due in 3590s")
+    assert lines[3].endswith("skip (not-yet-due)  due in 59m50s")
     assert lines[-1].startswith("2 jobs: 1 touch")
 
 
@@ -93,11 +158,21 @@ def test_the_text_report_of_an_empty_pass() -> None:
     assert "No Kubeflow jobs found." in out.getvalue()
 
 
-DURATIONS = [(None, "-"), (0, "0s"), (59.9, "59s"), (61, "1m01s"), (3723, "1h02m03s"),
-             (-45, "-45s"), (-3600, "-1h00m00s")]
-
-
-@pytest.mark.parametrize(("seconds", "text"), DURATIONS)
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [
+        pytest.param(None, "-", id="unknown"),
+        pytest.param(0, "0s", id="zero"),
+        pytest.param(0.412, "0.4s", id="a-fraction-below-10s"),
+        pytest.param(59.9, "59s", id="whole-seconds-above-10s"),
+        pytest.param(61, "1m01s", id="minutes"),
+        pytest.param(3720.0, "1h02m", id="hours-drop-the-seconds"),
+        pytest.param(3723, "1h02m", id="hours"),
+        pytest.param(-45, "-45s", id="negative"),
+        pytest.param(-3600, "-1h00m", id="negative-hours"),
+        pytest.param(2 * 86400 + 3 * 3600 + 59, "2d03h", id="days"),
+    ],
+)
 def test_duration(seconds: float | None, text: str) -> None:
     assert duration(seconds) == text
 
@@ -110,7 +185,7 @@ def test_action_log_lines_carry_the_job_reference_as_fields(
         log_outcome(outcome, DryRun.SERVER)
     record = caplog.records[0]
     assert record.getMessage() == (
-        "PyTorchJob team-a/train: touch (overdue) -> done 3600s past its deadline"
+        "PyTorchJob team-a/train: touch (overdue) -> done 1h00m past its deadline"
     )
     fields = {k: getattr(record, k) for k in ("kind", "namespace", "job_name", "action",
                                               "reason", "seconds_overdue", "dry_run")}

@@ -50,7 +50,19 @@ def sweep(
 
     out = io.StringIO()
     code = run(config, connect, out, monotonic=monotonic or Ticker())
-    return code, [json.loads(line) for line in out.getvalue().splitlines()]
+    return code, documents(out.getvalue())
+
+
+def documents(text: str) -> list[dict[str, Any]]:
+    """The JSON documents of ``-o json``, one per pass, each over several lines."""
+    decoder = json.JSONDecoder()
+    found, position = [], 0
+    while position < len(text):
+        document, position = decoder.raw_decode(text, position)
+        found.append(document)
+        while position < len(text) and text[position].isspace():
+            position += 1
+    return found
 
 
 def server_at(moment: Any = NOW, *raws: dict[str, Any]) -> FakeCluster:
@@ -164,7 +176,8 @@ def test_a_forbidden_list_ends_the_run_as_cluster_unavailable() -> None:
     with pytest.raises(ClusterUnavailable) as raised:
         sweep(fake, Config(namespaces=("a",), kinds=(PYTORCHJOB,)))
     assert str(raised.value) == (
-        'cannot list pytorchjobs.kubeflow.org in namespace "a": forbidden (403)'
+        'cannot list pytorchjobs.kubeflow.org in namespace "a": forbidden (403) '
+        '(server https://fake.invalid, context "fake")'
     )
     assert raised.value.exit_code == 3
 

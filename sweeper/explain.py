@@ -1,0 +1,203 @@
+"""``sweeper --explain NAMESPACE/NAME``: why one job was (or was not) acted on.
+
+Reads the job (every served kind, or those of ``--kind``), takes the pass's instant as a run
+would, and walks the decision's rules (:func:`sweeper.decide.explain`, the same table
+:func:`~sweeper.decide.judge` applies), printing each with the value it saw and its outcome.
+The run's own scope comes first: ``--exclude-namespace``, ``-n`` and ``-l`` (the selector is
+matched by the API server, by listing the namespace with it). Writes nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, TextIO
+
+from sweeper import clock
+from sweeper.clock import format_rfc3339, human
+from sweeper.cluster import Cluster, ServedKind
+from sweeper.config import ClockMode, Config, OutputFormat
+from sweeper.decide import Entry, Step, explain
+from sweeper.errors import EXIT_OK, ApiError, ClusterUnavailable, ConfigError, NotFound
+from sweeper.jobs import parse_job
+from sweeper.run import Connect, StopFlag
+
+
+@dataclass(frozen=True, slots=True)
+class Explanation:
+    """One job's explanation.
+
+    Attributes:
+        kind: The job's kind.
+        namespace: Its namespace.
+        name: Its name.
+        now: The instant judged at.
+        clock: Whose clock that is.
+        scope: The run's filters, each as (name, what it saw, passes?).
+        steps: The decision's rules.
+        entry: The decision (``None`` when the run's scope leaves the job out).
+    """
+
+    kind: str
+    namespace: str
+    name: str
+    now: datetime
+    clock: str
+    scope: tuple[tuple[str, str, bool], ...]
+    steps: tuple[Step, ...]
+    entry: Entry | None
+
+
+def run_explain(config: Config, connect: Connect, out: TextIO) -> int:
+    """Explain the job ``config.explain`` names.
+
+    Args:
+        config: The run's settings (``explain`` set).
+        connect: Builds the cluster.
+        out: stdout.
+
+    Returns:
+        0.
+
+    Raises:
+        ConfigError: No served kind has a job of that name (exit 2).
+        ClusterUnavailable: The cluster could not be read (exit 3).
+    """
+    assert config.explain is not None  # noqa: S101 - the CLI calls this only with --explain
+    namespace, name = config.explain
+    cluster = connect(config, stop=StopFlag(time.monotonic() + config.timeout, config.timeout))
+    with contextlib.closing(cluster):
+        try:
+            discovery = cluster.discover()
+            served = [s for s in discovery.served if not config.kinds or s.kind in config.kinds]
+            found = [(s, raw) for s in served if (raw := _get(cluster, s, namespace, name))]
+            scopes = [_scope(config, cluster, s, namespace, name) for s, _ in found]
+        except ApiError as error:
+            raise ClusterUnavailable(f"{error} ({cluster.endpoint})") from error
+    if not found:
+        kinds = ", ".join(s.kind.name for s in served) or "none served"
+        raise ConfigError(f'no Kubeflow job "{namespace}/{name}" (looked in: {kinds})')
+    if config.clock is ClockMode.SERVER and discovery.server_date is not None:
+        now, whose = discovery.server_date, "server"
+    else:
+        now, whose = clock.local_now(), "local"
+    explanations = []
+    for (served_kind, raw), scope in zip(found, scopes, strict=True):
+        job = parse_job(raw, served_kind.kind, served_kind.version)
+        steps, entry = explain(job, now, config.policy)
+        keep = all(passes for _, _, passes in scope)
+        explanations.append(Explanation(
+            served_kind.kind.name, namespace, name, now, whose, scope, steps,
+            entry if keep else None,
+        ))
+    if config.output is OutputFormat.JSON:
+        out.write(json.dumps([as_json(e) for e in explanations], indent=2) + "\n")
+    else:
+        out.write("\n".join(as_text(e) for e in explanations))
+    out.flush()
+    return EXIT_OK
+
+
+def _get(cluster: Cluster, served: ServedKind, namespace: str, name: str) -> Any:
+    try:
+        return cluster.get_job(served, namespace, name)
+    except NotFound:
+        return None
+
+
+def _scope(
+    config: Config, cluster: Cluster, served: ServedKind, namespace: str, name: str
+) -> tuple[tuple[str, str, bool], ...]:
+    scope = []
+    if config.namespaces:
+        scope.append(("namespace", f"-n {' -n '.join(config.namespaces)}",
+                      namespace in config.namespaces))
+    if config.exclude_namespaces:
+        scope.append(("exclude-namespace", f"--exclude-namespace {namespace}"
+                      if namespace in config.exclude_namespaces else "not excluded",
+                      namespace not in config.exclude_namespaces))
+    if config.selector:
+        listed = any(
+            item.get("metadata", {}).get("name") == name
+            for page in cluster.list_jobs(served, namespace, config.selector, config.page_size)
+            for item in page.items
+        )
+        scope.append(("selector", f"-l {config.selector}: {'matches' if listed else 'no match'}",
+                      listed))
+    return tuple(scope)
+
+
+def _outcome(step: Step) -> str:
+    if not step.reached:
+        return "not reached"
+    if step.entry is None:
+        return "passes"
+    return _decision(step.entry)
+
+
+def _decision(entry: Entry) -> str:
+    text = f"{entry.decision} ({entry.reason})"
+    return f"{text}: {entry.detail}" if entry.detail else text
+
+
+def as_text(explanation: Explanation) -> str:
+    """Render an explanation for a person: one rule per line, in the decision's order.
+
+    Args:
+        explanation: The explanation.
+
+    Returns:
+        The text, ending with a newline.
+    """
+    e = explanation
+    lines = [f"{e.kind} {e.namespace}/{e.name} at {format_rfc3339(e.now)} ({e.clock} clock)"]
+    rows: list[tuple[str, str, str]] = [
+        (f"scope: {name}", seen, "passes" if passes else "leaves the job out")
+        for name, seen, passes in e.scope
+    ]
+    rows += [(step.rule, step.seen, _outcome(step)) for step in e.steps]
+    width = [max(len(r[i]) for r in rows) for i in range(2)]
+    for number, (rule, seen, outcome) in enumerate(rows, 1):
+        lines.append(f"{number:>3}. {rule.ljust(width[0])}  {seen.ljust(width[1])}  {outcome}")
+    if e.entry is None:
+        lines.append("Decision: none; the run's scope leaves this job out.")
+    else:
+        lines.append(f"Decision: {_decision(e.entry)}")
+        if e.entry.decision != "skip":
+            lines.append("(--max-actions may still defer it behind more overdue jobs)")
+    return "\n".join(lines) + "\n"
+
+
+def as_json(explanation: Explanation) -> dict[str, Any]:
+    """Render an explanation as JSON (exact seconds).
+
+    Args:
+        explanation: The explanation.
+
+    Returns:
+        The JSON-ready dictionary.
+    """
+    e = explanation
+    entry = e.entry
+    steps: Sequence[Step] = e.steps
+    return {
+        "kind": e.kind,
+        "namespace": e.namespace,
+        "name": e.name,
+        "now": format_rfc3339(e.now),
+        "clock": e.clock,
+        "scope": [{"filter": n, "seen": s, "passes": p} for n, s, p in e.scope],
+        "rules": [
+            {"rule": s.rule, "seen": s.seen, "outcome": _outcome(s), "reached": s.reached}
+            for s in steps
+        ],
+        "decision": None if entry is None else entry.decision,
+        "reason": None if entry is None else entry.reason,
+        "detail": None if entry is None else entry.detail,
+        "seconds_overdue": None if entry is None else entry.seconds_overdue,
+        "overdue": None if entry is None else human(entry.seconds_overdue),
+    }

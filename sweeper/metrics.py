@@ -1,0 +1,306 @@
+"""Prometheus metrics: their names in one place, and the push of a run to a Pushgateway.
+
+The only module that imports prometheus_client. A CronJob run lives too briefly to be scraped,
+so with ``--pushgateway`` it pushes one fixed set of ``deadline_sweeper_*`` gauges when it ends,
+whatever the exit code. The set has no per-job label: every label takes its values from a closed
+list (kinds, decisions, skip reasons, results), and every combination is pushed, zeros included,
+so a series never vanishes because nothing happened to it this time.
+
+The push is a POST (``pushadd``), which replaces only the metrics it carries: the last success
+timestamp is in the set only when the run succeeded, so a failing run leaves the previous
+success in place for the "no successful run" alert. The grouping key is the job label alone
+(``--pushgateway-job``): the Pushgateway's documentation advises against an instance label for
+batch jobs, as each run would leave a new group behind; scrape the Pushgateway with
+``honor_labels: true`` so that job label is kept.
+
+``sweeper --watch`` serves :class:`WatchMetrics` on ``/metrics`` (through sweeper.health):
+its definitions live here too, next to the pushed ones, so both modes share one namespace and
+the names they have in common (``deadline_sweeper_actions``, ``deadline_sweeper_overdue_jobs``)
+are defined once. No label carries a job's name in either mode.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from prometheus_client import CollectorRegistry, Gauge, Histogram, generate_latest
+from prometheus_client import Counter as PromCounter
+from prometheus_client.exposition import CONTENT_TYPE_LATEST, pushadd_to_gateway
+
+from sweeper.act import Outcome, Result
+from sweeper.decide import Action, ActionKind, SkipReason
+from sweeper.errors import EXIT_OK
+from sweeper.jobs import Job
+from sweeper.kinds import KINDS
+
+log = logging.getLogger(__name__)
+
+PREFIX = "deadline_sweeper_"
+
+
+@dataclass(frozen=True, slots=True)
+class Metric:
+    """One metric's definition.
+
+    Attributes:
+        name: The full name (``deadline_sweeper_...``).
+        help: The ``# HELP`` text.
+        labels: Its label names, each with a closed set of values.
+    """
+
+    name: str
+    help: str
+    labels: tuple[str, ...] = ()
+
+
+LAST_RUN = Metric(f"{PREFIX}last_run_timestamp_seconds",
+                  "When the last run ended (Unix time), whatever its exit code.")
+LAST_SUCCESS = Metric(f"{PREFIX}last_success_timestamp_seconds",
+                      "When the last run that exited 0 ended (Unix time).")
+LAST_EXIT_CODE = Metric(f"{PREFIX}last_exit_code",
+                        "Exit code of the last run (0 ok, 1 actions failed, 3 cluster "
+                        "unavailable, 4 interrupted, 5 timeout).")
+DURATION = Metric(f"{PREFIX}last_run_duration_seconds", "How long the last run took.")
+JOBS = Metric(f"{PREFIX}jobs", "Jobs listed by the last pass, by kind and decision.",
+              ("kind", "decision"))
+SKIPPED = Metric(f"{PREFIX}skipped_jobs", "Jobs the last pass left alone, by kind and reason.",
+                 ("kind", "reason"))
+ACTIONS = Metric(f"{PREFIX}actions", "Actions of the last pass, by kind, action and result.",
+                 ("kind", "action", "result"))
+OVERDUE = Metric(f"{PREFIX}overdue_jobs",
+                 "Unfinished jobs past their deadline (and --grace) at the last pass, by kind.",
+                 ("kind",))
+MAX_OVERDUE = Metric(f"{PREFIX}overdue_seconds_max",
+                     "How long past its deadline the most overdue unfinished job was at the "
+                     "last pass (0 when none).")
+DEADLINE_FAILED = Metric(f"{PREFIX}deadline_failed_jobs",
+                         "Listed jobs failed by their deadline, by kind and by whom: the "
+                         "operator on its own, the operator after the sweeper's touch, or the "
+                         "sweeper.", ("kind", "by"))
+
+METRICS = (LAST_RUN, LAST_SUCCESS, LAST_EXIT_CODE, DURATION, JOBS, SKIPPED, ACTIONS, OVERDUE,
+           MAX_OVERDUE, DEADLINE_FAILED)
+
+DECISIONS = (*(kind.value for kind in ActionKind), "skip")
+RESULTS = tuple(result.value for result in Result if result is not Result.SKIPPED)
+# Only "operator" for weeks, with no action: the operator enforces deadlines by itself.
+FAILED_BY = ("operator", "operator-after-touch", "sweeper")
+_KIND_NAMES = tuple(kind.name for kind in KINDS)
+# Overdue, not acted on this pass, and still the sweeper's to enforce.
+_STILL_OVERDUE = (SkipReason.RECENTLY_TOUCHED, SkipReason.OVER_MAX_ACTIONS)
+
+Labels = tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class RunFigures:
+    """The values of every metric for one run. Pure data, built by :func:`figures`.
+
+    Attributes:
+        values: By metric name, a value per label-value tuple (``()`` when unlabelled).
+    """
+
+    values: Mapping[str, Mapping[Labels, float]]
+
+
+def _zeros(*axes: Sequence[str]) -> Counter[Labels]:
+    combos: list[Labels] = [()]
+    for axis in axes:
+        combos = [(*combo, value) for combo in combos for value in axis]
+    return Counter(dict.fromkeys(combos, 0))
+
+
+def figures(
+    outcomes: Iterable[Outcome] | None, *, exit_code: int, ended_at: datetime, duration_s: float
+) -> RunFigures:
+    """Compute every metric of a run from its last pass. Pure.
+
+    Args:
+        outcomes: The last pass's outcomes; ``None`` when no pass got as far as deciding
+            (then only the run's own metrics are in the figures).
+        exit_code: The run's exit code.
+        ended_at: When the run ended (the local clock: the alert compares it with
+            Prometheus' ``time()``).
+        duration_s: How long the run took.
+
+    Returns:
+        The figures, every label combination present.
+    """
+    stamp = ended_at.timestamp()
+    values: dict[str, Mapping[Labels, float]] = {
+        LAST_RUN.name: {(): stamp},
+        LAST_EXIT_CODE.name: {(): float(exit_code)},
+        DURATION.name: {(): round(duration_s, 3)},
+    }
+    if exit_code == EXIT_OK:
+        values[LAST_SUCCESS.name] = {(): stamp}
+    if outcomes is not None:
+        values.update(_pass_values(outcomes))
+    return RunFigures(values)
+
+
+def _pass_values(outcomes: Iterable[Outcome]) -> dict[str, Mapping[Labels, float]]:
+    jobs = _zeros(_KIND_NAMES, DECISIONS)
+    skipped = _zeros(_KIND_NAMES, tuple(reason.value for reason in SkipReason))
+    actions = _zeros(_KIND_NAMES, tuple(kind.value for kind in ActionKind), RESULTS)
+    overdue = _zeros(_KIND_NAMES)
+    failed = _zeros(_KIND_NAMES, FAILED_BY)
+    worst = 0.0
+    for outcome in outcomes:
+        entry = outcome.entry
+        job = entry.job
+        kind = job.kind.name
+        jobs[kind, entry.decision] += 1
+        if isinstance(entry, Action):
+            actions[kind, entry.decision, outcome.result.value] += 1
+        else:
+            skipped[kind, entry.reason] += 1
+        if job.finished is None and (isinstance(entry, Action) or entry.why in _STILL_OVERDUE):
+            overdue[kind,] += 1
+            worst = max(worst, entry.seconds_overdue or 0.0)
+        if job.failed_by_deadline:
+            failed[kind, _failed_by(job)] += 1
+    return {
+        JOBS.name: jobs,
+        SKIPPED.name: skipped,
+        ACTIONS.name: actions,
+        OVERDUE.name: overdue,
+        MAX_OVERDUE.name: {(): worst},
+        DEADLINE_FAILED.name: failed,
+    }
+
+
+def _failed_by(job: Job) -> str:
+    if job.failed_by_sweeper:
+        return "sweeper"
+    deadline = job.deadline
+    # A touch from before the deadline (before a suspend and resume) woke nothing.
+    if job.touched_at is not None and deadline is not None and job.touched_at >= deadline:
+        return "operator-after-touch"
+    return "operator"
+
+
+def register(registry: CollectorRegistry, names: Iterable[str] | None = None) -> dict[str, Gauge]:
+    """Create the sweeper's gauges in a registry (all of them, or those named).
+
+    Args:
+        registry: Where to register them (a fresh one per push; a long-running mode's own).
+        names: Only these metrics; all of :data:`METRICS` when ``None``.
+
+    Returns:
+        The gauges, by name.
+    """
+    wanted = None if names is None else set(names)
+    return {
+        metric.name: Gauge(metric.name, metric.help, metric.labels, registry=registry)
+        for metric in METRICS
+        if wanted is None or metric.name in wanted
+    }
+
+
+def registry_of(run: RunFigures) -> CollectorRegistry:
+    """Build a registry holding exactly the metrics of a run.
+
+    Args:
+        run: The figures.
+
+    Returns:
+        A new registry (never the global one, which holds process metrics).
+    """
+    registry = CollectorRegistry(auto_describe=True)
+    gauges = register(registry, run.values)
+    for name, series in run.values.items():
+        gauge = gauges[name]
+        for labels, value in series.items():
+            (gauge.labels(*labels) if labels else gauge).set(value)
+    return registry
+
+
+def push(url: str, job: str, run: RunFigures, *, timeout: float) -> bool:
+    """Push a run's metrics to a Pushgateway; a failure is logged, never raised.
+
+    A run that did its work must not exit non-zero because monitoring is down; the alert on
+    the last success timestamp notices a Pushgateway that stays unreachable.
+
+    Args:
+        url: The Pushgateway's base URL (``http://pushgateway.monitoring:9091``).
+        job: The grouping key's job label.
+        run: The figures.
+        timeout: Seconds for the request.
+
+    Returns:
+        Whether the Pushgateway accepted them.
+    """
+    began = time.monotonic()
+    try:
+        pushadd_to_gateway(url, job=job, registry=registry_of(run), timeout=timeout)
+    except Exception as error:  # noqa: BLE001 - urllib raises OSError, HTTPError, ValueError...
+        log.warning("cannot push metrics to the Pushgateway %s: %s", url, error,
+                    extra={"pushgateway": url, "error": str(error)})
+        return False
+    log.debug("pushed metrics to %s in %.3fs", url, time.monotonic() - began,
+              extra={"pushgateway": url, "job": job})
+    return True
+
+
+# --- sweeper --watch: served on /metrics --------------------------------------------------
+
+# Enforcement lateness: the point of the watch mode is the sub-second buckets.
+LATENESS_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
+
+# A counter since start in watch mode (exposed as ..._total); the push's is the last pass's.
+WATCH_ACTIONS = Metric(ACTIONS.name, "Actions taken on jobs, by kind, action and result.",
+                       ACTIONS.labels)
+# The watch mode counts due timers, which carry no kind.
+WATCH_OVERDUE = Metric(OVERDUE.name, "Jobs whose timer is due and not yet handled.")
+LATENESS = Metric(f"{PREFIX}lateness_seconds",
+                  "Seconds between the instant a job became due and the sweeper's decision to act.")
+TRACKED = Metric(f"{PREFIX}tracked_jobs", "Jobs with an armed timer.")
+WATCH_RESTARTS = Metric(f"{PREFIX}watch_restarts", "Watch streams reopened, by reason.",
+                        ("reason",))
+RELISTS = Metric(f"{PREFIX}watch_relists", "Lists after a 410 Gone (the view rebuilt).")
+CLOCK_OFFSET = Metric(f"{PREFIX}clock_offset_seconds",
+                      "The API server's clock minus the local clock, estimated from Date headers.",
+                      ("bound",))
+LEADER = Metric(f"{PREFIX}leader", "1 while this replica holds the Lease and may write.")
+RESYNCS = Metric(f"{PREFIX}resyncs", "Full passes run by --resync, by result.", ("result",))
+
+
+class WatchMetrics:
+    """The watch mode's metrics, in a registry of their own (not the process-wide default)."""
+
+    content_type = CONTENT_TYPE_LATEST
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        registry = self.registry
+
+        def counter(metric: Metric) -> PromCounter:
+            return PromCounter(metric.name, metric.help, metric.labels, registry=registry)
+
+        def gauge(metric: Metric) -> Gauge:
+            return Gauge(metric.name, metric.help, metric.labels, registry=registry)
+
+        self.actions = counter(WATCH_ACTIONS)
+        self.lateness = Histogram(LATENESS.name, LATENESS.help, buckets=LATENESS_BUCKETS,
+                                  registry=registry)
+        self.tracked = gauge(TRACKED)
+        self.overdue = gauge(WATCH_OVERDUE)
+        self.watch_restarts = counter(WATCH_RESTARTS)
+        self.relists = counter(RELISTS)
+        self.clock_offset = gauge(CLOCK_OFFSET)
+        self.leader = gauge(LEADER)
+        self.resyncs = counter(RESYNCS)
+
+    def render(self) -> bytes:
+        """The Prometheus text exposition of every metric.
+
+        Returns:
+            The body of ``/metrics``.
+        """
+        return generate_latest(self.registry)

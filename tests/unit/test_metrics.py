@@ -1,0 +1,154 @@
+"""Pushed metrics: values from a pass, fixed label sets, a push that cannot fail a run."""
+
+from __future__ import annotations
+
+import socket
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from sweeper import metrics
+from sweeper.act import Outcome, Result
+from sweeper.decide import Policy, decide
+from sweeper.jobs import parse_job
+from sweeper.kinds import TOUCHED_AT_ANNOTATION
+from tests.unit.objects import KIND, NOW, ago, condition, deadline_failed, job
+from tests.unit.test_cli import Harness
+
+ENDED = NOW + timedelta(seconds=3)
+
+
+def outcomes(*raws: dict[str, Any], results: dict[str, Result] | None = None) -> list[Outcome]:
+    plan = decide([parse_job(r, KIND[r["kind"]]) for r in raws], NOW, Policy())
+    found = []
+    for entry in plan.entries:
+        default = Result.SKIPPED if entry.decision == "skip" else Result.DONE
+        found.append(Outcome(entry, (results or {}).get(entry.job.name, default)))
+    return found
+
+
+def a_pass() -> list[Outcome]:
+    return outcomes(
+        job(name="late", started_ago=7200),  # 1 h overdue: touched
+        job(name="later", kind="TFJob", started_ago=9000),  # 1 h 30 overdue: touch refused
+        job(name="touched", annotations={TOUCHED_AT_ANNOTATION: ago(30)}),  # recently touched
+        job(name="young", started_ago=60),  # not yet due
+        job(name="by-operator", conditions=deadline_failed("by-operator")),
+        job(name="by-sweeper", conditions=deadline_failed("by-sweeper", by_sweeper=True)),
+        job(name="after-touch", conditions=deadline_failed("after-touch"),
+            annotations={TOUCHED_AT_ANNOTATION: ago(600)}),
+        job(name="done", conditions=[condition("Succeeded")]),
+        results={"later": Result.ERROR},
+    )
+
+
+def value(run: metrics.RunFigures, metric: metrics.Metric, *labels: str) -> float:
+    return run.values[metric.name][labels]
+
+
+@pytest.mark.parametrize(
+    ("metric", "labels", "expected"),
+    [
+        pytest.param(metrics.JOBS, ("PyTorchJob", "touch"), 1, id="jobs-touched"),
+        pytest.param(metrics.JOBS, ("PyTorchJob", "skip"), 6, id="jobs-skipped"),
+        pytest.param(metrics.JOBS, ("MPIJob", "fail"), 0, id="zeros-are-pushed"),
+        pytest.param(metrics.SKIPPED, ("PyTorchJob", "recently-touched"), 1, id="skip-reason"),
+        pytest.param(metrics.SKIPPED, ("PyTorchJob", "finished"), 4, id="finished"),
+        pytest.param(metrics.ACTIONS, ("PyTorchJob", "touch", "done"), 1, id="action-done"),
+        pytest.param(metrics.ACTIONS, ("TFJob", "touch", "error"), 1, id="action-error"),
+        pytest.param(metrics.OVERDUE, ("PyTorchJob",), 2, id="overdue-acted-or-touched"),
+        pytest.param(metrics.OVERDUE, ("TFJob",), 1, id="overdue-by-kind"),
+        pytest.param(metrics.MAX_OVERDUE, (), 5400, id="largest-overdue-seconds"),
+        pytest.param(metrics.DEADLINE_FAILED, ("PyTorchJob", "operator"), 1, id="by-operator"),
+        pytest.param(metrics.DEADLINE_FAILED, ("PyTorchJob", "sweeper"), 1, id="by-sweeper"),
+        pytest.param(metrics.DEADLINE_FAILED, ("PyTorchJob", "operator-after-touch"), 1,
+                     id="by-the-operator-after-a-touch"),
+        pytest.param(metrics.LAST_EXIT_CODE, (), 1, id="exit-code"),
+        pytest.param(metrics.DURATION, (), 2.5, id="duration"),
+        pytest.param(metrics.LAST_RUN, (), ENDED.timestamp(), id="last-run"),
+    ],
+)
+def test_the_figures_of_a_pass(
+    metric: metrics.Metric, labels: tuple[str, ...], expected: float
+) -> None:
+    run = metrics.figures(a_pass(), exit_code=1, ended_at=ENDED, duration_s=2.5)
+    assert value(run, metric, *labels) == expected
+
+
+@pytest.mark.parametrize(
+    ("exit_code", "has_success"),
+    [
+        pytest.param(0, True, id="ok"),
+        pytest.param(1, False, id="actions-failed"),
+        pytest.param(3, False, id="cluster-unavailable"),
+        pytest.param(5, False, id="timeout"),
+    ],
+)
+def test_the_last_success_is_pushed_only_by_a_run_that_exits_0(
+    exit_code: int, has_success: bool
+) -> None:
+    run = metrics.figures([], exit_code=exit_code, ended_at=ENDED, duration_s=1)
+    assert (metrics.LAST_SUCCESS.name in run.values) is has_success
+
+
+def test_a_run_that_never_decided_pushes_only_its_own_metrics() -> None:
+    # POST replaces only the metrics it carries: the last pass's job figures stay in place.
+    run = metrics.figures(None, exit_code=3, ended_at=ENDED, duration_s=1)
+    assert set(run.values) == {
+        metrics.LAST_RUN.name, metrics.LAST_EXIT_CODE.name, metrics.DURATION.name,
+    }
+
+
+def test_the_exposition_has_a_fixed_set_of_series_and_no_job_labels() -> None:
+    small = metrics.figures(a_pass(), exit_code=0, ended_at=ENDED, duration_s=1)
+    empty = metrics.figures([], exit_code=0, ended_at=ENDED, duration_s=1)
+    texts = [generate_latest(metrics.registry_of(r)).decode() for r in (small, empty)]
+    families = [list(text_string_to_metric_families(text)) for text in texts]
+    series = [{(s.name, tuple(sorted(s.labels.items()))) for f in fam for s in f.samples}
+              for fam in families]
+    assert series[0] == series[1]
+    assert {f.name for f in families[0]} == {m.name for m in metrics.METRICS}
+    labels = {key for fam in families[0] for s in fam.samples for key in s.labels}
+    assert labels == {"kind", "decision", "reason", "action", "result", "by"}
+    assert all(f.name.startswith("deadline_sweeper_") for f in families[0])
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_an_unreachable_pushgateway_is_logged_and_keeps_the_exit_code() -> None:
+    harness = Harness()
+    harness.fake.add_job(job(name="late"))
+    url = f"http://127.0.0.1:{closed_port()}"
+    result = harness.invoke("--pushgateway", url, "--log-format", "text")
+    assert result.exit_code == 0, result.output
+    assert f"cannot push metrics to the Pushgateway {url}" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        pytest.param("pushgateway:9091", id="no-scheme"),
+        pytest.param("ftp://pushgateway", id="other-scheme"),
+        pytest.param("http://", id="no-host"),
+        pytest.param("http://pushgateway:port", id="bad-port"),
+    ],
+)
+def test_a_bad_pushgateway_url_is_a_usage_error(url: str) -> None:
+    result = Harness().invoke("--pushgateway", url)
+    assert result.exit_code == 2
+    assert "(--pushgateway)" in result.stderr
+
+
+def test_the_pushgateway_flags_have_environment_twins() -> None:
+    harness = Harness()
+    url = f"http://127.0.0.1:{closed_port()}"
+    harness.invoke(env={"SWEEPER_PUSHGATEWAY": url, "SWEEPER_PUSHGATEWAY_JOB": "team-a"})
+    assert harness.config is not None
+    assert (harness.config.pushgateway, harness.config.pushgateway_job) == (url, "team-a")
