@@ -26,6 +26,7 @@ import threading
 import time
 import urllib.parse
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from http import HTTPStatus
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -77,6 +78,20 @@ class ApiError(RuntimeError):
         self.body = body
 
 
+@dataclass(frozen=True)
+class NodeOptions:
+    """How the API server differs when a real node joins it (see ``devcluster.node``).
+
+    Attributes:
+        advertise_address: The node's address, where pods reach the API server through the
+            ``kubernetes`` Service; also added to the serving certificate.
+        apiserver_args: Further kube-apiserver flags (kubelet client certificate, egress).
+    """
+
+    advertise_address: str
+    apiserver_args: tuple[str, ...] = ()
+
+
 class ControlPlane(processes.StopsOnExit):
     """A running etcd + kube-apiserver pair; build one with ``ControlPlane.start()``.
 
@@ -90,9 +105,11 @@ class ControlPlane(processes.StopsOnExit):
         processes: The running child processes, in start order.
     """
 
-    def __init__(self, workdir: Path) -> None:
+    def __init__(self, workdir: Path, node: NodeOptions | None = None) -> None:
         self.workdir = workdir
+        self.node = node
         self.server = ""
+        self.port = 0
         self.kubeconfig = workdir / "kubeconfig"
         self.audit_log = workdir / "audit.log"
         self.timings: dict[str, float] = {}
@@ -109,11 +126,13 @@ class ControlPlane(processes.StopsOnExit):
     # --- lifecycle ----------------------------------------------------------------------------
 
     @classmethod
-    def start(cls, crds: bool = True) -> ControlPlane:
+    def start(cls, crds: bool = True, node: NodeOptions | None = None) -> ControlPlane:
         """Start etcd and kube-apiserver, wait until they serve, and install the CRDs.
 
         Args:
             crds: Install the six Training Operator CRDs and wait until they are established.
+            node: Settings for a control plane that a real node joins (``devcluster.node``);
+                None for the API server alone.
 
         Returns:
             The running control plane; stop it with ``stop()`` or use it as a context manager.
@@ -126,7 +145,7 @@ class ControlPlane(processes.StopsOnExit):
         apiserver_bin = binaries.find("kube-apiserver")
         crd_files = operator_crds.crd_files() if crds else []
         began = time.monotonic()
-        cp = cls(Path(tempfile.mkdtemp(prefix="devcluster-")))
+        cp = cls(Path(tempfile.mkdtemp(prefix="devcluster-")), node)
         try:
             cp._write_pki()
             etcd_url = cp._start_etcd(etcd_bin)
@@ -186,7 +205,8 @@ class ControlPlane(processes.StopsOnExit):
     def _write_pki(self) -> None:
         pki_dir = self.workdir / "pki"
         pki_dir.mkdir(mode=0o700)
-        serving = self._ca.serving_cert(_SERVING_HOSTS)
+        hosts = _SERVING_HOSTS + ([self.node.advertise_address] if self.node else [])
+        serving = self._ca.serving_cert(hosts)
         sa_private, sa_public = pki.service_account_keys()
         files = {
             "ca.crt": self.ca_pem,
@@ -269,6 +289,24 @@ class ControlPlane(processes.StopsOnExit):
         client_port, _ = self._start_with_port_retry("etcd", argv, ready, _ETCD_TIMEOUT)
         return f"http://127.0.0.1:{client_port}"
 
+    def _mode_args(self) -> list[str]:
+        if self.node is None:
+            return [
+                # Without it the apiserver looks for a default route, which a sandbox may lack.
+                "--advertise-address=127.0.0.1",
+                "--authorization-mode=RBAC",
+                # No kube-controller-manager creates `default` ServiceAccounts for pods to use.
+                "--disable-admission-plugins=ServiceAccount",
+            ]
+        return [
+            # The kubernetes Service's endpoint: a relay in the node's network namespace
+            # listens there and forwards to this loopback port.
+            f"--advertise-address={self.node.advertise_address}",
+            # Node: the kubelet reads only what its own pods need.
+            "--authorization-mode=Node,RBAC",
+            *self.node.apiserver_args,
+        ]
+
     def _start_apiserver(self, apiserver_bin: Path, etcd_url: str) -> None:
         pki_dir = self.workdir / "pki"
 
@@ -282,13 +320,9 @@ class ControlPlane(processes.StopsOnExit):
                 f"--client-ca-file={pki_dir / 'ca.crt'}",
                 f"--secure-port={port}",
                 "--bind-address=127.0.0.1",
-                # Without it the apiserver looks for a default route, which a sandbox may lack.
-                "--advertise-address=127.0.0.1",
                 f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
                 "--allow-privileged=true",
-                "--authorization-mode=RBAC",
-                # No kube-controller-manager creates `default` ServiceAccounts for pods to use.
-                "--disable-admission-plugins=ServiceAccount",
+                *self._mode_args(),
                 f"--service-account-issuer={SERVICE_ACCOUNT_ISSUER}",
                 f"--service-account-key-file={pki_dir / 'service-account.pub'}",
                 f"--service-account-signing-key-file={pki_dir / 'service-account.key'}",
@@ -299,6 +333,7 @@ class ControlPlane(processes.StopsOnExit):
             ]
 
         def ready(port: int, _unused: int) -> bool:
+            self.port = port
             self.server = f"https://127.0.0.1:{port}"
             status, _ = self._raw("GET", "/readyz")
             return status == HTTPStatus.OK
@@ -464,6 +499,11 @@ class ControlPlane(processes.StopsOnExit):
                 configuration.key_file = str(self.workdir / "pki" / "admin.key")
                 self._api_client = kubernetes.client.ApiClient(configuration)
             return self._api_client
+
+    @property
+    def ca(self) -> pki.CertificateAuthority:
+        """The CA behind every certificate here, to issue the node's own (kubelet, proxy)."""
+        return self._ca
 
     # --- users, namespaces, audit -------------------------------------------------------------
 
