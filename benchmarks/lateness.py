@@ -140,19 +140,12 @@ def _node_main(args: argparse.Namespace) -> int:
         api = cp.api()
         swept = node.ensure_namespace("late-node", labels={})
         sweeper_ns = node.ensure_namespace("late-node-sweeper")
-        workload = node.images["workload"].reference
         deadlines = [
             args.first_deadline + round(i * args.spread / max(args.jobs - 1, 1))
             for i in range(args.jobs)
         ]
         for i, seconds in enumerate(deadlines):
-            body = jobs.manifest("PyTorchJob", f"late-{i:03d}",
-                                 active_deadline_seconds=seconds, workers=1)
-            for spec in body["spec"]["pytorchReplicaSpecs"].values():
-                (container,) = spec["template"]["spec"]["containers"]
-                container.pop("command")
-                container.update(image=workload, imagePullPolicy="Never",
-                                 resources={"requests": {"cpu": "10m", "memory": "16Mi"}})
+            body = node.training_manifest("PyTorchJob", f"late-{i:03d}", deadline=seconds)
             jobs.create(api, swept, body)
         sweeper = node.images["sweeper"]
         values = {

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from devcluster import binaries, kubeconfig, pki, processes
+from devcluster import binaries, jobs, kubeconfig, pki, processes
 from devcluster.controlplane import ControlPlane, NodeOptions
 
 log = logging.getLogger(__name__)
@@ -67,6 +67,15 @@ _HOST_TOOLS = ("ip", "nsenter", "iptables", "iptables-restore", "conntrack", "mo
 _CNI_PLUGINS = ("bridge", "host-local", "loopback")
 IMAGE_SCRIPT = binaries.REPO_ROOT / "scripts" / "build-image"
 _NODE_TIMEOUT = 180.0
+# What a container must say about itself to pass PodSecurity "restricted".
+RESTRICTED_SECURITY_CONTEXT: dict[str, Any] = {
+    "allowPrivilegeEscalation": False,
+    "readOnlyRootFilesystem": True,
+    "runAsNonRoot": True,
+    "runAsUser": 65532,
+    "capabilities": {"drop": ["ALL"]},
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
 _RESTRICTED = {
     "pod-security.kubernetes.io/enforce": "restricted",
     "pod-security.kubernetes.io/enforce-version": "latest",
@@ -338,6 +347,8 @@ class Node(processes.StopsOnExit):
                 f"--kubelet-client-certificate={pki_dir / 'apiserver-kubelet-client.crt'}",
                 f"--kubelet-client-key={pki_dir / 'apiserver-kubelet-client.key'}",
                 f"--kubelet-certificate-authority={pki_dir / 'node-ca.crt'}",
+                # The node's name resolves nowhere; its address does, inside the namespace.
+                "--kubelet-preferred-address-types=InternalIP",
                 f"--egress-selector-config-file={egress}",
                 "--enable-admission-plugins=NodeRestriction",
             ),
@@ -580,7 +591,7 @@ state = '{base / "state"}'
             "hostnameOverride": NODE_NAME,
             "bindAddress": NODE_IP,
             "healthzBindAddress": "",
-            "metricsBindAddress": "127.0.0.1:0",
+            "metricsBindAddress": "127.0.0.1:10249",  # inside the namespace: always free
             # Leave the kernel's conntrack settings alone (they are not per namespace).
             "conntrack": {
                 "maxPerCore": 0,
@@ -618,6 +629,28 @@ state = '{base / "state"}'
             watch=self.processes,
         )
         self.ensure_namespace(SWEEPER_NAMESPACE)
+
+    def training_manifest(
+        self, kind: str, name: str, *, deadline: int | None, workers: int = 1
+    ) -> dict[str, Any]:
+        """A Kubeflow job (``devcluster.jobs.manifest``) whose containers really run here.
+
+        Each replica runs the workload image, which never finishes by itself, loaded on the
+        node (never pulled), under the restricted profile, with a small request so that many
+        fit on this node.
+        """
+        body = jobs.manifest(kind, name, active_deadline_seconds=deadline, workers=workers)
+        for spec in body["spec"][jobs.KINDS[kind].replica_specs].values():
+            spec["restartPolicy"] = "Never"
+            (container,) = spec["template"]["spec"]["containers"]
+            container.pop("command", None)
+            container.update(
+                image=self.images["workload"].reference,
+                imagePullPolicy="Never",
+                securityContext=RESTRICTED_SECURITY_CONTEXT,
+                resources={"requests": {"cpu": "10m", "memory": "16Mi"}},
+            )
+        return body
 
     def iptables_save(self) -> str:
         """The node namespace's iptables rules (kube-proxy's), for diagnostics."""

@@ -27,17 +27,6 @@ CHART = Path(__file__).resolve().parents[2] / "chart"
 Obj = dict[str, Any]
 T = TypeVar("T")
 
-# What a restricted pod must say about itself (PodSecurity "restricted").
-RESTRICTED_CONTAINER: Obj = {
-    "allowPrivilegeEscalation": False,
-    "readOnlyRootFilesystem": True,
-    "runAsNonRoot": True,
-    "runAsUser": 65532,
-    "capabilities": {"drop": ["ALL"]},
-    "seccompProfile": {"type": "RuntimeDefault"},
-}
-
-
 def unavailable(reason: str) -> None:
     """Skip (locally) or fail (``CI=true``) because this machine cannot run the node."""
     if os.environ.get("CI") == "true":
@@ -190,18 +179,8 @@ def training_job(
     Its containers run the workload image, which never finishes by itself, under the
     restricted profile.
     """
-    body = kubeflow.manifest(kind, name, active_deadline_seconds=deadline, workers=1)
+    body = node.training_manifest(kind, name, deadline=deadline)
     body["metadata"]["labels"] = dict(labels or {})
-    specs = body["spec"][kubeflow.KINDS[kind].replica_specs]
-    for spec in specs.values():
-        pod = spec["template"]["spec"]
-        (container,) = pod["containers"]
-        container.pop("command", None)
-        container["image"] = node.images["workload"].reference
-        container["imagePullPolicy"] = "Never"
-        container["securityContext"] = RESTRICTED_CONTAINER
-        container["resources"] = {"requests": {"cpu": "10m", "memory": "16Mi"}}
-        spec["restartPolicy"] = "Never"
     plural = kubeflow.KINDS[kind].plural
     created: Obj = node.control_plane.request(
         "POST", f"/apis/kubeflow.org/v1/namespaces/{namespace}/{plural}", body
