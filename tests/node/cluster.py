@@ -54,16 +54,35 @@ def start_node() -> Node:
         raise  # unreachable: unavailable always raises
 
 
-def poll(probe: Callable[[], T | None], *, timeout: float, what: str, every: float = 1.0) -> T:
-    """Call ``probe`` until it returns something other than None; fail after ``timeout``."""
+def poll(
+    probe: Callable[[], T | None],
+    *,
+    timeout: float,
+    what: str,
+    every: float = 1.0,
+    explain: Callable[[], str] | None = None,
+) -> T:
+    """Call ``probe`` until it returns something other than None; fail after ``timeout``.
+
+    ``explain`` adds what the failure message should show (pods, events) when it times out.
+    """
     deadline = time.monotonic() + timeout
     while True:
         found = probe()
         if found is not None:
             return found
         if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}")
+            details = f"\n{explain()}" if explain else ""
+            pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}{details}")
         time.sleep(every)
+
+
+def explain_namespace(node: Node, namespace: str) -> str:
+    """The pods' phases and the events of a namespace, for failure messages."""
+    pods = node.control_plane.request("GET", f"/api/v1/namespaces/{namespace}/pods")["items"]
+    lines = [f"pod {p['metadata']['name']}: {p['status'].get('phase')}" for p in pods]
+    lines += [f"event {e['reason']}: {e['message']}" for e in node_events(node, namespace)]
+    return "\n".join(lines) or f"nothing in {namespace}"
 
 
 def run(node: Node, tool: str, *args: str, check: bool = True, timeout: float = 180) -> str:
@@ -171,13 +190,14 @@ def training_job(
     name: str,
     *,
     deadline: int,
-    kind: str = "PyTorchJob",
+    kind: str = "TFJob",
     labels: dict[str, str] | None = None,
 ) -> Obj:
     """Create a training job whose pods the operator creates and the kubelet really runs.
 
     Its containers run the workload image, which never finishes by itself, under the
-    restricted profile.
+    restricted profile. A TFJob (chief and worker) by default: the operator adds to
+    PyTorchJob workers an init container with a public image that cannot be pulled here.
     """
     body = node.training_manifest(kind, name, deadline=deadline)
     body["metadata"]["labels"] = dict(labels or {})
@@ -188,7 +208,7 @@ def training_job(
     return created
 
 
-def get_job(node: Node, namespace: str, name: str, kind: str = "PyTorchJob") -> Obj:
+def get_job(node: Node, namespace: str, name: str, kind: str = "TFJob") -> Obj:
     """Read a training job."""
     plural = kubeflow.KINDS[kind].plural
     job: Obj = node.control_plane.request(

@@ -38,13 +38,14 @@ def _setup(node: Node, name: str) -> tuple[str, str, str]:
 
 
 def _overdue_job(node: Node, namespace: str, label: str) -> str:
-    """A PyTorchJob whose two pods really run, labelled ``node-test=<label>``; returns its name."""
+    """A TFJob whose two pods really run, labelled ``node-test=<label>``; returns its name."""
     body_name = "train"
     cluster.training_job(node, namespace, body_name, deadline=DEADLINE, labels={"node-test": label})
     cluster.poll(
         lambda: True if len(cluster.running_pods(node, namespace, body_name)) == 2 else None,
         timeout=180,
         what=f"the operator's pods of {namespace}/{body_name} running",
+        explain=lambda: cluster.explain_namespace(node, namespace),
     )
     return body_name
 
