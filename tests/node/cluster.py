@@ -85,6 +85,19 @@ def explain_namespace(node: Node, namespace: str) -> str:
     return "\n".join(lines) or f"nothing in {namespace}"
 
 
+def run_tool(node: Node, tool: str, *args: str) -> str:
+    """Like ``run`` but never fails: stdout and stderr, for diagnostics."""
+    done = subprocess.run(
+        [str(binaries.find(tool)), *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+        env=dict(os.environ, KUBECONFIG=str(node.kubeconfig), HOME=str(node.workdir)),
+    )
+    return done.stdout + done.stderr
+
+
 def run(node: Node, tool: str, *args: str, check: bool = True, timeout: float = 180) -> str:
     """Run ``helm`` or ``kubectl`` as the admin against the node; return stdout."""
     done = subprocess.run(
@@ -118,6 +131,35 @@ def chart_values(node: Node, **overrides: Any) -> Obj:
     }
     values.update(overrides)
     return values
+
+
+class Scratch:
+    """What one test created on the node: namespaces and chart releases (see ``clean``)."""
+
+    def __init__(self, node: Node) -> None:
+        self.node = node
+        self.namespaces: list[str] = []
+        self.releases: list[tuple[str, str]] = []
+
+    def namespace(self, prefix: str, labels: dict[str, str] | None = None) -> str:
+        """A new namespace, PodSecurity ``restricted`` unless ``labels`` say otherwise."""
+        name = self.node.ensure_namespace(f"{prefix}-{secrets.token_hex(3)}", labels)
+        self.namespaces.append(name)
+        return name
+
+    def install(self, release: str, namespace: str, values: Obj) -> str:
+        """``helm install``, uninstalled by ``clean``."""
+        self.releases.append((release, namespace))
+        return install(self.node, release, namespace, values)
+
+    def clean(self) -> None:
+        """Uninstall the releases, then delete the namespaces (their pods stop)."""
+        for release, namespace in self.releases:
+            run(self.node, "helm", "uninstall", release, "-n", namespace, "--wait", check=False)
+        for name in self.namespaces:
+            self.node.control_plane.request(
+                "DELETE", f"/api/v1/namespaces/{name}", expect=(200, 202, 404)
+            )
 
 
 def install(
@@ -156,6 +198,19 @@ def wait_for_run(node: Node, namespace: str, cronjob: str, timeout: float = 240)
         return jobs[0] if jobs and finished(jobs[0]) else None
 
     return poll(probe, timeout=timeout, what=f"a finished run of CronJob {namespace}/{cronjob}")
+
+
+def explain_run(node: Node, namespace: str, run: Obj) -> str:
+    """A CronJob run's conditions, its pods' container states and logs, for failure messages."""
+    name = run["metadata"]["name"]
+    lines = [f"job {name}: {run.get('status', {}).get('conditions')}"]
+    for pod in pods_of(node, namespace, f"job-name={name}"):
+        for status in pod["status"].get("containerStatuses", []):
+            lines.append(f"pod {pod['metadata']['name']}: {status.get('state')}")
+        logs = run_tool(node, "kubectl", "logs", "-n", namespace, pod["metadata"]["name"])
+        lines.append(logs[-3000:])
+    lines += [f"event {e['reason']}: {e['message']}" for e in node_events(node, namespace)]
+    return "\n".join(lines)
 
 
 def pods_of(node: Node, namespace: str, selector: str) -> list[Obj]:

@@ -43,6 +43,18 @@ def node_operator(node: Node) -> Iterator[Operator]:
         yield op
 
 
+@pytest.fixture
+def scratch(node: Node) -> Iterator[cluster.Scratch]:
+    """Namespaces and chart releases of one test, removed afterwards.
+
+    A release left installed would keep starting runs every minute for the rest of the
+    session, loading the node and the machine; a namespace left behind keeps its containers.
+    """
+    made = cluster.Scratch(node)
+    yield made
+    made.clean()
+
+
 def pytest_terminal_summary(
     terminalreporter: pytest.TerminalReporter, config: pytest.Config
 ) -> None:

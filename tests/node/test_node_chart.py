@@ -27,13 +27,12 @@ TOUCHED_AT = "deadline-sweeper.kubeflow.org/touched-at"
 DEADLINE = 20  # seconds: overdue well before the CronJob's first run
 
 
-def _setup(node: Node, name: str) -> tuple[str, str, str]:
+def _setup(scratch: cluster.Scratch, name: str) -> tuple[str, str, str]:
     """A restricted namespace for the chart, one for training jobs, and a label of their own."""
-    suffix = secrets.token_hex(3)
     return (
-        node.ensure_namespace(f"sweeper-{name}-{suffix}"),
-        node.ensure_namespace(f"train-{name}-{suffix}"),
-        f"node-test-{suffix}",
+        scratch.namespace(f"sweeper-{name}"),
+        scratch.namespace(f"train-{name}"),
+        f"node-test-{secrets.token_hex(3)}",
     )
 
 
@@ -68,20 +67,19 @@ def _summaries(logs: str) -> list[Obj]:
 
 
 def test_touch_runs_in_cluster_and_the_operator_fails_the_job(
-    node: Node, node_operator: Operator
+    node: Node, node_operator: Operator, scratch: cluster.Scratch
 ) -> None:
-    sweeper_ns, train_ns, label = _setup(node, "touch")
+    sweeper_ns, train_ns, label = _setup(scratch, "touch")
     job = _overdue_job(node, train_ns, label)
 
-    cluster.install(
-        node,
+    scratch.install(
         "touch",
         sweeper_ns,
         cluster.chart_values(node, action="touch", selector=f"node-test={label}"),
     )
     run = cluster.wait_for_run(node, sweeper_ns, "touch-kubeflow-deadline-sweeper")
 
-    assert cluster.finished(run) == "Complete"
+    assert cluster.finished(run) == "Complete", cluster.explain_run(node, sweeper_ns, run)
     pod = _sweeper_pod(node, sweeper_ns, run)
     (container,) = pod["spec"]["containers"]
     assert pod["spec"]["serviceAccountName"] == "touch-kubeflow-deadline-sweeper"
@@ -111,9 +109,9 @@ def test_touch_runs_in_cluster_and_the_operator_fails_the_job(
     "action", [pytest.param("fail", id="fail"), pytest.param("auto", id="auto")]
 )
 def test_the_real_containers_of_an_overdue_job_are_stopped(
-    node: Node, node_operator: Operator, action: str
+    node: Node, node_operator: Operator, scratch: cluster.Scratch, action: str
 ) -> None:
-    sweeper_ns, train_ns, label = _setup(node, action)
+    sweeper_ns, train_ns, label = _setup(scratch, action)
     job = _overdue_job(node, train_ns, label)
     pod_names = {p["metadata"]["name"] for p in cluster.running_pods(node, train_ns, job)}
     assert pod_names <= cluster.running_containers(node)
@@ -121,10 +119,10 @@ def test_the_real_containers_of_an_overdue_job_are_stopped(
     values = cluster.chart_values(
         node, action=action, selector=f"node-test={label}", escalateAfter=10
     )
-    cluster.install(node, action, sweeper_ns, values)
+    scratch.install(action, sweeper_ns, values)
     run = cluster.wait_for_run(node, sweeper_ns, f"{action}-kubeflow-deadline-sweeper")
 
-    assert cluster.finished(run) == "Complete"
+    assert cluster.finished(run) == "Complete", cluster.explain_run(node, sweeper_ns, run)
     assert _failed_by_deadline(node, train_ns, job)
     cluster.poll(
         lambda: True if not pod_names & cluster.running_containers(node) else None,
@@ -145,19 +143,19 @@ def _verbs(rules: list[dict[str, Any]]) -> set[str]:
 
 
 def test_upgrade_from_dry_run_to_enforcing_changes_rbac_and_behaviour(
-    node: Node, node_operator: Operator
+    node: Node, node_operator: Operator, scratch: cluster.Scratch
 ) -> None:
-    sweeper_ns, train_ns, label = _setup(node, "upgrade")
+    sweeper_ns, train_ns, label = _setup(scratch, "upgrade")
     job = _overdue_job(node, train_ns, label)
     release = "upgrade"
     values = cluster.chart_values(node, action="touch", selector=f"node-test={label}")
 
-    cluster.install(node, release, sweeper_ns, {**values, "dryRun": True})
+    scratch.install(release, sweeper_ns, {**values, "dryRun": True})
     first = cluster.wait_for_run(node, sweeper_ns, f"{release}-kubeflow-deadline-sweeper")
     dry_rules = _rules(node, sweeper_ns, release)
     untouched = cluster.get_job(node, train_ns, job)
 
-    assert cluster.finished(first) == "Complete"
+    assert cluster.finished(first) == "Complete", cluster.explain_run(node, sweeper_ns, first)
     assert _verbs(dry_rules) <= {"get", "list", "watch"}
     assert TOUCHED_AT not in untouched["metadata"].get("annotations", {})
     assert cluster.condition(untouched, "Failed") is None
@@ -169,20 +167,19 @@ def test_upgrade_from_dry_run_to_enforcing_changes_rbac_and_behaviour(
     assert "deadline" in failed["message"]
 
 
-def test_namespaced_mode_works_with_its_roles_alone(node: Node, node_operator: Operator) -> None:
-    sweeper_ns, train_ns, label = _setup(node, "namespaced")
+def test_namespaced_mode_works_with_its_roles_alone(
+    node: Node, node_operator: Operator, scratch: cluster.Scratch
+) -> None:
+    sweeper_ns, train_ns, label = _setup(scratch, "namespaced")
     job = _overdue_job(node, train_ns, label)
     release = "namespaced"
 
-    cluster.install(
-        node,
-        release,
-        sweeper_ns,
-        cluster.chart_values(node, action="touch", namespaces=[train_ns]),
+    scratch.install(
+        release, sweeper_ns, cluster.chart_values(node, action="touch", namespaces=[train_ns])
     )
     run = cluster.wait_for_run(node, sweeper_ns, f"{release}-kubeflow-deadline-sweeper")
 
-    assert cluster.finished(run) == "Complete"
+    assert cluster.finished(run) == "Complete", cluster.explain_run(node, sweeper_ns, run)
     manifest = cluster.run(node, "helm", "get", "manifest", release, "-n", sweeper_ns)
     assert "kind: ClusterRole" not in manifest
     assert "kind: Role" in manifest
@@ -190,15 +187,15 @@ def test_namespaced_mode_works_with_its_roles_alone(node: Node, node_operator: O
 
 
 def test_an_image_that_does_not_exist_fails_the_run_visibly(
-    node: Node, node_operator: Operator
+    node: Node, node_operator: Operator, scratch: cluster.Scratch
 ) -> None:
-    sweeper_ns, train_ns, label = _setup(node, "badimage")
+    sweeper_ns, train_ns, label = _setup(scratch, "badimage")
     job = _overdue_job(node, train_ns, label)
     release = "badimage"
     values = cluster.chart_values(node, action="fail", selector=f"node-test={label}")
     values["image"] = {**values["image"], "repository": "localhost/no-such-image"}
 
-    cluster.install(node, release, sweeper_ns, values)
+    scratch.install(release, sweeper_ns, values)
     run = cluster.wait_for_run(node, sweeper_ns, f"{release}-kubeflow-deadline-sweeper")
 
     assert cluster.finished(run) == "Failed"
