@@ -28,9 +28,9 @@ With ``--node`` (root; ``devcluster.node``) nothing is played: the chart is inst
 controller starts its runs and the kubelet their pods; the operator creates the training pods
 and the kubelet runs their containers (the workload image). Lateness is measured the same way;
 the sweeper pods' start-up (pod created to container started) is printed beside it
-(``pod_startup_*``), and the target becomes ``--interval`` + the slowest start-up + 2 s. No
-operator-alone namespace (the figures above show it); ``--jobs`` defaults to 10 there, each job
-being two real containers.
+(``pod_startup_*``), and the target becomes ``--interval`` + the slowest start-up + 2 s. The
+jobs are TFJobs (a chief and a worker), and there is no operator-alone namespace (the figures
+above show it); ``--jobs`` defaults to 10 there, each job being two real containers.
 """
 
 from __future__ import annotations
@@ -145,7 +145,9 @@ def _node_main(args: argparse.Namespace) -> int:
             for i in range(args.jobs)
         ]
         for i, seconds in enumerate(deadlines):
-            body = node.training_manifest("PyTorchJob", f"late-{i:03d}", deadline=seconds)
+            # TFJobs (a chief and a worker): v1.9.4 gives PyTorchJob workers an init container
+            # whose public image cannot be pulled on this node.
+            body = node.training_manifest("TFJob", f"late-{i:03d}", deadline=seconds)
             jobs.create(api, swept, body)
         sweeper = node.images["sweeper"]
         values = {
@@ -161,7 +163,7 @@ def _node_main(args: argparse.Namespace) -> int:
             check=True, capture_output=True, text=True,
         )
         startups: dict[str, float] = {}
-        started = _wait_for_start_times(api, (swept,), args.jobs, timeout=600)
+        started = _wait_for_start_times(api, (swept,), args.jobs, timeout=600, plural="tfjobs")
         last_deadline = max(v.deadline for v in started if v.deadline is not None)
         window_end = last_deadline + dt.timedelta(seconds=args.interval + args.settle)
         load_before = measure.load_average()
@@ -181,7 +183,7 @@ def _node_main(args: argparse.Namespace) -> int:
             "mode": "node (chart's CronJob, real kubelet)",
             "jobs": args.jobs,
             "interval_s": args.interval,
-            **_lateness("", _read(api, swept)),
+            **_lateness("", _read(api, swept, "tfjobs")),
             "pod_startup_p50_s": measure.percentile(list(startups.values()), 0.5)
             if startups else None,
             "pod_startup_max_s": slowest,
@@ -236,20 +238,24 @@ def _lateness(prefix: str, views: list[JobView]) -> dict[str, measure.Figure]:
     return figures
 
 
-def _read(api: client.ApiClient, namespace: str) -> list[JobView]:
+def _read(api: client.ApiClient, namespace: str, plural: str = "pytorchjobs") -> list[JobView]:
     listed = client.CustomObjectsApi(api).list_namespaced_custom_object(
-        jobs.GROUP, jobs.VERSION, namespace, "pytorchjobs"
+        jobs.GROUP, jobs.VERSION, namespace, plural
     )
     return [JobView(item) for item in jobs.json_object(listed, "listing pytorchjobs")["items"]]
 
 
 def _wait_for_start_times(
-    api: client.ApiClient, namespaces: tuple[str, ...], per_namespace: int, timeout: float = 180
+    api: client.ApiClient,
+    namespaces: tuple[str, ...],
+    per_namespace: int,
+    timeout: float = 180,
+    plural: str = "pytorchjobs",
 ) -> list[JobView]:
     """Every job's view once the operator has given each a ``startTime`` (its deadline's origin)."""
     limit = time.monotonic() + timeout
     while True:
-        views = [v for ns in namespaces for v in _read(api, ns)]
+        views = [v for ns in namespaces for v in _read(api, ns, plural)]
         if len(views) == per_namespace * len(namespaces) and all(v.start_time for v in views):
             return views
         if time.monotonic() > limit:
