@@ -4,7 +4,8 @@
 ``controlplane`` for what it provides and ``scripts/devcluster`` for the command-line use.
 """
 
+from devcluster.admin import AdminClient, ApiError
 from devcluster.binaries import BinaryMissing
-from devcluster.controlplane import ApiError, ControlPlane, ControlPlaneError
+from devcluster.controlplane import ControlPlane, ControlPlaneError
 
-__all__ = ["ApiError", "BinaryMissing", "ControlPlane", "ControlPlaneError"]
+__all__ = ["AdminClient", "ApiError", "BinaryMissing", "ControlPlane", "ControlPlaneError"]

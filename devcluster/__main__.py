@@ -37,6 +37,7 @@ from typing import Any, Protocol
 
 from devcluster import binaries, processes
 from devcluster import node as node_module
+from devcluster import operator as operator_module
 from devcluster.controlplane import ControlPlane
 
 log = logging.getLogger("devcluster")
@@ -115,12 +116,6 @@ def start_extras(cp: ControlPlane, *, operator: bool) -> list[Extra]:
     """
     extras: list[Extra] = []
     if operator:
-        try:
-            from devcluster import operator as operator_module  # noqa: PLC0415 - optional part
-        except ImportError as e:
-            raise SystemExit(
-                "devcluster: --operator needs devcluster/operator.py, not written yet"
-            ) from e
         extras.append(operator_module.Operator.start(cp))
     return extras
 

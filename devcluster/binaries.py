@@ -1,27 +1,29 @@
 """Locate the binaries that ``scripts/build-binaries`` builds into its cache.
 
-The versions are not repeated here: the ``targets=(...)`` table of ``scripts/build-binaries``
-is the one source of truth, and this module parses its rows. The cache directory comes from
-the same script (``--print-dir``), so the environment overrides it honours
-(``SWEEPER_BIN_CACHE``, ``XDG_CACHE_HOME``) apply here too.
+One source for what is built at which version: ``tools/binaries.txt`` names each binary, its
+wrapper module under ``tools/`` and its Go package; the version is the one that module's
+``go.mod`` requires for the package's Go module, which is what ``go build`` uses. The build
+script gets its rows from this module (``python3 devcluster/binaries.py``), so neither side
+parses the other. The cache directory comes from the script (``--print-dir``), so the
+environment overrides it honours (``SWEEPER_BIN_CACHE``, ``XDG_CACHE_HOME``) apply here too.
+
+Standard library only: the build script runs this file with any ``python3``.
 """
 
 from __future__ import annotations
 
 import functools
 import os
-import re
 import subprocess
+import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 BUILD_SCRIPT = REPO_ROOT / "scripts" / "build-binaries"
-
-# One row of the bash table: "name|wrapper module|Go package|version".
-_ROW = re.compile(
-    r'^\s*"(?P<name>[^|"]+)\|(?P<module>[^|"]+)\|(?P<package>[^|"]+)\|(?P<version>[^|"]+)"'
-)
+TOOLS = REPO_ROOT / "tools"
+TABLE = TOOLS / "binaries.txt"
 
 
 class BinaryMissing(RuntimeError):  # noqa: N818 - the name is part of the shared contract
@@ -45,38 +47,64 @@ class Target:
     version: str
 
 
-def parse_targets(script_text: str) -> dict[str, Target]:
-    """Parse the ``targets=(...)`` rows of the build script.
+def required_versions(go_mod: str) -> dict[str, str]:
+    """The ``require`` directives of a ``go.mod`` (one-line and block forms), by module path."""
+    versions: dict[str, str] = {}
+    in_block = False
+    for line in go_mod.splitlines():
+        words = line.split("//")[0].split()
+        if words[:2] == ["require", "("]:
+            in_block = True
+        elif in_block and words == [")"]:
+            in_block = False
+        elif in_block and len(words) == len(("path", "version")):
+            versions[words[0]] = words[1]
+        elif words[:1] == ["require"] and len(words) == len(("require", "path", "version")):
+            versions[words[1]] = words[2]
+    return versions
 
-    Args:
-        script_text: The text of ``scripts/build-binaries``.
 
-    Returns:
-        The targets keyed by binary name, in the script's order.
+def module_version(package: str, go_mod: str) -> str:
+    """The version ``go.mod`` requires for the Go module that holds ``package``.
 
     Raises:
-        ValueError: The script has no ``targets=(`` table.
+        ValueError: No required module holds the package.
     """
-    lines = iter(script_text.splitlines())
-    for line in lines:
-        if line.strip().startswith("targets=("):
-            break
-    else:
-        raise ValueError("no targets=( table in the build script")
+    holders = [
+        path for path in required_versions(go_mod)
+        if package == path or package.startswith(f"{path}/")
+    ]
+    if not holders:
+        raise ValueError(f"no module in go.mod holds {package}")
+    return required_versions(go_mod)[max(holders, key=len)]
+
+
+def parse_targets(table: str, go_mod: Callable[[str], str]) -> dict[str, Target]:
+    """Read ``tools/binaries.txt`` rows and give each its version from its module's go.mod.
+
+    Args:
+        table: The text of the table (``name|module|package`` rows; ``#`` comments).
+        go_mod: The text of ``tools/<module>/go.mod`` for a wrapper module's name.
+
+    Returns:
+        The targets keyed by binary name, in the table's order.
+    """
     targets: dict[str, Target] = {}
-    for line in lines:
-        if line.strip() == ")":
-            break
-        match = _ROW.match(line)
-        if match:
-            targets[match["name"]] = Target(**match.groupdict())
+    for line in table.splitlines():
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        name, module, package = (field.strip() for field in line.split("|"))
+        targets[name] = Target(name, module, package, module_version(package, go_mod(module)))
     return targets
 
 
 @functools.cache
 def targets() -> dict[str, Target]:
-    """The build table of ``scripts/build-binaries``, keyed by binary name."""
-    return parse_targets(BUILD_SCRIPT.read_text(encoding="utf-8"))
+    """The binaries ``scripts/build-binaries`` builds, keyed by name, with their versions."""
+    return parse_targets(
+        TABLE.read_text(encoding="utf-8"),
+        lambda module: (TOOLS / module / "go.mod").read_text(encoding="utf-8"),
+    )
 
 
 def version(name: str) -> str:
@@ -128,3 +156,9 @@ def find(name: str) -> Path:
             f"run scripts/build-binaries {name} (needs Go 1.26) to build it"
         )
     return binary
+
+
+if __name__ == "__main__":
+    # scripts/build-binaries reads its rows from here: name|module|package|version.
+    for target in targets().values():
+        sys.stdout.write(f"{target.name}|{target.module}|{target.package}|{target.version}\n")

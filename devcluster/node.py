@@ -735,6 +735,7 @@ def _kill_containers(workdir: Path) -> None:
     while any(Path(f"/proc/{pid}").exists() for pid in doomed) and time.monotonic() < deadline:
         time.sleep(0.1)
 
+
 def _unmount_all(workdir: Path) -> None:
     # The kubelet's volumes, containerd's snapshots and the pods' network namespaces, in
     # reverse mount order so that nested mounts go first.
@@ -749,6 +750,7 @@ def _unmount_all(workdir: Path) -> None:
             return
         for mount in reversed(mounts):
             _run(["umount", "--lazy", mount], check=False)
+
 
 def _remove_cgroups(ids: list[str]) -> None:
     # runc created one cgroup per container under each v1 hierarchy, named after the

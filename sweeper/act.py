@@ -9,6 +9,10 @@ after the Failed status is written (docs/operator.md, "Ordering when failing a j
 
 Before every write the executor checks whether the run must stop (signal or ``--timeout``):
 the current write completes, no new one starts.
+
+Every mode runs the same code. ``--dry-run`` (client) wraps the cluster in a
+:class:`~sweeper.cluster.RecordingCluster`, whose writes go to a list, so it writes nothing by
+construction; ``--dry-run=server`` sends each write with ``dryRun=All``.
 """
 
 from __future__ import annotations
@@ -19,8 +23,8 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from sweeper.clock import format_rfc3339
-from sweeper.cluster import JSON, Cluster, ServedKind
+from sweeper.clock import format_rfc3339, format_seconds
+from sweeper.cluster import JSON, Cluster, RecordingCluster, ServedKind
 from sweeper.config import DryRun
 from sweeper.decide import (
     Action,
@@ -159,7 +163,8 @@ class Executor:
 
     Args:
         cluster: The cluster.
-        dry_run: ``None`` to write, ``client`` to send nothing, ``server`` for dryRun=All.
+        dry_run: ``None`` to write, ``client`` to send nothing (the cluster is then wrapped
+            in a :class:`~sweeper.cluster.RecordingCluster`), ``server`` for dryRun=All.
         should_stop: Returns the reason to stop (a signal, ``--timeout``), or ``None``.
         on_outcome: Called with each outcome as soon as it is known (for logs).
     """
@@ -172,24 +177,20 @@ class Executor:
         should_stop: Callable[[], SweeperError | None] = lambda: None,
         on_outcome: Callable[[Outcome], None] = lambda _outcome: None,
     ) -> None:
-        self._cluster = cluster
-        self._dry_run = dry_run
+        # Client dry run by construction: the same code runs, the writes go to a list.
+        writing = _Writing(
+            cluster=RecordingCluster(cluster) if dry_run is DryRun.CLIENT else cluster,
+            server_dry_run=dry_run is DryRun.SERVER,
+            done=_DONE[dry_run],
+            checkpoint=self._checkpoint,
+        )
+        self._jobs = _JobWriter(writing, _PodCleaner(writing))
+        self._done = writing.done
         self._should_stop = should_stop
         self._on_outcome = on_outcome
 
-    @property
-    def _server_dry_run(self) -> bool:
-        return self._dry_run is DryRun.SERVER
-
-    @property
-    def _writes(self) -> bool:
-        return self._dry_run is not DryRun.CLIENT
-
     def execute(self, plan: Plan) -> Execution:
         """Apply every action of a plan, in the plan's order.
-
-        Args:
-            plan: The plan.
 
         Returns:
             One outcome per entry. A failing job never stops the others; a signal or
@@ -219,40 +220,36 @@ class Executor:
         progress = _Progress()
         try:
             if action.kind is ActionKind.TOUCH:
-                result = self._touch(action, now, policy, progress)
+                result = self._jobs.touch(action, now, policy, progress)
             elif action.kind is ActionKind.FAIL:
-                result = self._fail(action, now, policy, progress)
+                result = self._jobs.fail(action, now, policy, progress)
             else:
-                result = self._terminate_pods(action, now, policy, progress)
+                result = self._jobs.cleaner.terminate_pods(action, now, policy, progress)
         except _Stop as stop:
             # A write that already happened is reported as done; the rest is not started.
             return self._outcome(
-                action, self._done() if progress.wrote else Result.NOT_STARTED, progress,
+                action, self._done if progress.wrote else Result.NOT_STARTED, progress,
                 extra=f"stopped: {stop.cause}",
             ), stop.cause
         except (Interrupted, RunTimeout) as cause:
             return self._outcome(
-                action, self._done() if progress.wrote else Result.ERROR, progress,
+                action, self._done if progress.wrote else Result.ERROR, progress,
                 extra=f"stopped: {cause}",
             ), cause
         except NotFound as gone:
             if progress.wrote:
                 progress.errors.append(str(gone))
-                return self._outcome(action, self._done(), progress), None
+                return self._outcome(action, self._done, progress), None
             progress.detail = "job deleted meanwhile"
             return self._outcome(action, Result.LEFT_ALONE, progress), None
         except ApiError as error:
             progress.errors.append(str(error))
-            result = self._done() if progress.wrote else Result.ERROR
+            result = self._done if progress.wrote else Result.ERROR
             return self._outcome(action, result, progress), None
         return self._outcome(action, result, progress), None
 
-    def _done(self) -> Result:
-        return Result.DRY_RUN if self._server_dry_run else Result.DONE
-
-    def _outcome(
-        self, action: Action, result: Result, progress: _Progress, extra: str = ""
-    ) -> Outcome:
+    @staticmethod
+    def _outcome(action: Action, result: Result, progress: _Progress, extra: str = "") -> Outcome:
         detail = "; ".join(part for part in (progress.detail, extra) if part)
         return Outcome(
             entry=progress.escalated or action,
@@ -270,20 +267,41 @@ class Executor:
         if cause is not None:
             raise _Stop(cause)
 
-    # --- touch ---------------------------------------------------------------------------
 
-    def _touch(
+@dataclass(frozen=True, slots=True)
+class _Writing:
+    """How an executor writes: to which cluster, with ``dryRun=All`` or not, and what then.
+
+    Attributes:
+        cluster: The cluster, or the recording wrapper of a client dry run.
+        server_dry_run: Send writes with ``dryRun=All``.
+        done: The result of an action whose writes went through.
+        checkpoint: Raises when the run must stop; called before every write.
+    """
+
+    cluster: Cluster
+    server_dry_run: bool
+    done: Result
+    checkpoint: Callable[[], None]
+
+
+class _JobWriter:
+    """Touches and fails jobs: the writes to the job itself, each followed by its event."""
+
+    def __init__(self, writing: _Writing, cleaner: _PodCleaner) -> None:
+        self._w = writing
+        self.cleaner = cleaner
+
+    def touch(
         self, action: Action, now: datetime, policy: Policy, progress: _Progress
     ) -> Result:
         job = action.job
         progress.body = touch_patch(now)
-        if not self._writes:
-            return Result.PLANNED
-        self._checkpoint()
+        self._w.checkpoint()
         try:
-            self._cluster.patch_job(
+            self._w.cluster.patch_job(
                 _served(job), job.namespace, job.name, progress.body,
-                dry_run=self._server_dry_run,
+                dry_run=self._w.server_dry_run,
             )
         except (NotFound, Conflict):
             raise
@@ -298,8 +316,8 @@ class Executor:
                 return Result.ERROR
             return self._escalate(action, now, policy, progress, refusal=str(error))
         progress.wrote = True
-        late = f"{action.seconds_overdue:.0f}s" if action.seconds_overdue is not None else "?"
-        self._event(
+        late = _late(action)
+        self.cleaner.event(
             job, progress, now, reason="DeadlineTouched", warning=False,
             message=(
                 f"{job.kind.name} is {late} past its activeDeadlineSeconds "
@@ -307,7 +325,7 @@ class Executor:
                 "operator enforces it"
             ),
         )
-        return self._done()
+        return self._w.done
 
     def _escalate(
         self, action: Action, now: datetime, policy: Policy, progress: _Progress, *,
@@ -320,23 +338,21 @@ class Executor:
         progress.escalated = escalated
         progress.touch_refused = refusal
         progress.body = None
-        result = self._fail(escalated, now, policy, progress, touch_refused=True)
+        result = self.fail(escalated, now, policy, progress, touch_refused=True)
         progress.detail = "; ".join(
             part for part in (f"touch refused ({refusal}), failed instead", progress.detail)
             if part
         )
         return result
 
-    # --- fail ----------------------------------------------------------------------------
-
-    def _fail(
+    def fail(
         self, action: Action, now: datetime, policy: Policy, progress: _Progress, *,
         touch_refused: bool = False,
     ) -> Result:
         listed = action.job
         served = _served(listed)
         for _attempt in range(STATUS_WRITE_ATTEMPTS):
-            raw = self._cluster.get_job(served, listed.namespace, listed.name)
+            raw = self._w.cluster.get_job(served, listed.namespace, listed.name)
             job = parse_job(raw, listed.kind, listed.version)
             if job.uid != listed.uid:
                 progress.detail = "job replaced by a new one of the same name"
@@ -346,7 +362,7 @@ class Executor:
             if isinstance(fresh, Action) and fresh.kind is ActionKind.TERMINATE_PODS:
                 # Failed by its deadline meanwhile (the operator, or our own write whose
                 # answer was lost): what is left to do is the pods.
-                result = self._terminate_pods(fresh, now, policy, progress)
+                result = self.cleaner.terminate_pods(fresh, now, policy, progress)
                 progress.detail = "; ".join(
                     part for part in ("already failed by its deadline", progress.detail) if part
                 )
@@ -357,79 +373,77 @@ class Executor:
                 progress.detail = f"re-read: now {fresh.decision} ({fresh.reason})"
                 return Result.LEFT_ALONE
             progress.body = status_patch(job.kind, raw, now)
-            if not self._writes:
-                self._delete_pods(job, policy, progress)
-                return Result.PLANNED
-            self._checkpoint()
+            self._w.checkpoint()
             try:
-                self._cluster.patch_job_status(
+                self._w.cluster.patch_job_status(
                     served, job.namespace, job.name, progress.body,
-                    dry_run=self._server_dry_run,
+                    dry_run=self._w.server_dry_run,
                 )
             except Conflict:
                 continue
             progress.wrote = True
-            self._delete_pods(job, policy, progress)
-            late = f"{action.seconds_overdue:.0f}s" if action.seconds_overdue is not None else "?"
-            self._event(
+            self.cleaner.delete_pods(job, policy, progress)
+            late = _late(action)
+            self.cleaner.event(
                 job, progress, now, reason="DeadlineExceeded", warning=True,
                 message=f"{failure_message(job.name)}: {late} past its deadline",
             )
-            return self._done()
+            return self._w.done
         progress.errors.append(
             f"cannot patch {listed.kind.resource}/status {listed.name!r} in namespace "
             f'"{listed.namespace}": conflict (409) on {STATUS_WRITE_ATTEMPTS} attempts'
         )
         return Result.ERROR
 
-    # --- pods ------------------------------------------------------------------------------
 
-    def _terminate_pods(
+class _PodCleaner:
+    """Deletes a failed job's pods and services, and records the events of every action."""
+
+    def __init__(self, writing: _Writing) -> None:
+        self._w = writing
+
+    def terminate_pods(
         self, action: Action, now: datetime, policy: Policy, progress: _Progress
     ) -> Result:
         job = action.job
-        self._delete_pods(job, policy, progress)
+        self.delete_pods(job, policy, progress)
         if not progress.pods:
             if progress.errors:
                 return Result.ERROR
             progress.detail = "no pods left to terminate"
             return Result.LEFT_ALONE
-        if not self._writes:
-            return Result.PLANNED
-        self._event(
+        self.event(
             job, progress, now, reason="DeadlinePodsTerminated", warning=True,
             message=(
                 f"Deleted {len(progress.pods)} pod(s) and {len(progress.services)} service(s) "
                 f"of a job failed by its deadline ({COMPONENT})"
             ),
         )
-        return self._done()
+        return self._w.done
 
-    def _delete_pods(self, job: Job, policy: Policy, progress: _Progress) -> None:
+    def delete_pods(self, job: Job, policy: Policy, progress: _Progress) -> None:
         selector = f"{JOB_NAME_LABEL}={job.name}"
         pods = pods_to_terminate(
-            _views(self._cluster.list_pods(job.namespace, selector)), job, policy.terminate_pods
+            _views(self._w.cluster.list_pods(job.namespace, selector)), job, policy.terminate_pods
         )
         if not pods:
             return
         services = services_to_delete(
-            _views(self._cluster.list_services(job.namespace, selector)), job,
+            _views(self._w.cluster.list_services(job.namespace, selector)), job,
             [pod.name for pod in pods],
         )
         by_name = {service.name: service for service in services}
         for pod in pods:
-            if self._writes:
-                self._checkpoint()
-                if not self._delete(self._cluster.delete_pod, job, pod, progress):
-                    continue
+            self._w.checkpoint()
+            if not self._delete(self._w.cluster.delete_pod, job, pod, progress):
+                continue
             progress.pods.append(pod.name)
             service = by_name.get(pod.name)
             if service is None:
                 continue
-            if self._writes:
-                self._checkpoint()
-                if not self._delete(self._cluster.delete_service, job, service, progress):
-                    continue
+            self._w.checkpoint()
+            if not self._delete(self._w.cluster.delete_service, job, service, progress):
+                continue
             progress.services.append(service.name)
 
     def _delete(
@@ -440,7 +454,7 @@ class Executor:
         progress: _Progress,
     ) -> bool:
         try:
-            delete(job.namespace, target.name, target.uid, dry_run=self._server_dry_run)
+            delete(job.namespace, target.name, target.uid, dry_run=self._w.server_dry_run)
             progress.wrote = True
         except (NotFound, Conflict):
             # Gone already, or replaced by an object with another uid: not ours to delete.
@@ -450,18 +464,24 @@ class Executor:
             return False
         return True
 
-    # --- events ----------------------------------------------------------------------------
-
-    def _event(
+    def event(
         self, job: Job, progress: _Progress, now: datetime, *, reason: str, message: str,
         warning: bool,
     ) -> None:
-        self._checkpoint()
+        self._w.checkpoint()
         body = event_body(job, reason=reason, message=message, warning=warning, now=now)
         try:
-            self._cluster.create_event(job.namespace, body, dry_run=self._server_dry_run)
+            self._w.cluster.create_event(job.namespace, body, dry_run=self._w.server_dry_run)
         except ApiError as error:
             progress.errors.append(str(error))
+
+
+# What a write that went through makes of an action, by --dry-run mode.
+_DONE = {None: Result.DONE, DryRun.SERVER: Result.DRY_RUN, DryRun.CLIENT: Result.PLANNED}
+
+
+def _late(action: Action) -> str:
+    return "?" if action.seconds_overdue is None else format_seconds(action.seconds_overdue)
 
 
 def _served(job: Job) -> ServedKind:

@@ -4,29 +4,56 @@ It turns flags (and their ``SWEEPER_*`` environment twins) into one frozen
 :class:`~sweeper.config.Config`, configures logging, runs, and maps every error to one line on
 stderr and its documented exit code. The Kubernetes client is imported only once a run starts,
 so ``--version`` and ``--help`` stay fast.
+
+Tests run the command against their own cluster by passing :class:`Seams` as click's
+``obj``; mypy checks both :func:`_connect` and theirs against :class:`~sweeper.run.Connect`.
 """
 
 from __future__ import annotations
 
+import logging
+import socket
 import sys
-import threading
+import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
 
 import click
 
 from sweeper import __version__, logs
-from sweeper.config import LOG_LEVELS, ClockMode, Config, DryRun, LogFormat, OutputFormat
+from sweeper.cluster import Cluster
+from sweeper.config import (
+    LOG_LEVELS,
+    ClockMode,
+    Config,
+    DryRun,
+    LogFormat,
+    OutputFormat,
+    WatchSettings,
+)
 from sweeper.decide import ActionMode, PodsMode, Policy
 from sweeper.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, ConfigError, SweeperError
 from sweeper.kinds import lookup
-from sweeper.run import Connect, run
+from sweeper.lease import Timing
+from sweeper.run import Connect, StopFlag, run
 
 
-def _connect(config: Config, *, deadline: float, stop: threading.Event) -> Any:
+def _connect(config: Config, *, stop: StopFlag) -> Cluster:
     from sweeper import kube  # noqa: PLC0415 - the client takes 0.25 s to import; only runs need it
 
-    return kube.connect(config, deadline=deadline, stop=stop)
+    return kube.connect(config, stop=stop)
+
+
+@dataclass(frozen=True, slots=True)
+class Seams:
+    """What a caller may replace in a run (click's ``obj``): tests connect to a fake cluster.
+
+    Attributes:
+        connect: Builds the run's cluster; the Kubernetes client by default.
+    """
+
+    connect: Connect = _connect
 
 
 # Not subscripted: ParamType is generic only from click 8.2 on, and we support 8.1.
@@ -43,16 +70,7 @@ class DryRunChoice(click.ParamType):  # type: ignore[type-arg]
     def convert(
         self, value: Any, param: click.Parameter | None, ctx: click.Context | None
     ) -> DryRun | None:
-        """Convert a value.
-
-        Args:
-            value: The raw value.
-            param: The parameter.
-            ctx: The context.
-
-        Returns:
-            The dry-run mode, ``None`` for none.
-        """
+        """Read a flag or environment value; ``None`` means no dry run at all."""
         if value is None or isinstance(value, DryRun):
             return value
         text = str(value).strip().lower()
@@ -137,6 +155,35 @@ def _option(
          default=10.0, metavar="SECONDS", help="Timeout of each HTTP request.")
 @_option("--timeout", env="SWEEPER_TIMEOUT", type=_seconds(positive=True), default=45.0,
          metavar="SECONDS", help="Bound on the whole run (exit 5 when reached).")
+@_option("--watch", "watch", env="SWEEPER_WATCH", is_flag=True, default=False,
+         help="Run continuously: watch the jobs and act on each the moment it is due "
+              "(a Deployment; see README 'Choosing a mode').")
+@_option("--resync", env="SWEEPER_RESYNC", type=_seconds(positive=True), default=300.0,
+         metavar="SECONDS", help="--watch: seconds between full passes (a safety net).")
+@_option("--watch-timeout", env="SWEEPER_WATCH_TIMEOUT", type=_seconds(positive=True),
+         default=90.0, metavar="SECONDS",
+         help="--watch: reopen a watch stream silent for this long (bookmarks come every minute).")
+@_option("--leader-elect/--no-leader-elect", env="SWEEPER_LEADER_ELECT", default=True,
+         help="--watch: hold a coordination.k8s.io Lease before writing (run 2 replicas).")
+@_option("--lease-name", env="SWEEPER_LEASE_NAME", default="kubeflow-deadline-sweeper",
+         metavar="NAME", help="--watch: the Lease's name.")
+@_option("--lease-namespace", env="SWEEPER_LEASE_NAMESPACE", default=None, metavar="NS",
+         show_default="the pod's, else the kubeconfig context's",
+         help="--watch: the Lease's namespace.")
+@_option("--identity", env="SWEEPER_IDENTITY", default=None, metavar="ID",
+         show_default="hostname_random", help="--watch: this replica's Lease holder identity.")
+@_option("--lease-duration", env="SWEEPER_LEASE_DURATION", type=_seconds(positive=True),
+         default=15.0, metavar="SECONDS",
+         help="--watch: seconds a Lease unrenewed is waited for before a takeover.")
+@_option("--renew-deadline", env="SWEEPER_RENEW_DEADLINE", type=_seconds(positive=True),
+         default=10.0, metavar="SECONDS",
+         help="--watch: the leader stops writing and exits if it cannot renew within this.")
+@_option("--retry-period", env="SWEEPER_RETRY_PERIOD", type=_seconds(positive=True),
+         default=2.0, metavar="SECONDS", help="--watch: seconds between Lease attempts.")
+@_option("--health-address", env="SWEEPER_HEALTH_ADDRESS", default="0.0.0.0",  # noqa: S104 - probes
+         metavar="ADDR", help="--watch: address of /healthz, /readyz and /metrics.")
+@_option("--health-port", env="SWEEPER_HEALTH_PORT", type=click.IntRange(0, 65535),
+         default=8080, metavar="PORT", help="--watch: port of the probes and /metrics (0: off).")
 @click.version_option(__version__, "--version", prog_name="sweeper")
 @click.pass_context
 def command(ctx: click.Context, /, **options: Any) -> None:
@@ -146,23 +193,28 @@ def command(ctx: click.Context, /, **options: Any) -> None:
     cluster could not be listed, 4 interrupted (SIGTERM/SIGINT), 5 --timeout reached,
     70 internal error (a bug: the log has its traceback).
     """
-    connect: Connect = (ctx.obj or {}).get("connect", _connect)
+    connect = (ctx.find_object(Seams) or Seams()).connect
     try:
         config = build_config(options)
     except SweeperError as error:
         _fail(error)
     logs.configure(config.log_format, config.log_level)
     try:
-        code = run(config, connect, sys.stdout)
+        if config.watch is not None:
+            from sweeper.watch import watch  # noqa: PLC0415 - prometheus-client only for --watch
+
+            code = watch(config, connect, sys.stdout)  # type: ignore[arg-type]  # kube's connect serves both
+        else:
+            code = run(config, connect, sys.stdout)
     except SweeperError as error:
         _fail(error)
     except KeyboardInterrupt:
         click.echo("sweeper: interrupted", err=True)
         ctx.exit(EXIT_INTERRUPTED)
-    except Exception as error:  # noqa: BLE001 - last resort: a bug, reported as one
+    except Exception as error:  # last resort: a bug, reported as one
         # The traceback goes to the log at ERROR, one JSON line (a CronJob's logs keep it);
         # stderr's last line stays the one-line message.
-        logs.get("cli").error(
+        logging.getLogger(__name__).error(
             "internal error: %s: %s", type(error).__name__, error, exc_info=True,
             extra={"exit_code": EXIT_INTERNAL},
         )
@@ -215,6 +267,26 @@ def build_config(options: dict[str, Any]) -> Config:
         log_level=options["log_level"].upper(),
         request_timeout=options["request_timeout"],
         timeout=options["timeout"],
+        watch=_watch_settings(options) if options.get("watch") else None,
+    )
+
+
+def _watch_settings(options: dict[str, Any]) -> WatchSettings:
+    identity = options.get("identity") or f"{socket.gethostname()}_{uuid.uuid4().hex[:10]}"
+    return WatchSettings(
+        resync=options["resync"],
+        watch_timeout=options["watch_timeout"],
+        leader_elect=options["leader_elect"],
+        lease_name=options["lease_name"],
+        lease_namespace=options["lease_namespace"] or None,
+        identity=identity,
+        timing=Timing(
+            lease_duration=options["lease_duration"],
+            renew_deadline=options["renew_deadline"],
+            retry_period=options["retry_period"],
+        ),
+        health_address=options["health_address"],
+        health_port=options["health_port"],
     )
 
 

@@ -60,6 +60,15 @@ def parse_rfc3339(value: object) -> datetime | None:
     return parsed.astimezone(UTC)
 
 
+def format_seconds(value: float) -> str:
+    """Render seconds in a message: whole ones as ``90s``, others to a tenth (``12.5s``).
+
+    The table's ``OVERDUE BY`` column uses :func:`sweeper.report.duration` instead: hours and
+    minutes read better in a column than in a sentence.
+    """
+    return f"{value:.0f}s" if float(value).is_integer() else f"{value:.1f}s"
+
+
 def format_rfc3339(moment: datetime) -> str:
     """Format a time as the operator (``metav1.Time``) does: UTC, whole seconds, ``Z``.
 

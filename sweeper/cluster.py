@@ -11,6 +11,7 @@ failed for good, :class:`~sweeper.errors.RunTimeout` when ``--timeout`` ran out,
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
@@ -54,17 +55,21 @@ class Page:
         items: The objects, decoded. Valid only until the next page is requested: the list
             is emptied then, so that one page at a time stays in memory.
         server_date: The API server's clock (``Date`` header) when it answered.
+        resource_version: The list's ``metadata.resourceVersion`` (where a watch starts),
+            on the last page; ``None`` when the server did not say.
     """
 
     items: list[JSON]
     server_date: datetime | None
+    resource_version: str | None = None
 
 
 class Cluster(Protocol):
     """Everything the sweeper asks of a cluster.
 
     Writes take ``dry_run``: ``True`` sends them with ``dryRun=All`` (``--dry-run=server``).
-    With ``--dry-run`` (client) the executor does not call the write methods at all.
+    With ``--dry-run`` (client) the executor talks to a :class:`RecordingCluster`, whose writes
+    never reach this interface.
     """
 
     def discover(self) -> Discovery:
@@ -116,3 +121,166 @@ class Cluster(Protocol):
     def close(self) -> None:
         """Release the connections; the run calls it once, when it ends, however it ends."""
         ...
+
+@dataclass(frozen=True, slots=True)
+class WatchEvent:
+    """One event of a watch stream.
+
+    Attributes:
+        type: ``ADDED``, ``MODIFIED``, ``DELETED`` or ``BOOKMARK`` (an ``ERROR`` event is
+            raised instead: :class:`~sweeper.errors.Gone` for 410, else
+            :class:`~sweeper.errors.ApiError`).
+        object: The object, decoded (for a bookmark, only its ``resourceVersion``).
+    """
+
+    type: str
+    object: JSON
+
+
+class Stream(Protocol):
+    """An open watch stream: iterate for events; it ends when the server closes it.
+
+    Iterating raises :class:`~sweeper.errors.WatchStalled` when nothing (not even a
+    bookmark) arrived for the read timeout, :class:`~sweeper.errors.Gone` when the
+    resourceVersion is too old, and :class:`~sweeper.errors.ApiError` for anything else.
+    """
+
+    server_date: datetime | None
+
+    def __iter__(self) -> Iterator[WatchEvent]:
+        """The events, in order."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """An object the API server returned, with its clock.
+
+    Attributes:
+        object: The object, decoded.
+        server_date: The ``Date`` header of the answer.
+    """
+
+    object: JSON
+    server_date: datetime | None
+
+
+class WatchCluster(Cluster, Protocol):
+    """What ``sweeper --watch`` asks of a cluster on top of a pass's needs.
+
+    Attributes:
+        home_namespace: Where the Lease lives by default: the pod's namespace in a cluster,
+            else the kubeconfig context's namespace (``default`` when unset).
+    """
+
+    home_namespace: str
+
+    def watch_jobs(
+        self,
+        served: ServedKind,
+        namespace: str | None,
+        selector: str | None,
+        resource_version: str,
+        *,
+        timeout_s: int,
+        read_timeout_s: float,
+    ) -> AbstractContextManager[Stream]:
+        """Open a watch from a resourceVersion, with bookmarks; closing it ends the request."""
+        ...
+
+    def get_lease(self, namespace: str, name: str) -> Answer:
+        """Read a coordination.k8s.io/v1 Lease (:class:`~sweeper.errors.NotFound` if none)."""
+        ...
+
+    def create_lease(self, namespace: str, body: JSON) -> Answer:
+        """Create a Lease (:class:`~sweeper.errors.Conflict` if it exists already)."""
+        ...
+
+    def update_lease(self, namespace: str, name: str, body: JSON) -> Answer:
+        """Replace a Lease; its ``metadata.resourceVersion`` is the precondition (409)."""
+        ...
+
+@dataclass(frozen=True, slots=True)
+class Write:
+    """A write a :class:`RecordingCluster` kept instead of sending.
+
+    Attributes:
+        verb: ``patch``, ``patch-status``, ``delete-pod``, ``delete-service`` or
+            ``create-event``.
+        namespace: The object's namespace.
+        name: The object's name (the involved object's, for an event).
+        body: The patch or the event; ``None`` for deletes.
+    """
+
+    verb: str
+    namespace: str
+    name: str
+    body: JSON | None = None
+
+
+class RecordingCluster:
+    """``--dry-run`` (client) by construction: reads go to the cluster, writes only to a list.
+
+    The executor runs the same code in every mode; wrapped in this, nothing it does can write.
+    Each write is taken as accepted, as ``dryRun=All`` would have it.
+
+    Args:
+        cluster: The real cluster, for reads.
+
+    Attributes:
+        writes: What would have been written, in order.
+    """
+
+    def __init__(self, cluster: Cluster) -> None:
+        self._cluster = cluster
+        self.writes: list[Write] = []
+
+    def discover(self) -> Discovery:
+        """Pass through (see :class:`Cluster`)."""
+        return self._cluster.discover()
+
+    def list_jobs(
+        self, served: ServedKind, namespace: str | None, selector: str | None, page_size: int
+    ) -> Iterator[Page]:
+        """Pass through (see :class:`Cluster`)."""
+        return self._cluster.list_jobs(served, namespace, selector, page_size)
+
+    def get_job(self, served: ServedKind, namespace: str, name: str) -> JSON:
+        """Pass through (see :class:`Cluster`)."""
+        return self._cluster.get_job(served, namespace, name)
+
+    def list_pods(self, namespace: str, selector: str) -> list[JSON]:
+        """Pass through (see :class:`Cluster`)."""
+        return self._cluster.list_pods(namespace, selector)
+
+    def list_services(self, namespace: str, selector: str) -> list[JSON]:
+        """Pass through (see :class:`Cluster`)."""
+        return self._cluster.list_services(namespace, selector)
+
+    def patch_job(
+        self, served: ServedKind, namespace: str, name: str, patch: JSON, *, dry_run: bool
+    ) -> None:
+        """Record (see :class:`Cluster`)."""
+        self.writes.append(Write("patch", namespace, name, patch))
+
+    def patch_job_status(
+        self, served: ServedKind, namespace: str, name: str, patch: JSON, *, dry_run: bool
+    ) -> None:
+        """Record (see :class:`Cluster`)."""
+        self.writes.append(Write("patch-status", namespace, name, patch))
+
+    def delete_pod(self, namespace: str, name: str, uid: str, *, dry_run: bool) -> None:
+        """Record (see :class:`Cluster`)."""
+        self.writes.append(Write("delete-pod", namespace, name))
+
+    def delete_service(self, namespace: str, name: str, uid: str, *, dry_run: bool) -> None:
+        """Record (see :class:`Cluster`)."""
+        self.writes.append(Write("delete-service", namespace, name))
+
+    def create_event(self, namespace: str, event: JSON, *, dry_run: bool) -> None:
+        """Record (see :class:`Cluster`)."""
+        self.writes.append(Write("create-event", namespace, event["involvedObject"]["name"], event))
+
+    def close(self) -> None:
+        """Pass through (see :class:`Cluster`)."""
+        self._cluster.close()

@@ -14,6 +14,7 @@ from enum import StrEnum
 from sweeper.decide import Policy
 from sweeper.errors import ConfigError
 from sweeper.kinds import Kind
+from sweeper.lease import Timing
 
 
 class ClockMode(StrEnum):
@@ -74,6 +75,54 @@ def check_selector(selector: str) -> None:
 
 
 @dataclass(frozen=True, slots=True)
+class WatchSettings:
+    """The settings of ``sweeper --watch`` (the long-running mode).
+
+    Attributes:
+        resync: ``--resync``, seconds between full passes (the safety net).
+        watch_timeout: ``--watch-timeout``, seconds a watch stream may stay silent (the API
+            server sends a bookmark about every minute) before it is reopened.
+        leader_elect: ``--leader-elect``: hold a Lease before writing (several replicas).
+        lease_name: ``--lease-name``.
+        lease_namespace: ``--lease-namespace``; ``None`` for the pod's namespace in a
+            cluster, else the kubeconfig context's.
+        identity: ``--identity``, this replica's holder identity.
+        timing: ``--lease-duration``, ``--renew-deadline``, ``--retry-period``.
+        health_address: ``--health-address``, where /healthz, /readyz and /metrics listen.
+        health_port: ``--health-port``; 0 serves nothing.
+    """
+
+    resync: float = 300.0
+    watch_timeout: float = 90.0
+    leader_elect: bool = True
+    lease_name: str = "kubeflow-deadline-sweeper"
+    lease_namespace: str | None = None
+    identity: str = "sweeper"
+    timing: Timing = field(default_factory=Timing)
+    health_address: str = "0.0.0.0"  # noqa: S104 - a pod's probes and scrape come from outside
+    health_port: int = 8080
+
+    def __post_init__(self) -> None:
+        """Validate.
+
+        Raises:
+            ConfigError: A value is out of range.
+        """
+        if self.resync <= 0:
+            raise ConfigError("--resync must be positive")
+        if self.watch_timeout <= 0:
+            raise ConfigError("--watch-timeout must be positive")
+        if not 0 <= self.health_port <= 65535:  # noqa: PLR2004 - the port range
+            raise ConfigError("--health-port must be between 0 and 65535")
+        if self.lease_namespace is not None and not _NAMESPACE.fullmatch(self.lease_namespace):
+            raise ConfigError(
+                f"invalid namespace name {self.lease_namespace!r} (--lease-namespace)"
+            )
+        if not self.identity:
+            raise ConfigError("--identity must not be empty")
+
+
+@dataclass(frozen=True, slots=True)
 class Config:
     """Every setting of a run.
 
@@ -93,7 +142,8 @@ class Config:
         log_format: ``--log-format``.
         log_level: ``--log-level``.
         request_timeout: ``--request-timeout``, seconds per HTTP request.
-        timeout: ``--timeout``, seconds for the whole run.
+        timeout: ``--timeout``, seconds for the whole run (a pass's, in watch mode).
+        watch: The ``--watch`` settings; ``None`` for the one-shot (CronJob) mode.
     """
 
     kubeconfig: str | None = None
@@ -112,6 +162,7 @@ class Config:
     log_level: str = "INFO"
     request_timeout: float = 10.0
     timeout: float = 45.0
+    watch: WatchSettings | None = None
 
     def __post_init__(self) -> None:
         """Validate the combination of settings.
@@ -143,12 +194,9 @@ class Config:
     def _check_repetition(self) -> None:
         if (self.every is None) != (self.for_seconds is None):
             raise ConfigError("--every and --for go together")
+        if self.watch is not None and self.every is not None:
+            raise ConfigError("--watch runs continuously; it does not take --every/--for")
         if self.every is None or self.for_seconds is None:
             return
         if self.every <= 0 or self.for_seconds <= 0:
             raise ConfigError("--every and --for must be positive")
-
-    @property
-    def passes_repeat(self) -> bool:
-        """Whether ``--every``/``--for`` asked for more than one pass."""
-        return self.every is not None

@@ -9,12 +9,13 @@ deadline").
 
 from __future__ import annotations
 
-from collections import Counter
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 
+from sweeper.clock import format_seconds
 from sweeper.jobs import Job, Owned
 from sweeper.kinds import TRAINING_OPERATOR
 
@@ -172,24 +173,9 @@ class Plan:
         """The entries that are actions, in listing order."""
         return tuple(e for e in self.entries if isinstance(e, Action))
 
-    def counts(self) -> Counter[str]:
-        """Count entries by decision (``touch``...) and skips by ``skip:<reason>``.
-
-        Returns:
-            The counter.
-        """
-        return Counter(
-            e.decision if isinstance(e, Action) else f"skip:{e.reason}" for e in self.entries
-        )
-
 
 def decide(jobs: Iterable[Job], now: datetime, policy: Policy) -> Plan:
     """Decide what to do with every job. Pure: no clock, no I/O, never raises.
-
-    Args:
-        jobs: The listed jobs.
-        now: The single instant of this pass (aware).
-        policy: The knobs.
 
     Returns:
         The plan. With ``max_actions``, the most overdue actions are kept (touches and fails
@@ -223,16 +209,7 @@ def _cap(entries: list[Entry], limit: int) -> list[Entry]:
 
 
 def judge(job: Job, now: datetime, policy: Policy) -> Entry:  # noqa: PLR0911 - one exit per rule
-    """Decide for one job. Pure; the rules apply in the order the operator checks them.
-
-    Args:
-        job: The job.
-        now: The instant of the pass.
-        policy: The knobs.
-
-    Returns:
-        An action or a skip.
-    """
+    """Decide for one job. Pure; the rules apply in the order the operator checks them."""
     if job.malformed is not None:
         return Skip(job, SkipReason.MALFORMED, None, job.malformed)
     deadline = job.deadline
@@ -272,8 +249,98 @@ def judge(job: Job, now: datetime, policy: Policy) -> Entry:  # noqa: PLR0911 - 
     grace = timedelta(seconds=policy.grace)
     if late < grace:
         left = (grace - late).total_seconds()
-        return Skip(job, SkipReason.NOT_YET_DUE, overdue, f"due in {_seconds(left)}")
+        return Skip(job, SkipReason.NOT_YET_DUE, overdue, f"due in {format_seconds(left)}")
     return _overdue(job, now, deadline, policy, overdue)
+
+
+# The instant of a job that is due whatever the time (pods of a job already failed by its
+# deadline): before every other instant.
+ALWAYS = datetime.min.replace(tzinfo=UTC)
+
+
+def due_at(job: Job, policy: Policy) -> datetime | None:
+    """Compute the instant from which :func:`judge` acts on the job, if the job stays as it is.
+
+    Pure. This is what a long-running sweeper arms a timer for: for every ``now`` before the
+    instant, ``judge(job, now, policy)`` is a skip; at it and after, an action (property tests
+    hold the two functions to that). Any change to the job (a resume, a new deadline, a touch,
+    a finish) gives a new instant, so the caller recomputes it on every change.
+
+    Args:
+        job: The job.
+        policy: The knobs (``max_actions`` is a per-pass cap and plays no part).
+
+    Returns:
+        ``startTime + activeDeadlineSeconds + grace``; for ``touch`` and ``auto`` on a job the
+        sweeper touched after its deadline, the later of that and the touch plus
+        ``escalate_after``; :data:`ALWAYS` when the only work left does not depend on time
+        (the pods of a job failed by its deadline); ``None`` when judge never acts on it.
+    """
+    if (
+        job.malformed is not None
+        or job.operator_enforced
+        or job.deleting
+        or job.excluded
+        or (
+            job.kind.checks_managed_by
+            and job.managed_by is not None
+            and job.managed_by != TRAINING_OPERATOR
+        )
+    ):
+        return None
+    if job.finished is not None:
+        return ALWAYS if isinstance(_finished(job, policy, None), Action) else None
+    deadline = job.deadline
+    if job.suspended or job.suspended_condition or deadline is None:
+        return None
+    # The same sum judge compares against (late < grace), so the boundary is the same instant.
+    due = deadline + timedelta(seconds=policy.grace)
+    if policy.action is ActionMode.FAIL:
+        return due
+    touched = job.touched_at if job.touched_at is not None and job.touched_at >= deadline else None
+    if touched is None:
+        return due
+    next_step = touched + _at_least(policy.escalate_after)
+    if policy.action is ActionMode.AUTO:
+        # auto also escalates escalate_after past the deadline and grace, touch or not.
+        next_step = min(next_step, _escalation(deadline, policy))
+    return max(due, next_step)
+
+
+def _escalation(deadline: datetime, policy: Policy) -> datetime:
+    # The first microsecond at which judge's escalation test holds: it compares the overdue
+    # seconds *rounded to the millisecond* (as reported), so the instant may fall up to half
+    # a millisecond before deadline + grace + escalate_after. A bisection over microseconds.
+    def holds(moment: datetime) -> bool:
+        overdue = round((moment - deadline).total_seconds(), 3)
+        return overdue - policy.grace >= policy.escalate_after
+
+    target = deadline + timedelta(seconds=policy.grace + policy.escalate_after)
+    low, high = target - timedelta(milliseconds=2), target + timedelta(milliseconds=2)
+    while not holds(high):  # float edge cases: widen until the bracket holds the boundary
+        high += timedelta(milliseconds=2)
+    while holds(low):
+        low -= timedelta(milliseconds=2)
+    while high - low > timedelta(microseconds=1):
+        middle = low + (high - low) / 2  # timedelta arithmetic stays on the microsecond grid
+        if holds(middle):
+            high = middle
+        else:
+            low = middle
+    return high
+
+
+def _at_least(seconds: float) -> timedelta:
+    # The shortest timedelta whose total_seconds() reaches `seconds`: judge compares floats
+    # (since >= escalate_after), and timedelta(seconds=x) rounds to the nearest microsecond,
+    # which may fall short of x.
+    step = timedelta(microseconds=1)
+    span = timedelta(microseconds=math.ceil(seconds * 1e6))
+    while span.total_seconds() < seconds:
+        span += step
+    while span > timedelta(0) and (span - step).total_seconds() >= seconds:
+        span -= step
+    return span
 
 
 def _finished(job: Job, policy: Policy, overdue: float | None) -> Entry:
@@ -295,7 +362,7 @@ def _finished(job: Job, policy: Policy, overdue: float | None) -> Entry:
 def _overdue(
     job: Job, now: datetime, deadline: datetime, policy: Policy, overdue: float
 ) -> Entry:
-    late = f"{_seconds(overdue)} past its deadline"
+    late = f"{format_seconds(overdue)} past its deadline"
     if policy.action is ActionMode.FAIL:
         return Action(job, ActionKind.FAIL, Why.OVERDUE, overdue, late)
     # A touch from before this deadline (before a suspend/resume reset startTime) is stale.
@@ -308,32 +375,29 @@ def _overdue(
         if past_grace >= policy.escalate_after:
             return Action(
                 job, ActionKind.FAIL, Why.ESCALATED, overdue,
-                f"{late}, not failed {_seconds(past_grace)} past its deadline and grace",
+                f"{late}, not failed {format_seconds(past_grace)} past its deadline and grace",
             )
         if since is not None and since >= policy.escalate_after:
             return Action(
                 job, ActionKind.FAIL, Why.ESCALATED, overdue,
-                f"{late}, still running {_seconds(since)} after the sweeper's touch",
+                f"{late}, still running {format_seconds(since)} after the sweeper's touch",
             )
     if since is None:
         return Action(job, ActionKind.TOUCH, Why.OVERDUE, overdue, late)
     if since >= policy.escalate_after:
         return Action(
             job, ActionKind.TOUCH, Why.RETOUCH, overdue,
-            f"{late}, still running {_seconds(since)} after the sweeper's touch",
+            f"{late}, still running {format_seconds(since)} after the sweeper's touch",
         )
     if policy.action is ActionMode.AUTO:
         left = min(policy.escalate_after - since, policy.escalate_after - (overdue - policy.grace))
-        follow_up = f"fails in {_seconds(left)}"
+        follow_up = f"fails in {format_seconds(left)}"
     else:
-        follow_up = f"touches again in {_seconds(policy.escalate_after - since)}"
+        follow_up = f"touches again in {format_seconds(policy.escalate_after - since)}"
     return Skip(
-        job, SkipReason.RECENTLY_TOUCHED, overdue, f"touched {_seconds(since)} ago; {follow_up}"
+        job, SkipReason.RECENTLY_TOUCHED, overdue,
+        f"touched {format_seconds(since)} ago; {follow_up}",
     )
-
-
-def _seconds(value: float) -> str:
-    return f"{value:.0f}s" if float(value).is_integer() else f"{value:.1f}s"
 
 
 def pods_to_terminate(

@@ -7,6 +7,8 @@ contract (README "Exit codes").
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 EXIT_OK = 0
 EXIT_ACTIONS_FAILED = 1
 EXIT_CONFIG = 2
@@ -48,39 +50,51 @@ class RunTimeout(SweeperError):  # noqa: N818 - TimeoutError is a builtin
     exit_code = EXIT_TIMEOUT
 
 
-class ApiError(SweeperError):
-    """One API request failed for good (after any retries).
+@dataclass(frozen=True, slots=True)
+class RequestRef:
+    """What one API request is about: its errors, retry logs and timeouts name it.
 
     Attributes:
-        status: The HTTP status, or ``None`` when no response came back (connection, TLS,
-            timeout).
-        verb: The Kubernetes verb of the request (``list``, ``get``, ``patch``, ``create``,
-            ``delete``).
+        verb: The Kubernetes verb (``list``, ``get``, ``patch``, ``create``, ``delete``), or
+            ``discover``.
         resource: The resource, qualified by its group when it has one
             (``pytorchjobs.kubeflow.org``, ``pods``).
         namespace: The namespace of the request, ``None`` for cluster-wide requests.
         name: The object's name, ``None`` for collections.
-        detail: What the server (or the connection) said.
         cluster_scoped: The request is not about namespaced objects (discovery).
     """
 
-    def __init__(
-        self,
-        *,
-        status: int | None,
-        verb: str,
-        resource: str,
-        namespace: str | None = None,
-        name: str | None = None,
-        detail: str = "",
-        cluster_scoped: bool = False,
-    ) -> None:
+    verb: str
+    resource: str
+    namespace: str | None = None
+    name: str | None = None
+    cluster_scoped: bool = False
+
+    def describe(self) -> str:
+        """The request in words, e.g. ``list pytorchjobs.kubeflow.org in namespace "a"``."""
+        target = self.resource if self.name is None else f"{self.resource} {self.name!r}"
+        if self.cluster_scoped:
+            where = ""
+        elif self.namespace is None:
+            where = " in all namespaces"
+        else:
+            where = f' in namespace "{self.namespace}"'
+        return f"{self.verb} {target}{where}"
+
+
+class ApiError(SweeperError):
+    """One API request failed for good (after any retries).
+
+    Attributes:
+        request: What the request was about.
+        status: The HTTP status, or ``None`` when no response came back (connection, TLS,
+            timeout).
+        detail: What the server (or the connection) said.
+    """
+
+    def __init__(self, request: RequestRef, status: int | None, detail: str = "") -> None:
+        self.request = request
         self.status = status
-        self.cluster_scoped = cluster_scoped
-        self.verb = verb
-        self.resource = resource
-        self.namespace = namespace
-        self.name = name
         self.detail = detail
         super().__init__(self.describe())
 
@@ -91,13 +105,6 @@ class ApiError(SweeperError):
             For example ``cannot list pytorchjobs.kubeflow.org in namespace "a": forbidden
             (403)``.
         """
-        target = self.resource if self.name is None else f"{self.resource} {self.name!r}"
-        if self.cluster_scoped:
-            where = ""
-        elif self.namespace is None:
-            where = " in all namespaces"
-        else:
-            where = f' in namespace "{self.namespace}"'
         if self.status is None:
             what = self.detail or "no response"
         else:
@@ -105,7 +112,7 @@ class ApiError(SweeperError):
             what = f"{label} ({self.status})"
             if self.detail and self.status not in (401, 403, 404):
                 what = f"{what}: {self.detail}"
-        return f"cannot {self.verb} {target}{where}: {what}"
+        return f"cannot {self.request.describe()}: {what}"
 
 
 class NotFound(ApiError):  # noqa: N818 - named after the HTTP status
@@ -118,6 +125,10 @@ class Conflict(ApiError):  # noqa: N818 - named after the HTTP status
 
 class Gone(ApiError):  # noqa: N818 - named after the HTTP status
     """410: a list's continue token expired."""
+
+
+class WatchStalled(ApiError):  # noqa: N818 - a state, like Gone
+    """A watch stream sent nothing, not even a bookmark, for longer than its read timeout."""
 
 
 _STATUS_LABELS = {
@@ -136,33 +147,12 @@ _STATUS_LABELS = {
 }
 
 
-def api_error(
-    *,
-    status: int | None,
-    verb: str,
-    resource: str,
-    namespace: str | None = None,
-    name: str | None = None,
-    detail: str = "",
-    cluster_scoped: bool = False,
-) -> ApiError:
+def api_error(request: RequestRef, status: int | None, detail: str = "") -> ApiError:
     """Build the most specific :class:`ApiError` for a status.
-
-    Args:
-        status: The HTTP status, or ``None`` when no response came back.
-        verb: The Kubernetes verb of the request.
-        resource: The (group-qualified) resource.
-        namespace: The request's namespace, if any.
-        name: The object's name, if any.
-        detail: The server's message or the connection failure.
-        cluster_scoped: The request is not about namespaced objects.
 
     Returns:
         An instance of :class:`NotFound`, :class:`Conflict`, :class:`Gone` or
         :class:`ApiError`.
     """
     cls = {404: NotFound, 409: Conflict, 410: Gone}.get(status or 0, ApiError)
-    return cls(
-        status=status, verb=verb, resource=resource, namespace=namespace, name=name,
-        detail=detail, cluster_scoped=cluster_scoped,
-    )
+    return cls(request, status, detail)

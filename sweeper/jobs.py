@@ -280,9 +280,6 @@ def _conditions(status: Mapping[str, object]) -> tuple[str | None, bool, bool]:
 def parse_owned(raw: object) -> Owned | None:
     """Build the view of a listed pod or service.
 
-    Args:
-        raw: The object as decoded from JSON.
-
     Returns:
         Its view, or ``None`` when it has no usable name and uid (such an object is never
         deleted).

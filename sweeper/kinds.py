@@ -27,8 +27,6 @@ COMPONENT = "kubeflow-deadline-sweeper"
 # The operator's failure message, which the sweeper's own message extends (docs/operator.md).
 DEADLINE_MESSAGE = "has failed because it was active longer than specified deadline"
 
-CLEAN_POD_POLICIES = ("None", "Running", "All")
-
 
 @dataclass(frozen=True, slots=True)
 class Kind:

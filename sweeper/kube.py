@@ -1,25 +1,21 @@
 """The Kubernetes adapter: the only module that imports the official client.
 
 It implements :class:`sweeper.cluster.Cluster` with raw JSON (no model classes: decoding lists
-into them is the main cost at scale), bounded retries, and translation of every client error
-into :mod:`sweeper.errors`. Import it lazily: importing ``kubernetes`` costs a quarter of a
-second that ``sweeper --version`` and ``--help`` do not need.
-
-Retries: 429 (honouring ``Retry-After``), 500, 502, 503, 504 and connection failures, with
-exponential backoff and jitter, at most :data:`ATTEMPTS` tries; each request is bounded by
-``--request-timeout`` and by what is left of ``--timeout``.
+into them is the main cost at scale): :class:`KubeCluster` turns each method into requests,
+:class:`ClientSend` puts one request on the wire through the client and translates what it
+raises, and :class:`sweeper.transport.Transport` does the retries, backoff, ``Retry-After``,
+``--timeout`` and error mapping in between. Import it lazily: importing ``kubernetes`` costs a
+quarter of a second that ``sweeper --version`` and ``--help`` do not need.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-import random
-import threading
-import time
 import urllib.parse
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from datetime import datetime
 from http import HTTPStatus
 from pathlib import Path
 from typing import Any
@@ -30,43 +26,29 @@ from kubernetes import config as k8s_config
 
 from sweeper import __version__
 from sweeper.clock import parse_http_date
-from sweeper.cluster import JSON, Discovery, Page, ServedKind
+from sweeper.cluster import JSON, Answer, Discovery, Page, ServedKind, Stream, WatchEvent
 from sweeper.config import Config
-from sweeper.errors import ApiError, ConfigError, Interrupted, RunTimeout, api_error
+from sweeper.errors import ConfigError, RequestRef, WatchStalled, api_error
 from sweeper.kinds import GROUP, KINDS, MPI_OPERATOR_VERSION, MPIJOB, VERSION
-from sweeper.logs import get as get_logger
+from sweeper.transport import (
+    NoResponse,
+    Response,
+    RetryPolicy,
+    StopSignal,
+    Transport,
+    one_line,
+    status_message,
+    succeeded,
+)
 
-log = get_logger("kube")
-
-ATTEMPTS = 4
-RETRYABLE = frozenset({429, 500, 502, 503, 504})
-BACKOFF_BASE_S = 0.25
-BACKOFF_CAP_S = 4.0
-RETRY_AFTER_CAP_S = 10.0
 MERGE_PATCH = "application/merge-patch+json"
 USER_AGENT = f"kubeflow-deadline-sweeper/{__version__}"
+SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+LEASES = "/apis/coordination.k8s.io/v1"
+LEASE_RESOURCE = "leases.coordination.k8s.io"
 
 
-@dataclass(frozen=True, slots=True)
-class _Target:
-    """What a request is about, for error messages."""
-
-    verb: str
-    resource: str
-    namespace: str | None = None
-    name: str | None = None
-    cluster_scoped: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class _Response:
-    status: int
-    data: bytes
-    date: str | None
-    retry_after: str | None = None
-
-
-def connect(config: Config, *, deadline: float, stop: threading.Event) -> KubeCluster:
+def connect(config: Config, *, stop: StopSignal) -> KubeCluster:
     """Build a cluster client from the usual sources, in the usual order.
 
     ``--kubeconfig``/``KUBECONFIG``, else ``~/.kube/config``, else the in-cluster service
@@ -74,8 +56,7 @@ def connect(config: Config, *, deadline: float, stop: threading.Event) -> KubeCl
 
     Args:
         config: The run's settings (kubeconfig, context, timeouts).
-        deadline: ``time.monotonic()`` value at which ``--timeout`` runs out.
-        stop: Set when a signal asks the run to stop.
+        stop: The run's stop flag: a signal, or ``--timeout`` on the run's clock.
 
     Returns:
         The client.
@@ -98,7 +79,7 @@ def connect(config: Config, *, deadline: float, stop: threading.Event) -> KubeCl
                 client_configuration=configuration, persist_config=False,
             )
         except Exception as error:
-            raise ConfigError(f"kubeconfig {source}: {_one_line(error)}") from error
+            raise ConfigError(f"kubeconfig {source}: {one_line(error)}") from error
     elif os.environ.get("KUBERNETES_SERVICE_HOST"):
         if config.context:
             raise ConfigError("--context needs a kubeconfig; none was found")
@@ -107,7 +88,7 @@ def connect(config: Config, *, deadline: float, stop: threading.Event) -> KubeCl
                 client_configuration=configuration
             )
         except Exception as error:
-            raise ConfigError(f"in-cluster configuration: {_one_line(error)}") from error
+            raise ConfigError(f"in-cluster configuration: {one_line(error)}") from error
     else:
         raise ConfigError(
             "no kubeconfig found (use --kubeconfig or KUBECONFIG) and not running in a cluster"
@@ -116,33 +97,72 @@ def connect(config: Config, *, deadline: float, stop: threading.Event) -> KubeCl
     configuration.retries = False
     api = k8s_client.ApiClient(configuration)
     api.user_agent = USER_AGENT
+    send = ClientSend(api)
+    transport = Transport(send, stop, request_timeout=config.request_timeout)
+    # A Lease write is tried once per retry period: a retried write could land after the
+    # renew deadline, which the election counts from the first sending.
+    once = Transport(
+        send, stop, request_timeout=config.request_timeout, policy=RetryPolicy(attempts=1)
+    )
     return KubeCluster(
-        api, request_timeout=config.request_timeout, deadline=deadline, stop=stop
+        transport, close=lambda: _close(api), once=once,
+        stream=ClientStream(api, config.request_timeout),
+        home_namespace=_home_namespace(source, config.context),
     )
 
 
-class KubeCluster:
-    """:class:`sweeper.cluster.Cluster` over the official client, speaking raw JSON.
+def _home_namespace(kubeconfig: str | None, context: str | None) -> str:
+    """The namespace a process "is in": its pod's, else its kubeconfig context's, else default.
 
     Args:
-        api: A configured ``kubernetes.client.ApiClient``.
-        request_timeout: Seconds per HTTP request.
-        deadline: ``time.monotonic()`` value at which the run's ``--timeout`` runs out.
-        stop: Set when a signal asks the run to stop (cuts retry waits short).
+        kubeconfig: The kubeconfig used, ``None`` in a cluster.
+        context: ``--context``.
+
+    Returns:
+        The namespace.
+    """
+    if not kubeconfig:
+        try:
+            return SERVICE_ACCOUNT_NAMESPACE.read_text().strip() or "default"
+        except OSError:
+            return "default"
+    try:
+        contexts, active = k8s_config.list_kube_config_contexts(  # type: ignore[no-untyped-call]
+            config_file=kubeconfig
+        )
+    except Exception:  # noqa: BLE001 - it loaded a moment ago; a default is enough here
+        return "default"
+    chosen = next((c for c in contexts if c.get("name") == context), None) if context else active
+    namespace = ((chosen or {}).get("context") or {}).get("namespace")
+    return namespace if isinstance(namespace, str) and namespace else "default"
+
+
+class KubeCluster:
+    """:class:`sweeper.cluster.Cluster` as requests: paths, queries, bodies, pages, decoding.
+
+    Args:
+        transport: Sends the requests (retries, ``--timeout``, errors).
+        close: Closes the connections underneath.
+        once: Sends the requests tried once (Lease writes); ``transport`` when not given.
+        stream: Opens watch streams (``--watch``); ``None`` when the cluster cannot watch.
+        home_namespace: The default namespace of the Lease (see
+            :class:`sweeper.cluster.WatchCluster`).
     """
 
     def __init__(
         self,
-        api: Any,
+        transport: Transport,
         *,
-        request_timeout: float,
-        deadline: float,
-        stop: threading.Event,
+        close: Callable[[], None] = lambda: None,
+        once: Transport | None = None,
+        stream: ClientStream | None = None,
+        home_namespace: str = "default",
     ) -> None:
-        self._api = api
-        self._request_timeout = request_timeout
-        self._deadline = deadline
-        self._stop = stop
+        self._transport = transport
+        self._close = close
+        self._once = once or transport
+        self._stream = stream
+        self.home_namespace = home_namespace
 
     # --- discovery and lists ---------------------------------------------------------------
 
@@ -152,8 +172,8 @@ class KubeCluster:
         Returns:
             The served kinds; MPIJob at ``v2beta1`` only when ``v1`` does not serve it.
         """
-        target = _Target("discover", f"API group {GROUP}", cluster_scoped=True)
-        response = self._request("GET", f"/apis/{GROUP}", target=target, missing_ok=True)
+        ref = RequestRef("discover", f"API group {GROUP}", cluster_scoped=True)
+        response = self._transport.request("GET", f"/apis/{GROUP}", ref, missing_ok=True)
         date = parse_http_date(response.date)
         if response.status == HTTPStatus.NOT_FOUND:
             return Discovery((), date)
@@ -165,10 +185,10 @@ class KubeCluster:
         for version in (VERSION, MPI_OPERATOR_VERSION):
             if version not in versions:
                 continue
-            listing = self._request(
+            listing = self._transport.request(
                 "GET", f"/apis/{GROUP}/{version}",
-                target=_Target("discover", f"API resources of {GROUP}/{version}",
-                               cluster_scoped=True),
+                RequestRef("discover", f"API resources of {GROUP}/{version}",
+                           cluster_scoped=True),
                 missing_ok=True,
             )
             if listing.status == HTTPStatus.NOT_FOUND:
@@ -194,11 +214,11 @@ class KubeCluster:
             Pages; each one's items are cleared when the next is requested.
         """
         path = _collection(f"/apis/{GROUP}/{served.version}", namespace, served.kind.plural)
-        target = _Target("list", served.kind.resource, namespace)
-        yield from self._pages(path, target, selector, page_size)
+        ref = RequestRef("list", served.kind.resource, namespace)
+        yield from self._pages(path, ref, selector, page_size)
 
     def _pages(
-        self, path: str, target: _Target, selector: str | None, page_size: int
+        self, path: str, ref: RequestRef, selector: str | None, page_size: int
     ) -> Iterator[Page]:
         token: str | None = None
         while True:
@@ -207,50 +227,40 @@ class KubeCluster:
                 query.append(("labelSelector", selector))
             if token:
                 query.append(("continue", token))
-            response = self._request("GET", path, query=query, target=target)
+            response = self._transport.request("GET", path, ref, query=query)
             date = parse_http_date(response.date)
             document = _decode(response.data)
             del response  # the raw bytes are as big as the page; drop them before yielding
             items = document.get("items") or []
-            token = (document.get("metadata") or {}).get("continue") or None
+            metadata = document.get("metadata") or {}
+            token = metadata.get("continue") or None
+            version = metadata.get("resourceVersion") or None
             del document
-            yield Page(items, date)
+            yield Page(items, date, version)
             items.clear()  # the consumer is done with this page: free it before the next
             if not token:
                 return
 
     def get_job(self, served: ServedKind, namespace: str, name: str) -> JSON:
-        """Read one job (see :class:`sweeper.cluster.Cluster`).
-
-        Returns:
-            The job.
-        """
+        """Read one job (see :class:`sweeper.cluster.Cluster`)."""
         path = _object(f"/apis/{GROUP}/{served.version}", namespace, served.kind.plural, name)
-        response = self._request(
-            "GET", path, target=_Target("get", served.kind.resource, namespace, name)
+        response = self._transport.request(
+            "GET", path, RequestRef("get", served.kind.resource, namespace, name)
         )
         return _decode(response.data)
 
     def list_pods(self, namespace: str, selector: str) -> list[JSON]:
-        """List pods by label in one namespace (see :class:`sweeper.cluster.Cluster`).
-
-        Returns:
-            The pods.
-        """
+        """List pods by label in one namespace (see :class:`sweeper.cluster.Cluster`)."""
         return self._list_core("pods", namespace, selector)
 
     def list_services(self, namespace: str, selector: str) -> list[JSON]:
-        """List services by label in one namespace (see :class:`sweeper.cluster.Cluster`).
-
-        Returns:
-            The services.
-        """
+        """List services by label in one namespace (see :class:`sweeper.cluster.Cluster`)."""
         return self._list_core("services", namespace, selector)
 
     def _list_core(self, plural: str, namespace: str, selector: str) -> list[JSON]:
         path = _collection("/api/v1", namespace, plural)
         found: list[JSON] = []
-        for page in self._pages(path, _Target("list", plural, namespace), selector, 500):
+        for page in self._pages(path, RequestRef("list", plural, namespace), selector, 500):
             found.extend(page.items)
         return found
 
@@ -261,9 +271,9 @@ class KubeCluster:
     ) -> None:
         """Merge-patch a job (see :class:`sweeper.cluster.Cluster`)."""
         path = _object(f"/apis/{GROUP}/{served.version}", namespace, served.kind.plural, name)
-        self._request(
-            "PATCH", path, body=patch, content_type=MERGE_PATCH, dry_run=dry_run,
-            target=_Target("patch", served.kind.resource, namespace, name),
+        self._transport.request(
+            "PATCH", path, RequestRef("patch", served.kind.resource, namespace, name),
+            body=patch, content_type=MERGE_PATCH, dry_run=dry_run,
         )
 
     def patch_job_status(
@@ -271,9 +281,10 @@ class KubeCluster:
     ) -> None:
         """Merge-patch a job's status subresource (see :class:`sweeper.cluster.Cluster`)."""
         path = _object(f"/apis/{GROUP}/{served.version}", namespace, served.kind.plural, name)
-        self._request(
-            "PATCH", f"{path}/status", body=patch, content_type=MERGE_PATCH, dry_run=dry_run,
-            target=_Target("patch", f"{served.kind.resource}/status", namespace, name),
+        self._transport.request(
+            "PATCH", f"{path}/status",
+            RequestRef("patch", f"{served.kind.resource}/status", namespace, name),
+            body=patch, content_type=MERGE_PATCH, dry_run=dry_run,
         )
 
     def delete_pod(self, namespace: str, name: str, uid: str, *, dry_run: bool) -> None:
@@ -294,120 +305,243 @@ class KubeCluster:
         }
         if dry_run:
             body["dryRun"] = ["All"]
-        self._request(
-            "DELETE", _object("/api/v1", namespace, plural, name), body=body,
-            content_type="application/json", dry_run=dry_run,
-            target=_Target("delete", plural, namespace, name),
+        self._transport.request(
+            "DELETE", _object("/api/v1", namespace, plural, name),
+            RequestRef("delete", plural, namespace, name),
+            body=body, content_type="application/json", dry_run=dry_run,
         )
 
     def create_event(self, namespace: str, event: JSON, *, dry_run: bool) -> None:
         """Create a core/v1 Event (see :class:`sweeper.cluster.Cluster`)."""
-        self._request(
-            "POST", _collection("/api/v1", namespace, "events"), body=event,
-            content_type="application/json", dry_run=dry_run,
-            target=_Target("create", "events", namespace),
+        self._transport.request(
+            "POST", _collection("/api/v1", namespace, "events"),
+            RequestRef("create", "events", namespace),
+            body=event, content_type="application/json", dry_run=dry_run,
         )
 
-    # --- the one request path --------------------------------------------------------------
+    # --- watch mode: streams and the Lease -------------------------------------------------
 
-    def _request(
+    @contextlib.contextmanager
+    def watch_jobs(
         self,
-        method: str,
-        path: str,
+        served: ServedKind,
+        namespace: str | None,
+        selector: str | None,
+        resource_version: str,
         *,
-        target: _Target,
-        query: list[tuple[str, str]] | None = None,
-        body: JSON | None = None,
-        content_type: str | None = None,
-        dry_run: bool = False,
-        missing_ok: bool = False,
-    ) -> _Response:
-        query = list(query or ())
-        if dry_run:
-            query.append(("dryRun", "All"))
-        headers = {"Accept": "application/json"}
-        if content_type:
-            headers["Content-Type"] = content_type
-        attempt = 0
-        while True:
-            attempt += 1
-            remaining = self._deadline - time.monotonic()
-            if remaining <= 0:
-                raise RunTimeout(_timeout_message(target))
-            timeout = min(self._request_timeout, remaining)
-            try:
-                response = self._send(
-                    method, path=path, query=query, headers=headers, body=body, timeout=timeout
-                )
-            except _NoResponse as failure:
-                if time.monotonic() >= self._deadline:
-                    raise RunTimeout(_timeout_message(target)) from failure.cause
-                if failure.retryable and attempt < ATTEMPTS:
-                    self._wait(_backoff(attempt), target)
-                    continue
-                raise _error(target, None, failure.detail) from failure.cause
-            if _succeeded(response.status) or (
-                missing_ok and response.status == HTTPStatus.NOT_FOUND
-            ):
-                return response
-            if response.status in RETRYABLE and attempt < ATTEMPTS:
-                self._wait(_retry_delay(response, attempt), target)
-                continue
-            raise _error(target, response.status, _status_message(response.data))
+        timeout_s: int,
+        read_timeout_s: float,
+    ) -> Iterator[Stream]:
+        """Open a watch with bookmarks (see :class:`sweeper.cluster.WatchCluster`).
 
-    def _send(
-        self,
-        method: str,
-        *,
-        path: str,
-        query: list[tuple[str, str]],
-        headers: dict[str, str],
-        body: JSON | None,
-        timeout: float,
-    ) -> _Response:
-        # The query is encoded here, once, so every client release sends the same URL.
+        Yields:
+            The open stream; leaving the block closes the connection.
+
+        Raises:
+            Gone: 410, the resourceVersion is too old: list again.
+            ApiError: The watch could not be opened.
+        """
+        if self._stream is None:
+            raise api_error(RequestRef("watch", served.kind.resource, namespace), None,
+                            "this cluster connection cannot watch")
+        path = _collection(f"/apis/{GROUP}/{served.version}", namespace, served.kind.plural)
+        ref = RequestRef("watch", served.kind.resource, namespace)
+        query = [
+            ("watch", "1"),
+            ("allowWatchBookmarks", "true"),
+            ("resourceVersion", resource_version),
+            ("timeoutSeconds", str(timeout_s)),
+        ]
+        if selector:
+            query.append(("labelSelector", selector))
         url_query = urllib.parse.urlencode(query, quote_via=urllib.parse.quote)
-        resource_path = f"{path}?{url_query}" if url_query else path
-        send = _send_since_37 if hasattr(self._api, "param_serialize") else _send_before_37
+        raw = self._stream.open(f"{path}?{url_query}", ref, read_timeout_s)
         try:
-            return send(self._api, method, resource_path, dict(headers), body=body, timeout=timeout)
-        except k8s_client.ApiException as error:
-            if error.status:
-                # Only the legacy REST layer raises for an HTTP status: it is an answer.
-                return _answer_from(error)
-            # Both layers report TLS failures this way (status 0); they do not heal.
-            raise _NoResponse(_one_line(error.reason or error), retryable=False,
-                              cause=error) from error
-        except urllib3.exceptions.HTTPError as error:
-            raise _NoResponse(_describe_connection_error(error), retryable=True,
-                              cause=error) from error
-        except OSError as error:
-            raise _NoResponse(_one_line(error), retryable=True, cause=error) from error
+            status = int(raw.status)
+            if not succeeded(status):
+                raise api_error(ref, status, status_message(raw.data or b""))
+            yield _WatchStream(raw, ref, read_timeout_s, parse_http_date(raw.headers.get("Date")))
+        finally:
+            raw.release_conn()
+            raw.close()
+
+    def get_lease(self, namespace: str, name: str) -> Answer:
+        """Read a Lease (see :class:`sweeper.cluster.WatchCluster`).
+
+        Returns:
+            The Lease and the answer's date.
+        """
+        response = self._transport.request(
+            "GET", _object(LEASES, namespace, "leases", name),
+            RequestRef("get", LEASE_RESOURCE, namespace, name),
+        )
+        return Answer(_decode(response.data), parse_http_date(response.date))
+
+    def create_lease(self, namespace: str, body: JSON) -> Answer:
+        """Create a Lease, tried once (see :class:`sweeper.cluster.WatchCluster`).
+
+        Returns:
+            The Lease as created and the answer's date.
+        """
+        response = self._once.request(
+            "POST", _collection(LEASES, namespace, "leases"),
+            RequestRef("create", LEASE_RESOURCE, namespace), body=body,
+            content_type="application/json",
+        )
+        return Answer(_decode(response.data), parse_http_date(response.date))
+
+    def update_lease(self, namespace: str, name: str, body: JSON) -> Answer:
+        """Replace a Lease at its resourceVersion, tried once (see ``WatchCluster``).
+
+        Returns:
+            The Lease as written and the answer's date.
+        """
+        response = self._once.request(
+            "PUT", _object(LEASES, namespace, "leases", name),
+            RequestRef("update", LEASE_RESOURCE, namespace, name), body=body,
+            content_type="application/json",
+        )
+        return Answer(_decode(response.data), parse_http_date(response.date))
 
     def close(self) -> None:
         """Close the client's connections (see :class:`sweeper.cluster.Cluster`).
 
         A run that ends leaves nothing open, however long the process lives after it.
         """
-        self._api.close()
-        # Each connection pool is closed explicitly: ``ApiClient.close`` clears the pool manager
-        # only from client 37 on, and recent urllib3 releases no longer close the pools a
-        # clear() drops (they leave them to a finalizer). Up to client 36 the ApiClient keeps
-        # its last response, and with it the pool and its keep-alive socket, alive.
-        manager = getattr(getattr(self._api, "rest_client", None), "pool_manager", None)
-        if manager is not None:
-            for key in list(manager.pools.keys()):
-                pool = manager.pools.get(key)
-                if pool is not None:
-                    pool.close()
-            manager.clear()
+        self._close()
 
-    def _wait(self, delay: float, target: _Target) -> None:
-        delay = min(delay, max(self._deadline - time.monotonic(), 0.0))
-        log.debug("retrying %s %s in %.2fs", target.verb, target.resource, delay)
-        if self._stop.wait(delay):
-            raise Interrupted(f"interrupted while retrying to {target.verb} {target.resource}")
 
+def _close(api: Any) -> None:
+    api.close()
+    # Each connection pool is closed explicitly: ``ApiClient.close`` clears the pool manager
+    # only from client 37 on, and recent urllib3 releases no longer close the pools a
+    # clear() drops (they leave them to a finalizer). Up to client 36 the ApiClient keeps
+    # its last response, and with it the pool and its keep-alive socket, alive.
+    manager = getattr(getattr(api, "rest_client", None), "pool_manager", None)
+    if manager is not None:
+        for key in list(manager.pools.keys()):
+            pool = manager.pools.get(key)
+            if pool is not None:
+                pool.close()
+        manager.clear()
+
+
+class ClientSend:
+    """:class:`sweeper.transport.Send` over the official client's REST layer.
+
+    Args:
+        api: A configured ``kubernetes.client.ApiClient``.
+    """
+
+    def __init__(self, api: Any) -> None:
+        self._api = api
+        self._send = _send_since_37 if hasattr(api, "param_serialize") else _send_before_37
+
+    def __call__(
+        self, method: str, path: str, headers: dict[str, str], *, body: JSON | None,
+        timeout: float,
+    ) -> Response:
+        """Send one request; what the client raises becomes an answer or a ``NoResponse``."""
+        try:
+            return self._send(self._api, method, path, headers, body=body, timeout=timeout)
+        except k8s_client.ApiException as error:
+            if error.status:
+                # Only the legacy REST layer raises for an HTTP status: it is an answer.
+                return _answer_from(error)
+            # Both layers report TLS failures this way (status 0); they do not heal.
+            raise NoResponse(one_line(error.reason or error), retryable=False) from error
+        except urllib3.exceptions.HTTPError as error:
+            raise NoResponse(_describe_connection_error(error), retryable=True) from error
+        except OSError as error:
+            raise NoResponse(one_line(error), retryable=True) from error
+
+
+class ClientStream:
+    """Opens a streaming GET through the official client (a watch), body left unread.
+
+    Args:
+        api: A configured ``kubernetes.client.ApiClient``.
+        connect_timeout: Seconds to connect (``--request-timeout``).
+    """
+
+    def __init__(self, api: Any, connect_timeout: float = 10.0) -> None:
+        self._api = api
+        self._connect_timeout = connect_timeout
+
+    def open(self, resource_path: str, ref: RequestRef, read_timeout_s: float) -> Any:
+        """Send the request and return urllib3's response as soon as its headers arrived.
+
+        Raises:
+            ApiError: No answer came back.
+        """
+        headers = {"Accept": "application/json"}
+        timeout = (self._connect_timeout, read_timeout_s)
+        try:
+            # The two client generations, as in ClientSend.
+            if hasattr(self._api, "param_serialize"):
+                _m, url, header_params, _b, _p = self._api.param_serialize(
+                    method="GET", resource_path=resource_path, header_params=headers,
+                    auth_settings=["BearerToken"],
+                )
+                return self._api.call_api(
+                    "GET", url, header_params=header_params, _request_timeout=timeout
+                ).response
+            return self._api.call_api(
+                resource_path, "GET", header_params=headers, auth_settings=["BearerToken"],
+                _preload_content=False, _request_timeout=timeout,
+            )
+        except k8s_client.ApiException as error:
+            if error.status:
+                answer = _answer_from(error)
+                raise api_error(ref, answer.status, status_message(answer.data)) from error
+            raise api_error(ref, None, one_line(error.reason or error)) from error
+        except (urllib3.exceptions.HTTPError, OSError) as error:
+            raise api_error(ref, None, _describe_connection_error(error)) from error
+
+
+class _WatchStream:
+    """The events of an open watch response, one JSON document per line."""
+
+    def __init__(
+        self, raw: Any, ref: RequestRef, read_timeout_s: float, server_date: datetime | None
+    ) -> None:
+        self._raw = raw
+        self._ref = ref
+        self._read_timeout_s = read_timeout_s
+        self.server_date = server_date
+
+    def __iter__(self) -> Iterator[WatchEvent]:
+        pending = b""
+        try:
+            for chunk in self._raw.stream(amt=None, decode_content=True):
+                pending += chunk
+                while b"\n" in pending:
+                    line, pending = pending.split(b"\n", 1)
+                    if line.strip():
+                        yield self._event(line)
+        except urllib3.exceptions.ReadTimeoutError as error:
+            raise WatchStalled(
+                self._ref, None, f"nothing received for {self._read_timeout_s:g}s"
+            ) from error
+        except (urllib3.exceptions.HTTPError, OSError) as error:
+            raise api_error(self._ref, None, _describe_connection_error(error)) from error
+        if pending.strip():
+            yield self._event(pending)
+
+    def _event(self, line: bytes) -> WatchEvent:
+        try:
+            document = json.loads(line)
+        except ValueError as error:
+            raise api_error(self._ref, None, "undecodable watch event") from error
+        kind = document.get("type") if isinstance(document, dict) else None
+        obj = document.get("object") if isinstance(document, dict) else None
+        if not isinstance(kind, str) or not isinstance(obj, dict):
+            raise api_error(self._ref, None, "malformed watch event")
+        if kind == "ERROR":
+            code = obj.get("code")
+            status = code if isinstance(code, int) else None
+            raise api_error(self._ref, status, one_line(str(obj.get("message") or "")))
+        return WatchEvent(kind, obj)
 
 
 # The client changed generators at release 37: ``ApiClient.call_api`` took a resource path and
@@ -419,7 +553,7 @@ class KubeCluster:
 def _send_since_37(
     api: Any, method: str, resource_path: str, headers: dict[str, str], *, body: JSON | None,
     timeout: float,
-) -> _Response:
+) -> Response:
     """Client >= 37: every status comes back as a response; the REST layer raises none."""
     _m, url, header_params, _b, _p = api.param_serialize(
         method=method, resource_path=resource_path, header_params=headers,
@@ -430,7 +564,7 @@ def _send_since_37(
         method, url, header_params=header_params, body=body, _request_timeout=(timeout, timeout)
     )
     data = response.read()
-    return _Response(
+    return Response(
         int(response.status), data or b"", response.headers.get("Date"),
         response.headers.get("Retry-After"),
     )
@@ -439,7 +573,7 @@ def _send_since_37(
 def _send_before_37(
     api: Any, method: str, resource_path: str, headers: dict[str, str], *, body: JSON | None,
     timeout: float,
-) -> _Response:
+) -> Response:
     """Client < 37: ``_preload_content=False`` returns urllib3's response for a 2xx as it came.
 
     Any other status raises ``ApiException`` carrying the answer (see :func:`_answer_from`).
@@ -451,30 +585,18 @@ def _send_before_37(
         _request_timeout=(timeout, timeout),
     )
     data = response.read()
-    return _Response(
+    return Response(
         int(response.status), data or b"", response.headers.get("Date"),
         response.headers.get("Retry-After"),
     )
 
 
-def _answer_from(error: Any) -> _Response:
+def _answer_from(error: Any) -> Response:
     """The HTTP answer inside a legacy ``ApiException`` (its body is bytes, or str from 35)."""
     body = error.body or b""
     data = body.encode("utf-8") if isinstance(body, str) else bytes(body)
     headers = error.headers or {}
-    return _Response(int(error.status), data, headers.get("Date"), headers.get("Retry-After"))
-
-
-class _NoResponse(Exception):  # noqa: N818 - internal: no HTTP response came back
-    def __init__(self, detail: str, *, retryable: bool, cause: BaseException) -> None:
-        super().__init__(detail)
-        self.detail = detail
-        self.retryable = retryable
-        self.cause = cause
-
-
-def _succeeded(status: int) -> bool:
-    return HTTPStatus.OK <= status < HTTPStatus.MULTIPLE_CHOICES
+    return Response(int(error.status), data, headers.get("Date"), headers.get("Retry-After"))
 
 
 def _collection(prefix: str, namespace: str | None, plural: str) -> str:
@@ -492,44 +614,6 @@ def _decode(data: bytes) -> dict[str, Any]:
     return document if isinstance(document, dict) else {}
 
 
-def _status_message(data: bytes) -> str:
-    try:
-        document = json.loads(data) if data else {}
-    except ValueError:
-        return _one_line(data.decode("utf-8", "replace"))[:200]
-    message = document.get("message") if isinstance(document, dict) else None
-    return _one_line(str(message)) if message else ""
-
-
-def _error(target: _Target, status: int | None, detail: str) -> ApiError:
-    return api_error(
-        status=status, verb=target.verb, resource=target.resource,
-        namespace=target.namespace, name=target.name, detail=detail,
-        cluster_scoped=target.cluster_scoped,
-    )
-
-
-def _backoff(attempt: int) -> float:
-    ceiling = min(BACKOFF_CAP_S, BACKOFF_BASE_S * 2 ** (attempt - 1))
-    # "Equal jitter": never less than half the step, so retries do not collapse to zero.
-    return float(ceiling / 2 + random.uniform(0, ceiling / 2))  # noqa: S311 - jitter, not crypto
-
-
-def _retry_delay(response: _Response, attempt: int) -> float:
-    if response.retry_after:
-        try:
-            asked = float(response.retry_after)
-        except ValueError:
-            asked = -1.0  # an HTTP date: rare from kube-apiserver; back off as usual
-        if asked >= 0:
-            return min(asked, RETRY_AFTER_CAP_S)
-    return _backoff(attempt)
-
-
-def _timeout_message(target: _Target) -> str:
-    return f"--timeout reached before {target.verb} {target.resource} could complete"
-
-
 def _describe_connection_error(error: BaseException) -> str:
     reason = getattr(error, "reason", None)
     text = str(reason or error)
@@ -537,8 +621,5 @@ def _describe_connection_error(error: BaseException) -> str:
         return "connection refused"
     if "timed out" in text.lower():
         return "timed out (--request-timeout)"
-    return _one_line(text)
+    return one_line(text)
 
-
-def _one_line(value: object) -> str:
-    return " ".join(str(value).split())

@@ -26,9 +26,6 @@ def logging_config(log_format: LogFormat, level: str) -> dict[str, Any]:
     Args:
         log_format: ``json`` (one JSON object per line) or ``text`` (for humans).
         level: A level name, for example ``INFO``.
-
-    Returns:
-        The dictionary.
     """
     if log_format is LogFormat.JSON:
         formatter: dict[str, Any] = {
@@ -59,22 +56,5 @@ def logging_config(log_format: LogFormat, level: str) -> dict[str, Any]:
 
 
 def configure(log_format: LogFormat, level: str) -> None:
-    """Apply the logging configuration.
-
-    Args:
-        log_format: ``json`` or ``text``.
-        level: A level name.
-    """
+    """Apply the logging configuration."""
     logging.config.dictConfig(logging_config(log_format, level))
-
-
-def get(name: str) -> logging.Logger:
-    """Return a logger under the sweeper's namespace.
-
-    Args:
-        name: The module's short name (``run``, ``report``...).
-
-    Returns:
-        The ``sweeper.<name>`` logger.
-    """
-    return logging.getLogger(f"{LOGGER}.{name}")

@@ -8,6 +8,7 @@ per pass, with the job's reference and the decision as fields.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from collections import Counter
@@ -16,13 +17,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TextIO
 
-from sweeper import logs
 from sweeper.act import Outcome, Result
 from sweeper.clock import format_rfc3339
 from sweeper.config import ClockMode, DryRun
 from sweeper.decide import Action, ActionKind, ActionMode, SkipReason
 
-log = logs.get("report")
+log = logging.getLogger(__name__)
 
 _FAILED = (Result.ERROR,)
 _RECORDS_PER_WRITE = 256
@@ -56,25 +56,61 @@ class PassReport:
 def has_errors(outcome: Outcome) -> bool:
     """Whether an outcome counts as an error (exit code 1).
 
-    Args:
-        outcome: The outcome.
-
     Returns:
         True when its action failed or any of its requests did.
     """
     return outcome.result in _FAILED or bool(outcome.errors)
 
 
-def summary(report: PassReport) -> dict[str, Any]:
-    """Count a pass's decisions, skip reasons, results and errors. Pure.
+@dataclass(frozen=True, slots=True)
+class Summary:
+    """A pass in numbers: the ``summary`` of ``-o json``, the last line of the table, the log.
 
-    Args:
-        report: The pass.
-
-    Returns:
-        ``{"jobs", "touch", "fail", "terminate-pods", "skip", "skipped": {reason: n},
-        "results": {result: n}, "errors", "duration_s", "stopped_by"}``.
+    Attributes:
+        jobs: Jobs listed.
+        touch: Touches planned.
+        fail: Fails planned.
+        terminate_pods: Pod clean-ups of jobs already failed by their deadline.
+        skip: Jobs left alone.
+        skipped: Skips by reason, in :class:`~sweeper.decide.SkipReason` order, none at 0.
+        results: Outcomes by result, by name.
+        errors: Jobs with an error (exit code 1).
+        duration_s: Seconds the pass took, to the millisecond.
+        stopped_by: What stopped the pass early, if anything.
     """
+
+    jobs: int
+    touch: int
+    fail: int
+    terminate_pods: int
+    skip: int
+    skipped: dict[str, int]
+    results: dict[str, int]
+    errors: int
+    duration_s: float
+    stopped_by: str | None
+
+    def document(self) -> dict[str, Any]:
+        """The JSON form, keyed by decision as the report spells them (``terminate-pods``)."""
+        document: dict[str, Any] = {"jobs": self.jobs}
+        for kind in ActionKind:
+            document[kind.value] = self.actions(kind)
+        return document | {
+            "skip": self.skip, "skipped": self.skipped, "results": self.results,
+            "errors": self.errors, "duration_s": self.duration_s, "stopped_by": self.stopped_by,
+        }
+
+    def actions(self, kind: ActionKind) -> int:
+        """How many actions of one kind were planned."""
+        return {
+            ActionKind.TOUCH: self.touch,
+            ActionKind.FAIL: self.fail,
+            ActionKind.TERMINATE_PODS: self.terminate_pods,
+        }[kind]
+
+
+def summary(report: PassReport) -> Summary:
+    """Count a pass's decisions, skip reasons, results and errors. Pure."""
     decisions: Counter[str] = Counter()
     skipped: Counter[str] = Counter()
     results: Counter[str] = Counter()
@@ -85,28 +121,23 @@ def summary(report: PassReport) -> dict[str, Any]:
         if not isinstance(outcome.entry, Action):
             skipped[outcome.entry.reason] += 1
         errors += has_errors(outcome)
-    counts: dict[str, Any] = {"jobs": len(report.outcomes)}
-    for kind in ActionKind:
-        counts[kind.value] = decisions[kind.value]
-    counts["skip"] = decisions["skip"]
-    counts["skipped"] = {reason.value: skipped[reason.value] for reason in SkipReason
-                         if skipped[reason.value]}
-    counts["results"] = dict(sorted(results.items()))
-    counts["errors"] = errors
-    counts["duration_s"] = round(report.duration_s, 3)
-    counts["stopped_by"] = report.stopped_by
-    return counts
+    return Summary(
+        jobs=len(report.outcomes),
+        touch=decisions[ActionKind.TOUCH.value],
+        fail=decisions[ActionKind.FAIL.value],
+        terminate_pods=decisions[ActionKind.TERMINATE_PODS.value],
+        skip=decisions["skip"],
+        skipped={reason.value: skipped[reason.value] for reason in SkipReason
+                 if skipped[reason.value]},
+        results=dict(sorted(results.items())),
+        errors=errors,
+        duration_s=round(report.duration_s, 3),
+        stopped_by=report.stopped_by,
+    )
 
 
 def job_record(outcome: Outcome) -> dict[str, Any]:
-    """Render one outcome as the ``jobs[]`` item of ``-o json``. Pure.
-
-    Args:
-        outcome: The outcome.
-
-    Returns:
-        The JSON-ready dictionary.
-    """
+    """Render one outcome as the ``jobs[]`` item of ``-o json``. Pure."""
     entry = outcome.entry
     job = entry.job
     record: dict[str, Any] = {
@@ -134,12 +165,7 @@ def job_record(outcome: Outcome) -> dict[str, Any]:
 
 
 def write_json(stream: TextIO, report: PassReport) -> None:
-    """Write one pass as one JSON object on one line, job by job.
-
-    Args:
-        stream: stdout.
-        report: The pass.
-    """
+    """Write one pass as one JSON object on one line, job by job."""
     head = {
         "pass": report.number,
         "now": _time(report.now),
@@ -158,7 +184,7 @@ def write_json(stream: TextIO, report: PassReport) -> None:
             stream.write(", ")
         stream.write(", ".join(json.dumps(job_record(outcome)) for outcome in chunk))
     stream.write('], "summary": ')
-    stream.write(json.dumps(summary(report)))
+    stream.write(json.dumps(summary(report).document()))
     stream.write("}\n")
     stream.flush()
 
@@ -168,9 +194,6 @@ _COLUMNS = ("KIND", "NAMESPACE", "NAME", "STARTED", "DEADLINE", "OVERDUE BY", "D
 
 def table_row(outcome: Outcome) -> tuple[str, ...]:
     """Render one outcome as a row of the text table. Pure.
-
-    Args:
-        outcome: The outcome.
 
     Returns:
         The cells, in ``_COLUMNS`` order.
@@ -196,12 +219,7 @@ def table_row(outcome: Outcome) -> tuple[str, ...]:
 
 
 def write_text(stream: TextIO, report: PassReport) -> None:
-    """Write one pass as a header line, an aligned table and a summary line.
-
-    Args:
-        stream: stdout.
-        report: The pass.
-    """
+    """Write one pass as a header line, an aligned table and a summary line."""
     mode = f", dry run ({report.dry_run.value})" if report.dry_run else ""
     when = _time(report.now) or "-"
     stream.write(
@@ -220,35 +238,27 @@ def write_text(stream: TextIO, report: PassReport) -> None:
     stream.flush()
 
 
-def summary_line(counts: dict[str, Any]) -> str:
+def summary_line(counts: Summary) -> str:
     """Render a summary as one human line. Pure.
-
-    Args:
-        counts: The result of :func:`summary`.
 
     Returns:
         For example ``3 jobs: 1 touch, 0 fail, 0 terminate-pods, 2 skip (not-yet-due 2);
         0 errors; 0.412s``.
     """
-    skipped = ", ".join(f"{reason} {n}" for reason, n in counts["skipped"].items())
-    actions = ", ".join(f"{counts[kind.value]} {kind.value}" for kind in ActionKind)
+    skipped = ", ".join(f"{reason} {n}" for reason, n in counts.skipped.items())
+    actions = ", ".join(f"{counts.actions(kind)} {kind.value}" for kind in ActionKind)
     line = (
-        f"{counts['jobs']} jobs: {actions}, {counts['skip']} skip"
-        f"{f' ({skipped})' if skipped else ''}; {counts['errors']} errors; "
-        f"{counts['duration_s']}s"
+        f"{counts.jobs} jobs: {actions}, {counts.skip} skip"
+        f"{f' ({skipped})' if skipped else ''}; {counts.errors} errors; "
+        f"{counts.duration_s}s"
     )
-    if counts["stopped_by"]:
-        line += f"; stopped: {counts['stopped_by']}"
+    if counts.stopped_by:
+        line += f"; stopped: {counts.stopped_by}"
     return line
 
 
 def log_outcome(outcome: Outcome, dry_run: DryRun | None) -> None:
-    """Log one line for an action's outcome (skips only at debug level).
-
-    Args:
-        outcome: The outcome.
-        dry_run: The dry-run mode.
-    """
+    """Log one line for an action's outcome (skips only at debug level)."""
     if outcome.result is Result.SKIPPED and not log.isEnabledFor(logging.DEBUG):
         return  # thousands of skips per pass: do not even build their fields
     entry = outcome.entry
@@ -288,11 +298,7 @@ def log_outcome(outcome: Outcome, dry_run: DryRun | None) -> None:
 
 
 def log_summary(report: PassReport) -> None:
-    """Log the one summary line of a pass.
-
-    Args:
-        report: The pass.
-    """
+    """Log the one summary line of a pass."""
     counts = summary(report)
     log.info(
         "pass %d: %s", report.number, summary_line(counts),
@@ -301,16 +307,13 @@ def log_summary(report: PassReport) -> None:
             "now": _time(report.now),
             "clock": report.clock.value,
             "dry_run": report.dry_run.value if report.dry_run else None,
-            **{key.replace("-", "_"): value for key, value in counts.items()},
+            **dataclasses.asdict(counts),
         },
     )
 
 
 def duration(seconds: float | None) -> str:
     """Render signed seconds compactly (``1h02m03s``, ``-45s``). Pure.
-
-    Args:
-        seconds: Seconds, or ``None``.
 
     Returns:
         The text, ``-`` for ``None``.

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import logging
 import math
 import signal
 import threading
@@ -20,7 +21,7 @@ from http import HTTPStatus
 from types import FrameType
 from typing import Protocol, TextIO
 
-from sweeper import clock, logs, report
+from sweeper import clock, report
 from sweeper.act import Executor, Outcome
 from sweeper.cluster import Cluster, ServedKind
 from sweeper.config import ClockMode, Config, OutputFormat
@@ -39,7 +40,7 @@ from sweeper.errors import (
 )
 from sweeper.jobs import Job, parse_job
 
-log = logs.get("run")
+log = logging.getLogger(__name__)
 
 def _monotonic() -> float:
     # Looked up at each call, like sweeper.kube does: a test that patches time.monotonic
@@ -54,16 +55,8 @@ _SKEW_RESOLUTION_S = 1.0
 class Connect(Protocol):
     """Builds the cluster for a run (``sweeper.kube.connect``, or a fake in tests)."""
 
-    def __call__(
-        self, config: Config, *, deadline: float, stop: threading.Event
-    ) -> Cluster:
-        """Connect.
-
-        Args:
-            config: The run's settings.
-            deadline: ``time.monotonic()`` value at which ``--timeout`` runs out.
-            stop: Set when a signal asks the run to stop.
-        """
+    def __call__(self, config: Config, /, *, stop: StopFlag) -> Cluster:
+        """Connect; ``stop`` bounds every request by the run's signal flag and ``--timeout``."""
         ...
 
 
@@ -106,6 +99,14 @@ class StopFlag:
             return RunTimeout(f"--timeout ({self._timeout:g}s) reached")
         return None
 
+    def remaining(self) -> float:
+        """Seconds left before ``--timeout``, on the run's clock (negative once past)."""
+        return self.deadline - self._monotonic()
+
+    def wait(self, seconds: float) -> bool:
+        """Sleep ``seconds``, unless a signal asks the run to stop; ``True`` when one did."""
+        return self.event.wait(seconds)
+
 
 @contextlib.contextmanager
 def signals_stop(flag: StopFlag) -> Iterator[None]:
@@ -113,12 +114,6 @@ def signals_stop(flag: StopFlag) -> Iterator[None]:
 
     A second signal gives up at once (``KeyboardInterrupt``). Outside the main thread (where
     Python cannot install handlers) nothing is installed.
-
-    Args:
-        flag: The flag to set.
-
-    Yields:
-        Nothing.
     """
     if threading.current_thread() is not threading.main_thread():
         yield
@@ -146,12 +141,6 @@ def run(
 ) -> int:
     """Run the sweeper: one pass, or repeated passes.
 
-    Args:
-        config: The run's settings.
-        connect: Builds the cluster.
-        out: Where the report goes (stdout).
-        monotonic: The clock that schedules passes and bounds the run (injected by tests).
-
     Returns:
         The exit code (0, 1, 4 or 5; codes 2 and 3 are raised as errors).
 
@@ -163,7 +152,7 @@ def run(
     started = monotonic()
     flag = StopFlag(started + config.timeout, config.timeout, monotonic)
     with signals_stop(flag):
-        cluster = connect(config, deadline=flag.deadline, stop=flag.event)
+        cluster = connect(config, stop=flag)
         # The connections close with the run, not at process exit: a process that runs the
         # sweeper again (in-process tests, a long-lived caller) would otherwise leave every
         # run's keep-alive sockets to the garbage collector.
@@ -229,9 +218,6 @@ def collector_paused() -> Iterator[None]:
     jobs that was a third of a pass's CPU time (docs/benchmarks.md). Decoded JSON and frozen
     views form no reference cycles, so reference counting frees them all the same; the
     collector resumes (with its usual thresholds) when the block ends.
-
-    Yields:
-        Nothing.
     """
     enabled = gc.isenabled()
     gc.disable()
@@ -252,14 +238,6 @@ def sweep(
     monotonic: Callable[[], float] | None = None,
 ) -> PassOutcome:
     """Run one pass: discover, list, decide, act, report.
-
-    Args:
-        number: The pass number, from 1.
-        config: The run's settings.
-        cluster: The cluster.
-        flag: The stop flag.
-        out: Where the report goes.
-        monotonic: The clock that measures the pass.
 
     Returns:
         The pass's error count and what stopped it, if anything.

@@ -22,9 +22,6 @@ from sweeper.kinds import COMPONENT, DEADLINE_MESSAGE, TOUCHED_AT_ANNOTATION, Ki
 def failure_message(name: str) -> str:
     """The ``Failed`` condition's message, the operator's own plus who enforced it.
 
-    Args:
-        name: The job's name.
-
     Returns:
         ``Job <name> has failed because it was active longer than specified deadline
         (enforced by kubeflow-deadline-sweeper)``.
@@ -34,9 +31,6 @@ def failure_message(name: str) -> str:
 
 def failed_reason(kind: Kind) -> str:
     """The ``Failed`` condition's reason, as the operator spells it (``PyTorchJobFailed``).
-
-    Args:
-        kind: The job's kind.
 
     Returns:
         ``<Kind>Failed``.
@@ -108,9 +102,6 @@ def status_patch(kind: Kind, raw_job: Mapping[str, Any], now: datetime) -> dict[
 
 def touch_patch(touched_at: datetime) -> dict[str, Any]:
     """Build the merge patch of a touch: the sweeper's annotation, nothing else.
-
-    Args:
-        touched_at: The instant of the pass.
 
     Returns:
         ``{"metadata": {"annotations": {"deadline-sweeper.kubeflow.org/touched-at": ...}}}``.

@@ -67,12 +67,15 @@ app.kubernetes.io/component: deadline-sweeper
 {{- end }}
 
 {{/*
-Checkov suppressions that depend on values, as annotation lines. The digest check only
-fails while the image is pinned by tag alone.
+Checkov suppressions that depend on values, as annotation lines. The digest check, and the
+pull-policy check (which a digest also satisfies), only fail while the image is pinned by tag.
 */}}
 {{- define "sweeper.checkovSkipDigest" -}}
 {{- if not .Values.image.digest }}
 checkov.io/skip1: CKV_K8S_43=pinned by tag until image.digest is set to the digest of the released image
+{{- if ne (include "sweeper.imagePullPolicy" .) "Always" }}
+checkov.io/skip4: CKV_K8S_15=IfNotPresent by design (no registry round trip per run, enforcement survives a registry outage); image.digest rolls out a new image
+{{- end }}
 {{- end }}
 {{- end }}
 
@@ -189,11 +192,24 @@ form so that an optional-value flag such as --dry-run cannot swallow the next ar
 {{- if not (kindIs "invalid" $v.maxActions) }}
 - --max-actions={{ int $v.maxActions }}
 {{- end }}
+{{- $watch := and (eq $v.mode "watch") (not .oneShot) }}
+{{- if $watch }}
+- --watch
+- --resync={{ int $v.watch.resyncSeconds }}
+- --watch-timeout={{ int $v.watch.watchTimeoutSeconds }}
+- --lease-name={{ include "sweeper.fullname" $root }}
+- --identity=$(POD_NAME)
+- --lease-duration={{ int $v.watch.leaseDurationSeconds }}
+- --renew-deadline={{ int $v.watch.renewDeadlineSeconds }}
+- --retry-period={{ int $v.watch.retryPeriodSeconds }}
+- --health-port={{ int $v.watch.metricsPort }}
+{{- else }}
 {{- if and (hasKey $t "every") (not .oneShot) }}
 - --every={{ $t.every }}
 - --for={{ $t.for }}
 {{- end }}
 - --timeout={{ $t.timeout }}
+{{- end }}
 - --output={{ $v.output }}
 - --log-format={{ $v.logFormat }}
 - --log-level={{ $v.logLevel }}
@@ -212,6 +228,8 @@ the built-in system:discovery role covers every authenticated user.
   patch <plural>/status      fail, auto: the Failed status, guarded by resourceVersion
   list, delete pods/services fail, auto: the job's pods and their same-named services
   create events (core v1)    every write records an event on the job
+  watch jobs, get jobs       mode watch: the streams, and the re-read when a timer fires
+  (the Lease's rules are in rbac-lease.yaml: a Role in the release's namespace only)
 Client dry-run writes nothing, so it gets the reads only; a server-side dry run is authorized
 like the real write, so it keeps the write verbs.
 */}}
@@ -220,9 +238,11 @@ like the real write, so it keeps the write verbs.
 {{- $writes := ne (include "sweeper.dryRun" .) "client" }}
 {{- $touches := ne .Values.action "fail" }}
 {{- $fails := ne .Values.action "touch" }}
+{{- $watches := eq .Values.mode "watch" }}
 {{- $jobVerbs := list }}
-{{- if $fails }}{{ $jobVerbs = append $jobVerbs "get" }}{{ end }}
+{{- if or $fails $watches }}{{ $jobVerbs = append $jobVerbs "get" }}{{ end }}
 {{- $jobVerbs = append $jobVerbs "list" }}
+{{- if $watches }}{{ $jobVerbs = append $jobVerbs "watch" }}{{ end }}
 {{- if and $touches $writes }}{{ $jobVerbs = append $jobVerbs "patch" }}{{ end }}
 {{- $status := list }}
 {{- range $plurals }}{{ $status = append $status (printf "%s/status" .) }}{{ end -}}
@@ -253,16 +273,24 @@ Arguments: "root" (the chart context) and "args" (the rendered argument list).
 */}}
 {{- define "sweeper.podSpec" -}}
 {{- $root := .root }}
-{{- $v := $root.Values -}}
+{{- $v := $root.Values }}
+{{- $watch := .watch -}}
 serviceAccountName: {{ include "sweeper.serviceAccountName" $root }}
 # The token is mounted explicitly below, into the sweeper container only (not into any
 # injected sidecar), read-only, and bound to this pod's lifetime.
 automountServiceAccountToken: false
 enableServiceLinks: false
+{{- if $watch }}
+restartPolicy: Always
+# On SIGTERM the leader finishes the write in progress and releases its Lease, so that the
+# other replica takes over at its next retry rather than after the lease duration.
+terminationGracePeriodSeconds: 30
+{{- else }}
 restartPolicy: Never
 # The sweeper exits within a second of SIGTERM (exit code 4); a short grace lets a killed
 # run finish quickly so that the next scheduled run is not held back.
 terminationGracePeriodSeconds: 5
+{{- end }}
 {{- with $v.priorityClassName }}
 priorityClassName: {{ . }}
 {{- end }}
@@ -282,6 +310,29 @@ containers:
       # Unbuffered, so that a killed run still shows its last lines in `kubectl logs`.
       - name: PYTHONUNBUFFERED
         value: "1"
+    {{- if $watch }}
+      # The Lease holder identity: the pod's name, as kube-controller-manager's replicas do.
+      - name: POD_NAME
+        valueFrom:
+          fieldRef:
+            fieldPath: metadata.name
+    ports:
+      - name: metrics
+        containerPort: {{ int $v.watch.metricsPort }}
+        protocol: TCP
+    # Alive: the main loop turns at least every second. Ready: every watch has listed.
+    livenessProbe:
+      httpGet:
+        path: /healthz
+        port: metrics
+      periodSeconds: 10
+      failureThreshold: 3
+    readinessProbe:
+      httpGet:
+        path: /readyz
+        port: metrics
+      periodSeconds: 5
+    {{- end }}
     securityContext:
       {{- $restricted := dict "readOnlyRootFilesystem" true "allowPrivilegeEscalation" false "privileged" false "capabilities" (dict "drop" (list "ALL")) "seccompProfile" (dict "type" "RuntimeDefault") }}
       {{- include "sweeper.securityContext" (dict "values" $v "defaults" $restricted "overrides" $v.containerSecurityContext) | nindent 6 }}

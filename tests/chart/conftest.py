@@ -1,8 +1,8 @@
 """Fixtures for the chart and image checks: the real helm binary, renderings parsed as YAML.
 
-Helm comes from the binary cache that ``scripts/build-binaries`` fills (through
-``devcluster.binaries`` when that harness is importable). Without it these tests skip with a
-reason locally and fail in CI (``CI=true``), like the e2e tests.
+Helm comes from the binary cache that ``scripts/build-binaries`` fills, found (at the version
+its wrapper module pins) by ``devcluster.binaries``. Without it these tests skip with a reason
+locally and fail in CI (``CI=true``), like the e2e tests.
 """
 
 from __future__ import annotations
@@ -18,9 +18,10 @@ from typing import Any, NoReturn
 import pytest
 import yaml
 
+from devcluster import binaries
+
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "chart"
-HELM_VERSION = "v3.22.0"
 CHECKOV_VENV = REPO / ".venv-checkov"
 
 Doc = dict[str, Any]
@@ -34,19 +35,6 @@ def missing(reason: str) -> NoReturn:
 
 
 def _find_helm() -> Path:
-    try:
-        from devcluster import binaries  # noqa: PLC0415 - the harness is optional for these tests
-    except ImportError:
-        cache = Path(
-            os.environ.get("SWEEPER_BIN_CACHE")
-            or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-            / "kubeflow-deadline-sweeper"
-            / "bin"
-        )
-        helm = cache / f"helm-{HELM_VERSION}" / "helm"
-        if not os.access(helm, os.X_OK):
-            missing(f"helm {HELM_VERSION} is not built ({helm}); run scripts/build-binaries helm")
-        return helm
     try:
         return binaries.find("helm")
     except binaries.BinaryMissing as e:
@@ -87,16 +75,19 @@ class Rendered:
     @property
     def job_spec(self) -> Doc:
         """The CronJob's Job spec."""
-        return self.cronjob["spec"]["jobTemplate"]["spec"]
+        spec: Doc = self.cronjob["spec"]["jobTemplate"]["spec"]
+        return spec
 
     @property
     def pod_spec(self) -> Doc:
         """The CronJob's pod spec."""
-        return self.job_spec["template"]["spec"]
+        spec: Doc = self.job_spec["template"]["spec"]
+        return spec
 
     @property
     def container(self) -> Doc:
         """The sweeper container of the CronJob's pod."""
+        container: Doc
         (container,) = self.pod_spec["containers"]
         return container
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -19,6 +20,7 @@ DIGEST = "sha256:" + "0123456789abcdef" * 4
 # check -> why the chart may suppress it (asserted below: nothing else is ever skipped)
 ALLOWED_SKIPS = {
     "CKV_K8S_43": "image pinned by tag until image.digest is set",
+    "CKV_K8S_15": "IfNotPresent by design while pinned by tag (a digest satisfies the check)",
     "CKV_K8S_8": "the helm test pod runs to completion: no liveness probe",
     "CKV_K8S_9": "the helm test pod runs to completion: no readiness probe",
 }
@@ -30,10 +32,15 @@ VARIANTS = {
         "--set", "action=auto", "--set", f"image.digest={DIGEST}", "--set", "intervalSeconds=20",
     ],
     "dry-run": ["--set", "dryRun=true"],
+    "watch": ["--set", "mode=watch", "--set", f"image.digest={DIGEST}"],
+    "watch-fail-namespaced-monitored": [
+        "--set", "mode=watch", "--set", "action=fail", "--set", "namespaces={team-a}",
+        "--set", "watch.serviceMonitor.enabled=true",
+    ],
 }
 
 
-def _checkov(checkov: Path, *args: str) -> list[dict]:
+def _checkov(checkov: Path, *args: str) -> list[dict[str, Any]]:
     done = subprocess.run(
         [str(checkov), *args, "--output", "json", "--skip-download", "--compact"],
         capture_output=True,
@@ -45,16 +52,16 @@ def _checkov(checkov: Path, *args: str) -> list[dict]:
     return report if isinstance(report, list) else [report]
 
 
-def _results(reports: list[dict], key: str) -> list[dict]:
+def _results(reports: list[dict[str, Any]], key: str) -> list[dict[str, Any]]:
     return [c for r in reports for c in r.get("results", {}).get(key, [])]
 
 
-def _describe(checks: list[dict]) -> str:
+def _describe(checks: list[dict[str, Any]]) -> str:
     return "\n".join(f"{c['check_id']} {c['resource']}: {c['check_name']}" for c in checks)
 
 
 @pytest.fixture(scope="module")
-def chart_reports(helm, checkov, tmp_path_factory) -> list[dict]:
+def chart_reports(helm, checkov, tmp_path_factory) -> list[dict[str, Any]]:
     out = tmp_path_factory.mktemp("rendered")
     for i, (name, args) in enumerate(VARIANTS.items()):
         rendered = subprocess.run(

@@ -51,4 +51,6 @@ def test_chart_is_helm_v2_and_runs_this_release_of_the_sweeper():
 def test_image_labels_this_release_of_the_sweeper():
     dockerfile = (REPO / "Dockerfile").read_text()
 
-    assert re.search(r"^ARG VERSION=(\S+)$", dockerfile, re.MULTILINE)[1] == sweeper.__version__
+    match = re.search(r"^ARG VERSION=(\S+)$", dockerfile, re.MULTILINE)
+    assert match is not None
+    assert match[1] == sweeper.__version__

@@ -20,12 +20,12 @@ def test_runs_never_overlap_and_never_pile_up(render):
     assert rendered.pod_spec["restartPolicy"] == "Never"
 
 
-def test_configuration_errors_and_timeouts_are_not_retried(render):
+def test_configuration_errors_timeouts_and_internal_errors_are_not_retried(render):
     rules = render().job_spec["podFailurePolicy"]["rules"]
 
     assert rules[0] == {
         "action": "FailJob",
-        "onExitCodes": {"containerName": "sweeper", "operator": "In", "values": [2, 5]},
+        "onExitCodes": {"containerName": "sweeper", "operator": "In", "values": [2, 5, 70]},
     }
     assert rules[1] == {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]}
 
@@ -150,7 +150,11 @@ def test_digest_check_is_suppressed_only_while_there_is_no_digest(render):
     by_tag = render().cronjob["metadata"].get("annotations", {})
     by_digest = render({"image": {"digest": DIGEST}}).cronjob["metadata"].get("annotations", {})
 
+    pull_always = render({"image": {"pullPolicy": "Always"}}).cronjob["metadata"]["annotations"]
+
     assert by_tag["checkov.io/skip1"].startswith("CKV_K8S_43=")
+    assert by_tag["checkov.io/skip4"].startswith("CKV_K8S_15=IfNotPresent by design")
+    assert "checkov.io/skip4" not in pull_always
     assert by_digest == {}
 
 

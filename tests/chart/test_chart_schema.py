@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -73,7 +74,7 @@ def test_schema_accepts(render, values):
     assert render(values).cronjob
 
 
-def _schema_keys(schema: dict, prefix: str = "") -> set[str]:
+def _schema_keys(schema: dict[str, Any], prefix: str = "") -> set[str]:
     keys = set()
     for name, sub in schema.get("properties", {}).items():
         if sub.get("additionalProperties") is False and "properties" in sub and name != "resources":
@@ -83,7 +84,7 @@ def _schema_keys(schema: dict, prefix: str = "") -> set[str]:
     return keys
 
 
-def _value_keys(values: dict, schema: dict, prefix: str = "") -> set[str]:
+def _value_keys(values: dict[str, Any], schema: dict[str, Any], prefix: str = "") -> set[str]:
     keys = set()
     for name, value in values.items():
         sub = schema["properties"].get(name, {})

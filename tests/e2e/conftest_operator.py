@@ -111,7 +111,7 @@ class RunningJob:
             )
             .items
         )
-        return sorted(s.metadata.name for s in items)
+        return sorted(s.metadata.name for s in items if s.metadata and s.metadata.name)
 
     def started(self) -> JobView:
         """Wait until the operator has written ``status.startTime``, and return the job."""
@@ -233,7 +233,7 @@ def sweeper_passes(stdout: str) -> list[dict[str, Any]]:
 
 def entry_for(report: dict[str, Any], job: RunningJob) -> dict[str, Any]:
     """The report entry of one job in one pass."""
-    matches = [
+    matches: list[dict[str, Any]] = [
         e for e in report["jobs"] if e["namespace"] == job.namespace and e["name"] == job.name
     ]
     assert len(matches) == 1, f"expected one report entry for {job.namespace}/{job.name}: {report}"

@@ -175,7 +175,28 @@ class Before:
         return self.name
 
 
-Fault = Respond | Hang | Reset | SwitchMode | Before
+@dataclass(frozen=True)
+class Stall:
+    """Relay a watch stream's headers and its first ``events`` lines, then go silent.
+
+    The connection stays open and says nothing more (a stalled stream: a half-dead load
+    balancer, a frozen apiserver connection) for ``seconds`` or until the proxy stops. Watch
+    requests (``watch=1``) are otherwise relayed line by line as they come.
+
+    Attributes:
+        events: Lines relayed before the silence.
+        seconds: How long the silence lasts before the connection is dropped.
+    """
+
+    events: int = 0
+    seconds: float = 600.0
+
+    def describe(self) -> str:
+        """Short name of the fault for the request log."""
+        return f"stall-after-{self.events}"
+
+
+Fault = Respond | Hang | Reset | SwitchMode | Before | Stall
 
 
 @dataclass
@@ -254,8 +275,8 @@ class Seen:
         """Whether the request could change state."""
         return self.method not in {"GET", "HEAD", "OPTIONS"}
 
-    def json(self) -> object:
-        """The request body, decoded as JSON."""
+    def json(self) -> Any:
+        """The request body, decoded as JSON (any JSON value: the test knows which)."""
         return json.loads(self.body)
 
 
@@ -549,6 +570,10 @@ class FaultProxy(StopsOnExit):
                 return upstream, True
             if isinstance(fault, Before):
                 fault.action(seen)
+            if "watch=1" in target or isinstance(fault, Stall):
+                # On its own upstream connection; the kept-alive one is closed by the caller.
+                self._relay_watch(sock, seen, method, target, headers, fault=fault)
+                return upstream, False
             try:
                 upstream, status, reply_headers, reply = self._forward(
                     upstream, method, target, headers, body
@@ -570,6 +595,62 @@ class FaultProxy(StopsOnExit):
             return upstream, True
         finally:
             seen.ended = time.monotonic()
+
+    def _relay_watch(
+        self,
+        sock: socket.socket,
+        seen: Seen,
+        method: str,
+        target: str,
+        headers: list[tuple[str, str]],
+        *,
+        fault: Fault | None,
+    ) -> None:
+        """Relay a watch response line by line as the apiserver writes it (or stall it)."""
+        url = urllib.parse.urlsplit(self.upstream)
+        upstream = http.client.HTTPSConnection(
+            url.hostname or LOOPBACK, url.port, context=self._upstream_ctx,
+            timeout=DEFAULT_LIFETIME,
+        )
+        response: http.client.HTTPResponse | None = None
+        try:
+            forwarded = {k: v for k, v in headers if k.lower() not in _HOP_HEADERS}
+            try:
+                upstream.request(method, target, headers=forwarded)
+                with self._lock:
+                    # stop() resets it, which ends a relay blocked on a quiet stream.
+                    self._open_sockets.add(upstream.sock)
+                response = upstream.getresponse()
+            except (OSError, http.client.HTTPException):
+                seen.fault = (seen.fault + "+" if seen.fault else "") + "upstream-unreachable"
+                return
+            seen.upstream_status = seen.status = response.status
+            reply_headers = [
+                (k, v) for k, v in response.getheaders() if k.lower() not in _HOP_HEADERS
+            ]
+            head = [f"HTTP/1.1 {response.status} {response.reason}"]
+            head += [f"{k}: {v}" for k, v in reply_headers]
+            head += ["Transfer-Encoding: chunked", "", ""]
+            sock.sendall("\r\n".join(head).encode("latin-1"))
+            relayed = 0
+            while not self._stopping.is_set():
+                if isinstance(fault, Stall) and relayed >= fault.events:
+                    self._stopping.wait(fault.seconds)
+                    return
+                line = response.readline()
+                if not line:
+                    break
+                sock.sendall(f"{len(line):x}\r\n".encode() + line + b"\r\n")
+                relayed += 1
+            sock.sendall(b"0\r\n\r\n")
+        except (OSError, http.client.HTTPException):
+            return
+        finally:
+            if response is not None:
+                response.close()
+            with self._lock:
+                self._open_sockets.discard(upstream.sock)
+            upstream.close()
 
     def _forward(
         self,

@@ -185,15 +185,20 @@ def other_namespaces(control_plane: ControlPlane) -> Iterator[list[str]]:
 
 
 def overdue_job(cp: ControlPlane, namespace: str, tag: str, kind: str = "PyTorchJob",
-                *, touched_ago: int | None = None, pods: bool = False) -> Obj:
-    """A running job an hour past its 60 s deadline, labelled for this test."""
+                *, touched_ago: int | None = None, pods: bool = False,
+                fresh: bool = False) -> Obj:
+    """A running job an hour past its 60 s deadline (``fresh``: 10 s past), labelled for this test.
+
+    ``auto`` fails a job ``--escalate-after`` (120 s) past its deadline whether or not it was
+    touched, so a job that ``auto`` must touch is a fresh one.
+    """
     annotations = {}
     if touched_ago is not None:
         moment = workloads.now() - dt.timedelta(seconds=touched_ago)
         annotations[workloads.TOUCHED_AT] = workloads.stamp(moment)
     name = f"{kind.lower()}-{secrets.token_hex(3)}"
     job = workloads.create_job(cp, namespace, name, kind=kind, labels={LABEL: tag},
-                               annotations=annotations)
+                               annotations=annotations, deadline=3590 if fresh else 60)
     if pods:
         master = kubeflow.KINDS[kind].master or "Worker"
         workloads.create_replicas(cp, job, {master: ["Running"]})
@@ -252,7 +257,7 @@ def test_fail_rbac_is_enough_for_every_kind(install, namespace, control_plane):
 
 def test_auto_rbac_is_enough_to_touch_and_to_fail_every_kind(install, namespace, control_plane):
     tag = secrets.token_hex(4)
-    fresh = [overdue_job(control_plane, namespace, tag, kind) for kind in KIND_NAMES]
+    fresh = [overdue_job(control_plane, namespace, tag, kind, fresh=True) for kind in KIND_NAMES]
     stale = [overdue_job(control_plane, namespace, tag, kind, touched_ago=600, pods=True)
              for kind in KIND_NAMES]
     chart = install(namespace, {"action": "auto", "selector": f"{LABEL}={tag}"})
@@ -368,7 +373,7 @@ def test_any_one_permission_removed_fails_with_the_documented_code_and_names_it(
     overdue_job(control_plane, namespace, tag, touched_ago=600 if action == "auto" else None,
                 pods=True)
     if action == "auto":
-        overdue_job(control_plane, namespace, tag, pods=True)  # this one is touched
+        overdue_job(control_plane, namespace, tag, pods=True, fresh=True)  # this one is touched
     chart = install(namespace, {"action": action, "kinds": ["PyTorchJob"],
                                 "selector": f"{LABEL}={tag}"})
     (role,) = chart.roles()
@@ -385,7 +390,13 @@ def test_any_one_permission_removed_fails_with_the_documented_code_and_names_it(
     done = chart.sweep()
 
     qualified = _qualified(group, resource)
-    if verb == "list" and resource == "pytorchjobs":
+    if action == "auto" and (verb, resource) == ("patch", "pytorchjobs"):
+        # A refused touch makes auto fail the job itself: the run succeeds, the refusal is a
+        # WARNING naming the request.
+        assert done.returncode == 0, done.stderr
+        assert f"touch refused (cannot patch {qualified}" in done.stderr
+        assert "forbidden (403)" in done.stderr
+    elif verb == "list" and resource == "pytorchjobs":
         assert done.returncode == 3, done.stderr
         assert f"cannot list {qualified} in all namespaces: forbidden (403)" in done.stderr
     else:

@@ -118,7 +118,7 @@ def test_local_clock_decides_by_the_local_time_and_warns_of_the_skew(  # noqa: P
     namespace: str,
     sweeper_kubeconfig: Any,
     skew: dt.timedelta,
-    job: dict[str, int],
+    job: dict[str, Any],
     expected: tuple[str, str],
     direction: str,
 ) -> None:

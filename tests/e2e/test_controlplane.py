@@ -34,7 +34,22 @@ KINDS = {"TFJob", "PyTorchJob", "XGBoostJob", "MPIJob", "PaddleJob", "JAXJob"}
 
 
 def client_for(kubeconfig: Path) -> kubernetes.client.ApiClient:
-    return kubernetes.config.new_client_from_config(config_file=str(kubeconfig))
+    client: kubernetes.client.ApiClient = kubernetes.config.new_client_from_config(  # type: ignore[no-untyped-call]  # unannotated in the client
+        config_file=str(kubeconfig)
+    )
+    return client
+
+
+def who(api: kubernetes.client.ApiClient) -> kubernetes.client.V1UserInfo:
+    """Who the apiserver says the client is (a SelfSubjectReview)."""
+    review = kubernetes.client.AuthenticationV1Api(api).create_self_subject_review(
+        kubernetes.client.V1SelfSubjectReview(
+            api_version="authentication.k8s.io/v1", kind="SelfSubjectReview"
+        )
+    )
+    assert review.status is not None
+    assert review.status.user_info is not None
+    return review.status.user_info
 
 
 def gone(pid: int) -> bool:
@@ -56,13 +71,14 @@ def wait_gone(pids: list[int], timeout: float = 30) -> list[int]:
 # --- the build table ----------------------------------------------------------------------------
 
 
-def test_versions_come_from_the_build_script_table():
+def test_versions_come_from_the_wrapper_modules():
     assert {name: t.version for name, t in binaries.targets().items()} == {
         "etcd": "v3.6.16",
         "kube-apiserver": "v1.36.3",
         "kubectl": "v1.36.3",
         "helm": "v3.22.0",
         "training-operator": "v1.9.4",
+        "actionlint": "v1.7.12",
     }
 
 
@@ -109,12 +125,7 @@ def test_only_the_secure_port_serves(control_plane):
 
 
 def test_the_admin_kubeconfig_is_in_system_masters(control_plane):
-    review = kubernetes.client.AuthenticationV1Api(
-        client_for(control_plane.kubeconfig)
-    ).create_self_subject_review(
-        {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
-    )
-    assert "system:masters" in review.status.user_info.groups
+    assert "system:masters" in (who(client_for(control_plane.kubeconfig)).groups or [])
 
 
 def test_rbac_denies_a_user_without_bindings(control_plane, namespace):
@@ -126,20 +137,15 @@ def test_rbac_denies_a_user_without_bindings(control_plane, namespace):
 
 def test_a_user_kubeconfig_authenticates_as_that_user_and_groups(control_plane):
     api = client_for(control_plane.user_kubeconfig("alice", ["team-a", "team-b"]))
-    review = kubernetes.client.AuthenticationV1Api(api).create_self_subject_review(
-        {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
-    )
-    assert review.status.user_info.username == "alice"
-    assert {"team-a", "team-b"} <= set(review.status.user_info.groups)
+    user = who(api)
+    assert user.username == "alice"
+    assert {"team-a", "team-b"} <= set(user.groups or [])
 
 
 def test_a_token_request_token_authenticates_as_the_service_account(control_plane, namespace):
     token = control_plane.service_account_token(namespace, "robot")
     api = client_for(control_plane.token_kubeconfig(token, "robot"))
-    review = kubernetes.client.AuthenticationV1Api(api).create_self_subject_review(
-        {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
-    )
-    assert review.status.user_info.username == f"system:serviceaccount:{namespace}:robot"
+    assert who(api).username == f"system:serviceaccount:{namespace}:robot"
 
 
 def test_kubectl_works_with_a_user_kubeconfig(control_plane):
@@ -268,6 +274,7 @@ def test_a_job_status_is_written_through_the_status_subresource(control_plane, n
     created = custom.get_namespaced_custom_object(
         "kubeflow.org", "v1", namespace, "pytorchjobs", "demo"
     )
+    assert isinstance(created, dict)
     assert "status" not in created  # the main resource ignores status, as for the operator
 
     status = {
@@ -277,12 +284,11 @@ def test_a_job_status_is_written_through_the_status_subresource(control_plane, n
     custom.patch_namespaced_custom_object_status(
         "kubeflow.org", "v1", namespace, "pytorchjobs", "demo", {"status": status}
     )
-    assert (
-        custom.get_namespaced_custom_object("kubeflow.org", "v1", namespace, "pytorchjobs", "demo")[
-            "status"
-        ]
-        == status
+    written = custom.get_namespaced_custom_object(
+        "kubeflow.org", "v1", namespace, "pytorchjobs", "demo"
     )
+    assert isinstance(written, dict)
+    assert written["status"] == status
 
 
 def test_an_unexpected_status_raises_api_error_with_the_servers_message(control_plane):

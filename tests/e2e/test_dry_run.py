@@ -47,8 +47,12 @@ def failed_by_its_deadline(cp: ControlPlane, namespace: str, name: str) -> w.Obj
 def every_path(control_plane: ControlPlane, namespace: str) -> str:
     """Jobs that make every action mode want to write: touch, fail, escalate, clean pods."""
     half_an_hour_ago = w.stamp(w.now() - dt.timedelta(minutes=30))
-    for name, marks in [("untouched", {}), ("touched", {w.TOUCHED_AT: half_an_hour_ago})]:
-        job = w.create_job(control_plane, namespace, name, annotations=marks)
+    # "untouched" is overdue by seconds: auto touches it (an hour overdue, auto would fail it).
+    for name, deadline, marks in [
+        ("untouched", 3590, {}),
+        ("touched", 60, {w.TOUCHED_AT: half_an_hour_ago}),
+    ]:
+        job = w.create_job(control_plane, namespace, name, deadline=deadline, annotations=marks)
         w.create_replicas(control_plane, job, {"Master": ["Running"], "Worker": ["Pending"]})
     done = failed_by_its_deadline(control_plane, namespace, "failed-by-deadline")
     w.create_replicas(control_plane, done, {"Master": ["Running"], "Worker": ["Succeeded"]})
@@ -67,7 +71,8 @@ def test_client_dry_run_sends_no_write_for_any_action_and_pods_mode(
     before = w.namespace_state(control_plane, every_path)
 
     run = sweep(
-        "-n", every_path, "--action", action, "--terminate-pods", pods, "--dry-run", "-o", "json"
+        "-n", every_path, "--action", action, "--terminate-pods", pods,
+        "--escalate-after", "600", "--dry-run", "-o", "json",
     )
 
     assert run.result.returncode == 0, run.explain()

@@ -227,11 +227,11 @@ def test_with_the_operator_a_job_failed_before_the_crash_never_gets_its_pods_bac
                 timeout=120,
                 what="the operator's pods to run",
             )
-        started = jobs.get(cp.api(), "PyTorchJob", namespace, "late")
-        assert started.deadline is not None
+        deadline = jobs.get(cp.api(), "PyTorchJob", namespace, "late").deadline
+        assert deadline is not None
         # The operator's own deadline check never fires for a stable job: that is the bug.
         processes.wait_until(
-            lambda: dt.datetime.now(dt.UTC) > started.deadline + dt.timedelta(seconds=2),
+            lambda: dt.datetime.now(dt.UTC) > deadline + dt.timedelta(seconds=2),
             timeout=OPERATOR_DEADLINE_S + 60,
             what="the job's deadline to pass",
         )

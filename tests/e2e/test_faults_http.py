@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
 import pytest
 
@@ -86,21 +87,6 @@ def three_late(control_plane: ControlPlane, namespace: str) -> str:
 
 
 @pytest.mark.parametrize("fault", FAULTS)
-def test_a_failing_list_page_is_retried_with_backoff_and_the_run_completes(
-    control_plane: ControlPlane, three_late: str, proxy: FaultProxy, fault: Respond
-) -> None:
-    proxy.rules.append(Rule(fault, "GET", SECOND_PAGE, times=2))
-
-    run = sweep_through(control_plane, proxy, "-o", "json", "-n", three_late, "--page-size", "1")
-
-    attempts = proxy.matching("GET", SECOND_PAGE)[:3]
-    assert run.result.returncode == 0, explain_through(run, proxy)
-    assert [a.status for a in attempts] == [fault.status, fault.status, 200]
-    assert_backed_off(attempts, fault)
-    assert all(touched(control_plane, three_late, f"late-{i}") for i in range(3))
-
-
-@pytest.mark.parametrize("fault", FAULTS)
 def test_a_list_page_that_keeps_failing_exits_3_and_writes_nothing(
     control_plane: ControlPlane, three_late: str, proxy: FaultProxy, fault: Respond
 ) -> None:
@@ -147,21 +133,6 @@ PATCH_LATE_0 = r"/pytorchjobs/late-0$"
 
 
 @pytest.mark.parametrize("fault", FAULTS)
-def test_a_failing_touch_patch_is_retried_with_backoff(
-    control_plane: ControlPlane, three_late: str, proxy: FaultProxy, fault: Respond
-) -> None:
-    proxy.rules.append(Rule(fault, "PATCH", PATCH_LATE_0, times=2))
-
-    run = sweep_through(control_plane, proxy, "-o", "json", "-n", three_late, "--action", "touch")
-
-    attempts = proxy.matching("PATCH", PATCH_LATE_0)
-    assert run.result.returncode == 0, explain_through(run, proxy)
-    assert [a.status for a in attempts] == [fault.status, fault.status, 200]
-    assert_backed_off(attempts, fault)
-    assert all(touched(control_plane, three_late, f"late-{i}") for i in range(3))
-
-
-@pytest.mark.parametrize("fault", FAULTS)
 def test_a_touch_patch_that_keeps_failing_exits_1_names_the_job_and_spares_the_others(
     control_plane: ControlPlane, three_late: str, proxy: FaultProxy, fault: Respond
 ) -> None:
@@ -197,22 +168,76 @@ def late_with_pods(control_plane: ControlPlane, namespace: str) -> str:
     return namespace
 
 
+# --- any of them, failing twice: retried with backoff, the run completes ------------------------
+
+
+def all_touched(cp: ControlPlane, namespace: str) -> bool:
+    return all(touched(cp, namespace, f"late-{i}") for i in range(3))
+
+
+def failed_without_pods(cp: ControlPlane, namespace: str) -> bool:
+    return failed(cp, namespace, "late") and w.names(cp, namespace, "pods") == set()
+
+
+@dataclass(frozen=True)
+class Target:
+    """A request the fault proxy fails, and what a completed run leaves behind.
+
+    Attributes:
+        jobs: The fixture that creates the namespace's jobs.
+        method: The request's method.
+        path: A pattern of its path.
+        args: The sweeper's arguments besides ``-o json -n <namespace>``.
+        swept: Whether the run did all it had to.
+        more_match: Later requests match the pattern too (the pages after the second).
+    """
+
+    jobs: str
+    method: str
+    path: str
+    args: tuple[str, ...]
+    swept: Callable[[ControlPlane, str], bool]
+    more_match: bool = False
+
+
+TARGETS = [
+    pytest.param(
+        Target("three_late", "GET", SECOND_PAGE, ("--page-size", "1"), all_touched,
+               more_match=True),
+        id="list-page",
+    ),
+    pytest.param(
+        Target("three_late", "PATCH", PATCH_LATE_0, ("--action", "touch"), all_touched),
+        id="touch-patch",
+    ),
+    pytest.param(
+        Target("late_with_pods", "DELETE", DELETE_POD, ("--action", "fail"), failed_without_pods),
+        id="pod-delete",
+    ),
+]
+
+
 @pytest.mark.parametrize("fault", FAULTS)
-def test_a_failing_pod_delete_is_retried_with_backoff(
-    control_plane: ControlPlane, late_with_pods: str, proxy: FaultProxy, fault: Respond
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_failing_request_is_retried_with_backoff_and_the_run_completes(
+    control_plane: ControlPlane,
+    proxy: FaultProxy,
+    request: pytest.FixtureRequest,
+    target: Target,
+    fault: Respond,
 ) -> None:
-    proxy.rules.append(Rule(fault, "DELETE", DELETE_POD, times=2))
+    namespace = request.getfixturevalue(target.jobs)
+    proxy.rules.append(Rule(fault, target.method, target.path, times=2))
 
-    run = sweep_through(
-        control_plane, proxy, "-o", "json", "-n", late_with_pods, "--action", "fail"
-    )
+    run = sweep_through(control_plane, proxy, "-o", "json", "-n", namespace, *target.args)
 
-    attempts = proxy.matching("DELETE", DELETE_POD)
+    attempts = proxy.matching(target.method, target.path)
+    if target.more_match:
+        attempts = attempts[:3]
     assert run.result.returncode == 0, explain_through(run, proxy)
     assert [a.status for a in attempts] == [fault.status, fault.status, 200]
     assert_backed_off(attempts, fault)
-    assert failed(control_plane, late_with_pods, "late")
-    assert w.names(control_plane, late_with_pods, "pods") == set()
+    assert target.swept(control_plane, namespace)
 
 
 @pytest.mark.parametrize("fault", FAULTS)

@@ -10,7 +10,6 @@ unrelated moment, and one idle connection per run for a process that lives for w
 from __future__ import annotations
 
 import io
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +19,7 @@ from devcluster import ControlPlane
 from sweeper import kube
 from sweeper.config import Config, DryRun
 from sweeper.decide import ActionMode, Policy
-from sweeper.run import run
+from sweeper.run import StopFlag, run
 from tests.e2e import workloads as w
 
 pytestmark = pytest.mark.e2e
@@ -54,8 +53,8 @@ def test_a_run_leaves_no_socket_open(
     w.create_replicas(control_plane, late, {"Master": ["Running"]})
     kept: list[kube.KubeCluster] = []
 
-    def connect(cfg: Config, *, deadline: float, stop: threading.Event) -> kube.KubeCluster:
-        cluster = kube.connect(cfg, deadline=deadline, stop=stop)
+    def connect(cfg: Config, *, stop: StopFlag) -> kube.KubeCluster:
+        cluster = kube.connect(cfg, stop=stop)
         kept.append(cluster)  # held, as a long-lived caller holds its client
         return cluster
 

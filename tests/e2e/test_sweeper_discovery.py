@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from devcluster import jobs, processes
+from devcluster import ControlPlane, jobs, processes
 from tests.e2e import clusters
 from tests.e2e import workloads as w
 from tests.e2e.faultproxy import PROXY_USER, Before, FaultProxy, Rule
@@ -27,7 +27,7 @@ def own_control_plane():
         yield cp
 
 
-def delete_crd(cp, plural):
+def delete_crd(cp: ControlPlane, plural: str) -> None:
     """Delete a CRD and wait until its resource is no longer served."""
     cp.request("DELETE", f"{CRDS}/{plural}.kubeflow.org")
 

@@ -8,6 +8,7 @@ import urllib.parse
 
 import pytest
 
+from tests.e2e import clusters
 from tests.e2e import workloads as w
 
 pytestmark = pytest.mark.e2e
@@ -24,7 +25,7 @@ def many_jobs(control_plane, namespace):
     return namespace
 
 
-def lists_of(run, plural):
+def lists_of(run: clusters.Sweep, plural: str) -> list[dict[str, list[str]]]:
     return [
         urllib.parse.parse_qs(urllib.parse.urlsplit(e["requestURI"]).query)
         for e in run.requests

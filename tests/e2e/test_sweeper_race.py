@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import pytest
 
+from devcluster import ControlPlane
 from tests.e2e import clusters
 from tests.e2e import workloads as w
 from tests.e2e.faultproxy import PROXY_USER, Before, FaultProxy, Rule
@@ -25,7 +26,7 @@ from tests.e2e.faultproxy import PROXY_USER, Before, FaultProxy, Rule
 pytestmark = pytest.mark.e2e
 
 
-def succeed(cp, namespace, name):
+def succeed(cp: ControlPlane, namespace: str, name: str) -> None:
     """Finish the job as the operator would: Running flips to False, Succeeded=True appended."""
     job = w.get_job(cp, namespace, "PyTorchJob", name)
     status = w.operator_status("PyTorchJob", job["status"]["startTime"], finished="Succeeded")
@@ -69,7 +70,7 @@ def test_a_job_that_succeeds_meanwhile_is_not_marked_failed(control_plane, names
         assert status_writes == [], run.explain()
 
 
-def job_rv_before(created, after):
+def job_rv_before(created: w.Obj, after: w.Obj) -> str:
     """The resourceVersion the sweeper read: the created job's, since nothing else changed it."""
     assert created["metadata"]["resourceVersion"] != after["metadata"]["resourceVersion"]
-    return created["metadata"]["resourceVersion"]
+    return str(created["metadata"]["resourceVersion"])

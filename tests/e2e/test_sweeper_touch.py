@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from tests.e2e import workloads as w
@@ -55,15 +57,17 @@ def test_touch_sends_one_patch_to_the_job_and_writes_nothing_else(control_plane,
 
 
 @pytest.mark.parametrize(
-    "name", ["not-due", "succeeded", "opted-out", "no-deadline"], ids=lambda n: f"{n}-untouched"
+    ("name", "options"),
+    [
+        pytest.param("not-due", {"started_ago": 10}, id="not-due-untouched"),
+        pytest.param("succeeded", {"finished": "Succeeded"}, id="succeeded-untouched"),
+        pytest.param("opted-out", {"annotations": {w.EXCLUDE: "true"}}, id="opted-out-untouched"),
+        pytest.param("no-deadline", {"deadline": None}, id="no-deadline-untouched"),
+    ],
 )
-def test_touch_leaves_jobs_that_are_not_overdue_unchanged(control_plane, namespace, sweep, name):
-    options = {
-        "not-due": {"started_ago": 10},
-        "succeeded": {"finished": "Succeeded"},
-        "opted-out": {"annotations": {w.EXCLUDE: "true"}},
-        "no-deadline": {"deadline": None},
-    }[name]
+def test_touch_leaves_jobs_that_are_not_overdue_unchanged(
+    control_plane, namespace, sweep, name, options: dict[str, Any]
+):
     before = w.create_job(control_plane, namespace, name, **options)
 
     run = sweep("-n", namespace, "--action", "touch")

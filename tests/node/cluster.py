@@ -27,6 +27,7 @@ CHART = Path(__file__).resolve().parents[2] / "chart"
 Obj = dict[str, Any]
 T = TypeVar("T")
 
+
 def unavailable(reason: str) -> None:
     """Skip (locally) or fail (``CI=true``) because this machine cannot run the node."""
     if os.environ.get("CI") == "true":
@@ -162,9 +163,7 @@ class Scratch:
             )
 
 
-def install(
-    node: Node, release: str, namespace: str, values: Obj, *, upgrade: bool = False
-) -> str:
+def install(node: Node, release: str, namespace: str, values: Obj, *, upgrade: bool = False) -> str:
     """``helm install`` (or ``upgrade``) of ``./chart`` into ``namespace``; returns its output."""
     values_path = str(values_file(node, values))
     verb = "upgrade" if upgrade else "install"

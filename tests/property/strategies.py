@@ -15,6 +15,7 @@ the largest accepted value, and every skip condition is drawn on its own or comb
 from __future__ import annotations
 
 import copy
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -23,8 +24,30 @@ from typing import Any
 from hypothesis import strategies as st
 
 from sweeper.decide import ActionMode, PodsMode, Policy
-from sweeper.kinds import KINDS, Kind
 
+
+@dataclass(frozen=True)
+class Kind:
+    """A Kubeflow v1 job kind as the operator's CRDs define it (not ``sweeper.kinds``).
+
+    Attributes:
+        name: The kind.
+        replica_specs: The spec field holding its replica specs.
+    """
+
+    name: str
+    replica_specs: str
+
+
+# The oracle's own kind table, from the CRDs; an import-linter contract keeps sweeper.kinds out.
+KINDS = (
+    Kind("TFJob", "tfReplicaSpecs"),
+    Kind("PyTorchJob", "pytorchReplicaSpecs"),
+    Kind("XGBoostJob", "xgbReplicaSpecs"),
+    Kind("MPIJob", "mpiReplicaSpecs"),
+    Kind("PaddleJob", "paddleReplicaSpecs"),
+    Kind("JAXJob", "jaxReplicaSpecs"),
+)
 TRAINING_OPERATOR = "kubeflow.org/training-operator"
 EXCLUDE = "deadline-sweeper.kubeflow.org/exclude"
 TOUCHED_AT = "deadline-sweeper.kubeflow.org/touched-at"
@@ -381,10 +404,10 @@ def _delete(path: tuple[str, ...]) -> Callable[[dict[str, Any]], None]:
 not_a_mapping = st.one_of(
     st.text(max_size=5), st.integers(), st.lists(st.integers(), max_size=2), st.booleans()
 )
-not_a_string = st.one_of(
+not_a_string: st.SearchStrategy[Any] = st.one_of(
     st.integers(), st.booleans(), st.lists(st.text(max_size=3), max_size=2), st.just({})
 )
-not_a_bool = st.one_of(
+not_a_bool: st.SearchStrategy[Any] = st.one_of(
     st.sampled_from(["true", "false", "True", "1", ""]), st.integers(0, 1), st.just([])
 )
 bad_deadlines = st.one_of(
@@ -482,7 +505,7 @@ def malformed_jobs(draw: st.DrawFn, now: datetime) -> Broken:
         options.append(
             (
                 f"status.conditions[{index}]",
-                bad_condition.map(lambda v, i=index: _set(("status", "conditions", i), v)),
+                bad_condition.map(functools.partial(_set, ("status", "conditions", index))),
             )
         )
     field_name, mutation = draw(st.sampled_from(options))

@@ -36,10 +36,11 @@ from sweeper.decide import (
     pods_to_terminate,
 )
 from sweeper.jobs import Owned, parse_job
-from sweeper.kinds import KINDS
+from sweeper.kinds import Kind, lookup
 from sweeper.status import status_patch, touch_patch
-from tests.property import crd_schema
+from tests.property import crd_schema, strategies
 from tests.property.strategies import (
+    KINDS,
     ORIGIN,
     Broken,
     JobCase,
@@ -56,8 +57,13 @@ from tests.property.strategies import (
 ACTS_ON_THE_JOB = (ActionKind.TOUCH, ActionKind.FAIL)
 
 
+def product(kind: strategies.Kind) -> Kind:
+    """The code under test's own kind for an oracle kind, found by name as a user would."""
+    return lookup(kind.name)
+
+
 def judged(case: JobCase, now: datetime, policy: Policy) -> Action | Skip:
-    entry = judge(parse_job(case.raw(), case.kind), now, policy)
+    entry = judge(parse_job(case.raw(), product(case.kind)), now, policy)
     note(f"now={now.isoformat()} deadline={case.deadline} grace={policy.grace} -> {entry}")
     return entry
 
@@ -157,7 +163,8 @@ def test_a_plan_keeps_every_job_in_order_and_respects_max_actions(
 ) -> None:
     cases = data.draw(st.lists(job_cases(now, policy.grace), max_size=12))
     broken = data.draw(st.lists(malformed_jobs(now), max_size=3))
-    raws = [(c.raw(), c.kind) for c in cases] + [(b.raw, b.case.kind) for b in broken]
+    raws = [(c.raw(), product(c.kind)) for c in cases]
+    raws += [(b.raw, product(b.case.kind)) for b in broken]
 
     plan = decide([parse_job(raw, kind) for raw, kind in raws], now, policy)
 
@@ -176,7 +183,7 @@ def test_a_malformed_job_becomes_a_malformed_skip_naming_the_field(
     broken: Broken = data.draw(malformed_jobs(now))
     note(f"broke {broken.field}: {broken.raw}")
 
-    entry = judge(parse_job(broken.raw, broken.case.kind), now, policy)
+    entry = judge(parse_job(broken.raw, product(broken.case.kind)), now, policy)
 
     assert isinstance(entry, Skip)
     assert entry.why is SkipReason.MALFORMED
@@ -193,7 +200,7 @@ def test_a_malformed_job_becomes_a_malformed_skip_naming_the_field(
 def test_any_json_value_is_judged_without_raising(
     raw: Any, kind: Any, now: datetime, policy: Policy
 ) -> None:
-    entry = judge(parse_job(raw, kind), now, policy)
+    entry = judge(parse_job(raw, product(kind)), now, policy)
 
     assert isinstance(entry, Skip)
     assert entry.why is SkipReason.MALFORMED
@@ -233,7 +240,7 @@ def test_garbage_anywhere_in_a_job_never_raises(
     target[path[-1]] = garbage
     note(f"{'.'.join(path)} = {garbage!r}")
 
-    entry = judge(parse_job(raw, case.kind), now, policy)
+    entry = judge(parse_job(raw, product(case.kind)), now, policy)
 
     assert isinstance(entry, (Action, Skip))
 
@@ -283,8 +290,8 @@ def test_applying_the_plans_writes_then_planning_again_fails_no_job_twice(
         )
     )
     raws = {c.uid: c.raw() for c in cases}
-    kinds_by_uid = {c.uid: c.kind for c in cases}
-    first = decide([parse_job(raws[c.uid], c.kind) for c in cases], now, policy)
+    kinds_by_uid = {c.uid: product(c.kind) for c in cases}
+    first = decide([parse_job(raws[c.uid], product(c.kind)) for c in cases], now, policy)
 
     failed = set()
     for action in first.actions:
@@ -319,11 +326,11 @@ def test_every_fail_status_is_accepted_by_the_real_crd_schema(
 ) -> None:
     case = data.draw(job_cases(now, policy.grace, overdue=True))
     raw = case.raw()
-    entry = judge(parse_job(raw, case.kind), now, policy)
+    entry = judge(parse_job(raw, product(case.kind)), now, policy)
     assert isinstance(entry, Action)
     assert entry.kind is ActionKind.FAIL
 
-    patch = status_patch(case.kind, raw, now)
+    patch = status_patch(product(case.kind), raw, now)
     written = applied(raw, patch)["status"]
 
     assert crd_schema.validation_errors(case.kind.name, written) == []
@@ -376,6 +383,6 @@ def test_policy_mode_deletes_the_pods_the_v1_9_4_operator_deletes(
     else:
         expected = {f"p-{phase}" for phase in PHASES}
 
-    chosen = pods_to_terminate(pods, parse_job(raw, kind), PodsMode.POLICY)
+    chosen = pods_to_terminate(pods, parse_job(raw, product(kind)), PodsMode.POLICY)
 
     assert {p.name for p in chosen} == expected

@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from sweeper.cluster import JSON, Discovery, Page, ServedKind
-from sweeper.errors import Conflict, NotFound
+from sweeper.errors import Conflict, NotFound, RequestRef
 from sweeper.kinds import KINDS, VERSION
 
 WRITE_VERBS = ("patch", "patch-status", "delete-pod", "delete-service", "create-event")
@@ -113,8 +113,7 @@ class FakeCluster:
         self._record("get", namespace, name)
         raw = self.jobs.get((served.kind.plural, namespace, name))
         if raw is None:
-            raise NotFound(status=404, verb="get", resource=served.kind.resource,
-                           namespace=namespace, name=name)
+            raise NotFound(RequestRef("get", served.kind.resource, namespace, name), 404)
         return copy.deepcopy(raw)
 
     def patch_job(
@@ -134,8 +133,8 @@ class FakeCluster:
         self._record("patch-status", namespace, name, dry_run=dry_run, body=patch)
         raw = self._existing(served, namespace, name, "patch")
         if patch["metadata"]["resourceVersion"] != raw["metadata"]["resourceVersion"]:
-            raise Conflict(status=409, verb="patch", resource=f"{served.kind.resource}/status",
-                           namespace=namespace, name=name)
+            status = RequestRef("patch", f"{served.kind.resource}/status", namespace, name)
+            raise Conflict(status, 409)
         if dry_run:
             return
         raw.setdefault("status", {}).update(copy.deepcopy(patch["status"]))
@@ -170,8 +169,7 @@ class FakeCluster:
     def _existing(self, served: ServedKind, namespace: str, name: str, verb: str) -> JSON:
         raw = self.jobs.get((served.kind.plural, namespace, name))
         if raw is None:
-            raise NotFound(status=404, verb=verb, resource=served.kind.resource,
-                           namespace=namespace, name=name)
+            raise NotFound(RequestRef(verb, served.kind.resource, namespace, name), 404)
         return raw
 
     @staticmethod
@@ -181,11 +179,9 @@ class FakeCluster:
     ) -> None:
         obj = store.get((namespace, name))
         if obj is None:
-            raise NotFound(status=404, verb="delete", resource="pods", namespace=namespace,
-                           name=name)
+            raise NotFound(RequestRef("delete", "pods", namespace, name), 404)
         if obj["metadata"]["uid"] != uid:
-            raise Conflict(status=409, verb="delete", resource="pods", namespace=namespace,
-                           name=name)
+            raise Conflict(RequestRef("delete", "pods", namespace, name), 409)
         if not dry_run:
             del store[(namespace, name)]
 

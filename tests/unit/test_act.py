@@ -7,10 +7,9 @@ from typing import Any
 import pytest
 
 from sweeper.act import Executor, Outcome, Result
-from sweeper.cluster import ServedKind
 from sweeper.config import DryRun
 from sweeper.decide import ActionMode, PodsMode, Policy, decide
-from sweeper.errors import ApiError, Interrupted, NotFound, SweeperError
+from sweeper.errors import ApiError, Interrupted, NotFound, RequestRef, SweeperError
 from sweeper.jobs import parse_job
 from sweeper.kinds import COMPONENT, TOUCHED_AT_ANNOTATION
 from tests.unit.fakes import FakeCluster, Request
@@ -103,12 +102,11 @@ def test_fail_sends_the_resource_version_it_just_read() -> None:
 @pytest.mark.parametrize(
     ("mode", "clean_pod_policy", "deleted"),
     [
-        ("all", None, ("w-0", "w-1", "w-2")),
-        ("policy", None, ()),
-        ("policy", "Running", ("w-0", "w-1")),
-        ("policy", "All", ("w-0", "w-1", "w-2")),
+        pytest.param("all", None, ("w-0", "w-1", "w-2"), id="all"),
+        pytest.param("policy", None, (), id="policy-absent"),
+        pytest.param("policy", "Running", ("w-0", "w-1"), id="policy-Running"),
+        pytest.param("policy", "All", ("w-0", "w-1", "w-2"), id="policy-All"),
     ],
-    ids=["all", "policy-absent", "policy-Running", "policy-All"],
 )
 def test_fail_deletes_pods_per_terminate_pods(
     mode: str, clean_pod_policy: str | None, deleted: tuple[str, ...]
@@ -130,17 +128,15 @@ def test_pods_of_another_job_with_the_same_label_are_kept() -> None:
 
 def test_a_conflict_rereads_decides_again_and_retries() -> None:
     fake = cluster_with(job())
-    original_get = fake.get_job
-    reads = []
+    writes = []
 
-    def get_then_operator_writes(served: ServedKind, namespace: str, name: str) -> dict[str, Any]:
-        raw = original_get(served, namespace, name)
-        reads.append(raw)
-        if len(reads) == 1:  # the operator writes between our first read and our write
-            fake.job("pytorchjobs", "team-a", "train")["metadata"]["resourceVersion"] = "2"
-        return raw
+    def operator_writes_before_our_first_write(request: Request) -> None:
+        if request.method == "patch-status":
+            writes.append(request)
+            if len(writes) == 1:  # between our first read and our write
+                fake.job("pytorchjobs", "team-a", "train")["metadata"]["resourceVersion"] = "2"
 
-    fake.get_job = get_then_operator_writes  # type: ignore[method-assign]  # a test double
+    fake.before = operator_writes_before_our_first_write
     outcome = only(execute(fake, FAIL))
     assert outcome.result is Result.DONE
     assert [m for m in fake.methods() if m in ("get", "patch-status")] == [
@@ -153,14 +149,13 @@ def test_a_conflict_rereads_decides_again_and_retries() -> None:
 
 def test_a_job_that_keeps_conflicting_is_an_error_after_three_attempts() -> None:
     fake = cluster_with(job())
-    original_get = fake.get_job
 
-    def stale_get(served: ServedKind, namespace: str, name: str) -> dict[str, Any]:
-        raw = original_get(served, namespace, name)
-        raw["metadata"]["resourceVersion"] = "0"
-        return raw
+    def operator_writes_before_each_of_ours(request: Request) -> None:
+        if request.method == "patch-status":
+            meta = fake.job("pytorchjobs", "team-a", "train")["metadata"]
+            meta["resourceVersion"] = str(int(meta["resourceVersion"]) + 1)
 
-    fake.get_job = stale_get  # type: ignore[method-assign]  # a test double
+    fake.before = operator_writes_before_each_of_ours
     outcome = only(execute(fake, FAIL))
     assert outcome.result is Result.ERROR
     assert fake.methods().count("patch-status") == 3
@@ -189,17 +184,19 @@ def test_a_job_that_finished_meanwhile_is_left_alone() -> None:
 
 def test_a_job_deleted_meanwhile_is_left_alone() -> None:
     fake = cluster_with(job())
-    fake.fail("get", "train", NotFound(status=404, verb="get", resource="pytorchjobs"))
+    fake.fail("get", "train", NotFound(RequestRef("get", "pytorchjobs"), 404))
     outcome = only(execute(fake, FAIL))
     assert (outcome.result, outcome.detail) == (Result.LEFT_ALONE, "job deleted meanwhile")
 
 
 def test_a_job_replaced_by_a_namesake_is_left_alone() -> None:
     fake = cluster_with(job())
-    original_get = fake.get_job
-    fake.get_job = lambda *a: {  # type: ignore[method-assign]  # a test double
-        **original_get(*a), "metadata": {**original_get(*a)["metadata"], "uid": "new"}
-    }
+
+    def replace_before_the_re_read(request: Request) -> None:
+        if request.method == "get":
+            fake.job("pytorchjobs", "team-a", "train")["metadata"]["uid"] = "new"
+
+    fake.before = replace_before_the_re_read
     outcome = only(execute(fake, FAIL))
     assert outcome.result is Result.LEFT_ALONE
     assert fake.writes == []
@@ -229,14 +226,12 @@ def test_a_pod_replaced_under_the_same_name_is_not_deleted_and_not_an_error() ->
     raw = job(conditions=deadline_failed())
     fake = cluster_with(raw)
     with_pods(fake, raw, {"w-0": "Running"})
-    original_list = fake.list_pods
 
-    def list_then_replace(namespace: str, selector: str) -> Any:
-        pods = original_list(namespace, selector)
-        fake.pods[("team-a", "w-0")]["metadata"]["uid"] = "recreated"
-        return pods
+    def recreate_after_the_list(request: Request) -> None:
+        if request.method == "delete-pod":
+            fake.pods[("team-a", "w-0")]["metadata"]["uid"] = "recreated"
 
-    fake.list_pods = list_then_replace  # type: ignore[method-assign]  # a test double
+    fake.before = recreate_after_the_list
     outcome = only(execute(fake, FAIL))
     assert (outcome.result, outcome.pods, outcome.errors) == (Result.LEFT_ALONE, (), ())
     assert ("team-a", "w-0") in fake.pods
@@ -289,7 +284,7 @@ def test_server_dry_run_sends_every_write_with_dry_run_and_changes_nothing() -> 
 
 
 def forbidden(verb: str, resource: str) -> ApiError:
-    return ApiError(status=403, verb=verb, resource=resource, namespace="team-a", name="a")
+    return ApiError(RequestRef(verb, resource, "team-a", "a"), 403)
 
 
 def test_one_failing_job_does_not_stop_the_others() -> None:
@@ -308,7 +303,7 @@ def test_a_failed_pod_delete_is_an_error_of_a_done_fail() -> None:
     raw = job()
     fake = cluster_with(raw)
     with_pods(fake, raw, {"w-0": "Running", "w-1": "Running"})
-    fake.fail("delete-pod", "w-0", ApiError(status=503, verb="delete", resource="pods"))
+    fake.fail("delete-pod", "w-0", ApiError(RequestRef("delete", "pods"), 503))
     outcome = only(execute(fake, FAIL))
     assert outcome.result is Result.DONE
     assert outcome.pods == ("w-1",)
@@ -384,13 +379,12 @@ def test_a_job_failed_by_its_deadline_meanwhile_gets_only_its_pods_terminated() 
 # --- a refused touch ---------------------------------------------------------------------------
 
 AUTO = Policy(action=ActionMode.AUTO)
+PATCH_TRAIN = RequestRef("patch", "pytorchjobs.kubeflow.org", "team-a", "train")
 WEBHOOK_DOWN = ApiError(
-    status=500, verb="patch", resource="pytorchjobs.kubeflow.org", namespace="team-a",
-    name="train", detail='Internal error occurred: failed calling webhook '
-    '"validate.kubeflow.org": connection refused',
+    PATCH_TRAIN, 500,
+    'Internal error occurred: failed calling webhook "validate.kubeflow.org": connection refused',
 )
-DENIED = ApiError(status=422, verb="patch", resource="pytorchjobs.kubeflow.org",
-                  namespace="team-a", name="train", detail="denied by policy")
+DENIED = ApiError(PATCH_TRAIN, 422, "denied by policy")
 
 
 @pytest.mark.parametrize("refusal", [WEBHOOK_DOWN, DENIED], ids=["webhook-down", "denied"])
@@ -428,11 +422,15 @@ def test_touch_mode_reports_a_refused_touch_as_an_error_and_fails_nothing() -> N
 @pytest.mark.parametrize(
     "error",
     [
-        ApiError(status=None, verb="patch", resource="pytorchjobs.kubeflow.org",
-                 detail="connection refused"),
-        NotFound(status=404, verb="patch", resource="pytorchjobs.kubeflow.org"),
+        pytest.param(
+            ApiError(RequestRef("patch", "pytorchjobs.kubeflow.org"), None, "connection refused"),
+            id="no-answer",
+        ),
+        pytest.param(
+            NotFound(RequestRef("patch", "pytorchjobs.kubeflow.org"), 404),
+            id="job-deleted",
+        ),
     ],
-    ids=["no-answer", "job-deleted"],
 )
 def test_auto_does_not_escalate_when_the_touch_got_no_refusal(error: ApiError) -> None:
     fake = cluster_with(job(started_ago=3660))

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import runpy
 import signal
 import subprocess
 import sys
-import threading
 from datetime import timedelta
 from typing import Any
 
@@ -16,11 +16,12 @@ from click.testing import CliRunner, Result
 from freezegun import freeze_time
 
 from sweeper import __version__
-from sweeper.cli import command
+from sweeper.cli import Seams, command
 from sweeper.config import ClockMode, Config, DryRun, LogFormat, OutputFormat
 from sweeper.decide import ActionMode, PodsMode
-from sweeper.errors import ApiError, Gone
+from sweeper.errors import ApiError, ConfigError, Gone, RequestRef
 from sweeper.kinds import MPIJOB, PYTORCHJOB, TOUCHED_AT_ANNOTATION
+from sweeper.run import StopFlag
 from tests.cli_runner import runner
 from tests.unit.fakes import FakeCluster, Request
 from tests.unit.objects import NOW, job
@@ -30,7 +31,11 @@ ALL_ENV = [
     "SWEEPER_SELECTOR", "SWEEPER_PAGE_SIZE", "SWEEPER_GRACE", "SWEEPER_CLOCK", "SWEEPER_ACTION",
     "SWEEPER_TERMINATE_PODS", "SWEEPER_ESCALATE_AFTER", "SWEEPER_MAX_ACTIONS", "SWEEPER_EVERY",
     "SWEEPER_FOR", "SWEEPER_DRY_RUN", "SWEEPER_OUTPUT", "SWEEPER_LOG_FORMAT",
-    "SWEEPER_LOG_LEVEL", "SWEEPER_REQUEST_TIMEOUT", "SWEEPER_TIMEOUT",
+    "SWEEPER_LOG_LEVEL", "SWEEPER_REQUEST_TIMEOUT", "SWEEPER_TIMEOUT", "SWEEPER_WATCH",
+    "SWEEPER_RESYNC", "SWEEPER_WATCH_TIMEOUT", "SWEEPER_LEADER_ELECT", "SWEEPER_LEASE_NAME",
+    "SWEEPER_LEASE_NAMESPACE", "SWEEPER_IDENTITY", "SWEEPER_LEASE_DURATION",
+    "SWEEPER_RENEW_DEADLINE", "SWEEPER_RETRY_PERIOD", "SWEEPER_HEALTH_ADDRESS",
+    "SWEEPER_HEALTH_PORT",
 ]
 
 
@@ -41,14 +46,14 @@ class Harness:
         self.fake = fake or FakeCluster(date=NOW)
         self.config: Config | None = None
 
-    def connect(self, config: Config, *, deadline: float, stop: threading.Event) -> FakeCluster:
+    def connect(self, config: Config, *, stop: StopFlag) -> FakeCluster:
         self.config = config
         return self.fake
 
     def invoke(self, *args: str, env: dict[str, str] | None = None) -> Result:
         clean = dict.fromkeys([*ALL_ENV, "KUBECONFIG"])  # None removes them
         return runner().invoke(
-            command, list(args), obj={"connect": self.connect}, env={**clean, **(env or {})},
+            command, list(args), obj=Seams(connect=self.connect), env={**clean, **(env or {})},
             catch_exceptions=False,
         )
 
@@ -63,6 +68,15 @@ def test_version_is_fast_to_get_and_needs_no_cluster() -> None:
     assert (result.exit_code, result.output) == (0, f"sweeper, version {__version__}\n")
 
 
+def test_python_dash_m_sweeper_is_the_same_command(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(sys, "argv", ["sweeper", "--version"])
+    with pytest.raises(SystemExit) as exited:
+        runpy.run_module("sweeper", run_name="__main__")
+    assert (exited.value.code, capsys.readouterr().out) == (0, f"sweeper, version {__version__}\n")
+
+
 def test_help_documents_every_option_with_its_environment_variable() -> None:
     result = CliRunner(env={"COLUMNS": "200"}).invoke(command, ["--help"], terminal_width=200)
     assert result.exit_code == 0
@@ -72,52 +86,122 @@ def test_help_documents_every_option_with_its_environment_variable() -> None:
 
 
 FLAGS = [
-    ("defaults", [], {}, lambda c: (
-        c.policy.action, c.clock, c.dry_run, c.output, c.page_size, c.timeout,
-        c.request_timeout, c.policy.escalate_after, c.policy.max_actions,
-        c.policy.terminate_pods,
-    ) == (ActionMode.TOUCH, ClockMode.SERVER, None, OutputFormat.TEXT, 500, 45.0, 10.0, 120.0,
-          None, PodsMode.ACTIVE)),
-    ("bare-dry-run-is-client", ["--dry-run"], {}, lambda c: c.dry_run is DryRun.CLIENT),
-    ("dry-run-server", ["--dry-run=server"], {}, lambda c: c.dry_run is DryRun.SERVER),
-    ("dry-run-env", [], {"SWEEPER_DRY_RUN": "server"}, lambda c: c.dry_run is DryRun.SERVER),
-    ("dry-run-env-true", [], {"SWEEPER_DRY_RUN": "true"}, lambda c: c.dry_run is DryRun.CLIENT),
-    ("action-env", [], {"SWEEPER_ACTION": "auto"}, lambda c: c.policy.action is ActionMode.AUTO),
-    ("action-flag-wins-over-env", ["--action", "fail"], {"SWEEPER_ACTION": "auto"},
-     lambda c: c.policy.action is ActionMode.FAIL),
-    ("namespaces-repeat", ["-n", "a", "--namespace", "b"], {},
-     lambda c: c.namespaces == ("a", "b")),
-    ("namespaces-env-space-separated", [], {"SWEEPER_NAMESPACE": "a b"},
-     lambda c: c.namespaces == ("a", "b")),
-    ("kinds-by-name-or-plural", ["--kind", "pytorchjob", "--kind", "MPIJobs"], {},
-     lambda c: c.kinds == (PYTORCHJOB, MPIJOB)),
-    ("kind-env", [], {"SWEEPER_KIND": "PyTorchJob"}, lambda c: c.kinds == (PYTORCHJOB,)),
-    ("selector-env", [], {"SWEEPER_SELECTOR": "team=a,tier in (gpu)"},
-     lambda c: c.selector == "team=a,tier in (gpu)"),
-    ("grace-env", [], {"SWEEPER_GRACE": "30"}, lambda c: c.policy.grace == 30),
-    ("clock-env", [], {"SWEEPER_CLOCK": "local"}, lambda c: c.clock is ClockMode.LOCAL),
-    ("terminate-pods-env", [], {"SWEEPER_TERMINATE_PODS": "policy"},
-     lambda c: c.policy.terminate_pods is PodsMode.POLICY),
-    ("escalate-after-env", [], {"SWEEPER_ESCALATE_AFTER": "5"},
-     lambda c: c.policy.escalate_after == 5),
-    ("max-actions-env", [], {"SWEEPER_MAX_ACTIONS": "3"}, lambda c: c.policy.max_actions == 3),
-    ("every-for-env", [], {"SWEEPER_EVERY": "0.01", "SWEEPER_FOR": "0.02"},
-     lambda c: (c.every, c.for_seconds) == (0.01, 0.02)),
-    ("output-env", [], {"SWEEPER_OUTPUT": "json"}, lambda c: c.output is OutputFormat.JSON),
-    ("log-format-env", [], {"SWEEPER_LOG_FORMAT": "text"},
-     lambda c: c.log_format is LogFormat.TEXT),
-    ("log-level-env", [], {"SWEEPER_LOG_LEVEL": "debug"}, lambda c: c.log_level == "DEBUG"),
-    ("timeouts-env", [], {"SWEEPER_REQUEST_TIMEOUT": "3", "SWEEPER_TIMEOUT": "30"},
-     lambda c: (c.request_timeout, c.timeout) == (3, 30)),
-    ("page-size-env", [], {"SWEEPER_PAGE_SIZE": "50"}, lambda c: c.page_size == 50),
-    ("kubeconfig-env", [], {"SWEEPER_KUBECONFIG": "/k"}, lambda c: c.kubeconfig == "/k"),
-    ("KUBECONFIG", [], {"KUBECONFIG": "/a:/b"}, lambda c: c.kubeconfig == "/a:/b"),
-    ("context-env", [], {"SWEEPER_CONTEXT": "prod"}, lambda c: c.context == "prod"),
+    pytest.param(
+        [],
+        {},
+        lambda c: (
+            c.policy.action, c.clock, c.dry_run, c.output, c.page_size, c.timeout,
+            c.request_timeout, c.policy.escalate_after, c.policy.max_actions,
+            c.policy.terminate_pods,
+        ) == (ActionMode.TOUCH, ClockMode.SERVER, None, OutputFormat.TEXT, 500, 45.0, 10.0,
+              120.0, None, PodsMode.ACTIVE),
+        id="defaults",
+    ),
+    pytest.param(
+        ["--dry-run"], {}, lambda c: c.dry_run is DryRun.CLIENT,
+        id="bare-dry-run-is-client",
+    ),
+    pytest.param(
+        ["--dry-run=server"], {}, lambda c: c.dry_run is DryRun.SERVER,
+        id="dry-run-server",
+    ),
+    pytest.param(
+        [], {"SWEEPER_DRY_RUN": "server"}, lambda c: c.dry_run is DryRun.SERVER,
+        id="dry-run-env",
+    ),
+    pytest.param(
+        [], {"SWEEPER_DRY_RUN": "true"}, lambda c: c.dry_run is DryRun.CLIENT,
+        id="dry-run-env-true",
+    ),
+    pytest.param(
+        [], {"SWEEPER_ACTION": "auto"}, lambda c: c.policy.action is ActionMode.AUTO,
+        id="action-env",
+    ),
+    pytest.param(
+        ["--action", "fail"],
+        {"SWEEPER_ACTION": "auto"},
+        lambda c: c.policy.action is ActionMode.FAIL,
+        id="action-flag-wins-over-env",
+    ),
+    pytest.param(
+        ["-n", "a", "--namespace", "b"], {}, lambda c: c.namespaces == ("a", "b"),
+        id="namespaces-repeat",
+    ),
+    pytest.param(
+        [], {"SWEEPER_NAMESPACE": "a b"}, lambda c: c.namespaces == ("a", "b"),
+        id="namespaces-env-space-separated",
+    ),
+    pytest.param(
+        ["--kind", "pytorchjob", "--kind", "MPIJobs"],
+        {},
+        lambda c: c.kinds == (PYTORCHJOB, MPIJOB),
+        id="kinds-by-name-or-plural",
+    ),
+    pytest.param(
+        [], {"SWEEPER_KIND": "PyTorchJob"}, lambda c: c.kinds == (PYTORCHJOB,),
+        id="kind-env",
+    ),
+    pytest.param(
+        [],
+        {"SWEEPER_SELECTOR": "team=a,tier in (gpu)"},
+        lambda c: c.selector == "team=a,tier in (gpu)",
+        id="selector-env",
+    ),
+    pytest.param([], {"SWEEPER_GRACE": "30"}, lambda c: c.policy.grace == 30, id="grace-env"),
+    pytest.param(
+        [], {"SWEEPER_CLOCK": "local"}, lambda c: c.clock is ClockMode.LOCAL,
+        id="clock-env",
+    ),
+    pytest.param(
+        [],
+        {"SWEEPER_TERMINATE_PODS": "policy"},
+        lambda c: c.policy.terminate_pods is PodsMode.POLICY,
+        id="terminate-pods-env",
+    ),
+    pytest.param(
+        [], {"SWEEPER_ESCALATE_AFTER": "5"}, lambda c: c.policy.escalate_after == 5,
+        id="escalate-after-env",
+    ),
+    pytest.param(
+        [], {"SWEEPER_MAX_ACTIONS": "3"}, lambda c: c.policy.max_actions == 3,
+        id="max-actions-env",
+    ),
+    pytest.param(
+        [],
+        {"SWEEPER_EVERY": "0.01", "SWEEPER_FOR": "0.02"},
+        lambda c: (c.every, c.for_seconds) == (0.01, 0.02),
+        id="every-for-env",
+    ),
+    pytest.param(
+        [], {"SWEEPER_OUTPUT": "json"}, lambda c: c.output is OutputFormat.JSON,
+        id="output-env",
+    ),
+    pytest.param(
+        [], {"SWEEPER_LOG_FORMAT": "text"}, lambda c: c.log_format is LogFormat.TEXT,
+        id="log-format-env",
+    ),
+    pytest.param(
+        [], {"SWEEPER_LOG_LEVEL": "debug"}, lambda c: c.log_level == "DEBUG",
+        id="log-level-env",
+    ),
+    pytest.param(
+        [],
+        {"SWEEPER_REQUEST_TIMEOUT": "3", "SWEEPER_TIMEOUT": "30"},
+        lambda c: (c.request_timeout, c.timeout) == (3, 30),
+        id="timeouts-env",
+    ),
+    pytest.param([], {"SWEEPER_PAGE_SIZE": "50"}, lambda c: c.page_size == 50, id="page-size-env"),
+    pytest.param(
+        [], {"SWEEPER_KUBECONFIG": "/k"}, lambda c: c.kubeconfig == "/k",
+        id="kubeconfig-env",
+    ),
+    pytest.param([], {"KUBECONFIG": "/a:/b"}, lambda c: c.kubeconfig == "/a:/b", id="KUBECONFIG"),
+    pytest.param([], {"SWEEPER_CONTEXT": "prod"}, lambda c: c.context == "prod", id="context-env"),
 ]
 
 
 @pytest.mark.parametrize(
-    ("args", "env", "check"), [f[1:] for f in FLAGS], ids=[f[0] for f in FLAGS]
+    ("args", "env", "check"), FLAGS
 )
 def test_flags_and_environment_twins_build_the_config(
     harness: Harness, args: list[str], env: dict[str, str], check: Any
@@ -129,20 +213,31 @@ def test_flags_and_environment_twins_build_the_config(
 
 
 USAGE_ERRORS = [
-    ("unknown-action", ["--action", "explode"], "Invalid value for '--action'"),
-    ("unknown-flag", ["--explode"], "No such option"),
-    ("unknown-kind", ["--kind", "MXJob"], "unknown kind 'MXJob'"),
-    ("bad-selector", ["-l", "a in b"], "invalid label selector 'a in b'"),
-    ("bad-namespace", ["-n", "Not_A_Namespace"], "invalid namespace name"),
-    ("every-without-for", ["--every", "10"], "--every and --for go together"),
-    ("negative-grace", ["--grace", "-1"], "Invalid value for '--grace'"),
-    ("zero-page-size", ["--page-size", "0"], "Invalid value for '--page-size'"),
-    ("bad-dry-run", ["--dry-run=maybe"], "is not one of client, server, none"),
+    pytest.param(["--action", "explode"], "Invalid value for '--action'", id="unknown-action"),
+    pytest.param(["--explode"], "No such option", id="unknown-flag"),
+    pytest.param(["--kind", "MXJob"], "unknown kind 'MXJob'", id="unknown-kind"),
+    pytest.param(["-l", "a in b"], "invalid label selector 'a in b'", id="bad-selector"),
+    pytest.param(["-n", "Not_A_Namespace"], "invalid namespace name", id="bad-namespace"),
+    pytest.param(["--every", "10"], "--every and --for go together", id="every-without-for"),
+    pytest.param(["--grace", "-1"], "Invalid value for '--grace'", id="negative-grace"),
+    pytest.param(["--page-size", "0"], "Invalid value for '--page-size'", id="zero-page-size"),
+    pytest.param(["--dry-run=maybe"], "is not one of client, server, none", id="bad-dry-run"),
+    pytest.param(["--watch", "--every", "10", "--for", "20"],
+                 "--watch runs continuously; it does not take --every/--for",
+                 id="watch-with-every"),
+    pytest.param(["--watch", "--lease-duration", "5", "--renew-deadline", "10"],
+                 "--lease-duration must be longer than --renew-deadline",
+                 id="lease-shorter-than-renewal"),
+    pytest.param(["--watch", "--renew-deadline", "2", "--retry-period", "2"],
+                 "--renew-deadline must be longer than 1.2 x --retry-period",
+                 id="renewal-within-jittered-retry"),
+    pytest.param(["--watch", "--lease-namespace", "Not_OK"], "invalid namespace name",
+                 id="bad-lease-namespace"),
 ]
 
 
 @pytest.mark.parametrize(
-    ("args", "message"), [u[1:] for u in USAGE_ERRORS], ids=[u[0] for u in USAGE_ERRORS]
+    ("args", "message"), USAGE_ERRORS
 )
 def test_usage_errors_exit_two_with_one_clear_line(
     harness: Harness, args: list[str], message: str
@@ -174,9 +269,8 @@ def test_a_forbidden_list_exits_three_naming_verb_resource_and_namespace(
     harness: Harness,
 ) -> None:
     harness.fake.add_job(job(namespace="a"))
-    harness.fake.fail("list", None, ApiError(
-        status=403, verb="list", resource="pytorchjobs.kubeflow.org", namespace="a",
-    ))
+    forbidden = ApiError(RequestRef("list", "pytorchjobs.kubeflow.org", "a"), 403)
+    harness.fake.fail("list", None, forbidden)
     result = harness.invoke("-n", "a", "--kind", "PyTorchJob")
     assert result.exit_code == 3
     assert result.stderr.splitlines()[-1] == (
@@ -186,7 +280,7 @@ def test_a_forbidden_list_exits_three_naming_verb_resource_and_namespace(
 
 def test_failed_actions_exit_one(harness: Harness) -> None:
     harness.fake.add_job(job())
-    harness.fake.fail("patch", None, ApiError(status=403, verb="patch", resource="pytorchjobs"))
+    harness.fake.fail("patch", None, ApiError(RequestRef("patch", "pytorchjobs"), 403))
     assert harness.invoke().exit_code == 1
 
 
@@ -317,7 +411,7 @@ def test_an_unexpected_bug_exits_70_with_one_line_and_its_traceback_logged_at_er
 
 def test_a_list_that_expires_twice_exits_three_with_the_pass_reported(harness: Harness) -> None:
     harness.fake.add_job(job())
-    gone = Gone(status=410, verb="list", resource="pytorchjobs.kubeflow.org", detail="expired")
+    gone = Gone(RequestRef("list", "pytorchjobs.kubeflow.org"), 410, "expired")
     harness.fake.fail("list", "pytorchjobs", gone, gone)
     result = harness.invoke("-o", "json", "--kind", "PyTorchJob")
     assert result.exit_code == 3
@@ -338,3 +432,54 @@ def test_the_cli_does_not_import_the_kubernetes_client_until_a_run_starts() -> N
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     )
     assert probe.stdout.strip() == "[]"
+
+
+WATCH_FLAGS = [
+    ("watch-defaults", ["--watch"], {}, lambda w: (
+        w.resync, w.watch_timeout, w.leader_elect, w.lease_name, w.lease_namespace,
+        w.timing.lease_duration, w.timing.renew_deadline, w.timing.retry_period, w.health_port,
+    ) == (300.0, 90.0, True, "kubeflow-deadline-sweeper", None, 15.0, 10.0, 2.0, 8080)),
+    ("watch-env", [], {"SWEEPER_WATCH": "true"}, lambda w: w.leader_elect),
+    ("identity-default-is-unique", ["--watch"], {}, lambda w: "_" in w.identity),
+    ("watch-settings-env", ["--watch"], {
+        "SWEEPER_RESYNC": "60", "SWEEPER_WATCH_TIMEOUT": "30", "SWEEPER_LEADER_ELECT": "false",
+        "SWEEPER_LEASE_NAME": "l", "SWEEPER_LEASE_NAMESPACE": "ops", "SWEEPER_IDENTITY": "me",
+        "SWEEPER_LEASE_DURATION": "30", "SWEEPER_RENEW_DEADLINE": "20",
+        "SWEEPER_RETRY_PERIOD": "4", "SWEEPER_HEALTH_ADDRESS": "127.0.0.1",
+        "SWEEPER_HEALTH_PORT": "0",
+    }, lambda w: (
+        w.resync, w.watch_timeout, w.leader_elect, w.lease_name, w.lease_namespace, w.identity,
+        w.timing.lease_duration, w.timing.renew_deadline, w.timing.retry_period,
+        w.health_address, w.health_port,
+    ) == (60.0, 30.0, False, "l", "ops", "me", 30.0, 20.0, 4.0, "127.0.0.1", 0)),
+]
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "check"), [f[1:] for f in WATCH_FLAGS], ids=[f[0] for f in WATCH_FLAGS]
+)
+def test_watch_flags_and_their_twins_build_the_watch_settings(
+    args: list[str], env: dict[str, str], check: Any
+) -> None:
+    seen: list[Config] = []
+
+    def connect(config: Config, /, *, stop: StopFlag) -> FakeCluster:
+        seen.append(config)
+        raise ConfigError("stop here: the settings are what this test checks")
+
+    clean = dict.fromkeys([*ALL_ENV, "KUBECONFIG"])
+    result = runner().invoke(
+        command, list(args), obj=Seams(connect=connect), env={**clean, **env},
+        catch_exceptions=False,
+    )
+    assert result.exit_code == 2, result.output
+    (config,) = seen
+    assert config.watch is not None
+    assert check(config.watch)
+
+
+def test_without_watch_there_are_no_watch_settings(harness: Harness) -> None:
+    result = harness.invoke()
+    assert result.exit_code == 0
+    assert harness.config is not None
+    assert harness.config.watch is None

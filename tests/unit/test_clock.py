@@ -11,17 +11,17 @@ from sweeper.clock import format_rfc3339, local_now, parse_http_date, parse_rfc3
 MOMENT = datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC)
 
 HTTP_DATES = [
-    ("rfc7231", "Wed, 01 May 2024 12:00:00 GMT", MOMENT),
-    ("numeric-zone", "Wed, 01 May 2024 14:00:00 +0200", MOMENT),
-    ("minus-zero-zone", "Wed, 01 May 2024 12:00:00 -0000", MOMENT),
-    ("missing", None, None),
-    ("empty", "", None),
-    ("garbage", "yesterday", None),
+    pytest.param("Wed, 01 May 2024 12:00:00 GMT", MOMENT, id="rfc7231"),
+    pytest.param("Wed, 01 May 2024 14:00:00 +0200", MOMENT, id="numeric-zone"),
+    pytest.param("Wed, 01 May 2024 12:00:00 -0000", MOMENT, id="minus-zero-zone"),
+    pytest.param(None, None, id="missing"),
+    pytest.param("", None, id="empty"),
+    pytest.param("yesterday", None, id="garbage"),
 ]
 
 
 @pytest.mark.parametrize(
-    ("header", "expected"), [c[1:] for c in HTTP_DATES], ids=[c[0] for c in HTTP_DATES]
+    ("header", "expected"), HTTP_DATES
 )
 def test_parse_http_date(header: str | None, expected: datetime | None) -> None:
     parsed = parse_http_date(header)
@@ -31,19 +31,19 @@ def test_parse_http_date(header: str | None, expected: datetime | None) -> None:
 
 
 RFC3339 = [
-    ("zulu", "2024-05-01T12:00:00Z", MOMENT),
-    ("offset", "2024-05-01T13:00:00+01:00", MOMENT),
-    ("fraction", "2024-05-01T12:00:00.5Z", MOMENT + timedelta(milliseconds=500)),
-    ("naive-is-rejected", "2024-05-01T12:00:00", None),
-    ("date-only-is-rejected", "2024-05-01", None),
-    ("number-is-rejected", 1714564800, None),
-    ("none", None, None),
-    ("garbage", "soon", None),
+    pytest.param("2024-05-01T12:00:00Z", MOMENT, id="zulu"),
+    pytest.param("2024-05-01T13:00:00+01:00", MOMENT, id="offset"),
+    pytest.param("2024-05-01T12:00:00.5Z", MOMENT + timedelta(milliseconds=500), id="fraction"),
+    pytest.param("2024-05-01T12:00:00", None, id="naive-is-rejected"),
+    pytest.param("2024-05-01", None, id="date-only-is-rejected"),
+    pytest.param(1714564800, None, id="number-is-rejected"),
+    pytest.param(None, None, id="none"),
+    pytest.param("soon", None, id="garbage"),
 ]
 
 
 @pytest.mark.parametrize(
-    ("value", "expected"), [c[1:] for c in RFC3339], ids=[c[0] for c in RFC3339]
+    ("value", "expected"), RFC3339
 )
 def test_parse_rfc3339(value: object, expected: datetime | None) -> None:
     assert parse_rfc3339(value) == expected

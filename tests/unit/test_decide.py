@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from datetime import timedelta
 from typing import Any
 
@@ -47,169 +48,326 @@ def verdict(raw: dict[str, Any], policy: Policy = TOUCH, version: str = "v1") ->
 
 
 CASES = [
-    # (id, job, policy, decision, reason)
-    ("overdue-by-an-hour", job(), TOUCH, "touch", "overdue"),
-    ("exactly-at-the-deadline", job(started_ago=3600), TOUCH, "touch", "overdue"),
-    ("one-second-before", job(started_ago=3599), TOUCH, "skip", "not-yet-due"),
-    ("deadline-zero-is-already-past", job(deadline=0, started_ago=0), TOUCH, "touch", "overdue"),
-    ("within-grace", job(started_ago=3629), Policy(grace=30), "skip", "not-yet-due"),
-    ("exactly-at-deadline-plus-grace", job(started_ago=3630), Policy(grace=30), "touch",
-     "overdue"),
-    ("not-started", job(started_ago=None), TOUCH, "skip", "not-started"),
-    ("not-started-without-status", job(status=None), TOUCH, "skip", "not-started"),
-    ("no-deadline", job(deadline=None), TOUCH, "skip", "no-deadline"),
-    ("no-deadline-not-started", job(deadline=None, started_ago=None), TOUCH, "skip",
-     "no-deadline"),
-    ("succeeded", job(conditions=[condition("Succeeded")]), FAIL, "skip", "finished"),
-    ("failed-for-another-reason", job(conditions=[condition("Failed", message="OOM")]), FAIL,
-     "skip", "finished"),
-    ("succeeded-false-is-not-finished", job(conditions=[condition("Succeeded", "False")]),
-     TOUCH, "touch", "overdue"),
-    ("restarting-is-not-finished", job(conditions=[condition("Restarting")]), TOUCH, "touch",
-     "overdue"),
-    ("suspended", job(suspend=True), FAIL, "skip", "suspended"),
+    # job, policy, decision, reason
+    pytest.param(job(), TOUCH, "touch", "overdue", id="overdue-by-an-hour"),
+    pytest.param(job(started_ago=3600), TOUCH, "touch", "overdue", id="exactly-at-the-deadline"),
+    pytest.param(job(started_ago=3599), TOUCH, "skip", "not-yet-due", id="one-second-before"),
+    pytest.param(
+        job(deadline=0, started_ago=0), TOUCH, "touch", "overdue",
+        id="deadline-zero-is-already-past",
+    ),
+    pytest.param(job(started_ago=3629), Policy(grace=30), "skip", "not-yet-due", id="within-grace"),
+    pytest.param(
+        job(started_ago=3630), Policy(grace=30), "touch", "overdue",
+        id="exactly-at-deadline-plus-grace",
+    ),
+    pytest.param(job(started_ago=None), TOUCH, "skip", "not-started", id="not-started"),
+    pytest.param(job(status=None), TOUCH, "skip", "not-started", id="not-started-without-status"),
+    pytest.param(job(deadline=None), TOUCH, "skip", "no-deadline", id="no-deadline"),
+    pytest.param(
+        job(deadline=None, started_ago=None), TOUCH, "skip", "no-deadline",
+        id="no-deadline-not-started",
+    ),
+    pytest.param(
+        job(conditions=[condition("Succeeded")]), FAIL, "skip", "finished",
+        id="succeeded",
+    ),
+    pytest.param(
+        job(conditions=[condition("Failed", message="OOM")]), FAIL, "skip", "finished",
+        id="failed-for-another-reason",
+    ),
+    pytest.param(
+        job(conditions=[condition("Succeeded", "False")]), TOUCH, "touch", "overdue",
+        id="succeeded-false-is-not-finished",
+    ),
+    pytest.param(
+        job(conditions=[condition("Restarting")]), TOUCH, "touch", "overdue",
+        id="restarting-is-not-finished",
+    ),
+    pytest.param(job(suspend=True), FAIL, "skip", "suspended", id="suspended"),
     # Resumed but not reconciled yet: the operator resets startTime before its deadline check.
     *[
-        (f"resuming-{flag}-{policy.action.value}", job(suspend=suspend, conditions=[
-            condition("Created"), condition("Running", "False"), condition("Suspended")]),
-         policy, "skip", "resuming")
+        pytest.param(
+            job(suspend=suspend, conditions=[
+                condition("Created"), condition("Running", "False"), condition("Suspended")]),
+            policy, "skip", "resuming",
+            id=f"resuming-{flag}-{policy.action.value}",
+        )
         for flag, suspend in (("suspend-absent", None), ("suspend-false", False))
         for policy in (TOUCH, FAIL, AUTO)
     ],
-    ("resumed-and-reconciled-is-judged-again", job(conditions=[
+    pytest.param(
+        job(conditions=[
         condition("Created"), condition("Running"), condition("Suspended", "False")]),
-     FAIL, "fail", "overdue"),
-    ("suspended-with-the-condition", job(suspend=True, conditions=[condition("Suspended")]),
-     FAIL, "skip", "suspended"),
-    ("finished-wins-over-resuming", job(conditions=[
-        condition("Suspended"), condition("Failed", message="OOM")]), FAIL, "skip", "finished"),
+        FAIL,
+        "fail",
+        "overdue",
+        id="resumed-and-reconciled-is-judged-again",
+    ),
+    pytest.param(
+        job(suspend=True, conditions=[condition("Suspended")]), FAIL, "skip", "suspended",
+        id="suspended-with-the-condition",
+    ),
+    pytest.param(
+        job(conditions=[
+        condition("Suspended"), condition("Failed", message="OOM")]),
+        FAIL,
+        "skip",
+        "finished",
+        id="finished-wins-over-resuming",
+    ),
     # Negative deadlines: the operator's `elapsed >= deadline` is already true.
-    ("negative-deadline-is-due-at-startTime", job(deadline=-30, started_ago=0), FAIL, "fail",
-     "overdue"),
-    ("negative-deadline-not-started", job(deadline=-30, started_ago=None), FAIL, "skip",
-     "not-started"),
-    ("largest-deadline-the-operator-can-hold", job(deadline=MAX_GO_SECONDS), FAIL, "skip",
-     "not-yet-due"),
-    ("twenty-year-deadline", job(deadline=20 * 366 * 24 * 3600), FAIL, "skip", "not-yet-due"),
-    ("suspend-false", job(suspend=False), TOUCH, "touch", "overdue"),
-    ("resumed-startTime-reset", job(started_ago=600), TOUCH, "skip", "not-yet-due"),
-    ("suspended-past-deadline-then-resumed", job(started_ago=3600, suspend=False), TOUCH,
-     "touch", "overdue"),
-    ("managed-by-multikueue", job(managed_by="kueue.x-k8s.io/multikueue"), FAIL, "skip",
-     "managed-elsewhere"),
-    ("managed-by-the-training-operator", job(managed_by=TRAINING_OPERATOR), TOUCH, "touch",
-     "overdue"),
-    ("jaxjob-ignores-managedBy", job("JAXJob", managed_by="kueue.x-k8s.io/multikueue"), TOUCH,
-     "touch", "overdue"),
-    ("being-deleted", job(deleting=True), FAIL, "skip", "being-deleted"),
-    ("opted-out", job(annotations={EXCLUDE_ANNOTATION: "true"}), FAIL, "skip", "opted-out"),
-    ("opted-out-any-case", job(annotations={EXCLUDE_ANNOTATION: "True"}), FAIL, "skip",
-     "opted-out"),
-    ("opt-out-false", job(annotations={EXCLUDE_ANNOTATION: "false"}), TOUCH, "touch", "overdue"),
-    ("fail-mode", job(), FAIL, "fail", "overdue"),
-    ("fail-mode-ignores-a-touch", job(annotations={TOUCHED_AT_ANNOTATION: ago(10)}), FAIL,
-     "fail", "overdue"),
-    ("auto-untouched", job(started_ago=3660), AUTO, "touch", "overdue"),
-    ("auto-touched-recently", job(started_ago=3660, annotations={TOUCHED_AT_ANNOTATION: ago(30)}),
-     AUTO, "skip", "recently-touched"),
+    pytest.param(
+        job(deadline=-30, started_ago=0), FAIL, "fail", "overdue",
+        id="negative-deadline-is-due-at-startTime",
+    ),
+    pytest.param(
+        job(deadline=-30, started_ago=None), FAIL, "skip", "not-started",
+        id="negative-deadline-not-started",
+    ),
+    pytest.param(
+        job(deadline=MAX_GO_SECONDS), FAIL, "skip", "not-yet-due",
+        id="largest-deadline-the-operator-can-hold",
+    ),
+    pytest.param(
+        job(deadline=20 * 366 * 24 * 3600), FAIL, "skip", "not-yet-due",
+        id="twenty-year-deadline",
+    ),
+    pytest.param(job(suspend=False), TOUCH, "touch", "overdue", id="suspend-false"),
+    pytest.param(job(started_ago=600), TOUCH, "skip", "not-yet-due", id="resumed-startTime-reset"),
+    pytest.param(
+        job(started_ago=3600, suspend=False), TOUCH, "touch", "overdue",
+        id="suspended-past-deadline-then-resumed",
+    ),
+    pytest.param(
+        job(managed_by="kueue.x-k8s.io/multikueue"), FAIL, "skip", "managed-elsewhere",
+        id="managed-by-multikueue",
+    ),
+    pytest.param(
+        job(managed_by=TRAINING_OPERATOR), TOUCH, "touch", "overdue",
+        id="managed-by-the-training-operator",
+    ),
+    pytest.param(
+        job("JAXJob", managed_by="kueue.x-k8s.io/multikueue"), TOUCH, "touch", "overdue",
+        id="jaxjob-ignores-managedBy",
+    ),
+    pytest.param(job(deleting=True), FAIL, "skip", "being-deleted", id="being-deleted"),
+    pytest.param(
+        job(annotations={EXCLUDE_ANNOTATION: "true"}), FAIL, "skip", "opted-out",
+        id="opted-out",
+    ),
+    pytest.param(
+        job(annotations={EXCLUDE_ANNOTATION: "True"}), FAIL, "skip", "opted-out",
+        id="opted-out-any-case",
+    ),
+    pytest.param(
+        job(annotations={EXCLUDE_ANNOTATION: "false"}), TOUCH, "touch", "overdue",
+        id="opt-out-false",
+    ),
+    pytest.param(job(), FAIL, "fail", "overdue", id="fail-mode"),
+    pytest.param(
+        job(annotations={TOUCHED_AT_ANNOTATION: ago(10)}), FAIL, "fail", "overdue",
+        id="fail-mode-ignores-a-touch",
+    ),
+    pytest.param(job(started_ago=3660), AUTO, "touch", "overdue", id="auto-untouched"),
+    pytest.param(
+        job(started_ago=3660, annotations={TOUCHED_AT_ANNOTATION: ago(30)}),
+        AUTO,
+        "skip",
+        "recently-touched",
+        id="auto-touched-recently",
+    ),
     # Escalation does not need a written touch: the operator's webhooks refuse every update
     # while it is down, so `auto` fails a job --escalate-after past its deadline and grace.
-    ("auto-untouched-escalates-exactly-after-deadline-plus-escalate-after",
-     job(started_ago=3720), AUTO, "fail", "escalated"),
-    ("auto-untouched-one-second-before-escalation", job(started_ago=3719), AUTO, "touch",
-     "overdue"),
-    ("auto-untouched-long-overdue-fails-at-once", job(), AUTO, "fail", "escalated"),
-    ("auto-escalation-counts-from-deadline-plus-grace", job(started_ago=3749),
-     Policy(action=ActionMode.AUTO, grace=30), "touch", "overdue"),
-    ("auto-escalation-after-deadline-plus-grace", job(started_ago=3750),
-     Policy(action=ActionMode.AUTO, grace=30), "fail", "escalated"),
-    ("auto-touched-recently-still-escalates-by-the-deadline",
-     job(annotations={TOUCHED_AT_ANNOTATION: ago(60)}), AUTO, "fail", "escalated"),
+    pytest.param(
+        job(started_ago=3720), AUTO, "fail", "escalated",
+        id="auto-untouched-escalates-exactly-after-deadline-plus-escalate-after",
+    ),
+    pytest.param(
+        job(started_ago=3719), AUTO, "touch", "overdue",
+        id="auto-untouched-one-second-before-escalation",
+    ),
+    pytest.param(job(), AUTO, "fail", "escalated", id="auto-untouched-long-overdue-fails-at-once"),
+    pytest.param(
+        job(started_ago=3749), Policy(action=ActionMode.AUTO, grace=30), "touch", "overdue",
+        id="auto-escalation-counts-from-deadline-plus-grace",
+    ),
+    pytest.param(
+        job(started_ago=3750), Policy(action=ActionMode.AUTO, grace=30), "fail", "escalated",
+        id="auto-escalation-after-deadline-plus-grace",
+    ),
+    pytest.param(
+        job(annotations={TOUCHED_AT_ANNOTATION: ago(60)}), AUTO, "fail", "escalated",
+        id="auto-touched-recently-still-escalates-by-the-deadline",
+    ),
     # A touch written before grace ran out (a run with a smaller --grace) escalates on its own.
-    ("auto-escalates-exactly-after-the-touch",
-     job(started_ago=3750, annotations={TOUCHED_AT_ANNOTATION: ago(120)}),
-     Policy(action=ActionMode.AUTO, grace=60), "fail", "escalated"),
-    ("auto-touch-before-this-deadline-is-stale",
-     job(started_ago=3700, annotations={TOUCHED_AT_ANNOTATION: ago(5000)}), AUTO, "touch",
-     "overdue"),
-    ("auto-garbled-touch-annotation",
-     job(started_ago=3660, annotations={TOUCHED_AT_ANNOTATION: "soon"}), AUTO, "touch",
-     "overdue"),
-    ("touch-recently-touched", job(annotations={TOUCHED_AT_ANNOTATION: ago(10)}), TOUCH, "skip",
-     "recently-touched"),
-    ("touch-again-after-escalate-after", job(annotations={TOUCHED_AT_ANNOTATION: ago(120)}),
-     TOUCH, "touch", "touch-again"),
-    ("deadline-failed-fail-mode", job(conditions=deadline_failed()), FAIL, "terminate-pods",
-     "failed-by-deadline"),
-    ("sweeper-failed-auto-mode", job(conditions=deadline_failed(by_sweeper=True)), AUTO,
-     "terminate-pods", "failed-by-deadline"),
-    ("deadline-failed-touch-mode", job(conditions=deadline_failed()), TOUCH, "skip",
-     "finished"),
-    ("deadline-failed-policy-pods", job(conditions=deadline_failed()),
-     Policy(action=ActionMode.FAIL, terminate_pods=PodsMode.POLICY), "skip", "finished"),
+    pytest.param(
+        job(started_ago=3750, annotations={TOUCHED_AT_ANNOTATION: ago(120)}),
+        Policy(action=ActionMode.AUTO, grace=60),
+        "fail",
+        "escalated",
+        id="auto-escalates-exactly-after-the-touch",
+    ),
+    pytest.param(
+        job(started_ago=3700, annotations={TOUCHED_AT_ANNOTATION: ago(5000)}),
+        AUTO,
+        "touch",
+        "overdue",
+        id="auto-touch-before-this-deadline-is-stale",
+    ),
+    pytest.param(
+        job(started_ago=3660, annotations={TOUCHED_AT_ANNOTATION: "soon"}),
+        AUTO,
+        "touch",
+        "overdue",
+        id="auto-garbled-touch-annotation",
+    ),
+    pytest.param(
+        job(annotations={TOUCHED_AT_ANNOTATION: ago(10)}), TOUCH, "skip", "recently-touched",
+        id="touch-recently-touched",
+    ),
+    pytest.param(
+        job(annotations={TOUCHED_AT_ANNOTATION: ago(120)}), TOUCH, "touch", "touch-again",
+        id="touch-again-after-escalate-after",
+    ),
+    pytest.param(
+        job(conditions=deadline_failed()), FAIL, "terminate-pods", "failed-by-deadline",
+        id="deadline-failed-fail-mode",
+    ),
+    pytest.param(
+        job(conditions=deadline_failed(by_sweeper=True)),
+        AUTO,
+        "terminate-pods",
+        "failed-by-deadline",
+        id="sweeper-failed-auto-mode",
+    ),
+    pytest.param(
+        job(conditions=deadline_failed()), TOUCH, "skip", "finished",
+        id="deadline-failed-touch-mode",
+    ),
+    pytest.param(
+        job(conditions=deadline_failed()),
+        Policy(action=ActionMode.FAIL, terminate_pods=PodsMode.POLICY),
+        "skip",
+        "finished",
+        id="deadline-failed-policy-pods",
+    ),
     # The deliberate difference (README, decisions): the deadline wins over cleanPodPolicy
     # None, written or not, and over the age of the failure; --terminate-pods policy opts out.
-    ("deadline-failed-explicit-None-active-pods", job(
-        conditions=deadline_failed(), clean_pod_policy="None"), AUTO, "terminate-pods",
-     "failed-by-deadline"),
-    ("deadline-failed-a-year-ago", job(conditions=[
-        {**c, "lastTransitionTime": ago(366 * 24 * 3600)} for c in deadline_failed()],
-        started_ago=400 * 24 * 3600), FAIL, "terminate-pods", "failed-by-deadline"),
-    ("deadline-failed-explicit-None-policy-pods", job(
+    pytest.param(
+        job(
         conditions=deadline_failed(), clean_pod_policy="None"),
-     Policy(action=ActionMode.AUTO, terminate_pods=PodsMode.POLICY), "skip", "finished"),
-    ("deadline-failed-but-opted-out",
-     job(conditions=deadline_failed(), annotations={EXCLUDE_ANNOTATION: "true"}), FAIL, "skip",
-     "opted-out"),
-    ("malformed-wins-over-everything", job(deadline="3600", deleting=True), FAIL, "skip",
-     "malformed"),
+        AUTO,
+        "terminate-pods",
+        "failed-by-deadline",
+        id="deadline-failed-explicit-None-active-pods",
+    ),
+    pytest.param(
+        job(conditions=[
+        {**c, "lastTransitionTime": ago(366 * 24 * 3600)} for c in deadline_failed()],
+        started_ago=400 * 24 * 3600),
+        FAIL,
+        "terminate-pods",
+        "failed-by-deadline",
+        id="deadline-failed-a-year-ago",
+    ),
+    pytest.param(
+        job(
+        conditions=deadline_failed(), clean_pod_policy="None"),
+        Policy(action=ActionMode.AUTO, terminate_pods=PodsMode.POLICY),
+        "skip",
+        "finished",
+        id="deadline-failed-explicit-None-policy-pods",
+    ),
+    pytest.param(
+        job(conditions=deadline_failed(), annotations={EXCLUDE_ANNOTATION: "true"}),
+        FAIL,
+        "skip",
+        "opted-out",
+        id="deadline-failed-but-opted-out",
+    ),
+    pytest.param(
+        job(deadline="3600", deleting=True), FAIL, "skip", "malformed",
+        id="malformed-wins-over-everything",
+    ),
 ]
 
 
 @pytest.mark.parametrize(
     ("raw", "policy", "decision", "reason"),
-    [case[1:] for case in CASES],
-    ids=[case[0] for case in CASES],
+    CASES,
 )
 def test_decision(raw: dict[str, Any], policy: Policy, decision: str, reason: str) -> None:
     assert verdict(raw, policy) == (decision, reason)
 
 
 MALFORMED = [
-    ("deadline-string", job(deadline="3600"), "spec.runPolicy.activeDeadlineSeconds"),
-    ("deadline-float", job(deadline=3600.5), "spec.runPolicy.activeDeadlineSeconds"),
-    ("deadline-bool", job(deadline=True), "spec.runPolicy.activeDeadlineSeconds"),
-    ("deadline-overflows-go-duration", job(deadline=MAX_GO_SECONDS + 1), OVERFLOWS),
-    ("negative-deadline-overflows-go-duration", job(deadline=-MAX_GO_SECONDS - 1), OVERFLOWS),
-    ("deadline-after-year-9999", job(deadline=MAX_GO_SECONDS,
-                                     status={"startTime": "9900-01-01T00:00:00Z"}),
-     "status.startTime"),
-    ("startTime-unparsable", job(status={"startTime": "yesterday"}), "status.startTime"),
-    ("startTime-number", job(status={"startTime": 1714564800}), "status.startTime"),
-    ("startTime-without-zone", job(status={"startTime": "2024-05-01T10:00:00"}),
-     "status.startTime"),
-    ("status-not-an-object", job(status=["Running"]), "status"),
-    ("conditions-not-a-list", job(status={"conditions": {"type": "Running"}}),
-     "status.conditions"),
-    ("condition-not-an-object", job(status={"conditions": ["Running"]}), "status.conditions[0]"),
-    ("condition-without-status", job(status={"conditions": [{"type": "Failed"}]}),
-     "status.conditions[0]"),
-    ("suspend-string", job(suspend="true"), "spec.runPolicy.suspend"),
-    ("managedBy-number", job(managed_by=7), "spec.runPolicy.managedBy"),
-    ("cleanPodPolicy-number", job(clean_pod_policy=1), "spec.runPolicy.cleanPodPolicy"),
-    ("annotations-list", {**job(), "metadata": {**job()["metadata"], "annotations": ["x"]}},
-     "metadata.annotations"),
-    ("runPolicy-list", {**job(), "spec": {"runPolicy": []}}, "spec.runPolicy"),
-    ("spec-missing", {k: v for k, v in job().items() if k != "spec"}, "spec"),
-    ("name-missing", {**job(), "metadata": {"namespace": "a", "uid": "u"}}, "metadata.name"),
-    ("uid-missing", {**job(), "metadata": {"namespace": "a", "name": "n"}}, "metadata.uid"),
-    ("metadata-string", {**job(), "metadata": "train"}, "metadata"),
-    ("object-not-a-mapping", ["not", "a", "job"], "object"),
+    pytest.param(
+        job(deadline="3600"), "spec.runPolicy.activeDeadlineSeconds",
+        id="deadline-string",
+    ),
+    pytest.param(job(deadline=3600.5), "spec.runPolicy.activeDeadlineSeconds", id="deadline-float"),
+    pytest.param(job(deadline=True), "spec.runPolicy.activeDeadlineSeconds", id="deadline-bool"),
+    pytest.param(job(deadline=MAX_GO_SECONDS + 1), OVERFLOWS, id="deadline-overflows-go-duration"),
+    pytest.param(
+        job(deadline=-MAX_GO_SECONDS - 1), OVERFLOWS,
+        id="negative-deadline-overflows-go-duration",
+    ),
+    pytest.param(
+        job(deadline=MAX_GO_SECONDS,
+            status={"startTime": "9900-01-01T00:00:00Z"}),
+        "status.startTime",
+        id="deadline-after-year-9999",
+    ),
+    pytest.param(
+        job(status={"startTime": "yesterday"}), "status.startTime",
+        id="startTime-unparsable",
+    ),
+    pytest.param(job(status={"startTime": 1714564800}), "status.startTime", id="startTime-number"),
+    pytest.param(
+        job(status={"startTime": "2024-05-01T10:00:00"}), "status.startTime",
+        id="startTime-without-zone",
+    ),
+    pytest.param(job(status=["Running"]), "status", id="status-not-an-object"),
+    pytest.param(
+        job(status={"conditions": {"type": "Running"}}), "status.conditions",
+        id="conditions-not-a-list",
+    ),
+    pytest.param(
+        job(status={"conditions": ["Running"]}), "status.conditions[0]",
+        id="condition-not-an-object",
+    ),
+    pytest.param(
+        job(status={"conditions": [{"type": "Failed"}]}), "status.conditions[0]",
+        id="condition-without-status",
+    ),
+    pytest.param(job(suspend="true"), "spec.runPolicy.suspend", id="suspend-string"),
+    pytest.param(job(managed_by=7), "spec.runPolicy.managedBy", id="managedBy-number"),
+    pytest.param(
+        job(clean_pod_policy=1), "spec.runPolicy.cleanPodPolicy",
+        id="cleanPodPolicy-number",
+    ),
+    pytest.param(
+        {**job(), "metadata": {**job()["metadata"], "annotations": ["x"]}}, "metadata.annotations",
+        id="annotations-list",
+    ),
+    pytest.param({**job(), "spec": {"runPolicy": []}}, "spec.runPolicy", id="runPolicy-list"),
+    pytest.param({k: v for k, v in job().items() if k != "spec"}, "spec", id="spec-missing"),
+    pytest.param(
+        {**job(), "metadata": {"namespace": "a", "uid": "u"}}, "metadata.name",
+        id="name-missing",
+    ),
+    pytest.param(
+        {**job(), "metadata": {"namespace": "a", "name": "n"}}, "metadata.uid",
+        id="uid-missing",
+    ),
+    pytest.param({**job(), "metadata": "train"}, "metadata", id="metadata-string"),
+    pytest.param(["not", "a", "job"], "object", id="object-not-a-mapping"),
 ]
 
 
 @pytest.mark.parametrize(
-    ("raw", "field"), [case[1:] for case in MALFORMED], ids=[case[0] for case in MALFORMED]
+    ("raw", "field"), MALFORMED
 )
 def test_malformed_jobs_are_skipped_naming_the_field(raw: Any, field: str) -> None:
     parsed = parse_job(raw, KIND["PyTorchJob"])
@@ -270,7 +428,9 @@ def test_decide_gives_every_job_one_entry_in_listing_order() -> None:
     raws = [job(name=f"j{i}", started_ago=3000 + 200 * i) for i in range(6)]
     plan = decide([parse_job(r, KIND["PyTorchJob"]) for r in raws], NOW, TOUCH)
     assert [e.job.name for e in plan.entries] == [f"j{i}" for i in range(6)]
-    assert plan.counts() == {"skip:not-yet-due": 3, "touch": 3}
+    decisions = Counter(e.decision if isinstance(e, Action) else f"skip:{e.reason}"
+                        for e in plan.entries)
+    assert decisions == {"skip:not-yet-due": 3, "touch": 3}
 
 
 def test_max_actions_keeps_the_most_overdue_and_skips_the_rest() -> None:
@@ -324,50 +484,52 @@ def pods_in_phases() -> list[Any]:
 
 
 POD_CASES = [
-    ("active", None, None, ["p-pending", "p-running"]),
-    ("all", None, None, ["p-pending", "p-running", "p-succeeded", "p-failed", "p-unknown"]),
-    ("policy-absent-means-None", None, None, []),
-    ("policy-None", "None", None, []),
-    ("policy-Running", "Running", None, ["p-pending", "p-running"]),
-    ("policy-All", "All", None, ["p-pending", "p-running", "p-succeeded", "p-failed",
-                                  "p-unknown"]),
+    pytest.param(PodsMode.ACTIVE, None, ["p-pending", "p-running"], id="active"),
+    pytest.param(
+        PodsMode.ALL, None, ["p-pending", "p-running", "p-succeeded", "p-failed", "p-unknown"],
+        id="all",
+    ),
+    pytest.param(PodsMode.POLICY, None, [], id="policy-absent-means-None"),
+    pytest.param(PodsMode.POLICY, "None", [], id="policy-None"),
+    pytest.param(PodsMode.POLICY, "Running", ["p-pending", "p-running"], id="policy-Running"),
+    pytest.param(
+        PodsMode.POLICY, "All", ["p-pending", "p-running", "p-succeeded", "p-failed", "p-unknown"],
+        id="policy-All",
+    ),
     # v1.9.4 special-cases only None and Running; every other value deletes every pod.
-    ("policy-unknown-value-deletes-all", "Sometimes", None, PHASES_LOWER),
-    ("policy-empty-string-deletes-all", "", None, PHASES_LOWER),
-    ("policy-lowercase-all", "all", None, PHASES_LOWER),
-    ("policy-lowercase-running-is-not-Running", "running", None, PHASES_LOWER),
-    ("policy-lowercase-none-is-not-None", "none", None, PHASES_LOWER),
+    pytest.param(
+        PodsMode.POLICY, "Sometimes", PHASES_LOWER, id="policy-unknown-value-deletes-all"
+    ),
+    pytest.param(PodsMode.POLICY, "", PHASES_LOWER, id="policy-empty-string-deletes-all"),
+    pytest.param(PodsMode.POLICY, "all", PHASES_LOWER, id="policy-lowercase-all"),
+    pytest.param(
+        PodsMode.POLICY, "running", PHASES_LOWER, id="policy-lowercase-running-is-not-Running"
+    ),
+    pytest.param(PodsMode.POLICY, "none", PHASES_LOWER, id="policy-lowercase-none-is-not-None"),
 ]
 
 
-@pytest.mark.parametrize(
-    ("mode", "run_policy", "legacy", "expected"),
-    [(c[0].split("-")[0], c[1], c[2], c[3]) for c in POD_CASES],
-    ids=[c[0] for c in POD_CASES],
-)
-def test_pods_to_terminate(
-    mode: str, run_policy: str | None, legacy: str | None, expected: list[str]
-) -> None:
+@pytest.mark.parametrize(("mode", "run_policy", "expected"), POD_CASES)
+def test_pods_to_terminate(mode: PodsMode, run_policy: str | None, expected: list[str]) -> None:
     parsed = parse_job(job(clean_pod_policy=run_policy), KIND["PyTorchJob"])
-    chosen = pods_to_terminate(pods_in_phases(), parsed, PodsMode(mode))
+    chosen = pods_to_terminate(pods_in_phases(), parsed, mode)
     assert sorted(p.name for p in chosen) == sorted(expected)
 
 
 MPI_CASES = [
-    ("runPolicy-wins-over-legacy", "None", "All", []),
-    ("legacy-used-when-runPolicy-absent", None, "All", PHASES),
-    ("runPolicy-alone", "All", None, PHASES),
-    ("neither-means-None", None, None, []),
-    ("runPolicy-empty-string-wins-over-legacy-None", "", "None", PHASES),
-    ("legacy-Running", None, "Running", ["Pending", "Running"]),
-    ("legacy-empty-string-deletes-all", None, "", PHASES),
+    pytest.param("None", "All", [], id="runPolicy-wins-over-legacy"),
+    pytest.param(None, "All", PHASES, id="legacy-used-when-runPolicy-absent"),
+    pytest.param("All", None, PHASES, id="runPolicy-alone"),
+    pytest.param(None, None, [], id="neither-means-None"),
+    pytest.param("", "None", PHASES, id="runPolicy-empty-string-wins-over-legacy-None"),
+    pytest.param(None, "Running", ["Pending", "Running"], id="legacy-Running"),
+    pytest.param(None, "", PHASES, id="legacy-empty-string-deletes-all"),
 ]
 
 
 @pytest.mark.parametrize(
     ("run_policy", "legacy", "expected"),
-    [c[1:] for c in MPI_CASES],
-    ids=[c[0] for c in MPI_CASES],
+    MPI_CASES,
 )
 def test_mpijob_legacy_clean_pod_policy(
     run_policy: str | None, legacy: str | None, expected: list[str]

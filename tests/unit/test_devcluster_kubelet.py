@@ -23,26 +23,15 @@ def pod(replica_type: str, index: int) -> dict[str, str]:
 @pytest.mark.parametrize(
     ("labels", "elapsed", "phase"),
     [
-        (pod("Master", 0), 0.0, "Pending"),
-        (pod("Master", 0), 1.0, "Running"),
-        (pod("Master", 0), 29.9, "Running"),
-        (pod("Master", 0), 30.0, "Succeeded"),
-        (pod("Worker", 0), 2.9, "Pending"),
-        (pod("Worker", 0), 3.0, "Running"),
-        (pod("Worker", 1), 4.0, "Pending"),
-        (pod("Worker", 2), 7.0, "Running"),
-        (pod("Worker", 2), 60.0, "Running"),
-    ],
-    ids=[
-        "master-before-its-time",
-        "master-at-1s",
-        "master-just-before-completion",
-        "master-completes-at-30s",
-        "worker-0-just-before-3s",
-        "worker-0-at-3s",
-        "worker-1-not-yet",
-        "worker-2-at-7s",
-        "workers-never-complete",
+        pytest.param(pod("Master", 0), 0.0, "Pending", id="master-before-its-time"),
+        pytest.param(pod("Master", 0), 1.0, "Running", id="master-at-1s"),
+        pytest.param(pod("Master", 0), 29.9, "Running", id="master-just-before-completion"),
+        pytest.param(pod("Master", 0), 30.0, "Succeeded", id="master-completes-at-30s"),
+        pytest.param(pod("Worker", 0), 2.9, "Pending", id="worker-0-just-before-3s"),
+        pytest.param(pod("Worker", 0), 3.0, "Running", id="worker-0-at-3s"),
+        pytest.param(pod("Worker", 1), 4.0, "Pending", id="worker-1-not-yet"),
+        pytest.param(pod("Worker", 2), 7.0, "Running", id="worker-2-at-7s"),
+        pytest.param(pod("Worker", 2), 60.0, "Running", id="workers-never-complete"),
     ],
 )
 def test_the_experiment_timeline(labels: dict[str, str], elapsed: float, phase: str) -> None:
@@ -52,20 +41,27 @@ def test_the_experiment_timeline(labels: dict[str, str], elapsed: float, phase: 
 @pytest.mark.parametrize(
     ("timeline", "labels", "phase"),
     [
-        ([Transition(1, "Running")], pod("Launcher", 0), "Running"),
-        ([Transition(1, "Running", "worker")], pod("Worker", 3), "Running"),
-        ([Transition(1, "Running", "Worker", 0)], pod("Worker", 1), "Pending"),
-        ([Transition(1, "Running"), Transition(1, "Failed")], pod("Worker", 0), "Failed"),
-        ([Transition(2, "Failed"), Transition(1, "Running")], pod("Worker", 0), "Failed"),
-        ([], pod("Worker", 0), "Pending"),
-    ],
-    ids=[
-        "no-replica-type-matches-every-pod",
-        "replica-type-is-case-insensitive",
-        "index-selects-one-pod",
-        "a-tie-goes-to-the-later-entry",
-        "the-latest-due-transition-wins-whatever-the-order",
-        "no-transition-means-pending",
+        pytest.param(
+            [Transition(1, "Running")], pod("Launcher", 0), "Running",
+            id="no-replica-type-matches-every-pod",
+        ),
+        pytest.param(
+            [Transition(1, "Running", "worker")], pod("Worker", 3), "Running",
+            id="replica-type-is-case-insensitive",
+        ),
+        pytest.param(
+            [Transition(1, "Running", "Worker", 0)], pod("Worker", 1), "Pending",
+            id="index-selects-one-pod",
+        ),
+        pytest.param(
+            [Transition(1, "Running"), Transition(1, "Failed")], pod("Worker", 0), "Failed",
+            id="a-tie-goes-to-the-later-entry",
+        ),
+        pytest.param(
+            [Transition(2, "Failed"), Transition(1, "Running")], pod("Worker", 0), "Failed",
+            id="the-latest-due-transition-wins-whatever-the-order",
+        ),
+        pytest.param([], pod("Worker", 0), "Pending", id="no-transition-means-pending"),
     ],
 )
 def test_matching_and_precedence(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from sweeper.errors import (
@@ -12,42 +14,59 @@ from sweeper.errors import (
     Gone,
     Interrupted,
     NotFound,
+    RequestRef,
     RunTimeout,
     SweeperError,
     api_error,
 )
 
 MESSAGES = [
-    ("namespaced-list", {"status": 403, "verb": "list", "resource": "pytorchjobs.kubeflow.org",
-                             "namespace": "a"},
-     'cannot list pytorchjobs.kubeflow.org in namespace "a": forbidden (403)'),
-    ("cluster-wide-list", {"status": 401, "verb": "list", "resource": "tfjobs.kubeflow.org"},
-     "cannot list tfjobs.kubeflow.org in all namespaces: unauthorized (401)"),
-    ("object", {"status": 500, "verb": "patch", "resource": "pods", "namespace": "a", "name": "p",
-                    "detail": "etcd timeout"},
-     "cannot patch pods 'p' in namespace \"a\": internal server error (500): etcd timeout"),
-    ("no-response", {"status": None, "verb": "discover", "resource": "API group kubeflow.org",
-                         "detail": "connection refused", "cluster_scoped": True},
-     "cannot discover API group kubeflow.org: connection refused"),
-    ("unknown-status", {"status": 418, "verb": "get", "resource": "pods", "namespace": "a"},
-     'cannot get pods in namespace "a": error (418)'),
+    pytest.param(
+        {"status": 403, "verb": "list", "resource": "pytorchjobs.kubeflow.org",
+             "namespace": "a"},
+        'cannot list pytorchjobs.kubeflow.org in namespace "a": forbidden (403)',
+        id="namespaced-list",
+    ),
+    pytest.param(
+        {"status": 401, "verb": "list", "resource": "tfjobs.kubeflow.org"},
+        "cannot list tfjobs.kubeflow.org in all namespaces: unauthorized (401)",
+        id="cluster-wide-list",
+    ),
+    pytest.param(
+        {"status": 500, "verb": "patch", "resource": "pods", "namespace": "a", "name": "p",
+             "detail": "etcd timeout"},
+        "cannot patch pods 'p' in namespace \"a\": internal server error (500): etcd timeout",
+        id="object",
+    ),
+    pytest.param(
+        {"status": None, "verb": "discover", "resource": "API group kubeflow.org",
+             "detail": "connection refused", "cluster_scoped": True},
+        "cannot discover API group kubeflow.org: connection refused",
+        id="no-response",
+    ),
+    pytest.param(
+        {"status": 418, "verb": "get", "resource": "pods", "namespace": "a"},
+        'cannot get pods in namespace "a": error (418)',
+        id="unknown-status",
+    ),
 ]
 
 
 @pytest.mark.parametrize(
-    ("fields", "message"), [m[1:] for m in MESSAGES], ids=[m[0] for m in MESSAGES]
+    ("fields", "message"), MESSAGES
 )
 def test_api_error_messages_name_verb_resource_and_namespace(
-    fields: dict[str, object], message: str
+    fields: dict[str, Any], message: str
 ) -> None:
-    assert str(api_error(**fields)) == message  # type: ignore[arg-type]  # table of mixed values
+    answer = {key: fields.pop(key) for key in ("status", "detail") if key in fields}
+    assert str(api_error(RequestRef(**fields), **answer)) == message
 
 
 @pytest.mark.parametrize(
     ("status", "cls"), [(404, NotFound), (409, Conflict), (410, Gone), (500, ApiError)],
 )
 def test_api_error_picks_the_specific_class(status: int, cls: type) -> None:
-    assert type(api_error(status=status, verb="get", resource="pods")) is cls
+    assert type(api_error(RequestRef("get", "pods"), status)) is cls
 
 
 @pytest.mark.parametrize(

@@ -6,19 +6,24 @@ import gc
 import io
 import json
 import logging
-import threading
-from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
 import pytest
 
-from sweeper.cluster import Page, ServedKind
+from sweeper.cluster import ServedKind
 from sweeper.config import ClockMode, Config, OutputFormat
 from sweeper.decide import ActionMode, Policy
-from sweeper.errors import ApiError, ClusterUnavailable, ConfigError, Gone, NotFound
+from sweeper.errors import (
+    ApiError,
+    ClusterUnavailable,
+    ConfigError,
+    Gone,
+    NotFound,
+    RequestRef,
+)
 from sweeper.kinds import MPI_OPERATOR_VERSION, MPIJOB, PYTORCHJOB, TFJOB
-from sweeper.run import collector_paused, run
+from sweeper.run import StopFlag, collector_paused, run
 from tests.unit.fakes import FakeCluster, Request
 from tests.unit.objects import NOW, job
 
@@ -40,7 +45,7 @@ class Ticker:
 def sweep(
     fake: FakeCluster, config: Config = JSON_CONFIG, monotonic: Any = None
 ) -> tuple[int, list[dict[str, Any]]]:
-    def connect(config: Config, *, deadline: float, stop: threading.Event) -> FakeCluster:
+    def connect(config: Config, *, stop: StopFlag) -> FakeCluster:
         return fake
 
     out = io.StringIO()
@@ -129,7 +134,7 @@ def test_an_mpi_operator_mpijob_is_listed_and_reported_but_never_acted_on() -> N
 
 def test_a_kind_removed_mid_run_is_skipped() -> None:
     fake = server_at(NOW, job(), job("TFJob"))
-    fake.fail("list", "tfjobs", NotFound(status=404, verb="list", resource="tfjobs.kubeflow.org"))
+    fake.fail("list", "tfjobs", NotFound(RequestRef("list", "tfjobs.kubeflow.org"), 404))
     code, passes = sweep(fake)
     assert code == 0
     assert [j["kind"] for j in passes[0]["jobs"]] == ["PyTorchJob"]
@@ -137,24 +142,20 @@ def test_a_kind_removed_mid_run_is_skipped() -> None:
 
 def test_an_expired_continue_token_restarts_that_list_once() -> None:
     fake = server_at(NOW, *(job(name=f"j{i}") for i in range(3)))
-    calls = {"n": 0}
-    original = fake.list_jobs
+    pages = []
 
-    def expire_on_second_page(
-        served: ServedKind, namespace: str | None, selector: str | None, page_size: int
-    ) -> Iterator[Page]:
-        calls["n"] += 1
-        for index, page in enumerate(original(served, namespace, selector, page_size)):
-            if calls["n"] == 1 and index == 1:
-                raise Gone(status=410, verb="list", resource="pytorchjobs.kubeflow.org")
-            yield page
+    def expire_on_the_first_second_page(request: Request) -> None:
+        if request.method == "list":
+            pages.append(request)
+            if len(pages) == 2:
+                raise Gone(RequestRef("list", "pytorchjobs.kubeflow.org"), 410)
 
-    fake.list_jobs = expire_on_second_page  # type: ignore[method-assign]  # a test double
+    fake.before = expire_on_the_first_second_page
     _, passes = sweep(fake, Config(output=OutputFormat.JSON, page_size=2, kinds=(PYTORCHJOB,)))
     assert sorted(j["name"] for j in passes[0]["jobs"]) == ["j0", "j1", "j2"]
 
 
-FORBIDDEN = ApiError(status=403, verb="list", resource="pytorchjobs.kubeflow.org", namespace="a")
+FORBIDDEN = ApiError(RequestRef("list", "pytorchjobs.kubeflow.org", "a"), 403)
 
 
 def test_a_forbidden_list_ends_the_run_as_cluster_unavailable() -> None:
@@ -170,23 +171,23 @@ def test_a_forbidden_list_ends_the_run_as_cluster_unavailable() -> None:
 
 def test_a_selector_the_server_rejects_is_a_configuration_error() -> None:
     fake = server_at(NOW, job())
-    fake.fail("list", None, ApiError(status=400, verb="list", resource="pytorchjobs",
-                                     detail="unable to parse requirement"))
+    rejected = ApiError(RequestRef("list", "pytorchjobs"), 400, "unable to parse requirement")
+    fake.fail("list", None, rejected)
     with pytest.raises(ConfigError, match="unable to parse requirement"):
         sweep(fake, Config(selector="team=a"))
 
 
 def test_an_unreachable_cluster_at_discovery_is_cluster_unavailable() -> None:
     fake = server_at(NOW)
-    fake.fail("discover", None, ApiError(status=None, verb="get", resource="API group",
-                                         detail="connection refused"))
+    refused = ApiError(RequestRef("get", "API group"), None, "connection refused")
+    fake.fail("discover", None, refused)
     with pytest.raises(ClusterUnavailable, match="connection refused"):
         sweep(fake)
 
 
 def test_failed_actions_make_the_exit_code_one() -> None:
     fake = server_at(NOW, job(name="a"), job(name="b"))
-    fake.fail("patch", "a", ApiError(status=500, verb="patch", resource="pytorchjobs"))
+    fake.fail("patch", "a", ApiError(RequestRef("patch", "pytorchjobs"), 500))
     code, passes = sweep(fake)
     assert code == 1
     assert passes[0]["summary"]["errors"] == 1

@@ -1,0 +1,380 @@
+"""Leader election on a ``coordination.k8s.io/v1`` Lease, with client-go's semantics. Pure.
+
+The state machine of client-go's ``tools/leaderelection``, with every clock reading and every
+API answer passed in, so that unit and property tests drive it with an injected clock:
+
+- The record is the Lease's spec: holder identity, lease duration, acquire and renew times,
+  transitions. A candidate may take the Lease when it has no holder, or when the record has
+  not been *seen to change* for the lease duration, measured on the candidate's own monotonic
+  clock from when it last saw it change. The times written in the record are informative only:
+  no two clocks are ever compared (so a skewed replica neither steals a live lease nor keeps
+  a dead one).
+- Every write is an update carrying the ``resourceVersion`` read (or last written), so two
+  candidates racing for an expired Lease cannot both win: the second gets 409 Conflict.
+- Taking the Lease from another holder (or from none) counts a transition and sets the acquire
+  time; renewing keeps both.
+- The leader renews every retry period, first optimistically from its last write; it leads
+  only while its last successful write was *sent* less than the renew deadline ago. The
+  renew deadline is shorter than the lease duration, so the leader stops writing before any
+  other replica can consider the Lease expired, whatever the network did to the answer.
+- Releasing (on SIGTERM) writes an empty holder with a one-second duration, so a follower
+  takes over at its next retry instead of waiting out the lease.
+
+Why not the official client's ``kubernetes.leaderelection``: it does not release on shutdown
+(kubernetes-client/python#1669, #2075), it judges expiry by comparing the record's renew time
+with the local wall clock (a skewed replica steals a live lease), and an exception in the
+leading callback used to leave the lease renewed forever (#2670). kopf's peering is not a
+Lease. This module is the client-go algorithm on the sweeper's own cluster boundary.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+
+from sweeper.clock import parse_rfc3339
+from sweeper.errors import ConfigError
+
+# client-go's JitterFactor: a waiting candidate retries after retry_period * (1 + 1.2 * r).
+JITTER_FACTOR = 1.2
+LEASE_API_VERSION = "coordination.k8s.io/v1"
+
+
+@dataclass(frozen=True, slots=True)
+class Timing:
+    """The three durations of leader election (client-go's defaults: 15 s, 10 s, 2 s).
+
+    Attributes:
+        lease_duration: Seconds a follower waits, from when it last saw the record change,
+            before it may take the Lease.
+        renew_deadline: Seconds the leader keeps leading after it sent its last successful
+            renewal; past that it stops writing.
+        retry_period: Seconds between attempts (renewals, or a follower's tries).
+    """
+
+    lease_duration: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+
+    def __post_init__(self) -> None:
+        """Check client-go's ordering: lease duration > renew deadline > 1.2 x retry period.
+
+        Raises:
+            ConfigError: The durations would let two replicas lead at once.
+        """
+        if self.retry_period <= 0:
+            raise ConfigError("--retry-period must be positive")
+        if self.lease_duration <= self.renew_deadline:
+            raise ConfigError("--lease-duration must be longer than --renew-deadline")
+        if self.renew_deadline <= JITTER_FACTOR * self.retry_period:
+            raise ConfigError(
+                f"--renew-deadline must be longer than {JITTER_FACTOR} x --retry-period"
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """The Lease's spec, as leader election reads and writes it.
+
+    Attributes:
+        holder: ``holderIdentity``; empty when nobody holds the Lease (released).
+        duration_s: ``leaseDurationSeconds``.
+        acquire_time: ``acquireTime``.
+        renew_time: ``renewTime``.
+        transitions: ``leaseTransitions``.
+    """
+
+    holder: str = ""
+    duration_s: int = 0
+    acquire_time: datetime | None = None
+    renew_time: datetime | None = None
+    transitions: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """A Lease as read from (or written to) the API server.
+
+    Attributes:
+        record: Its spec.
+        resource_version: ``metadata.resourceVersion``, the precondition of the next update.
+    """
+
+    record: Record
+    resource_version: str
+
+
+@dataclass(frozen=True, slots=True)
+class Create:
+    """Create the Lease (it does not exist) with this record."""
+
+    record: Record
+
+
+@dataclass(frozen=True, slots=True)
+class Update:
+    """Replace the Lease's spec, provided it is still at ``resource_version``."""
+
+    record: Record
+    resource_version: str
+
+
+@dataclass(frozen=True, slots=True)
+class Wait:
+    """Another candidate holds a Lease that has not expired: try again later.
+
+    Attributes:
+        holder: Who holds it.
+    """
+
+    holder: str
+
+
+Step = Create | Update | Wait
+
+
+def micro_time(moment: datetime) -> str:
+    """Format a ``metav1.MicroTime`` (the Lease's times): UTC, microseconds, ``Z``.
+
+    Args:
+        moment: An aware datetime.
+
+    Returns:
+        For example ``2024-01-02T03:04:05.123456Z``.
+    """
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def parse_lease(raw: Mapping[str, object]) -> Lease:
+    """Read a Lease object (decoded JSON). Never raises: odd fields read as absent.
+
+    Args:
+        raw: The Lease.
+
+    Returns:
+        Its record and resourceVersion.
+    """
+    meta = raw.get("metadata")
+    spec = raw.get("spec")
+    meta = meta if isinstance(meta, Mapping) else {}
+    spec = spec if isinstance(spec, Mapping) else {}
+    holder = spec.get("holderIdentity")
+    duration = spec.get("leaseDurationSeconds")
+    transitions = spec.get("leaseTransitions")
+    version = meta.get("resourceVersion")
+    return Lease(
+        Record(
+            holder=holder if isinstance(holder, str) else "",
+            duration_s=duration if isinstance(duration, int) else 0,
+            acquire_time=parse_rfc3339(spec.get("acquireTime")),
+            renew_time=parse_rfc3339(spec.get("renewTime")),
+            transitions=transitions if isinstance(transitions, int) else 0,
+        ),
+        version if isinstance(version, str) else "",
+    )
+
+
+def lease_body(
+    namespace: str, name: str, record: Record, resource_version: str | None = None
+) -> dict[str, object]:
+    """Build the Lease object to create, or to replace (with its resourceVersion).
+
+    Args:
+        namespace: The Lease's namespace.
+        name: Its name.
+        record: The spec to write.
+        resource_version: The precondition of an update; ``None`` for a create.
+
+    Returns:
+        The object.
+    """
+    metadata: dict[str, object] = {"name": name, "namespace": namespace}
+    if resource_version is not None:
+        metadata["resourceVersion"] = resource_version
+    spec: dict[str, object] = {
+        "holderIdentity": record.holder,
+        "leaseDurationSeconds": record.duration_s,
+        "leaseTransitions": record.transitions,
+    }
+    if record.acquire_time is not None:
+        spec["acquireTime"] = micro_time(record.acquire_time)
+    if record.renew_time is not None:
+        spec["renewTime"] = micro_time(record.renew_time)
+    return {"apiVersion": LEASE_API_VERSION, "kind": "Lease", "metadata": metadata, "spec": spec}
+
+
+class Elector:
+    """One candidate's view of the Lease. Pure: the caller does the I/O and reads the clocks.
+
+    ``now`` arguments are the local monotonic clock (expiry and the renew deadline are judged
+    on it); ``wall`` arguments are the local wall clock, written into the record for humans.
+
+    Args:
+        identity: This candidate's holder identity (unique per process).
+        timing: The durations.
+    """
+
+    def __init__(self, identity: str, timing: Timing) -> None:
+        if not identity:
+            raise ConfigError("the leader election identity must not be empty")
+        self.identity = identity
+        self.timing = timing
+        self._observed: Lease | None = None
+        self._observed_at = 0.0
+        self._renewed_at: float | None = None  # send time of this candidate's last good write
+
+    @property
+    def observed(self) -> Lease | None:
+        """The Lease as last read or written."""
+        return self._observed
+
+    @property
+    def holder(self) -> str:
+        """Who holds the Lease as last seen (empty when nobody, or not seen yet)."""
+        return self._observed.record.holder if self._observed else ""
+
+    def leading(self, now: float) -> bool:
+        """Whether this candidate may write to jobs now.
+
+        Args:
+            now: Monotonic seconds.
+
+        Returns:
+            ``True`` while this candidate holds the Lease and sent its last successful write
+            less than the renew deadline ago.
+        """
+        return (
+            self._renewed_at is not None
+            and self.holder == self.identity
+            and now < self._renewed_at + self.timing.renew_deadline
+        )
+
+    def lost(self, now: float) -> bool:
+        """Whether this candidate led and can no longer: the renew deadline passed.
+
+        Args:
+            now: Monotonic seconds.
+
+        Returns:
+            ``True`` once leadership lapsed (the caller stops writing and exits).
+        """
+        return self._renewed_at is not None and not self.leading(now)
+
+    def renewal(self, wall: datetime) -> Update | None:
+        """The leader's optimistic renewal, from its own last write (no read first).
+
+        Args:
+            wall: The local wall clock, for ``renewTime``.
+
+        Returns:
+            The update, or ``None`` when this candidate does not hold the Lease as last seen.
+        """
+        observed = self._observed
+        if self._renewed_at is None or observed is None or self.holder != self.identity:
+            return None
+        record = replace(
+            observed.record, renew_time=wall, duration_s=_seconds(self.timing.lease_duration)
+        )
+        return Update(record, observed.resource_version)
+
+    def attempt(self, current: Lease | None, now: float, wall: datetime) -> Step:
+        """Decide what to write after reading the Lease (client-go's tryAcquireOrRenew).
+
+        Args:
+            current: The Lease just read, ``None`` when it does not exist (404).
+            now: Monotonic seconds when it was read.
+            wall: The local wall clock, for the record's times.
+
+        Returns:
+            Create it, update it (take or renew), or wait for its holder's lease to expire.
+        """
+        fresh = Record(
+            holder=self.identity,
+            duration_s=_seconds(self.timing.lease_duration),
+            acquire_time=wall,
+            renew_time=wall,
+        )
+        if current is None:
+            return Create(fresh)
+        if self._observed != current:
+            # Expiry counts from when the Lease was last *seen to change*, on our clock. A new
+            # resourceVersion is a change even if the record reads the same (client-go compares
+            # the record alone; its renewTime has microseconds, so it always differs there).
+            self._observed_at = now
+        self._observed = current
+        old = current.record
+        if old.holder and old.holder != self.identity and self._valid(now):
+            return Wait(old.holder)
+        if old.holder == self.identity:
+            record = replace(fresh, acquire_time=old.acquire_time, transitions=old.transitions)
+        else:
+            record = replace(fresh, transitions=old.transitions + 1)
+        return Update(record, current.resource_version)
+
+    def succeeded(self, written: Lease, sent: float, now: float) -> None:
+        """Record a successful create or update.
+
+        Args:
+            written: The Lease as the server returned it.
+            sent: Monotonic seconds just before the request was sent (the leadership
+                window counts from there: the server may have applied it at once).
+            now: Monotonic seconds when the answer arrived.
+        """
+        self._observed = written
+        self._observed_at = now
+        if written.record.holder == self.identity:
+            self._renewed_at = sent
+
+    def release(self, wall: datetime) -> Update | None:
+        """The write that hands the Lease over (on shutdown), if this candidate holds it.
+
+        Args:
+            wall: The local wall clock.
+
+        Returns:
+            An update to an empty holder with a one-second duration, keeping the transition
+            count, or ``None`` when there is nothing to release.
+        """
+        observed = self._observed
+        if self._renewed_at is None or observed is None or self.holder != self.identity:
+            return None
+        record = Record(
+            holder="", duration_s=1, acquire_time=wall, renew_time=wall,
+            transitions=observed.record.transitions,
+        )
+        return Update(record, observed.resource_version)
+
+    def expires_in(self, now: float) -> float | None:
+        """Seconds until the Lease as last seen expires for this candidate.
+
+        Args:
+            now: Monotonic seconds.
+
+        Returns:
+            The seconds left (0 when expired), or ``None`` when another candidate holds no
+            Lease this one has seen (none seen, released, or held by this one).
+        """
+        observed = self._observed
+        if observed is None or not observed.record.holder or self.holder == self.identity:
+            return None
+        return max(self._observed_at + self._duration() - now, 0.0)
+
+    def step_down(self) -> None:
+        """Stop leading (after a release or a lapse): no write is ever allowed again."""
+        self._renewed_at = None
+
+    def _valid(self, now: float) -> bool:
+        return now < self._observed_at + self._duration()
+
+    def _duration(self) -> float:
+        observed = self._observed
+        duration = observed.record.duration_s if observed is not None else 0
+        # A record without a usable duration is judged with our own.
+        return duration if duration > 0 else self.timing.lease_duration
+
+
+def _seconds(value: float) -> int:
+    # leaseDurationSeconds is an integer; round up so no follower waits less than asked.
+    whole = int(value)
+    return whole if whole == value else whole + 1

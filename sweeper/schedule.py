@@ -1,0 +1,145 @@
+"""The watch mode's timers: one per job, at the instant the job becomes due. Pure data.
+
+Each event about a job re-arms its timer (``arm``): an ADDED or MODIFIED object gives a new
+instant (``sweeper.decide.due_at``), or none (finished, suspended, no deadline...), and a
+DELETED one drops it. The watch loop asks for the earliest instant to sleep until, then takes
+every timer that is due at the current time; a taken timer is gone until the next event about
+its job re-arms it. Nothing here reads a clock: instants come in, keys go out.
+
+A binary heap with lazy deletion: re-arming leaves the old heap entry behind, recognised as
+stale by its sequence number, and the heap is rebuilt when stale entries outnumber live ones,
+so memory stays proportional to the jobs tracked.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections.abc import Hashable, Iterable, Iterator
+from datetime import datetime
+from typing import Generic, TypeVar
+
+Key = TypeVar("Key", bound=Hashable)
+
+
+class Schedule(Generic[Key]):
+    """At most one timer per key, each at an instant (an aware datetime)."""
+
+    def __init__(self) -> None:
+        self._armed: dict[Key, tuple[datetime, int]] = {}
+        self._heap: list[tuple[datetime, int, Key]] = []
+        self._sequence = itertools.count()
+
+    def __len__(self) -> int:
+        return len(self._armed)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._armed
+
+    def __iter__(self) -> Iterator[Key]:
+        return iter(list(self._armed))
+
+    def when(self, key: Key) -> datetime | None:
+        """The instant a key's timer is armed for.
+
+        Args:
+            key: The job's key.
+
+        Returns:
+            The instant, ``None`` when no timer is armed for the key.
+        """
+        armed = self._armed.get(key)
+        return None if armed is None else armed[0]
+
+    def arm(self, key: Key, due: datetime | None) -> None:
+        """Arm (or re-arm) the key's timer at ``due``; ``None`` disarms it.
+
+        Args:
+            key: The job's key.
+            due: The instant, or ``None`` when the job is never due as it stands.
+        """
+        if due is None:
+            self.drop(key)
+            return
+        current = self._armed.get(key)
+        if current is not None and current[0] == due:
+            return  # an event that changed nothing due-related: keep the entry
+        sequence = next(self._sequence)
+        self._armed[key] = (due, sequence)
+        heapq.heappush(self._heap, (due, sequence, key))
+        self._compact()
+
+    def drop(self, key: Key) -> None:
+        """Disarm the key's timer (a DELETED event, or a job no longer listed).
+
+        Args:
+            key: The job's key.
+        """
+        if self._armed.pop(key, None) is not None:
+            self._compact()
+
+    def keep_only(self, keys: Iterable[Key]) -> list[Key]:
+        """Drop every timer whose key is not in ``keys`` (after a relist).
+
+        Args:
+            keys: The keys still present.
+
+        Returns:
+            The keys dropped.
+        """
+        kept = set(keys)
+        vanished = [key for key in self._armed if key not in kept]
+        for key in vanished:
+            self.drop(key)
+        return vanished
+
+    def next_due(self) -> datetime | None:
+        """The earliest armed instant.
+
+        Returns:
+            The instant, ``None`` when nothing is armed.
+        """
+        self._discard_stale()
+        return self._heap[0][0] if self._heap else None
+
+    def count_due(self, now: datetime) -> int:
+        """Count the timers due at ``now`` without taking them (the overdue gauge).
+
+        Args:
+            now: The current instant.
+
+        Returns:
+            How many armed instants are at or before ``now``.
+        """
+        return sum(1 for due, _sequence in self._armed.values() if due <= now)
+
+    def pop_due(self, now: datetime) -> list[tuple[Key, datetime]]:
+        """Take every timer due at ``now``, earliest first.
+
+        Args:
+            now: The current instant.
+
+        Returns:
+            The keys with the instant each was armed for; their timers are disarmed.
+        """
+        taken: list[tuple[Key, datetime]] = []
+        while True:
+            self._discard_stale()
+            if not self._heap or self._heap[0][0] > now:
+                return taken
+            due, _sequence, key = heapq.heappop(self._heap)
+            del self._armed[key]
+            taken.append((key, due))
+
+    def _discard_stale(self) -> None:
+        heap = self._heap
+        while heap:
+            due, sequence, key = heap[0]
+            if self._armed.get(key) == (due, sequence):
+                return
+            heapq.heappop(heap)
+
+    def _compact(self) -> None:
+        if len(self._heap) > 2 * len(self._armed) + 64:
+            self._heap = [(due, seq, key) for key, (due, seq) in self._armed.items()]
+            heapq.heapify(self._heap)

@@ -1,0 +1,247 @@
+"""The one request path to the API server: bounded retries, ``Retry-After``, backoff, errors.
+
+No HTTP library here. A :class:`Send` puts one request on the wire and returns the answer, or
+raises :class:`NoResponse` when none came back: :mod:`sweeper.kube` implements it over the
+official client, unit tests with a fake. :class:`Transport` decides everything around it:
+
+- 429 (honouring ``Retry-After``, capped), 500, 502, 503, 504 and connection failures are
+  retried with exponential backoff and jitter, :data:`RetryPolicy.attempts` tries at most;
+- each attempt is bounded by ``--request-timeout`` and by what is left of ``--timeout``, as the
+  run's own stop flag tells it (its deadline, on the run's clock), and a signal cuts a wait
+  short (:class:`~sweeper.errors.Interrupted`);
+- an answer that is not a success becomes the most specific
+  :class:`~sweeper.errors.ApiError`, naming the request.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import urllib.parse
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from http import HTTPStatus
+from typing import Protocol
+
+from sweeper.cluster import JSON
+from sweeper.errors import Interrupted, RequestRef, RunTimeout, api_error
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Response:
+    """An HTTP answer, whatever its status.
+
+    Attributes:
+        status: The HTTP status.
+        data: The body as it came.
+        date: The ``Date`` header (the API server's clock), if any.
+        retry_after: The ``Retry-After`` header, if any.
+    """
+
+    status: int
+    data: bytes
+    date: str | None = None
+    retry_after: str | None = None
+
+
+class NoResponse(Exception):  # noqa: N818 - a state: no HTTP answer came back
+    """No answer came back (connection refused, reset, timed out, TLS).
+
+    Attributes:
+        detail: The failure in one line.
+        retryable: Whether another attempt may get an answer (not for TLS failures).
+    """
+
+    def __init__(self, detail: str, *, retryable: bool) -> None:
+        super().__init__(detail)
+        self.detail = detail
+        self.retryable = retryable
+
+
+class Send(Protocol):
+    """Sends one request; raises :class:`NoResponse` when no answer comes back."""
+
+    def __call__(
+        self, method: str, path: str, headers: dict[str, str], *, body: JSON | None,
+        timeout: float,
+    ) -> Response:
+        """Send it: ``path`` carries the encoded query; ``timeout`` bounds connect and read."""
+        ...
+
+
+class StopSignal(Protocol):
+    """What the transport asks of the run's stop flag (:class:`sweeper.run.StopFlag`)."""
+
+    def remaining(self) -> float:
+        """Seconds left before ``--timeout``, on the run's clock (negative once past)."""
+        ...
+
+    def wait(self, seconds: float) -> bool:
+        """Sleep, unless a signal asks the run to stop; ``True`` when one did."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """Which answers are retried, how often, and how long to wait between attempts.
+
+    Attributes:
+        attempts: Tries per request, the first included.
+        retryable: Statuses worth another attempt.
+        backoff_base_s: The first backoff step; each retry doubles it...
+        backoff_cap_s: ...up to this.
+        retry_after_cap_s: The longest ``Retry-After`` honoured as asked.
+    """
+
+    attempts: int = 4
+    retryable: frozenset[int] = frozenset({429, 500, 502, 503, 504})
+    backoff_base_s: float = 0.25
+    backoff_cap_s: float = 4.0
+    retry_after_cap_s: float = 10.0
+
+    def backoff(self, attempt: int, jitter: Callable[[float, float], float]) -> float:
+        """The wait after failed attempt ``attempt`` (from 1), with "equal jitter".
+
+        Never less than half the step, so that retries do not collapse to zero.
+        """
+        ceiling = min(self.backoff_cap_s, self.backoff_base_s * 2 ** (attempt - 1))
+        return float(ceiling / 2 + jitter(0, ceiling / 2))
+
+    def delay(
+        self, response: Response, attempt: int, jitter: Callable[[float, float], float]
+    ) -> float:
+        """The wait after an answer to retry: its ``Retry-After`` in seconds, else backoff."""
+        if response.retry_after:
+            try:
+                asked = float(response.retry_after)
+            except ValueError:
+                asked = -1.0  # an HTTP date: rare from kube-apiserver; back off as usual
+            if asked >= 0:
+                return min(asked, self.retry_after_cap_s)
+        return self.backoff(attempt, jitter)
+
+
+class Transport:
+    """Sends requests through a :class:`Send` with the retry policy, the run's stop and deadline.
+
+    Args:
+        send: Puts one request on the wire.
+        stop: The run's stop flag: its deadline bounds every attempt and wait.
+        request_timeout: ``--request-timeout``, seconds per attempt.
+        policy: What is retried, and how.
+        jitter: ``random.uniform`` unless a test needs it fixed.
+    """
+
+    def __init__(
+        self,
+        send: Send,
+        stop: StopSignal,
+        *,
+        request_timeout: float,
+        policy: RetryPolicy | None = None,
+        jitter: Callable[[float, float], float] = random.uniform,
+    ) -> None:
+        self._send = send
+        self._stop = stop
+        self._request_timeout = request_timeout
+        self._policy = policy or RetryPolicy()
+        self._jitter = jitter
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        ref: RequestRef,
+        *,
+        query: Sequence[tuple[str, str]] = (),
+        body: JSON | None = None,
+        content_type: str | None = None,
+        dry_run: bool = False,
+        missing_ok: bool = False,
+    ) -> Response:
+        """Send one request, retrying what may heal, until it succeeds or fails for good.
+
+        Args:
+            method: The HTTP method.
+            path: The path, without query.
+            ref: What the request is about, for errors and logs.
+            query: Query parameters, encoded here once.
+            body: A JSON body.
+            content_type: The body's content type.
+            dry_run: Add ``dryRun=All`` (``--dry-run=server``).
+            missing_ok: A 404 is an answer to return, not an error.
+
+        Returns:
+            The successful answer (or the 404, with ``missing_ok``).
+
+        Raises:
+            ApiError: The request failed for good (its subclass names the status).
+            RunTimeout: ``--timeout`` ran out before an answer.
+            Interrupted: A signal arrived while waiting to retry.
+        """
+        pairs = [*query, ("dryRun", "All")] if dry_run else list(query)
+        encoded = urllib.parse.urlencode(pairs, quote_via=urllib.parse.quote)
+        resource_path = f"{path}?{encoded}" if encoded else path
+        headers = {"Accept": "application/json"}
+        if content_type:
+            headers["Content-Type"] = content_type
+        attempt = 0
+        while True:
+            attempt += 1
+            remaining = self._stop.remaining()
+            if remaining <= 0:
+                raise RunTimeout(_timeout_message(ref))
+            try:
+                response = self._send(
+                    method, resource_path, dict(headers), body=body,
+                    timeout=min(self._request_timeout, remaining),
+                )
+            except NoResponse as failure:
+                if self._stop.remaining() <= 0:
+                    raise RunTimeout(_timeout_message(ref)) from failure
+                if failure.retryable and attempt < self._policy.attempts:
+                    self._wait(self._policy.backoff(attempt, self._jitter), ref)
+                    continue
+                raise api_error(ref, None, failure.detail) from failure
+            if succeeded(response.status) or (
+                missing_ok and response.status == HTTPStatus.NOT_FOUND
+            ):
+                return response
+            if response.status in self._policy.retryable and attempt < self._policy.attempts:
+                self._wait(self._policy.delay(response, attempt, self._jitter), ref)
+                continue
+            raise api_error(ref, response.status, status_message(response.data))
+
+    def _wait(self, delay: float, ref: RequestRef) -> None:
+        delay = min(delay, max(self._stop.remaining(), 0.0))
+        log.debug("retrying %s %s in %.2fs", ref.verb, ref.resource, delay)
+        if self._stop.wait(delay):
+            raise Interrupted(f"interrupted while retrying to {ref.verb} {ref.resource}")
+
+
+def succeeded(status: int) -> bool:
+    """Whether a status is a 2xx."""
+    return HTTPStatus.OK <= status < HTTPStatus.MULTIPLE_CHOICES
+
+
+def status_message(data: bytes) -> str:
+    """The ``message`` of a Kubernetes ``Status`` body, else the start of the body, one line."""
+    try:
+        document = json.loads(data) if data else {}
+    except ValueError:
+        return one_line(data.decode("utf-8", "replace"))[:200]
+    message = document.get("message") if isinstance(document, dict) else None
+    return one_line(str(message)) if message else ""
+
+
+def one_line(value: object) -> str:
+    """Any text on one line, its runs of white space folded."""
+    return " ".join(str(value).split())
+
+
+def _timeout_message(ref: RequestRef) -> str:
+    return f"--timeout reached before {ref.verb} {ref.resource} could complete"
+

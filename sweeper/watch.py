@@ -1,0 +1,679 @@
+"""``sweeper --watch``: enforce each deadline the moment it passes, as a long-running process.
+
+Threads, and what each owns:
+
+- one **stream** per served kind and namespace (or cluster-wide): list, then watch from the
+  list's resourceVersion with bookmarks; a closed stream resumes from the last resourceVersion
+  seen, after a jittered backoff; 410 Gone lists again; a stream silent past
+  ``--watch-timeout`` is reopened. It turns each object into the instant the job becomes due
+  (:func:`sweeper.decide.due_at`) and queues that, never the object itself.
+- the **lease** (with ``--leader-elect``): client-go's election (:mod:`sweeper.lease`); only
+  the leader writes to jobs; a leader that cannot renew within the renew deadline stops
+  writing and the process exits (3); SIGTERM releases the Lease.
+- the **resync**: a full pass of the one-shot code every ``--resync`` seconds, on the leader,
+  as a safety net for anything a stream missed.
+- the **main loop** owns the timers (:class:`sweeper.schedule.Schedule`): it applies queued
+  events, and when a timer is due (and this replica leads) it reads the job again, judges it
+  with the current time and lets the executor act, with the one-shot mode's guards. Followers
+  keep their timers armed, so a takeover acts on every overdue job at once.
+
+``now`` is read once per fired job: the local clock, or with ``--clock server`` the earliest
+time the API server's clock can show (:mod:`sweeper.servertime`), so nothing fires early.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import queue
+import random
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from typing import Protocol, TextIO
+
+from sweeper import clock, report
+from sweeper.act import Executor, Outcome, Result
+from sweeper.cluster import JSON, ServedKind, WatchCluster
+from sweeper.config import ClockMode, Config, WatchSettings
+from sweeper.decide import ALWAYS, Action, ActionKind, Plan, due_at, judge
+from sweeper.errors import (
+    EXIT_CLUSTER,
+    EXIT_INTERRUPTED,
+    ApiError,
+    ClusterUnavailable,
+    Conflict,
+    Gone,
+    Interrupted,
+    NotFound,
+    SweeperError,
+    WatchStalled,
+)
+from sweeper.health import Health, Metrics, serve
+from sweeper.jobs import parse_job
+from sweeper.lease import Create, Elector, Lease, Update, Wait, lease_body, parse_lease
+from sweeper.run import StopFlag, signals_stop, sweep
+from sweeper.schedule import Schedule
+from sweeper.servertime import ServerClock
+
+log = logging.getLogger(__name__)
+
+# The main loop turns at least this often, to notice a stepped local clock and leadership.
+MAX_SLEEP_S = 1.0
+# A watch request's server-side timeout, randomised as client-go's reflector does.
+WATCH_TIMEOUT_RANGE_S = (300, 600)
+BACKOFF_BASE_S = 0.5
+BACKOFF_CAP_S = 30.0
+# A fired job whose action failed is tried again this much later (or at the next event).
+RETRY_FAILED_S = 5.0
+# Jobs acted on at once: deadlines come in bursts (jobs submitted together with the same
+# activeDeadlineSeconds), and each action is a few round trips that must not queue up.
+FIRE_WORKERS = 8
+
+
+class WatchConnect(Protocol):
+    """Builds the cluster for the watch mode (``sweeper.kube.connect``)."""
+
+    def __call__(self, config: Config, /, *, stop: StopFlag) -> WatchCluster:
+        """Connect.
+
+        Args:
+            config: The run's settings.
+            stop: The run's stop flag (no deadline in watch mode: it runs until a signal).
+        """
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class JobKey:
+    """A job's identity in the timers: a name can be reused, the re-read checks the rest."""
+
+    kind: str
+    namespace: str
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class _Scope:
+    served: ServedKind
+    namespace: str | None
+
+    def holds(self, key: JobKey) -> bool:
+        return key.kind == self.served.kind.name and (
+            self.namespace is None or key.namespace == self.namespace
+        )
+
+    def __str__(self) -> str:
+        return f"{self.served.kind.plural} in {self.namespace or 'all namespaces'}"
+
+
+@dataclass(frozen=True, slots=True)
+class _Listed:
+    scope: _Scope
+    due: dict[JobKey, datetime | None]
+    relist: bool
+
+
+@dataclass(frozen=True, slots=True)
+class _Event:
+    key: JobKey
+    due: datetime | None  # None also for DELETED
+
+
+@dataclass(frozen=True, slots=True)
+class _Leadership:
+    leading: bool
+
+
+@dataclass(frozen=True, slots=True)
+class _Fired:
+    key: JobKey
+    rearm: datetime | None  # when to look at the job again, if it still needs looking at
+
+
+_Message = _Listed | _Event | _Leadership | _Fired
+
+
+def watch(config: Config, connect: WatchConnect, out: TextIO) -> int:
+    """Run the watch mode until a signal, or until leadership is lost.
+
+    Args:
+        config: The run's settings (``config.watch`` set).
+        connect: Builds the cluster.
+        out: Where the resync passes' reports go.
+
+    Returns:
+        The exit code: 4 after SIGTERM/SIGINT, 3 when leadership was lost.
+
+    Raises:
+        ClusterUnavailable: Discovery failed for good at start-up (exit 3).
+    """
+    settings = config.watch or WatchSettings()
+    flag = StopFlag(math.inf, config.timeout)
+    with signals_stop(flag):
+        cluster = connect(config, stop=flag)
+        with contextlib.closing(cluster):
+            return Watcher(config, settings, cluster, flag, out).run()
+
+
+class Watcher:
+    """The watch mode's state and threads (see the module docstring).
+
+    Args:
+        config: The run's settings.
+        settings: The watch settings.
+        cluster: The cluster.
+        flag: The stop flag (signals).
+        out: Where resync reports go.
+        monotonic: The clock of timers and leadership (injected by tests).
+    """
+
+    def __init__(
+        self,
+        config: Config,
+        settings: WatchSettings,
+        cluster: WatchCluster,
+        flag: StopFlag,
+        out: TextIO,
+        *,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.config = config
+        self.settings = settings
+        self.cluster = cluster
+        self.flag = flag
+        self.out = out
+        self.monotonic = monotonic
+        self.metrics = Metrics()
+        self.health = Health(streams=1)
+        self.timers: Schedule[JobKey] = Schedule()
+        self.served: dict[str, ServedKind] = {}
+        self.inbox: queue.Queue[_Message] = queue.Queue()
+        self.server_clock = ServerClock()
+        self._clock_lock = threading.Lock()
+        self.elector = Elector(settings.identity, settings.timing)
+        self._elector_lock = threading.Lock()
+        self.lost_leadership = False
+        self._listing = threading.Lock()
+        self._pool = ThreadPoolExecutor(max_workers=FIRE_WORKERS, thread_name_prefix="fire")
+        self._in_flight: set[JobKey] = set()
+        self._deferred: dict[JobKey, datetime] = {}
+        # Set once no job write can start or be in progress: only then is the Lease released.
+        self._writes_done = threading.Event()
+        self.metrics.clock_offset.labels("low").set_function(lambda: self._offset("low"))
+        self.metrics.clock_offset.labels("high").set_function(lambda: self._offset("high"))
+
+    # --- the clock -------------------------------------------------------------------------
+
+    def saw_date(self, date: datetime | None, sent: float, received: float) -> None:
+        """Feed one response's ``Date`` header to the server clock estimate.
+
+        Args:
+            date: The header, parsed.
+            sent: Monotonic seconds before the request.
+            received: Monotonic seconds after its answer.
+        """
+        if date is None:
+            return
+        with self._clock_lock:
+            self.server_clock.observe(date, sent, received)
+
+    def now(self) -> datetime:
+        """The decision clock's reading (one per fired job).
+
+        Returns:
+            The local clock, or with ``--clock server`` the earliest time the server's clock
+            can show (the local clock until a response has been seen).
+        """
+        if self.config.clock is ClockMode.LOCAL:
+            return clock.local_now()
+        with self._clock_lock:
+            estimate = self.server_clock.now(self.monotonic())
+        return estimate or clock.local_now()
+
+    def _offset(self, bound: str) -> float:
+        mono = self.monotonic()
+        with self._clock_lock:
+            bounds = self.server_clock.bounds(mono)
+        if bounds is None:
+            return math.nan
+        # server - local wall = (server - monotonic) - (wall - monotonic)
+        wall_minus_mono = clock.local_now().timestamp() - mono
+        return (bounds.low if bound == "low" else bounds.high) - wall_minus_mono
+
+    # --- leadership --------------------------------------------------------------------------
+
+    def leading(self) -> bool:
+        """Whether this replica may write to jobs now."""
+        if not self.settings.leader_elect:
+            return True
+        with self._elector_lock:
+            return self.elector.leading(self.monotonic())
+
+    def stop_reason(self) -> SweeperError | None:
+        """Say whether writes must stop: a signal, or this replica no longer leads.
+
+        Returns:
+            The reason, or ``None`` to go on.
+        """
+        cause = self.flag.reason()
+        if cause is not None:
+            return cause
+        if not self.leading():
+            return Interrupted("no longer the leader")
+        return None
+
+    # --- the run ---------------------------------------------------------------------------
+
+    def run(self) -> int:
+        """Start the threads and run the main loop until a stop.
+
+        Returns:
+            The exit code.
+
+        Raises:
+            ClusterUnavailable: Discovery failed for good.
+        """
+        try:
+            discovery = self.cluster.discover()
+        except ApiError as error:
+            raise ClusterUnavailable(str(error)) from error
+        by_kind = {s.kind: s for s in discovery.served}
+        wanted = self.config.kinds or tuple(by_kind)
+        scopes = [
+            _Scope(by_kind[kind], namespace)
+            for kind in wanted
+            if kind in by_kind
+            for namespace in (self.config.namespaces or (None,))
+        ]
+        for scope in scopes:
+            self.served[scope.served.kind.name] = scope.served
+        self.health.expect(len(scopes))
+        server = None
+        if self.settings.health_port:
+            server = serve(
+                self.settings.health_address, self.settings.health_port, self.health, self.metrics
+            )
+            log.info("serving /healthz, /readyz and /metrics on %s:%d",
+                     *server.server_address[:2])
+        threads = [
+            threading.Thread(target=self._stream, args=(scope,), name=f"watch {scope}",
+                             daemon=True)
+            for scope in scopes
+        ]
+        if self.settings.leader_elect:
+            threads.append(threading.Thread(target=self._lead, name="lease", daemon=True))
+        threads.append(threading.Thread(target=self._resync, name="resync", daemon=True))
+        log.info(
+            "watching %d stream(s); identity %s", len(scopes), self.settings.identity,
+            extra={"identity": self.settings.identity, "streams": len(scopes)},
+        )
+        for thread in threads:
+            thread.start()
+        try:
+            self._loop()
+        finally:
+            # Writes in progress complete (none starts: stop_reason says so), then the Lease
+            # is released, so the next leader's first write never overlaps our last one.
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            resync = next(t for t in threads if t.name == "resync")
+            resync.join(timeout=2 * self.config.request_timeout)
+            self._writes_done.set()
+            if server is not None:
+                server.shutdown()
+            lease_thread = next((t for t in threads if t.name == "lease"), None)
+            if lease_thread is not None:
+                lease_thread.join(timeout=self.settings.timing.renew_deadline)
+        if self.lost_leadership:
+            return EXIT_CLUSTER
+        return EXIT_INTERRUPTED
+
+    def _loop(self) -> None:
+        while not self.flag.event.is_set() and not self.lost_leadership:
+            self.health.beat()
+            timeout = MAX_SLEEP_S
+            next_due = self.timers.next_due()
+            leading = self.leading()
+            if next_due is not None and leading:
+                timeout = min(timeout, max((next_due - self.now()).total_seconds(), 0.0))
+            try:
+                message = self.inbox.get(timeout=timeout)
+            except queue.Empty:
+                message = None
+            while message is not None:
+                self._apply(message)
+                try:
+                    message = self.inbox.get_nowait()
+                except queue.Empty:
+                    message = None
+            now = self.now()
+            self.metrics.tracked.set(len(self.timers))
+            self.metrics.overdue.set(self.timers.count_due(now))
+            if self.leading():
+                for key, due in self.timers.pop_due(now):
+                    if self.flag.event.is_set() or not self.leading():
+                        self.timers.arm(key, due)  # not ours to handle any more: keep it
+                    elif key in self._in_flight:
+                        self._deferred[key] = due  # looked at again once the fire ends
+                    else:
+                        self._in_flight.add(key)
+                        self._pool.submit(self._fire_reporting, key, due)
+
+    def _apply(self, message: _Message) -> None:
+        if isinstance(message, _Event):
+            self.timers.arm(message.key, message.due)
+        elif isinstance(message, _Listed):
+            for key, due in message.due.items():
+                self.timers.arm(key, due)
+            if message.relist:
+                vanished = [
+                    key for key in self.timers
+                    if message.scope.holds(key) and key not in message.due
+                ]
+                for key in vanished:
+                    self.timers.drop(key)
+                if vanished:
+                    log.info("relisted %s: %d vanished job(s) dropped", message.scope,
+                             len(vanished))
+        elif isinstance(message, _Fired):
+            self._in_flight.discard(message.key)
+            for rearm in (message.rearm, self._deferred.pop(message.key, None)):
+                current = self.timers.when(message.key)
+                # The earlier wins: an extra look re-reads and judges again; a missed one
+                # would be a deadline not enforced.
+                if rearm is not None and (current is None or rearm < current):
+                    self.timers.arm(message.key, rearm)
+        # _Leadership only wakes the loop up.
+
+    # --- firing ------------------------------------------------------------------------------
+
+    def _fire_reporting(self, key: JobKey, due: datetime) -> None:
+        rearm: datetime | None = None
+        try:
+            rearm = self._fire(key, due)
+        except Exception:  # a worker must never swallow a failure: log it, look again later
+            log.exception("acting on %s %s/%s failed", key.kind, key.namespace, key.name)
+            rearm = self.now() + _seconds(RETRY_FAILED_S)
+        finally:
+            self.inbox.put(_Fired(key, rearm))
+
+    def _fire(self, key: JobKey, due: datetime) -> datetime | None:
+        """Read the job again, judge it now, act; say when to look at it again, if ever."""
+        served = self.served[key.kind]
+        try:
+            raw = self.cluster.get_job(served, key.namespace, key.name)
+        except NotFound:
+            return None  # deleted meanwhile; its DELETED event is on its way
+        except ApiError as error:
+            log.warning("cannot read %s %s/%s at its deadline: %s", key.kind, key.namespace,
+                        key.name, error)
+            return self.now() + _seconds(RETRY_FAILED_S)
+        job = parse_job(raw, served.kind, served.version)
+        now = self.now()  # the one reading for this job
+        policy = replace(self.config.policy, max_actions=None)
+        entry = judge(job, now, policy)
+        if not isinstance(entry, Action):
+            # Changed since the event, or the server clock is not surely there yet.
+            return due_at(job, policy)
+        if entry.kind is not ActionKind.TERMINATE_PODS and due != ALWAYS:
+            self.metrics.lateness.observe(max((now - due).total_seconds(), 0.0))
+        executor = Executor(
+            self.cluster,
+            dry_run=self.config.dry_run,
+            should_stop=self.stop_reason,
+            on_outcome=self._outcome,
+        )
+        execution = executor.execute(Plan(now=now, policy=policy, entries=(entry,)))
+        outcome = execution.outcomes[0]
+        if outcome.result in (Result.ERROR, Result.NOT_STARTED):
+            # Tried again shortly (or by the next event, or by the resync).
+            return now + _seconds(RETRY_FAILED_S)
+        return None  # done: the job's next event (our own write's, too) re-arms it
+
+    def _outcome(self, outcome: Outcome) -> None:
+        report.log_outcome(outcome, self.config.dry_run)
+        entry = outcome.entry
+        if isinstance(entry, Action):
+            self.metrics.actions.labels(
+                entry.job.kind.name, entry.kind.value, outcome.result.value
+            ).inc()
+
+    # --- streams -----------------------------------------------------------------------------
+
+    def _stream(self, scope: _Scope) -> None:
+        version: str | None = None
+        failures = 0
+        listed_once = False
+        while not self.flag.event.is_set():
+            try:
+                if version is None:
+                    version = self._list(scope, relist=listed_once)
+                    if not listed_once:
+                        self.health.listed(scope)
+                    listed_once = True
+                version = self._follow(scope, version)
+                failures = 0
+                self.metrics.watch_restarts.labels("closed").inc()
+            except Gone:
+                log.info("watch of %s: resourceVersion too old (410); listing again", scope)
+                self.metrics.relists.inc()
+                version = None
+                failures = 0
+            except WatchStalled as error:
+                log.warning("watch of %s stalled (%s); reopening", scope, error.detail)
+                self.metrics.watch_restarts.labels("stalled").inc()
+                failures += 1
+                self._backoff(failures)
+            except ApiError as error:
+                log.warning("watch of %s failed: %s", scope, error)
+                self.metrics.watch_restarts.labels("error").inc()
+                failures += 1
+                self._backoff(failures)
+            except Exception:  # a stream thread must never die silently
+                log.exception("watch of %s: unexpected error", scope)
+                self.metrics.watch_restarts.labels("error").inc()
+                failures += 1
+                self._backoff(failures)
+
+    def _backoff(self, failures: int) -> None:
+        ceiling = min(BACKOFF_CAP_S, BACKOFF_BASE_S * 2 ** min(failures - 1, 16))
+        self.flag.event.wait(ceiling / 2 + random.uniform(0, ceiling / 2))  # noqa: S311 - jitter
+
+    def _list(self, scope: _Scope, *, relist: bool) -> str:
+        # One list at a time: each holds a decoded page (500 jobs) while it runs, and six
+        # streams listing together at start-up would hold six (the peak memory at 10k jobs).
+        with self._listing:
+            return self._list_one(scope, relist=relist)
+
+    def _list_one(self, scope: _Scope, *, relist: bool) -> str:
+        due: dict[JobKey, datetime | None] = {}
+        version = ""
+        policy = self.config.policy
+        pages = iter(self.cluster.list_jobs(
+            scope.served, scope.namespace, self.config.selector, self.config.page_size
+        ))
+        while True:
+            sent = self.monotonic()
+            page = next(pages, None)
+            if page is None:
+                break
+            self.saw_date(page.server_date, sent, self.monotonic())
+            for item in page.items:
+                job = parse_job(item, scope.served.kind, scope.served.version)
+                due[JobKey(job.kind.name, job.namespace, job.name)] = due_at(job, policy)
+            version = page.resource_version or version
+        self.inbox.put(_Listed(scope, due, relist))
+        log.info("listed %s: %d job(s)", scope, len(due))
+        return version
+
+    def _follow(self, scope: _Scope, version: str) -> str:
+        policy = self.config.policy
+        sent = self.monotonic()
+        with self.cluster.watch_jobs(
+            scope.served, scope.namespace, self.config.selector, version,
+            timeout_s=random.randint(*WATCH_TIMEOUT_RANGE_S),  # noqa: S311 - spread, not crypto
+            read_timeout_s=self.settings.watch_timeout,
+        ) as stream:
+            self.saw_date(stream.server_date, sent, self.monotonic())
+            for event in stream:
+                if self.flag.event.is_set():
+                    break
+                obj = event.object
+                version = _resource_version(obj) or version
+                if event.type == "BOOKMARK":
+                    continue
+                job = parse_job(obj, scope.served.kind, scope.served.version)
+                key = JobKey(job.kind.name, job.namespace, job.name)
+                if event.type == "DELETED":
+                    self.inbox.put(_Event(key, None))
+                else:
+                    self.inbox.put(_Event(key, due_at(job, policy)))
+        return version
+
+    # --- the lease -----------------------------------------------------------------------------
+
+    def _lease_namespace(self) -> str:
+        return self.settings.lease_namespace or self.cluster.home_namespace
+
+    def _lead(self) -> None:
+        namespace, name = self._lease_namespace(), self.settings.lease_name
+        timing = self.settings.timing
+        was_leading = False
+        holder = ""
+        read_first = False
+        while not self.flag.event.is_set():
+            now = self.monotonic()
+            with self._elector_lock:
+                if self.elector.lost(now):
+                    log.error("lost the Lease %s/%s: could not renew within %gs; exiting",
+                              namespace, name, timing.renew_deadline)
+                    self.elector.step_down()
+                    self.metrics.leader.set(0)
+                    self.lost_leadership = True
+                    self.inbox.put(_Leadership(leading=False))
+                    return
+            try:
+                self._lease_round(namespace, name, read_first=read_first)
+                read_first = False
+            except Conflict:
+                read_first = True  # someone else wrote it: read before the next try
+                continue
+            except ApiError as error:
+                log.warning("Lease %s/%s: %s", namespace, name, error)
+            leading = self.leading()
+            if leading != was_leading:
+                self.metrics.leader.set(1 if leading else 0)
+                log.info(
+                    "%s the Lease %s/%s", "acquired" if leading else "do not hold",
+                    namespace, name, extra={"identity": self.settings.identity},
+                )
+                was_leading = leading
+                self.inbox.put(_Leadership(leading))
+            if not leading and self.elector.holder and self.elector.holder != holder:
+                holder = self.elector.holder
+                log.info("the leader is %s", holder, extra={"leader": holder})
+            delay = timing.retry_period
+            if not leading:
+                with self._elector_lock:
+                    left = self.elector.expires_in(self.monotonic())
+                if left is not None:
+                    # A standby polls every retry period (so it sees a renewal at most that
+                    # late) and tries again the moment the Lease it saw expires, rather than on
+                    # client-go's jittered grid: the takeover comes within the lease duration
+                    # plus one retry period of the leader's last renewal.
+                    delay = min(delay, left + 0.01)
+                elif self.elector.holder != self.settings.identity:
+                    delay *= 1 + 1.2 * random.random()  # noqa: S311 - client-go's jitter
+            self.flag.event.wait(delay)
+        self._writes_done.wait(timeout=timing.renew_deadline)
+        self._release(namespace, name)
+
+    def _lease_round(self, namespace: str, name: str, *, read_first: bool) -> None:
+        wall = clock.local_now()
+        with self._elector_lock:
+            step: Create | Update | Wait | None = None if read_first else self.elector.renewal(wall)
+        if step is None:
+            sent = self.monotonic()
+            try:
+                answer = self.cluster.get_lease(namespace, name)
+                current: Lease | None = parse_lease(answer.object)
+                self.saw_date(answer.server_date, sent, self.monotonic())
+            except NotFound:
+                current = None
+            with self._elector_lock:
+                step = self.elector.attempt(current, self.monotonic(), wall)
+        if isinstance(step, Wait):
+            return
+        sent = self.monotonic()
+        if isinstance(step, Create):
+            answer = self.cluster.create_lease(
+                namespace, lease_body(namespace, name, step.record)
+            )
+        else:
+            answer = self.cluster.update_lease(
+                namespace, name, lease_body(namespace, name, step.record, step.resource_version)
+            )
+        received = self.monotonic()
+        self.saw_date(answer.server_date, sent, received)
+        with self._elector_lock:
+            self.elector.succeeded(parse_lease(answer.object), sent, received)
+
+    def _release(self, namespace: str, name: str) -> None:
+        with self._elector_lock:
+            step = self.elector.release(clock.local_now())
+            self.elector.step_down()
+        self.metrics.leader.set(0)
+        if step is None:
+            return
+        try:
+            self.cluster.update_lease(
+                namespace, name, lease_body(namespace, name, step.record, step.resource_version)
+            )
+            log.info("released the Lease %s/%s", namespace, name)
+        except ApiError as error:
+            log.warning("could not release the Lease %s/%s: %s", namespace, name, error)
+
+    # --- the resync --------------------------------------------------------------------------
+
+    def _resync(self) -> None:
+        number = 0
+        while not self.flag.event.wait(self.settings.resync):
+            if not self.leading():
+                continue
+            number += 1
+            flag = _LeaderFlag(self)
+            try:
+                outcome = sweep(number, self.config, self.cluster, flag, self.out)
+                result = "stopped" if outcome.stopped_by else (
+                    "errors" if outcome.errors else "ok"
+                )
+            except SweeperError as error:
+                log.warning("resync pass %d failed: %s", number, error)
+                result = "failed"
+            self.metrics.resyncs.labels(result).inc()
+
+
+class _LeaderFlag(StopFlag):
+    """A pass's stop flag that also stops it when this replica stops leading."""
+
+    def __init__(self, watcher: Watcher) -> None:
+        super().__init__(math.inf, watcher.config.timeout)
+        self.event = watcher.flag.event
+        self._watcher = watcher
+
+    def reason(self) -> SweeperError | None:
+        return self._watcher.stop_reason()
+
+
+def _resource_version(obj: JSON) -> str | None:
+    meta = obj.get("metadata")
+    version = meta.get("resourceVersion") if isinstance(meta, dict) else None
+    return version if isinstance(version, str) and version else None
+
+
+def _seconds(value: float) -> timedelta:
+    return timedelta(seconds=value)

@@ -1,0 +1,147 @@
+"""``mode: cronjob|watch``: the CronJob renders exactly as before; watch is a Deployment.
+
+The snapshots under ``snapshots/`` are ``helm template sw chart --namespace sweeper`` of the
+chart before the watch mode existed, for the value sets in ``snapshots/cases.json``. A change
+that is *meant* to alter the CronJob's rendering regenerates them with that command (and says
+so in its commit); any other difference is a regression of the default mode.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.chart.conftest import _run_template
+
+SNAPSHOTS = Path(__file__).parent / "snapshots"
+CASES = json.loads((SNAPSHOTS / "cases.json").read_text(encoding="utf-8"))
+# Only the chart's own version may move without touching the CronJob's behaviour.
+VERSION_LINES = re.compile(r"^\s*(helm\.sh/chart|app\.kubernetes\.io/version): .*$", re.MULTILINE)
+WATCH_VALUES = {
+    "watch": {
+        "replicas": 3, "resyncSeconds": 60, "metricsPort": 9100,
+        "serviceMonitor": {"enabled": True}, "metricsFrom": [{"podSelector": {}}],
+    }
+}
+
+
+def normalised(text: str) -> str:
+    return VERSION_LINES.sub("", text)
+
+
+@pytest.mark.parametrize("case", sorted(CASES), ids=str)
+@pytest.mark.parametrize("extra", [{}, {"mode": "cronjob", **WATCH_VALUES}],
+                         ids=["mode-unset", "mode-cronjob-with-watch-values"])
+def test_the_cronjob_mode_renders_exactly_as_before(helm, tmp_path, case, extra):
+    done = _run_template(helm, tmp_path, {**CASES[case], **extra}, [])
+    assert done.returncode == 0, done.stderr
+    expected = (SNAPSHOTS / f"cronjob-{case}.yaml").read_text(encoding="utf-8")
+    assert normalised(done.stdout) == normalised(expected)
+
+
+def test_watch_mode_is_a_deployment_of_two_with_a_pdb_and_probes(render):
+    rendered = render({"mode": "watch"})
+
+    assert rendered.of_kind("CronJob") == []
+    deployment = rendered.one("Deployment")
+    assert deployment["spec"]["replicas"] == 2
+    assert rendered.one("PodDisruptionBudget")["spec"]["maxUnavailable"] == 1
+    pod = deployment["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert pod["restartPolicy"] == "Always"
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
+    assert container["ports"] == [{"name": "metrics", "containerPort": 8080, "protocol": "TCP"}]
+    args = container["args"]
+    assert "--watch" in args
+    assert "--identity=$(POD_NAME)" in args
+    assert not any(a.startswith(("--every", "--for", "--timeout")) for a in args)
+    assert {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}} in (
+        container["env"]
+    )
+
+
+def test_watch_mode_keeps_the_cronjobs_restricted_security_context(render):
+    cron_pod = render().pod_spec
+    watch_pod = render({"mode": "watch"}).one("Deployment")["spec"]["template"]["spec"]
+    assert watch_pod["securityContext"] == cron_pod["securityContext"]
+    assert watch_pod["containers"][0]["securityContext"] == (
+        cron_pod["containers"][0]["securityContext"]
+    )
+    assert watch_pod["volumes"] == cron_pod["volumes"]
+    assert watch_pod["automountServiceAccountToken"] is False
+
+
+@pytest.mark.parametrize(
+    ("action", "verbs"),
+    [
+        pytest.param("touch", ["get", "list", "watch", "patch"], id="touch"),
+        pytest.param("fail", ["get", "list", "watch"], id="fail"),
+        pytest.param("auto", ["get", "list", "watch", "patch"], id="auto"),
+    ],
+)
+def test_watch_mode_adds_watch_and_get_on_the_jobs_and_one_lease(render, action, verbs):
+    rendered = render({"mode": "watch", "action": action})
+
+    rules = rendered.one("ClusterRole")["rules"]
+    assert rules[0]["verbs"] == verbs
+    lease = next(r for r in rendered.of_kind("Role") if r["metadata"]["name"].endswith("-lease"))
+    assert lease["metadata"]["namespace"] == "sweeper"
+    assert lease["rules"] == [
+        {
+            "apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+            "resourceNames": ["sw-kubeflow-deadline-sweeper"], "verbs": ["get", "update"],
+        },
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+    ]
+    binding = next(
+        b for b in rendered.of_kind("RoleBinding") if b["metadata"]["name"].endswith("-lease")
+    )
+    assert binding["roleRef"]["name"] == lease["metadata"]["name"]
+
+
+def test_the_network_policy_admits_the_metrics_scrape_only(render):
+    policy = render({"mode": "watch"}).one("NetworkPolicy")
+    assert policy["spec"]["ingress"] == [{"ports": [{"port": "metrics", "protocol": "TCP"}]}]
+
+    scrapers = [{"namespaceSelector": {"matchLabels": {"name": "monitoring"}}}]
+    policy = render({"mode": "watch", "watch": {"metricsFrom": scrapers}}).one("NetworkPolicy")
+    assert policy["spec"]["ingress"] == [
+        {"ports": [{"port": "metrics", "protocol": "TCP"}], "from": scrapers}
+    ]
+
+
+def test_the_service_monitor_is_optional(render):
+    assert render({"mode": "watch"}).of_kind("ServiceMonitor") == []
+    monitor = render(
+        {"mode": "watch", "watch": {"serviceMonitor": {"enabled": True, "labels": {"r": "p"}}}}
+    ).one("ServiceMonitor")
+    assert monitor["spec"]["endpoints"] == [{"port": "metrics", "path": "/metrics",
+                                             "interval": "30s"}]
+    assert monitor["metadata"]["labels"]["r"] == "p"
+    service = render({"mode": "watch"}).one("Service")
+    assert service["spec"]["ports"][0]["targetPort"] == "metrics"
+
+
+def test_one_replica_gets_no_disruption_budget(render):
+    assert render({"mode": "watch", "watch": {"replicas": 1}}).of_kind(
+        "PodDisruptionBudget"
+    ) == []
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        pytest.param({"mode": "daemon"}, "mode", id="unknown-mode"),
+        pytest.param({"watch": {"replica": 2}}, "replica", id="unknown-watch-key"),
+        pytest.param({"watch": {"replicas": 0}}, "replicas", id="no-replicas"),
+        pytest.param({"watch": {"serviceMonitor": {"interval": "soon"}}}, "interval",
+                     id="bad-scrape-interval"),
+    ],
+)
+def test_the_schema_refuses_bad_watch_values(render_error, values, message):
+    assert message in render_error(values)
+

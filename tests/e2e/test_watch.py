@@ -1,0 +1,151 @@
+"""``sweeper --watch`` on the real kube-apiserver: timers armed, re-armed and dropped by events.
+
+Jobs are created with deadlines a few seconds ahead; the test waits (patiently, without timing
+assertions) for the watcher's touch, and checks that it never came before the deadline.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e import workloads as w
+from tests.e2e.watchers import Watcher, wait_for
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture
+def start_watcher(
+    sweeper_kubeconfig: Path, tmp_path: Path, namespace: str
+) -> Iterator[Any]:
+    started: list[Watcher] = []
+
+    def start(*args: str, name: str = "w") -> Watcher:
+        watcher = Watcher(
+            sweeper_kubeconfig, tmp_path, "-n", namespace, "--lease-namespace", namespace,
+            "--retry-period", "0.5", "--renew-deadline", "3", "--lease-duration", "4",
+            *args, name=name,
+        )
+        started.append(watcher)
+        return watcher
+
+    yield start
+    for watcher in started:
+        watcher.stop()
+
+
+def touched_at(cp: Any, namespace: str, name: str) -> str | None:
+    job = w.get_job(cp, namespace, "PyTorchJob", name)
+    return (job["metadata"].get("annotations") or {}).get(w.TOUCHED_AT)
+
+
+def acted(watcher: Watcher) -> list[str]:
+    return [e["name"] for e in watcher.logs() if e.get("action")]
+
+
+def deadline_of(job: dict[str, Any]) -> Any:
+    start = w.parse_stamp(job["status"]["startTime"])
+    return start + dt.timedelta(seconds=job["spec"]["runPolicy"]["activeDeadlineSeconds"])
+
+
+def test_a_job_overdue_at_start_up_is_touched_at_once(control_plane, namespace, start_watcher):
+    w.create_job(control_plane, namespace, "late")
+    watcher = start_watcher()
+
+    wait_for(lambda: touched_at(control_plane, namespace, "late") is not None, "touch", watcher)
+
+
+def test_a_deadline_passing_while_watched_is_enforced_never_early(
+    control_plane, namespace, start_watcher
+):
+    watcher = start_watcher()
+    watcher.wait_ready()
+    job = w.create_job(control_plane, namespace, "soon", deadline=4, started_ago=0)
+
+    wait_for(lambda: acted(watcher) == ["soon"], "touch", watcher)
+
+    stamp = touched_at(control_plane, namespace, "soon")
+    assert stamp is not None
+    assert w.parse_stamp(stamp) >= deadline_of(job).replace(microsecond=0)
+    late = [e for e in watcher.logs() if e.get("name") == "soon"]
+    assert [e["action"] for e in late] == ["touch"], watcher.explain()
+    assert late[0]["seconds_overdue"] >= 0
+
+
+def test_a_shortened_deadline_re_arms_the_timer(control_plane, namespace, start_watcher):
+    watcher = start_watcher()
+    watcher.wait_ready()
+    w.create_job(control_plane, namespace, "edited", deadline=3600, started_ago=0)
+    control_plane.request(
+        "PATCH", w.job_path(namespace, "PyTorchJob", "edited"),
+        {"spec": {"runPolicy": {"activeDeadlineSeconds": 2}}},
+        content_type="application/merge-patch+json",
+    )
+
+    wait_for(lambda: touched_at(control_plane, namespace, "edited") is not None, "touch", watcher)
+
+
+def test_suspended_and_deleted_jobs_are_left_alone_then_a_resume_is_enforced(
+    control_plane, namespace, start_watcher
+):
+    watcher = start_watcher()
+    watcher.wait_ready()
+    w.create_job(control_plane, namespace, "paused", deadline=2, started_ago=0)
+    control_plane.request(
+        "PATCH", w.job_path(namespace, "PyTorchJob", "paused"),
+        {"spec": {"runPolicy": {"suspend": True}}},
+        content_type="application/merge-patch+json",
+    )
+    w.create_job(control_plane, namespace, "deleted", deadline=2, started_ago=0)
+    control_plane.request("DELETE", w.job_path(namespace, "PyTorchJob", "deleted"))
+    # A marker due after both: once it is touched, both deadlines are long past.
+    w.create_job(control_plane, namespace, "marker", deadline=4, started_ago=0)
+    wait_for(lambda: acted(watcher) == ["marker"], "marker", watcher)
+    assert touched_at(control_plane, namespace, "paused") is None
+
+    # The operator restarts the clock on resume: a new startTime.
+    control_plane.request(
+        "PATCH", w.job_path(namespace, "PyTorchJob", "paused"),
+        {"spec": {"runPolicy": {"suspend": False}}},
+        content_type="application/merge-patch+json",
+    )
+    w.set_status(control_plane, namespace, "PyTorchJob", "paused",
+                 w.operator_status("PyTorchJob", w.stamp(w.now())))
+    wait_for(lambda: touched_at(control_plane, namespace, "paused") is not None, "resume", watcher)
+
+
+def test_two_replicas_elect_one_writer_and_sigterm_hands_over(
+    control_plane, namespace, start_watcher
+):
+    first = start_watcher(name="first")
+    first.wait_ready()
+    wait_for(lambda: "deadline_sweeper_leader 1.0" in first.metrics(), "first leads", first)
+    second = start_watcher(name="second")
+    second.wait_ready()
+    w.create_job(control_plane, namespace, "one", deadline=2, started_ago=0)
+    wait_for(lambda: touched_at(control_plane, namespace, "one") is not None, "touch", first)
+    lease = control_plane.request(
+        "GET", f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/"
+        "kubeflow-deadline-sweeper"
+    )
+    assert lease["spec"]["holderIdentity"] == "first"
+    assert "deadline_sweeper_leader 0.0" in second.metrics()
+
+    assert first.stop(signal.SIGTERM) == 4, first.explain()
+    released = control_plane.request(
+        "GET", f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/"
+        "kubeflow-deadline-sweeper"
+    )
+    assert released["spec"].get("holderIdentity") in ("", None, "second"), released
+    w.create_job(control_plane, namespace, "two", deadline=2, started_ago=0)
+
+    # The action's log line comes after its writes (the touch, then the event): wait for it.
+    wait_for(lambda: acted(second) == ["two"], "takeover", second)
+    assert touched_at(control_plane, namespace, "two") is not None
+    assert acted(first) == ["one"], first.explain()

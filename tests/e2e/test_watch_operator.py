@@ -1,0 +1,51 @@
+"""``sweeper --watch`` with the real Training Operator v1.9.4: the touch path, on time.
+
+The job's pods are stable (nothing wakes the operator at the deadline); the watcher touches
+the job when its deadline passes and the operator, reconciling the touch, fails it with its
+own reason and message. No timing assertion: the benchmarks measure how soon.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from devcluster import jobs
+from devcluster.kubelet import staggered
+from devcluster.operator import Operator
+from tests.e2e.conftest_operator import RunningJob
+from tests.e2e.test_operator_sweeper import TOUCH_MARKER, assert_failed_by_operator
+from tests.e2e.watchers import Watcher
+
+pytestmark = [pytest.mark.e2e, pytest.mark.operator]
+
+STABLE_FROM_7S = staggered(master_running=1, workers_running=[3, 5, 7])
+
+
+def test_the_watchers_touch_at_the_deadline_makes_the_operator_fail_the_job(
+    operator: Operator,
+    kubeflow_jobs: Callable[..., RunningJob],
+    sweeper_kubeconfig: Path,
+    tmp_path: Path,
+) -> None:
+    job = kubeflow_jobs("PyTorchJob", ads=20, timeline=STABLE_FROM_7S)
+    watcher = Watcher(sweeper_kubeconfig, tmp_path, "-n", job.namespace, "--no-leader-elect")
+    try:
+        watcher.wait_ready()
+        deadline = job.started().deadline
+        assert deadline is not None
+
+        failed = job.wait_failed(timeout=120)
+
+        assert_failed_by_operator(failed)
+        touched_at = jobs.parse_time(failed.annotations.get(TOUCH_MARKER))
+        assert touched_at is not None, watcher.explain()
+        assert touched_at >= deadline.replace(microsecond=0), "touched before the deadline"
+        actions = [e for e in watcher.logs() if e.get("action")]
+        assert [(e["action"], e["result"]) for e in actions] == [("touch", "done")], (
+            watcher.explain()
+        )
+    finally:
+        watcher.stop()

@@ -1,0 +1,44 @@
+"""RecordingCluster: --dry-run (client) reads the cluster and writes only to its own list."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sweeper.cluster import RecordingCluster, ServedKind, Write
+from sweeper.kinds import PYTORCHJOB
+from tests.unit.fakes import FakeCluster
+from tests.unit.objects import NOW, job, owned
+
+PYTORCH = ServedKind(PYTORCHJOB, "v1")
+
+
+def test_reads_pass_through_and_writes_are_kept_not_sent() -> None:
+    raw = job()
+    fake = FakeCluster(date=NOW)
+    fake.add_job(raw)
+    fake.add_pod(owned("w-0", raw, phase="Running"))
+    fake.add_service(owned("w-0", raw, phase=None))
+    recording = RecordingCluster(fake)
+    patch: dict[str, Any] = {"metadata": {"annotations": {"a": "b"}}}
+    event = {"involvedObject": {"name": "train"}, "reason": "DeadlineTouched"}
+
+    assert recording.discover().server_date == NOW
+    assert [p.items[0]["metadata"]["name"] for p in recording.list_jobs(PYTORCH, None, None, 5)]
+    assert recording.get_job(PYTORCH, "team-a", "train")["metadata"]["name"] == "train"
+    assert len(recording.list_pods("team-a", "")) == len(recording.list_services("team-a", "")) == 1
+    recording.patch_job(PYTORCH, "team-a", "train", patch, dry_run=False)
+    recording.patch_job_status(PYTORCH, "team-a", "train", {"status": {}}, dry_run=False)
+    recording.delete_pod("team-a", "w-0", "uid", dry_run=False)
+    recording.delete_service("team-a", "w-0", "uid", dry_run=False)
+    recording.create_event("team-a", event, dry_run=False)
+    recording.close()
+
+    assert fake.writes == []
+    assert fake.methods() == ["discover", "list", "get", "list-pods", "list-services"]
+    assert recording.writes == [
+        Write("patch", "team-a", "train", patch),
+        Write("patch-status", "team-a", "train", {"status": {}}),
+        Write("delete-pod", "team-a", "w-0"),
+        Write("delete-service", "team-a", "w-0"),
+        Write("create-event", "team-a", "train", event),
+    ]

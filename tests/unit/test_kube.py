@@ -1,0 +1,255 @@
+"""sweeper.kube without a server: the requests each Cluster method makes, and ClientSend's errors.
+
+The same methods against the real kube-apiserver are the e2e tier's; here a scripted Send
+shows the paths, queries, bodies and pages exactly.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import urllib3
+from kubernetes import client as k8s_client
+
+from sweeper import kube
+from sweeper.cluster import ServedKind
+from sweeper.config import Config
+from sweeper.errors import ConfigError
+from sweeper.kinds import MPI_OPERATOR_VERSION, MPIJOB, PYTORCHJOB, TFJOB
+from sweeper.transport import NoResponse, Response, Transport
+from tests.unit.test_transport import FakeSend, FakeStop
+
+PYTORCH = ServedKind(PYTORCHJOB, "v1")
+DATE = "Wed, 01 May 2024 12:00:00 GMT"
+
+
+def ok(document: Any = None, status: int = 200) -> Response:
+    return Response(status, json.dumps(document or {}).encode(), DATE)
+
+
+def cluster(*script: Response) -> tuple[kube.KubeCluster, FakeSend]:
+    stop = FakeStop()
+    send = FakeSend(stop, list(script))
+    return kube.KubeCluster(Transport(send, stop, request_timeout=10.0)), send
+
+
+# --- discovery ---------------------------------------------------------------------------------
+
+
+def resources(*plurals: str) -> Response:
+    return ok({"resources": [{"name": p} for p in plurals] + [{"name": "pytorchjobs/status"}]})
+
+
+DISCOVERIES = [
+    pytest.param([ok(status=404)], [], id="no-kubeflow-group"),
+    pytest.param(
+        [ok({"versions": [{"version": "v1"}]}), resources("tfjobs", "pytorchjobs", "mpijobs")],
+        [(TFJOB, "v1"), (PYTORCHJOB, "v1"), (MPIJOB, "v1")], id="v1-kinds-in-table-order",
+    ),
+    pytest.param(
+        [ok({"versions": [{"version": "v2beta1"}]}), resources("mpijobs")],
+        [(MPIJOB, MPI_OPERATOR_VERSION)], id="mpi-operator-mpijob-only",
+    ),
+    pytest.param(
+        [ok({"versions": [{"version": "v1"}, {"version": "v2beta1"}]}), resources("mpijobs"),
+         resources("mpijobs")],
+        [(MPIJOB, "v1")], id="v1-mpijob-wins",
+    ),
+    pytest.param(
+        [ok({"versions": [{"version": "v1"}]}), ok(status=404)], [], id="version-vanished",
+    ),
+]
+
+
+@pytest.mark.parametrize(("script", "served"), DISCOVERIES)
+def test_discovery_finds_the_served_kinds(
+    script: list[Response], served: list[tuple[object, str]]
+) -> None:
+    sweeper_cluster, send = cluster(*script)
+
+    discovery = sweeper_cluster.discover()
+
+    assert [(s.kind, s.version) for s in discovery.served] == served
+    assert discovery.server_date is not None
+    assert send.sent[0].path == "/apis/kubeflow.org"
+
+
+# --- lists -------------------------------------------------------------------------------------
+
+
+def test_jobs_are_listed_page_by_page_with_the_continue_token() -> None:
+    sweeper_cluster, send = cluster(
+        ok({"items": [{"n": 1}], "metadata": {"continue": "t/1"}}),
+        ok({"items": [{"n": 2}], "metadata": {}}),
+    )
+
+    pages = sweeper_cluster.list_jobs(PYTORCH, "team a", "x=y", 1)
+    first = next(pages)
+    assert first.items == [{"n": 1}]
+    second = next(pages)
+    assert first.items == []  # freed once the next page is asked for
+    assert second.items == [{"n": 2}]
+    assert list(pages) == []
+    assert [s.path for s in send.sent] == [
+        "/apis/kubeflow.org/v1/namespaces/team%20a/pytorchjobs?limit=1&labelSelector=x%3Dy",
+        "/apis/kubeflow.org/v1/namespaces/team%20a/pytorchjobs?limit=1&labelSelector=x%3Dy"
+        "&continue=t%2F1",
+    ]
+
+
+def test_all_namespaces_and_core_lists_collect_every_page() -> None:
+    sweeper_cluster, send = cluster(
+        ok({"items": [{"p": 1}], "metadata": {"continue": "c"}}), ok({"items": [{"p": 2}]}),
+        ok({"items": [{"s": 1}]}), ok({"items": []}),
+    )
+
+    assert sweeper_cluster.list_pods("a", "job=train") == [{"p": 1}, {"p": 2}]
+    assert sweeper_cluster.list_services("a", "job=train") == [{"s": 1}]
+    assert next(sweeper_cluster.list_jobs(PYTORCH, None, None, 500)).items == []
+    assert [s.path.split("?")[0] for s in send.sent] == [
+        "/api/v1/namespaces/a/pods", "/api/v1/namespaces/a/pods",
+        "/api/v1/namespaces/a/services", "/apis/kubeflow.org/v1/pytorchjobs",
+    ]
+
+
+# --- reads and writes --------------------------------------------------------------------------
+
+
+def test_get_job_quotes_the_name_and_decodes_the_object() -> None:
+    sweeper_cluster, send = cluster(ok({"kind": "PyTorchJob"}))
+    assert sweeper_cluster.get_job(PYTORCH, "a", "x/y") == {"kind": "PyTorchJob"}
+    assert send.sent[0].path == "/apis/kubeflow.org/v1/namespaces/a/pytorchjobs/x%2Fy"
+
+
+WRITES = [
+    pytest.param(
+        lambda c: c.patch_job(PYTORCH, "a", "j", {"metadata": {}}, dry_run=False),
+        "PATCH", "/apis/kubeflow.org/v1/namespaces/a/pytorchjobs/j", {"metadata": {}},
+        "application/merge-patch+json", id="touch-patch",
+    ),
+    pytest.param(
+        lambda c: c.patch_job_status(PYTORCH, "a", "j", {"status": {}}, dry_run=True),
+        "PATCH", "/apis/kubeflow.org/v1/namespaces/a/pytorchjobs/j/status?dryRun=All",
+        {"status": {}}, "application/merge-patch+json", id="status-patch-server-dry-run",
+    ),
+    pytest.param(
+        lambda c: c.delete_pod("a", "p", "uid-1", dry_run=False),
+        "DELETE", "/api/v1/namespaces/a/pods/p",
+        {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": "uid-1"}},
+        "application/json", id="pod-delete-with-uid-precondition",
+    ),
+    pytest.param(
+        lambda c: c.delete_service("a", "s", "uid-2", dry_run=True),
+        "DELETE", "/api/v1/namespaces/a/services/s?dryRun=All",
+        {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": "uid-2"},
+         "dryRun": ["All"]},
+        "application/json", id="service-delete-server-dry-run",
+    ),
+    pytest.param(
+        lambda c: c.create_event("a", {"kind": "Event"}, dry_run=False),
+        "POST", "/api/v1/namespaces/a/events", {"kind": "Event"}, "application/json",
+        id="event",
+    ),
+]
+
+
+@pytest.mark.parametrize(("write", "method", "path", "body", "content_type"), WRITES)
+def test_each_write_is_one_request(
+    write: Any, method: str, path: str, body: Any, content_type: str
+) -> None:
+    sweeper_cluster, send = cluster(ok())
+
+    write(sweeper_cluster)
+
+    [sent] = send.sent
+    assert (sent.method, sent.path, sent.body) == (method, path, body)
+    assert sent.headers["Content-Type"] == content_type
+
+
+def test_close_closes_what_connect_opened() -> None:
+    closed = []
+    kube.KubeCluster(Transport(FakeSend(FakeStop(), []), FakeStop(), request_timeout=1.0),
+                     close=lambda: closed.append(True)).close()
+    assert closed == [True]
+
+
+# --- ClientSend: what the client raises --------------------------------------------------------
+
+
+class RaisingApi:
+    """An ApiClient of release 36 or before (no param_serialize) whose call_api raises."""
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+    def call_api(self, *_args: Any, **_kwargs: Any) -> Any:
+        raise self.error
+
+
+def legacy_answer() -> k8s_client.ApiException:
+    error = k8s_client.ApiException(status=503, reason="Service Unavailable")
+    error.body = '{"message": "try later"}'
+    error.headers = {"Date": DATE, "Retry-After": "2"}
+    return error
+
+
+SEND_FAILURES = [
+    pytest.param(legacy_answer(), Response(503, b'{"message": "try later"}', DATE, "2"), None,
+                 id="legacy-status-is-an-answer"),
+    pytest.param(k8s_client.ApiException(status=0, reason="SSL: CERTIFICATE_VERIFY_FAILED"),
+                 None, (False, "SSL: CERTIFICATE_VERIFY_FAILED"), id="tls-is-not-retryable"),
+    pytest.param(urllib3.exceptions.ProtocolError("[Errno 111] Connection refused"),
+                 None, (True, "connection refused"), id="refused"),
+    pytest.param(urllib3.exceptions.TimeoutError("Read timed out."),
+                 None, (True, "timed out (--request-timeout)"), id="read-timeout"),
+    pytest.param(ConnectionResetError("peer\n reset"), None, (True, "peer reset"),
+                 id="reset"),
+]
+
+
+@pytest.mark.parametrize(("error", "response", "no_response"), SEND_FAILURES)
+def test_client_errors_become_answers_or_no_response(
+    error: BaseException, response: Response | None, no_response: tuple[bool, str] | None
+) -> None:
+    send = kube.ClientSend(RaisingApi(error))
+    if response is not None:
+        assert send("GET", "/x", {}, body=None, timeout=1.0) == response
+        return
+    with pytest.raises(NoResponse) as raised:
+        send("GET", "/x", {}, body=None, timeout=1.0)
+    assert no_response is not None
+    assert (raised.value.retryable, raised.value.detail) == no_response
+    assert raised.value.__cause__ is error
+
+
+# --- connect: where the configuration comes from -------------------------------------------
+
+
+def test_connect_without_any_configuration_is_a_usage_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    with pytest.raises(ConfigError, match="no kubeconfig found"):
+        kube.connect(Config(), stop=FakeStop())
+
+
+def test_a_missing_or_broken_kubeconfig_is_a_usage_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="no such file"):
+        kube.connect(Config(kubeconfig=str(tmp_path / "absent")), stop=FakeStop())
+    broken = tmp_path / "config"
+    broken.write_text("apiVersion: v1\nkind: Config\nclusters: []\n")
+    with pytest.raises(ConfigError, match=f"kubeconfig {broken}"):
+        kube.connect(Config(kubeconfig=str(broken)), stop=FakeStop())
+
+
+def test_a_context_without_a_kubeconfig_is_a_usage_error_in_a_pod(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.0.0.1")
+    with pytest.raises(ConfigError, match="--context needs a kubeconfig"):
+        kube.connect(Config(context="prod"), stop=FakeStop())
