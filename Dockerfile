@@ -1,12 +1,18 @@
 # Image of the kubeflow-deadline-sweeper CLI, run by the Helm chart in chart/ as a CronJob.
 #
-# Two stages on one pinned base: "build" turns the package into a wheel inside a virtual
+# Two stages on one base: "build" turns the package into a wheel inside a virtual
 # environment; "runtime" receives only that environment. The dependencies are installed
 # before the code is copied, so editing sweeper/ does not re-download them.
 #
-# The base is pinned by tag and by the digest of its multi-architecture index, written out in
-# both FROM lines (not an ARG, which a build could override); move both together.
-FROM python:3.11.14-slim-bookworm@sha256:65a93d69fa75478d554f4ad27c85c1e69fa184956261b4301ebaf6dbb0a3543d AS build
+# BASE defaults to the public Python image pinned by tag and by the digest of its
+# multi-architecture index: that default is what a release builds. Where that image cannot be
+# pulled, scripts/build-image builds an equivalent base from Debian's packages and passes it
+# here (--build-arg BASE=...): Python 3.11 at /usr/local/bin/python, pip in the build stage.
+# A base without pip or a shell serves the runtime stage: its one step needs neither.
+ARG BASE=docker.io/library/python:3.11.14-slim-bookworm@sha256:65a93d69fa75478d554f4ad27c85c1e69fa184956261b4301ebaf6dbb0a3543d
+ARG BUILD_BASE=${BASE}
+
+FROM ${BUILD_BASE} AS build
 ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PYTHONDONTWRITEBYTECODE=1
@@ -27,7 +33,8 @@ RUN pip wheel --no-deps --wheel-dir /tmp/dist . \
     && pip --python /opt/venv/bin/python install --no-deps /tmp/dist/*.whl \
     && /opt/venv/bin/sweeper --version
 
-FROM python:3.11.14-slim-bookworm@sha256:65a93d69fa75478d554f4ad27c85c1e69fa184956261b4301ebaf6dbb0a3543d AS runtime
+FROM ${BASE} AS runtime
+ARG BASE
 ARG VERSION=0.1.0
 ARG REVISION=unknown
 LABEL org.opencontainers.image.title="kubeflow-deadline-sweeper" \
@@ -37,10 +44,11 @@ LABEL org.opencontainers.image.title="kubeflow-deadline-sweeper" \
       org.opencontainers.image.licenses="Apache-2.0" \
       org.opencontainers.image.source="https://github.com/kubeflow-deadline-sweeper/kubeflow-deadline-sweeper" \
       org.opencontainers.image.url="https://github.com/kubeflow-deadline-sweeper/kubeflow-deadline-sweeper" \
-      org.opencontainers.image.base.name="docker.io/library/python:3.11.14-slim-bookworm"
+      org.opencontainers.image.base.name="${BASE}"
 
-# Nothing installs packages at run time: remove the base image's installers.
-RUN python -m pip uninstall --yes --no-cache-dir pip setuptools wheel
+# Nothing installs packages at run time: remove the base image's installers, if it has any.
+# Exec form and Python, not a shell: a lean base may have neither a shell nor pip.
+RUN ["python", "-c", "import importlib.util as u, subprocess as s, sys; u.find_spec('pip') and s.run([sys.executable, '-m', 'pip', 'uninstall', '--yes', '--no-cache-dir', 'pip', 'setuptools', 'wheel'], check=True)"]
 
 COPY --from=build /opt/venv /opt/venv
 ENV PATH=/opt/venv/bin:$PATH \

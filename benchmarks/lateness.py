@@ -21,6 +21,16 @@ seconds after the last deadline. It prints ``lateness_p50_s``, ``lateness_p99_s`
 (``never`` when none of its jobs failed, with the count not failed), and the target
 (``--interval`` + 2 s). Not modelled: a real CronJob's pod start-up (scheduling, image pull),
 which delays the first pass of each run.
+
+With ``--node`` (root; ``devcluster.node``) nothing is played: the chart is installed with
+``helm`` on a real node (image from ``scripts/build-image``, ``intervalSeconds`` =
+``--interval``, ``namespaces`` = the swept namespace, action touch), the real CronJob
+controller starts its runs and the kubelet their pods; the operator creates the training pods
+and the kubelet runs their containers (the workload image). Lateness is measured the same way;
+the sweeper pods' start-up (pod created to container started) is printed beside it
+(``pod_startup_*``), and the target becomes ``--interval`` + the slowest start-up + 2 s. The
+jobs are TFJobs (a chief and a worker), and there is no operator-alone namespace (the figures
+above show it); ``--jobs`` defaults to 10 there, each job being two real containers.
 """
 
 from __future__ import annotations
@@ -52,7 +62,7 @@ CHART_INTERVALS = (10, 12, 15, 20, 30)
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.lateness", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--jobs", type=int, default=50, help="jobs per namespace (default 50)")
+    parser.add_argument("--jobs", type=int, help="jobs per namespace (default 50; --node: 10)")
     parser.add_argument("--spread", type=int, default=120,
                         help="seconds between the first and the last deadline (default 120)")
     parser.add_argument("--first-deadline", type=int, default=45,
@@ -61,10 +71,16 @@ def main(argv: list[str] | None = None) -> int:
                         help="the chart's intervalSeconds (default 10)")
     parser.add_argument("--settle", type=int, default=20,
                         help="seconds the window runs past the last deadline + interval")
+    parser.add_argument("--node", action="store_true",
+                        help="through the chart's real CronJob on a real node (root)")
     parser.add_argument("--override-for", type=int, metavar="SECONDS",
                         help="replace the chart's --for (a workaround while the chart renders "
                              "one the sweeper rejects; the figures then say so)")
     args = parser.parse_args(argv)
+    if args.node:
+        args.jobs = args.jobs or 10
+        return _node_main(args)
+    args.jobs = args.jobs or 50
 
     with ControlPlane.start() as cp, Operator.start(cp) as operator:
         api = cp.api()
@@ -116,6 +132,91 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _node_main(args: argparse.Namespace) -> int:
+    from devcluster.node import Node  # noqa: PLC0415 - the node mode's own harness
+
+    with Node.start() as node, Operator.start(node.control_plane) as operator:
+        cp = node.control_plane
+        api = cp.api()
+        swept = node.ensure_namespace("late-node", labels={})
+        sweeper_ns = node.ensure_namespace("late-node-sweeper")
+        deadlines = [
+            args.first_deadline + round(i * args.spread / max(args.jobs - 1, 1))
+            for i in range(args.jobs)
+        ]
+        for i, seconds in enumerate(deadlines):
+            # TFJobs (a chief and a worker): v1.9.4 gives PyTorchJob workers an init container
+            # whose public image cannot be pulled on this node.
+            body = node.training_manifest("TFJob", f"late-{i:03d}", deadline=seconds)
+            jobs.create(api, swept, body)
+        sweeper = node.images["sweeper"]
+        values = {
+            "image": {"repository": sweeper.repository, "tag": sweeper.tag, "pullPolicy": "Never"},
+            "intervalSeconds": args.interval, "namespaces": [swept], "action": "touch",
+            "output": "json", "successfulJobsHistoryLimit": 100,
+        }
+        values_file = node.workdir / "lateness-values.yaml"
+        values_file.write_text(yaml.safe_dump(values), encoding="utf-8")
+        subprocess.run(
+            [str(binaries.find("helm")), "install", "late", str(CHART), "-n", sweeper_ns,
+             "-f", str(values_file), "--kubeconfig", str(cp.kubeconfig)],
+            check=True, capture_output=True, text=True,
+        )
+        startups: dict[str, float] = {}
+        started = _wait_for_start_times(api, (swept,), args.jobs, timeout=600, plural="tfjobs")
+        last_deadline = max(v.deadline for v in started if v.deadline is not None)
+        window_end = last_deadline + dt.timedelta(seconds=args.interval + args.settle)
+        load_before = measure.load_average()
+        while dt.datetime.now(dt.UTC) < window_end:
+            _record_startups(cp, sweeper_ns, startups)
+            time.sleep(1)
+        _record_startups(cp, sweeper_ns, startups)
+        if not operator.running:
+            raise RuntimeError(f"the operator stopped:\n{operator.log_tail()}")
+        runs = cp.request("GET", f"/apis/batch/v1/namespaces/{sweeper_ns}/jobs")["items"]
+        outcomes = [
+            c["type"] for r in runs for c in r.get("status", {}).get("conditions", [])
+            if c["type"] in ("Complete", "Failed") and c["status"] == "True"
+        ]
+        slowest = max(startups.values()) if startups else None
+        figures: dict[str, measure.Figure] = {
+            "mode": "node (chart's CronJob, real kubelet)",
+            "jobs": args.jobs,
+            "interval_s": args.interval,
+            **_lateness("", _read(api, swept, "tfjobs")),
+            "pod_startup_p50_s": measure.percentile(list(startups.values()), 0.5)
+            if startups else None,
+            "pod_startup_max_s": slowest,
+            "target_max_s": None if slowest is None else round(args.interval + slowest + 2, 1),
+            "cronjob_runs": len(runs),
+            "runs_complete": outcomes.count("Complete"),
+            "runs_failed": outcomes.count("Failed"),
+            "load_avg_before": load_before,
+            "load_avg_after": measure.load_average(),
+        }
+        measure.print_figures(figures)
+    return 0
+
+
+def _record_startups(cp: ControlPlane, namespace: str, startups: dict[str, float]) -> None:
+    """Seconds from each sweeper pod's creation to its container's start, by pod name."""
+    pods = cp.request("GET", f"/api/v1/namespaces/{namespace}/pods")["items"]
+    for pod in pods:
+        name = pod["metadata"]["name"]
+        if name in startups:
+            continue
+        for status in pod.get("status", {}).get("containerStatuses", []):
+            state = status.get("state", {})
+            begun = (state.get("running") or state.get("terminated") or {}).get("startedAt")
+            if begun:
+                created = pod["metadata"]["creationTimestamp"]
+                startups[name] = (_instant(begun) - _instant(created)).total_seconds()
+
+
+def _instant(stamp: str) -> dt.datetime:
+    return dt.datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=dt.UTC)
+
+
 def _lateness(prefix: str, views: list[JobView]) -> dict[str, measure.Figure]:
     late = [v.late_by for v in views if v.late_by is not None]
     figures: dict[str, measure.Figure] = {f"{prefix}jobs": len(views)}
@@ -137,20 +238,24 @@ def _lateness(prefix: str, views: list[JobView]) -> dict[str, measure.Figure]:
     return figures
 
 
-def _read(api: client.ApiClient, namespace: str) -> list[JobView]:
+def _read(api: client.ApiClient, namespace: str, plural: str = "pytorchjobs") -> list[JobView]:
     listed = client.CustomObjectsApi(api).list_namespaced_custom_object(
-        jobs.GROUP, jobs.VERSION, namespace, "pytorchjobs"
+        jobs.GROUP, jobs.VERSION, namespace, plural
     )
     return [JobView(item) for item in jobs.json_object(listed, "listing pytorchjobs")["items"]]
 
 
 def _wait_for_start_times(
-    api: client.ApiClient, namespaces: tuple[str, ...], per_namespace: int, timeout: float = 180
+    api: client.ApiClient,
+    namespaces: tuple[str, ...],
+    per_namespace: int,
+    timeout: float = 180,
+    plural: str = "pytorchjobs",
 ) -> list[JobView]:
     """Every job's view once the operator has given each a ``startTime`` (its deadline's origin)."""
     limit = time.monotonic() + timeout
     while True:
-        views = [v for ns in namespaces for v in _read(api, ns)]
+        views = [v for ns in namespaces for v in _read(api, ns, plural)]
         if len(views) == per_namespace * len(namespaces) and all(v.start_time for v in views):
             return views
         if time.monotonic() > limit:

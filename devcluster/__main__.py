@@ -1,11 +1,16 @@
 """``scripts/devcluster``: a local control plane for humans, kept running in the background.
 
 Commands:
-    up [--operator]   start it in the background (or report the running one); print the
-                      kubeconfig path and an ``export KUBECONFIG=...`` line on stdout
+    up [--node] [--operator]
+                      start it in the background (or report the running one); print the
+                      kubeconfig path and an ``export KUBECONFIG=...`` line on stdout; with
+                      ``--node`` a real node as well (``devcluster.node``: controllers,
+                      scheduler, kubelet, containerd, kube-proxy) and ``export SWEEPER_IMAGE=``
+                      / ``WORKLOAD_IMAGE=`` lines naming the images loaded on it
     down              stop it and remove its temporary directories
     status            say whether it runs (exit 0) or not (exit 1)
-    run [--operator]  run it in the foreground until SIGINT/SIGTERM (``up`` starts this)
+    run [--node] [--operator]
+                      run it in the foreground until SIGINT/SIGTERM (``up`` starts this)
 
 ``up`` starts ``run`` as a detached supervisor process that owns the ``ControlPlane`` (and
 the extras, such as the Training Operator) and writes a state file once everything is ready;
@@ -31,12 +36,13 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from devcluster import binaries, processes
+from devcluster import node as node_module
 from devcluster import operator as operator_module
 from devcluster.controlplane import ControlPlane
 
 log = logging.getLogger("devcluster")
 
-_UP_TIMEOUT = 300.0
+_UP_TIMEOUT = 600.0  # a node on a busy 2-core machine takes minutes
 _DOWN_TIMEOUT = 30.0
 
 
@@ -117,11 +123,20 @@ def start_extras(cp: ControlPlane, *, operator: bool) -> list[Extra]:
 # --- run: the supervisor ------------------------------------------------------------------------
 
 
-def cmd_run(operator: bool) -> int:
+def cmd_run(operator: bool, node: bool = False) -> int:
     """Run the control plane in the foreground; write the state file once ready."""
     state_dir().mkdir(parents=True, exist_ok=True)
     # Until it is up, a signal takes the harness's own path (stop everything, die of it).
-    cp = ControlPlane.start()
+    the_node: node_module.Node | None = None
+    if node:
+        try:
+            the_node = node_module.Node.start()
+        except node_module.NodeUnavailable as e:
+            log.error("%s", e)  # noqa: TRY400 - the reason is the message, not a traceback
+            return 2
+        cp = the_node.control_plane
+    else:
+        cp = ControlPlane.start()
     # From now on a signal asks for the orderly stop below: extras first, then the control
     # plane (replacing the handlers processes.on_exit chained, which would stop it first).
     stop = threading.Event()
@@ -132,7 +147,7 @@ def cmd_run(operator: bool) -> int:
         extras = start_extras(cp, operator=operator)
         shutil.copyfile(cp.kubeconfig, _stable_kubeconfig())
         _stable_kubeconfig().chmod(0o600)
-        children = list(cp.processes)
+        children = list(cp.processes) + (the_node.processes if the_node else [])
         for extra in extras:
             children += getattr(extra, "processes", [])
         state = {
@@ -143,6 +158,7 @@ def cmd_run(operator: bool) -> int:
             "audit_log": str(cp.audit_log),
             "timings": cp.timings,
             "operator": operator,
+            "node": node_module.describe(the_node) if the_node else None,
             "processes": [
                 {"name": p.name, "pid": p.pid, "argv0": p.argv[0], "log": str(p.log_path)}
                 for p in children
@@ -175,6 +191,8 @@ def cmd_run(operator: bool) -> int:
                 extra.stop()
             except Exception:
                 log.exception("stopping %r failed", extra)
+        if the_node is not None:
+            the_node.stop()
         cp.stop()
         written = _read_state()
         if written is not None and written.get("pid") == os.getpid():
@@ -192,15 +210,21 @@ def _print_ready(state: dict[str, Any], note: str) -> None:
         f"devcluster: {note}: kube-apiserver {binaries.version('kube-apiserver')}"
         + f" at {state['server']}"
         + (f" (started in {timings['total']:.1f}s: {phases})" if "total" in timings else "")
-        + (", Training Operator running" if state.get("operator") else ""),
+        + (", Training Operator running" if state.get("operator") else "")
+        + (f", node {node_module.NODE_NAME} Ready" if state.get("node") else ""),
         file=sys.stderr,
     )
     print(state["kubeconfig"])
     print(f"export KUBECONFIG={state['kubeconfig']}")
+    if state.get("node"):
+        images = state["node"]["images"]
+        print(f"export SWEEPER_IMAGE={images['sweeper']}")
+        print(f"export WORKLOAD_IMAGE={images['workload']}")
 
 
-def _ensure_binaries(operator: bool) -> None:
+def _ensure_binaries(operator: bool, node: bool = False) -> None:
     names = ["etcd", "kube-apiserver"] + (["training-operator"] if operator else [])
+    names += list(node_module.NODE_BINARIES) if node else []
     missing = []
     for name in names:
         try:
@@ -221,13 +245,13 @@ def _ensure_binaries(operator: bool) -> None:
     subprocess.run([str(binaries.BUILD_SCRIPT), *missing], check=True)
 
 
-def cmd_up(operator: bool) -> int:
+def cmd_up(operator: bool, node: bool = False) -> int:
     """Start the supervisor in the background unless one runs; print how to use it."""
     state = _read_state()
     if state is not None and _alive(state["pid"], "devcluster"):
-        if operator and not state.get("operator"):
+        if (operator and not state.get("operator")) or (node and not state.get("node")):
             print(
-                "devcluster: already running without the operator; run `down` first",
+                "devcluster: already running without the operator or the node; run `down` first",
                 file=sys.stderr,
             )
             return 2
@@ -235,7 +259,12 @@ def cmd_up(operator: bool) -> int:
         return 0
     if state is not None:
         _clean_leftovers(state)
-    _ensure_binaries(operator)
+    _ensure_binaries(operator, node)
+    if node:
+        reasons = node_module.missing_prerequisites()
+        if reasons:
+            print("devcluster: cannot run a node here: " + "; ".join(reasons), file=sys.stderr)
+            return 2
     state_dir().mkdir(parents=True, exist_ok=True)
     supervisor_log = _supervisor_log()
     env = dict(
@@ -246,7 +275,14 @@ def cmd_up(operator: bool) -> int:
     )
     with supervisor_log.open("wb") as out:
         supervisor = subprocess.Popen(
-            [sys.executable, "-m", "devcluster", "run", *(["--operator"] if operator else [])],
+            [
+                sys.executable,
+                "-m",
+                "devcluster",
+                "run",
+                *(["--operator"] if operator else []),
+                *(["--node"] if node else []),
+            ],
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=subprocess.STDOUT,
@@ -279,6 +315,8 @@ def _clean_leftovers(state: dict[str, Any]) -> None:
             log.warning("killing leftover %s (pid %d)", child["name"], child["pid"])
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(child["pid"], signal.SIGKILL)
+    if state.get("node"):
+        node_module.clean_leftovers(Path(state["node"]["workdir"]), state["node"]["netns"])
     if state.get("workdir"):
         shutil.rmtree(state["workdir"], ignore_errors=True)
     _state_file().unlink(missing_ok=True)
@@ -330,6 +368,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         sub.add_argument(
             "--operator", action="store_true", help="also run the Training Operator v1.9.4"
         )
+        sub.add_argument(
+            "--node",
+            action="store_true",
+            help="also run a real node (kubelet, containerd, kube-proxy; needs root)",
+        )
     commands.add_parser("down", help="stop it and remove its temporary files")
     commands.add_parser("status", help="exit 0 if it runs")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
@@ -340,9 +383,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         stream=sys.stderr,
     )
     if args.command == "up":
-        return cmd_up(args.operator)
+        return cmd_up(args.operator, args.node)
     if args.command == "run":
-        return cmd_run(args.operator)
+        return cmd_run(args.operator, args.node)
     if args.command == "down":
         return cmd_down()
     return cmd_status()

@@ -22,6 +22,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from http import HTTPStatus
 from pathlib import Path
 
@@ -55,6 +56,20 @@ class ControlPlaneError(RuntimeError):
     """The control plane could not start; the message carries the relevant log tails."""
 
 
+@dataclass(frozen=True)
+class NodeOptions:
+    """How the API server differs when a real node joins it (see ``devcluster.node``).
+
+    Attributes:
+        advertise_address: The node's address, where pods reach the API server through the
+            ``kubernetes`` Service; also added to the serving certificate.
+        apiserver_args: Further kube-apiserver flags (kubelet client certificate, egress).
+    """
+
+    advertise_address: str
+    apiserver_args: tuple[str, ...] = ()
+
+
 class ControlPlane(AdminClient, processes.StopsOnExit):
     """A running etcd + kube-apiserver pair; build one with ``ControlPlane.start()``.
 
@@ -67,8 +82,10 @@ class ControlPlane(AdminClient, processes.StopsOnExit):
         processes: The running child processes, in start order.
     """
 
-    def __init__(self, workdir: Path) -> None:
+    def __init__(self, workdir: Path, node: NodeOptions | None = None) -> None:
         super().__init__(workdir, pki.CertificateAuthority())
+        self.node = node
+        self.port = 0
         self.kubeconfig = workdir / "kubeconfig"
         self.timings: dict[str, float] = {}
         self.processes: list[processes.Process] = []
@@ -80,11 +97,13 @@ class ControlPlane(AdminClient, processes.StopsOnExit):
     # --- lifecycle ----------------------------------------------------------------------------
 
     @classmethod
-    def start(cls, crds: bool = True) -> ControlPlane:
+    def start(cls, crds: bool = True, node: NodeOptions | None = None) -> ControlPlane:
         """Start etcd and kube-apiserver, wait until they serve, and install the CRDs.
 
         Args:
             crds: Install the six Training Operator CRDs and wait until they are established.
+            node: Settings for a control plane that a real node joins (``devcluster.node``);
+                None for the API server alone.
 
         Returns:
             The running control plane; stop it with ``stop()`` or use it as a context manager.
@@ -97,7 +116,7 @@ class ControlPlane(AdminClient, processes.StopsOnExit):
         apiserver_bin = binaries.find("kube-apiserver")
         crd_files = operator_crds.crd_files() if crds else []
         began = time.monotonic()
-        cp = cls(Path(tempfile.mkdtemp(prefix="devcluster-")))
+        cp = cls(Path(tempfile.mkdtemp(prefix="devcluster-")), node)
         try:
             cp._write_pki()
             etcd_url = cp._start_etcd(etcd_bin)
@@ -156,7 +175,8 @@ class ControlPlane(AdminClient, processes.StopsOnExit):
     def _write_pki(self) -> None:
         pki_dir = self.workdir / "pki"
         pki_dir.mkdir(mode=0o700)
-        serving = self._ca.serving_cert(_SERVING_HOSTS)
+        hosts = _SERVING_HOSTS + ([self.node.advertise_address] if self.node else [])
+        serving = self._ca.serving_cert(hosts)
         sa_private, sa_public = pki.service_account_keys()
         files = {
             "ca.crt": self.ca_pem,
@@ -239,6 +259,29 @@ class ControlPlane(AdminClient, processes.StopsOnExit):
         client_port, _ = self._start_with_port_retry("etcd", argv, ready, _ETCD_TIMEOUT)
         return f"http://127.0.0.1:{client_port}"
 
+    def _mode_args(self) -> list[str]:
+        if self.node is None:
+            return [
+                # Without it the apiserver looks for a default route, which a sandbox may lack.
+                "--advertise-address=127.0.0.1",
+                "--authorization-mode=RBAC",
+                # No kube-controller-manager creates `default` ServiceAccounts for pods to use.
+                "--disable-admission-plugins=ServiceAccount",
+            ]
+        return [
+            # The kubernetes Service's endpoint: a relay in the node's network namespace
+            # listens there and forwards to this loopback port.
+            f"--advertise-address={self.node.advertise_address}",
+            # Node: the kubelet reads only what its own pods need.
+            "--authorization-mode=Node,RBAC",
+            *self.node.apiserver_args,
+        ]
+
+    @property
+    def ca(self) -> pki.CertificateAuthority:
+        """The CA behind every certificate here, to issue the node's own (kubelet, proxy)."""
+        return self._ca
+
     def _start_apiserver(self, apiserver_bin: Path, etcd_url: str) -> None:
         pki_dir = self.workdir / "pki"
 
@@ -252,13 +295,9 @@ class ControlPlane(AdminClient, processes.StopsOnExit):
                 f"--client-ca-file={pki_dir / 'ca.crt'}",
                 f"--secure-port={port}",
                 "--bind-address=127.0.0.1",
-                # Without it the apiserver looks for a default route, which a sandbox may lack.
-                "--advertise-address=127.0.0.1",
                 f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
                 "--allow-privileged=true",
-                "--authorization-mode=RBAC",
-                # No kube-controller-manager creates `default` ServiceAccounts for pods to use.
-                "--disable-admission-plugins=ServiceAccount",
+                *self._mode_args(),
                 f"--service-account-issuer={SERVICE_ACCOUNT_ISSUER}",
                 f"--service-account-key-file={pki_dir / 'service-account.pub'}",
                 f"--service-account-signing-key-file={pki_dir / 'service-account.key'}",
@@ -269,6 +308,7 @@ class ControlPlane(AdminClient, processes.StopsOnExit):
             ]
 
         def ready(port: int, _unused: int) -> bool:
+            self.port = port
             self.server = f"https://127.0.0.1:{port}"
             status, _ = self._raw("GET", "/readyz")
             return status == HTTPStatus.OK

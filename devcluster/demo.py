@@ -7,11 +7,17 @@ from 7 s. The demo prints the job's state as it changes and once a second past t
 so the overrun is visible; then it runs ``sweeper --action touch``, the operator fails the job
 itself, and ``sweeper --action auto`` terminates the pods that v1.9.4 keeps. Everything it
 started is stopped at the end, also on Ctrl-C.
+
+Where the machine can run a real node (root, ``devcluster.node``'s binaries and images), the
+demo uses one: the pods are real containers run by a kubelet, and the last step shows them
+stopped. Elsewhere, or with ``--no-node``, a stand-in kubelet plays the pods' phases. The first
+lines say which.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import os
 import shutil
@@ -23,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from devcluster import binaries, fields, jobs
+from devcluster import node as node_module
 from devcluster.controlplane import ControlPlane
 from devcluster.kubelet import Kubelet, staggered
 from devcluster.operator import Operator
@@ -90,14 +97,20 @@ def run_sweeper(kubeconfig: Path, *args: str) -> None:
 
 
 def watch(
-    api: Any, namespace: str, clock: Clock, *, seconds: float, stop_when_failed: bool
+    api: Any,
+    namespace: str,
+    clock: Clock,
+    *,
+    seconds: float,
+    stop_when_failed: bool,
+    kind: str = "PyTorchJob",
 ) -> jobs.JobView:
     """Print the job's state for ``seconds``: on every change, and every 2 s once overdue."""
     until = time.monotonic() + seconds
     last_state = ""
     last_print = 0.0
     while True:
-        view = jobs.get(api, "PyTorchJob", namespace, JOB)
+        view = jobs.get(api, kind, namespace, JOB)
         now = dt.datetime.now(dt.UTC)
         text, state = describe(view, jobs.pods(api, namespace, JOB), now)
         overdue = view.deadline is not None and now >= view.deadline and not view.finished
@@ -136,9 +149,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=10.0,
         help="seconds to let the job run past its deadline before sweeping (default 10)",
     )
+    parser.add_argument(
+        "--no-node",
+        action="store_true",
+        help="use a stand-in kubelet even where a real node could run",
+    )
     args = parser.parse_args(argv)
     ensure_ready()
     began = time.monotonic()
+    reasons = ["--no-node"] if args.no_node else node_module.missing_prerequisites()
+    if not reasons:
+        say("demo: on a REAL NODE: kube-controller-manager, scheduler, kubelet, containerd, runc")
+        with node_module.Node.start() as node:
+            say(f"demo: ... ready in {node.timings.get('total', 0):.1f}s")
+            say("demo: starting the real Kubeflow Training Operator v1.9.4")
+            started = time.monotonic()
+            with Operator.start(node.control_plane) as _operator:
+                say(f"demo: ... ready in {time.monotonic() - started:.1f}s")
+                return play(node.control_plane, args.overrun, began, node)
+    say(f"demo: with a STAND-IN KUBELET (no real node: {'; '.join(reasons)})")
     say("demo: starting a local control plane (etcd, kube-apiserver, the Kubeflow CRDs)")
     with ControlPlane.start() as cp:
         say(f"demo: ... ready in {cp.timings.get('total', 0):.1f}s")
@@ -149,31 +178,49 @@ def main(argv: Sequence[str] | None = None) -> int:
             return play(cp, args.overrun, began)
 
 
-def play(cp: ControlPlane, overrun: float, began: float) -> int:
-    """The scenario itself, on a running control plane and operator."""
+def play(
+    cp: ControlPlane, overrun: float, began: float, node: node_module.Node | None = None
+) -> int:
+    """The scenario itself, on a running control plane and operator (and node, if any)."""
     api = cp.api()
     namespace = cp.create_namespace(NAMESPACE_PREFIX)
+    # On a real node a TFJob: v1.9.4 gives PyTorchJob workers an init container whose public
+    # image cannot be pulled there. Both kinds share the deadline bug.
+    kind, master = ("TFJob", "chief") if node is not None else ("PyTorchJob", "master")
     say()
-    say(f"PyTorchJob {namespace}/{JOB}: 1 master + 3 workers, activeDeadlineSeconds: 15")
-    say(
-        "A stand-in kubelet runs the master at 1s and the workers at "
-        + ", ".join(f"{t:.0f}s" for t in WORKERS_RUNNING)
-        + "; after that no pod changes."
-    )
-    jobs.create(api, namespace, jobs.manifest("PyTorchJob", JOB, active_deadline_seconds=15))
+    say(f"{kind} {namespace}/{JOB}: 1 {master} + 3 workers, activeDeadlineSeconds: 15")
+    kubelet: contextlib.AbstractContextManager[Any]
+    if node is not None:
+        say(
+            "The kubelet runs its 4 containers (an image whose process never ends by itself); "
+            "once they run, no pod changes."
+        )
+        body = node.training_manifest(kind, JOB, deadline=15, workers=3)
+        kubelet = contextlib.nullcontext()
+    else:
+        say(
+            "A stand-in kubelet runs the master at 1s and the workers at "
+            + ", ".join(f"{t:.0f}s" for t in WORKERS_RUNNING)
+            + "; after that no pod changes."
+        )
+        body = jobs.manifest("PyTorchJob", JOB, active_deadline_seconds=15)
+        timeline = staggered(master_running=1, workers_running=WORKERS_RUNNING)
+        kubelet = Kubelet(api, namespace, JOB, timeline).start()
+    jobs.create(api, namespace, body)
     clock = Clock()
-    timeline = staggered(master_running=1, workers_running=WORKERS_RUNNING)
-    with Kubelet(api, namespace, JOB, timeline).start():
+    with kubelet:
         deadline = None
         while deadline is None:  # the operator writes startTime on its first reconcile
-            deadline = jobs.get(api, "PyTorchJob", namespace, JOB).deadline
+            deadline = jobs.get(api, kind, namespace, JOB).deadline
             time.sleep(0.1)
         say(
             f"The operator started it at {deadline - dt.timedelta(seconds=15):%H:%M:%S}: "
             f"its deadline is {deadline:%H:%M:%S} UTC."
         )
         to_deadline = (deadline - dt.datetime.now(dt.UTC)).total_seconds()
-        view = watch(api, namespace, clock, seconds=to_deadline + overrun, stop_when_failed=True)
+        view = watch(
+            api, namespace, clock, seconds=to_deadline + overrun, stop_when_failed=True, kind=kind
+        )
         if view.failed:
             say("\nThe operator failed the job by itself: the bug did not reproduce this time.")
             return 1
@@ -184,7 +231,7 @@ def play(cp: ControlPlane, overrun: float, began: float) -> int:
 
         sweeper_kubeconfig = cp.user_kubeconfig("sweeper", ["system:masters"])
         run_sweeper(sweeper_kubeconfig, "--action", "touch", "-n", namespace)
-        view = watch(api, namespace, clock, seconds=30, stop_when_failed=True)
+        view = watch(api, namespace, clock, seconds=30, stop_when_failed=True, kind=kind)
         if not view.failed:
             say("The job is not Failed 30s after the touch: something is wrong.")
             return 1
@@ -203,6 +250,10 @@ def play(cp: ControlPlane, overrun: float, began: float) -> int:
             "unless cleanPodPolicy says otherwise."
         )
         run_sweeper(sweeper_kubeconfig, "--action", "auto", "-n", namespace)
+        if node is not None:
+            # The pods are deleted at once; their containers stop when the kubelet has run
+            # their SIGTERM handlers. Give it a moment, so the count below is the real one.
+            time.sleep(5)
         left = [
             fields.name(p)
             for p in jobs.pods(api, namespace, JOB)
