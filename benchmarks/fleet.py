@@ -36,16 +36,37 @@ NAMESPACES = 100
 # One slot per 5% of the fleet: PyTorchJob 50%, TFJob 20%, MPIJob and XGBoostJob 10% each,
 # PaddleJob and JAXJob 5% each; interleaved so that any 20 consecutive jobs hold every kind.
 KIND_SLOTS = (
-    "PyTorchJob", "TFJob", "PyTorchJob", "MPIJob", "PyTorchJob", "XGBoostJob", "PyTorchJob",
-    "TFJob", "PyTorchJob", "PaddleJob", "PyTorchJob", "TFJob", "PyTorchJob", "MPIJob",
-    "PyTorchJob", "XGBoostJob", "PyTorchJob", "TFJob", "PyTorchJob", "JAXJob",
+    "PyTorchJob",
+    "TFJob",
+    "PyTorchJob",
+    "MPIJob",
+    "PyTorchJob",
+    "XGBoostJob",
+    "PyTorchJob",
+    "TFJob",
+    "PyTorchJob",
+    "PaddleJob",
+    "PyTorchJob",
+    "TFJob",
+    "PyTorchJob",
+    "MPIJob",
+    "PyTorchJob",
+    "XGBoostJob",
+    "PyTorchJob",
+    "TFJob",
+    "PyTorchJob",
+    "JAXJob",
 )
 OVERDUE_EVERY = 100  # job i is overdue when i % OVERDUE_EVERY == OVERDUE_OFFSET: 1%
 OVERDUE_OFFSET = 37
 DEADLINES_S = (3600, 7200, 14400, 28800, 86400, 172800)
 # The mix of phases, as cumulative shares: (upper bound of the roll, phase).
 _PHASES = (
-    (0.68, "Running"), (0.83, "Succeeded"), (0.88, "Failed"), (0.93, "New"), (1.0, "no-deadline"),
+    (0.68, "Running"),
+    (0.83, "Succeeded"),
+    (0.88, "Failed"),
+    (0.93, "New"),
+    (1.0, "no-deadline"),
 )
 _NO_DEADLINE = "no-deadline"  # running, with no activeDeadlineSeconds at all
 _MERGE_PATCH = "application/merge-patch+json"
@@ -121,7 +142,8 @@ def plan(index: int, reference: dt.datetime) -> Planned:
         deadline = 0
     workers = rng.randint(1, 7)
     body = manifest(
-        kind, name,
+        kind,
+        name,
         active_deadline_seconds=deadline or None,
         workers=workers,
         clean_pod_policy=rng.choice((None, None, "Running", "All", "None")),
@@ -138,8 +160,10 @@ def plan(index: int, reference: dt.datetime) -> Planned:
     else:
         age = rng.randint(30, 7 * 86400)
     started = reference - dt.timedelta(seconds=age)
-    status = None if phase == "New" else _status(
-        kind, namespace, name, phase=phase, started=started, workers=workers
+    status = (
+        None
+        if phase == "New"
+        else _status(kind, namespace, name, phase=phase, started=started, workers=workers)
     )
     return Planned(index, kind, namespace, body, status, overdue)
 
@@ -172,8 +196,11 @@ def _dress(body: dict[str, Any], index: int, rng: random.Random) -> None:
         container["image"] = f"registry.example.com/{team}/trainer:2024.{index % 12 + 1:02d}.1"
         container["command"] = ["python", "-m", "trainer.main"]
         container["args"] = [
-            "--config=/etc/trainer/config.yaml", f"--run-id=run-{index:06d}",
-            "--checkpoint-dir=/checkpoints", "--epochs=90", "--batch-size=256",
+            "--config=/etc/trainer/config.yaml",
+            f"--run-id=run-{index:06d}",
+            "--checkpoint-dir=/checkpoints",
+            "--epochs=90",
+            "--batch-size=256",
         ]
         container["env"] = [
             {"name": "NCCL_DEBUG", "value": "WARN"},
@@ -215,18 +242,32 @@ def _status(
         ctype: str, status: str, reason: str, message: str, at: dt.datetime
     ) -> dict[str, str]:
         stamp = _stamp(at)
-        return {"type": ctype, "status": status, "reason": reason, "message": message,
-                "lastUpdateTime": stamp, "lastTransitionTime": stamp}
+        return {
+            "type": ctype,
+            "status": status,
+            "reason": reason,
+            "message": message,
+            "lastUpdateTime": stamp,
+            "lastTransitionTime": stamp,
+        }
 
     conditions = [
         condition("Created", "True", f"{kind}Created", f"{kind} {name} is created.", created),
-        condition("Running", "True", f"{kind}Running",
-                  f"{kind} {namespace}/{name} is running.", running_at),
+        condition(
+            "Running",
+            "True",
+            f"{kind}Running",
+            f"{kind} {namespace}/{name} is running.",
+            running_at,
+        ),
     ]
-    replicas = {info.worker: workers} if info.master is None else {info.master: 1,
-                                                                   info.worker: workers}
-    selector = f"training.kubeflow.org/job-name={name},training.kubeflow.org/operator-name=" \
-               f"{kind.lower().removesuffix('job')}job-controller"
+    replicas = (
+        {info.worker: workers} if info.master is None else {info.master: 1, info.worker: workers}
+    )
+    selector = (
+        f"training.kubeflow.org/job-name={name},training.kubeflow.org/operator-name="
+        f"{kind.lower().removesuffix('job')}job-controller"
+    )
     status: dict[str, Any] = {"startTime": _stamp(started)}
     if phase == "Running":
         count_key = "active"
@@ -234,20 +275,35 @@ def _status(
         finished = running_at + dt.timedelta(minutes=47)
         conditions[-1]["status"] = "False"
         if phase == "Succeeded":
-            conditions.append(condition("Succeeded", "True", f"{kind}Succeeded",
-                                        f"{kind} {namespace}/{name} successfully completed.",
-                                        finished))
+            conditions.append(
+                condition(
+                    "Succeeded",
+                    "True",
+                    f"{kind}Succeeded",
+                    f"{kind} {namespace}/{name} successfully completed.",
+                    finished,
+                )
+            )
             count_key = "succeeded"
         else:
-            conditions.append(condition("Failed", "True", f"{kind}Failed",
-                                        f"{kind} {namespace}/{name} has failed because "
-                                        f"1 {info.worker} replica(s) failed.", finished))
+            conditions.append(
+                condition(
+                    "Failed",
+                    "True",
+                    f"{kind}Failed",
+                    f"{kind} {namespace}/{name} has failed because "
+                    f"1 {info.worker} replica(s) failed.",
+                    finished,
+                )
+            )
             count_key = "failed"
         status["completionTime"] = _stamp(finished)
     status["conditions"] = conditions
     status["replicaStatuses"] = {
-        rtype: {count_key: n, "selector": f"{selector},training.kubeflow.org/"
-                f"replica-type={rtype.lower()}"}
+        rtype: {
+            count_key: n,
+            "selector": f"{selector},training.kubeflow.org/replica-type={rtype.lower()}",
+        }
         for rtype, n in replicas.items()
     }
     status["lastReconcileTime"] = _stamp(running_at)
@@ -267,10 +323,14 @@ class Creator:
         self._server = cp.server
         self._threads = threads
         self._pool = urllib3.PoolManager(
-            num_pools=1, maxsize=threads, block=True,
+            num_pools=1,
+            maxsize=threads,
+            block=True,
             ca_certs=configuration.ssl_ca_cert,
-            cert_file=configuration.cert_file, key_file=configuration.key_file,
-            retries=False, timeout=urllib3.Timeout(total=60),
+            cert_file=configuration.cert_file,
+            key_file=configuration.key_file,
+            retries=False,
+            timeout=urllib3.Timeout(total=60),
         )
         self._lock = threading.Lock()
         self.requests = 0
@@ -311,17 +371,29 @@ class Creator:
         self._send("POST", collection, job.body, ok=(201,))
         if job.status is not None:
             name = job.body["metadata"]["name"]
-            self._send("PATCH", f"{collection}/{name}/status", {"status": job.status}, ok=(200,),
-                       content_type=_MERGE_PATCH)
+            self._send(
+                "PATCH",
+                f"{collection}/{name}/status",
+                {"status": job.status},
+                ok=(200,),
+                content_type=_MERGE_PATCH,
+            )
 
     def _send(
-        self, method: str, path: str, body: Any, *, ok: tuple[int, ...],
+        self,
+        method: str,
+        path: str,
+        body: Any,
+        *,
+        ok: tuple[int, ...],
         content_type: str = "application/json",
     ) -> None:
         data = json.dumps(body).encode()
         for attempt in range(1, _ATTEMPTS + 1):
             response = self._pool.request(
-                method, self._server + path, body=data,
+                method,
+                self._server + path,
+                body=data,
                 headers={"Content-Type": content_type, "Accept": "application/json"},
             )
             with self._lock:

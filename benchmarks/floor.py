@@ -34,8 +34,11 @@ _METADATA_KEY = b'"metadata":'
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.floor", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.floor",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--server", required=True, help="https://host:port")
     parser.add_argument("--ca", required=True, help="CA certificate file (PEM)")
     parser.add_argument("--cert", required=True, help="client certificate file (PEM)")
@@ -73,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
                     break
                 total += n
                 # Only the last bytes matter: keep them, overwrite the rest.
-                tail = (tail + bytes(view[max(0, n - _TAIL):n]))[-_TAIL:]
+                tail = (tail + bytes(view[max(0, n - _TAIL) : n]))[-_TAIL:]
             token = _continue_token(tail)
             if not token:
                 break
@@ -88,7 +91,7 @@ def _continue_token(tail: bytes) -> str:
     at = tail.rfind(_METADATA_KEY)
     if at < 0:
         raise SystemExit("no list metadata at the end of the body")
-    meta, _end = json.JSONDecoder().raw_decode(tail[at + len(_METADATA_KEY):].decode())
+    meta, _end = json.JSONDecoder().raw_decode(tail[at + len(_METADATA_KEY) :].decode())
     return str(meta.get("continue") or "")
 
 

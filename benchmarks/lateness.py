@@ -60,22 +60,47 @@ CHART_INTERVALS = (10, 12, 15, 20, 30)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.lateness", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.lateness",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--jobs", type=int, help="jobs per namespace (default 50; --node: 10)")
-    parser.add_argument("--spread", type=int, default=120,
-                        help="seconds between the first and the last deadline (default 120)")
-    parser.add_argument("--first-deadline", type=int, default=45,
-                        help="activeDeadlineSeconds of the first job (default 45)")
-    parser.add_argument("--interval", type=int, default=10, choices=CHART_INTERVALS,
-                        help="the chart's intervalSeconds (default 10)")
-    parser.add_argument("--settle", type=int, default=20,
-                        help="seconds the window runs past the last deadline + interval")
-    parser.add_argument("--node", action="store_true",
-                        help="through the chart's real CronJob on a real node (root)")
-    parser.add_argument("--override-for", type=int, metavar="SECONDS",
-                        help="replace the chart's --for (a workaround while the chart renders "
-                             "one the sweeper rejects; the figures then say so)")
+    parser.add_argument(
+        "--spread",
+        type=int,
+        default=120,
+        help="seconds between the first and the last deadline (default 120)",
+    )
+    parser.add_argument(
+        "--first-deadline",
+        type=int,
+        default=45,
+        help="activeDeadlineSeconds of the first job (default 45)",
+    )
+    parser.add_argument(
+        "--interval",
+        type=int,
+        default=10,
+        choices=CHART_INTERVALS,
+        help="the chart's intervalSeconds (default 10)",
+    )
+    parser.add_argument(
+        "--settle",
+        type=int,
+        default=20,
+        help="seconds the window runs past the last deadline + interval",
+    )
+    parser.add_argument(
+        "--node", action="store_true", help="through the chart's real CronJob on a real node (root)"
+    )
+    parser.add_argument(
+        "--override-for",
+        type=int,
+        metavar="SECONDS",
+        help="replace the chart's --for (a workaround while the chart renders "
+        "one the sweeper rejects; the figures then say so)",
+    )
     args = parser.parse_args(argv)
     if args.node:
         args.jobs = args.jobs or 10
@@ -92,8 +117,9 @@ def main(argv: list[str] | None = None) -> int:
         ]
         for i, seconds in enumerate(deadlines):
             for namespace in (swept, alone):
-                body = jobs.manifest("PyTorchJob", f"late-{i:03d}",
-                                     active_deadline_seconds=seconds, workers=1)
+                body = jobs.manifest(
+                    "PyTorchJob", f"late-{i:03d}", active_deadline_seconds=seconds, workers=1
+                )
                 jobs.create(api, namespace, body)
         runner = PodRunner(api, (swept, alone)).start()
         sweeper_args = chart_args(args.interval, swept, override_for=args.override_for)
@@ -152,15 +178,30 @@ def _node_main(args: argparse.Namespace) -> int:
         sweeper = node.images["sweeper"]
         values = {
             "image": {"repository": sweeper.repository, "tag": sweeper.tag, "pullPolicy": "Never"},
-            "intervalSeconds": args.interval, "namespaces": [swept], "action": "touch",
-            "output": "json", "successfulJobsHistoryLimit": 100,
+            "intervalSeconds": args.interval,
+            "namespaces": [swept],
+            "action": "touch",
+            "output": "json",
+            "successfulJobsHistoryLimit": 100,
         }
         values_file = node.workdir / "lateness-values.yaml"
         values_file.write_text(yaml.safe_dump(values), encoding="utf-8")
         subprocess.run(
-            [str(binaries.find("helm")), "install", "late", str(CHART), "-n", sweeper_ns,
-             "-f", str(values_file), "--kubeconfig", str(cp.kubeconfig)],
-            check=True, capture_output=True, text=True,
+            [
+                str(binaries.find("helm")),
+                "install",
+                "late",
+                str(CHART),
+                "-n",
+                sweeper_ns,
+                "-f",
+                str(values_file),
+                "--kubeconfig",
+                str(cp.kubeconfig),
+            ],
+            check=True,
+            capture_output=True,
+            text=True,
         )
         startups: dict[str, float] = {}
         started = _wait_for_start_times(api, (swept,), args.jobs, timeout=600, plural="tfjobs")
@@ -175,7 +216,9 @@ def _node_main(args: argparse.Namespace) -> int:
             raise RuntimeError(f"the operator stopped:\n{operator.log_tail()}")
         runs = cp.request("GET", f"/apis/batch/v1/namespaces/{sweeper_ns}/jobs")["items"]
         outcomes = [
-            c["type"] for r in runs for c in r.get("status", {}).get("conditions", [])
+            c["type"]
+            for r in runs
+            for c in r.get("status", {}).get("conditions", [])
             if c["type"] in ("Complete", "Failed") and c["status"] == "True"
         ]
         slowest = max(startups.values()) if startups else None
@@ -185,7 +228,8 @@ def _node_main(args: argparse.Namespace) -> int:
             "interval_s": args.interval,
             **_lateness("", _read(api, swept, "tfjobs")),
             "pod_startup_p50_s": measure.percentile(list(startups.values()), 0.5)
-            if startups else None,
+            if startups
+            else None,
             "pod_startup_max_s": slowest,
             "target_max_s": None if slowest is None else round(args.interval + slowest + 2, 1),
             "cronjob_runs": len(runs),
@@ -231,10 +275,14 @@ def _lateness(prefix: str, views: list[JobView]) -> dict[str, measure.Figure]:
     figures[f"{prefix}not_failed"] = sum(1 for v in views if not v.failed)
     if prefix:
         # Which of the operator's own jobs it did fail, and how late: worth a look each time.
-        figures[f"{prefix}failed"] = " ".join(
-            f"{v.name}({v.late_by:+.0f}s)" for v in sorted(views, key=lambda v: v.name)
-            if v.failed and v.late_by is not None
-        ) or None
+        figures[f"{prefix}failed"] = (
+            " ".join(
+                f"{v.name}({v.late_by:+.0f}s)"
+                for v in sorted(views, key=lambda v: v.name)
+                if v.failed and v.late_by is not None
+            )
+            or None
+        )
     return figures
 
 
@@ -272,10 +320,21 @@ def chart_args(interval: int, namespace: str, *, override_for: int | None) -> li
         override_for: A ``--for`` to use instead of the chart's, if any.
     """
     rendered = subprocess.run(
-        [str(binaries.find("helm")), "template", "bench", str(CHART),
-         "--set", f"intervalSeconds={interval}", "--set", f"namespaces[0]={namespace}",
-         "--set", "output=json"],
-        capture_output=True, text=True, check=True,
+        [
+            str(binaries.find("helm")),
+            "template",
+            "bench",
+            str(CHART),
+            "--set",
+            f"intervalSeconds={interval}",
+            "--set",
+            f"namespaces[0]={namespace}",
+            "--set",
+            "output=json",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout
     cronjob = next(d for d in yaml.safe_load_all(rendered) if d and d["kind"] == "CronJob")
     if cronjob["spec"]["schedule"] != "* * * * *":

@@ -95,8 +95,12 @@ def run(
         err.seek(0)
         tail = err.read().decode("utf-8", "replace").splitlines()[-20:]
     return Run(
-        tuple(argv), wall, usage.ru_utime + usage.ru_stime, peak_kib / 1024,
-        process.returncode, "\n".join(tail),
+        tuple(argv),
+        wall,
+        usage.ru_utime + usage.ru_stime,
+        peak_kib / 1024,
+        process.returncode,
+        "\n".join(tail),
     )
 
 

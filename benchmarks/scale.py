@@ -55,22 +55,48 @@ FLOOR_USER = "bench-floor"
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.scale", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--jobs", type=int, action="append", required=True, metavar="N",
-                        help="fleet size to measure (repeatable; measured in ascending order)")
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.scale",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        action="append",
+        required=True,
+        metavar="N",
+        help="fleet size to measure (repeatable; measured in ascending order)",
+    )
     parser.add_argument("--rounds", type=int, default=5, help="A B rounds per size (default 5)")
-    parser.add_argument("--page-size", type=int, default=500,
-                        help="the sweeper's --page-size (kubectl's --chunk-size stays 500)")
-    parser.add_argument("--threads", type=int, default=16,
-                        help="requests in flight while creating the fleet")
-    parser.add_argument("--profile", type=Path, metavar="DIR",
-                        help="profile one more pass of the largest size with pyinstrument")
-    parser.add_argument("--candidate", type=Path, metavar="DIR",
-                        help="also measure, in the same rounds, the sweeper package found in "
-                             "DIR (a changed copy of sweeper/): candidate_* figures")
-    parser.add_argument("--kubectl-up-to", type=int, metavar="N",
-                        help="leave kubectl out of the rounds above N jobs")
+    parser.add_argument(
+        "--page-size",
+        type=int,
+        default=500,
+        help="the sweeper's --page-size (kubectl's --chunk-size stays 500)",
+    )
+    parser.add_argument(
+        "--threads", type=int, default=16, help="requests in flight while creating the fleet"
+    )
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        metavar="DIR",
+        help="profile one more pass of the largest size with pyinstrument",
+    )
+    parser.add_argument(
+        "--candidate",
+        type=Path,
+        metavar="DIR",
+        help="also measure, in the same rounds, the sweeper package found in "
+        "DIR (a changed copy of sweeper/): candidate_* figures",
+    )
+    parser.add_argument(
+        "--kubectl-up-to",
+        type=int,
+        metavar="N",
+        help="leave kubectl out of the rounds above N jobs",
+    )
     args = parser.parse_args(argv)
     if args.candidate and not (args.candidate / "sweeper" / "__init__.py").is_file():
         parser.error(f"--candidate {args.candidate}: no sweeper package in it")
@@ -111,10 +137,12 @@ def main(argv: list[str] | None = None) -> int:
         creator.close()
         if len(sizes) > 1:
             growth = (peaks[-1] - peaks[0]) / peaks[0] * 100
-            measure.print_figures({
-                "rss_growth_pct": growth,
-                "rss_growth_between": f"{sizes[0]} {sizes[-1]}",
-            })
+            measure.print_figures(
+                {
+                    "rss_growth_pct": growth,
+                    "rss_growth_between": f"{sizes[0]} {sizes[-1]}",
+                }
+            )
         if pyinstrument is not None:
             bench.profile(pyinstrument, args.profile)
     return 0
@@ -142,17 +170,31 @@ class _Bench:
 
     def sweeper_args(self) -> list[str]:
         return [
-            "--kubeconfig", str(self.sweeper_kubeconfig),
-            "--dry-run", "-o", "json", "--page-size", str(self.page_size),
+            "--kubeconfig",
+            str(self.sweeper_kubeconfig),
+            "--dry-run",
+            "-o",
+            "json",
+            "--page-size",
+            str(self.page_size),
             # Generous: a neighbour's burst of load must not turn a slow pass into exit 5.
-            "--timeout", "600",
+            "--timeout",
+            "600",
         ]
 
     def kubectl_argv(self, plural: str) -> list[str]:
         return [
-            str(self.kubectl), "--kubeconfig", str(self.kubectl_kubeconfig),
-            "--cache-dir", str(self.kubectl_cache),
-            "get", f"{plural}.{GROUP}", "-A", "-o", "json", "--chunk-size=500",
+            str(self.kubectl),
+            "--kubeconfig",
+            str(self.kubectl_kubeconfig),
+            "--cache-dir",
+            str(self.kubectl_cache),
+            "get",
+            f"{plural}.{GROUP}",
+            "-A",
+            "-o",
+            "json",
+            "--chunk-size=500",
         ]
 
     def sweep(self, *, candidate: bool = False) -> tuple[measure.Run, int]:
@@ -174,9 +216,20 @@ class _Bench:
     def floor_argv(self) -> list[str]:
         ca, cert, key = self.floor_credentials
         return [
-            sys.executable, "-m", "benchmarks.floor", "--server", self.cp.server,
-            "--ca", str(ca), "--cert", str(cert), "--key", str(key),
-            "--page-size", str(self.page_size), *(kind.plural for kind in KINDS.values()),
+            sys.executable,
+            "-m",
+            "benchmarks.floor",
+            "--server",
+            self.cp.server,
+            "--ca",
+            str(ca),
+            "--cert",
+            str(cert),
+            "--key",
+            str(key),
+            "--page-size",
+            str(self.page_size),
+            *(kind.plural for kind in KINDS.values()),
         ]
 
     def floor(self) -> tuple[measure.Run, int, int]:
@@ -197,8 +250,10 @@ class _Bench:
         events = self.cp.audit_events(user=KUBECTL_USER, since=offset)
         lists = sum(1 for e in events if e.get("verb") == "list")
         return (
-            sum(r.wall_s for r in runs), sum(r.cpu_s for r in runs),
-            max(r.peak_rss_mb for r in runs), lists,
+            sum(r.wall_s for r in runs),
+            sum(r.cpu_s for r in runs),
+            max(r.peak_rss_mb for r in runs),
+            lists,
         )
 
     def check_report(self, size: int) -> None:
@@ -251,16 +306,20 @@ class _Bench:
             runs = passes[name]
             median = measure.median([r.wall_s for r in runs])
             prefix = "" if name == "sweeper" else f"{name}_"
-            figures.update({
-                f"{name}_median_s": median,
-                "floor_median_s": floor_median,
-                f"{prefix}ratio_vs_floor": median / floor_median,
-                "kubectl_median_s": kubectl_median,
-                f"{prefix}ratio_vs_kubectl": median / kubectl_median if kubectl_median else None,
-                f"{name}_peak_rss_mb": max(r.peak_rss_mb for r in runs),
-                # One figure when every pass made the same requests (they should).
-                f"{prefix}list_requests": _counts(lists[name]),
-            })
+            figures.update(
+                {
+                    f"{name}_median_s": median,
+                    "floor_median_s": floor_median,
+                    f"{prefix}ratio_vs_floor": median / floor_median,
+                    "kubectl_median_s": kubectl_median,
+                    f"{prefix}ratio_vs_kubectl": median / kubectl_median
+                    if kubectl_median
+                    else None,
+                    f"{name}_peak_rss_mb": max(r.peak_rss_mb for r in runs),
+                    # One figure when every pass made the same requests (they should).
+                    f"{prefix}list_requests": _counts(lists[name]),
+                }
+            )
         figures["floor_list_requests"] = _counts(lists["floor"])
         figures["list_requests_expected"] = fleet.expected_list_requests(size, self.page_size)
         figures["rounds"] = rounds
@@ -272,29 +331,49 @@ class _Bench:
             figures[f"{name}_cpu_median_s"] = measure.median([r.cpu_s for r in runs])
         figures["floor_peak_rss_mb"] = max(r.peak_rss_mb for r in passes["floor"])
         figures["floor_mb_read"] = " ".join(f"{b / 2**20:.1f}" for b in sorted(floor_bytes))
-        figures.update({
-            "kubectl_min_s": min(reads) if reads else None,
-            "kubectl_max_s": max(reads) if reads else None,
-            "kubectl_cpu_median_s": measure.median(read_cpu) if read_cpu else None,
-            "kubectl_peak_rss_mb": kubectl_rss if reads else None,
-            "kubectl_list_requests": _counts(lists["kubectl"]) if reads else None,
-            "load_avg_before": load_before,
-            "load_avg_after": measure.load_average(),
-        })
+        figures.update(
+            {
+                "kubectl_min_s": min(reads) if reads else None,
+                "kubectl_max_s": max(reads) if reads else None,
+                "kubectl_cpu_median_s": measure.median(read_cpu) if read_cpu else None,
+                "kubectl_peak_rss_mb": kubectl_rss if reads else None,
+                "kubectl_list_requests": _counts(lists["kubectl"]) if reads else None,
+                "load_avg_before": load_before,
+                "load_avg_after": measure.load_average(),
+            }
+        )
         return figures
 
     def profile(self, pyinstrument: Path, directory: Path) -> None:
         """One more pass under pyinstrument, rendered as text and as HTML."""
         directory.mkdir(parents=True, exist_ok=True)
         session = directory / "scale.pyisession"
-        argv = [str(pyinstrument), "-o", str(session), "-r", "pyisession",
-                "-m", "sweeper", *self.sweeper_args()]
+        argv = [
+            str(pyinstrument),
+            "-o",
+            str(session),
+            "-r",
+            "pyisession",
+            "-m",
+            "sweeper",
+            *self.sweeper_args(),
+        ]
         result = measure.run(argv, stdout=self.report).check()
         for renderer, name in (("text", "scale.txt"), ("html", "scale.html")):
-            measure.run([str(pyinstrument), "--load", str(session), "-r", renderer,
-                         "-o", str(directory / name)]).check()
-        measure.print_figures({"profiled_pass_s": result.wall_s,
-                               "profile": str(directory / "scale.txt")})
+            measure.run(
+                [
+                    str(pyinstrument),
+                    "--load",
+                    str(session),
+                    "-r",
+                    renderer,
+                    "-o",
+                    str(directory / name),
+                ]
+            ).check()
+        measure.print_figures(
+            {"profiled_pass_s": result.wall_s, "profile": str(directory / "scale.txt")}
+        )
 
 
 def _credentials(kubeconfig: Path, directory: Path) -> tuple[Path, Path, Path]:
@@ -304,9 +383,11 @@ def _credentials(kubeconfig: Path, directory: Path) -> tuple[Path, Path, Path]:
     user = config["users"][0]["user"]
     directory.mkdir(parents=True, exist_ok=True)
     files = []
-    for name, data in (("ca.crt", cluster["certificate-authority-data"]),
-                       ("client.crt", user["client-certificate-data"]),
-                       ("client.key", user["client-key-data"])):
+    for name, data in (
+        ("ca.crt", cluster["certificate-authority-data"]),
+        ("client.crt", user["client-certificate-data"]),
+        ("client.key", user["client-key-data"]),
+    ):
         path = directory / name
         path.write_bytes(base64.b64decode(data))
         path.chmod(0o600)

@@ -21,8 +21,11 @@ SWEEPER_USER = "bench-sweeper"
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.startup", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.startup",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--runs", type=int, default=20, help="runs of each command (default 20)")
     args = parser.parse_args(argv)
     sweeper = str(measure.sweeper_executable())
@@ -38,19 +41,21 @@ def main(argv: list[str] | None = None) -> int:
         for _ in range(args.runs):
             versions.append(measure.run(version_argv).check())
             passes.append(measure.run(pass_argv).check())
-        measure.print_figures({
-            "runs": args.runs,
-            "version_median_s": measure.median([r.wall_s for r in versions]),
-            "version_min_s": min(r.wall_s for r in versions),
-            "version_max_s": max(r.wall_s for r in versions),
-            "version_peak_rss_mb": max(r.peak_rss_mb for r in versions),
-            "empty_pass_median_s": measure.median([r.wall_s for r in passes]),
-            "empty_pass_min_s": min(r.wall_s for r in passes),
-            "empty_pass_max_s": max(r.wall_s for r in passes),
-            "empty_pass_peak_rss_mb": max(r.peak_rss_mb for r in passes),
-            "load_avg_before": load_before,
-            "load_avg_after": measure.load_average(),
-        })
+        measure.print_figures(
+            {
+                "runs": args.runs,
+                "version_median_s": measure.median([r.wall_s for r in versions]),
+                "version_min_s": min(r.wall_s for r in versions),
+                "version_max_s": max(r.wall_s for r in versions),
+                "version_peak_rss_mb": max(r.peak_rss_mb for r in versions),
+                "empty_pass_median_s": measure.median([r.wall_s for r in passes]),
+                "empty_pass_min_s": min(r.wall_s for r in passes),
+                "empty_pass_max_s": max(r.wall_s for r in passes),
+                "empty_pass_peak_rss_mb": max(r.peak_rss_mb for r in passes),
+                "load_avg_before": load_before,
+                "load_avg_after": measure.load_average(),
+            }
+        )
     return 0
 
 

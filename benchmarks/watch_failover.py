@@ -27,9 +27,11 @@ LEASE_S, RETRY_S = 15, 2
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.watch_failover",
-                                     description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.watch_failover",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args(argv)
     with ControlPlane.start() as cp:
@@ -43,10 +45,23 @@ def main(argv: list[str] | None = None) -> int:
         def start(name: str) -> None:
             log = (cp.workdir / f"failover-{name}.log").open("a")
             replicas[name] = subprocess.Popen(
-                [str(measure.sweeper_executable()), "--kubeconfig", str(configs[name]),
-                 "--watch", "-n", namespace, "--lease-namespace", namespace,
-                 "--identity", name, "--health-port", "0"],
-                stdout=subprocess.DEVNULL, stderr=log, env=measure.clean_env(),
+                [
+                    str(measure.sweeper_executable()),
+                    "--kubeconfig",
+                    str(configs[name]),
+                    "--watch",
+                    "-n",
+                    namespace,
+                    "--lease-namespace",
+                    namespace,
+                    "--identity",
+                    name,
+                    "--health-port",
+                    "0",
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=log,
+                env=measure.clean_env(),
             )
 
         for name in configs:
@@ -77,7 +92,8 @@ def main(argv: list[str] | None = None) -> int:
                 written = _wait_for_write(cp, f"bench-{standby}", since, name)
                 takeovers.append((written - killed).total_seconds())
                 stray_writes += sum(
-                    1 for e in cp.audit_events(user=f"bench-{leader}", since=since)
+                    1
+                    for e in cp.audit_events(user=f"bench-{leader}", since=since)
                     if e.get("verb") in ("patch", "update", "create", "delete")
                     and (e.get("objectRef") or {}).get("resource") != "leases"
                 )
@@ -86,21 +102,26 @@ def main(argv: list[str] | None = None) -> int:
             for process in replicas.values():
                 process.send_signal(signal.SIGTERM)
                 process.wait(timeout=60)
-        measure.print_figures({
-            "rounds": args.rounds,
-            "bound_s": LEASE_S + RETRY_S + 1,  # the issue's: lease duration + retry period + 1 s
-            "takeover_s": " ".join(f"{t:.2f}" for t in takeovers),
-            "takeover_max_s": round(max(takeovers), 2),
-            "job_writes_by_the_killed_replica_after_the_kill": stray_writes,
-            "load_avg": measure.load_average(),
-        })
+        measure.print_figures(
+            {
+                "rounds": args.rounds,
+                "bound_s": LEASE_S
+                + RETRY_S
+                + 1,  # the issue's: lease duration + retry period + 1 s
+                "takeover_s": " ".join(f"{t:.2f}" for t in takeovers),
+                "takeover_max_s": round(max(takeovers), 2),
+                "job_writes_by_the_killed_replica_after_the_kill": stray_writes,
+                "load_avg": measure.load_average(),
+            }
+        )
     return 0
 
 
 def _wait_for_leader(cp: ControlPlane, namespace: str) -> str:
     for _ in range(600):
         lease = cp.request(
-            "GET", f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{LEASE}",
+            "GET",
+            f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{LEASE}",
             expect=(200, 404),
         )
         holder = ((lease or {}).get("spec") or {}).get("holderIdentity")

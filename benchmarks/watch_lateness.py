@@ -28,14 +28,24 @@ SWEEPER_USER = "bench-watch"
 
 
 def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 - one scenario, top to bottom
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.watch_lateness",
-                                     description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.watch_lateness",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--jobs", type=int, default=200)
-    parser.add_argument("--spread", type=int, default=60,
-                        help="seconds between the first and the last deadline (default 60)")
-    parser.add_argument("--first-deadline", type=int, default=45,
-                        help="activeDeadlineSeconds of the first job (default 45)")
+    parser.add_argument(
+        "--spread",
+        type=int,
+        default=60,
+        help="seconds between the first and the last deadline (default 60)",
+    )
+    parser.add_argument(
+        "--first-deadline",
+        type=int,
+        default=45,
+        help="activeDeadlineSeconds of the first job (default 45)",
+    )
     parser.add_argument("--clock", choices=("server", "local"), default="server")
     parser.add_argument("--settle", type=int, default=10)
     args = parser.parse_args(argv)
@@ -47,10 +57,27 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 - one scenario,
         log_path = cp.workdir / "watch-sweeper.log"
         with log_path.open("w") as log:
             sweeper = subprocess.Popen(
-                [str(measure.sweeper_executable()), "--kubeconfig", str(kubeconfig), "--watch",
-                 "-n", namespace, "--lease-namespace", namespace, "--clock", args.clock,
-                 "--health-address", "127.0.0.1", "--health-port", "0", "--identity", "bench"],
-                stdout=subprocess.DEVNULL, stderr=log, env=measure.clean_env(),
+                [
+                    str(measure.sweeper_executable()),
+                    "--kubeconfig",
+                    str(kubeconfig),
+                    "--watch",
+                    "-n",
+                    namespace,
+                    "--lease-namespace",
+                    namespace,
+                    "--clock",
+                    args.clock,
+                    "--health-address",
+                    "127.0.0.1",
+                    "--health-port",
+                    "0",
+                    "--identity",
+                    "bench",
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=log,
+                env=measure.clean_env(),
             )
         try:
             since = cp.audit_offset()
@@ -65,10 +92,21 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 - one scenario,
                 cp.request(
                     "PATCH",
                     f"/apis/kubeflow.org/v1/namespaces/{namespace}/pytorchjobs/{name}/status",
-                    {"status": {"startTime": stamp, "conditions": [{
-                        "type": "Running", "status": "True", "reason": "PyTorchJobRunning",
-                        "message": "running", "lastUpdateTime": stamp,
-                        "lastTransitionTime": stamp}]}},
+                    {
+                        "status": {
+                            "startTime": stamp,
+                            "conditions": [
+                                {
+                                    "type": "Running",
+                                    "status": "True",
+                                    "reason": "PyTorchJobRunning",
+                                    "message": "running",
+                                    "lastUpdateTime": stamp,
+                                    "lastTransitionTime": stamp,
+                                }
+                            ],
+                        }
+                    },
                     content_type="application/merge-patch+json",
                 )
                 deadlines[name] = started + dt.timedelta(seconds=seconds)

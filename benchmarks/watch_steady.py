@@ -31,9 +31,11 @@ USER = "bench-steady"
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.watch_steady",
-                                     description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.watch_steady",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--jobs", type=int, default=10000)
     parser.add_argument("--window", type=int, default=60)
     parser.add_argument("--settle", type=int, default=15)
@@ -50,10 +52,24 @@ def main(argv: list[str] | None = None) -> int:
         log = (cp.workdir / "steady.log").open("w")
         started = time.monotonic()
         sweeper = subprocess.Popen(
-            [str(measure.sweeper_executable()), "--kubeconfig", str(kubeconfig), "--watch",
-             "--dry-run", "--lease-namespace", "default", "--identity", "steady",
-             "--health-address", "127.0.0.1", "--health-port", str(port)],
-            stdout=subprocess.DEVNULL, stderr=log, env=measure.clean_env(),
+            [
+                str(measure.sweeper_executable()),
+                "--kubeconfig",
+                str(kubeconfig),
+                "--watch",
+                "--dry-run",
+                "--lease-namespace",
+                "default",
+                "--identity",
+                "steady",
+                "--health-address",
+                "127.0.0.1",
+                "--health-port",
+                str(port),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+            env=measure.clean_env(),
         )
         try:
             while _probe(port, "/readyz") != HTTPStatus.OK:
@@ -75,18 +91,20 @@ def main(argv: list[str] | None = None) -> int:
             sweeper.send_signal(signal.SIGTERM)
             sweeper.wait(timeout=60)
             log.close()
-        measure.print_figures({
-            "jobs": args.jobs,
-            "setup_s": round(setup_s, 1),
-            "ready_after_s": round(ready_s, 2),
-            "window_s": args.window,
-            "cpu_s_in_window": round(cpu, 3),
-            "cpu_pct_in_window": round(100 * cpu / args.window, 2),
-            "rss_mb": round(status["VmRSS"] / 1024, 1),
-            "peak_rss_mb": round(status["VmHWM"] / 1024, 1),
-            "requests_in_window": " ".join(f"{k}={v}" for k, v in sorted(requests.items())),
-            "load_avg": measure.load_average(),
-        })
+        measure.print_figures(
+            {
+                "jobs": args.jobs,
+                "setup_s": round(setup_s, 1),
+                "ready_after_s": round(ready_s, 2),
+                "window_s": args.window,
+                "cpu_s_in_window": round(cpu, 3),
+                "cpu_pct_in_window": round(100 * cpu / args.window, 2),
+                "rss_mb": round(status["VmRSS"] / 1024, 1),
+                "peak_rss_mb": round(status["VmHWM"] / 1024, 1),
+                "requests_in_window": " ".join(f"{k}={v}" for k, v in sorted(requests.items())),
+                "load_avg": measure.load_average(),
+            }
+        )
     return 0
 
 

@@ -46,7 +46,6 @@ class ApiError(RuntimeError):
         self.body = body
 
 
-
 class AdminClient:
     """Requests to one kube-apiserver as its admin, and credentials for other users.
 
@@ -291,7 +290,6 @@ class AdminClient:
     def audit_events(self, user: str | None = None, since: int = 0) -> list[audit.AuditEvent]:
         """Audit events (one per completed request), optionally for one user and after a cursor."""
         return audit.read_events(self.audit_log, user=user, since=since)
-
 
 
 def _storage_version(crd: dict[str, Any]) -> str:

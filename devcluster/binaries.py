@@ -71,7 +71,8 @@ def module_version(package: str, go_mod: str) -> str:
         ValueError: No required module holds the package.
     """
     holders = [
-        path for path in required_versions(go_mod)
+        path
+        for path in required_versions(go_mod)
         if package == path or package.startswith(f"{path}/")
     ]
     if not holders:

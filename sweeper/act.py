@@ -228,12 +228,16 @@ class Executor:
         except _Stop as stop:
             # A write that already happened is reported as done; the rest is not started.
             return self._outcome(
-                action, self._done if progress.wrote else Result.NOT_STARTED, progress,
+                action,
+                self._done if progress.wrote else Result.NOT_STARTED,
+                progress,
                 extra=f"stopped: {stop.cause}",
             ), stop.cause
         except (Interrupted, RunTimeout) as cause:
             return self._outcome(
-                action, self._done if progress.wrote else Result.ERROR, progress,
+                action,
+                self._done if progress.wrote else Result.ERROR,
+                progress,
                 extra=f"stopped: {cause}",
             ), cause
         except NotFound as gone:
@@ -292,15 +296,16 @@ class _JobWriter:
         self._w = writing
         self.cleaner = cleaner
 
-    def touch(
-        self, action: Action, now: datetime, policy: Policy, progress: _Progress
-    ) -> Result:
+    def touch(self, action: Action, now: datetime, policy: Policy, progress: _Progress) -> Result:
         job = action.job
         progress.body = touch_patch(now)
         self._w.checkpoint()
         try:
             self._w.cluster.patch_job(
-                _served(job), job.namespace, job.name, progress.body,
+                _served(job),
+                job.namespace,
+                job.name,
+                progress.body,
                 dry_run=self._w.server_dry_run,
             )
         except (NotFound, Conflict):
@@ -318,7 +323,11 @@ class _JobWriter:
         progress.wrote = True
         late = _late(action)
         self.cleaner.event(
-            job, progress, now, reason="DeadlineTouched", warning=False,
+            job,
+            progress,
+            now,
+            reason="DeadlineTouched",
+            warning=False,
             message=(
                 f"{job.kind.name} is {late} past its activeDeadlineSeconds "
                 f"({job.deadline_seconds}s); touched by {COMPONENT} so that the training "
@@ -328,11 +337,19 @@ class _JobWriter:
         return self._w.done
 
     def _escalate(
-        self, action: Action, now: datetime, policy: Policy, progress: _Progress, *,
+        self,
+        action: Action,
+        now: datetime,
+        policy: Policy,
+        progress: _Progress,
+        *,
         refusal: str,
     ) -> Result:
         escalated = Action(
-            action.job, ActionKind.FAIL, Why.TOUCH_REFUSED, action.seconds_overdue,
+            action.job,
+            ActionKind.FAIL,
+            Why.TOUCH_REFUSED,
+            action.seconds_overdue,
             f"touch refused: {refusal}",
         )
         progress.escalated = escalated
@@ -340,13 +357,17 @@ class _JobWriter:
         progress.body = None
         result = self.fail(escalated, now, policy, progress, touch_refused=True)
         progress.detail = "; ".join(
-            part for part in (f"touch refused ({refusal}), failed instead", progress.detail)
-            if part
+            part for part in (f"touch refused ({refusal}), failed instead", progress.detail) if part
         )
         return result
 
     def fail(
-        self, action: Action, now: datetime, policy: Policy, progress: _Progress, *,
+        self,
+        action: Action,
+        now: datetime,
+        policy: Policy,
+        progress: _Progress,
+        *,
         touch_refused: bool = False,
     ) -> Result:
         listed = action.job
@@ -376,7 +397,10 @@ class _JobWriter:
             self._w.checkpoint()
             try:
                 self._w.cluster.patch_job_status(
-                    served, job.namespace, job.name, progress.body,
+                    served,
+                    job.namespace,
+                    job.name,
+                    progress.body,
                     dry_run=self._w.server_dry_run,
                 )
             except Conflict:
@@ -385,7 +409,11 @@ class _JobWriter:
             self.cleaner.delete_pods(job, policy, progress)
             late = _late(action)
             self.cleaner.event(
-                job, progress, now, reason="DeadlineExceeded", warning=True,
+                job,
+                progress,
+                now,
+                reason="DeadlineExceeded",
+                warning=True,
                 message=f"{failure_message(job.name)}: {late} past its deadline",
             )
             return self._w.done
@@ -413,7 +441,11 @@ class _PodCleaner:
             progress.detail = "no pods left to terminate"
             return Result.LEFT_ALONE
         self.event(
-            job, progress, now, reason="DeadlinePodsTerminated", warning=True,
+            job,
+            progress,
+            now,
+            reason="DeadlinePodsTerminated",
+            warning=True,
             message=(
                 f"Deleted {len(progress.pods)} pod(s) and {len(progress.services)} service(s) "
                 f"of a job failed by its deadline ({COMPONENT})"
@@ -429,7 +461,8 @@ class _PodCleaner:
         if not pods:
             return
         services = services_to_delete(
-            _views(self._w.cluster.list_services(job.namespace, selector)), job,
+            _views(self._w.cluster.list_services(job.namespace, selector)),
+            job,
             [pod.name for pod in pods],
         )
         by_name = {service.name: service for service in services}
@@ -465,7 +498,13 @@ class _PodCleaner:
         return True
 
     def event(
-        self, job: Job, progress: _Progress, now: datetime, *, reason: str, message: str,
+        self,
+        job: Job,
+        progress: _Progress,
+        now: datetime,
+        *,
+        reason: str,
+        message: str,
         warning: bool,
     ) -> None:
         self._w.checkpoint()
@@ -490,5 +529,3 @@ def _served(job: Job) -> ServedKind:
 
 def _views(objects: Iterable[Any]) -> list[Owned]:
     return [view for view in map(parse_owned, objects) if view is not None]
-
-

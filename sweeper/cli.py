@@ -68,8 +68,15 @@ class DryRunChoice(click.ParamType):  # type: ignore[type-arg]
     """
 
     name = "client|server|none"
-    _ALIASES: ClassVar[dict[str, str]] = {"true": "client", "1": "client", "yes": "client",
-                "false": "none", "0": "none", "no": "none", "": "none"}
+    _ALIASES: ClassVar[dict[str, str]] = {
+        "true": "client",
+        "1": "client",
+        "yes": "client",
+        "false": "none",
+        "0": "none",
+        "no": "none",
+        "": "none",
+    }
 
     def convert(
         self, value: Any, param: click.Parameter | None, ctx: click.Context | None
@@ -122,13 +129,15 @@ class Duration(click.ParamType):  # type: ignore[type-arg]
                 try:
                     seconds = durationpy.from_str(text).total_seconds()
                 except durationpy.DurationError:
-                    self.fail(f"{value!r} is not a duration (e.g. 30s, 5m, 1h30m, or seconds)",
-                              param, ctx)
+                    self.fail(
+                        f"{value!r} is not a duration (e.g. 30s, 5m, 1h30m, or seconds)", param, ctx
+                    )
         if seconds != seconds or seconds in (float("inf"), float("-inf")):  # noqa: PLR0124 - NaN
             self.fail(f"{value!r} is not a finite duration", param, ctx)
         if seconds < 0 or (self.positive and seconds == 0):
-            self.fail(f"{value!r} must be {'positive' if self.positive else 'zero or more'}",
-                      param, ctx)
+            self.fail(
+                f"{value!r} must be {'positive' if self.positive else 'zero or more'}", param, ctx
+            )
         return seconds
 
 
@@ -148,15 +157,19 @@ class UsageError(click.UsageError):
         Args:
             file: Where to (stderr by default).
         """
-        click.echo(f"sweeper: error: {self.format_message()} (see sweeper --help)",
-                   file=file, err=True)
+        click.echo(
+            f"sweeper: error: {self.format_message()} (see sweeper --help)", file=file, err=True
+        )
 
 
 class Command(click.Command):
     """The ``sweeper`` command, whose usage errors read like every other error (exit 2)."""
 
     def make_context(
-        self, info_name: str | None, args: list[str], parent: click.Context | None = None,
+        self,
+        info_name: str | None,
+        args: list[str],
+        parent: click.Context | None = None,
         **extra: Any,
     ) -> click.Context:
         """Parse the arguments, rewording click's usage errors.
@@ -200,9 +213,7 @@ def _bad_value(error: click.BadParameter) -> str:
 _Decorated = TypeVar("_Decorated", bound=Callable[..., Any])
 
 
-def _option(
-    *names: str, env: str | list[str], **kwargs: Any
-) -> Callable[[_Decorated], _Decorated]:
+def _option(*names: str, env: str | list[str], **kwargs: Any) -> Callable[[_Decorated], _Decorated]:
     return click.option(*names, envvar=env, show_envvar=True, **kwargs)
 
 
@@ -216,100 +227,289 @@ def _option(
         "show_default": True,
     },
 )
-@_option("--kubeconfig", env=["SWEEPER_KUBECONFIG", "KUBECONFIG"], metavar="PATH",
-         help="Kubeconfig file (default: KUBECONFIG, ~/.kube/config, else in-cluster).")
+@_option(
+    "--kubeconfig",
+    env=["SWEEPER_KUBECONFIG", "KUBECONFIG"],
+    metavar="PATH",
+    help="Kubeconfig file (default: KUBECONFIG, ~/.kube/config, else in-cluster).",
+)
 @_option("--context", env="SWEEPER_CONTEXT", metavar="NAME", help="Kubeconfig context to use.")
-@_option("-n", "--namespace", "namespaces", env="SWEEPER_NAMESPACE", multiple=True, metavar="NS",
-         help="Only this namespace (repeatable; default: all namespaces, never listed).")
-@_option("-A", "--all-namespaces", env="SWEEPER_ALL_NAMESPACES", is_flag=True,
-         help="Every namespace: the default, spelled out as kubectl does (not with -n).")
-@_option("--exclude-namespace", "exclude_namespaces", env="SWEEPER_EXCLUDE_NAMESPACE",
-         multiple=True, metavar="NS", help="Leave this namespace's jobs alone (repeatable).")
-@_option("--kind", "kinds", env="SWEEPER_KIND", multiple=True, metavar="KIND",
-         help="Only this kind, e.g. PyTorchJob or pytorchjobs (repeatable; default: all).")
-@_option("-l", "--selector", env="SWEEPER_SELECTOR", metavar="SEL",
-         help="Label selector the jobs must match.")
-@_option("--page-size", env="SWEEPER_PAGE_SIZE", type=click.IntRange(min=1), default=500,
-         help="Jobs per list request.")
-@_option("--grace", env="SWEEPER_GRACE", type=_seconds(), default="0s", metavar="DURATION",
-         help="Tolerance past the deadline before acting.")
-@_option("--clock", env="SWEEPER_CLOCK", type=click.Choice([m.value for m in ClockMode],
-         case_sensitive=False), default=ClockMode.SERVER.value,
-         help="Whose clock decides: the API server's Date header, or this machine's.")
-@_option("--action", env="SWEEPER_ACTION", type=click.Choice([m.value for m in ActionMode],
-         case_sensitive=False), default=ActionMode.TOUCH.value,
-         help="touch: annotate so the operator fails it; fail: fail it as the operator would; "
-              "auto: touch, then fail if still running --escalate-after later.")
-@_option("--terminate-pods", env="SWEEPER_TERMINATE_PODS",
-         type=click.Choice([m.value for m in PodsMode], case_sensitive=False),
-         default=PodsMode.ACTIVE.value,
-         help="Pods of a failed job to delete: active (Running, Pending), all, or policy (the "
-              "job's cleanPodPolicy).")
-@_option("--escalate-after", env="SWEEPER_ESCALATE_AFTER", type=_seconds(), default="2m",
-         metavar="DURATION", help="Time after the sweeper's touch before auto fails a job "
-                                 "(and before touch touches it again).")
-@_option("--max-actions", env="SWEEPER_MAX_ACTIONS", type=click.IntRange(min=0), default=None,
-         metavar="N", show_default="unlimited",
-         help="Act on at most N jobs per pass (most overdue first).")
-@_option("--every", env="SWEEPER_EVERY", type=_seconds(positive=True), default=None,
-         metavar="DURATION", help="Start a pass every DURATION (needs --for).")
-@_option("--for", "for_seconds", env="SWEEPER_FOR", type=_seconds(positive=True), default=None,
-         metavar="DURATION", help="Start passes during DURATION (needs --every).")
-@_option("--dry-run", env="SWEEPER_DRY_RUN", type=DryRunChoice(), is_flag=False,
-         flag_value="client", default=None,
-         help="Plan and report, write nothing (client), or send writes with dryRun=All "
-              "(server). Bare --dry-run means client.")
-@_option("-o", "--output", env="SWEEPER_OUTPUT", type=click.Choice([f.value for f in OutputFormat],
-         case_sensitive=False), default=OutputFormat.TEXT.value,
-         help="Report on stdout: text (actions, errors, skips counted by reason), wide (text "
-              "with every job), json (one document per pass).")
-@_option("--log-format", env="SWEEPER_LOG_FORMAT", type=click.Choice(
-         [AUTO, *(f.value for f in LogFormat)], case_sensitive=False), default=AUTO,
-         help="Log format on stderr; auto: text on a terminal, JSON otherwise.")
-@_option("--log-level", env="SWEEPER_LOG_LEVEL", type=click.Choice(LOG_LEVELS,
-         case_sensitive=False), default="INFO", help="Log level.")
-@_option("--request-timeout", env="SWEEPER_REQUEST_TIMEOUT", type=_seconds(positive=True),
-         default="10s", metavar="DURATION", help="Timeout of each HTTP request.")
-@_option("--timeout", env="SWEEPER_TIMEOUT", type=_seconds(positive=True), default="45s",
-         metavar="DURATION", help="Bound on the whole run (exit 5 when reached).")
-@_option("--pushgateway", env="SWEEPER_PUSHGATEWAY", metavar="URL",
-         help="Push the run's deadline_sweeper_* metrics to this Prometheus Pushgateway when "
-              "it ends (a failed push is logged; the exit code stays).")
-@_option("--pushgateway-job", env="SWEEPER_PUSHGATEWAY_JOB", default=DEFAULT_PUSHGATEWAY_JOB,
-         metavar="NAME", help="The job label (grouping key) of the pushed metrics: one per "
-                              "sweeper sharing a Pushgateway.")
-@_option("--explain", env="SWEEPER_EXPLAIN", metavar="NAMESPACE/NAME",
-         help="Print, for one job, every rule of the decision in order with the value it saw "
-              "and its outcome, then exit (writes nothing).")
-@_option("--watch", "watch", env="SWEEPER_WATCH", is_flag=True, default=False,
-         help="Run continuously: watch the jobs and act on each the moment it is due "
-              "(a Deployment; see README 'Choosing a mode').")
-@_option("--resync", env="SWEEPER_RESYNC", type=_seconds(positive=True), default="5m",
-         metavar="DURATION", help="--watch: time between full passes (a safety net).")
-@_option("--watch-timeout", env="SWEEPER_WATCH_TIMEOUT", type=_seconds(positive=True),
-         default="90s", metavar="DURATION",
-         help="--watch: reopen a watch stream silent for this long (bookmarks come every minute).")
-@_option("--leader-elect/--no-leader-elect", env="SWEEPER_LEADER_ELECT", default=True,
-         help="--watch: hold a coordination.k8s.io Lease before writing (run 2 replicas).")
-@_option("--lease-name", env="SWEEPER_LEASE_NAME", default="kubeflow-deadline-sweeper",
-         metavar="NAME", help="--watch: the Lease's name.")
-@_option("--lease-namespace", env="SWEEPER_LEASE_NAMESPACE", default=None, metavar="NS",
-         show_default="the pod's, else the kubeconfig context's",
-         help="--watch: the Lease's namespace.")
-@_option("--identity", env="SWEEPER_IDENTITY", default=None, metavar="ID",
-         show_default="hostname_random", help="--watch: this replica's Lease holder identity.")
-@_option("--lease-duration", env="SWEEPER_LEASE_DURATION", type=_seconds(positive=True),
-         default="15s", metavar="DURATION",
-         help="--watch: how long a Lease unrenewed is waited for before a takeover.")
-@_option("--renew-deadline", env="SWEEPER_RENEW_DEADLINE", type=_seconds(positive=True),
-         default="10s", metavar="DURATION",
-         help="--watch: the leader stops writing and exits if it cannot renew within this.")
-@_option("--retry-period", env="SWEEPER_RETRY_PERIOD", type=_seconds(positive=True),
-         default="2s", metavar="DURATION", help="--watch: time between Lease attempts.")
-@_option("--health-address", env="SWEEPER_HEALTH_ADDRESS", default="0.0.0.0",  # noqa: S104 - probes
-         metavar="ADDR", help="--watch: address of /healthz, /readyz and /metrics.")
-@_option("--health-port", env="SWEEPER_HEALTH_PORT", type=click.IntRange(0, 65535),
-         default=8080, metavar="PORT", help="--watch: port of the probes and /metrics (0: off).")
+@_option(
+    "-n",
+    "--namespace",
+    "namespaces",
+    env="SWEEPER_NAMESPACE",
+    multiple=True,
+    metavar="NS",
+    help="Only this namespace (repeatable; default: all namespaces, never listed).",
+)
+@_option(
+    "-A",
+    "--all-namespaces",
+    env="SWEEPER_ALL_NAMESPACES",
+    is_flag=True,
+    help="Every namespace: the default, spelled out as kubectl does (not with -n).",
+)
+@_option(
+    "--exclude-namespace",
+    "exclude_namespaces",
+    env="SWEEPER_EXCLUDE_NAMESPACE",
+    multiple=True,
+    metavar="NS",
+    help="Leave this namespace's jobs alone (repeatable).",
+)
+@_option(
+    "--kind",
+    "kinds",
+    env="SWEEPER_KIND",
+    multiple=True,
+    metavar="KIND",
+    help="Only this kind, e.g. PyTorchJob or pytorchjobs (repeatable; default: all).",
+)
+@_option(
+    "-l",
+    "--selector",
+    env="SWEEPER_SELECTOR",
+    metavar="SEL",
+    help="Label selector the jobs must match.",
+)
+@_option(
+    "--page-size",
+    env="SWEEPER_PAGE_SIZE",
+    type=click.IntRange(min=1),
+    default=500,
+    help="Jobs per list request.",
+)
+@_option(
+    "--grace",
+    env="SWEEPER_GRACE",
+    type=_seconds(),
+    default="0s",
+    metavar="DURATION",
+    help="Tolerance past the deadline before acting.",
+)
+@_option(
+    "--clock",
+    env="SWEEPER_CLOCK",
+    type=click.Choice([m.value for m in ClockMode], case_sensitive=False),
+    default=ClockMode.SERVER.value,
+    help="Whose clock decides: the API server's Date header, or this machine's.",
+)
+@_option(
+    "--action",
+    env="SWEEPER_ACTION",
+    type=click.Choice([m.value for m in ActionMode], case_sensitive=False),
+    default=ActionMode.TOUCH.value,
+    help="touch: annotate so the operator fails it; fail: fail it as the operator would; "
+    "auto: touch, then fail if still running --escalate-after later.",
+)
+@_option(
+    "--terminate-pods",
+    env="SWEEPER_TERMINATE_PODS",
+    type=click.Choice([m.value for m in PodsMode], case_sensitive=False),
+    default=PodsMode.ACTIVE.value,
+    help="Pods of a failed job to delete: active (Running, Pending), all, or policy (the "
+    "job's cleanPodPolicy).",
+)
+@_option(
+    "--escalate-after",
+    env="SWEEPER_ESCALATE_AFTER",
+    type=_seconds(),
+    default="2m",
+    metavar="DURATION",
+    help="Time after the sweeper's touch before auto fails a job "
+    "(and before touch touches it again).",
+)
+@_option(
+    "--max-actions",
+    env="SWEEPER_MAX_ACTIONS",
+    type=click.IntRange(min=0),
+    default=None,
+    metavar="N",
+    show_default="unlimited",
+    help="Act on at most N jobs per pass (most overdue first).",
+)
+@_option(
+    "--every",
+    env="SWEEPER_EVERY",
+    type=_seconds(positive=True),
+    default=None,
+    metavar="DURATION",
+    help="Start a pass every DURATION (needs --for).",
+)
+@_option(
+    "--for",
+    "for_seconds",
+    env="SWEEPER_FOR",
+    type=_seconds(positive=True),
+    default=None,
+    metavar="DURATION",
+    help="Start passes during DURATION (needs --every).",
+)
+@_option(
+    "--dry-run",
+    env="SWEEPER_DRY_RUN",
+    type=DryRunChoice(),
+    is_flag=False,
+    flag_value="client",
+    default=None,
+    help="Plan and report, write nothing (client), or send writes with dryRun=All "
+    "(server). Bare --dry-run means client.",
+)
+@_option(
+    "-o",
+    "--output",
+    env="SWEEPER_OUTPUT",
+    type=click.Choice([f.value for f in OutputFormat], case_sensitive=False),
+    default=OutputFormat.TEXT.value,
+    help="Report on stdout: text (actions, errors, skips counted by reason), wide (text "
+    "with every job), json (one document per pass).",
+)
+@_option(
+    "--log-format",
+    env="SWEEPER_LOG_FORMAT",
+    type=click.Choice([AUTO, *(f.value for f in LogFormat)], case_sensitive=False),
+    default=AUTO,
+    help="Log format on stderr; auto: text on a terminal, JSON otherwise.",
+)
+@_option(
+    "--log-level",
+    env="SWEEPER_LOG_LEVEL",
+    type=click.Choice(LOG_LEVELS, case_sensitive=False),
+    default="INFO",
+    help="Log level.",
+)
+@_option(
+    "--request-timeout",
+    env="SWEEPER_REQUEST_TIMEOUT",
+    type=_seconds(positive=True),
+    default="10s",
+    metavar="DURATION",
+    help="Timeout of each HTTP request.",
+)
+@_option(
+    "--timeout",
+    env="SWEEPER_TIMEOUT",
+    type=_seconds(positive=True),
+    default="45s",
+    metavar="DURATION",
+    help="Bound on the whole run (exit 5 when reached).",
+)
+@_option(
+    "--pushgateway",
+    env="SWEEPER_PUSHGATEWAY",
+    metavar="URL",
+    help="Push the run's deadline_sweeper_* metrics to this Prometheus Pushgateway when "
+    "it ends (a failed push is logged; the exit code stays).",
+)
+@_option(
+    "--pushgateway-job",
+    env="SWEEPER_PUSHGATEWAY_JOB",
+    default=DEFAULT_PUSHGATEWAY_JOB,
+    metavar="NAME",
+    help="The job label (grouping key) of the pushed metrics: one per "
+    "sweeper sharing a Pushgateway.",
+)
+@_option(
+    "--explain",
+    env="SWEEPER_EXPLAIN",
+    metavar="NAMESPACE/NAME",
+    help="Print, for one job, every rule of the decision in order with the value it saw "
+    "and its outcome, then exit (writes nothing).",
+)
+@_option(
+    "--watch",
+    "watch",
+    env="SWEEPER_WATCH",
+    is_flag=True,
+    default=False,
+    help="Run continuously: watch the jobs and act on each the moment it is due "
+    "(a Deployment; see README 'Choosing a mode').",
+)
+@_option(
+    "--resync",
+    env="SWEEPER_RESYNC",
+    type=_seconds(positive=True),
+    default="5m",
+    metavar="DURATION",
+    help="--watch: time between full passes (a safety net).",
+)
+@_option(
+    "--watch-timeout",
+    env="SWEEPER_WATCH_TIMEOUT",
+    type=_seconds(positive=True),
+    default="90s",
+    metavar="DURATION",
+    help="--watch: reopen a watch stream silent for this long (bookmarks come every minute).",
+)
+@_option(
+    "--leader-elect/--no-leader-elect",
+    env="SWEEPER_LEADER_ELECT",
+    default=True,
+    help="--watch: hold a coordination.k8s.io Lease before writing (run 2 replicas).",
+)
+@_option(
+    "--lease-name",
+    env="SWEEPER_LEASE_NAME",
+    default="kubeflow-deadline-sweeper",
+    metavar="NAME",
+    help="--watch: the Lease's name.",
+)
+@_option(
+    "--lease-namespace",
+    env="SWEEPER_LEASE_NAMESPACE",
+    default=None,
+    metavar="NS",
+    show_default="the pod's, else the kubeconfig context's",
+    help="--watch: the Lease's namespace.",
+)
+@_option(
+    "--identity",
+    env="SWEEPER_IDENTITY",
+    default=None,
+    metavar="ID",
+    show_default="hostname_random",
+    help="--watch: this replica's Lease holder identity.",
+)
+@_option(
+    "--lease-duration",
+    env="SWEEPER_LEASE_DURATION",
+    type=_seconds(positive=True),
+    default="15s",
+    metavar="DURATION",
+    help="--watch: how long a Lease unrenewed is waited for before a takeover.",
+)
+@_option(
+    "--renew-deadline",
+    env="SWEEPER_RENEW_DEADLINE",
+    type=_seconds(positive=True),
+    default="10s",
+    metavar="DURATION",
+    help="--watch: the leader stops writing and exits if it cannot renew within this.",
+)
+@_option(
+    "--retry-period",
+    env="SWEEPER_RETRY_PERIOD",
+    type=_seconds(positive=True),
+    default="2s",
+    metavar="DURATION",
+    help="--watch: time between Lease attempts.",
+)
+@_option(
+    "--health-address",
+    env="SWEEPER_HEALTH_ADDRESS",
+    default="0.0.0.0",  # noqa: S104 - probes
+    metavar="ADDR",
+    help="--watch: address of /healthz, /readyz and /metrics.",
+)
+@_option(
+    "--health-port",
+    env="SWEEPER_HEALTH_PORT",
+    type=click.IntRange(0, 65535),
+    default=8080,
+    metavar="PORT",
+    help="--watch: port of the probes and /metrics (0: off).",
+)
 @click.version_option(__version__, "--version", prog_name="sweeper")
 @click.pass_context
 def command(ctx: click.Context, /, **options: Any) -> None:
@@ -343,7 +543,10 @@ def command(ctx: click.Context, /, **options: Any) -> None:
         # The traceback goes to the log at ERROR, one JSON line (a CronJob's logs keep it);
         # stderr's last line stays the one-line message.
         logging.getLogger(__name__).error(
-            "internal error: %s: %s", type(error).__name__, error, exc_info=True,
+            "internal error: %s: %s",
+            type(error).__name__,
+            error,
+            exc_info=True,
             extra={"exit_code": EXIT_INTERNAL},
         )
         click.echo(f"sweeper: internal error: {type(error).__name__}: {error}", err=True)

@@ -128,6 +128,7 @@ class Cluster(Protocol):
         """Release the connections; the run calls it once, when it ends, however it ends."""
         ...
 
+
 @dataclass(frozen=True, slots=True)
 class WatchEvent:
     """One event of a watch stream.
@@ -205,6 +206,7 @@ class WatchCluster(Cluster, Protocol):
     def update_lease(self, namespace: str, name: str, body: JSON) -> Answer:
         """Replace a Lease; its ``metadata.resourceVersion`` is the precondition (409)."""
         ...
+
 
 @dataclass(frozen=True, slots=True)
 class Write:

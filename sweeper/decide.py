@@ -196,7 +196,7 @@ def _cap(entries: list[Entry], limit: int) -> list[Entry]:
 
     ranked = sorted((i for i, e in enumerate(entries) if isinstance(e, Action)), key=priority)
     capped = list(entries)
-    for index in ranked[max(limit, 0):]:
+    for index in ranked[max(limit, 0) :]:
         action = entries[index]
         assert isinstance(action, Action)  # noqa: S101 - ranked holds actions only
         capped[index] = Skip(
@@ -247,14 +247,16 @@ class Rule:
 
 
 def _skip_if(
-    test: Callable[[Job], bool], reason: SkipReason, detail: Callable[[Job], str] | None = None,
-    *, with_overdue: bool = True,
+    test: Callable[[Job], bool],
+    reason: SkipReason,
+    detail: Callable[[Job], str] | None = None,
+    *,
+    with_overdue: bool = True,
 ) -> Decider:
     def decide(job: Job, _now: datetime, _policy: Policy, overdue: float | None) -> Entry | None:
         if not test(job):
             return None
-        return Skip(job, reason, overdue if with_overdue else None,
-                    detail(job) if detail else "")
+        return Skip(job, reason, overdue if with_overdue else None, detail(job) if detail else "")
 
     return decide
 
@@ -329,45 +331,84 @@ def _seen_touch(job: Job, now: datetime, policy: Policy, overdue: float | None) 
 
 
 RULES: tuple[Rule, ...] = (
-    Rule(SkipReason.MALFORMED.value,
-         lambda job, *_: f"unreadable {job.malformed}" if job.malformed else "every field readable",
-         _skip_if(lambda job: job.malformed is not None, SkipReason.MALFORMED,
-                  lambda job: job.malformed or "", with_overdue=False)),
-    Rule(SkipReason.OPERATOR_ENFORCED.value,
-         lambda job, *_: f"apiVersion kubeflow.org/{job.version}",
-         _skip_if(lambda job: job.operator_enforced, SkipReason.OPERATOR_ENFORCED,
-                  lambda job: f"{job.kind.name} {job.version} is enforced by mpi-operator")),
-    Rule(SkipReason.BEING_DELETED.value,
-         lambda job, *_: "deletionTimestamp set" if job.deleting else "no deletionTimestamp",
-         _skip_if(lambda job: job.deleting, SkipReason.BEING_DELETED)),
-    Rule(SkipReason.OPTED_OUT.value,
-         lambda job, *_: f"{EXCLUDE_ANNOTATION}: {'true' if job.excluded else 'not true'}",
-         _skip_if(lambda job: job.excluded, SkipReason.OPTED_OUT)),
-    Rule(SkipReason.MANAGED_ELSEWHERE.value,
-         lambda job, *_: f"managedBy {job.managed_by or 'unset'}"
-                         + ("" if job.kind.checks_managed_by else " (not used by this kind)"),
-         _skip_if(_managed_elsewhere, SkipReason.MANAGED_ELSEWHERE,
-                  lambda job: job.managed_by or "")),
+    Rule(
+        SkipReason.MALFORMED.value,
+        lambda job, *_: f"unreadable {job.malformed}" if job.malformed else "every field readable",
+        _skip_if(
+            lambda job: job.malformed is not None,
+            SkipReason.MALFORMED,
+            lambda job: job.malformed or "",
+            with_overdue=False,
+        ),
+    ),
+    Rule(
+        SkipReason.OPERATOR_ENFORCED.value,
+        lambda job, *_: f"apiVersion kubeflow.org/{job.version}",
+        _skip_if(
+            lambda job: job.operator_enforced,
+            SkipReason.OPERATOR_ENFORCED,
+            lambda job: f"{job.kind.name} {job.version} is enforced by mpi-operator",
+        ),
+    ),
+    Rule(
+        SkipReason.BEING_DELETED.value,
+        lambda job, *_: "deletionTimestamp set" if job.deleting else "no deletionTimestamp",
+        _skip_if(lambda job: job.deleting, SkipReason.BEING_DELETED),
+    ),
+    Rule(
+        SkipReason.OPTED_OUT.value,
+        lambda job, *_: f"{EXCLUDE_ANNOTATION}: {'true' if job.excluded else 'not true'}",
+        _skip_if(lambda job: job.excluded, SkipReason.OPTED_OUT),
+    ),
+    Rule(
+        SkipReason.MANAGED_ELSEWHERE.value,
+        lambda job, *_: (
+            f"managedBy {job.managed_by or 'unset'}"
+            + ("" if job.kind.checks_managed_by else " (not used by this kind)")
+        ),
+        _skip_if(
+            _managed_elsewhere, SkipReason.MANAGED_ELSEWHERE, lambda job: job.managed_by or ""
+        ),
+    ),
     Rule(SkipReason.FINISHED.value, _seen_finished, _decide_finished),
-    Rule(SkipReason.SUSPENDED.value,
-         lambda job, *_: f"suspend {'true' if job.suspended else 'false'}",
-         _skip_if(lambda job: job.suspended, SkipReason.SUSPENDED)),
-    Rule(SkipReason.RESUMING.value,
-         lambda job, *_: "condition Suspended=True" if job.suspended_condition
-         else "no Suspended=True condition",
-         # Resumed (e.g. re-admitted by Kueue) but not reconciled yet: the operator flips
-         # Suspended to False and resets startTime to now before its deadline check, so the
-         # startTime read here is stale and the job is not overdue.
-         _skip_if(lambda job: job.suspended_condition, SkipReason.RESUMING,
-                  lambda _job: "Suspended=True but suspend is not set: the operator restarts "
-                               "its clock on resume", with_overdue=False)),
-    Rule(SkipReason.NO_DEADLINE.value,
-         lambda job, *_: "activeDeadlineSeconds unset" if job.deadline_seconds is None
-         else f"activeDeadlineSeconds {job.deadline_seconds} ({human(job.deadline_seconds)})",
-         _skip_if(lambda job: job.deadline_seconds is None, SkipReason.NO_DEADLINE,
-                  with_overdue=False)),
-    Rule(SkipReason.NOT_STARTED.value,
-         lambda job, *_: f"startTime {_stamp(job.start_time)}", _decide_not_started),
+    Rule(
+        SkipReason.SUSPENDED.value,
+        lambda job, *_: f"suspend {'true' if job.suspended else 'false'}",
+        _skip_if(lambda job: job.suspended, SkipReason.SUSPENDED),
+    ),
+    Rule(
+        SkipReason.RESUMING.value,
+        lambda job, *_: (
+            "condition Suspended=True" if job.suspended_condition else "no Suspended=True condition"
+        ),
+        # Resumed (e.g. re-admitted by Kueue) but not reconciled yet: the operator flips
+        # Suspended to False and resets startTime to now before its deadline check, so the
+        # startTime read here is stale and the job is not overdue.
+        _skip_if(
+            lambda job: job.suspended_condition,
+            SkipReason.RESUMING,
+            lambda _job: (
+                "Suspended=True but suspend is not set: the operator restarts its clock on resume"
+            ),
+            with_overdue=False,
+        ),
+    ),
+    Rule(
+        SkipReason.NO_DEADLINE.value,
+        lambda job, *_: (
+            "activeDeadlineSeconds unset"
+            if job.deadline_seconds is None
+            else f"activeDeadlineSeconds {job.deadline_seconds} ({human(job.deadline_seconds)})"
+        ),
+        _skip_if(
+            lambda job: job.deadline_seconds is None, SkipReason.NO_DEADLINE, with_overdue=False
+        ),
+    ),
+    Rule(
+        SkipReason.NOT_STARTED.value,
+        lambda job, *_: f"startTime {_stamp(job.start_time)}",
+        _decide_not_started,
+    ),
     Rule(SkipReason.NOT_YET_DUE.value, _seen_deadline, _decide_not_yet_due),
 )
 # The last rule, after RULES: the job is overdue; touch, fail or wait for the escalation.
@@ -416,6 +457,8 @@ def explain(job: Job, now: datetime, policy: Policy) -> tuple[tuple[Step, ...], 
         steps.append(Step(rule.name, seen, decided, reached=True))
     assert decided is not None  # noqa: S101 - DUE always decides
     return tuple(steps), decided
+
+
 # The instant of a job that is due whatever the time (pods of a job already failed by its
 # deadline): before every other instant.
 ALWAYS = datetime.min.replace(tzinfo=UTC)
@@ -516,15 +559,16 @@ def _finished(job: Job, policy: Policy, overdue: float | None) -> Entry:
         # The v1.9.4 operator keeps the pods of a job it failed (cleanPodPolicy None), and a
         # sweeper interrupted between its status write and its deletes leaves pods too.
         return Action(
-            job, ActionKind.TERMINATE_PODS, Why.FAILED_BY_DEADLINE, overdue,
+            job,
+            ActionKind.TERMINATE_PODS,
+            Why.FAILED_BY_DEADLINE,
+            overdue,
             f"failed by its deadline; {policy.terminate_pods.value} pods to terminate",
         )
     return Skip(job, SkipReason.FINISHED, overdue, job.finished or "")
 
 
-def _overdue(
-    job: Job, now: datetime, deadline: datetime, policy: Policy, overdue: float
-) -> Entry:
+def _overdue(job: Job, now: datetime, deadline: datetime, policy: Policy, overdue: float) -> Entry:
     late = f"{human(overdue)} past its deadline"
     if policy.action is ActionMode.FAIL:
         return Action(job, ActionKind.FAIL, Why.OVERDUE, overdue, late)
@@ -537,19 +581,28 @@ def _overdue(
         past_grace = overdue - policy.grace
         if past_grace >= policy.escalate_after:
             return Action(
-                job, ActionKind.FAIL, Why.ESCALATED, overdue,
+                job,
+                ActionKind.FAIL,
+                Why.ESCALATED,
+                overdue,
                 f"{late}, not failed {human(past_grace)} past its deadline and grace",
             )
         if since is not None and since >= policy.escalate_after:
             return Action(
-                job, ActionKind.FAIL, Why.ESCALATED, overdue,
+                job,
+                ActionKind.FAIL,
+                Why.ESCALATED,
+                overdue,
                 f"{late}, still running {human(since)} after the sweeper's touch",
             )
     if since is None:
         return Action(job, ActionKind.TOUCH, Why.OVERDUE, overdue, late)
     if since >= policy.escalate_after:
         return Action(
-            job, ActionKind.TOUCH, Why.RETOUCH, overdue,
+            job,
+            ActionKind.TOUCH,
+            Why.RETOUCH,
+            overdue,
             f"{late}, still running {human(since)} after the sweeper's touch",
         )
     if policy.action is ActionMode.AUTO:
@@ -562,9 +615,7 @@ def _overdue(
     )
 
 
-def pods_to_terminate(
-    pods: Iterable[Owned], job: Job, mode: PodsMode
-) -> list[Owned]:
+def pods_to_terminate(pods: Iterable[Owned], job: Job, mode: PodsMode) -> list[Owned]:
     """Choose the pods of a failed job to delete. Pure.
 
     Args:

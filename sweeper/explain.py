@@ -90,10 +90,18 @@ def run_explain(config: Config, connect: Connect, out: TextIO) -> int:
         job = parse_job(raw, served_kind.kind, served_kind.version)
         steps, entry = explain(job, now, config.policy)
         keep = all(passes for _, _, passes in scope)
-        explanations.append(Explanation(
-            served_kind.kind.name, namespace, name, now, whose, scope, steps,
-            entry if keep else None,
-        ))
+        explanations.append(
+            Explanation(
+                served_kind.kind.name,
+                namespace,
+                name,
+                now,
+                whose,
+                scope,
+                steps,
+                entry if keep else None,
+            )
+        )
     if config.output is OutputFormat.JSON:
         out.write(json.dumps([as_json(e) for e in explanations], indent=2) + "\n")
     else:
@@ -114,20 +122,28 @@ def _scope(
 ) -> tuple[tuple[str, str, bool], ...]:
     scope = []
     if config.namespaces:
-        scope.append(("namespace", f"-n {' -n '.join(config.namespaces)}",
-                      namespace in config.namespaces))
+        scope.append(
+            ("namespace", f"-n {' -n '.join(config.namespaces)}", namespace in config.namespaces)
+        )
     if config.exclude_namespaces:
-        scope.append(("exclude-namespace", f"--exclude-namespace {namespace}"
-                      if namespace in config.exclude_namespaces else "not excluded",
-                      namespace not in config.exclude_namespaces))
+        scope.append(
+            (
+                "exclude-namespace",
+                f"--exclude-namespace {namespace}"
+                if namespace in config.exclude_namespaces
+                else "not excluded",
+                namespace not in config.exclude_namespaces,
+            )
+        )
     if config.selector:
         listed = any(
             item.get("metadata", {}).get("name") == name
             for page in cluster.list_jobs(served, namespace, config.selector, config.page_size)
             for item in page.items
         )
-        scope.append(("selector", f"-l {config.selector}: {'matches' if listed else 'no match'}",
-                      listed))
+        scope.append(
+            ("selector", f"-l {config.selector}: {'matches' if listed else 'no match'}", listed)
+        )
     return tuple(scope)
 
 

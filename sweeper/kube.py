@@ -75,8 +75,10 @@ def connect(config: Config, *, stop: StopSignal) -> KubeCluster:
             raise ConfigError(f"kubeconfig {source}: no such file")
         try:
             k8s_config.load_kube_config(  # type: ignore[no-untyped-call]
-                config_file=source, context=config.context,
-                client_configuration=configuration, persist_config=False,
+                config_file=source,
+                context=config.context,
+                client_configuration=configuration,
+                persist_config=False,
             )
         except Exception as error:
             raise ConfigError(f"kubeconfig {source}: {one_line(error)}") from error
@@ -106,7 +108,9 @@ def connect(config: Config, *, stop: StopSignal) -> KubeCluster:
     )
     context = "in-cluster" if not source else f'"{config.context or _current_context(source)}"'
     return KubeCluster(
-        transport, close=lambda: _close(api), once=once,
+        transport,
+        close=lambda: _close(api),
+        once=once,
         stream=ClientStream(api, config.request_timeout),
         home_namespace=_home_namespace(source, config.context),
         endpoint=f"server {configuration.host}, context {context}",
@@ -121,7 +125,6 @@ def _current_context(source: str) -> str:
         return str(active["name"])
     except Exception:  # noqa: BLE001 - only names the context in messages; never fails a run
         return "?"
-
 
 
 def _home_namespace(kubeconfig: str | None, context: str | None) -> str:
@@ -148,6 +151,7 @@ def _home_namespace(kubeconfig: str | None, context: str | None) -> str:
     chosen = next((c for c in contexts if c.get("name") == context), None) if context else active
     namespace = ((chosen or {}).get("context") or {}).get("namespace")
     return namespace if isinstance(namespace, str) and namespace else "default"
+
 
 class KubeCluster:
     """:class:`sweeper.cluster.Cluster` as requests: paths, queries, bodies, pages, decoding.
@@ -193,7 +197,8 @@ class KubeCluster:
         if response.status == HTTPStatus.NOT_FOUND:
             return Discovery((), date)
         versions = {
-            v.get("version") for v in _decode(response.data).get("versions") or ()
+            v.get("version")
+            for v in _decode(response.data).get("versions") or ()
             if isinstance(v, dict)
         }
         plurals: dict[str, set[str]] = {}
@@ -201,15 +206,16 @@ class KubeCluster:
             if version not in versions:
                 continue
             listing = self._transport.request(
-                "GET", f"/apis/{GROUP}/{version}",
-                RequestRef("discover", f"API resources of {GROUP}/{version}",
-                           cluster_scoped=True),
+                "GET",
+                f"/apis/{GROUP}/{version}",
+                RequestRef("discover", f"API resources of {GROUP}/{version}", cluster_scoped=True),
                 missing_ok=True,
             )
             if listing.status == HTTPStatus.NOT_FOUND:
                 continue
             plurals[version] = {
-                str(r.get("name")) for r in _decode(listing.data).get("resources") or ()
+                str(r.get("name"))
+                for r in _decode(listing.data).get("resources") or ()
                 if isinstance(r, dict)
             }
         served = []
@@ -287,8 +293,12 @@ class KubeCluster:
         """Merge-patch a job (see :class:`sweeper.cluster.Cluster`)."""
         path = _object(f"/apis/{GROUP}/{served.version}", namespace, served.kind.plural, name)
         self._transport.request(
-            "PATCH", path, RequestRef("patch", served.kind.resource, namespace, name),
-            body=patch, content_type=MERGE_PATCH, dry_run=dry_run,
+            "PATCH",
+            path,
+            RequestRef("patch", served.kind.resource, namespace, name),
+            body=patch,
+            content_type=MERGE_PATCH,
+            dry_run=dry_run,
         )
 
     def patch_job_status(
@@ -297,9 +307,12 @@ class KubeCluster:
         """Merge-patch a job's status subresource (see :class:`sweeper.cluster.Cluster`)."""
         path = _object(f"/apis/{GROUP}/{served.version}", namespace, served.kind.plural, name)
         self._transport.request(
-            "PATCH", f"{path}/status",
+            "PATCH",
+            f"{path}/status",
             RequestRef("patch", f"{served.kind.resource}/status", namespace, name),
-            body=patch, content_type=MERGE_PATCH, dry_run=dry_run,
+            body=patch,
+            content_type=MERGE_PATCH,
+            dry_run=dry_run,
         )
 
     def delete_pod(self, namespace: str, name: str, uid: str, *, dry_run: bool) -> None:
@@ -321,17 +334,23 @@ class KubeCluster:
         if dry_run:
             body["dryRun"] = ["All"]
         self._transport.request(
-            "DELETE", _object("/api/v1", namespace, plural, name),
+            "DELETE",
+            _object("/api/v1", namespace, plural, name),
             RequestRef("delete", plural, namespace, name),
-            body=body, content_type="application/json", dry_run=dry_run,
+            body=body,
+            content_type="application/json",
+            dry_run=dry_run,
         )
 
     def create_event(self, namespace: str, event: JSON, *, dry_run: bool) -> None:
         """Create a core/v1 Event (see :class:`sweeper.cluster.Cluster`)."""
         self._transport.request(
-            "POST", _collection("/api/v1", namespace, "events"),
+            "POST",
+            _collection("/api/v1", namespace, "events"),
             RequestRef("create", "events", namespace),
-            body=event, content_type="application/json", dry_run=dry_run,
+            body=event,
+            content_type="application/json",
+            dry_run=dry_run,
         )
 
     # --- watch mode: streams and the Lease -------------------------------------------------
@@ -357,8 +376,11 @@ class KubeCluster:
             ApiError: The watch could not be opened.
         """
         if self._stream is None:
-            raise api_error(RequestRef("watch", served.kind.resource, namespace), None,
-                            "this cluster connection cannot watch")
+            raise api_error(
+                RequestRef("watch", served.kind.resource, namespace),
+                None,
+                "this cluster connection cannot watch",
+            )
         path = _collection(f"/apis/{GROUP}/{served.version}", namespace, served.kind.plural)
         ref = RequestRef("watch", served.kind.resource, namespace)
         query = [
@@ -387,7 +409,8 @@ class KubeCluster:
             The Lease and the answer's date.
         """
         response = self._transport.request(
-            "GET", _object(LEASES, namespace, "leases", name),
+            "GET",
+            _object(LEASES, namespace, "leases", name),
             RequestRef("get", LEASE_RESOURCE, namespace, name),
         )
         return Answer(_decode(response.data), parse_http_date(response.date))
@@ -399,8 +422,10 @@ class KubeCluster:
             The Lease as created and the answer's date.
         """
         response = self._once.request(
-            "POST", _collection(LEASES, namespace, "leases"),
-            RequestRef("create", LEASE_RESOURCE, namespace), body=body,
+            "POST",
+            _collection(LEASES, namespace, "leases"),
+            RequestRef("create", LEASE_RESOURCE, namespace),
+            body=body,
             content_type="application/json",
         )
         return Answer(_decode(response.data), parse_http_date(response.date))
@@ -412,8 +437,10 @@ class KubeCluster:
             The Lease as written and the answer's date.
         """
         response = self._once.request(
-            "PUT", _object(LEASES, namespace, "leases", name),
-            RequestRef("update", LEASE_RESOURCE, namespace, name), body=body,
+            "PUT",
+            _object(LEASES, namespace, "leases", name),
+            RequestRef("update", LEASE_RESOURCE, namespace, name),
+            body=body,
             content_type="application/json",
         )
         return Answer(_decode(response.data), parse_http_date(response.date))
@@ -453,7 +480,12 @@ class ClientSend:
         self._send = _send_since_37 if hasattr(api, "param_serialize") else _send_before_37
 
     def __call__(
-        self, method: str, path: str, headers: dict[str, str], *, body: JSON | None,
+        self,
+        method: str,
+        path: str,
+        headers: dict[str, str],
+        *,
+        body: JSON | None,
         timeout: float,
     ) -> Response:
         """Send one request; what the client raises becomes an answer or a ``NoResponse``."""
@@ -495,15 +527,21 @@ class ClientStream:
             # The two client generations, as in ClientSend.
             if hasattr(self._api, "param_serialize"):
                 _m, url, header_params, _b, _p = self._api.param_serialize(
-                    method="GET", resource_path=resource_path, header_params=headers,
+                    method="GET",
+                    resource_path=resource_path,
+                    header_params=headers,
                     auth_settings=["BearerToken"],
                 )
                 return self._api.call_api(
                     "GET", url, header_params=header_params, _request_timeout=timeout
                 ).response
             return self._api.call_api(
-                resource_path, "GET", header_params=headers, auth_settings=["BearerToken"],
-                _preload_content=False, _request_timeout=timeout,
+                resource_path,
+                "GET",
+                header_params=headers,
+                auth_settings=["BearerToken"],
+                _preload_content=False,
+                _request_timeout=timeout,
             )
         except k8s_client.ApiException as error:
             if error.status:
@@ -566,12 +604,19 @@ class _WatchStream:
 
 
 def _send_since_37(
-    api: Any, method: str, resource_path: str, headers: dict[str, str], *, body: JSON | None,
+    api: Any,
+    method: str,
+    resource_path: str,
+    headers: dict[str, str],
+    *,
+    body: JSON | None,
     timeout: float,
 ) -> Response:
     """Client >= 37: every status comes back as a response; the REST layer raises none."""
     _m, url, header_params, _b, _p = api.param_serialize(
-        method=method, resource_path=resource_path, header_params=headers,
+        method=method,
+        resource_path=resource_path,
+        header_params=headers,
         auth_settings=["BearerToken"],
     )
     # The REST layer serialises a dict body to JSON for every JSON content type.
@@ -580,13 +625,20 @@ def _send_since_37(
     )
     data = response.read()
     return Response(
-        int(response.status), data or b"", response.headers.get("Date"),
+        int(response.status),
+        data or b"",
+        response.headers.get("Date"),
         response.headers.get("Retry-After"),
     )
 
 
 def _send_before_37(
-    api: Any, method: str, resource_path: str, headers: dict[str, str], *, body: JSON | None,
+    api: Any,
+    method: str,
+    resource_path: str,
+    headers: dict[str, str],
+    *,
+    body: JSON | None,
     timeout: float,
 ) -> Response:
     """Client < 37: ``_preload_content=False`` returns urllib3's response for a 2xx as it came.
@@ -595,13 +647,20 @@ def _send_before_37(
     """
     # Without _return_http_data_only, 31-35 wrap the response in (data, status, headers).
     response = api.call_api(
-        resource_path, method, header_params=headers, body=body,
-        auth_settings=["BearerToken"], _preload_content=False, _return_http_data_only=True,
+        resource_path,
+        method,
+        header_params=headers,
+        body=body,
+        auth_settings=["BearerToken"],
+        _preload_content=False,
+        _return_http_data_only=True,
         _request_timeout=(timeout, timeout),
     )
     data = response.read()
     return Response(
-        int(response.status), data or b"", response.headers.get("Date"),
+        int(response.status),
+        data or b"",
+        response.headers.get("Date"),
         response.headers.get("Retry-After"),
     )
 
@@ -637,4 +696,3 @@ def _describe_connection_error(error: BaseException) -> str:
     if "timed out" in text.lower():
         return "timed out (--request-timeout)"
     return one_line(text)
-

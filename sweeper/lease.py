@@ -340,7 +340,10 @@ class Elector:
         if self._renewed_at is None or observed is None or self.holder != self.identity:
             return None
         record = Record(
-            holder="", duration_s=1, acquire_time=wall, renew_time=wall,
+            holder="",
+            duration_s=1,
+            acquire_time=wall,
+            renew_time=wall,
             transitions=observed.record.transitions,
         )
         return Update(record, observed.resource_version)

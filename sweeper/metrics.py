@@ -58,33 +58,62 @@ class Metric:
     labels: tuple[str, ...] = ()
 
 
-LAST_RUN = Metric(f"{PREFIX}last_run_timestamp_seconds",
-                  "When the last run ended (Unix time), whatever its exit code.")
-LAST_SUCCESS = Metric(f"{PREFIX}last_success_timestamp_seconds",
-                      "When the last run that exited 0 ended (Unix time).")
-LAST_EXIT_CODE = Metric(f"{PREFIX}last_exit_code",
-                        "Exit code of the last run (0 ok, 1 actions failed, 3 cluster "
-                        "unavailable, 4 interrupted, 5 timeout).")
+LAST_RUN = Metric(
+    f"{PREFIX}last_run_timestamp_seconds",
+    "When the last run ended (Unix time), whatever its exit code.",
+)
+LAST_SUCCESS = Metric(
+    f"{PREFIX}last_success_timestamp_seconds", "When the last run that exited 0 ended (Unix time)."
+)
+LAST_EXIT_CODE = Metric(
+    f"{PREFIX}last_exit_code",
+    "Exit code of the last run (0 ok, 1 actions failed, 3 cluster "
+    "unavailable, 4 interrupted, 5 timeout).",
+)
 DURATION = Metric(f"{PREFIX}last_run_duration_seconds", "How long the last run took.")
-JOBS = Metric(f"{PREFIX}jobs", "Jobs listed by the last pass, by kind and decision.",
-              ("kind", "decision"))
-SKIPPED = Metric(f"{PREFIX}skipped_jobs", "Jobs the last pass left alone, by kind and reason.",
-                 ("kind", "reason"))
-ACTIONS = Metric(f"{PREFIX}actions", "Actions of the last pass, by kind, action and result.",
-                 ("kind", "action", "result"))
-OVERDUE = Metric(f"{PREFIX}overdue_jobs",
-                 "Unfinished jobs past their deadline (and --grace) at the last pass, by kind.",
-                 ("kind",))
-MAX_OVERDUE = Metric(f"{PREFIX}overdue_seconds_max",
-                     "How long past its deadline the most overdue unfinished job was at the "
-                     "last pass (0 when none).")
-DEADLINE_FAILED = Metric(f"{PREFIX}deadline_failed_jobs",
-                         "Listed jobs failed by their deadline, by kind and by whom: the "
-                         "operator on its own, the operator after the sweeper's touch, or the "
-                         "sweeper.", ("kind", "by"))
+JOBS = Metric(
+    f"{PREFIX}jobs", "Jobs listed by the last pass, by kind and decision.", ("kind", "decision")
+)
+SKIPPED = Metric(
+    f"{PREFIX}skipped_jobs",
+    "Jobs the last pass left alone, by kind and reason.",
+    ("kind", "reason"),
+)
+ACTIONS = Metric(
+    f"{PREFIX}actions",
+    "Actions of the last pass, by kind, action and result.",
+    ("kind", "action", "result"),
+)
+OVERDUE = Metric(
+    f"{PREFIX}overdue_jobs",
+    "Unfinished jobs past their deadline (and --grace) at the last pass, by kind.",
+    ("kind",),
+)
+MAX_OVERDUE = Metric(
+    f"{PREFIX}overdue_seconds_max",
+    "How long past its deadline the most overdue unfinished job was at the "
+    "last pass (0 when none).",
+)
+DEADLINE_FAILED = Metric(
+    f"{PREFIX}deadline_failed_jobs",
+    "Listed jobs failed by their deadline, by kind and by whom: the "
+    "operator on its own, the operator after the sweeper's touch, or the "
+    "sweeper.",
+    ("kind", "by"),
+)
 
-METRICS = (LAST_RUN, LAST_SUCCESS, LAST_EXIT_CODE, DURATION, JOBS, SKIPPED, ACTIONS, OVERDUE,
-           MAX_OVERDUE, DEADLINE_FAILED)
+METRICS = (
+    LAST_RUN,
+    LAST_SUCCESS,
+    LAST_EXIT_CODE,
+    DURATION,
+    JOBS,
+    SKIPPED,
+    ACTIONS,
+    OVERDUE,
+    MAX_OVERDUE,
+    DEADLINE_FAILED,
+)
 
 DECISIONS = (*(kind.value for kind in ActionKind), "skip")
 RESULTS = tuple(result.value for result in Result if result is not Result.SKIPPED)
@@ -240,11 +269,19 @@ def push(url: str, job: str, run: RunFigures, *, timeout: float) -> bool:
     try:
         pushadd_to_gateway(url, job=job, registry=registry_of(run), timeout=timeout)
     except Exception as error:  # noqa: BLE001 - urllib raises OSError, HTTPError, ValueError...
-        log.warning("cannot push metrics to the Pushgateway %s: %s", url, error,
-                    extra={"pushgateway": url, "error": str(error)})
+        log.warning(
+            "cannot push metrics to the Pushgateway %s: %s",
+            url,
+            error,
+            extra={"pushgateway": url, "error": str(error)},
+        )
         return False
-    log.debug("pushed metrics to %s in %.3fs", url, time.monotonic() - began,
-              extra={"pushgateway": url, "job": job})
+    log.debug(
+        "pushed metrics to %s in %.3fs",
+        url,
+        time.monotonic() - began,
+        extra={"pushgateway": url, "job": job},
+    )
     return True
 
 
@@ -254,19 +291,25 @@ def push(url: str, job: str, run: RunFigures, *, timeout: float) -> bool:
 LATENESS_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
 
 # A counter since start in watch mode (exposed as ..._total); the push's is the last pass's.
-WATCH_ACTIONS = Metric(ACTIONS.name, "Actions taken on jobs, by kind, action and result.",
-                       ACTIONS.labels)
+WATCH_ACTIONS = Metric(
+    ACTIONS.name, "Actions taken on jobs, by kind, action and result.", ACTIONS.labels
+)
 # The watch mode counts due timers, which carry no kind.
 WATCH_OVERDUE = Metric(OVERDUE.name, "Jobs whose timer is due and not yet handled.")
-LATENESS = Metric(f"{PREFIX}lateness_seconds",
-                  "Seconds between the instant a job became due and the sweeper's decision to act.")
+LATENESS = Metric(
+    f"{PREFIX}lateness_seconds",
+    "Seconds between the instant a job became due and the sweeper's decision to act.",
+)
 TRACKED = Metric(f"{PREFIX}tracked_jobs", "Jobs with an armed timer.")
-WATCH_RESTARTS = Metric(f"{PREFIX}watch_restarts", "Watch streams reopened, by reason.",
-                        ("reason",))
+WATCH_RESTARTS = Metric(
+    f"{PREFIX}watch_restarts", "Watch streams reopened, by reason.", ("reason",)
+)
 RELISTS = Metric(f"{PREFIX}watch_relists", "Lists after a 410 Gone (the view rebuilt).")
-CLOCK_OFFSET = Metric(f"{PREFIX}clock_offset_seconds",
-                      "The API server's clock minus the local clock, estimated from Date headers.",
-                      ("bound",))
+CLOCK_OFFSET = Metric(
+    f"{PREFIX}clock_offset_seconds",
+    "The API server's clock minus the local clock, estimated from Date headers.",
+    ("bound",),
+)
 LEADER = Metric(f"{PREFIX}leader", "1 while this replica holds the Lease and may write.")
 RESYNCS = Metric(f"{PREFIX}resyncs", "Full passes run by --resync, by result.", ("result",))
 
@@ -287,8 +330,9 @@ class WatchMetrics:
             return Gauge(metric.name, metric.help, metric.labels, registry=registry)
 
         self.actions = counter(WATCH_ACTIONS)
-        self.lateness = Histogram(LATENESS.name, LATENESS.help, buckets=LATENESS_BUCKETS,
-                                  registry=registry)
+        self.lateness = Histogram(
+            LATENESS.name, LATENESS.help, buckets=LATENESS_BUCKETS, registry=registry
+        )
         self.tracked = gauge(TRACKED)
         self.overdue = gauge(WATCH_OVERDUE)
         self.watch_restarts = counter(WATCH_RESTARTS)

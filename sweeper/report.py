@@ -102,8 +102,12 @@ class Summary:
         for kind in ActionKind:
             document[kind.value] = self.actions(kind)
         return document | {
-            "skip": self.skip, "skipped": self.skipped, "results": self.results,
-            "errors": self.errors, "duration_s": self.duration_s, "stopped_by": self.stopped_by,
+            "skip": self.skip,
+            "skipped": self.skipped,
+            "results": self.results,
+            "errors": self.errors,
+            "duration_s": self.duration_s,
+            "stopped_by": self.stopped_by,
         }
 
     def actions(self, kind: ActionKind) -> int:
@@ -133,8 +137,9 @@ def summary(report: PassReport) -> Summary:
         fail=decisions[ActionKind.FAIL.value],
         terminate_pods=decisions[ActionKind.TERMINATE_PODS.value],
         skip=decisions["skip"],
-        skipped={reason.value: skipped[reason.value] for reason in SkipReason
-                 if skipped[reason.value]},
+        skipped={
+            reason.value: skipped[reason.value] for reason in SkipReason if skipped[reason.value]
+        },
         results=dict(sorted(results.items())),
         errors=errors,
         duration_s=round(report.duration_s, 3),
@@ -193,7 +198,7 @@ def write_json(stream: TextIO, report: PassReport) -> None:
     # Chunks of records: one write per record costs more than encoding it, one write for
     # all would hold the whole document in memory.
     for start in range(0, len(outcomes), _RECORDS_PER_WRITE):
-        chunk = outcomes[start:start + _RECORDS_PER_WRITE]
+        chunk = outcomes[start : start + _RECORDS_PER_WRITE]
         stream.write(",\n" if start else "\n")
         stream.write(",\n".join(_record_lines(outcome) for outcome in chunk))
     stream.write("\n  ]" if outcomes else "]")
@@ -247,8 +252,7 @@ def write_text(stream: TextIO, report: PassReport, *, wide: bool = False) -> Non
         f"Pass {report.number} at {when} ({report.clock.value} clock), "
         f"action {report.action.value}{mode}\n"
     )
-    shown = [o for o in report.outcomes
-             if wide or isinstance(o.entry, Action) or has_errors(o)]
+    shown = [o for o in report.outcomes if wide or isinstance(o.entry, Action) or has_errors(o)]
     rows = [table_row(outcome) for outcome in shown]
     if rows:
         widths = [max(len(row[i]) for row in [_COLUMNS, *rows]) for i in range(len(_COLUMNS))]
@@ -311,8 +315,13 @@ def log_outcome(outcome: Outcome, dry_run: DryRun | None) -> None:
     detail = "; ".join(part for part in (outcome.detail or entry.detail, *outcome.errors) if part)
     if outcome.result is Result.SKIPPED:
         log.debug(
-            "%s %s/%s: skip (%s) %s", job.kind.name, job.namespace, job.name, entry.reason,
-            detail, extra=fields,
+            "%s %s/%s: skip (%s) %s",
+            job.kind.name,
+            job.namespace,
+            job.name,
+            entry.reason,
+            detail,
+            extra=fields,
         )
         return
     if has_errors(outcome):
@@ -322,8 +331,15 @@ def log_outcome(outcome: Outcome, dry_run: DryRun | None) -> None:
     else:
         log_at = log.info
     log_at(
-        "%s %s/%s: %s (%s) -> %s %s", job.kind.name, job.namespace, job.name, entry.decision,
-        entry.reason, outcome.result.value, detail, extra=fields,
+        "%s %s/%s: %s (%s) -> %s %s",
+        job.kind.name,
+        job.namespace,
+        job.name,
+        entry.decision,
+        entry.reason,
+        outcome.result.value,
+        detail,
+        extra=fields,
     )
 
 
@@ -331,7 +347,9 @@ def log_summary(report: PassReport) -> None:
     """Log the one summary line of a pass."""
     counts = summary(report)
     log.info(
-        "pass %d: %s", report.number, summary_line(counts),
+        "pass %d: %s",
+        report.number,
+        summary_line(counts),
         extra={
             "pass": report.number,
             "now": _time(report.now),

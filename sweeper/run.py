@@ -42,6 +42,7 @@ from sweeper.jobs import Job, parse_job
 
 log = logging.getLogger(__name__)
 
+
 def _monotonic() -> float:
     # Looked up at each call, like sweeper.kube does: a test that patches time.monotonic
     # (freezegun) then moves every deadline of the run together.
@@ -367,8 +368,9 @@ def _discover(cluster: Cluster, config: Config, listing: _Listing) -> list[Serve
         if kind in by_kind:
             served.append(by_kind[kind])
         else:
-            log.info("%s is not served by this cluster; skipped", kind.name,
-                     extra={"kind": kind.name})
+            log.info(
+                "%s is not served by this cluster; skipped", kind.name, extra={"kind": kind.name}
+            )
     return served
 
 
@@ -416,8 +418,12 @@ class _Listing:
                 if cause is not None:
                     raise cause
         except NotFound as error:
-            log.warning("%s is no longer served; skipped (%s)", served.kind.name, error,
-                        extra={"kind": served.kind.name})
+            log.warning(
+                "%s is no longer served; skipped (%s)",
+                served.kind.name,
+                error,
+                extra={"kind": served.kind.name},
+            )
         except Gone:
             raise
         except ApiError as error:
@@ -452,10 +458,10 @@ class _Listing:
             if abs(skew) > self.config.policy.grace + _SKEW_RESOLUTION_S:
                 log.warning(
                     "the local clock is %s %s the API server's; --clock local decides by it",
-                    clock.human(abs(skew)), "ahead of" if skew > 0 else "behind",
+                    clock.human(abs(skew)),
+                    "ahead of" if skew > 0 else "behind",
                     extra={"skew_s": round(skew, 3), "clock": "local"},
                 )
             return local
         log.debug("clock skew (local - server): %.3fs", skew, extra={"skew_s": round(skew, 3)})
         return server
-

@@ -65,7 +65,12 @@ class Send(Protocol):
     """Sends one request; raises :class:`NoResponse` when no answer comes back."""
 
     def __call__(
-        self, method: str, path: str, headers: dict[str, str], *, body: JSON | None,
+        self,
+        method: str,
+        path: str,
+        headers: dict[str, str],
+        *,
+        body: JSON | None,
         timeout: float,
     ) -> Response:
         """Send it: ``path`` carries the encoded query; ``timeout`` bounds connect and read."""
@@ -196,7 +201,10 @@ class Transport:
                 raise RunTimeout(_timeout_message(ref))
             try:
                 response = self._send(
-                    method, resource_path, dict(headers), body=body,
+                    method,
+                    resource_path,
+                    dict(headers),
+                    body=body,
                     timeout=min(self._request_timeout, remaining),
                 )
             except NoResponse as failure:
@@ -244,4 +252,3 @@ def one_line(value: object) -> str:
 
 def _timeout_message(ref: RequestRef) -> str:
     return f"--timeout reached before {ref.verb} {ref.resource} could complete"
-

@@ -299,18 +299,18 @@ class Watcher:
             server = serve(
                 self.settings.health_address, self.settings.health_port, self.health, self.metrics
             )
-            log.info("serving /healthz, /readyz and /metrics on %s:%d",
-                     *server.server_address[:2])
+            log.info("serving /healthz, /readyz and /metrics on %s:%d", *server.server_address[:2])
         threads = [
-            threading.Thread(target=self._stream, args=(scope,), name=f"watch {scope}",
-                             daemon=True)
+            threading.Thread(target=self._stream, args=(scope,), name=f"watch {scope}", daemon=True)
             for scope in scopes
         ]
         if self.settings.leader_elect:
             threads.append(threading.Thread(target=self._lead, name="lease", daemon=True))
         threads.append(threading.Thread(target=self._resync, name="resync", daemon=True))
         log.info(
-            "watching %d stream(s); identity %s", len(scopes), self.settings.identity,
+            "watching %d stream(s); identity %s",
+            len(scopes),
+            self.settings.identity,
             extra={"identity": self.settings.identity, "streams": len(scopes)},
         )
         for thread in threads:
@@ -372,14 +372,16 @@ class Watcher:
                 self.timers.arm(key, due)
             if message.relist:
                 vanished = [
-                    key for key in self.timers
+                    key
+                    for key in self.timers
                     if message.scope.holds(key) and key not in message.due
                 ]
                 for key in vanished:
                     self.timers.drop(key)
                 if vanished:
-                    log.info("relisted %s: %d vanished job(s) dropped", message.scope,
-                             len(vanished))
+                    log.info(
+                        "relisted %s: %d vanished job(s) dropped", message.scope, len(vanished)
+                    )
         elif isinstance(message, _Fired):
             self._in_flight.discard(message.key)
             for rearm in (message.rearm, self._deferred.pop(message.key, None)):
@@ -410,8 +412,9 @@ class Watcher:
         except NotFound:
             return None  # deleted meanwhile; its DELETED event is on its way
         except ApiError as error:
-            log.warning("cannot read %s %s/%s at its deadline: %s", key.kind, key.namespace,
-                        key.name, error)
+            log.warning(
+                "cannot read %s %s/%s at its deadline: %s", key.kind, key.namespace, key.name, error
+            )
             return self.now() + _seconds(RETRY_FAILED_S)
         job = parse_job(raw, served.kind, served.version)
         now = self.now()  # the one reading for this job
@@ -495,9 +498,11 @@ class Watcher:
         version = ""
         policy = self.config.policy
         excluded = frozenset(self.config.exclude_namespaces)
-        pages = iter(self.cluster.list_jobs(
-            scope.served, scope.namespace, self.config.selector, self.config.page_size
-        ))
+        pages = iter(
+            self.cluster.list_jobs(
+                scope.served, scope.namespace, self.config.selector, self.config.page_size
+            )
+        )
         while True:
             sent = self.monotonic()
             page = next(pages, None)
@@ -519,7 +524,10 @@ class Watcher:
         excluded = frozenset(self.config.exclude_namespaces)
         sent = self.monotonic()
         with self.cluster.watch_jobs(
-            scope.served, scope.namespace, self.config.selector, version,
+            scope.served,
+            scope.namespace,
+            self.config.selector,
+            version,
             timeout_s=random.randint(*WATCH_TIMEOUT_RANGE_S),  # noqa: S311 - spread, not crypto
             read_timeout_s=self.settings.watch_timeout,
         ) as stream:
@@ -556,8 +564,12 @@ class Watcher:
             now = self.monotonic()
             with self._elector_lock:
                 if self.elector.lost(now):
-                    log.error("lost the Lease %s/%s: could not renew within %gs; exiting",
-                              namespace, name, timing.renew_deadline)
+                    log.error(
+                        "lost the Lease %s/%s: could not renew within %gs; exiting",
+                        namespace,
+                        name,
+                        timing.renew_deadline,
+                    )
                     self.elector.step_down()
                     self.metrics.leader.set(0)
                     self.lost_leadership = True
@@ -575,8 +587,11 @@ class Watcher:
             if leading != was_leading:
                 self.metrics.leader.set(1 if leading else 0)
                 log.info(
-                    "%s the Lease %s/%s", "acquired" if leading else "do not hold",
-                    namespace, name, extra={"identity": self.settings.identity},
+                    "%s the Lease %s/%s",
+                    "acquired" if leading else "do not hold",
+                    namespace,
+                    name,
+                    extra={"identity": self.settings.identity},
                 )
                 was_leading = leading
                 self.inbox.put(_Leadership(leading))
@@ -617,9 +632,7 @@ class Watcher:
             return
         sent = self.monotonic()
         if isinstance(step, Create):
-            answer = self.cluster.create_lease(
-                namespace, lease_body(namespace, name, step.record)
-            )
+            answer = self.cluster.create_lease(namespace, lease_body(namespace, name, step.record))
         else:
             answer = self.cluster.update_lease(
                 namespace, name, lease_body(namespace, name, step.record, step.resource_version)
@@ -655,9 +668,7 @@ class Watcher:
             flag = _LeaderFlag(self)
             try:
                 outcome = sweep(number, self.config, self.cluster, flag, self.out)
-                result = "stopped" if outcome.stopped_by else (
-                    "errors" if outcome.errors else "ok"
-                )
+                result = "stopped" if outcome.stopped_by else ("errors" if outcome.errors else "ok")
             except SweeperError as error:
                 log.warning("resync pass %d failed: %s", number, error)
                 result = "failed"

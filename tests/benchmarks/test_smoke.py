@@ -19,22 +19,42 @@ from tests.e2e import clusters
 REPO = Path(__file__).resolve().parents[2]
 
 SCALE_KEYS = {
-    "jobs", "sweeper_median_s", "kubectl_median_s", "ratio_vs_kubectl", "sweeper_peak_rss_mb",
-    "floor_median_s", "ratio_vs_floor", "floor_list_requests", "floor_mb_read",
-    "list_requests", "list_requests_expected", "setup_s", "load_avg_before",
+    "jobs",
+    "sweeper_median_s",
+    "kubectl_median_s",
+    "ratio_vs_kubectl",
+    "sweeper_peak_rss_mb",
+    "floor_median_s",
+    "ratio_vs_floor",
+    "floor_list_requests",
+    "floor_mb_read",
+    "list_requests",
+    "list_requests_expected",
+    "setup_s",
+    "load_avg_before",
 }
 STARTUP_KEYS = {"version_median_s", "empty_pass_median_s", "load_avg_before"}
 LATENESS_KEYS = {
-    "lateness_p50_s", "lateness_p99_s", "lateness_max_s", "not_failed", "target_max_s",
-    "operator_alone_lateness_p50_s", "operator_alone_lateness_p99_s",
-    "operator_alone_lateness_max_s", "operator_alone_not_failed",
+    "lateness_p50_s",
+    "lateness_p99_s",
+    "lateness_max_s",
+    "not_failed",
+    "target_max_s",
+    "operator_alone_lateness_p50_s",
+    "operator_alone_lateness_p99_s",
+    "operator_alone_lateness_max_s",
+    "operator_alone_not_failed",
 }
 
 
 def run_benchmark(module: str, *args: str, timeout: float) -> dict[str, str]:
     result = subprocess.run(
         [sys.executable, "-m", f"benchmarks.{module}", *args],
-        cwd=REPO, capture_output=True, text=True, timeout=timeout, check=False,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
     )
     assert result.returncode == 0, result.stdout + result.stderr[-4000:]
     return parse_figures(result.stdout)
@@ -45,8 +65,9 @@ def test_scale_prints_its_figures_and_lists_each_page_once() -> None:
     # The floor makes the same requests as the sweeper, so the two are comparable.
     clusters.require_binaries("etcd", "kube-apiserver", "kubectl")
     # A page size of 4 makes the 30 jobs span several pages of most kinds.
-    figures = run_benchmark("scale", "--jobs", "30", "--rounds", "1", "--page-size", "4",
-                            timeout=600)
+    figures = run_benchmark(
+        "scale", "--jobs", "30", "--rounds", "1", "--page-size", "4", timeout=600
+    )
     assert figures.keys() >= SCALE_KEYS, sorted(SCALE_KEYS - figures.keys())
     assert figures["list_requests"] == figures["list_requests_expected"]
     assert figures["floor_list_requests"] == figures["list_requests_expected"]
@@ -64,7 +85,15 @@ def test_startup_prints_its_figures() -> None:
 def test_lateness_prints_its_figures() -> None:
     clusters.require_binaries("etcd", "kube-apiserver", "training-operator")
     figures = run_benchmark(
-        "lateness", "--jobs", "2", "--spread", "4", "--first-deadline", "20", "--settle", "15",
+        "lateness",
+        "--jobs",
+        "2",
+        "--spread",
+        "4",
+        "--first-deadline",
+        "20",
+        "--settle",
+        "15",
         timeout=900,
     )
     assert figures.keys() >= LATENESS_KEYS, sorted(LATENESS_KEYS - figures.keys())

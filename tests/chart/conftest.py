@@ -110,9 +110,14 @@ def _run_template(
     values_file.write_text(json.dumps(values or {}), encoding="utf-8")
     return subprocess.run(
         [
-            str(helm), "template", "sw", str(CHART),
-            "--namespace", "sweeper",
-            "--values", str(values_file),
+            str(helm),
+            "template",
+            "sw",
+            str(CHART),
+            "--namespace",
+            "sweeper",
+            "--values",
+            str(values_file),
             *extra,
         ],
         capture_output=True,

@@ -21,16 +21,20 @@ import yaml
 from tests.chart.conftest import Rendered, missing
 
 JOB = "sw-kubeflow-deadline-sweeper"  # the release's full name: the default job label
-PUSHED = {"prometheusRule": {"enabled": True},
-          "metrics": {"pushgateway": {"url": "http://pushgateway.monitoring:9091"}}}
+PUSHED = {
+    "prometheusRule": {"enabled": True},
+    "metrics": {"pushgateway": {"url": "http://pushgateway.monitoring:9091"}},
+}
 
 
 @pytest.fixture(scope="session")
 def promtool() -> Path:
     found = shutil.which("promtool")
     if found is None:
-        missing("promtool not found (Debian: apt-get install prometheus; scripts/test installs "
-                "it when run as root)")
+        missing(
+            "promtool not found (Debian: apt-get install prometheus; scripts/test installs "
+            "it when run as root)"
+        )
     return Path(found)
 
 
@@ -39,7 +43,10 @@ def rules_of(rendered: Rendered) -> dict[str, Any]:
 
 
 def promtool_test(
-    promtool: Path, tmp_path: Path, rules: dict[str, Any], series: dict[str, str],
+    promtool: Path,
+    tmp_path: Path,
+    rules: dict[str, Any],
+    series: dict[str, str],
     expect: list[tuple[str, str, Any]],
 ) -> None:
     """Run ``promtool test rules``: ``expect`` holds (alert, eval time, fires?).
@@ -49,29 +56,54 @@ def promtool_test(
     """
     checked = tmp_path / "checked.yaml"
     checked.write_text(yaml.safe_dump(rules))
-    check = subprocess.run([str(promtool), "check", "rules", str(checked)],
-                           capture_output=True, text=True, check=False)
+    check = subprocess.run(
+        [str(promtool), "check", "rules", str(checked)], capture_output=True, text=True, check=False
+    )
     assert check.returncode == 0, check.stdout + check.stderr
-    bare = {"groups": [{**g, "rules": [{k: v for k, v in r.items() if k != "annotations"}
-                                       for r in g["rules"]]} for g in rules["groups"]]}
+    bare = {
+        "groups": [
+            {**g, "rules": [{k: v for k, v in r.items() if k != "annotations"} for r in g["rules"]]}
+            for g in rules["groups"]
+        ]
+    }
     (tmp_path / "rules.yaml").write_text(yaml.safe_dump(bare))
     tests = {
         "rule_files": ["rules.yaml"],
         "evaluation_interval": "1m",
-        "tests": [{
-            "interval": "1m",
-            "input_series": [{"series": name, "values": values} for name, values in series.items()],
-            "alert_rule_test": [
-                {"eval_time": at, "alertname": alert,
-                 "exp_alerts": [{"exp_labels": {"severity": "warning", **(
-                     fires if isinstance(fires, dict) else {})}}] if fires else []}
-                for alert, at, fires in expect
-            ],
-        }],
+        "tests": [
+            {
+                "interval": "1m",
+                "input_series": [
+                    {"series": name, "values": values} for name, values in series.items()
+                ],
+                "alert_rule_test": [
+                    {
+                        "eval_time": at,
+                        "alertname": alert,
+                        "exp_alerts": [
+                            {
+                                "exp_labels": {
+                                    "severity": "warning",
+                                    **(fires if isinstance(fires, dict) else {}),
+                                }
+                            }
+                        ]
+                        if fires
+                        else [],
+                    }
+                    for alert, at, fires in expect
+                ],
+            }
+        ],
     }
     (tmp_path / "test.yaml").write_text(yaml.safe_dump(tests))
-    done = subprocess.run([str(promtool), "test", "rules", "test.yaml"], cwd=tmp_path,
-                          capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        [str(promtool), "test", "rules", "test.yaml"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
 
 
@@ -91,9 +123,11 @@ OVERDUE = pushed("deadline_sweeper_overdue_seconds_max")
             PUSHED,
             # A success every minute until 10m, then none (the Pushgateway keeps the last).
             {SUCCESS: "0+60x10 600x20"},
-            [("DeadlineSweeperNoSuccessfulRun", "12m", False),
-             ("DeadlineSweeperNoSuccessfulRun", "14m", False),  # pending: 240s > 180s
-             ("DeadlineSweeperNoSuccessfulRun", "15m", True)],
+            [
+                ("DeadlineSweeperNoSuccessfulRun", "12m", False),
+                ("DeadlineSweeperNoSuccessfulRun", "14m", False),  # pending: 240s > 180s
+                ("DeadlineSweeperNoSuccessfulRun", "15m", True),
+            ],
             id="no-success-for-3-runs",
         ),
         pytest.param(
@@ -106,32 +140,43 @@ OVERDUE = pushed("deadline_sweeper_overdue_seconds_max")
             PUSHED,
             # Nothing ever pushed (a wrong URL, a job label mismatch).
             {pushed("deadline_sweeper_last_run_timestamp_seconds", job="other"): "0+60x10"},
-            [("DeadlineSweeperNoSuccessfulRun", "0m", False),
-             ("DeadlineSweeperNoSuccessfulRun", "1m", {"job": JOB})],
+            [
+                ("DeadlineSweeperNoSuccessfulRun", "0m", False),
+                ("DeadlineSweeperNoSuccessfulRun", "1m", {"job": JOB}),
+            ],
             id="never-pushed",
         ),
         pytest.param(
-            {**PUSHED, "intervalSeconds": 300, "prometheusRule": {"enabled": True,
-                                                                  "missedRuns": 2}},
+            {
+                **PUSHED,
+                "intervalSeconds": 300,
+                "prometheusRule": {"enabled": True, "missedRuns": 2},
+            },
             {SUCCESS: "0 0x30"},  # runs every 5 min: 2 missed = 600 s
-            [("DeadlineSweeperNoSuccessfulRun", "15m", False),
-             ("DeadlineSweeperNoSuccessfulRun", "16m", True)],
+            [
+                ("DeadlineSweeperNoSuccessfulRun", "15m", False),
+                ("DeadlineSweeperNoSuccessfulRun", "16m", True),
+            ],
             id="five-minute-runs",
         ),
         pytest.param(
             PUSHED,
             # A job 60 s overdue at the first run, still running 8 minutes on.
             {SUCCESS: "0+60x10", OVERDUE: "60+60x10"},
-            [("DeadlineSweeperJobsOverdue", "2m", False),  # 180 s: not above 3 intervals
-             ("DeadlineSweeperJobsOverdue", "3m", False),  # 240 s: pending
-             ("DeadlineSweeperJobsOverdue", "4m", True)],
+            [
+                ("DeadlineSweeperJobsOverdue", "2m", False),  # 180 s: not above 3 intervals
+                ("DeadlineSweeperJobsOverdue", "3m", False),  # 240 s: pending
+                ("DeadlineSweeperJobsOverdue", "4m", True),
+            ],
             id="overdue-for-3-intervals",
         ),
         pytest.param(
             {**PUSHED, "grace": 300},
             {SUCCESS: "0+60x10", OVERDUE: "60+60x10"},
-            [("DeadlineSweeperJobsOverdue", "7m", False),  # 480 s <= 300 + 180
-             ("DeadlineSweeperJobsOverdue", "9m", True)],
+            [
+                ("DeadlineSweeperJobsOverdue", "7m", False),  # 480 s <= 300 + 180
+                ("DeadlineSweeperJobsOverdue", "9m", True),
+            ],
             id="grace-moves-the-overdue-threshold",
         ),
         pytest.param(
@@ -143,36 +188,53 @@ OVERDUE = pushed("deadline_sweeper_overdue_seconds_max")
         ),
         pytest.param(
             PUSHED,
-            {SUCCESS: "0+60x10",
-             pushed("deadline_sweeper_actions", kind="PyTorchJob", action="fail",
-                    result="error"): "0 0 1 1 1 1 1",
-             pushed("deadline_sweeper_actions", kind="TFJob", action="touch",
-                    result="error"): "0 0 0 0 0 0 1"},
-            [("DeadlineSweeperActionsFailed", "3m", False),
-             ("DeadlineSweeperActionsFailed", "4m", True)],
+            {
+                SUCCESS: "0+60x10",
+                pushed(
+                    "deadline_sweeper_actions", kind="PyTorchJob", action="fail", result="error"
+                ): "0 0 1 1 1 1 1",
+                pushed(
+                    "deadline_sweeper_actions", kind="TFJob", action="touch", result="error"
+                ): "0 0 0 0 0 0 1",
+            },
+            [
+                ("DeadlineSweeperActionsFailed", "3m", False),
+                ("DeadlineSweeperActionsFailed", "4m", True),
+            ],
             id="actions-failing-for-2-runs",
         ),
         pytest.param(
             PUSHED,
-            {SUCCESS: "0+60x10",
-             pushed("deadline_sweeper_actions", kind="PyTorchJob", action="fail",
-                    result="error"): "0 1 0 1 0 1 0"},
+            {
+                SUCCESS: "0+60x10",
+                pushed(
+                    "deadline_sweeper_actions", kind="PyTorchJob", action="fail", result="error"
+                ): "0 1 0 1 0 1 0",
+            },
             [("DeadlineSweeperActionsFailed", "6m", False)],
             id="an-occasional-failed-action-is-quiet",
         ),
         pytest.param(
             {"prometheusRule": {"enabled": True}},
-            {'kube_cronjob_status_last_successful_time{namespace="sweeper", '
-             f'cronjob="{JOB}"}}': "0+60x10 600x20"},
-            [("DeadlineSweeperNoSuccessfulRun", "14m", False),
-             ("DeadlineSweeperNoSuccessfulRun", "15m", True)],
+            {
+                'kube_cronjob_status_last_successful_time{namespace="sweeper", '
+                f'cronjob="{JOB}"}}': "0+60x10 600x20"
+            },
+            [
+                ("DeadlineSweeperNoSuccessfulRun", "14m", False),
+                ("DeadlineSweeperNoSuccessfulRun", "15m", True),
+            ],
             id="kube-state-metrics-without-pushgateway",
         ),
     ],
 )
 def test_alerts_fire_when_they_should(  # noqa: PLR0917 - fixtures and table columns
-    render: Callable[..., Rendered], promtool: Path, tmp_path: Path,
-    values: dict[str, Any], series: dict[str, str], expect: list[tuple[str, str, Any]],
+    render: Callable[..., Rendered],
+    promtool: Path,
+    tmp_path: Path,
+    values: dict[str, Any],
+    series: dict[str, str],
+    expect: list[tuple[str, str, Any]],
 ) -> None:
     promtool_test(promtool, tmp_path, rules_of(render(values)), series, expect)
 
@@ -191,8 +253,11 @@ def test_the_rule_is_off_by_default_and_the_push_reaches_the_cronjob_only(
     rendered = render({"metrics": {"pushgateway": {"url": "http://pg:9091", "job": "team-a"}}})
     assert "--pushgateway=http://pg:9091" in rendered.args
     assert "--pushgateway-job=team-a" in rendered.args
-    assert not [a for a in rendered.test_pod["spec"]["containers"][0]["args"]
-                if a.startswith("--pushgateway")]
+    assert not [
+        a
+        for a in rendered.test_pod["spec"]["containers"][0]["args"]
+        if a.startswith("--pushgateway")
+    ]
 
 
 @pytest.mark.parametrize(
@@ -214,14 +279,20 @@ def test_the_readme_shows_the_rules_the_chart_renders(render: Callable[..., Rend
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
     block = readme.split("load\nthem into Prometheus as a rule file:\n\n```yaml\n", 1)[1]
     shown = yaml.safe_load(block.split("```", 1)[0])
-    rendered = render({**PUSHED, "metrics": {"pushgateway": {
-        "url": "http://prometheus-pushgateway.monitoring:9091"}}})
+    rendered = render(
+        {
+            **PUSHED,
+            "metrics": {"pushgateway": {"url": "http://prometheus-pushgateway.monitoring:9091"}},
+        }
+    )
     rules = rules_of(rendered)["groups"]
     for group in rules:
         for rule in group["rules"]:
             rule.pop("annotations")
-    expected = [{**g, "rules": [{**r, "expr": r["expr"].replace(JOB, README_JOB)}
-                                for r in g["rules"]]} for g in rules]
+    expected = [
+        {**g, "rules": [{**r, "expr": r["expr"].replace(JOB, README_JOB)} for r in g["rules"]]}
+        for g in rules
+    ]
     assert shown == {"groups": expected}
 
 

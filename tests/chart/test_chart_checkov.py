@@ -29,13 +29,24 @@ VARIANTS = {
     "defaults": [],
     "fail-namespaced": ["--set", "action=fail", "--set", "namespaces={team-a,team-b}"],
     "auto-digest-sub-minute": [
-        "--set", "action=auto", "--set", f"image.digest={DIGEST}", "--set", "intervalSeconds=20",
+        "--set",
+        "action=auto",
+        "--set",
+        f"image.digest={DIGEST}",
+        "--set",
+        "intervalSeconds=20",
     ],
     "dry-run": ["--set", "dryRun=true"],
     "watch": ["--set", "mode=watch", "--set", f"image.digest={DIGEST}"],
     "watch-fail-namespaced-monitored": [
-        "--set", "mode=watch", "--set", "action=fail", "--set", "namespaces={team-a}",
-        "--set", "watch.serviceMonitor.enabled=true",
+        "--set",
+        "mode=watch",
+        "--set",
+        "action=fail",
+        "--set",
+        "namespaces={team-a}",
+        "--set",
+        "watch.serviceMonitor.enabled=true",
     ],
 }
 

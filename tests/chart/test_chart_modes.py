@@ -22,8 +22,11 @@ CASES = json.loads((SNAPSHOTS / "cases.json").read_text(encoding="utf-8"))
 VERSION_LINES = re.compile(r"^\s*(helm\.sh/chart|app\.kubernetes\.io/version): .*$", re.MULTILINE)
 WATCH_VALUES = {
     "watch": {
-        "replicas": 3, "resyncSeconds": 60, "metricsPort": 9100,
-        "serviceMonitor": {"enabled": True}, "metricsFrom": [{"podSelector": {}}],
+        "replicas": 3,
+        "resyncSeconds": 60,
+        "metricsPort": 9100,
+        "serviceMonitor": {"enabled": True},
+        "metricsFrom": [{"podSelector": {}}],
     }
 }
 
@@ -33,8 +36,11 @@ def normalised(text: str) -> str:
 
 
 @pytest.mark.parametrize("case", sorted(CASES), ids=str)
-@pytest.mark.parametrize("extra", [{}, {"mode": "cronjob", **WATCH_VALUES}],
-                         ids=["mode-unset", "mode-cronjob-with-watch-values"])
+@pytest.mark.parametrize(
+    "extra",
+    [{}, {"mode": "cronjob", **WATCH_VALUES}],
+    ids=["mode-unset", "mode-cronjob-with-watch-values"],
+)
 def test_the_cronjob_mode_renders_exactly_as_before(helm, tmp_path, case, extra):
     done = _run_template(helm, tmp_path, {**CASES[case], **extra}, [])
     assert done.returncode == 0, done.stderr
@@ -77,8 +83,9 @@ def test_watch_mode_keeps_the_cronjobs_restricted_security_context(render):
     cron_pod = render().pod_spec
     watch_pod = render({"mode": "watch"}).one("Deployment")["spec"]["template"]["spec"]
     assert watch_pod["securityContext"] == cron_pod["securityContext"]
-    assert watch_pod["containers"][0]["securityContext"] == (
-        cron_pod["containers"][0]["securityContext"]
+    assert (
+        watch_pod["containers"][0]["securityContext"]
+        == (cron_pod["containers"][0]["securityContext"])
     )
     assert watch_pod["volumes"] == cron_pod["volumes"]
     assert watch_pod["automountServiceAccountToken"] is False
@@ -101,8 +108,10 @@ def test_watch_mode_adds_watch_and_get_on_the_jobs_and_one_lease(render, action,
     assert lease["metadata"]["namespace"] == "sweeper"
     assert lease["rules"] == [
         {
-            "apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
-            "resourceNames": ["sw-kubeflow-deadline-sweeper"], "verbs": ["get", "update"],
+            "apiGroups": ["coordination.k8s.io"],
+            "resources": ["leases"],
+            "resourceNames": ["sw-kubeflow-deadline-sweeper"],
+            "verbs": ["get", "update"],
         },
         {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
     ]
@@ -128,17 +137,16 @@ def test_the_service_monitor_is_optional(render):
     monitor = render(
         {"mode": "watch", "watch": {"serviceMonitor": {"enabled": True, "labels": {"r": "p"}}}}
     ).one("ServiceMonitor")
-    assert monitor["spec"]["endpoints"] == [{"port": "metrics", "path": "/metrics",
-                                             "interval": "30s"}]
+    assert monitor["spec"]["endpoints"] == [
+        {"port": "metrics", "path": "/metrics", "interval": "30s"}
+    ]
     assert monitor["metadata"]["labels"]["r"] == "p"
     service = render({"mode": "watch"}).one("Service")
     assert service["spec"]["ports"][0]["targetPort"] == "metrics"
 
 
 def test_one_replica_gets_no_disruption_budget(render):
-    assert render({"mode": "watch", "watch": {"replicas": 1}}).of_kind(
-        "PodDisruptionBudget"
-    ) == []
+    assert render({"mode": "watch", "watch": {"replicas": 1}}).of_kind("PodDisruptionBudget") == []
 
 
 @pytest.mark.parametrize(
@@ -147,10 +155,12 @@ def test_one_replica_gets_no_disruption_budget(render):
         pytest.param({"mode": "daemon"}, "mode", id="unknown-mode"),
         pytest.param({"watch": {"replica": 2}}, "replica", id="unknown-watch-key"),
         pytest.param({"watch": {"replicas": 0}}, "replicas", id="no-replicas"),
-        pytest.param({"watch": {"serviceMonitor": {"interval": "soon"}}}, "interval",
-                     id="bad-scrape-interval"),
+        pytest.param(
+            {"watch": {"serviceMonitor": {"interval": "soon"}}},
+            "interval",
+            id="bad-scrape-interval",
+        ),
     ],
 )
 def test_the_schema_refuses_bad_watch_values(render_error, values, message):
     assert message in render_error(values)
-

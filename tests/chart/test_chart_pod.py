@@ -81,26 +81,63 @@ def test_token_is_mounted_explicitly_into_the_sweeper_only(render):
     [
         pytest.param(
             {},
-            ["--action=touch", "--grace=0", "--escalate-after=120", "--timeout=55", "--output=text",
-             "--log-format=json", "--log-level=info"],
+            [
+                "--action=touch",
+                "--grace=0",
+                "--escalate-after=120",
+                "--timeout=55",
+                "--output=text",
+                "--log-format=json",
+                "--log-level=info",
+            ],
             id="defaults",
         ),
         pytest.param(
             {"action": "fail", "dryRun": True, "terminatePods": "policy", "maxActions": 3},
-            ["--action=fail", "--dry-run=client", "--grace=0", "--terminate-pods=policy",
-             "--max-actions=3", "--timeout=55", "--output=text", "--log-format=json",
-             "--log-level=info"],
+            [
+                "--action=fail",
+                "--dry-run=client",
+                "--grace=0",
+                "--terminate-pods=policy",
+                "--max-actions=3",
+                "--timeout=55",
+                "--output=text",
+                "--log-format=json",
+                "--log-level=info",
+            ],
             id="fail-dry-run",
         ),
         pytest.param(
-            {"action": "auto", "dryRun": "server", "escalateAfter": 300, "grace": 60,
-             "selector": "team=ml,tier!=spot", "kinds": ["PyTorchJob", "TFJob"],
-             "intervalSeconds": 20, "output": "json", "logFormat": "text", "logLevel": "debug",
-             "extraArgs": ["--clock=local"]},
-            ["--action=auto", "--dry-run=server", "--kind=PyTorchJob", "--kind=TFJob",
-             "--selector=team=ml,tier!=spot", "--grace=60", "--escalate-after=300",
-             "--terminate-pods=active", "--every=20", "--for=50", "--timeout=55",
-             "--output=json", "--log-format=text", "--log-level=debug", "--clock=local"],
+            {
+                "action": "auto",
+                "dryRun": "server",
+                "escalateAfter": 300,
+                "grace": 60,
+                "selector": "team=ml,tier!=spot",
+                "kinds": ["PyTorchJob", "TFJob"],
+                "intervalSeconds": 20,
+                "output": "json",
+                "logFormat": "text",
+                "logLevel": "debug",
+                "extraArgs": ["--clock=local"],
+            },
+            [
+                "--action=auto",
+                "--dry-run=server",
+                "--kind=PyTorchJob",
+                "--kind=TFJob",
+                "--selector=team=ml,tier!=spot",
+                "--grace=60",
+                "--escalate-after=300",
+                "--terminate-pods=active",
+                "--every=20",
+                "--for=50",
+                "--timeout=55",
+                "--output=json",
+                "--log-format=text",
+                "--log-level=debug",
+                "--clock=local",
+            ],
             id="everything",
         ),
     ],
@@ -130,13 +167,24 @@ def test_test_pod_can_be_left_out(render):
 @pytest.mark.parametrize(
     ("image", "reference", "policy"),
     [
-        pytest.param({}, "ghcr.io/kubeflow-deadline-sweeper/kubeflow-deadline-sweeper:0.1.0",
-                     "IfNotPresent", id="tag-pulls-if-not-present"),
-        pytest.param({"digest": DIGEST},
-                     f"ghcr.io/kubeflow-deadline-sweeper/kubeflow-deadline-sweeper:0.1.0@{DIGEST}",
-                     "IfNotPresent", id="digest-pulls-if-not-present"),
-        pytest.param({"repository": "r.example/sweeper", "tag": "dev", "pullPolicy": "Never"},
-                     "r.example/sweeper:dev", "Never", id="explicit"),
+        pytest.param(
+            {},
+            "ghcr.io/kubeflow-deadline-sweeper/kubeflow-deadline-sweeper:0.1.0",
+            "IfNotPresent",
+            id="tag-pulls-if-not-present",
+        ),
+        pytest.param(
+            {"digest": DIGEST},
+            f"ghcr.io/kubeflow-deadline-sweeper/kubeflow-deadline-sweeper:0.1.0@{DIGEST}",
+            "IfNotPresent",
+            id="digest-pulls-if-not-present",
+        ),
+        pytest.param(
+            {"repository": "r.example/sweeper", "tag": "dev", "pullPolicy": "Never"},
+            "r.example/sweeper:dev",
+            "Never",
+            id="explicit",
+        ),
     ],
 )
 def test_image_reference_and_pull_policy(render, image, reference, policy):
@@ -162,9 +210,19 @@ def test_scheduling_values_pass_through(render):
     values = {
         "nodeSelector": {"kubernetes.io/os": "linux"},
         "tolerations": [{"key": "infra", "operator": "Exists", "effect": "NoSchedule"}],
-        "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-            "nodeSelectorTerms": [{"matchExpressions": [
-                {"key": "pool", "operator": "In", "values": ["system"]}]}]}}},
+        "affinity": {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [
+                        {
+                            "matchExpressions": [
+                                {"key": "pool", "operator": "In", "values": ["system"]}
+                            ]
+                        }
+                    ]
+                }
+            }
+        },
         "priorityClassName": "system-cluster-critical",
         "podAnnotations": {"team": "platform"},
         "podLabels": {"cost-center": "ml"},
@@ -235,8 +293,10 @@ def test_a_null_uid_is_left_to_the_platform_and_never_rendered_as_root(render, w
 def test_security_contexts_take_overrides_over_the_restricted_defaults(render):
     rendered = render(
         {
-            "podSecurityContext": {"fsGroup": 2000, "seccompProfile": {"type": "Localhost",
-                                                                        "localhostProfile": "p"}},
+            "podSecurityContext": {
+                "fsGroup": 2000,
+                "seccompProfile": {"type": "Localhost", "localhostProfile": "p"},
+            },
             "containerSecurityContext": {"seLinuxOptions": {"level": "s0:c1,c2"}},
         }
     )

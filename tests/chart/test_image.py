@@ -133,7 +133,8 @@ def test_image_install_steps_produce_a_working_sweeper(tmp_path):
     requirements.write_text("\n".join(project["dependencies"]))
     subprocess.run(
         [*pip, "--python", str(python), "install", "--quiet", "-r", str(requirements)],
-        check=True, env=env,
+        check=True,
+        env=env,
     )
 
     # Build from a copy holding only what .dockerignore lets into the build context.
@@ -147,12 +148,14 @@ def test_image_install_steps_produce_a_working_sweeper(tmp_path):
     dist = tmp_path / "dist"
     subprocess.run(
         [*pip, "wheel", "--quiet", "--no-deps", "--wheel-dir", str(dist), str(context)],
-        check=True, env=env,
+        check=True,
+        env=env,
     )
     (wheel,) = dist.glob("*.whl")
     subprocess.run(
         [*pip, "--python", str(python), "install", "--quiet", "--no-deps", str(wheel)],
-        check=True, env=env,
+        check=True,
+        env=env,
     )
 
     packages = {n.split("/")[0] for n in zipfile.ZipFile(wheel).namelist()}
@@ -160,7 +163,10 @@ def test_image_install_steps_produce_a_working_sweeper(tmp_path):
     assert not (venv / "bin" / "pip").exists()
     done = subprocess.run(
         [str(venv / "bin" / "sweeper"), "--version"],
-        capture_output=True, text=True, check=False, cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=tmp_path,
     )
     assert done.returncode == 0, done.stderr
     assert sweeper.__version__ in done.stdout

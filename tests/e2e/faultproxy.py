@@ -609,7 +609,9 @@ class FaultProxy(StopsOnExit):
         """Relay a watch response line by line as the apiserver writes it (or stall it)."""
         url = urllib.parse.urlsplit(self.upstream)
         upstream = http.client.HTTPSConnection(
-            url.hostname or LOOPBACK, url.port, context=self._upstream_ctx,
+            url.hostname or LOOPBACK,
+            url.port,
+            context=self._upstream_ctx,
             timeout=DEFAULT_LIFETIME,
         )
         response: http.client.HTTPResponse | None = None

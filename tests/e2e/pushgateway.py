@@ -47,7 +47,9 @@ def running() -> Iterator[str]:
     url = f"http://127.0.0.1:{free_port()}"
     process = subprocess.Popen(
         [binary, f"--web.listen-address={url.removeprefix('http://')}", "--persistence.file="],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         until = time.monotonic() + 30

@@ -70,7 +70,9 @@ def render(helm: Path, namespace: str, values: Obj, tmp: Path) -> list[Obj]:
     values_file.write_text(json.dumps(values))
     out = subprocess.run(
         [str(helm), "template", "sw", str(CHART), "-n", namespace, "-f", str(values_file)],
-        capture_output=True, text=True, check=True,
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout
     return [d for d in yaml.safe_load_all(out) if d]
 
@@ -112,7 +114,8 @@ class Install:
         if namespace:
             attributes["namespace"] = namespace
         review = self.cp.request(
-            "POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews",
+            "POST",
+            "/apis/authorization.k8s.io/v1/subjectaccessreviews",
             {
                 "apiVersion": "authorization.k8s.io/v1",
                 "kind": "SubjectAccessReview",
@@ -129,8 +132,9 @@ class Install:
         )
         return bool(review["status"].get("allowed"))
 
-    def wait_until(self, allowed: bool, verb: str, resource: str, namespace: str | None,
-                   group: str = "") -> None:
+    def wait_until(
+        self, allowed: bool, verb: str, resource: str, namespace: str | None, group: str = ""
+    ) -> None:
         """Wait for the RBAC authorizer's cache to reflect a change (it follows a watch)."""
         for _ in range(100):
             if self.can(verb, resource, namespace, group) is allowed:
@@ -162,8 +166,12 @@ def install(
             created.append(f"{path}/{doc['metadata']['name']}")
         account = one(docs, "ServiceAccount")["metadata"]["name"]
         token = control_plane.service_account_token(namespace, account)
-        done = Install(control_plane, namespace, docs,
-                       control_plane.token_kubeconfig(token, f"{namespace}-{account}"))
+        done = Install(
+            control_plane,
+            namespace,
+            docs,
+            control_plane.token_kubeconfig(token, f"{namespace}-{account}"),
+        )
         first = workloads.plural("PyTorchJob")
         scope = None if not values.get("namespaces") else values["namespaces"][0]
         done.wait_until(True, "list", first, scope, GROUP)
@@ -184,9 +192,16 @@ def other_namespaces(control_plane: ControlPlane) -> Iterator[list[str]]:
         clusters.empty_namespace(control_plane, name)
 
 
-def overdue_job(cp: ControlPlane, namespace: str, tag: str, kind: str = "PyTorchJob",
-                *, touched_ago: int | None = None, pods: bool = False,
-                fresh: bool = False) -> Obj:
+def overdue_job(
+    cp: ControlPlane,
+    namespace: str,
+    tag: str,
+    kind: str = "PyTorchJob",
+    *,
+    touched_ago: int | None = None,
+    pods: bool = False,
+    fresh: bool = False,
+) -> Obj:
     """A running job an hour past its 60 s deadline (``fresh``: 10 s past), labelled for this test.
 
     ``auto`` fails a job ``--escalate-after`` (120 s) past its deadline whether or not it was
@@ -197,8 +212,15 @@ def overdue_job(cp: ControlPlane, namespace: str, tag: str, kind: str = "PyTorch
         moment = workloads.now() - dt.timedelta(seconds=touched_ago)
         annotations[workloads.TOUCHED_AT] = workloads.stamp(moment)
     name = f"{kind.lower()}-{secrets.token_hex(3)}"
-    job = workloads.create_job(cp, namespace, name, kind=kind, labels={LABEL: tag},
-                               annotations=annotations, deadline=3590 if fresh else 60)
+    job = workloads.create_job(
+        cp,
+        namespace,
+        name,
+        kind=kind,
+        labels={LABEL: tag},
+        annotations=annotations,
+        deadline=3590 if fresh else 60,
+    )
     if pods:
         master = kubeflow.KINDS[kind].master or "Worker"
         workloads.create_replicas(cp, job, {master: ["Running"]})
@@ -208,8 +230,10 @@ def overdue_job(cp: ControlPlane, namespace: str, tag: str, kind: str = "PyTorch
 def is_failed(cp: ControlPlane, job: Obj) -> bool:
     meta = job["metadata"]
     current = workloads.get_job(cp, meta["namespace"], job["kind"], meta["name"])
-    return any(c["type"] == "Failed" and c["status"] == "True"
-               for c in current["status"].get("conditions", []))
+    return any(
+        c["type"] == "Failed" and c["status"] == "True"
+        for c in current["status"].get("conditions", [])
+    )
 
 
 def is_touched(cp: ControlPlane, job: Obj) -> bool:
@@ -258,14 +282,17 @@ def test_fail_rbac_is_enough_for_every_kind(install, namespace, control_plane):
 def test_auto_rbac_is_enough_to_touch_and_to_fail_every_kind(install, namespace, control_plane):
     tag = secrets.token_hex(4)
     fresh = [overdue_job(control_plane, namespace, tag, kind, fresh=True) for kind in KIND_NAMES]
-    stale = [overdue_job(control_plane, namespace, tag, kind, touched_ago=600, pods=True)
-             for kind in KIND_NAMES]
+    stale = [
+        overdue_job(control_plane, namespace, tag, kind, touched_ago=600, pods=True)
+        for kind in KIND_NAMES
+    ]
     chart = install(namespace, {"action": "auto", "selector": f"{LABEL}={tag}"})
 
     ok(chart.sweep())
 
-    assert all(is_touched(control_plane, job) and not is_failed(control_plane, job)
-               for job in fresh)
+    assert all(
+        is_touched(control_plane, job) and not is_failed(control_plane, job) for job in fresh
+    )
     assert all(is_failed(control_plane, job) for job in stale)
     assert workloads.names(control_plane, namespace, "pods") == set()
 
@@ -291,8 +318,7 @@ def test_client_dry_run_needs_only_reads_and_writes_nothing(
 def test_server_dry_run_is_authorized_like_the_real_writes(install, namespace, control_plane):
     tag = secrets.token_hex(4)
     job = overdue_job(control_plane, namespace, tag, pods=True)
-    chart = install(namespace, {"action": "fail", "dryRun": "server",
-                                "selector": f"{LABEL}={tag}"})
+    chart = install(namespace, {"action": "fail", "dryRun": "server", "selector": f"{LABEL}={tag}"})
 
     done = chart.sweep()
 
@@ -319,12 +345,16 @@ def test_discovery_needs_no_grant(install, namespace, control_plane):
 
 # --- any one permission removed -----------------------------------------------------------------
 
+
 def without(rules: list[Obj], group: str, resource: str, verb: str) -> list[Obj]:
     """``rules`` minus one (group, resource, verb) permission, the rest kept as they were."""
     kept: list[Obj] = []
     for rule in rules:
-        if group not in rule["apiGroups"] or resource not in rule["resources"] \
-                or verb not in rule["verbs"]:
+        if (
+            group not in rule["apiGroups"]
+            or resource not in rule["resources"]
+            or verb not in rule["verbs"]
+        ):
             kept.append(rule)
             continue
         others = [r for r in rule["resources"] if r != resource]
@@ -337,8 +367,13 @@ def without(rules: list[Obj], group: str, resource: str, verb: str) -> list[Obj]
 
 
 def permissions(rules: list[Obj]) -> list[tuple[str, str, str]]:
-    return [(g, r, v) for rule in rules for g in rule["apiGroups"] for r in rule["resources"]
-            for v in rule["verbs"]]
+    return [
+        (g, r, v)
+        for rule in rules
+        for g in rule["apiGroups"]
+        for r in rule["resources"]
+        for v in rule["verbs"]
+    ]
 
 
 def _cases() -> list[Any]:
@@ -346,15 +381,22 @@ def _cases() -> list[Any]:
     plural = "pytorchjobs"
     granted = {
         "touch": [(GROUP, plural, "list"), (GROUP, plural, "patch"), ("", "events", "create")],
-        "fail": [(GROUP, plural, "get"), (GROUP, plural, "list"),
-                 (GROUP, f"{plural}/status", "patch"), ("", "pods", "list"),
-                 ("", "pods", "delete"), ("", "services", "list"), ("", "services", "delete"),
-                 ("", "events", "create")],
+        "fail": [
+            (GROUP, plural, "get"),
+            (GROUP, plural, "list"),
+            (GROUP, f"{plural}/status", "patch"),
+            ("", "pods", "list"),
+            ("", "pods", "delete"),
+            ("", "services", "list"),
+            ("", "services", "delete"),
+            ("", "events", "create"),
+        ],
     }
     granted["auto"] = [*granted["fail"][:2], (GROUP, plural, "patch"), *granted["fail"][2:]]
     return [
         pytest.param(action, perm, id=f"{action}-no-{perm[2]}-{perm[1].replace('/', '-')}")
-        for action, perms in granted.items() for perm in perms
+        for action, perms in granted.items()
+        for perm in perms
     ]
 
 
@@ -370,12 +412,14 @@ def test_any_one_permission_removed_fails_with_the_documented_code_and_names_it(
 ):
     group, resource, verb = removed
     tag = secrets.token_hex(4)
-    overdue_job(control_plane, namespace, tag, touched_ago=600 if action == "auto" else None,
-                pods=True)
+    overdue_job(
+        control_plane, namespace, tag, touched_ago=600 if action == "auto" else None, pods=True
+    )
     if action == "auto":
         overdue_job(control_plane, namespace, tag, pods=True, fresh=True)  # this one is touched
-    chart = install(namespace, {"action": action, "kinds": ["PyTorchJob"],
-                                "selector": f"{LABEL}={tag}"})
+    chart = install(
+        namespace, {"action": action, "kinds": ["PyTorchJob"], "selector": f"{LABEL}={tag}"}
+    )
     (role,) = chart.roles()
     # The chart grants exactly the permissions this test takes away one by one.
     assert sorted(permissions(role["rules"])) == sorted(
@@ -423,6 +467,7 @@ def test_each_kind_needs_its_own_list_grant(install, namespace, control_plane, p
 
 # --- namespaced mode ---------------------------------------------------------------------------
 
+
 def test_namespaced_install_sweeps_the_listed_namespaces_only(
     install, namespace, other_namespaces, control_plane
 ):
@@ -430,8 +475,10 @@ def test_namespaced_install_sweeps_the_listed_namespaces_only(
     tag = secrets.token_hex(4)
     inside = [overdue_job(control_plane, ns, tag, pods=True) for ns in (listed_a, listed_b)]
     outside = overdue_job(control_plane, namespace, tag, pods=True)
-    chart = install(namespace, {"action": "fail", "namespaces": [listed_a, listed_b],
-                                "selector": f"{LABEL}={tag}"})
+    chart = install(
+        namespace,
+        {"action": "fail", "namespaces": [listed_a, listed_b], "selector": f"{LABEL}={tag}"},
+    )
 
     ok(chart.sweep())
 
@@ -446,12 +493,18 @@ def test_namespaced_install_without_its_binding_in_one_namespace_cannot_list_the
     install, namespace, other_namespaces, control_plane
 ):
     listed_a, listed_b = other_namespaces
-    chart = install(namespace, {"action": "touch", "namespaces": [listed_a, listed_b],
-                                "selector": f"{LABEL}=none"})
-    binding = next(d for d in chart.docs
-                   if d["kind"] == "RoleBinding" and d["metadata"]["namespace"] == listed_b)
+    chart = install(
+        namespace,
+        {"action": "touch", "namespaces": [listed_a, listed_b], "selector": f"{LABEL}=none"},
+    )
+    binding = next(
+        d
+        for d in chart.docs
+        if d["kind"] == "RoleBinding" and d["metadata"]["namespace"] == listed_b
+    )
     control_plane.request(
-        "DELETE", f"/apis/rbac.authorization.k8s.io/v1/namespaces/{listed_b}/rolebindings/"
+        "DELETE",
+        f"/apis/rbac.authorization.k8s.io/v1/namespaces/{listed_b}/rolebindings/"
         f"{binding['metadata']['name']}",
     )
     chart.wait_until(False, "list", "pytorchjobs", listed_b, GROUP)
@@ -468,34 +521,50 @@ def test_namespaced_install_without_one_verb_in_one_namespace_fails_that_action(
     listed_a, listed_b = other_namespaces
     tag = secrets.token_hex(4)
     jobs = {ns: overdue_job(control_plane, ns, tag, pods=True) for ns in (listed_a, listed_b)}
-    chart = install(namespace, {"action": "fail", "namespaces": [listed_a, listed_b],
-                                "selector": f"{LABEL}={tag}"})
-    role = next(d for d in chart.docs
-                if d["kind"] == "Role" and d["metadata"]["namespace"] == listed_b)
+    chart = install(
+        namespace,
+        {"action": "fail", "namespaces": [listed_a, listed_b], "selector": f"{LABEL}={tag}"},
+    )
+    role = next(
+        d for d in chart.docs if d["kind"] == "Role" and d["metadata"]["namespace"] == listed_b
+    )
     role = {**role, "rules": without(role["rules"], GROUP, "pytorchjobs/status", "patch")}
     control_plane.request(
-        "PUT", f"/apis/rbac.authorization.k8s.io/v1/namespaces/{listed_b}/roles/"
-        f"{role['metadata']['name']}", role,
+        "PUT",
+        f"/apis/rbac.authorization.k8s.io/v1/namespaces/{listed_b}/roles/"
+        f"{role['metadata']['name']}",
+        role,
     )
     chart.wait_until(False, "patch", "pytorchjobs/status", listed_b, GROUP)
 
     done = chart.sweep()
 
     assert done.returncode == 1
-    assert f"cannot patch pytorchjobs.kubeflow.org/status {jobs[listed_b]['metadata']['name']!r}" \
+    assert (
+        f"cannot patch pytorchjobs.kubeflow.org/status {jobs[listed_b]['metadata']['name']!r}"
         in done.stderr
+    )
     assert is_failed(control_plane, jobs[listed_a])
     assert not is_failed(control_plane, jobs[listed_b])
 
 
 # --- the workload objects on the real API server -------------------------------------------------
 
+
 @pytest.mark.parametrize(
     "values",
     [
         pytest.param({}, id="defaults"),
-        pytest.param({"action": "auto", "intervalSeconds": 15, "dryRun": "server",
-                      "maxActions": 10, "priorityClassName": ""}, id="sub-minute"),
+        pytest.param(
+            {
+                "action": "auto",
+                "intervalSeconds": 15,
+                "dryRun": "server",
+                "maxActions": 10,
+                "priorityClassName": "",
+            },
+            id="sub-minute",
+        ),
     ],
 )
 def test_workload_objects_pass_strict_validation_and_the_restricted_pod_security_standard(
@@ -509,8 +578,12 @@ def test_workload_objects_pass_strict_validation_and_the_restricted_pod_security
     # The CronJob's pod, as the Job controller would create it: admission enforces
     # "restricted" on pods only (workload objects only get warnings).
     template = cronjob["spec"]["jobTemplate"]["spec"]["template"]
-    pod = {"apiVersion": "v1", "kind": "Pod",
-           "metadata": {**template["metadata"], "name": "sweeper-run"}, "spec": template["spec"]}
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {**template["metadata"], "name": "sweeper-run"},
+        "spec": template["spec"],
+    }
 
     for doc in [*(d for d in docs if d["kind"] in _WORKLOAD_PATHS), pod]:
         path = _WORKLOAD_PATHS[doc["kind"]].format(ns=restricted)
@@ -521,9 +594,22 @@ def test_workload_objects_pass_strict_validation_and_the_restricted_pod_security
 
 def test_install_dry_run_against_the_cluster_prints_the_notes(helm, control_plane, namespace):
     done = subprocess.run(
-        [str(helm), "install", "sw", str(CHART), "-n", namespace, "--dry-run",
-         "--kubeconfig", str(control_plane.kubeconfig), "--set", "dryRun=true"],
-        capture_output=True, text=True, check=False,
+        [
+            str(helm),
+            "install",
+            "sw",
+            str(CHART),
+            "-n",
+            namespace,
+            "--dry-run",
+            "--kubeconfig",
+            str(control_plane.kubeconfig),
+            "--set",
+            "dryRun=true",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
     )
 
     assert done.returncode == 0, done.stderr

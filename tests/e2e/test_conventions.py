@@ -52,8 +52,11 @@ def test_excluded_namespaces_are_not_touched(control_plane, sweep, request):
         run = sweep("-A", "--exclude-namespace", left, "-o", "json")
 
         assert run.result.returncode == 0, run.explain()
-        job_writes = {w.request_summary(e)[2] for e in w.writes(run.requests)
-                      if e["objectRef"]["resource"] != "events"}
+        job_writes = {
+            w.request_summary(e)[2]
+            for e in w.writes(run.requests)
+            if e["objectRef"]["resource"] != "events"
+        }
         assert kept in job_writes
         assert left not in job_writes
         assert {j["namespace"] for j in w.report_jobs(run.result.stdout)} & {kept, left} == {kept}

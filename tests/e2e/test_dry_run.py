@@ -71,8 +71,17 @@ def test_client_dry_run_sends_no_write_for_any_action_and_pods_mode(
     before = w.namespace_state(control_plane, every_path)
 
     run = sweep(
-        "-n", every_path, "--action", action, "--terminate-pods", pods,
-        "--escalate-after", "600", "--dry-run", "-o", "json",
+        "-n",
+        every_path,
+        "--action",
+        action,
+        "--terminate-pods",
+        pods,
+        "--escalate-after",
+        "600",
+        "--dry-run",
+        "-o",
+        "json",
     )
 
     assert run.result.returncode == 0, run.explain()

@@ -202,8 +202,9 @@ class Target:
 
 TARGETS = [
     pytest.param(
-        Target("three_late", "GET", SECOND_PAGE, ("--page-size", "1"), all_touched,
-               more_match=True),
+        Target(
+            "three_late", "GET", SECOND_PAGE, ("--page-size", "1"), all_touched, more_match=True
+        ),
         id="list-page",
     ),
     pytest.param(

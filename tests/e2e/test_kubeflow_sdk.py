@@ -76,7 +76,10 @@ def sdk_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def run_in(venv: Path, script: str, *args: str) -> str:
     done = subprocess.run(
         [venv / "bin" / "python", "-c", script, *args],
-        capture_output=True, text=True, timeout=120, check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
     assert done.returncode == 0, done.stderr
     return done.stdout
@@ -86,7 +89,8 @@ def test_the_sdk_reads_back_a_job_the_sweeper_failed(
     control_plane: ControlPlane, namespace: str, sweeper_kubeconfig: Path, sdk_venv: Path
 ) -> None:
     versions = run_in(
-        sdk_venv, "from importlib.metadata import version as v; "
+        sdk_venv,
+        "from importlib.metadata import version as v; "
         "print(v('kubernetes'), v('kubeflow-training'))",
     ).split()
     print(f"beside {SDK}: kubernetes {versions[0]}")
@@ -95,13 +99,30 @@ def test_the_sdk_reads_back_a_job_the_sweeper_failed(
     run_in(sdk_venv, CREATE, kubeconfig, namespace, "sdk-job")
     # What the operator writes when it starts a job, an hour ago: 59 minutes past its deadline.
     started = w.stamp(w.now() - dt.timedelta(seconds=3600))
-    w.set_status(control_plane, namespace, "PyTorchJob", "sdk-job",
-                 w.operator_status("PyTorchJob", started, replicas={"Master": 1}))
+    w.set_status(
+        control_plane,
+        namespace,
+        "PyTorchJob",
+        "sdk-job",
+        w.operator_status("PyTorchJob", started, replicas={"Master": 1}),
+    )
 
     done = subprocess.run(
-        [sdk_venv / "bin" / "sweeper", "--kubeconfig", kubeconfig, "-n", namespace,
-         "--action", "fail", "-o", "json"],
-        capture_output=True, text=True, timeout=120, check=False,
+        [
+            sdk_venv / "bin" / "sweeper",
+            "--kubeconfig",
+            kubeconfig,
+            "-n",
+            namespace,
+            "--action",
+            "fail",
+            "-o",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
 
     assert done.returncode == 0, done.stderr

@@ -50,12 +50,15 @@ def test_a_run_pushes_its_figures_and_a_failed_run_keeps_the_last_success(
     assert sample(first, "deadline_sweeper_last_exit_code") == 0
     assert sample(first, "deadline_sweeper_jobs", kind="PyTorchJob", decision="touch") == 1
     assert sample(first, "deadline_sweeper_jobs", kind="PyTorchJob", decision="skip") == 2
-    assert sample(first, "deadline_sweeper_actions", kind="PyTorchJob", action="touch",
-                  result="done") == 1
+    assert (
+        sample(first, "deadline_sweeper_actions", kind="PyTorchJob", action="touch", result="done")
+        == 1
+    )
     assert sample(first, "deadline_sweeper_overdue_jobs", kind="PyTorchJob") == 1
     assert present(first, "deadline_sweeper_overdue_seconds_max") >= 3600 - 60
-    assert not [key for key in first if dict(key[1]).get("name") or dict(key[1]).get(
-        "namespace")], "no per-job labels"
+    assert not [
+        key for key in first if dict(key[1]).get("name") or dict(key[1]).get("namespace")
+    ], "no per-job labels"
 
     # A kubeconfig whose server refuses connections: exit 3, pushed without a success.
     dead = tmp_path / "dead.kubeconfig"
@@ -66,8 +69,9 @@ def test_a_run_pushes_its_figures_and_a_failed_run_keeps_the_last_success(
         "contexts: [{name: dead, context: {cluster: dead, user: dead}}]\n"
         "users: [{name: dead, user: {token: x}}]\n"
     )
-    bad = sweep("--pushgateway", gateway, "--pushgateway-job", JOB, "--timeout", "5",
-                kubeconfig=dead)
+    bad = sweep(
+        "--pushgateway", gateway, "--pushgateway-job", JOB, "--timeout", "5", kubeconfig=dead
+    )
 
     assert bad.result.returncode == 3, bad.explain()
     second = pushgateway.scrape(gateway)
@@ -81,8 +85,14 @@ def test_a_run_pushes_its_figures_and_a_failed_run_keeps_the_last_success(
 def test_a_pushgateway_that_is_down_does_not_change_the_exit_code(control_plane, namespace, sweep):
     w.create_job(control_plane, namespace, "late")
 
-    run = sweep("-n", namespace, "--pushgateway", f"http://127.0.0.1:{pushgateway.free_port()}",
-                "--log-format", "json")
+    run = sweep(
+        "-n",
+        namespace,
+        "--pushgateway",
+        f"http://127.0.0.1:{pushgateway.free_port()}",
+        "--log-format",
+        "json",
+    )
 
     assert run.result.returncode == 0, run.explain()
     assert "cannot push metrics to the Pushgateway" in run.result.stderr

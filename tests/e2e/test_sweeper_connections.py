@@ -61,7 +61,8 @@ def test_a_run_leaves_no_socket_open(
     before = open_sockets()
     code = run(
         Config(kubeconfig=str(sweeper_kubeconfig), namespaces=(namespace,), **config),
-        connect, io.StringIO(),
+        connect,
+        io.StringIO(),
     )
 
     assert code == 0

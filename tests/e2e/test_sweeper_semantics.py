@@ -32,30 +32,45 @@ DENIAL = "updates of Kubeflow jobs are refused (stand-in for the operator's webh
 def updates_refused(control_plane: ControlPlane, namespace: str) -> Iterator[str]:
     """Deny every UPDATE (patches included) of pytorchjobs in ``namespace``, not ``/status``."""
     name = f"deny-{namespace}"[:63]
-    control_plane.request("POST", f"{ADMISSION}/validatingadmissionpolicies", {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicy",
-        "metadata": {"name": name},
-        "spec": {
-            "failurePolicy": "Fail",
-            "matchConstraints": {"resourceRules": [{
-                "apiGroups": ["kubeflow.org"], "apiVersions": ["*"],
-                "operations": ["UPDATE"], "resources": ["pytorchjobs"],
-            }]},
-            "validations": [{"expression": "false", "message": DENIAL}],
+    control_plane.request(
+        "POST",
+        f"{ADMISSION}/validatingadmissionpolicies",
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicy",
+            "metadata": {"name": name},
+            "spec": {
+                "failurePolicy": "Fail",
+                "matchConstraints": {
+                    "resourceRules": [
+                        {
+                            "apiGroups": ["kubeflow.org"],
+                            "apiVersions": ["*"],
+                            "operations": ["UPDATE"],
+                            "resources": ["pytorchjobs"],
+                        }
+                    ]
+                },
+                "validations": [{"expression": "false", "message": DENIAL}],
+            },
         },
-    })
-    control_plane.request("POST", f"{ADMISSION}/validatingadmissionpolicybindings", {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicyBinding",
-        "metadata": {"name": name},
-        "spec": {
-            "policyName": name,
-            "validationActions": ["Deny"],
-            "matchResources": {"namespaceSelector": {
-                "matchLabels": {"kubernetes.io/metadata.name": namespace}}},
+    )
+    control_plane.request(
+        "POST",
+        f"{ADMISSION}/validatingadmissionpolicybindings",
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicyBinding",
+            "metadata": {"name": name},
+            "spec": {
+                "policyName": name,
+                "validationActions": ["Deny"],
+                "matchResources": {
+                    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}}
+                },
+            },
         },
-    })
+    )
     try:
         _wait_until_denied(control_plane, namespace)
         yield namespace
@@ -70,8 +85,12 @@ def _wait_until_denied(cp: ControlPlane, namespace: str) -> None:
     patch = {"metadata": {"labels": {"probe": str(time.time_ns())}}}
     for _ in range(100):
         try:
-            cp.request("PATCH", w.job_path(namespace, "PyTorchJob", "probe"), patch,
-                       content_type="application/merge-patch+json")
+            cp.request(
+                "PATCH",
+                w.job_path(namespace, "PyTorchJob", "probe"),
+                patch,
+                content_type="application/merge-patch+json",
+            )
         except ApiError as refused:
             assert DENIAL in str(refused.body), refused
             cp.request("DELETE", w.job_path(namespace, "PyTorchJob", "probe"))
@@ -96,7 +115,9 @@ def test_auto_fails_at_once_a_job_whose_touch_is_refused(control_plane, updates_
     assert run.result.returncode == 0, run.explain()
     [record] = w.report_jobs(run.result.stdout)
     assert (record["decision"], record["reason"], record["result"]) == (
-        "fail", "touch-refused", "done"
+        "fail",
+        "touch-refused",
+        "done",
     ), record
     assert DENIAL in record["touch_refused"]
     assert "touch refused" in record["detail"]
@@ -137,15 +158,22 @@ def test_a_negative_deadline_is_past_at_start(control_plane, namespace, sweep):
 def test_a_resumed_job_not_yet_reconciled_is_not_overdue(control_plane, namespace, sweep):
     job = w.create_job(control_plane, namespace, "resumed", deadline=60, started_ago=3600)
     status: dict[str, Any] = job["status"]
-    status["conditions"].append({
-        "type": "Suspended", "status": "True", "reason": "PyTorchJobSuspended",
-        "message": "PyTorchJob resumed is suspended.",
-        "lastUpdateTime": status["startTime"], "lastTransitionTime": status["startTime"],
-    })
+    status["conditions"].append(
+        {
+            "type": "Suspended",
+            "status": "True",
+            "reason": "PyTorchJobSuspended",
+            "message": "PyTorchJob resumed is suspended.",
+            "lastUpdateTime": status["startTime"],
+            "lastTransitionTime": status["startTime"],
+        }
+    )
     w.set_status(control_plane, namespace, "PyTorchJob", "resumed", status)
 
-    runs = [sweep("-n", namespace, "--action", action, "-o", "json")
-            for action in ("touch", "fail", "auto")]
+    runs = [
+        sweep("-n", namespace, "--action", action, "-o", "json")
+        for action in ("touch", "fail", "auto")
+    ]
 
     for run in runs:
         assert run.result.returncode == 0, run.explain()
@@ -160,8 +188,9 @@ def test_a_resumed_job_not_yet_reconciled_is_not_overdue(control_plane, namespac
         pytest.param("None", set(), id="None-keeps-all"),
         pytest.param("Running", {"late-master-0", "late-worker-0"}, id="Running-and-Pending"),
         pytest.param("", {"late-master-0", "late-worker-0", "late-worker-1"}, id="empty-all"),
-        pytest.param("all", {"late-master-0", "late-worker-0", "late-worker-1"},
-                     id="lowercase-all"),
+        pytest.param(
+            "all", {"late-master-0", "late-worker-0", "late-worker-1"}, id="lowercase-all"
+        ),
     ],
 )
 def test_terminate_pods_policy_reads_clean_pod_policy_as_the_operator(
@@ -169,7 +198,8 @@ def test_terminate_pods_policy_reads_clean_pod_policy_as_the_operator(
 ):
     late = w.create_job(control_plane, namespace, "late", workers=2)
     control_plane.request(
-        "PATCH", w.job_path(namespace, "PyTorchJob", "late"),
+        "PATCH",
+        w.job_path(namespace, "PyTorchJob", "late"),
         {"spec": {"runPolicy": {"cleanPodPolicy": policy}}},
         content_type="application/merge-patch+json",
     )
@@ -189,7 +219,8 @@ def test_active_pods_go_despite_an_explicit_clean_pod_policy_none(control_plane,
     # The deliberate difference (README, decisions): the deadline wins over cleanPodPolicy None.
     late = w.create_job(control_plane, namespace, "late", workers=1)
     control_plane.request(
-        "PATCH", w.job_path(namespace, "PyTorchJob", "late"),
+        "PATCH",
+        w.job_path(namespace, "PyTorchJob", "late"),
         {"spec": {"runPolicy": {"cleanPodPolicy": "None"}}},
         content_type="application/merge-patch+json",
     )

@@ -22,16 +22,25 @@ pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture
-def start_watcher(
-    sweeper_kubeconfig: Path, tmp_path: Path, namespace: str
-) -> Iterator[Any]:
+def start_watcher(sweeper_kubeconfig: Path, tmp_path: Path, namespace: str) -> Iterator[Any]:
     started: list[Watcher] = []
 
     def start(*args: str, name: str = "w") -> Watcher:
         watcher = Watcher(
-            sweeper_kubeconfig, tmp_path, "-n", namespace, "--lease-namespace", namespace,
-            "--retry-period", "0.5", "--renew-deadline", "3", "--lease-duration", "4",
-            *args, name=name,
+            sweeper_kubeconfig,
+            tmp_path,
+            "-n",
+            namespace,
+            "--lease-namespace",
+            namespace,
+            "--retry-period",
+            "0.5",
+            "--renew-deadline",
+            "3",
+            "--lease-duration",
+            "4",
+            *args,
+            name=name,
         )
         started.append(watcher)
         return watcher
@@ -84,7 +93,8 @@ def test_a_shortened_deadline_re_arms_the_timer(control_plane, namespace, start_
     watcher.wait_ready()
     w.create_job(control_plane, namespace, "edited", deadline=3600, started_ago=0)
     control_plane.request(
-        "PATCH", w.job_path(namespace, "PyTorchJob", "edited"),
+        "PATCH",
+        w.job_path(namespace, "PyTorchJob", "edited"),
         {"spec": {"runPolicy": {"activeDeadlineSeconds": 2}}},
         content_type="application/merge-patch+json",
     )
@@ -99,7 +109,8 @@ def test_suspended_and_deleted_jobs_are_left_alone_then_a_resume_is_enforced(
     watcher.wait_ready()
     w.create_job(control_plane, namespace, "paused", deadline=2, started_ago=0)
     control_plane.request(
-        "PATCH", w.job_path(namespace, "PyTorchJob", "paused"),
+        "PATCH",
+        w.job_path(namespace, "PyTorchJob", "paused"),
         {"spec": {"runPolicy": {"suspend": True}}},
         content_type="application/merge-patch+json",
     )
@@ -112,12 +123,18 @@ def test_suspended_and_deleted_jobs_are_left_alone_then_a_resume_is_enforced(
 
     # The operator restarts the clock on resume: a new startTime.
     control_plane.request(
-        "PATCH", w.job_path(namespace, "PyTorchJob", "paused"),
+        "PATCH",
+        w.job_path(namespace, "PyTorchJob", "paused"),
         {"spec": {"runPolicy": {"suspend": False}}},
         content_type="application/merge-patch+json",
     )
-    w.set_status(control_plane, namespace, "PyTorchJob", "paused",
-                 w.operator_status("PyTorchJob", w.stamp(w.now())))
+    w.set_status(
+        control_plane,
+        namespace,
+        "PyTorchJob",
+        "paused",
+        w.operator_status("PyTorchJob", w.stamp(w.now())),
+    )
     wait_for(lambda: touched_at(control_plane, namespace, "paused") is not None, "resume", watcher)
 
 
@@ -132,16 +149,16 @@ def test_two_replicas_elect_one_writer_and_sigterm_hands_over(
     w.create_job(control_plane, namespace, "one", deadline=2, started_ago=0)
     wait_for(lambda: touched_at(control_plane, namespace, "one") is not None, "touch", first)
     lease = control_plane.request(
-        "GET", f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/"
-        "kubeflow-deadline-sweeper"
+        "GET",
+        f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/kubeflow-deadline-sweeper",
     )
     assert lease["spec"]["holderIdentity"] == "first"
     assert "deadline_sweeper_leader 0.0" in second.metrics()
 
     assert first.stop(signal.SIGTERM) == 4, first.explain()
     released = control_plane.request(
-        "GET", f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/"
-        "kubeflow-deadline-sweeper"
+        "GET",
+        f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/kubeflow-deadline-sweeper",
     )
     assert released["spec"].get("holderIdentity") in ("", None, "second"), released
     w.create_job(control_plane, namespace, "two", deadline=2, started_ago=0)
@@ -163,14 +180,25 @@ def test_an_excluded_namespace_is_never_watched_into_an_action(
         w.create_job(control_plane, namespace, "kept")
         w.create_job(control_plane, other, "hidden")
         watcher = Watcher(
-            sweeper_kubeconfig, tmp_path, "--exclude-namespace", other,
-            "--lease-namespace", namespace, "--retry-period", "0.5", "--renew-deadline", "3",
-            "--lease-duration", "4", name="excl",
+            sweeper_kubeconfig,
+            tmp_path,
+            "--exclude-namespace",
+            other,
+            "--lease-namespace",
+            namespace,
+            "--retry-period",
+            "0.5",
+            "--renew-deadline",
+            "3",
+            "--lease-duration",
+            "4",
+            name="excl",
         )
         try:
             # Both jobs are overdue at start-up, when the watcher acts on every due job at once.
-            wait_for(lambda: touched_at(control_plane, namespace, "kept") is not None,
-                     "touch", watcher)
+            wait_for(
+                lambda: touched_at(control_plane, namespace, "kept") is not None, "touch", watcher
+            )
             watcher.wait_ready()
             assert touched_at(control_plane, other, "hidden") is None, watcher.explain()
             assert "hidden" not in [e.get("name") for e in watcher.logs()], watcher.explain()

@@ -38,8 +38,15 @@ def test_a_stalled_stream_is_reopened_and_a_410_relists_dropping_vanished_jobs(
     ]
     with FaultProxy.for_control_plane(control_plane, rules=rules) as proxy:
         watcher = Watcher(
-            proxy.kubeconfig, tmp_path, "-n", namespace, "--kind", "PyTorchJob",
-            "--no-leader-elect", "--watch-timeout", "3",
+            proxy.kubeconfig,
+            tmp_path,
+            "-n",
+            namespace,
+            "--kind",
+            "PyTorchJob",
+            "--no-leader-elect",
+            "--watch-timeout",
+            "3",
         )
         try:
             watcher.wait_ready()
@@ -47,12 +54,14 @@ def test_a_stalled_stream_is_reopened_and_a_410_relists_dropping_vanished_jobs(
             control_plane.request("DELETE", w.job_path(namespace, "PyTorchJob", "vanishes"))
             wait_for(
                 lambda: metric(watcher, "deadline_sweeper_watch_relists_total") >= 1,
-                "relist", watcher,
+                "relist",
+                watcher,
             )
             w.create_job(control_plane, namespace, "after", deadline=2, started_ago=0)
             wait_for(
                 lambda: touched_at(control_plane, namespace, "after") is not None,
-                "touch after recovery", watcher,
+                "touch after recovery",
+                watcher,
             )
             assert (
                 metric(watcher, 'deadline_sweeper_watch_restarts_total{reason="stalled"}') >= 1

@@ -39,9 +39,17 @@ class Watcher:
             if k != "KUBECONFIG" and not k.startswith("SWEEPER_")
         }
         argv = [
-            str(sweeper_executable()), "--kubeconfig", str(kubeconfig), "--watch",
-            "--health-address", "127.0.0.1", "--health-port", str(self.port),
-            "--identity", name, *args,
+            str(sweeper_executable()),
+            "--kubeconfig",
+            str(kubeconfig),
+            "--watch",
+            "--health-address",
+            "127.0.0.1",
+            "--health-port",
+            str(self.port),
+            "--identity",
+            name,
+            *args,
         ]
         self._log = self.log_path.open("w")
         self.process = subprocess.Popen(
@@ -50,9 +58,7 @@ class Watcher:
 
     def probe(self, path: str) -> int | None:
         try:
-            with urllib.request.urlopen(
-                f"http://127.0.0.1:{self.port}{path}", timeout=2
-            ) as answer:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=2) as answer:
                 return int(answer.status)
         except urllib.error.HTTPError as error:
             return int(error.code)
@@ -60,9 +66,7 @@ class Watcher:
             return None
 
     def metrics(self) -> str:
-        with urllib.request.urlopen(
-            f"http://127.0.0.1:{self.port}/metrics", timeout=2
-        ) as answer:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=2) as answer:
             return str(answer.read().decode())
 
     def wait_ready(self) -> None:

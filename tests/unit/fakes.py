@@ -79,8 +79,13 @@ class FakeCluster:
     # --- the Cluster interface ------------------------------------------------------------
 
     def _record(
-        self, method: str, namespace: str | None = None, name: str | None = None,
-        *, dry_run: bool = False, body: Any = None,
+        self,
+        method: str,
+        namespace: str | None = None,
+        name: str | None = None,
+        *,
+        dry_run: bool = False,
+        body: Any = None,
     ) -> None:
         request = Request(method, namespace, name, dry_run, copy.deepcopy(body))
         self.requests.append(request)
@@ -99,9 +104,9 @@ class FakeCluster:
         self, served: ServedKind, namespace: str | None, selector: str | None, page_size: int
     ) -> Iterator[Page]:
         matching = [
-            copy.deepcopy(raw) for (plural, ns, _), raw in sorted(self.jobs.items())
-            if plural == served.kind.plural and namespace in (None, ns)
-            and _matches(raw, selector)
+            copy.deepcopy(raw)
+            for (plural, ns, _), raw in sorted(self.jobs.items())
+            if plural == served.kind.plural and namespace in (None, ns) and _matches(raw, selector)
         ]
         first = True
         while first or matching:
@@ -143,13 +148,19 @@ class FakeCluster:
 
     def list_pods(self, namespace: str, selector: str) -> list[JSON]:
         self._record("list-pods", namespace, selector)
-        return [copy.deepcopy(p) for (ns, _), p in sorted(self.pods.items())
-                if ns == namespace and _matches(p, selector)]
+        return [
+            copy.deepcopy(p)
+            for (ns, _), p in sorted(self.pods.items())
+            if ns == namespace and _matches(p, selector)
+        ]
 
     def list_services(self, namespace: str, selector: str) -> list[JSON]:
         self._record("list-services", namespace, selector)
-        return [copy.deepcopy(s) for (ns, _), s in sorted(self.services.items())
-                if ns == namespace and _matches(s, selector)]
+        return [
+            copy.deepcopy(s)
+            for (ns, _), s in sorted(self.services.items())
+            if ns == namespace and _matches(s, selector)
+        ]
 
     def delete_pod(self, namespace: str, name: str, uid: str, *, dry_run: bool) -> None:
         self._record("delete-pod", namespace, name, dry_run=dry_run)
@@ -160,8 +171,9 @@ class FakeCluster:
         self._delete(self.services, namespace, name, uid, dry_run=dry_run)
 
     def create_event(self, namespace: str, event: JSON, *, dry_run: bool) -> None:
-        self._record("create-event", namespace, event["involvedObject"]["name"],
-                     dry_run=dry_run, body=event)
+        self._record(
+            "create-event", namespace, event["involvedObject"]["name"], dry_run=dry_run, body=event
+        )
         if not dry_run:
             self.events.append(copy.deepcopy(event))
 
@@ -175,7 +187,11 @@ class FakeCluster:
 
     @staticmethod
     def _delete(
-        store: dict[tuple[str, str], JSON], namespace: str, name: str, uid: str, *,
+        store: dict[tuple[str, str], JSON],
+        namespace: str,
+        name: str,
+        uid: str,
+        *,
         dry_run: bool,
     ) -> None:
         obj = store.get((namespace, name))

@@ -24,14 +24,20 @@ def ago(seconds: float) -> str:
 def running_conditions(started: datetime) -> list[dict[str, Any]]:
     return [
         {
-            "type": "Created", "status": "True", "reason": "PyTorchJobCreated",
+            "type": "Created",
+            "status": "True",
+            "reason": "PyTorchJobCreated",
             "message": "PyTorchJob team-a/train is created.",
-            "lastUpdateTime": stamp(started), "lastTransitionTime": stamp(started),
+            "lastUpdateTime": stamp(started),
+            "lastTransitionTime": stamp(started),
         },
         {
-            "type": "Running", "status": "True", "reason": "PyTorchJobRunning",
+            "type": "Running",
+            "status": "True",
+            "reason": "PyTorchJobRunning",
             "message": "PyTorchJob team-a/train is running.",
-            "lastUpdateTime": stamp(started), "lastTransitionTime": stamp(started),
+            "lastUpdateTime": stamp(started),
+            "lastTransitionTime": stamp(started),
         },
     ]
 
@@ -115,8 +121,12 @@ def condition(
     ctype: str, status: str = "True", message: str = "", reason: str = ""
 ) -> dict[str, Any]:
     return {
-        "type": ctype, "status": status, "reason": reason or f"PyTorchJob{ctype}",
-        "message": message, "lastUpdateTime": ago(60), "lastTransitionTime": ago(60),
+        "type": ctype,
+        "status": status,
+        "reason": reason or f"PyTorchJob{ctype}",
+        "message": message,
+        "lastUpdateTime": ago(60),
+        "lastTransitionTime": ago(60),
     }
 
 
@@ -147,8 +157,11 @@ def owned(
             "labels": {JOB_NAME_LABEL: meta["name"]},
             "ownerReferences": [
                 {
-                    "apiVersion": "kubeflow.org/v1", "kind": owner["kind"], "name": meta["name"],
-                    "uid": owner_uid or meta["uid"], "controller": controller,
+                    "apiVersion": "kubeflow.org/v1",
+                    "kind": owner["kind"],
+                    "name": meta["name"],
+                    "uid": owner_uid or meta["uid"],
+                    "controller": controller,
                     "blockOwnerDeletion": True,
                 }
             ],

@@ -81,8 +81,15 @@ def test_fail_writes_the_status_then_deletes_active_pods_and_their_services() ->
     outcome = only(execute(fake, FAIL))
     assert outcome.result is Result.DONE
     assert fake.methods() == [
-        "get", "patch-status", "list-pods", "list-services",
-        "delete-pod", "delete-service", "delete-pod", "delete-service", "create-event",
+        "get",
+        "patch-status",
+        "list-pods",
+        "list-services",
+        "delete-pod",
+        "delete-service",
+        "delete-pod",
+        "delete-service",
+        "create-event",
     ]
     assert (outcome.pods, outcome.services) == (("w-0", "w-1"), ("w-0", "w-1"))
     assert set(fake.pods) == {("team-a", "w-2")}
@@ -140,7 +147,10 @@ def test_a_conflict_rereads_decides_again_and_retries() -> None:
     outcome = only(execute(fake, FAIL))
     assert outcome.result is Result.DONE
     assert [m for m in fake.methods() if m in ("get", "patch-status")] == [
-        "get", "patch-status", "get", "patch-status",
+        "get",
+        "patch-status",
+        "get",
+        "patch-status",
     ]
     assert fake.job("pytorchjobs", "team-a", "train")["status"]["conditions"][-1]["type"] == (
         "Failed"
@@ -177,7 +187,8 @@ def test_a_job_that_finished_meanwhile_is_left_alone() -> None:
     fake.before = succeed_before_get
     outcome = only(execute(fake, FAIL))
     assert (outcome.result, outcome.detail) == (
-        Result.LEFT_ALONE, "re-read: now skip (finished)",
+        Result.LEFT_ALONE,
+        "re-read: now skip (finished)",
     )
     assert fake.writes == []
 
@@ -335,7 +346,9 @@ def test_a_signal_lets_the_current_write_finish_and_starts_no_other() -> None:
     execution = Executor(fake, dry_run=None, should_stop=stop_after(fake, 1)).execute(plan)
     assert [w.method for w in fake.writes] == ["patch"]
     assert [o.result for o in execution.outcomes] == [
-        Result.DONE, Result.NOT_STARTED, Result.NOT_STARTED,
+        Result.DONE,
+        Result.NOT_STARTED,
+        Result.NOT_STARTED,
     ]
     assert isinstance(execution.stopped_by, Interrupted)
 
@@ -381,7 +394,8 @@ def test_a_job_failed_by_its_deadline_meanwhile_gets_only_its_pods_terminated() 
 AUTO = Policy(action=ActionMode.AUTO)
 PATCH_TRAIN = RequestRef("patch", "pytorchjobs.kubeflow.org", "team-a", "train")
 WEBHOOK_DOWN = ApiError(
-    PATCH_TRAIN, 500,
+    PATCH_TRAIN,
+    500,
     'Internal error occurred: failed calling webhook "validate.kubeflow.org": connection refused',
 )
 DENIED = ApiError(PATCH_TRAIN, 422, "denied by policy")
@@ -405,7 +419,11 @@ def test_auto_fails_at_once_a_job_whose_touch_is_refused(
     assert outcome.errors == ()
     assert f"touch refused ({refusal}), failed instead" in outcome.detail
     assert [r.method for r in fake.writes] == [
-        "patch", "patch-status", "delete-pod", "delete-service", "create-event"
+        "patch",
+        "patch-status",
+        "delete-pod",
+        "delete-service",
+        "create-event",
     ]
     assert outcome.pods == ("w-0",)
 
@@ -447,7 +465,8 @@ def test_a_refused_touch_of_a_job_finished_meanwhile_leaves_it_alone() -> None:
     def finish(request: Request) -> None:
         if request.method == "get":
             fake.job("pytorchjobs", "team-a", "train")["status"]["conditions"].append(
-                condition("Succeeded"))
+                condition("Succeeded")
+            )
 
     fake.before = finish
     outcome = only(execute(fake, AUTO))

@@ -27,17 +27,45 @@ from tests.unit.fakes import FakeCluster, Request
 from tests.unit.objects import NOW, job
 
 ALL_ENV = [
-    "SWEEPER_KUBECONFIG", "SWEEPER_CONTEXT", "SWEEPER_NAMESPACE", "SWEEPER_KIND",
-    "SWEEPER_SELECTOR", "SWEEPER_PAGE_SIZE", "SWEEPER_GRACE", "SWEEPER_CLOCK", "SWEEPER_ACTION",
-    "SWEEPER_TERMINATE_PODS", "SWEEPER_ESCALATE_AFTER", "SWEEPER_MAX_ACTIONS", "SWEEPER_EVERY",
-    "SWEEPER_FOR", "SWEEPER_DRY_RUN", "SWEEPER_OUTPUT", "SWEEPER_LOG_FORMAT",
-    "SWEEPER_LOG_LEVEL", "SWEEPER_REQUEST_TIMEOUT", "SWEEPER_TIMEOUT", "SWEEPER_PUSHGATEWAY",
-    "SWEEPER_PUSHGATEWAY_JOB", "SWEEPER_ALL_NAMESPACES", "SWEEPER_EXCLUDE_NAMESPACE",
+    "SWEEPER_KUBECONFIG",
+    "SWEEPER_CONTEXT",
+    "SWEEPER_NAMESPACE",
+    "SWEEPER_KIND",
+    "SWEEPER_SELECTOR",
+    "SWEEPER_PAGE_SIZE",
+    "SWEEPER_GRACE",
+    "SWEEPER_CLOCK",
+    "SWEEPER_ACTION",
+    "SWEEPER_TERMINATE_PODS",
+    "SWEEPER_ESCALATE_AFTER",
+    "SWEEPER_MAX_ACTIONS",
+    "SWEEPER_EVERY",
+    "SWEEPER_FOR",
+    "SWEEPER_DRY_RUN",
+    "SWEEPER_OUTPUT",
+    "SWEEPER_LOG_FORMAT",
+    "SWEEPER_LOG_LEVEL",
+    "SWEEPER_REQUEST_TIMEOUT",
+    "SWEEPER_TIMEOUT",
+    "SWEEPER_PUSHGATEWAY",
+    "SWEEPER_PUSHGATEWAY_JOB",
+    "SWEEPER_ALL_NAMESPACES",
+    "SWEEPER_EXCLUDE_NAMESPACE",
     "SWEEPER_EXPLAIN",
-    "SWEEPER_LOG_LEVEL", "SWEEPER_REQUEST_TIMEOUT", "SWEEPER_TIMEOUT", "SWEEPER_WATCH",
-    "SWEEPER_RESYNC", "SWEEPER_WATCH_TIMEOUT", "SWEEPER_LEADER_ELECT", "SWEEPER_LEASE_NAME",
-    "SWEEPER_LEASE_NAMESPACE", "SWEEPER_IDENTITY", "SWEEPER_LEASE_DURATION",
-    "SWEEPER_RENEW_DEADLINE", "SWEEPER_RETRY_PERIOD", "SWEEPER_HEALTH_ADDRESS",
+    "SWEEPER_LOG_LEVEL",
+    "SWEEPER_REQUEST_TIMEOUT",
+    "SWEEPER_TIMEOUT",
+    "SWEEPER_WATCH",
+    "SWEEPER_RESYNC",
+    "SWEEPER_WATCH_TIMEOUT",
+    "SWEEPER_LEADER_ELECT",
+    "SWEEPER_LEASE_NAME",
+    "SWEEPER_LEASE_NAMESPACE",
+    "SWEEPER_IDENTITY",
+    "SWEEPER_LEASE_DURATION",
+    "SWEEPER_RENEW_DEADLINE",
+    "SWEEPER_RETRY_PERIOD",
+    "SWEEPER_HEALTH_ADDRESS",
     "SWEEPER_HEALTH_PORT",
 ]
 
@@ -56,7 +84,10 @@ class Harness:
     def invoke(self, *args: str, env: dict[str, str] | None = None) -> Result:
         clean = dict.fromkeys([*ALL_ENV, "KUBECONFIG"])  # None removes them
         return runner().invoke(
-            command, list(args), obj=Seams(connect=self.connect), env={**clean, **(env or {})},
+            command,
+            list(args),
+            obj=Seams(connect=self.connect),
+            env={**clean, **(env or {})},
             catch_exceptions=False,
         )
 
@@ -93,31 +124,61 @@ FLAGS = [
         [],
         {},
         lambda c: (
-            c.policy.action, c.clock, c.dry_run, c.output, c.page_size, c.timeout,
-            c.request_timeout, c.policy.escalate_after, c.policy.max_actions,
-            c.policy.terminate_pods,
-        ) == (ActionMode.TOUCH, ClockMode.SERVER, None, OutputFormat.TEXT, 500, 45.0, 10.0,
-              120.0, None, PodsMode.ACTIVE),
+            (
+                c.policy.action,
+                c.clock,
+                c.dry_run,
+                c.output,
+                c.page_size,
+                c.timeout,
+                c.request_timeout,
+                c.policy.escalate_after,
+                c.policy.max_actions,
+                c.policy.terminate_pods,
+            )
+            == (
+                ActionMode.TOUCH,
+                ClockMode.SERVER,
+                None,
+                OutputFormat.TEXT,
+                500,
+                45.0,
+                10.0,
+                120.0,
+                None,
+                PodsMode.ACTIVE,
+            )
+        ),
         id="defaults",
     ),
     pytest.param(
-        ["--dry-run"], {}, lambda c: c.dry_run is DryRun.CLIENT,
+        ["--dry-run"],
+        {},
+        lambda c: c.dry_run is DryRun.CLIENT,
         id="bare-dry-run-is-client",
     ),
     pytest.param(
-        ["--dry-run=server"], {}, lambda c: c.dry_run is DryRun.SERVER,
+        ["--dry-run=server"],
+        {},
+        lambda c: c.dry_run is DryRun.SERVER,
         id="dry-run-server",
     ),
     pytest.param(
-        [], {"SWEEPER_DRY_RUN": "server"}, lambda c: c.dry_run is DryRun.SERVER,
+        [],
+        {"SWEEPER_DRY_RUN": "server"},
+        lambda c: c.dry_run is DryRun.SERVER,
         id="dry-run-env",
     ),
     pytest.param(
-        [], {"SWEEPER_DRY_RUN": "true"}, lambda c: c.dry_run is DryRun.CLIENT,
+        [],
+        {"SWEEPER_DRY_RUN": "true"},
+        lambda c: c.dry_run is DryRun.CLIENT,
         id="dry-run-env-true",
     ),
     pytest.param(
-        [], {"SWEEPER_ACTION": "auto"}, lambda c: c.policy.action is ActionMode.AUTO,
+        [],
+        {"SWEEPER_ACTION": "auto"},
+        lambda c: c.policy.action is ActionMode.AUTO,
         id="action-env",
     ),
     pytest.param(
@@ -127,11 +188,15 @@ FLAGS = [
         id="action-flag-wins-over-env",
     ),
     pytest.param(
-        ["-n", "a", "--namespace", "b"], {}, lambda c: c.namespaces == ("a", "b"),
+        ["-n", "a", "--namespace", "b"],
+        {},
+        lambda c: c.namespaces == ("a", "b"),
         id="namespaces-repeat",
     ),
     pytest.param(
-        [], {"SWEEPER_NAMESPACE": "a b"}, lambda c: c.namespaces == ("a", "b"),
+        [],
+        {"SWEEPER_NAMESPACE": "a b"},
+        lambda c: c.namespaces == ("a", "b"),
         id="namespaces-env-space-separated",
     ),
     pytest.param(
@@ -141,7 +206,9 @@ FLAGS = [
         id="kinds-by-name-or-plural",
     ),
     pytest.param(
-        [], {"SWEEPER_KIND": "PyTorchJob"}, lambda c: c.kinds == (PYTORCHJOB,),
+        [],
+        {"SWEEPER_KIND": "PyTorchJob"},
+        lambda c: c.kinds == (PYTORCHJOB,),
         id="kind-env",
     ),
     pytest.param(
@@ -152,7 +219,9 @@ FLAGS = [
     ),
     pytest.param([], {"SWEEPER_GRACE": "30"}, lambda c: c.policy.grace == 30, id="grace-env"),
     pytest.param(
-        [], {"SWEEPER_CLOCK": "local"}, lambda c: c.clock is ClockMode.LOCAL,
+        [],
+        {"SWEEPER_CLOCK": "local"},
+        lambda c: c.clock is ClockMode.LOCAL,
         id="clock-env",
     ),
     pytest.param(
@@ -162,11 +231,15 @@ FLAGS = [
         id="terminate-pods-env",
     ),
     pytest.param(
-        [], {"SWEEPER_ESCALATE_AFTER": "5"}, lambda c: c.policy.escalate_after == 5,
+        [],
+        {"SWEEPER_ESCALATE_AFTER": "5"},
+        lambda c: c.policy.escalate_after == 5,
         id="escalate-after-env",
     ),
     pytest.param(
-        [], {"SWEEPER_MAX_ACTIONS": "3"}, lambda c: c.policy.max_actions == 3,
+        [],
+        {"SWEEPER_MAX_ACTIONS": "3"},
+        lambda c: c.policy.max_actions == 3,
         id="max-actions-env",
     ),
     pytest.param(
@@ -176,15 +249,21 @@ FLAGS = [
         id="every-for-env",
     ),
     pytest.param(
-        [], {"SWEEPER_OUTPUT": "json"}, lambda c: c.output is OutputFormat.JSON,
+        [],
+        {"SWEEPER_OUTPUT": "json"},
+        lambda c: c.output is OutputFormat.JSON,
         id="output-env",
     ),
     pytest.param(
-        [], {"SWEEPER_LOG_FORMAT": "text"}, lambda c: c.log_format is LogFormat.TEXT,
+        [],
+        {"SWEEPER_LOG_FORMAT": "text"},
+        lambda c: c.log_format is LogFormat.TEXT,
         id="log-format-env",
     ),
     pytest.param(
-        [], {"SWEEPER_LOG_LEVEL": "debug"}, lambda c: c.log_level == "DEBUG",
+        [],
+        {"SWEEPER_LOG_LEVEL": "debug"},
+        lambda c: c.log_level == "DEBUG",
         id="log-level-env",
     ),
     pytest.param(
@@ -195,7 +274,9 @@ FLAGS = [
     ),
     pytest.param([], {"SWEEPER_PAGE_SIZE": "50"}, lambda c: c.page_size == 50, id="page-size-env"),
     pytest.param(
-        [], {"SWEEPER_KUBECONFIG": "/k"}, lambda c: c.kubeconfig == "/k",
+        [],
+        {"SWEEPER_KUBECONFIG": "/k"},
+        lambda c: c.kubeconfig == "/k",
         id="kubeconfig-env",
     ),
     pytest.param([], {"KUBECONFIG": "/a:/b"}, lambda c: c.kubeconfig == "/a:/b", id="KUBECONFIG"),
@@ -203,9 +284,7 @@ FLAGS = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("args", "env", "check"), FLAGS
-)
+@pytest.mark.parametrize(("args", "env", "check"), FLAGS)
 def test_flags_and_environment_twins_build_the_config(
     harness: Harness, args: list[str], env: dict[str, str], check: Any
 ) -> None:
@@ -225,26 +304,35 @@ USAGE_ERRORS = [
     pytest.param(["--grace", "-1"], "invalid value for --grace", id="negative-grace"),
     pytest.param(["--page-size", "0"], "invalid value for --page-size", id="zero-page-size"),
     pytest.param(["--dry-run=maybe"], "is not one of client, server, none", id="bad-dry-run"),
-    pytest.param(["--watch", "--every", "10", "--for", "20"],
-                 "--watch runs continuously; it does not take --every/--for",
-                 id="watch-with-every"),
-    pytest.param(["--watch", "--pushgateway", "http://pg:9091"],
-                 "--watch serves /metrics; it does not take --pushgateway",
-                 id="watch-with-pushgateway"),
-    pytest.param(["--watch", "--lease-duration", "5", "--renew-deadline", "10"],
-                 "--lease-duration must be longer than --renew-deadline",
-                 id="lease-shorter-than-renewal"),
-    pytest.param(["--watch", "--renew-deadline", "2", "--retry-period", "2"],
-                 "--renew-deadline must be longer than 1.2 x --retry-period",
-                 id="renewal-within-jittered-retry"),
-    pytest.param(["--watch", "--lease-namespace", "Not_OK"], "invalid namespace name",
-                 id="bad-lease-namespace"),
+    pytest.param(
+        ["--watch", "--every", "10", "--for", "20"],
+        "--watch runs continuously; it does not take --every/--for",
+        id="watch-with-every",
+    ),
+    pytest.param(
+        ["--watch", "--pushgateway", "http://pg:9091"],
+        "--watch serves /metrics; it does not take --pushgateway",
+        id="watch-with-pushgateway",
+    ),
+    pytest.param(
+        ["--watch", "--lease-duration", "5", "--renew-deadline", "10"],
+        "--lease-duration must be longer than --renew-deadline",
+        id="lease-shorter-than-renewal",
+    ),
+    pytest.param(
+        ["--watch", "--renew-deadline", "2", "--retry-period", "2"],
+        "--renew-deadline must be longer than 1.2 x --retry-period",
+        id="renewal-within-jittered-retry",
+    ),
+    pytest.param(
+        ["--watch", "--lease-namespace", "Not_OK"],
+        "invalid namespace name",
+        id="bad-lease-namespace",
+    ),
 ]
 
 
-@pytest.mark.parametrize(
-    ("args", "message"), USAGE_ERRORS
-)
+@pytest.mark.parametrize(("args", "message"), USAGE_ERRORS)
 def test_usage_errors_exit_two_with_one_clear_line(
     harness: Harness, args: list[str], message: str
 ) -> None:
@@ -314,8 +402,17 @@ def test_json_report_shape(harness: Harness) -> None:
     report = json.loads(result.stdout)
     assert set(report) == {"pass", "now", "clock", "dry_run", "action", "jobs", "summary"}
     assert set(report["jobs"][0]) >= {
-        "kind", "namespace", "name", "uid", "decision", "reason", "started", "deadline",
-        "seconds_overdue", "result", "patch",
+        "kind",
+        "namespace",
+        "name",
+        "uid",
+        "decision",
+        "reason",
+        "started",
+        "deadline",
+        "seconds_overdue",
+        "result",
+        "patch",
     }
     assert report["jobs"][0]["patch"] == {
         "metadata": {"annotations": {TOUCHED_AT_ANNOTATION: "2024-05-01T12:00:00Z"}}
@@ -332,11 +429,16 @@ def test_logs_go_to_stderr_as_json_lines_and_stdout_holds_only_the_report(
     lines = [json.loads(line) for line in result.stderr.splitlines()]
     action = next(line for line in lines if line.get("action") == "touch")
     assert {
-        k: action[k] for k in ("kind", "namespace", "name", "action", "reason",
-                               "seconds_overdue", "dry_run")
+        k: action[k]
+        for k in ("kind", "namespace", "name", "action", "reason", "seconds_overdue", "dry_run")
     } == {
-        "kind": "PyTorchJob", "namespace": "team-a", "name": "train", "action": "touch",
-        "reason": "overdue", "seconds_overdue": 3600.0, "dry_run": None,
+        "kind": "PyTorchJob",
+        "namespace": "team-a",
+        "name": "train",
+        "action": "touch",
+        "reason": "overdue",
+        "seconds_overdue": 3600.0,
+        "dry_run": None,
     }
     assert lines[-1]["message"].startswith("pass 1: 1 jobs: 1 touch")
 
@@ -351,11 +453,26 @@ def test_text_report_is_a_table(harness: Harness) -> None:
     harness.fake.add_job(job())
     lines = harness.invoke().stdout.splitlines()
     assert lines[1].split() == [
-        "KIND", "NAMESPACE", "NAME", "STARTED", "DEADLINE", "OVERDUE", "BY", "DECISION", "RESULT",
+        "KIND",
+        "NAMESPACE",
+        "NAME",
+        "STARTED",
+        "DEADLINE",
+        "OVERDUE",
+        "BY",
+        "DECISION",
+        "RESULT",
     ]
     assert lines[2].split() == [
-        "PyTorchJob", "team-a", "train", "2024-05-01T10:00:00Z", "2024-05-01T11:00:00Z",
-        "1h00m", "touch", "(overdue)", "done",
+        "PyTorchJob",
+        "team-a",
+        "train",
+        "2024-05-01T10:00:00Z",
+        "2024-05-01T11:00:00Z",
+        "1h00m",
+        "touch",
+        "(overdue)",
+        "done",
     ]
 
 
@@ -435,30 +552,65 @@ def test_a_list_that_expires_twice_exits_three_with_the_pass_reported(harness: H
 def test_the_cli_does_not_import_the_kubernetes_client_until_a_run_starts() -> None:
     # --version and --help stay fast: the client costs a quarter of a second to import.
     code = "import sys, sweeper.cli; print(sorted(m for m in sys.modules if m.startswith('kub')))"
-    probe = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True
-    )
+    probe = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert probe.stdout.strip() == "[]"
 
 
 WATCH_FLAGS = [
-    ("watch-defaults", ["--watch"], {}, lambda w: (
-        w.resync, w.watch_timeout, w.leader_elect, w.lease_name, w.lease_namespace,
-        w.timing.lease_duration, w.timing.renew_deadline, w.timing.retry_period, w.health_port,
-    ) == (300.0, 90.0, True, "kubeflow-deadline-sweeper", None, 15.0, 10.0, 2.0, 8080)),
+    (
+        "watch-defaults",
+        ["--watch"],
+        {},
+        lambda w: (
+            (
+                w.resync,
+                w.watch_timeout,
+                w.leader_elect,
+                w.lease_name,
+                w.lease_namespace,
+                w.timing.lease_duration,
+                w.timing.renew_deadline,
+                w.timing.retry_period,
+                w.health_port,
+            )
+            == (300.0, 90.0, True, "kubeflow-deadline-sweeper", None, 15.0, 10.0, 2.0, 8080)
+        ),
+    ),
     ("watch-env", [], {"SWEEPER_WATCH": "true"}, lambda w: w.leader_elect),
     ("identity-default-is-unique", ["--watch"], {}, lambda w: "_" in w.identity),
-    ("watch-settings-env", ["--watch"], {
-        "SWEEPER_RESYNC": "60", "SWEEPER_WATCH_TIMEOUT": "30", "SWEEPER_LEADER_ELECT": "false",
-        "SWEEPER_LEASE_NAME": "l", "SWEEPER_LEASE_NAMESPACE": "ops", "SWEEPER_IDENTITY": "me",
-        "SWEEPER_LEASE_DURATION": "30", "SWEEPER_RENEW_DEADLINE": "20",
-        "SWEEPER_RETRY_PERIOD": "4", "SWEEPER_HEALTH_ADDRESS": "127.0.0.1",
-        "SWEEPER_HEALTH_PORT": "0",
-    }, lambda w: (
-        w.resync, w.watch_timeout, w.leader_elect, w.lease_name, w.lease_namespace, w.identity,
-        w.timing.lease_duration, w.timing.renew_deadline, w.timing.retry_period,
-        w.health_address, w.health_port,
-    ) == (60.0, 30.0, False, "l", "ops", "me", 30.0, 20.0, 4.0, "127.0.0.1", 0)),
+    (
+        "watch-settings-env",
+        ["--watch"],
+        {
+            "SWEEPER_RESYNC": "60",
+            "SWEEPER_WATCH_TIMEOUT": "30",
+            "SWEEPER_LEADER_ELECT": "false",
+            "SWEEPER_LEASE_NAME": "l",
+            "SWEEPER_LEASE_NAMESPACE": "ops",
+            "SWEEPER_IDENTITY": "me",
+            "SWEEPER_LEASE_DURATION": "30",
+            "SWEEPER_RENEW_DEADLINE": "20",
+            "SWEEPER_RETRY_PERIOD": "4",
+            "SWEEPER_HEALTH_ADDRESS": "127.0.0.1",
+            "SWEEPER_HEALTH_PORT": "0",
+        },
+        lambda w: (
+            (
+                w.resync,
+                w.watch_timeout,
+                w.leader_elect,
+                w.lease_name,
+                w.lease_namespace,
+                w.identity,
+                w.timing.lease_duration,
+                w.timing.renew_deadline,
+                w.timing.retry_period,
+                w.health_address,
+                w.health_port,
+            )
+            == (60.0, 30.0, False, "l", "ops", "me", 30.0, 20.0, 4.0, "127.0.0.1", 0)
+        ),
+    ),
 ]
 
 
@@ -476,7 +628,10 @@ def test_watch_flags_and_their_twins_build_the_watch_settings(
 
     clean = dict.fromkeys([*ALL_ENV, "KUBECONFIG"])
     result = runner().invoke(
-        command, list(args), obj=Seams(connect=connect), env={**clean, **env},
+        command,
+        list(args),
+        obj=Seams(connect=connect),
+        env={**clean, **env},
         catch_exceptions=False,
     )
     assert result.exit_code == 2, result.output

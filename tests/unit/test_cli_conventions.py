@@ -64,9 +64,12 @@ def test_a_bad_duration_is_one_usage_line(args: list[str], message: str) -> None
     [
         # click words this one differently across 8.x releases; the shape is what matters.
         pytest.param(["--no-such-flag"], None, id="unknown-option"),
-        pytest.param(["--action", "delete"], "sweeper: error: invalid value for --action: "
-                     "'delete' is not one of 'touch', 'fail', 'auto'. (see sweeper --help)",
-                     id="bad-choice"),
+        pytest.param(
+            ["--action", "delete"],
+            "sweeper: error: invalid value for --action: "
+            "'delete' is not one of 'touch', 'fail', 'auto'. (see sweeper --help)",
+            id="bad-choice",
+        ),
         pytest.param(["--kind", "Deployment"], None, id="program-error"),
     ],
 )
@@ -110,12 +113,18 @@ def test_excluded_namespaces_are_never_acted_on_nor_reported() -> None:
     harness = Harness()
     for namespace in ("team-a", "team-b", "kube-system"):
         harness.fake.add_job(job(namespace=namespace, name="late"))
-    result = harness.invoke("--exclude-namespace", "team-b", "-o", "json",
-                            env={"SWEEPER_EXCLUDE_NAMESPACE": "kube-system"})
+    result = harness.invoke(
+        "--exclude-namespace",
+        "team-b",
+        "-o",
+        "json",
+        env={"SWEEPER_EXCLUDE_NAMESPACE": "kube-system"},
+    )
     # The flag wins over its environment twin, as click does for every option.
     assert result.exit_code == 0, result.output
     assert [w.namespace for w in harness.fake.writes if w.method == "patch"] == [
-        "kube-system", "team-a",
+        "kube-system",
+        "team-a",
     ]
     both = Harness()
     for namespace in ("team-a", "team-b", "kube-system"):
@@ -127,11 +136,16 @@ def test_excluded_namespaces_are_never_acted_on_nor_reported() -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        pytest.param(["-n", "a", "--exclude-namespace", "a"],
-                     "namespace 'a' is both included (-n) and excluded (--exclude-namespace)",
-                     id="both"),
-        pytest.param(["--exclude-namespace", "Bad_Name"],
-                     "invalid namespace name 'Bad_Name' (--exclude-namespace)", id="invalid"),
+        pytest.param(
+            ["-n", "a", "--exclude-namespace", "a"],
+            "namespace 'a' is both included (-n) and excluded (--exclude-namespace)",
+            id="both",
+        ),
+        pytest.param(
+            ["--exclude-namespace", "Bad_Name"],
+            "invalid namespace name 'Bad_Name' (--exclude-namespace)",
+            id="invalid",
+        ),
     ],
 )
 def test_bad_exclusions_are_usage_errors(args: list[str], message: str) -> None:

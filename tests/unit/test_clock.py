@@ -20,9 +20,7 @@ HTTP_DATES = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("header", "expected"), HTTP_DATES
-)
+@pytest.mark.parametrize(("header", "expected"), HTTP_DATES)
 def test_parse_http_date(header: str | None, expected: datetime | None) -> None:
     parsed = parse_http_date(header)
     assert parsed == expected
@@ -42,9 +40,7 @@ RFC3339 = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("value", "expected"), RFC3339
-)
+@pytest.mark.parametrize(("value", "expected"), RFC3339)
 def test_parse_rfc3339(value: object, expected: datetime | None) -> None:
     assert parse_rfc3339(value) == expected
 

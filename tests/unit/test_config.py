@@ -69,9 +69,7 @@ INVALID = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("changes", "message"), INVALID
-)
+@pytest.mark.parametrize(("changes", "message"), INVALID)
 def test_invalid_settings_name_their_option(changes: dict[str, Any], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         Config(**changes)

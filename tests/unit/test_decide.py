@@ -53,64 +53,96 @@ CASES = [
     pytest.param(job(started_ago=3600), TOUCH, "touch", "overdue", id="exactly-at-the-deadline"),
     pytest.param(job(started_ago=3599), TOUCH, "skip", "not-yet-due", id="one-second-before"),
     pytest.param(
-        job(deadline=0, started_ago=0), TOUCH, "touch", "overdue",
+        job(deadline=0, started_ago=0),
+        TOUCH,
+        "touch",
+        "overdue",
         id="deadline-zero-is-already-past",
     ),
     pytest.param(job(started_ago=3629), Policy(grace=30), "skip", "not-yet-due", id="within-grace"),
     pytest.param(
-        job(started_ago=3630), Policy(grace=30), "touch", "overdue",
+        job(started_ago=3630),
+        Policy(grace=30),
+        "touch",
+        "overdue",
         id="exactly-at-deadline-plus-grace",
     ),
     pytest.param(job(started_ago=None), TOUCH, "skip", "not-started", id="not-started"),
     pytest.param(job(status=None), TOUCH, "skip", "not-started", id="not-started-without-status"),
     pytest.param(job(deadline=None), TOUCH, "skip", "no-deadline", id="no-deadline"),
     pytest.param(
-        job(deadline=None, started_ago=None), TOUCH, "skip", "no-deadline",
+        job(deadline=None, started_ago=None),
+        TOUCH,
+        "skip",
+        "no-deadline",
         id="no-deadline-not-started",
     ),
     pytest.param(
-        job(conditions=[condition("Succeeded")]), FAIL, "skip", "finished",
+        job(conditions=[condition("Succeeded")]),
+        FAIL,
+        "skip",
+        "finished",
         id="succeeded",
     ),
     pytest.param(
-        job(conditions=[condition("Failed", message="OOM")]), FAIL, "skip", "finished",
+        job(conditions=[condition("Failed", message="OOM")]),
+        FAIL,
+        "skip",
+        "finished",
         id="failed-for-another-reason",
     ),
     pytest.param(
-        job(conditions=[condition("Succeeded", "False")]), TOUCH, "touch", "overdue",
+        job(conditions=[condition("Succeeded", "False")]),
+        TOUCH,
+        "touch",
+        "overdue",
         id="succeeded-false-is-not-finished",
     ),
     pytest.param(
-        job(conditions=[condition("Restarting")]), TOUCH, "touch", "overdue",
+        job(conditions=[condition("Restarting")]),
+        TOUCH,
+        "touch",
+        "overdue",
         id="restarting-is-not-finished",
     ),
     pytest.param(job(suspend=True), FAIL, "skip", "suspended", id="suspended"),
     # Resumed but not reconciled yet: the operator resets startTime before its deadline check.
     *[
         pytest.param(
-            job(suspend=suspend, conditions=[
-                condition("Created"), condition("Running", "False"), condition("Suspended")]),
-            policy, "skip", "resuming",
+            job(
+                suspend=suspend,
+                conditions=[
+                    condition("Created"),
+                    condition("Running", "False"),
+                    condition("Suspended"),
+                ],
+            ),
+            policy,
+            "skip",
+            "resuming",
             id=f"resuming-{flag}-{policy.action.value}",
         )
         for flag, suspend in (("suspend-absent", None), ("suspend-false", False))
         for policy in (TOUCH, FAIL, AUTO)
     ],
     pytest.param(
-        job(conditions=[
-        condition("Created"), condition("Running"), condition("Suspended", "False")]),
+        job(
+            conditions=[condition("Created"), condition("Running"), condition("Suspended", "False")]
+        ),
         FAIL,
         "fail",
         "overdue",
         id="resumed-and-reconciled-is-judged-again",
     ),
     pytest.param(
-        job(suspend=True, conditions=[condition("Suspended")]), FAIL, "skip", "suspended",
+        job(suspend=True, conditions=[condition("Suspended")]),
+        FAIL,
+        "skip",
+        "suspended",
         id="suspended-with-the-condition",
     ),
     pytest.param(
-        job(conditions=[
-        condition("Suspended"), condition("Failed", message="OOM")]),
+        job(conditions=[condition("Suspended"), condition("Failed", message="OOM")]),
         FAIL,
         "skip",
         "finished",
@@ -118,55 +150,91 @@ CASES = [
     ),
     # Negative deadlines: the operator's `elapsed >= deadline` is already true.
     pytest.param(
-        job(deadline=-30, started_ago=0), FAIL, "fail", "overdue",
+        job(deadline=-30, started_ago=0),
+        FAIL,
+        "fail",
+        "overdue",
         id="negative-deadline-is-due-at-startTime",
     ),
     pytest.param(
-        job(deadline=-30, started_ago=None), FAIL, "skip", "not-started",
+        job(deadline=-30, started_ago=None),
+        FAIL,
+        "skip",
+        "not-started",
         id="negative-deadline-not-started",
     ),
     pytest.param(
-        job(deadline=MAX_GO_SECONDS), FAIL, "skip", "not-yet-due",
+        job(deadline=MAX_GO_SECONDS),
+        FAIL,
+        "skip",
+        "not-yet-due",
         id="largest-deadline-the-operator-can-hold",
     ),
     pytest.param(
-        job(deadline=20 * 366 * 24 * 3600), FAIL, "skip", "not-yet-due",
+        job(deadline=20 * 366 * 24 * 3600),
+        FAIL,
+        "skip",
+        "not-yet-due",
         id="twenty-year-deadline",
     ),
     pytest.param(job(suspend=False), TOUCH, "touch", "overdue", id="suspend-false"),
     pytest.param(job(started_ago=600), TOUCH, "skip", "not-yet-due", id="resumed-startTime-reset"),
     pytest.param(
-        job(started_ago=3600, suspend=False), TOUCH, "touch", "overdue",
+        job(started_ago=3600, suspend=False),
+        TOUCH,
+        "touch",
+        "overdue",
         id="suspended-past-deadline-then-resumed",
     ),
     pytest.param(
-        job(managed_by="kueue.x-k8s.io/multikueue"), FAIL, "skip", "managed-elsewhere",
+        job(managed_by="kueue.x-k8s.io/multikueue"),
+        FAIL,
+        "skip",
+        "managed-elsewhere",
         id="managed-by-multikueue",
     ),
     pytest.param(
-        job(managed_by=TRAINING_OPERATOR), TOUCH, "touch", "overdue",
+        job(managed_by=TRAINING_OPERATOR),
+        TOUCH,
+        "touch",
+        "overdue",
         id="managed-by-the-training-operator",
     ),
     pytest.param(
-        job("JAXJob", managed_by="kueue.x-k8s.io/multikueue"), TOUCH, "touch", "overdue",
+        job("JAXJob", managed_by="kueue.x-k8s.io/multikueue"),
+        TOUCH,
+        "touch",
+        "overdue",
         id="jaxjob-ignores-managedBy",
     ),
     pytest.param(job(deleting=True), FAIL, "skip", "being-deleted", id="being-deleted"),
     pytest.param(
-        job(annotations={EXCLUDE_ANNOTATION: "true"}), FAIL, "skip", "opted-out",
+        job(annotations={EXCLUDE_ANNOTATION: "true"}),
+        FAIL,
+        "skip",
+        "opted-out",
         id="opted-out",
     ),
     pytest.param(
-        job(annotations={EXCLUDE_ANNOTATION: "True"}), FAIL, "skip", "opted-out",
+        job(annotations={EXCLUDE_ANNOTATION: "True"}),
+        FAIL,
+        "skip",
+        "opted-out",
         id="opted-out-any-case",
     ),
     pytest.param(
-        job(annotations={EXCLUDE_ANNOTATION: "false"}), TOUCH, "touch", "overdue",
+        job(annotations={EXCLUDE_ANNOTATION: "false"}),
+        TOUCH,
+        "touch",
+        "overdue",
         id="opt-out-false",
     ),
     pytest.param(job(), FAIL, "fail", "overdue", id="fail-mode"),
     pytest.param(
-        job(annotations={TOUCHED_AT_ANNOTATION: ago(10)}), FAIL, "fail", "overdue",
+        job(annotations={TOUCHED_AT_ANNOTATION: ago(10)}),
+        FAIL,
+        "fail",
+        "overdue",
         id="fail-mode-ignores-a-touch",
     ),
     pytest.param(job(started_ago=3660), AUTO, "touch", "overdue", id="auto-untouched"),
@@ -180,24 +248,39 @@ CASES = [
     # Escalation does not need a written touch: the operator's webhooks refuse every update
     # while it is down, so `auto` fails a job --escalate-after past its deadline and grace.
     pytest.param(
-        job(started_ago=3720), AUTO, "fail", "escalated",
+        job(started_ago=3720),
+        AUTO,
+        "fail",
+        "escalated",
         id="auto-untouched-escalates-exactly-after-deadline-plus-escalate-after",
     ),
     pytest.param(
-        job(started_ago=3719), AUTO, "touch", "overdue",
+        job(started_ago=3719),
+        AUTO,
+        "touch",
+        "overdue",
         id="auto-untouched-one-second-before-escalation",
     ),
     pytest.param(job(), AUTO, "fail", "escalated", id="auto-untouched-long-overdue-fails-at-once"),
     pytest.param(
-        job(started_ago=3749), Policy(action=ActionMode.AUTO, grace=30), "touch", "overdue",
+        job(started_ago=3749),
+        Policy(action=ActionMode.AUTO, grace=30),
+        "touch",
+        "overdue",
         id="auto-escalation-counts-from-deadline-plus-grace",
     ),
     pytest.param(
-        job(started_ago=3750), Policy(action=ActionMode.AUTO, grace=30), "fail", "escalated",
+        job(started_ago=3750),
+        Policy(action=ActionMode.AUTO, grace=30),
+        "fail",
+        "escalated",
         id="auto-escalation-after-deadline-plus-grace",
     ),
     pytest.param(
-        job(annotations={TOUCHED_AT_ANNOTATION: ago(60)}), AUTO, "fail", "escalated",
+        job(annotations={TOUCHED_AT_ANNOTATION: ago(60)}),
+        AUTO,
+        "fail",
+        "escalated",
         id="auto-touched-recently-still-escalates-by-the-deadline",
     ),
     # A touch written before grace ran out (a run with a smaller --grace) escalates on its own.
@@ -223,15 +306,24 @@ CASES = [
         id="auto-garbled-touch-annotation",
     ),
     pytest.param(
-        job(annotations={TOUCHED_AT_ANNOTATION: ago(10)}), TOUCH, "skip", "recently-touched",
+        job(annotations={TOUCHED_AT_ANNOTATION: ago(10)}),
+        TOUCH,
+        "skip",
+        "recently-touched",
         id="touch-recently-touched",
     ),
     pytest.param(
-        job(annotations={TOUCHED_AT_ANNOTATION: ago(120)}), TOUCH, "touch", "touch-again",
+        job(annotations={TOUCHED_AT_ANNOTATION: ago(120)}),
+        TOUCH,
+        "touch",
+        "touch-again",
         id="touch-again-after-escalate-after",
     ),
     pytest.param(
-        job(conditions=deadline_failed()), FAIL, "terminate-pods", "failed-by-deadline",
+        job(conditions=deadline_failed()),
+        FAIL,
+        "terminate-pods",
+        "failed-by-deadline",
         id="deadline-failed-fail-mode",
     ),
     pytest.param(
@@ -242,7 +334,10 @@ CASES = [
         id="sweeper-failed-auto-mode",
     ),
     pytest.param(
-        job(conditions=deadline_failed()), TOUCH, "skip", "finished",
+        job(conditions=deadline_failed()),
+        TOUCH,
+        "skip",
+        "finished",
         id="deadline-failed-touch-mode",
     ),
     pytest.param(
@@ -255,25 +350,26 @@ CASES = [
     # The deliberate difference (README, decisions): the deadline wins over cleanPodPolicy
     # None, written or not, and over the age of the failure; --terminate-pods policy opts out.
     pytest.param(
-        job(
-        conditions=deadline_failed(), clean_pod_policy="None"),
+        job(conditions=deadline_failed(), clean_pod_policy="None"),
         AUTO,
         "terminate-pods",
         "failed-by-deadline",
         id="deadline-failed-explicit-None-active-pods",
     ),
     pytest.param(
-        job(conditions=[
-        {**c, "lastTransitionTime": ago(366 * 24 * 3600)} for c in deadline_failed()],
-        started_ago=400 * 24 * 3600),
+        job(
+            conditions=[
+                {**c, "lastTransitionTime": ago(366 * 24 * 3600)} for c in deadline_failed()
+            ],
+            started_ago=400 * 24 * 3600,
+        ),
         FAIL,
         "terminate-pods",
         "failed-by-deadline",
         id="deadline-failed-a-year-ago",
     ),
     pytest.param(
-        job(
-        conditions=deadline_failed(), clean_pod_policy="None"),
+        job(conditions=deadline_failed(), clean_pod_policy="None"),
         Policy(action=ActionMode.AUTO, terminate_pods=PodsMode.POLICY),
         "skip",
         "finished",
@@ -287,7 +383,10 @@ CASES = [
         id="deadline-failed-but-opted-out",
     ),
     pytest.param(
-        job(deadline="3600", deleting=True), FAIL, "skip", "malformed",
+        job(deadline="3600", deleting=True),
+        FAIL,
+        "skip",
+        "malformed",
         id="malformed-wins-over-everything",
     ),
 ]
@@ -303,62 +402,72 @@ def test_decision(raw: dict[str, Any], policy: Policy, decision: str, reason: st
 
 MALFORMED = [
     pytest.param(
-        job(deadline="3600"), "spec.runPolicy.activeDeadlineSeconds",
+        job(deadline="3600"),
+        "spec.runPolicy.activeDeadlineSeconds",
         id="deadline-string",
     ),
     pytest.param(job(deadline=3600.5), "spec.runPolicy.activeDeadlineSeconds", id="deadline-float"),
     pytest.param(job(deadline=True), "spec.runPolicy.activeDeadlineSeconds", id="deadline-bool"),
     pytest.param(job(deadline=MAX_GO_SECONDS + 1), OVERFLOWS, id="deadline-overflows-go-duration"),
     pytest.param(
-        job(deadline=-MAX_GO_SECONDS - 1), OVERFLOWS,
+        job(deadline=-MAX_GO_SECONDS - 1),
+        OVERFLOWS,
         id="negative-deadline-overflows-go-duration",
     ),
     pytest.param(
-        job(deadline=MAX_GO_SECONDS,
-            status={"startTime": "9900-01-01T00:00:00Z"}),
+        job(deadline=MAX_GO_SECONDS, status={"startTime": "9900-01-01T00:00:00Z"}),
         "status.startTime",
         id="deadline-after-year-9999",
     ),
     pytest.param(
-        job(status={"startTime": "yesterday"}), "status.startTime",
+        job(status={"startTime": "yesterday"}),
+        "status.startTime",
         id="startTime-unparsable",
     ),
     pytest.param(job(status={"startTime": 1714564800}), "status.startTime", id="startTime-number"),
     pytest.param(
-        job(status={"startTime": "2024-05-01T10:00:00"}), "status.startTime",
+        job(status={"startTime": "2024-05-01T10:00:00"}),
+        "status.startTime",
         id="startTime-without-zone",
     ),
     pytest.param(job(status=["Running"]), "status", id="status-not-an-object"),
     pytest.param(
-        job(status={"conditions": {"type": "Running"}}), "status.conditions",
+        job(status={"conditions": {"type": "Running"}}),
+        "status.conditions",
         id="conditions-not-a-list",
     ),
     pytest.param(
-        job(status={"conditions": ["Running"]}), "status.conditions[0]",
+        job(status={"conditions": ["Running"]}),
+        "status.conditions[0]",
         id="condition-not-an-object",
     ),
     pytest.param(
-        job(status={"conditions": [{"type": "Failed"}]}), "status.conditions[0]",
+        job(status={"conditions": [{"type": "Failed"}]}),
+        "status.conditions[0]",
         id="condition-without-status",
     ),
     pytest.param(job(suspend="true"), "spec.runPolicy.suspend", id="suspend-string"),
     pytest.param(job(managed_by=7), "spec.runPolicy.managedBy", id="managedBy-number"),
     pytest.param(
-        job(clean_pod_policy=1), "spec.runPolicy.cleanPodPolicy",
+        job(clean_pod_policy=1),
+        "spec.runPolicy.cleanPodPolicy",
         id="cleanPodPolicy-number",
     ),
     pytest.param(
-        {**job(), "metadata": {**job()["metadata"], "annotations": ["x"]}}, "metadata.annotations",
+        {**job(), "metadata": {**job()["metadata"], "annotations": ["x"]}},
+        "metadata.annotations",
         id="annotations-list",
     ),
     pytest.param({**job(), "spec": {"runPolicy": []}}, "spec.runPolicy", id="runPolicy-list"),
     pytest.param({k: v for k, v in job().items() if k != "spec"}, "spec", id="spec-missing"),
     pytest.param(
-        {**job(), "metadata": {"namespace": "a", "uid": "u"}}, "metadata.name",
+        {**job(), "metadata": {"namespace": "a", "uid": "u"}},
+        "metadata.name",
         id="name-missing",
     ),
     pytest.param(
-        {**job(), "metadata": {"namespace": "a", "name": "n"}}, "metadata.uid",
+        {**job(), "metadata": {"namespace": "a", "name": "n"}},
+        "metadata.uid",
         id="uid-missing",
     ),
     pytest.param({**job(), "metadata": "train"}, "metadata", id="metadata-string"),
@@ -366,9 +475,7 @@ MALFORMED = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("raw", "field"), MALFORMED
-)
+@pytest.mark.parametrize(("raw", "field"), MALFORMED)
 def test_malformed_jobs_are_skipped_naming_the_field(raw: Any, field: str) -> None:
     parsed = parse_job(raw, KIND["PyTorchJob"])
     entry = judge(parsed, NOW, FAIL)
@@ -385,7 +492,8 @@ def test_every_kind_is_enforced(kind: Any, policy: Policy) -> None:
 
 def test_an_mpi_operator_mpijob_is_reported_never_acted_on() -> None:
     assert verdict(job("MPIJob"), FAIL, version=MPI_OPERATOR_VERSION) == (
-        "skip", "operator-enforced",
+        "skip",
+        "operator-enforced",
     )
 
 
@@ -428,8 +536,9 @@ def test_decide_gives_every_job_one_entry_in_listing_order() -> None:
     raws = [job(name=f"j{i}", started_ago=3000 + 200 * i) for i in range(6)]
     plan = decide([parse_job(r, KIND["PyTorchJob"]) for r in raws], NOW, TOUCH)
     assert [e.job.name for e in plan.entries] == [f"j{i}" for i in range(6)]
-    decisions = Counter(e.decision if isinstance(e, Action) else f"skip:{e.reason}"
-                        for e in plan.entries)
+    decisions = Counter(
+        e.decision if isinstance(e, Action) else f"skip:{e.reason}" for e in plan.entries
+    )
     assert decisions == {"skip:not-yet-due": 3, "touch": 3}
 
 
@@ -486,20 +595,22 @@ def pods_in_phases() -> list[Any]:
 POD_CASES = [
     pytest.param(PodsMode.ACTIVE, None, ["p-pending", "p-running"], id="active"),
     pytest.param(
-        PodsMode.ALL, None, ["p-pending", "p-running", "p-succeeded", "p-failed", "p-unknown"],
+        PodsMode.ALL,
+        None,
+        ["p-pending", "p-running", "p-succeeded", "p-failed", "p-unknown"],
         id="all",
     ),
     pytest.param(PodsMode.POLICY, None, [], id="policy-absent-means-None"),
     pytest.param(PodsMode.POLICY, "None", [], id="policy-None"),
     pytest.param(PodsMode.POLICY, "Running", ["p-pending", "p-running"], id="policy-Running"),
     pytest.param(
-        PodsMode.POLICY, "All", ["p-pending", "p-running", "p-succeeded", "p-failed", "p-unknown"],
+        PodsMode.POLICY,
+        "All",
+        ["p-pending", "p-running", "p-succeeded", "p-failed", "p-unknown"],
         id="policy-All",
     ),
     # v1.9.4 special-cases only None and Running; every other value deletes every pod.
-    pytest.param(
-        PodsMode.POLICY, "Sometimes", PHASES_LOWER, id="policy-unknown-value-deletes-all"
-    ),
+    pytest.param(PodsMode.POLICY, "Sometimes", PHASES_LOWER, id="policy-unknown-value-deletes-all"),
     pytest.param(PodsMode.POLICY, "", PHASES_LOWER, id="policy-empty-string-deletes-all"),
     pytest.param(PodsMode.POLICY, "all", PHASES_LOWER, id="policy-lowercase-all"),
     pytest.param(

@@ -50,8 +50,10 @@ def test_a_package_no_required_module_holds_is_an_error(package: str) -> None:
 
 
 def test_the_table_gives_rows_in_order_with_versions_and_skips_comments() -> None:
-    table = "# name|module|package\n\nkubectl|kubernetes|k8s.io/kubernetes/cmd/kubectl\n" \
-            "api|kubernetes|k8s.io/api\n"
+    table = (
+        "# name|module|package\n\nkubectl|kubernetes|k8s.io/kubernetes/cmd/kubectl\n"
+        "api|kubernetes|k8s.io/api\n"
+    )
     targets = binaries.parse_targets(table, {"kubernetes": GO_MOD}.__getitem__)
     assert list(targets.values()) == [
         binaries.Target("kubectl", "kubernetes", "k8s.io/kubernetes/cmd/kubectl", "v1.36.3"),

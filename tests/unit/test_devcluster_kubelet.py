@@ -42,23 +42,33 @@ def test_the_experiment_timeline(labels: dict[str, str], elapsed: float, phase: 
     ("timeline", "labels", "phase"),
     [
         pytest.param(
-            [Transition(1, "Running")], pod("Launcher", 0), "Running",
+            [Transition(1, "Running")],
+            pod("Launcher", 0),
+            "Running",
             id="no-replica-type-matches-every-pod",
         ),
         pytest.param(
-            [Transition(1, "Running", "worker")], pod("Worker", 3), "Running",
+            [Transition(1, "Running", "worker")],
+            pod("Worker", 3),
+            "Running",
             id="replica-type-is-case-insensitive",
         ),
         pytest.param(
-            [Transition(1, "Running", "Worker", 0)], pod("Worker", 1), "Pending",
+            [Transition(1, "Running", "Worker", 0)],
+            pod("Worker", 1),
+            "Pending",
             id="index-selects-one-pod",
         ),
         pytest.param(
-            [Transition(1, "Running"), Transition(1, "Failed")], pod("Worker", 0), "Failed",
+            [Transition(1, "Running"), Transition(1, "Failed")],
+            pod("Worker", 0),
+            "Failed",
             id="a-tie-goes-to-the-later-entry",
         ),
         pytest.param(
-            [Transition(2, "Failed"), Transition(1, "Running")], pod("Worker", 0), "Failed",
+            [Transition(2, "Failed"), Transition(1, "Running")],
+            pod("Worker", 0),
+            "Failed",
             id="the-latest-due-transition-wins-whatever-the-order",
         ),
         pytest.param([], pod("Worker", 0), "Pending", id="no-transition-means-pending"),

@@ -22,8 +22,7 @@ from sweeper.errors import (
 
 MESSAGES = [
     pytest.param(
-        {"status": 403, "verb": "list", "resource": "pytorchjobs.kubeflow.org",
-             "namespace": "a"},
+        {"status": 403, "verb": "list", "resource": "pytorchjobs.kubeflow.org", "namespace": "a"},
         'cannot list pytorchjobs.kubeflow.org in namespace "a": forbidden (403)',
         id="namespaced-list",
     ),
@@ -33,14 +32,25 @@ MESSAGES = [
         id="cluster-wide-list",
     ),
     pytest.param(
-        {"status": 500, "verb": "patch", "resource": "pods", "namespace": "a", "name": "p",
-             "detail": "etcd timeout"},
+        {
+            "status": 500,
+            "verb": "patch",
+            "resource": "pods",
+            "namespace": "a",
+            "name": "p",
+            "detail": "etcd timeout",
+        },
         "cannot patch pods 'p' in namespace \"a\": internal server error (500): etcd timeout",
         id="object",
     ),
     pytest.param(
-        {"status": None, "verb": "discover", "resource": "API group kubeflow.org",
-             "detail": "connection refused", "cluster_scoped": True},
+        {
+            "status": None,
+            "verb": "discover",
+            "resource": "API group kubeflow.org",
+            "detail": "connection refused",
+            "cluster_scoped": True,
+        },
         "cannot discover API group kubeflow.org: connection refused",
         id="no-response",
     ),
@@ -52,9 +62,7 @@ MESSAGES = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("fields", "message"), MESSAGES
-)
+@pytest.mark.parametrize(("fields", "message"), MESSAGES)
 def test_api_error_messages_name_verb_resource_and_namespace(
     fields: dict[str, Any], message: str
 ) -> None:
@@ -63,7 +71,8 @@ def test_api_error_messages_name_verb_resource_and_namespace(
 
 
 @pytest.mark.parametrize(
-    ("status", "cls"), [(404, NotFound), (409, Conflict), (410, Gone), (500, ApiError)],
+    ("status", "cls"),
+    [(404, NotFound), (409, Conflict), (410, Gone), (500, ApiError)],
 )
 def test_api_error_picks_the_specific_class(status: int, cls: type) -> None:
     assert type(api_error(RequestRef("get", "pods"), status)) is cls
@@ -71,8 +80,13 @@ def test_api_error_picks_the_specific_class(status: int, cls: type) -> None:
 
 @pytest.mark.parametrize(
     ("cls", "code"),
-    [(SweeperError, 1), (ConfigError, 2), (ClusterUnavailable, 3), (Interrupted, 4),
-     (RunTimeout, 5)],
+    [
+        (SweeperError, 1),
+        (ConfigError, 2),
+        (ClusterUnavailable, 3),
+        (Interrupted, 4),
+        (RunTimeout, 5),
+    ],
 )
 def test_exit_codes(cls: type[SweeperError], code: int) -> None:
     assert cls.exit_code == code

@@ -17,21 +17,39 @@ CASES = [
     pytest.param(job(), "overdue", "touch (overdue): 1h00m past its deadline", id="overdue"),
     pytest.param(job(deadline="x"), "malformed", "skip (malformed)", id="malformed"),
     pytest.param(job(deleting=True), "being-deleted", "skip (being-deleted)", id="deleting"),
-    pytest.param(job(annotations={EXCLUDE_ANNOTATION: "true"}), "opted-out",
-                 "skip (opted-out)", id="opted-out"),
-    pytest.param(job(managed_by="kueue.x-k8s.io/multikueue"), "managed-elsewhere",
-                 "skip (managed-elsewhere)", id="managed"),
-    pytest.param(job(conditions=[condition("Succeeded")]), "finished", "skip (finished)",
-                 id="finished"),
-    pytest.param(job(conditions=deadline_failed()), "finished", "skip (finished)",
-                 id="failed-by-the-operator"),
+    pytest.param(
+        job(annotations={EXCLUDE_ANNOTATION: "true"}),
+        "opted-out",
+        "skip (opted-out)",
+        id="opted-out",
+    ),
+    pytest.param(
+        job(managed_by="kueue.x-k8s.io/multikueue"),
+        "managed-elsewhere",
+        "skip (managed-elsewhere)",
+        id="managed",
+    ),
+    pytest.param(
+        job(conditions=[condition("Succeeded")]), "finished", "skip (finished)", id="finished"
+    ),
+    pytest.param(
+        job(conditions=deadline_failed()),
+        "finished",
+        "skip (finished)",
+        id="failed-by-the-operator",
+    ),
     pytest.param(job(suspend=True), "suspended", "skip (suspended)", id="suspended"),
     pytest.param(job(deadline=None), "no-deadline", "skip (no-deadline)", id="no-deadline"),
     pytest.param(job(started_ago=None), "not-started", "skip (not-started)", id="not-started"),
-    pytest.param(job(started_ago=60), "not-yet-due", "skip (not-yet-due): due in 59m00s",
-                 id="not-yet-due"),
-    pytest.param(job(annotations={TOUCHED_AT_ANNOTATION: ago(30)}), "overdue",
-                 "skip (recently-touched)", id="recently-touched"),
+    pytest.param(
+        job(started_ago=60), "not-yet-due", "skip (not-yet-due): due in 59m00s", id="not-yet-due"
+    ),
+    pytest.param(
+        job(annotations={TOUCHED_AT_ANNOTATION: ago(30)}),
+        "overdue",
+        "skip (recently-touched)",
+        id="recently-touched",
+    ),
 ]
 
 
@@ -47,7 +65,7 @@ def test_explain_walks_every_rule_and_agrees_with_judge(
     assert decider.rule == deciding
     assert f"{entry.decision} ({entry.reason})" == decision.split(":", maxsplit=1)[0]
     before = steps[: steps.index(decider)]
-    after = steps[steps.index(decider) + 1:]
+    after = steps[steps.index(decider) + 1 :]
     assert all(s.reached and s.entry is None for s in before)
     assert all(not s.reached for s in after)
     assert all(s.seen for s in steps)
@@ -80,12 +98,15 @@ def test_the_cli_explains_a_job_and_writes_nothing() -> None:
 def test_the_cli_explains_in_json_with_exact_seconds() -> None:
     harness = Harness()
     harness.fake.add_job(job(name="train", namespace="team-a"))
-    result = harness.invoke("--explain", "team-a/train", "-o", "json",
-                            env={"SWEEPER_ACTION": ActionMode.AUTO.value})
+    result = harness.invoke(
+        "--explain", "team-a/train", "-o", "json", env={"SWEEPER_ACTION": ActionMode.AUTO.value}
+    )
     assert result.exit_code == 0, result.output
     (document,) = json.loads(result.stdout)
     assert (document["decision"], document["seconds_overdue"], document["overdue"]) == (
-        "fail", 3600.0, "1h00m",  # auto escalates once past deadline + grace + escalate-after
+        "fail",
+        3600.0,
+        "1h00m",  # auto escalates once past deadline + grace + escalate-after
     )
     assert document["rules"][-1]["rule"] == "overdue"
 
@@ -104,8 +125,9 @@ def test_an_excluded_namespace_is_explained_as_out_of_scope() -> None:
 @pytest.mark.parametrize(
     ("reference", "message"),
     [
-        pytest.param("team-a/missing", 'no Kubeflow job "team-a/missing" (looked in: TFJob',
-                     id="not-found"),
+        pytest.param(
+            "team-a/missing", 'no Kubeflow job "team-a/missing" (looked in: TFJob', id="not-found"
+        ),
         pytest.param("train", "expected NAMESPACE/NAME, got 'train' (--explain)", id="no-slash"),
         pytest.param("a/b/c", "expected NAMESPACE/NAME, got 'a/b/c' (--explain)", id="two-slashes"),
     ],

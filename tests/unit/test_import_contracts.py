@@ -30,22 +30,54 @@ CONTRACTS = (CLIENT, CLICK, HOUSE, CORE, ORACLE)
 # Each probe: a file added (or appended to), and what lint-imports must then say under which
 # contract.
 PROBES = [
-    pytest.param("sweeper/probe_client.py", "import kubernetes.client\n", CLIENT,
-                 "sweeper.probe_client -> kubernetes", id="new-module-imports-kubernetes"),
-    pytest.param("sweeper/probe_http.py", "import urllib3\n", CLIENT,
-                 "sweeper.probe_http -> urllib3", id="new-module-imports-urllib3"),
-    pytest.param("sweeper/probe_click.py", "import click\n", CLICK,
-                 "sweeper.probe_click -> click", id="new-module-imports-click"),
-    pytest.param("sweeper/probe_click.py", "", HOUSE, "- sweeper.probe_click",
-                 id="new-module-has-no-layer"),
-    pytest.param("sweeper/decide.py", "import sweeper.run\n", HOUSE,
-                 "sweeper.decide -> sweeper.run", id="core-imports-a-layer-above"),
-    pytest.param("sweeper/decide.py", "", CORE, "sweeper.decide -> sweeper.run",
-                 id="core-imports-the-run"),
-    pytest.param("devcluster/probe.py", "from sweeper import kinds\n", ORACLE,
-                 "devcluster.probe -> sweeper.kinds", id="harness-imports-the-constants"),
-    pytest.param("tests/property/probe.py", "from sweeper.kinds import KINDS\n", ORACLE,
-                 "tests.property.probe -> sweeper.kinds", id="oracle-imports-the-constants"),
+    pytest.param(
+        "sweeper/probe_client.py",
+        "import kubernetes.client\n",
+        CLIENT,
+        "sweeper.probe_client -> kubernetes",
+        id="new-module-imports-kubernetes",
+    ),
+    pytest.param(
+        "sweeper/probe_http.py",
+        "import urllib3\n",
+        CLIENT,
+        "sweeper.probe_http -> urllib3",
+        id="new-module-imports-urllib3",
+    ),
+    pytest.param(
+        "sweeper/probe_click.py",
+        "import click\n",
+        CLICK,
+        "sweeper.probe_click -> click",
+        id="new-module-imports-click",
+    ),
+    pytest.param(
+        "sweeper/probe_click.py", "", HOUSE, "- sweeper.probe_click", id="new-module-has-no-layer"
+    ),
+    pytest.param(
+        "sweeper/decide.py",
+        "import sweeper.run\n",
+        HOUSE,
+        "sweeper.decide -> sweeper.run",
+        id="core-imports-a-layer-above",
+    ),
+    pytest.param(
+        "sweeper/decide.py", "", CORE, "sweeper.decide -> sweeper.run", id="core-imports-the-run"
+    ),
+    pytest.param(
+        "devcluster/probe.py",
+        "from sweeper import kinds\n",
+        ORACLE,
+        "devcluster.probe -> sweeper.kinds",
+        id="harness-imports-the-constants",
+    ),
+    pytest.param(
+        "tests/property/probe.py",
+        "from sweeper.kinds import KINDS\n",
+        ORACLE,
+        "tests.property.probe -> sweeper.kinds",
+        id="oracle-imports-the-constants",
+    ),
 ]
 
 
@@ -63,7 +95,11 @@ def lint_copy(tree: Path, probes: list[tuple[str, str]]) -> dict[str, str]:
         with (tree / relative).open("a") as file:
             file.write(text)
     result = subprocess.run(
-        [str(LINT_IMPORTS), "--no-cache"], cwd=tree, capture_output=True, text=True, check=False,
+        [str(LINT_IMPORTS), "--no-cache"],
+        cwd=tree,
+        capture_output=True,
+        text=True,
+        check=False,
         env={**os.environ, "PYTHONPATH": str(tree)},
     )
     said = {name: "KEPT" for name in CONTRACTS if f"{name} KEPT" in result.stdout}

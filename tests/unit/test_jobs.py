@@ -15,12 +15,18 @@ from tests.unit.objects import KIND, NOW, ago, condition, deadline_failed, job, 
 def test_a_running_job_view() -> None:
     view = parse_job(job(), KIND["PyTorchJob"])
     assert view.malformed is None
-    assert (view.namespace, view.name, view.uid) == ("team-a", "train",
-                                                     "uid-PyTorchJob-team-a-train")
+    assert (view.namespace, view.name, view.uid) == (
+        "team-a",
+        "train",
+        "uid-PyTorchJob-team-a-train",
+    )
     assert view.start_time == NOW - timedelta(hours=2)
     assert view.deadline == NOW - timedelta(hours=1)
     assert (view.finished, view.suspended, view.deleting, view.excluded) == (
-        None, False, False, False,
+        None,
+        False,
+        False,
+        False,
     )
 
 
@@ -53,7 +59,9 @@ def test_who_failed_a_job_by_its_deadline(
 def test_a_malformed_view_keeps_the_identity_it_could_read() -> None:
     view = parse_job(job(deadline="soon"), KIND["TFJob"])
     assert (view.name, view.namespace, view.malformed) == (
-        "train", "team-a", "spec.runPolicy.activeDeadlineSeconds",
+        "train",
+        "team-a",
+        "spec.runPolicy.activeDeadlineSeconds",
     )
 
 
@@ -67,7 +75,10 @@ def test_owned_objects_read_the_controller_reference() -> None:
     pod = parse_owned(owned("w-0", owner, phase="Pending"))
     assert pod is not None
     assert (pod.name, pod.uid, pod.phase, pod.controller_uid) == (
-        "w-0", "uid-w-0", "Pending", "uid-PyTorchJob-team-a-train",
+        "w-0",
+        "uid-w-0",
+        "Pending",
+        "uid-PyTorchJob-team-a-train",
     )
 
 

@@ -47,19 +47,27 @@ DISCOVERIES = [
     pytest.param([ok(status=404)], [], id="no-kubeflow-group"),
     pytest.param(
         [ok({"versions": [{"version": "v1"}]}), resources("tfjobs", "pytorchjobs", "mpijobs")],
-        [(TFJOB, "v1"), (PYTORCHJOB, "v1"), (MPIJOB, "v1")], id="v1-kinds-in-table-order",
+        [(TFJOB, "v1"), (PYTORCHJOB, "v1"), (MPIJOB, "v1")],
+        id="v1-kinds-in-table-order",
     ),
     pytest.param(
         [ok({"versions": [{"version": "v2beta1"}]}), resources("mpijobs")],
-        [(MPIJOB, MPI_OPERATOR_VERSION)], id="mpi-operator-mpijob-only",
+        [(MPIJOB, MPI_OPERATOR_VERSION)],
+        id="mpi-operator-mpijob-only",
     ),
     pytest.param(
-        [ok({"versions": [{"version": "v1"}, {"version": "v2beta1"}]}), resources("mpijobs"),
-         resources("mpijobs")],
-        [(MPIJOB, "v1")], id="v1-mpijob-wins",
+        [
+            ok({"versions": [{"version": "v1"}, {"version": "v2beta1"}]}),
+            resources("mpijobs"),
+            resources("mpijobs"),
+        ],
+        [(MPIJOB, "v1")],
+        id="v1-mpijob-wins",
     ),
     pytest.param(
-        [ok({"versions": [{"version": "v1"}]}), ok(status=404)], [], id="version-vanished",
+        [ok({"versions": [{"version": "v1"}]}), ok(status=404)],
+        [],
+        id="version-vanished",
     ),
 ]
 
@@ -102,16 +110,20 @@ def test_jobs_are_listed_page_by_page_with_the_continue_token() -> None:
 
 def test_all_namespaces_and_core_lists_collect_every_page() -> None:
     sweeper_cluster, send = cluster(
-        ok({"items": [{"p": 1}], "metadata": {"continue": "c"}}), ok({"items": [{"p": 2}]}),
-        ok({"items": [{"s": 1}]}), ok({"items": []}),
+        ok({"items": [{"p": 1}], "metadata": {"continue": "c"}}),
+        ok({"items": [{"p": 2}]}),
+        ok({"items": [{"s": 1}]}),
+        ok({"items": []}),
     )
 
     assert sweeper_cluster.list_pods("a", "job=train") == [{"p": 1}, {"p": 2}]
     assert sweeper_cluster.list_services("a", "job=train") == [{"s": 1}]
     assert next(sweeper_cluster.list_jobs(PYTORCH, None, None, 500)).items == []
     assert [s.path.split("?")[0] for s in send.sent] == [
-        "/api/v1/namespaces/a/pods", "/api/v1/namespaces/a/pods",
-        "/api/v1/namespaces/a/services", "/apis/kubeflow.org/v1/pytorchjobs",
+        "/api/v1/namespaces/a/pods",
+        "/api/v1/namespaces/a/pods",
+        "/api/v1/namespaces/a/services",
+        "/apis/kubeflow.org/v1/pytorchjobs",
     ]
 
 
@@ -127,30 +139,47 @@ def test_get_job_quotes_the_name_and_decodes_the_object() -> None:
 WRITES = [
     pytest.param(
         lambda c: c.patch_job(PYTORCH, "a", "j", {"metadata": {}}, dry_run=False),
-        "PATCH", "/apis/kubeflow.org/v1/namespaces/a/pytorchjobs/j", {"metadata": {}},
-        "application/merge-patch+json", id="touch-patch",
+        "PATCH",
+        "/apis/kubeflow.org/v1/namespaces/a/pytorchjobs/j",
+        {"metadata": {}},
+        "application/merge-patch+json",
+        id="touch-patch",
     ),
     pytest.param(
         lambda c: c.patch_job_status(PYTORCH, "a", "j", {"status": {}}, dry_run=True),
-        "PATCH", "/apis/kubeflow.org/v1/namespaces/a/pytorchjobs/j/status?dryRun=All",
-        {"status": {}}, "application/merge-patch+json", id="status-patch-server-dry-run",
+        "PATCH",
+        "/apis/kubeflow.org/v1/namespaces/a/pytorchjobs/j/status?dryRun=All",
+        {"status": {}},
+        "application/merge-patch+json",
+        id="status-patch-server-dry-run",
     ),
     pytest.param(
         lambda c: c.delete_pod("a", "p", "uid-1", dry_run=False),
-        "DELETE", "/api/v1/namespaces/a/pods/p",
+        "DELETE",
+        "/api/v1/namespaces/a/pods/p",
         {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": "uid-1"}},
-        "application/json", id="pod-delete-with-uid-precondition",
+        "application/json",
+        id="pod-delete-with-uid-precondition",
     ),
     pytest.param(
         lambda c: c.delete_service("a", "s", "uid-2", dry_run=True),
-        "DELETE", "/api/v1/namespaces/a/services/s?dryRun=All",
-        {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": "uid-2"},
-         "dryRun": ["All"]},
-        "application/json", id="service-delete-server-dry-run",
+        "DELETE",
+        "/api/v1/namespaces/a/services/s?dryRun=All",
+        {
+            "apiVersion": "v1",
+            "kind": "DeleteOptions",
+            "preconditions": {"uid": "uid-2"},
+            "dryRun": ["All"],
+        },
+        "application/json",
+        id="service-delete-server-dry-run",
     ),
     pytest.param(
         lambda c: c.create_event("a", {"kind": "Event"}, dry_run=False),
-        "POST", "/api/v1/namespaces/a/events", {"kind": "Event"}, "application/json",
+        "POST",
+        "/api/v1/namespaces/a/events",
+        {"kind": "Event"},
+        "application/json",
         id="event",
     ),
 ]
@@ -171,8 +200,10 @@ def test_each_write_is_one_request(
 
 def test_close_closes_what_connect_opened() -> None:
     closed = []
-    kube.KubeCluster(Transport(FakeSend(FakeStop(), []), FakeStop(), request_timeout=1.0),
-                     close=lambda: closed.append(True)).close()
+    kube.KubeCluster(
+        Transport(FakeSend(FakeStop(), []), FakeStop(), request_timeout=1.0),
+        close=lambda: closed.append(True),
+    ).close()
     assert closed == [True]
 
 
@@ -197,16 +228,31 @@ def legacy_answer() -> k8s_client.ApiException:
 
 
 SEND_FAILURES = [
-    pytest.param(legacy_answer(), Response(503, b'{"message": "try later"}', DATE, "2"), None,
-                 id="legacy-status-is-an-answer"),
-    pytest.param(k8s_client.ApiException(status=0, reason="SSL: CERTIFICATE_VERIFY_FAILED"),
-                 None, (False, "SSL: CERTIFICATE_VERIFY_FAILED"), id="tls-is-not-retryable"),
-    pytest.param(urllib3.exceptions.ProtocolError("[Errno 111] Connection refused"),
-                 None, (True, "connection refused"), id="refused"),
-    pytest.param(urllib3.exceptions.TimeoutError("Read timed out."),
-                 None, (True, "timed out (--request-timeout)"), id="read-timeout"),
-    pytest.param(ConnectionResetError("peer\n reset"), None, (True, "peer reset"),
-                 id="reset"),
+    pytest.param(
+        legacy_answer(),
+        Response(503, b'{"message": "try later"}', DATE, "2"),
+        None,
+        id="legacy-status-is-an-answer",
+    ),
+    pytest.param(
+        k8s_client.ApiException(status=0, reason="SSL: CERTIFICATE_VERIFY_FAILED"),
+        None,
+        (False, "SSL: CERTIFICATE_VERIFY_FAILED"),
+        id="tls-is-not-retryable",
+    ),
+    pytest.param(
+        urllib3.exceptions.ProtocolError("[Errno 111] Connection refused"),
+        None,
+        (True, "connection refused"),
+        id="refused",
+    ),
+    pytest.param(
+        urllib3.exceptions.TimeoutError("Read timed out."),
+        None,
+        (True, "timed out (--request-timeout)"),
+        id="read-timeout",
+    ),
+    pytest.param(ConnectionResetError("peer\n reset"), None, (True, "peer reset"), id="reset"),
 ]
 
 

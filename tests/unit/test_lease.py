@@ -36,9 +36,7 @@ TIMING = Timing(lease_duration=15, renew_deadline=10, retry_period=2)
 
 
 def held_by(holder: str, version: str = "7", transitions: int = 3) -> Lease:
-    return Lease(
-        Record(holder, 15, WALL, WALL + timedelta(seconds=5), transitions), version
-    )
+    return Lease(Record(holder, 15, WALL, WALL + timedelta(seconds=5), transitions), version)
 
 
 @pytest.mark.parametrize(
@@ -183,9 +181,7 @@ def simulate(  # noqa: PLR0912, PLR0915 - one event loop reads best in one piece
     """
     rng = random.Random(seed)  # noqa: S311 - a reproducible simulation, not cryptography
     store = Store()
-    cands = [
-        Candidate(Elector(f"c{i}", TIMING), rng.uniform(-1e4, 1e4)) for i in range(candidates)
-    ]
+    cands = [Candidate(Elector(f"c{i}", TIMING), rng.uniform(-1e4, 1e4)) for i in range(candidates)]
     queue: list[tuple[float, int, int, str, object]] = []
     counter = 0
 
@@ -258,9 +254,7 @@ def test_two_candidates_never_lead_at_the_same_moment(
     seed: int, candidates: int, loss: float, stall: float
 ) -> None:
     cands = simulate(seed, candidates, 300, loss, stall)
-    spans = sorted(
-        (start, end, c.elector.identity) for c in cands for start, end in c.intervals
-    )
+    spans = sorted((start, end, c.elector.identity) for c in cands for start, end in c.intervals)
     leaders = {name for _, _, name in spans}
     note(f"leaders: {sorted(leaders)}, spans: {len(spans)}")
     # Each candidate's own windows chain (renewals); across candidates they never overlap.

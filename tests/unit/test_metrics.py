@@ -38,8 +38,11 @@ def a_pass() -> list[Outcome]:
         job(name="young", started_ago=60),  # not yet due
         job(name="by-operator", conditions=deadline_failed("by-operator")),
         job(name="by-sweeper", conditions=deadline_failed("by-sweeper", by_sweeper=True)),
-        job(name="after-touch", conditions=deadline_failed("after-touch"),
-            annotations={TOUCHED_AT_ANNOTATION: ago(600)}),
+        job(
+            name="after-touch",
+            conditions=deadline_failed("after-touch"),
+            annotations={TOUCHED_AT_ANNOTATION: ago(600)},
+        ),
         job(name="done", conditions=[condition("Succeeded")]),
         results={"later": Result.ERROR},
     )
@@ -64,8 +67,12 @@ def value(run: metrics.RunFigures, metric: metrics.Metric, *labels: str) -> floa
         pytest.param(metrics.MAX_OVERDUE, (), 5400, id="largest-overdue-seconds"),
         pytest.param(metrics.DEADLINE_FAILED, ("PyTorchJob", "operator"), 1, id="by-operator"),
         pytest.param(metrics.DEADLINE_FAILED, ("PyTorchJob", "sweeper"), 1, id="by-sweeper"),
-        pytest.param(metrics.DEADLINE_FAILED, ("PyTorchJob", "operator-after-touch"), 1,
-                     id="by-the-operator-after-a-touch"),
+        pytest.param(
+            metrics.DEADLINE_FAILED,
+            ("PyTorchJob", "operator-after-touch"),
+            1,
+            id="by-the-operator-after-a-touch",
+        ),
         pytest.param(metrics.LAST_EXIT_CODE, (), 1, id="exit-code"),
         pytest.param(metrics.DURATION, (), 2.5, id="duration"),
         pytest.param(metrics.LAST_RUN, (), ENDED.timestamp(), id="last-run"),
@@ -98,7 +105,9 @@ def test_a_run_that_never_decided_pushes_only_its_own_metrics() -> None:
     # POST replaces only the metrics it carries: the last pass's job figures stay in place.
     run = metrics.figures(None, exit_code=3, ended_at=ENDED, duration_s=1)
     assert set(run.values) == {
-        metrics.LAST_RUN.name, metrics.LAST_EXIT_CODE.name, metrics.DURATION.name,
+        metrics.LAST_RUN.name,
+        metrics.LAST_EXIT_CODE.name,
+        metrics.DURATION.name,
     }
 
 
@@ -107,8 +116,10 @@ def test_the_exposition_has_a_fixed_set_of_series_and_no_job_labels() -> None:
     empty = metrics.figures([], exit_code=0, ended_at=ENDED, duration_s=1)
     texts = [generate_latest(metrics.registry_of(r)).decode() for r in (small, empty)]
     families = [list(text_string_to_metric_families(text)) for text in texts]
-    series = [{(s.name, tuple(sorted(s.labels.items()))) for f in fam for s in f.samples}
-              for fam in families]
+    series = [
+        {(s.name, tuple(sorted(s.labels.items()))) for f in fam for s in f.samples}
+        for fam in families
+    ]
     assert series[0] == series[1]
     assert {f.name for f in families[0]} == {m.name for m in metrics.METRICS}
     labels = {key for fam in families[0] for s in fam.samples for key in s.labels}

@@ -37,8 +37,13 @@ def pass_report(*raws: dict[str, Any], results: dict[str, Result] | None = None)
         errors = ("cannot patch: forbidden (403)",) if result is Result.ERROR else ()
         outcomes.append(Outcome(entry, result, entry.detail, errors=errors))
     return PassReport(
-        number=1, now=NOW, clock=ClockMode.SERVER, dry_run=None, action=ActionMode.TOUCH,
-        outcomes=outcomes, duration_s=0.25,
+        number=1,
+        now=NOW,
+        clock=ClockMode.SERVER,
+        dry_run=None,
+        action=ActionMode.TOUCH,
+        outcomes=outcomes,
+        duration_s=0.25,
     )
 
 
@@ -63,15 +68,24 @@ def test_an_empty_pass_is_still_a_document() -> None:
 
 def test_summary_counts_decisions_skip_reasons_results_and_errors() -> None:
     report = pass_report(
-        job(name="a"), job(name="b"), job(name="c", started_ago=10), job(name="d", deadline=None),
+        job(name="a"),
+        job(name="b"),
+        job(name="c", started_ago=10),
+        job(name="d", deadline=None),
         results={"b": Result.ERROR},
     )
     counts = summary(report)
     assert counts.document() == {
-        "jobs": 4, "touch": 2, "fail": 0, "terminate-pods": 0, "skip": 2,
+        "jobs": 4,
+        "touch": 2,
+        "fail": 0,
+        "terminate-pods": 0,
+        "skip": 2,
         "skipped": {"no-deadline": 1, "not-yet-due": 1},
         "results": {"done": 1, "error": 1, "skipped": 2},
-        "errors": 1, "duration_s": 0.25, "stopped_by": None,
+        "errors": 1,
+        "duration_s": 0.25,
+        "stopped_by": None,
     }
     assert summary_line(counts) == (
         "4 jobs: 2 touch, 0 fail, 0 terminate-pods, 2 skip (no-deadline 1, not-yet-due 1); "
@@ -84,8 +98,10 @@ def test_no_json_line_exceeds_16_kib_even_for_a_job_with_thousands_of_pods() -> 
     pods = tuple(f"huge-worker-{i}" for i in range(3000))
     assert isinstance(entry.entry, Action)
     failed = replace(entry.entry, kind=ActionKind.FAIL)
-    outcomes = [replace(entry, entry=failed, pods=pods, services=pods),
-                *pass_report(*(job(name=f"j{i}") for i in range(300))).outcomes]
+    outcomes = [
+        replace(entry, entry=failed, pods=pods, services=pods),
+        *pass_report(*(job(name=f"j{i}") for i in range(300))).outcomes,
+    ]
     base = pass_report()
     out = io.StringIO()
     write_json(out, replace(base, outcomes=outcomes))
@@ -103,8 +119,10 @@ def test_the_empty_json_document() -> None:
 
 def many_jobs(total: int, overdue: int) -> PassReport:
     raws = [job(name=f"late-{i}") for i in range(overdue)]
-    raws += [job(name=f"done-{i}", conditions=[condition("Succeeded")])
-             for i in range(total - overdue - 10)]
+    raws += [
+        job(name=f"done-{i}", conditions=[condition("Succeeded")])
+        for i in range(total - overdue - 10)
+    ]
     raws += [job(name=f"young-{i}", started_ago=10) for i in range(10)]
     return pass_report(*raws)
 
@@ -124,8 +142,9 @@ def test_the_text_report_of_10000_jobs_lists_the_100_actions_and_counts_the_rest
 
 
 def test_errors_are_listed_by_default() -> None:
-    report = pass_report(job(name="bad"), job(name="young", started_ago=10),
-                         results={"bad": Result.ERROR})
+    report = pass_report(
+        job(name="bad"), job(name="young", started_ago=10), results={"bad": Result.ERROR}
+    )
     out = io.StringIO()
     write_text(out, report)
     text = out.getvalue()
@@ -142,8 +161,9 @@ def test_a_pass_with_nothing_to_do_says_so() -> None:
 
 def test_the_text_report_aligns_columns() -> None:
     out = io.StringIO()
-    write_text(out, pass_report(job(name="short"), job("TFJob", name="longer", started_ago=10)),
-               wide=True)
+    write_text(
+        out, pass_report(job(name="short"), job("TFJob", name="longer", started_ago=10)), wide=True
+    )
     lines = out.getvalue().splitlines()
     assert lines[0] == "Pass 1 at 2024-05-01T12:00:00Z (server clock), action touch"
     assert lines[1].index("STARTED") == lines[2].index("2024") == lines[3].index("2024")
@@ -187,11 +207,18 @@ def test_action_log_lines_carry_the_job_reference_as_fields(
     assert record.getMessage() == (
         "PyTorchJob team-a/train: touch (overdue) -> done 1h00m past its deadline"
     )
-    fields = {k: getattr(record, k) for k in ("kind", "namespace", "job_name", "action",
-                                              "reason", "seconds_overdue", "dry_run")}
+    fields = {
+        k: getattr(record, k)
+        for k in ("kind", "namespace", "job_name", "action", "reason", "seconds_overdue", "dry_run")
+    }
     assert fields == {
-        "kind": "PyTorchJob", "namespace": "team-a", "job_name": "train", "action": "touch",
-        "reason": "overdue", "seconds_overdue": 3600.0, "dry_run": "server",
+        "kind": "PyTorchJob",
+        "namespace": "team-a",
+        "job_name": "train",
+        "action": "touch",
+        "reason": "overdue",
+        "seconds_overdue": 3600.0,
+        "dry_run": "server",
     }
 
 

@@ -268,8 +268,12 @@ def test_the_collector_is_paused_only_inside_the_block_and_restored_after_an_err
     ("fault", "config", "raises"),
     [
         pytest.param(None, JSON_CONFIG, None, id="one-pass"),
-        pytest.param(None, Config(output=OutputFormat.JSON, every=0.01, for_seconds=0.035,
-                                  timeout=5), None, id="repeated-passes"),
+        pytest.param(
+            None,
+            Config(output=OutputFormat.JSON, every=0.01, for_seconds=0.035, timeout=5),
+            None,
+            id="repeated-passes",
+        ),
         pytest.param(FORBIDDEN, JSON_CONFIG, ClusterUnavailable, id="cluster-unavailable"),
         pytest.param(RuntimeError("a bug"), JSON_CONFIG, RuntimeError, id="internal-error"),
     ],

@@ -53,7 +53,7 @@ def test_the_failed_condition_is_the_operators_with_the_sweeper_named(kind: Any)
         "status": "True",
         "reason": f"{kind.name}Failed",
         "message": "Job bert has failed because it was active longer than specified deadline"
-                   " (enforced by kubeflow-deadline-sweeper)",
+        " (enforced by kubeflow-deadline-sweeper)",
         "lastUpdateTime": NOW_STAMP,
         "lastTransitionTime": NOW_STAMP,
     }
@@ -70,7 +70,9 @@ def test_a_previous_failed_false_condition_is_replaced_not_duplicated() -> None:
     status["conditions"].append(condition("Failed", "False"))
     conditions = failed_status(PYTORCH, "train", status, NOW)["conditions"]
     assert [(c["type"], c["status"]) for c in conditions] == [
-        ("Created", "True"), ("Running", "False"), ("Failed", "True"),
+        ("Created", "True"),
+        ("Running", "False"),
+        ("Failed", "True"),
     ]
 
 
@@ -82,7 +84,8 @@ def test_a_job_without_conditions_gets_just_the_failed_one() -> None:
 def test_only_conditions_and_completion_time_are_written() -> None:
     # A merge patch leaves the rest of the status (startTime, replicaStatuses...) untouched.
     assert set(failed_status(PYTORCH, "train", running_status(), NOW)) == {
-        "conditions", "completionTime",
+        "conditions",
+        "completionTime",
     }
 
 
@@ -124,5 +127,10 @@ def test_touch_patch_sets_only_the_sweeper_annotation() -> None:
 def test_running_conditions_fixture_matches_the_operator_shape() -> None:
     # Guard for the fixtures above: the operator writes type/status/reason/message and times.
     assert set(running_conditions(NOW)[0]) == {
-        "type", "status", "reason", "message", "lastUpdateTime", "lastTransitionTime",
+        "type",
+        "status",
+        "reason",
+        "message",
+        "lastUpdateTime",
+        "lastTransitionTime",
     }

@@ -64,7 +64,12 @@ class FakeSend:
     sent: list[Sent] = field(default_factory=list)
 
     def __call__(
-        self, method: str, path: str, headers: dict[str, str], *, body: JSON | None,
+        self,
+        method: str,
+        path: str,
+        headers: dict[str, str],
+        *,
+        body: JSON | None,
         timeout: float,
     ) -> Response:
         self.sent.append(Sent(method, path, headers, body, timeout))
@@ -76,7 +81,9 @@ class FakeSend:
 
 
 def transport(
-    *script: Response | NoResponse, left: float = 30.0, takes: float = 0.0,
+    *script: Response | NoResponse,
+    left: float = 30.0,
+    takes: float = 0.0,
     signal_at_wait: int | None = None,
 ) -> tuple[Transport, FakeSend, FakeStop]:
     stop = FakeStop(left, signal_at_wait)
@@ -91,14 +98,16 @@ RECOVERIES = [
     pytest.param([OK], [], id="a-success-is-returned-at-once"),
     pytest.param([answer(503), OK], [0.25], id="503-then-success-backs-off-once"),
     pytest.param(
-        [answer(500), answer(502), answer(504), OK], [0.25, 0.5, 1.0],
+        [answer(500), answer(502), answer(504), OK],
+        [0.25, 0.5, 1.0],
         id="the-backoff-doubles-each-retry",
     ),
     pytest.param([answer(429, "3"), OK], [3.0], id="429-waits-its-retry-after"),
     pytest.param([answer(503, "60"), OK], [10.0], id="a-long-retry-after-is-capped"),
     pytest.param([answer(429, "0"), OK], [0.0], id="retry-after-zero-retries-at-once"),
     pytest.param(
-        [answer(503, "Wed, 21 Oct 2015 07:28:00 GMT"), OK], [0.25],
+        [answer(503, "Wed, 21 Oct 2015 07:28:00 GMT"), OK],
+        [0.25],
         id="a-retry-after-date-backs-off-as-usual",
     ),
     pytest.param([REFUSED, REFUSED, OK], [0.25, 0.5], id="lost-connections-are-retried"),
@@ -130,7 +139,9 @@ FAILURES = [
 
 @pytest.mark.parametrize(("script", "error", "status", "attempts"), FAILURES)
 def test_what_fails_for_good_raises_the_most_specific_error(
-    script: list[Response | NoResponse], error: type[ApiError], status: int | None,
+    script: list[Response | NoResponse],
+    error: type[ApiError],
+    status: int | None,
     attempts: int,
 ) -> None:
     sender, send, _stop = transport(*script)
@@ -205,7 +216,9 @@ def test_a_signal_during_a_wait_interrupts_the_request() -> None:
 def test_the_policy_is_a_value() -> None:
     policy = RetryPolicy(attempts=2, retryable=frozenset({503}))
     sender = Transport(
-        FakeSend(FakeStop(), [answer(503), answer(503), OK]), FakeStop(), request_timeout=1.0,
+        FakeSend(FakeStop(), [answer(503), answer(503), OK]),
+        FakeStop(),
+        request_timeout=1.0,
         policy=policy,
     )
     with pytest.raises(ApiError):
@@ -215,7 +228,13 @@ def test_the_policy_is_a_value() -> None:
 def test_the_jitter_keeps_at_least_half_the_step() -> None:
     policy = RetryPolicy()
     assert [policy.backoff(n, lambda _low, _high: 0.0) for n in (1, 2, 3, 4, 5, 6, 7)] == [
-        0.125, 0.25, 0.5, 1.0, 2.0, 2.0, 2.0,
+        0.125,
+        0.25,
+        0.5,
+        1.0,
+        2.0,
+        2.0,
+        2.0,
     ]
 
 
@@ -225,9 +244,13 @@ def test_the_jitter_keeps_at_least_half_the_step() -> None:
 def test_the_query_is_encoded_once_with_dry_run_last_and_headers_set() -> None:
     sender, send, _stop = transport(OK)
     sender.request(
-        "PATCH", "/apis/kubeflow.org/v1/namespaces/a/pytorchjobs/b", REF,
+        "PATCH",
+        "/apis/kubeflow.org/v1/namespaces/a/pytorchjobs/b",
+        REF,
         query=[("limit", "5"), ("labelSelector", "team=a,tier in (gpu)")],
-        body={"metadata": {}}, content_type="application/merge-patch+json", dry_run=True,
+        body={"metadata": {}},
+        content_type="application/merge-patch+json",
+        dry_run=True,
     )
     [sent] = send.sent
     assert sent.path == (
@@ -235,7 +258,8 @@ def test_the_query_is_encoded_once_with_dry_run_last_and_headers_set() -> None:
         "?limit=5&labelSelector=team%3Da%2Ctier%20in%20%28gpu%29&dryRun=All"
     )
     assert sent.headers == {
-        "Accept": "application/json", "Content-Type": "application/merge-patch+json",
+        "Accept": "application/json",
+        "Content-Type": "application/merge-patch+json",
     }
     assert (sent.method, sent.body) == ("PATCH", {"metadata": {}})
 
