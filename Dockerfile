@@ -4,15 +4,20 @@
 # environment; "runtime" receives only that environment. The dependencies are installed
 # before the code is copied, so editing sweeper/ does not re-download them.
 #
-# BASE defaults to the public Python image pinned by tag and by the digest of its
+# BASE_IMAGE:BASE_TAG defaults to the public Python image pinned by tag and by the digest of its
 # multi-architecture index: that default is what a release builds. Where that image cannot be
 # pulled, scripts/build-image builds an equivalent base from Debian's packages and passes it
-# here (--build-arg BASE=...): Python 3.11 at /usr/local/bin/python, pip in the build stage.
+# here (--build-arg BASE_IMAGE=... BASE_TAG=...): Python 3.11 at /usr/local/bin/python, pip in
+# the build stage.
 # A base without pip or a shell serves the runtime stage: its one step needs neither.
-ARG BASE=docker.io/library/python:3.11.14-slim-bookworm@sha256:65a93d69fa75478d554f4ad27c85c1e69fa184956261b4301ebaf6dbb0a3543d
-ARG BUILD_BASE=${BASE}
+# The reference is split into repository and tag (with the digest), so that every FROM line
+# names a tag that scanners can check.
+ARG BASE_IMAGE=docker.io/library/python
+ARG BASE_TAG=3.11.14-slim-bookworm@sha256:65a93d69fa75478d554f4ad27c85c1e69fa184956261b4301ebaf6dbb0a3543d
+ARG BUILD_BASE_IMAGE=${BASE_IMAGE}
+ARG BUILD_BASE_TAG=${BASE_TAG}
 
-FROM ${BUILD_BASE} AS build
+FROM ${BUILD_BASE_IMAGE}:${BUILD_BASE_TAG} AS build
 ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PYTHONDONTWRITEBYTECODE=1
@@ -33,8 +38,9 @@ RUN pip wheel --no-deps --wheel-dir /tmp/dist . \
     && pip --python /opt/venv/bin/python install --no-deps /tmp/dist/*.whl \
     && /opt/venv/bin/sweeper --version
 
-FROM ${BASE} AS runtime
-ARG BASE
+FROM ${BASE_IMAGE}:${BASE_TAG} AS runtime
+ARG BASE_IMAGE
+ARG BASE_TAG
 ARG VERSION=0.1.0
 ARG REVISION=unknown
 LABEL org.opencontainers.image.title="kubeflow-deadline-sweeper" \
@@ -44,7 +50,7 @@ LABEL org.opencontainers.image.title="kubeflow-deadline-sweeper" \
       org.opencontainers.image.licenses="Apache-2.0" \
       org.opencontainers.image.source="https://github.com/kubeflow-deadline-sweeper/kubeflow-deadline-sweeper" \
       org.opencontainers.image.url="https://github.com/kubeflow-deadline-sweeper/kubeflow-deadline-sweeper" \
-      org.opencontainers.image.base.name="${BASE}"
+      org.opencontainers.image.base.name="${BASE_IMAGE}:${BASE_TAG}"
 
 # Nothing installs packages at run time: remove the base image's installers, if it has any.
 # Exec form and Python, not a shell: a lean base may have neither a shell nor pip.

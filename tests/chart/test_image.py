@@ -65,13 +65,16 @@ def test_base_is_a_build_argument_whose_default_is_pinned_by_tag_and_digest():
     stages = [a.split() for k, a in steps if k == "FROM"]
 
     # The release builds the default; scripts/build-image passes a base built from Debian.
-    assert re.fullmatch(
-        r"docker\.io/library/python:3\.11\.\d+-slim-bookworm@sha256:[0-9a-f]{64}", args["BASE"]
-    )
-    assert args["BUILD_BASE"] == "${BASE}"
-    assert stages == [["${BUILD_BASE}", "AS", "build"], ["${BASE}", "AS", "runtime"]]
+    assert args["BASE_IMAGE"] == "docker.io/library/python"
+    assert re.fullmatch(r"3\.11\.\d+-slim-bookworm@sha256:[0-9a-f]{64}", args["BASE_TAG"])
+    assert args["BUILD_BASE_IMAGE"] == "${BASE_IMAGE}"
+    assert args["BUILD_BASE_TAG"] == "${BASE_TAG}"
+    assert stages == [
+        ["${BUILD_BASE_IMAGE}:${BUILD_BASE_TAG}", "AS", "build"],
+        ["${BASE_IMAGE}:${BASE_TAG}", "AS", "runtime"],
+    ]
     # Declared before the first FROM, so the FROM lines can use them.
-    assert [k for k, _ in steps[:2]] == ["ARG", "ARG"]
+    assert [k for k, _ in steps[:4]] == ["ARG", "ARG", "ARG", "ARG"]
 
 
 def test_runtime_steps_need_neither_a_shell_nor_pip():
