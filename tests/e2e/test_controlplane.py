@@ -79,6 +79,14 @@ def test_versions_come_from_the_wrapper_modules():
         "helm": "v3.22.0",
         "training-operator": "v1.9.4",
         "actionlint": "v1.7.12",
+        "kubelet": "v1.36.3",
+        "kube-controller-manager": "v1.36.3",
+        "kube-scheduler": "v1.36.3",
+        "kube-proxy": "v1.36.3",
+        "containerd": "v2.4.2",
+        "containerd-shim-runc-v2": "v2.4.2",
+        "ctr": "v2.4.2",
+        "runc": "v1.5.3",
     }
 
 
