@@ -161,6 +161,7 @@ class AdminClient:
         conn = http.client.HTTPSConnection(
             url.hostname or "127.0.0.1", url.port, context=self._context(), timeout=30
         )
+        response: http.client.HTTPResponse | None = None
         try:
             headers = {"Accept": "application/json"}
             if body is not None:
@@ -169,6 +170,10 @@ class AdminClient:
             response = conn.getresponse()
             data = response.read()
         finally:
+            # A read that fails half-way leaves the response holding the socket open after
+            # conn.close(); closing both releases it now, not at some later collection.
+            if response is not None:
+                response.close()
             conn.close()
         try:
             decoded: Any = json.loads(data) if data else None

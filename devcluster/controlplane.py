@@ -20,7 +20,6 @@ import logging
 import shutil
 import tempfile
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from http import HTTPStatus
@@ -115,24 +114,18 @@ class ControlPlane(AdminClient, processes.StopsOnExit):
         etcd_bin = binaries.find("etcd")
         apiserver_bin = binaries.find("kube-apiserver")
         crd_files = operator_crds.crd_files() if crds else []
-        began = time.monotonic()
         cp = cls(Path(tempfile.mkdtemp(prefix="devcluster-")), node)
-        try:
+        with processes.starting(
+            "control plane", cp.timings, tails=cp._log_tails, stop=cp.stop, error=ControlPlaneError
+        ) as mark:
             cp._write_pki()
             etcd_url = cp._start_etcd(etcd_bin)
-            cp._mark("etcd", began)
+            mark("etcd")
             cp._start_apiserver(apiserver_bin, etcd_url)
-            cp._mark("apiserver", began)
+            mark("apiserver")
             if crd_files:
                 cp.install_crds(crd_files)
-                cp._mark("crds", began)
-        except BaseException as e:
-            tails = cp._log_tails()
-            cp.stop()
-            if isinstance(e, Exception):
-                raise ControlPlaneError(f"control plane did not start: {e}\n{tails}") from e
-            raise
-        cp.timings["total"] = round(time.monotonic() - began, 2)
+                mark("crds")
         log.info("control plane ready at %s in %s", cp.server, cp.describe_timings())
         return cp
 
@@ -155,20 +148,10 @@ class ControlPlane(AdminClient, processes.StopsOnExit):
 
     def describe_timings(self) -> str:
         """The start-up timings as one line, e.g. ``9.1s (etcd 0.4s, apiserver 6.2s, ...)``."""
-        phases = ", ".join(f"{k} {v:.1f}s" for k, v in self.timings.items() if k != "total")
-        return f"{self.timings.get('total', 0.0):.1f}s ({phases})"
-
-    def _mark(self, phase: str, began: float) -> None:
-        # Each phase's own duration: the time since the previous mark.
-        elapsed = time.monotonic() - began
-        self.timings[phase] = round(elapsed - sum(self.timings.values()), 2)
+        return processes.describe_timings(self.timings)
 
     def _log_tails(self) -> str:
-        return "\n".join(
-            f"--- last {_LOG_TAIL_LINES} lines of {p.name} log ({p.log_path}):\n"
-            + p.log_tail(_LOG_TAIL_LINES)
-            for p in self.processes
-        )
+        return processes.log_tails(self.processes, _LOG_TAIL_LINES)
 
     # --- start-up steps -----------------------------------------------------------------------
 

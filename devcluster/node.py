@@ -217,32 +217,26 @@ class Node(processes.StopsOnExit):
         reasons = missing_prerequisites()
         if reasons:
             raise NodeUnavailable("cannot run a node here: " + "; ".join(reasons))
-        began = time.monotonic()
         # Short: Unix socket paths are limited to 107 bytes.
         workdir = Path(tempfile.mkdtemp(prefix="dcnode-", dir="/tmp"))
         node = cls(workdir, f"devcluster-{secrets.token_hex(4)}", images())
-        try:
+        with processes.starting(
+            "node", node.timings, tails=node.log_tails, stop=node.stop, error=NodeError
+        ) as mark:
             node._write_pki()
             node._create_netns()
-            node._mark("netns", began)
+            mark("netns")
             node.cp = ControlPlane.start(crds=crds, node=node._apiserver_options())
-            node._mark("control plane", began)
+            mark("control plane")
             node._start_relays()
             node._start_controllers()
             node._start_containerd()
             node._import_images()
-            node._mark("containerd+images", began)
+            mark("containerd+images")
             node._start_kubelet()
             node._start_kube_proxy()
             node._wait_ready()
-            node._mark("node", began)
-        except BaseException as e:
-            tails = node.log_tails()
-            node.stop()
-            if isinstance(e, Exception):
-                raise NodeError(f"node did not start: {e}\n{tails}") from e
-            raise
-        node.timings["total"] = round(time.monotonic() - began, 2)
+            mark("node")
         log.info("node ready in %s", node.describe_timings())
         return node
 
@@ -262,19 +256,11 @@ class Node(processes.StopsOnExit):
 
     def describe_timings(self) -> str:
         """The start-up timings as one line."""
-        phases = ", ".join(f"{k} {v:.1f}s" for k, v in self.timings.items() if k != "total")
-        return f"{self.timings.get('total', 0.0):.1f}s ({phases})"
-
-    def _mark(self, phase: str, began: float) -> None:
-        elapsed = time.monotonic() - began
-        self.timings[phase] = round(elapsed - sum(self.timings.values()), 2)
+        return processes.describe_timings(self.timings)
 
     def log_tails(self, lines: int = 25) -> str:
         """The last lines of every node process's log, for failure messages."""
-        return "\n".join(
-            f"--- last {lines} lines of {p.name} ({p.log_path}):\n{p.log_tail(lines)}"
-            for p in self.processes
-        )
+        return processes.log_tails(self.processes, lines)
 
     @property
     def kubeconfig(self) -> Path:

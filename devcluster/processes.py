@@ -28,7 +28,7 @@ import socket
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Self
@@ -195,6 +195,53 @@ def tail(path: Path, lines: int = 40) -> str:
     return "\n".join(text.splitlines()[-lines:])
 
 
+@contextlib.contextmanager
+def starting(
+    what: str,
+    timings: dict[str, float],
+    *,
+    tails: Callable[[], str],
+    stop: Callable[[], None],
+    error: Callable[[str], Exception],
+) -> Iterator[Callable[[str], None]]:
+    """Run a start-up made of phases; on any failure stop what started and say why.
+
+    Yields ``mark(phase)``, which records the phase's own duration (the time since the
+    previous mark) in ``timings``; ``timings["total"]`` is set when the block completes. An
+    exception in the block stops everything (``stop``) and raises ``error`` with the message
+    and the processes' log tails, read before the stop removes them; a KeyboardInterrupt
+    stops and propagates unchanged.
+    """
+    began = time.monotonic()
+
+    def mark(phase: str) -> None:
+        elapsed = time.monotonic() - began
+        timings[phase] = round(elapsed - sum(timings.values()), 2)
+
+    try:
+        yield mark
+    except BaseException as e:
+        text = tails()
+        stop()
+        if isinstance(e, Exception):
+            raise error(f"{what} did not start: {e}\n{text}") from e
+        raise
+    timings["total"] = round(time.monotonic() - began, 2)
+
+
+def describe_timings(timings: Mapping[str, float]) -> str:
+    """Start-up timings as one line, e.g. ``9.1s (etcd 0.4s, apiserver 6.2s, ...)``."""
+    phases = ", ".join(f"{k} {v:.1f}s" for k, v in timings.items() if k != "total")
+    return f"{timings.get('total', 0.0):.1f}s ({phases})"
+
+
+def log_tails(children: Sequence[Process], lines: int) -> str:
+    """The last ``lines`` lines of each child's log, for a failure message."""
+    return "\n".join(
+        f"--- last {lines} lines of {p.name} ({p.log_path}):\n{p.log_tail(lines)}" for p in children
+    )
+
+
 def wait_until(
     condition: Callable[[], bool],
     *,
@@ -217,13 +264,15 @@ def wait_until(
         ChildProcessError: A watched process exited.
     """
     deadline = time.monotonic() + timeout
-    last_error: BaseException | None = None
+    # The last failure as text, not the exception: its traceback would keep the probe's frame
+    # (and any socket in it) alive in a reference cycle until some later garbage collection.
+    last_error = ""
     while True:
         try:
             if condition():
                 return
         except Exception as e:  # noqa: BLE001 - any failure of a probe means "not ready yet"
-            last_error = e
+            last_error = str(e) or type(e).__name__
         for process in watch:
             code = process.poll()
             if code is not None:
