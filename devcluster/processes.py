@@ -238,7 +238,8 @@ def describe_timings(timings: Mapping[str, float]) -> str:
 def log_tails(children: Sequence[Process], lines: int) -> str:
     """The last ``lines`` lines of each child's log, for a failure message."""
     return "\n".join(
-        f"--- last {lines} lines of {p.name} ({p.log_path}):\n{p.log_tail(lines)}" for p in children
+        f"--- last {lines} lines of {p.name} log ({p.log_path}):\n{p.log_tail(lines)}"
+        for p in children
     )
 
 
