@@ -10,7 +10,7 @@ import pytest
 from devcluster import processes
 
 
-class StartFailed(Exception):
+class StartError(Exception):
     pass
 
 
@@ -33,7 +33,7 @@ def test_a_completed_start_records_each_phase_and_the_total() -> None:
     seen = Recorder()
 
     with processes.starting(
-        "thing", timings, tails=seen.tails, stop=seen.stop, error=StartFailed
+        "thing", timings, tails=seen.tails, stop=seen.stop, error=StartError
     ) as mark:
         mark("first")
         mark("second")
@@ -52,8 +52,8 @@ def test_a_failed_start_reads_the_tails_then_stops_and_raises_one_error() -> Non
     cause = OSError("port in use")
 
     with (
-        pytest.raises(StartFailed, match=r"^thing did not start: port in use\n--- last") as info,
-        processes.starting("thing", {}, tails=seen.tails, stop=seen.stop, error=StartFailed),
+        pytest.raises(StartError, match=r"^thing did not start: port in use\n--- last") as info,
+        processes.starting("thing", {}, tails=seen.tails, stop=seen.stop, error=StartError),
     ):
         raise cause
 
@@ -66,7 +66,7 @@ def test_an_interrupted_start_stops_and_lets_the_interrupt_through() -> None:
 
     with (
         pytest.raises(KeyboardInterrupt),
-        processes.starting("thing", {}, tails=seen.tails, stop=seen.stop, error=StartFailed),
+        processes.starting("thing", {}, tails=seen.tails, stop=seen.stop, error=StartError),
     ):
         raise KeyboardInterrupt
 
