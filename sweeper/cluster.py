@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
+from sweeper.jobs import Job
 from sweeper.kinds import Kind
 
 JSON = dict[str, Any]
@@ -64,6 +65,19 @@ class Page:
     resource_version: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class JobPage:
+    """One page of a job list, read into views (what a pass keeps of it).
+
+    Attributes:
+        jobs: The views of its items, in order, as :func:`sweeper.jobs.parse_job` builds them.
+        server_date: The API server's clock (``Date`` header) when it answered.
+    """
+
+    jobs: list[Job]
+    server_date: datetime | None
+
+
 class Cluster(Protocol):
     """Everything the sweeper asks of a cluster.
 
@@ -86,6 +100,16 @@ class Cluster(Protocol):
         self, served: ServedKind, namespace: str | None, selector: str | None, page_size: int
     ) -> Iterator[Page]:
         """List jobs page by page (``limit`` and ``continue``), in one namespace or all."""
+        ...
+
+    def list_job_views(
+        self, served: ServedKind, namespace: str | None, selector: str | None, page_size: int
+    ) -> Iterator[JobPage]:
+        """List jobs with the same requests as :meth:`list_jobs`, as views (what a pass reads).
+
+        The decoded objects are never handed out, so an implementation may read from each
+        page only what the views need (:mod:`sweeper.kube` does, with :mod:`sweeper.pages`).
+        """
         ...
 
     def get_job(self, served: ServedKind, namespace: str, name: str) -> JSON:
@@ -253,6 +277,12 @@ class RecordingCluster:
     ) -> Iterator[Page]:
         """Pass through (see :class:`Cluster`)."""
         return self._cluster.list_jobs(served, namespace, selector, page_size)
+
+    def list_job_views(
+        self, served: ServedKind, namespace: str | None, selector: str | None, page_size: int
+    ) -> Iterator[JobPage]:
+        """Pass through (see :class:`Cluster`)."""
+        return self._cluster.list_job_views(served, namespace, selector, page_size)
 
     def get_job(self, served: ServedKind, namespace: str, name: str) -> JSON:
         """Pass through (see :class:`Cluster`)."""

@@ -24,9 +24,18 @@ import urllib3
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 
-from sweeper import __version__
+from sweeper import __version__, pages
 from sweeper.clock import parse_http_date
-from sweeper.cluster import JSON, Answer, Discovery, Page, ServedKind, Stream, WatchEvent
+from sweeper.cluster import (
+    JSON,
+    Answer,
+    Discovery,
+    JobPage,
+    Page,
+    ServedKind,
+    Stream,
+    WatchEvent,
+)
 from sweeper.config import Config
 from sweeper.errors import ConfigError, RequestRef, WatchStalled, api_error
 from sweeper.kinds import GROUP, KINDS, MPI_OPERATOR_VERSION, MPIJOB, VERSION
@@ -238,16 +247,39 @@ class KubeCluster:
         ref = RequestRef("list", served.kind.resource, namespace)
         yield from self._pages(path, ref, selector, page_size)
 
+    def list_job_views(
+        self, served: ServedKind, namespace: str | None, selector: str | None, page_size: int
+    ) -> Iterator[JobPage]:
+        """List jobs as views (see :class:`sweeper.cluster.Cluster`).
+
+        The same requests as :meth:`list_jobs`, one after the other; each body is read by
+        :func:`sweeper.pages.decode_jobs`, which builds only the fields the views need
+        (a page's objects are never built: ``managedFields`` and the replica specs are most
+        of its bytes).
+
+        Yields:
+            Pages of views.
+        """
+        path = _collection(f"/apis/{GROUP}/{served.version}", namespace, served.kind.plural)
+        ref = RequestRef("list", served.kind.resource, namespace)
+        token: str | None = None
+        while True:
+            query = _list_query(page_size, selector, token)
+            response = self._transport.request("GET", path, ref, query=query)
+            date = parse_http_date(response.date)
+            page = pages.decode_jobs(response.data, served.kind, served.version)
+            del response  # the raw bytes are as big as the page; drop them before yielding
+            token = page.continue_token
+            yield JobPage(page.jobs, date)
+            if not token:
+                return
+
     def _pages(
         self, path: str, ref: RequestRef, selector: str | None, page_size: int
     ) -> Iterator[Page]:
         token: str | None = None
         while True:
-            query = [("limit", str(page_size))]
-            if selector:
-                query.append(("labelSelector", selector))
-            if token:
-                query.append(("continue", token))
+            query = _list_query(page_size, selector, token)
             response = self._transport.request("GET", path, ref, query=query)
             date = parse_http_date(response.date)
             document = _decode(response.data)
@@ -681,6 +713,15 @@ def _collection(prefix: str, namespace: str | None, plural: str) -> str:
 
 def _object(prefix: str, namespace: str, plural: str, name: str) -> str:
     return f"{_collection(prefix, namespace, plural)}/{urllib.parse.quote(name, safe='')}"
+
+
+def _list_query(page_size: int, selector: str | None, token: str | None) -> list[tuple[str, str]]:
+    query = [("limit", str(page_size))]
+    if selector:
+        query.append(("labelSelector", selector))
+    if token:
+        query.append(("continue", token))
+    return query
 
 
 def _decode(data: bytes) -> dict[str, Any]:

@@ -38,7 +38,7 @@ from sweeper.errors import (
     RunTimeout,
     SweeperError,
 )
-from sweeper.jobs import Job, parse_job
+from sweeper.jobs import Job
 
 log = logging.getLogger(__name__)
 
@@ -404,16 +404,16 @@ class _Listing:
         config = self.config
         excluded = frozenset(config.exclude_namespaces)
         try:
-            for page in cluster.list_jobs(served, namespace, config.selector, config.page_size):
+            pages = cluster.list_job_views(served, namespace, config.selector, config.page_size)
+            for page in pages:
                 if self.server_date is None:
                     self._saw(page.server_date)
-                kind, version = served.kind, served.version
-                jobs = (parse_job(item, kind, version) for item in page.items)
                 if excluded:
                     # The list API cannot leave a namespace out; the jobs are dropped here,
                     # before any decision: an excluded namespace is never acted on nor reported.
-                    jobs = (job for job in jobs if job.namespace not in excluded)
-                self.jobs.extend(jobs)
+                    self.jobs.extend(job for job in page.jobs if job.namespace not in excluded)
+                else:
+                    self.jobs.extend(page.jobs)
                 cause = self.flag.reason()
                 if cause is not None:
                     raise cause

@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sweeper.cluster import JSON, Discovery, Page, ServedKind
+from sweeper.cluster import JSON, Discovery, JobPage, Page, ServedKind
 from sweeper.errors import Conflict, NotFound, RequestRef
+from sweeper.jobs import parse_job
 from sweeper.kinds import KINDS, VERSION
 
 WRITE_VERBS = ("patch", "patch-status", "delete-pod", "delete-service", "create-event")
@@ -114,6 +115,13 @@ class FakeCluster:
             self._record("list", namespace, served.kind.plural)
             page, matching = matching[:page_size], matching[page_size:]
             yield Page(page, self.date)
+
+    def list_job_views(
+        self, served: ServedKind, namespace: str | None, selector: str | None, page_size: int
+    ) -> Iterator[JobPage]:
+        for page in self.list_jobs(served, namespace, selector, page_size):
+            jobs = [parse_job(item, served.kind, served.version) for item in page.items]
+            yield JobPage(jobs, page.server_date)
 
     def get_job(self, served: ServedKind, namespace: str, name: str) -> JSON:
         self._record("get", namespace, name)

@@ -2,7 +2,7 @@
 
 lint-imports runs on a copy of the tree with probe modules added the way a newcomer would add
 them. The contracts are stated over whole packages (only ``sweeper.kube`` may import the client,
-only ``sweeper.cli`` click, every module of ``sweeper`` has its layer, the harness and the
+only ``sweeper.cli`` click, only ``sweeper.pages`` msgspec, every module of ``sweeper`` has its layer, the harness and the
 property-test oracle keep away from ``sweeper.kinds``), so each probe breaks its contract
 without being named anywhere. Two runs in all: lint-imports takes seconds.
 """
@@ -25,7 +25,8 @@ CLICK = "Only sweeper.cli imports click"
 HOUSE = "The house: each layer of sweeper imports only the layers below it"
 CORE = "The decision core does no I/O"
 ORACLE = "The harness and the property-test oracle do not import sweeper's constants"
-CONTRACTS = (CLIENT, CLICK, HOUSE, CORE, ORACLE)
+MSGSPEC = "Only sweeper.pages imports msgspec"
+CONTRACTS = (CLIENT, CLICK, HOUSE, CORE, ORACLE, MSGSPEC)
 
 # Each probe: a file added (or appended to), and what lint-imports must then say under which
 # contract.
@@ -50,6 +51,13 @@ PROBES = [
         CLICK,
         "sweeper.probe_click -> click",
         id="new-module-imports-click",
+    ),
+    pytest.param(
+        "sweeper/probe_msgspec.py",
+        "import msgspec\n",
+        MSGSPEC,
+        "sweeper.probe_msgspec -> msgspec",
+        id="new-module-imports-msgspec",
     ),
     pytest.param(
         "sweeper/probe_click.py", "", HOUSE, "- sweeper.probe_click", id="new-module-has-no-layer"

@@ -1,0 +1,258 @@
+"""Job views straight from the bytes of a list page: the only module that imports msgspec.
+
+A page of 500 jobs is some 2 MB of JSON, and the decision needs a dozen fields of each job:
+``managedFields``, the replica specs and most of the status are the bulk of the bytes and are
+never read. Decoding the page into generic dicts and lists (``json.loads``) builds all of them
+first; msgspec's typed decoder reads only the fields declared below and skips the rest without
+building anything. That makes decoding the cheapest part of a pass (docs/benchmarks.md).
+
+The views must be exactly those of :func:`sweeper.jobs.parse_job`, the reference, malformed
+jobs included. So the fast path accepts only what is plainly well formed: a field of an
+unexpected type fails the typed decoding, a value out of range or an unusable time fails the
+checks below, and in either case the whole page is decoded again the reference way
+(``json.loads``, then ``parse_job`` for every item). A malformed view therefore only ever
+comes from the reference; a page without one never pays for it.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+import msgspec
+
+from sweeper.clock import parse_rfc3339
+from sweeper.jobs import MAX_DEADLINE_SECONDS, SWEEPER_MARK, Job, parse_job
+from sweeper.kinds import DEADLINE_MESSAGE, EXCLUDE_ANNOTATION, TOUCHED_AT_ANNOTATION, Kind
+
+
+@dataclass(frozen=True, slots=True)
+class JobPage:
+    """One list page, read.
+
+    Attributes:
+        jobs: The views of its items, in order.
+        continue_token: ``metadata.continue``: the next page's token, ``None`` on the last.
+        resource_version: ``metadata.resourceVersion`` (where a watch starts), ``None`` when
+            the server did not say.
+    """
+
+    jobs: list[Job]
+    continue_token: str | None
+    resource_version: str | None = None
+
+
+# --- the fields the decision reads, and nothing else ---------------------------------------
+# A value of another JSON type than declared fails the typed decoding (then the page takes
+# the reference path), so each type below is the one parse_job accepts. gc=False: these
+# objects hold only strings, numbers and each other; they never form a cycle.
+
+
+class _Metadata(msgspec.Struct, rename="camel", gc=False):
+    name: str = ""
+    namespace: str = ""
+    uid: str = ""
+    annotations: dict[str, str] | None = None
+    # Only whether it is set matters, whatever it holds.
+    deletion_timestamp: Any = None
+
+
+class _RunPolicy(msgspec.Struct, rename="camel", gc=False):
+    active_deadline_seconds: int | None = None
+    suspend: bool | None = None
+    managed_by: str | None = None
+    clean_pod_policy: str | None = None
+
+
+class _Spec(msgspec.Struct, rename="camel", gc=False):
+    run_policy: _RunPolicy | None = None
+    # Read for MPIJob only; a string or nothing for every kind, as the CRDs say.
+    clean_pod_policy: str | None = None
+
+
+class _Condition(msgspec.Struct, gc=False):
+    type: str
+    status: str
+    message: str | None = None
+
+
+class _Status(msgspec.Struct, rename="camel", gc=False):
+    start_time: str | None = None
+    conditions: list[_Condition] | None = None
+
+
+class _Item(msgspec.Struct, gc=False):
+    metadata: _Metadata
+    spec: _Spec
+    status: _Status | None = None
+
+
+class _ListMeta(msgspec.Struct, gc=False):
+    continue_: str | None = msgspec.field(default=None, name="continue")
+    resource_version: str | None = msgspec.field(default=None, name="resourceVersion")
+
+
+class _List(msgspec.Struct, gc=False):
+    items: list[_Item] | None = None
+    metadata: _ListMeta | None = None
+
+
+class _Continue(msgspec.Struct, gc=False):
+    metadata: _ListMeta | None = None
+
+
+_LIST_DECODER = msgspec.json.Decoder(_List)
+_CONTINUE_DECODER = msgspec.json.Decoder(_Continue)
+_NO_RUN_POLICY = _RunPolicy()
+_NO_LIST_META = _ListMeta()
+
+
+class _Unusual(Exception):  # noqa: N818 - internal control flow, never escapes this module
+    """A job the fast path does not vouch for: the page takes the reference path."""
+
+
+def decode_jobs(data: bytes, kind: Kind, version: str) -> JobPage:
+    """Read a page of a job list: the views of its items and the next page's token.
+
+    Args:
+        data: The response body, JSON.
+        kind: The kind that was listed.
+        version: The API version it was listed at.
+
+    Returns:
+        The page, exactly as :func:`reference_decode_jobs` reads it.
+
+    Raises:
+        ValueError: The body is not JSON at all (as ``json.loads`` raises it).
+    """
+    try:
+        document = _LIST_DECODER.decode(data) if data else _List()
+        jobs = [_view(item, kind, version) for item in document.items or ()]
+    except (msgspec.ValidationError, msgspec.DecodeError, _Unusual):
+        return reference_decode_jobs(data, kind, version)
+    meta = document.metadata or _NO_LIST_META
+    return JobPage(jobs, meta.continue_ or None, meta.resource_version or None)
+
+
+def continue_token(data: bytes) -> str | None:
+    """The continue token of a list page, read without building its items.
+
+    Lets the next page be requested before this one is decoded. The API server writes a
+    custom resource list's ``metadata`` after its ``items``, so the whole body is scanned, but
+    skipping is far cheaper than decoding.
+
+    Args:
+        data: The response body, JSON.
+
+    Returns:
+        ``metadata.continue``, or ``None`` on the last page; the same token as
+        :func:`decode_jobs` reads.
+    """
+    try:
+        meta = _CONTINUE_DECODER.decode(data).metadata if data else None
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        return reference_decode_jobs(data, None, "").continue_token
+    return (meta.continue_ if meta is not None else None) or None
+
+
+def reference_decode_jobs(data: bytes, kind: Kind | None, version: str) -> JobPage:
+    """Read a page of a job list the reference way: ``json.loads``, then ``parse_job``.
+
+    Args:
+        data: The response body, JSON.
+        kind: The kind that was listed; ``None`` reads the continue token alone.
+        version: The API version it was listed at.
+
+    Returns:
+        The page.
+
+    Raises:
+        ValueError: The body is not JSON at all.
+    """
+    document = json.loads(data) if data else {}
+    if not isinstance(document, dict):
+        document = {}
+    metadata = document.get("metadata") or {}
+    token = metadata.get("continue") or None
+    resource_version = metadata.get("resourceVersion") or None
+    if kind is None:
+        return JobPage([], token, resource_version)
+    items = document.get("items") or []
+    return JobPage([parse_job(item, kind, version) for item in items], token, resource_version)
+
+
+def _view(item: _Item, kind: Kind, version: str) -> Job:
+    """The view of a well-formed job, field for field as parse_job builds it."""
+    meta = item.metadata
+    if not meta.name or not meta.namespace or not meta.uid:
+        raise _Unusual
+    annotations = meta.annotations or {}
+    exclude = annotations.get(EXCLUDE_ANNOTATION)
+    spec = item.spec
+    run_policy = spec.run_policy or _NO_RUN_POLICY
+    deadline = run_policy.active_deadline_seconds
+    if deadline is not None and not -MAX_DEADLINE_SECONDS <= deadline <= MAX_DEADLINE_SECONDS:
+        raise _Unusual
+    start_time, finished, by_deadline, by_sweeper, suspended_condition = _status(
+        item.status, deadline
+    )
+    clean_pod_policy = run_policy.clean_pod_policy
+    if clean_pod_policy is None and kind.legacy_clean_pod_policy:
+        clean_pod_policy = spec.clean_pod_policy
+    return Job(
+        kind=kind,
+        version=version,
+        # Interned, as parse_job does: thousands of jobs share a few namespaces.
+        namespace=sys.intern(meta.namespace),
+        name=sys.intern(meta.name),
+        uid=sys.intern(meta.uid),
+        start_time=start_time,
+        deadline_seconds=deadline,
+        suspended=bool(run_policy.suspend),
+        suspended_condition=suspended_condition,
+        managed_by=run_policy.managed_by,
+        deleting=meta.deletion_timestamp is not None,
+        excluded=exclude is not None and exclude.strip().lower() == "true",
+        touched_at=parse_rfc3339(annotations.get(TOUCHED_AT_ANNOTATION)),
+        finished=finished,
+        failed_by_deadline=by_deadline,
+        failed_by_sweeper=by_sweeper,
+        clean_pod_policy=clean_pod_policy,
+    )
+
+
+def _status(
+    status: _Status | None, deadline: int | None
+) -> tuple[datetime | None, str | None, bool, bool, bool]:
+    """Start time, finished how, failed by the deadline, by the sweeper, ``Suspended=True``."""
+    if status is None:
+        return None, None, False, False, False
+    start_time = None
+    if status.start_time is not None:
+        start_time = parse_rfc3339(status.start_time)
+        if start_time is None:
+            raise _Unusual
+        if deadline is not None:
+            try:
+                start_time + timedelta(seconds=max(deadline, 0))
+            except OverflowError:
+                raise _Unusual from None  # a deadline after the year 9999
+    finished: str | None = None
+    by_deadline = by_sweeper = False
+    suspended_condition = False
+    for condition in status.conditions or ():
+        ctype, cstatus = condition.type, condition.status
+        if ctype == "Suspended" and cstatus == "True":
+            suspended_condition = True
+        if ctype in ("Succeeded", "Failed") and cstatus == "True":
+            # Failed wins: it is the one that can carry the deadline.
+            if finished != "Failed":
+                finished = ctype
+            message = condition.message
+            if ctype == "Failed" and message is not None and DEADLINE_MESSAGE in message:
+                by_deadline = True
+                by_sweeper = SWEEPER_MARK in message
+    return start_time, finished, by_deadline, by_sweeper, suspended_condition

@@ -1,0 +1,195 @@
+"""The fast page decoder (sweeper.pages) against the reference: json.loads, then parse_job."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from sweeper import pages
+from sweeper.kinds import EXCLUDE_ANNOTATION, TOUCHED_AT_ANNOTATION
+from tests.unit.objects import KIND, ago, condition, deadline_failed, job
+
+# What the API server adds to every object and the views never read; the bulk of the bytes.
+MANAGED_FIELDS = [
+    {
+        "manager": "training-operator",
+        "operation": "Update",
+        "apiVersion": "kubeflow.org/v1",
+        "time": ago(60),
+        "fieldsType": "FieldsV1",
+        "subresource": "status",
+        "fieldsV1": {"f:status": {".": {}, "f:conditions": {}, "f:startTime": {}}},
+    },
+]
+
+
+def dressed(raw: dict[str, Any]) -> dict[str, Any]:
+    raw["metadata"]["managedFields"] = MANAGED_FIELDS
+    raw["metadata"]["labels"] = {"team": "vision"}
+    return raw
+
+
+def body(items: list[Any], token: str | None = None, *, meta_first: bool = False) -> bytes:
+    """A list as the API server writes it for custom resources: metadata after the items."""
+    meta: dict[str, Any] = {"resourceVersion": "42"}
+    if token is not None:
+        meta["continue"] = token
+    document: dict[str, Any] = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJobList"}
+    if meta_first:
+        document["metadata"] = meta
+    document["items"] = items
+    if not meta_first:
+        document["metadata"] = meta
+    return json.dumps(document).encode()
+
+
+WELL_FORMED = [
+    pytest.param(job(), id="running-overdue"),
+    pytest.param(job(deadline=None), id="no-deadline"),
+    pytest.param(job(deadline=0), id="deadline-zero"),
+    pytest.param(job(deadline=-1), id="deadline-negative"),
+    pytest.param(job(conditions=[condition("Suspended")]), id="suspended-condition"),
+    pytest.param(job(conditions=[condition("Suspended", "False")]), id="resumed-condition"),
+    pytest.param(job(started_ago=None), id="not-started"),
+    pytest.param(job(conditions=deadline_failed()), id="failed-by-deadline"),
+    pytest.param(job(conditions=deadline_failed(by_sweeper=True)), id="failed-by-the-sweeper"),
+    pytest.param(job(conditions=[condition("Succeeded"), *deadline_failed()]), id="both-finished"),
+    pytest.param(job(conditions=[condition("Succeeded")]), id="succeeded"),
+    pytest.param(job(conditions=[condition("Failed", "False")]), id="failed-false"),
+    pytest.param(job(suspend=True, managed_by="kueue.x-k8s.io/multikueue"), id="suspended-foreign"),
+    pytest.param(job(suspend=False), id="suspend-false"),
+    pytest.param(job(deleting=True), id="deleting"),
+    pytest.param(job(annotations={EXCLUDE_ANNOTATION: " TRUE "}), id="excluded"),
+    pytest.param(job(annotations={EXCLUDE_ANNOTATION: "no"}), id="not-excluded"),
+    pytest.param(job(annotations={TOUCHED_AT_ANNOTATION: ago(30)}), id="touched"),
+    pytest.param(job(annotations={TOUCHED_AT_ANNOTATION: "garbled"}), id="touched-garbled"),
+    pytest.param(job("MPIJob", legacy_clean_pod_policy="All"), id="mpi-legacy-policy"),
+    pytest.param(
+        job("MPIJob", clean_pod_policy="None", legacy_clean_pod_policy="All"),
+        id="mpi-run-policy-wins",
+    ),
+    pytest.param(job("TFJob", legacy_clean_pod_policy="All"), id="tf-ignores-legacy"),
+    pytest.param(job(status=None), id="no-status"),
+    pytest.param({**job(), "status": None}, id="status-null"),
+    pytest.param(job(conditions=None), id="conditions-absent"),
+]
+
+MALFORMED = [
+    pytest.param("a job", "object", id="not-an-object"),
+    pytest.param({"spec": {}}, "metadata", id="no-metadata"),
+    pytest.param(job(name=""), "metadata.name", id="empty-name"),
+    pytest.param(job(uid=7), "metadata.uid", id="uid-number"),  # type: ignore[arg-type]
+    pytest.param({**job(), "spec": None}, "spec", id="spec-null"),
+    pytest.param(job(deadline="soon"), "spec.runPolicy.activeDeadlineSeconds", id="deadline-text"),
+    pytest.param(job(deadline=True), "spec.runPolicy.activeDeadlineSeconds", id="deadline-bool"),
+    pytest.param(job(deadline=60.5), "spec.runPolicy.activeDeadlineSeconds", id="deadline-float"),
+    pytest.param(job(deadline=10**12), "spec.runPolicy.activeDeadlineSeconds", id="deadline-huge"),
+    pytest.param(job(suspend="true"), "spec.runPolicy.suspend", id="suspend-text"),
+    pytest.param(job(managed_by=1), "spec.runPolicy.managedBy", id="managed-by-number"),
+    pytest.param(
+        job("MPIJob", legacy_clean_pod_policy=3),
+        "spec.cleanPodPolicy",
+        id="mpi-legacy-policy-number",
+    ),
+    pytest.param(job(status={"startTime": "yesterday"}), "status.startTime", id="start-text"),
+    pytest.param(
+        job(status={"startTime": "2024-05-01T10:00:00"}), "status.startTime", id="start-no-zone"
+    ),
+    pytest.param(
+        job(status={"startTime": "9999-12-31T23:30:00Z"}),
+        "status.startTime",
+        id="deadline-after-year-9999",
+    ),
+    pytest.param(
+        job(status={"conditions": {"type": "Failed"}}), "status.conditions", id="conditions-object"
+    ),
+    pytest.param(
+        job(conditions=[{"type": "Failed"}]), "status.conditions[0]", id="condition-without-status"
+    ),
+    pytest.param(
+        job(annotations={"a": "b"})
+        | {"metadata": {"name": "x", "namespace": "n", "uid": "u", "annotations": []}},
+        "metadata.annotations",
+        id="annotations-list",
+    ),
+]
+
+
+@pytest.mark.parametrize("raw", WELL_FORMED)
+def test_a_well_formed_job_is_read_without_the_reference(
+    raw: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data = body([dressed(raw)], "next")
+    expected = pages.reference_decode_jobs(data, KIND[raw["kind"]], "v1")
+
+    def no_reference(*_args: object) -> pages.JobPage:
+        raise AssertionError("the fast path fell back to the reference")
+
+    monkeypatch.setattr(pages, "reference_decode_jobs", no_reference)
+    page = pages.decode_jobs(data, KIND[raw["kind"]], "v1")
+    assert page == expected
+    assert page.jobs[0].malformed is None
+    assert page.continue_token == "next"  # noqa: S105 - a continue token, not a secret
+
+
+@pytest.mark.parametrize(("raw", "field"), MALFORMED)
+def test_a_malformed_job_is_named_as_the_reference_names_it(raw: Any, field: str) -> None:
+    # Between two well-formed jobs: the whole page is read the reference way.
+    data = body([dressed(job(name="before")), raw, dressed(job(name="after"))])
+    page = pages.decode_jobs(
+        data, KIND["PyTorchJob"] if field != "spec.cleanPodPolicy" else KIND["MPIJob"], "v1"
+    )
+    assert page == pages.reference_decode_jobs(
+        data, KIND["PyTorchJob"] if field != "spec.cleanPodPolicy" else KIND["MPIJob"], "v1"
+    )
+    before, broken, after = (j.malformed for j in page.jobs)
+    assert (before, after) == (None, None)
+    assert broken is not None
+    assert broken.startswith(field)
+
+
+@pytest.mark.parametrize(
+    ("data", "token"),
+    [
+        pytest.param(body([job()], "abc"), "abc", id="after-the-items"),
+        pytest.param(body([job()], "abc", meta_first=True), "abc", id="before-the-items"),
+        pytest.param(body([job()]), None, id="last-page"),
+        pytest.param(body([job()], ""), None, id="empty-token"),
+        pytest.param(body([job(annotations={"continue": "decoy"})]), None, id="decoy-in-an-item"),
+        pytest.param(b'{"items": []}', None, id="no-metadata"),
+        pytest.param(b"", None, id="empty-body"),
+        pytest.param(b'{"metadata": {"continue": 5}}', 5, id="token-not-a-string"),
+        pytest.param(b"[]", None, id="not-an-object"),
+    ],
+)
+def test_the_continue_token_is_read_as_the_reference_reads_it(data: bytes, token: Any) -> None:
+    assert pages.continue_token(data) == token
+    assert pages.decode_jobs(data, KIND["TFJob"], "v1").continue_token == token
+    assert pages.reference_decode_jobs(data, KIND["TFJob"], "v1").continue_token == token
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        pytest.param(b"<html>", id="html"),
+        pytest.param(b'{"items": [', id="truncated"),
+    ],
+)
+def test_a_body_that_is_not_json_raises_as_the_reference_does(data: bytes) -> None:
+    with pytest.raises(ValueError, match="Expecting"):
+        pages.reference_decode_jobs(data, KIND["TFJob"], "v1")
+    with pytest.raises(ValueError, match="Expecting"):
+        pages.decode_jobs(data, KIND["TFJob"], "v1")
+
+
+def test_items_null_is_an_empty_page() -> None:
+    page = pages.decode_jobs(b'{"items": null, "metadata": {}}', KIND["TFJob"], "v1")
+    assert page == pages.JobPage([], None)
+
+
+def test_views_keep_the_kind_and_version_listed() -> None:
+    page = pages.decode_jobs(body([job("MPIJob")]), KIND["MPIJob"], "v2beta1")
+    assert (page.jobs[0].kind, page.jobs[0].version) == (KIND["MPIJob"], "v2beta1")
+    assert page.jobs[0].operator_enforced
