@@ -100,12 +100,7 @@ class _List(msgspec.Struct, gc=False):
     metadata: _ListMeta | None = None
 
 
-class _Continue(msgspec.Struct, gc=False):
-    metadata: _ListMeta | None = None
-
-
 _LIST_DECODER = msgspec.json.Decoder(_List)
-_CONTINUE_DECODER = msgspec.json.Decoder(_Continue)
 _NO_RUN_POLICY = _RunPolicy()
 _NO_LIST_META = _ListMeta()
 
@@ -137,33 +132,12 @@ def decode_jobs(data: bytes, kind: Kind, version: str) -> JobPage:
     return JobPage(jobs, meta.continue_ or None, meta.resource_version or None)
 
 
-def continue_token(data: bytes) -> str | None:
-    """The continue token of a list page, read without building its items.
-
-    Lets the next page be requested before this one is decoded. The API server writes a
-    custom resource list's ``metadata`` after its ``items``, so the whole body is scanned, but
-    skipping is far cheaper than decoding.
-
-    Args:
-        data: The response body, JSON.
-
-    Returns:
-        ``metadata.continue``, or ``None`` on the last page; the same token as
-        :func:`decode_jobs` reads.
-    """
-    try:
-        meta = _CONTINUE_DECODER.decode(data).metadata if data else None
-    except (msgspec.ValidationError, msgspec.DecodeError):
-        return reference_decode_jobs(data, None, "").continue_token
-    return (meta.continue_ if meta is not None else None) or None
-
-
-def reference_decode_jobs(data: bytes, kind: Kind | None, version: str) -> JobPage:
+def reference_decode_jobs(data: bytes, kind: Kind, version: str) -> JobPage:
     """Read a page of a job list the reference way: ``json.loads``, then ``parse_job``.
 
     Args:
         data: The response body, JSON.
-        kind: The kind that was listed; ``None`` reads the continue token alone.
+        kind: The kind that was listed.
         version: The API version it was listed at.
 
     Returns:
@@ -178,8 +152,6 @@ def reference_decode_jobs(data: bytes, kind: Kind | None, version: str) -> JobPa
     metadata = document.get("metadata") or {}
     token = metadata.get("continue") or None
     resource_version = metadata.get("resourceVersion") or None
-    if kind is None:
-        return JobPage([], token, resource_version)
     items = document.get("items") or []
     return JobPage([parse_job(item, kind, version) for item in items], token, resource_version)
 

@@ -47,7 +47,6 @@ def test_the_fast_decoder_reads_a_page_as_the_reference_does(
     data = page(items, token)
     expected = pages.reference_decode_jobs(data, kind, version)
     assert pages.decode_jobs(data, kind, version) == expected
-    assert pages.continue_token(data) == expected.continue_token
 
 
 @given(st.lists(job_cases(NOW).map(lambda case: case.raw()), min_size=1, max_size=4))

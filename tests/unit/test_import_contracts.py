@@ -2,9 +2,9 @@
 
 lint-imports runs on a copy of the tree with probe modules added the way a newcomer would add
 them. The contracts are stated over whole packages (only ``sweeper.kube`` may import the client,
-only ``sweeper.cli`` click, only ``sweeper.pages`` msgspec, every module of ``sweeper`` has its layer, the harness and the
-property-test oracle keep away from ``sweeper.kinds``), so each probe breaks its contract
-without being named anywhere. Two runs in all: lint-imports takes seconds.
+only ``sweeper.cli`` click, only ``sweeper.pages`` msgspec, every module of ``sweeper`` has its
+layer, the harness and the property-test oracle keep away from ``sweeper.kinds``), so each probe
+breaks its contract without being named anywhere. Two runs in all: lint-imports takes seconds.
 """
 
 from __future__ import annotations
