@@ -42,7 +42,7 @@ from typing import Any
 
 import urllib3
 
-from devcluster import ControlPlane
+from devcluster import ApiError, ControlPlane
 from devcluster.jobs import GROUP, KINDS, VERSION, manifest
 
 JSON = dict[str, Any]
@@ -452,6 +452,7 @@ class Cloner:
     """
 
     def __init__(self, cp: ControlPlane) -> None:
+        self._cp = cp
         etcd = next(p for p in cp.processes if p.name == "etcd")
         url = next(a for a in etcd.argv if a.startswith("--listen-client-urls="))
         parts = urllib.parse.urlsplit(url.partition("=")[2])
@@ -478,6 +479,33 @@ class Cloner:
                 batch = []
         if batch:
             self._txn(batch)
+
+    def wait_until_served(self, jobs: int, timeout: float = 600.0) -> None:
+        """Wait until the API server lists the first ``jobs`` jobs of the fleet, kind by kind.
+
+        The API server learns of the copies from its watch on etcd, and serves lists from that
+        cache: after tens of thousands of writes it lags behind etcd for a while, and a list
+        meanwhile fails (504, "Too large resource version"). A benchmark must not start then.
+
+        Raises:
+            RuntimeError: Still not listed after ``timeout`` seconds.
+        """
+        deadline = time.monotonic() + timeout
+        for kind, expected in sorted(kind_counts(jobs).items()):
+            path = f"/apis/{GROUP}/{VERSION}/{KINDS[kind].plural}?limit=1"
+            while True:
+                try:
+                    listed = self._cp.request("GET", path)
+                except ApiError:
+                    listed = None  # the cache is behind: it answers 504 until it catches up
+                if listed is not None:
+                    meta = listed.get("metadata") or {}
+                    count = len(listed.get("items") or ()) + (meta.get("remainingItemCount") or 0)
+                    if count == expected:
+                        break
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"the API server does not list {expected} {kind}s yet")
+                time.sleep(0.5)
 
     def _copy(self, index: int) -> tuple[bytes, bytes]:
         origin = index % SEED

@@ -131,6 +131,7 @@ def main(argv: list[str] | None = None) -> int:
             through_api = size if args.api_only else min(size, fleet.SEED)
             creator.create(fleet.plan(i, reference) for i in range(created, through_api))
             cloner.clone(range(max(created, through_api), size))
+            cloner.wait_until_served(size)
             setup_s = time.monotonic() - began
             setup_requests = creator.requests - requests_before
             created = size
