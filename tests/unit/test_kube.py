@@ -18,8 +18,10 @@ from sweeper import kube
 from sweeper.cluster import ServedKind
 from sweeper.config import Config
 from sweeper.errors import ConfigError
+from sweeper.jobs import parse_job
 from sweeper.kinds import MPI_OPERATOR_VERSION, MPIJOB, PYTORCHJOB, TFJOB
 from sweeper.transport import NoResponse, Response, Transport
+from tests.unit.objects import job
 from tests.unit.test_transport import FakeSend, FakeStop
 
 PYTORCH = ServedKind(PYTORCHJOB, "v1")
@@ -106,6 +108,41 @@ def test_jobs_are_listed_page_by_page_with_the_continue_token() -> None:
         "/apis/kubeflow.org/v1/namespaces/team%20a/pytorchjobs?limit=1&labelSelector=x%3Dy"
         "&continue=t%2F1",
     ]
+
+
+LIST_PAGES = [
+    ({"items": [job(name="a"), job(name="b")], "metadata": {"continue": "t/1"}}),
+    ({"items": [job(name="c", deadline="soon")], "metadata": {"resourceVersion": "9"}}),
+]
+
+
+@pytest.mark.parametrize(
+    ("namespace", "selector"),
+    [
+        pytest.param("team a", "x=y", id="one-namespace-with-a-selector"),
+        pytest.param(None, None, id="all-namespaces"),
+    ],
+)
+def test_job_views_are_listed_with_the_same_requests_as_the_objects(
+    namespace: str | None, selector: str | None
+) -> None:
+    objects, sent_for_objects = cluster(*(ok(page) for page in LIST_PAGES))
+    views, sent_for_views = cluster(*(ok(page) for page in LIST_PAGES))
+
+    expected = [
+        [parse_job(item, PYTORCHJOB, "v1") for item in page.items]
+        for page in objects.list_jobs(PYTORCH, namespace, selector, 2)
+    ]
+    got = list(views.list_job_views(PYTORCH, namespace, selector, 2))
+
+    assert [page.jobs for page in got] == expected
+    assert [job.malformed for page in got for job in page.jobs] == [
+        None,
+        None,
+        "spec.runPolicy.activeDeadlineSeconds",
+    ]
+    assert all(page.server_date is not None for page in got)
+    assert [s.path for s in sent_for_views.sent] == [s.path for s in sent_for_objects.sent]
 
 
 def test_all_namespaces_and_core_lists_collect_every_page() -> None:
