@@ -321,6 +321,23 @@ def _option(*names: str, env: str | list[str], **kwargs: Any) -> Callable[[_Deco
     "(and before touch touches it again).",
 )
 @_option(
+    "--retouch-after",
+    env="SWEEPER_RETOUCH_AFTER",
+    type=_seconds(positive=True),
+    default="5s",
+    metavar="DURATION",
+    help="Touch a job again this soon when a touch written near its deadline did not fail it "
+    "(the operator judges with its own clock).",
+)
+@_option(
+    "--retouch-limit",
+    env="SWEEPER_RETOUCH_LIMIT",
+    type=click.IntRange(min=0),
+    default=3,
+    metavar="N",
+    help="At most N such quick touches per deadline before --escalate-after applies; 0: none.",
+)
+@_option(
     "--max-actions",
     env="SWEEPER_MAX_ACTIONS",
     type=click.IntRange(min=0),
@@ -593,6 +610,8 @@ def build_config(options: dict[str, Any]) -> Config:
             action=ActionMode(options["action"].lower()),
             grace=options["grace"],
             escalate_after=options["escalate_after"],
+            retouch_after=options["retouch_after"],
+            retouch_limit=options["retouch_limit"],
             max_actions=options["max_actions"],
             terminate_pods=PodsMode(options["terminate_pods"].lower()),
         ),

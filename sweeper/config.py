@@ -229,6 +229,10 @@ class Config:
             raise ConfigError("--grace must not be negative")
         if self.policy.escalate_after < 0:
             raise ConfigError("--escalate-after must not be negative")
+        if self.policy.retouch_after <= 0:
+            raise ConfigError("--retouch-after must be positive")
+        if self.policy.retouch_limit < 0:
+            raise ConfigError("--retouch-limit must not be negative")
         if self.policy.max_actions is not None and self.policy.max_actions < 0:
             raise ConfigError("--max-actions must not be negative")
         if self.request_timeout <= 0:

@@ -85,6 +85,12 @@ class Policy:
             again this long after its touch.
         max_actions: ``--max-actions``, ``None`` for no cap.
         terminate_pods: ``--terminate-pods``.
+        retouch_after: ``--retouch-after``: ``touch`` and ``auto`` touch a job again this long
+            after a touch that did not finish it, while the touch was written within
+            ``retouch_limit`` times this of the job becoming due (the v1 operator judges the
+            deadline with its own clock, which may not have reached it at the first touch).
+        retouch_limit: ``--retouch-limit``: at most this many such quick touches per deadline;
+            0 turns them off.
     """
 
     action: ActionMode = ActionMode.TOUCH
@@ -92,6 +98,8 @@ class Policy:
     escalate_after: float = 120.0
     max_actions: int | None = None
     terminate_pods: PodsMode = PodsMode.ACTIVE
+    retouch_after: float = 5.0
+    retouch_limit: int = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -479,8 +487,9 @@ def due_at(job: Job, policy: Policy) -> datetime | None:
     Returns:
         ``startTime + activeDeadlineSeconds + grace``; for ``touch`` and ``auto`` on a job the
         sweeper touched after its deadline, the later of that and the touch plus
-        ``escalate_after``; :data:`ALWAYS` when the only work left does not depend on time
-        (the pods of a job failed by its deadline); ``None`` when judge never acts on it.
+        ``escalate_after`` (or ``retouch_after`` while quick touches are left); :data:`ALWAYS`
+        when the only work left does not depend on time (the pods of a job failed by its
+        deadline); ``None`` when judge never acts on it.
     """
     if (
         job.malformed is not None
@@ -507,6 +516,8 @@ def due_at(job: Job, policy: Policy) -> datetime | None:
     if touched is None:
         return due
     next_step = touched + _at_least(policy.escalate_after)
+    if _quick_retouch(touched, due, policy):
+        next_step = min(next_step, touched + _at_least(policy.retouch_after))
     if policy.action is ActionMode.AUTO:
         # auto also escalates escalate_after past the deadline and grace, touch or not.
         next_step = min(next_step, _escalation(deadline, policy))
@@ -534,6 +545,18 @@ def _escalation(deadline: datetime, policy: Policy) -> datetime:
         else:
             low = middle
     return high
+
+
+def _quick_retouch(touched: datetime, due: datetime, policy: Policy) -> bool:
+    # A quick touch follows a touch written less than retouch_limit x retouch_after after the
+    # job became due. Each touch is at least retouch_after after the previous one and the
+    # first is at or after due, so touch number k+1 is at least k x retouch_after past due:
+    # at most retouch_limit quick touches per deadline, counted from the one annotation the
+    # sweeper already writes. A touch written long after due (the sweeper was down) gets none:
+    # the operator's clock is not that far behind.
+    if policy.retouch_limit <= 0 or policy.retouch_after >= policy.escalate_after:
+        return False
+    return (touched - due).total_seconds() < policy.retouch_limit * policy.retouch_after
 
 
 def _at_least(seconds: float) -> timedelta:
@@ -595,21 +618,27 @@ def _overdue(job: Job, now: datetime, deadline: datetime, policy: Policy, overdu
                 overdue,
                 f"{late}, still running {human(since)} after the sweeper's touch",
             )
-    if since is None:
+    if touched is None or since is None:
         return Action(job, ActionKind.TOUCH, Why.OVERDUE, overdue, late)
-    if since >= policy.escalate_after:
+    # The same sum _decide_not_yet_due and due_at use, so every boundary is the same instant.
+    quick = _quick_retouch(touched, deadline + timedelta(seconds=policy.grace), policy)
+    if since >= policy.escalate_after or (quick and since >= policy.retouch_after):
+        why = "" if since >= policy.escalate_after else " (the operator judges with its own clock)"
         return Action(
             job,
             ActionKind.TOUCH,
             Why.RETOUCH,
             overdue,
-            f"{late}, still running {human(since)} after the sweeper's touch",
+            f"{late}, still running {human(since)} after the sweeper's touch{why}",
         )
+    again = policy.retouch_after if quick else policy.escalate_after
     if policy.action is ActionMode.AUTO:
         left = min(policy.escalate_after - since, policy.escalate_after - (overdue - policy.grace))
         follow_up = f"fails in {human(left)}"
+        if quick and again - since < left:
+            follow_up = f"touches again in {human(again - since)}, {follow_up}"
     else:
-        follow_up = f"touches again in {human(policy.escalate_after - since)}"
+        follow_up = f"touches again in {human(again - since)}"
     return Skip(
         job, SkipReason.RECENTLY_TOUCHED, overdue, f"touched {human(since)} ago; {follow_up}"
     )

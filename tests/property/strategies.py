@@ -95,6 +95,10 @@ policies = st.builds(
     escalate_after=st.one_of(st.sampled_from([0.0, 120.0]), st.integers(0, 10**4).map(float)),
     max_actions=st.one_of(st.none(), st.integers(0, 5)),
     terminate_pods=st.sampled_from(list(PodsMode)),
+    retouch_after=st.one_of(
+        st.sampled_from([5.0, 0.5, 1e-6, 0.1234567, 120.0]), st.integers(1, 10**3).map(float)
+    ),
+    retouch_limit=st.integers(0, 4),
 )
 
 # The CRD has no enum: any string, with the values the operator special-cases and near misses.

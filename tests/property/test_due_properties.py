@@ -8,12 +8,13 @@ fires neither early (nothing lost to an early write) nor late (the watch mode's 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timedelta
 
-from hypothesis import given, note
+from hypothesis import example, given, note
 from hypothesis import strategies as st
 
-from sweeper.decide import ALWAYS, Action, ActionMode, Policy, due_at, judge
+from sweeper.decide import ALWAYS, Action, ActionKind, ActionMode, Policy, due_at, judge
 from sweeper.jobs import Job, parse_job
 from sweeper.kinds import lookup
 from tests.property.strategies import ORIGIN, JobCase, boundary_offsets, clocks, job_cases, policies
@@ -73,3 +74,54 @@ def test_the_escalation_boundary_survives_sub_microsecond_settings(
         return
     assert acts(job, due, policy)
     assert not acts(job, due - TINY, policy)
+
+
+@given(
+    st.sampled_from([ActionMode.TOUCH, ActionMode.AUTO]),
+    st.sampled_from([0.0, 30.0]),
+    st.one_of(st.sampled_from([5.0, 0.1234567, 1.0]), st.integers(1, 200).map(float)),
+    st.integers(0, 5),
+    st.lists(st.sampled_from([0.0, 1e-6, 0.01, 0.3, 2.0]), min_size=8, max_size=8),
+)
+@example(ActionMode.AUTO, 0.0, 100.0, 3, [0.0] * 8)
+@example(ActionMode.TOUCH, 30.0, 100.0, 3, [0.0] * 8)
+@example(ActionMode.AUTO, 30.0, 5.0, 3, [0.0] * 8)
+def test_quick_touches_are_bounded_by_the_limit_and_all_come_when_on_time(
+    action: ActionMode, grace: float, retouch_after: float, limit: int, lags: list[float]
+) -> None:
+    # A watcher touching each time the job's timer fires, each write a lag late: the touches
+    # that follow the previous one sooner than --escalate-after are the quick ones.
+    policy = Policy(action=action, grace=grace, retouch_after=retouch_after, retouch_limit=limit)
+    job = Job(
+        kind=lookup("PyTorchJob"),
+        version="v1",
+        namespace="ns",
+        name="job",
+        uid="uid",
+        start_time=ORIGIN,
+        deadline_seconds=60,
+    )
+    due = due_at(job, policy)
+    assert due is not None
+    touched = due + timedelta(seconds=lags[0])
+    quick = 0
+    for lag in lags[1:]:
+        job = replace(job, touched_at=touched)
+        following = due_at(job, policy)
+        assert following is not None
+        entry = judge(job, following, policy)
+        assert isinstance(entry, Action)
+        if entry.kind is not ActionKind.TOUCH or following - touched >= timedelta(
+            seconds=policy.escalate_after
+        ):
+            break
+        quick += 1
+        touched = following + timedelta(seconds=lag)
+    assert quick <= limit
+    if all(lag == 0 for lag in lags) and (
+        limit * retouch_after < policy.escalate_after
+        or (action is ActionMode.TOUCH and retouch_after < policy.escalate_after)
+    ):
+        # On time, every quick touch the limit allows is made (8 draws cover 5), unless auto's
+        # escalation comes first.
+        assert quick == min(limit, len(lags) - 1)

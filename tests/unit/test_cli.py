@@ -38,6 +38,8 @@ ALL_ENV = [
     "SWEEPER_ACTION",
     "SWEEPER_TERMINATE_PODS",
     "SWEEPER_ESCALATE_AFTER",
+    "SWEEPER_RETOUCH_AFTER",
+    "SWEEPER_RETOUCH_LIMIT",
     "SWEEPER_MAX_ACTIONS",
     "SWEEPER_EVERY",
     "SWEEPER_FOR",
@@ -235,6 +237,18 @@ FLAGS = [
         {"SWEEPER_ESCALATE_AFTER": "5"},
         lambda c: c.policy.escalate_after == 5,
         id="escalate-after-env",
+    ),
+    pytest.param(
+        [],
+        {"SWEEPER_RETOUCH_AFTER": "2s", "SWEEPER_RETOUCH_LIMIT": "1"},
+        lambda c: (c.policy.retouch_after, c.policy.retouch_limit) == (2, 1),
+        id="retouch-env",
+    ),
+    pytest.param(
+        ["--retouch-after=500ms", "--retouch-limit=0"],
+        {},
+        lambda c: (c.policy.retouch_after, c.policy.retouch_limit) == (0.5, 0),
+        id="retouch-flags",
     ),
     pytest.param(
         [],

@@ -57,6 +57,8 @@ INVALID = [
     pytest.param({"page_size": 0}, "--page-size", id="page-size-zero"),
     pytest.param({"policy": Policy(grace=-1)}, "--grace", id="negative-grace"),
     pytest.param({"policy": Policy(escalate_after=-1)}, "--escalate-after", id="negative-escalate"),
+    pytest.param({"policy": Policy(retouch_after=0)}, "--retouch-after", id="zero-retouch-after"),
+    pytest.param({"policy": Policy(retouch_limit=-1)}, "--retouch-limit", id="negative-limit"),
     pytest.param({"policy": Policy(max_actions=-1)}, "--max-actions", id="negative-max-actions"),
     pytest.param({"request_timeout": 0}, "--request-timeout", id="zero-request-timeout"),
     pytest.param({"timeout": 0}, "--timeout", id="zero-timeout"),

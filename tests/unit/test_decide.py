@@ -319,6 +319,78 @@ CASES = [
         "touch-again",
         id="touch-again-after-escalate-after",
     ),
+    # Quick re-touches (--retouch-after 5s, --retouch-limit 3): the operator judges with its own
+    # clock, which may not have reached the deadline when a touch written at it arrived.
+    pytest.param(
+        job(started_ago=3610, annotations={TOUCHED_AT_ANNOTATION: ago(10)}),
+        TOUCH,
+        "touch",
+        "touch-again",
+        id="quick-retouch-after-a-touch-at-the-deadline",
+    ),
+    pytest.param(
+        job(started_ago=3605, annotations={TOUCHED_AT_ANNOTATION: ago(5)}),
+        TOUCH,
+        "touch",
+        "touch-again",
+        id="quick-retouch-exactly-retouch-after-later",
+    ),
+    pytest.param(
+        job(started_ago=3604, annotations={TOUCHED_AT_ANNOTATION: ago(4)}),
+        TOUCH,
+        "skip",
+        "recently-touched",
+        id="no-quick-retouch-before-retouch-after",
+    ),
+    pytest.param(
+        job(started_ago=3629, annotations={TOUCHED_AT_ANNOTATION: ago(15)}),
+        TOUCH,
+        "touch",
+        "touch-again",
+        id="last-quick-retouch-after-a-touch-within-the-limit",
+    ),
+    pytest.param(
+        job(started_ago=3630, annotations={TOUCHED_AT_ANNOTATION: ago(15)}),
+        TOUCH,
+        "skip",
+        "recently-touched",
+        id="no-quick-retouch-once-limit-times-retouch-after-past-due",
+    ),
+    pytest.param(
+        job(started_ago=3610, annotations={TOUCHED_AT_ANNOTATION: ago(10)}),
+        Policy(retouch_limit=0),
+        "skip",
+        "recently-touched",
+        id="retouch-limit-zero-turns-quick-touches-off",
+    ),
+    pytest.param(
+        job(started_ago=3610, annotations={TOUCHED_AT_ANNOTATION: ago(10)}),
+        Policy(escalate_after=5),
+        "touch",
+        "touch-again",
+        id="retouch-after-not-below-escalate-after-is-the-normal-touch-again",
+    ),
+    pytest.param(
+        job(started_ago=3610, annotations={TOUCHED_AT_ANNOTATION: ago(10)}),
+        AUTO,
+        "touch",
+        "touch-again",
+        id="auto-quick-retouch-before-escalation",
+    ),
+    pytest.param(
+        job(started_ago=3640, annotations={TOUCHED_AT_ANNOTATION: ago(10)}),
+        Policy(grace=30),
+        "touch",
+        "touch-again",
+        id="quick-retouch-counts-from-deadline-plus-grace",
+    ),
+    pytest.param(
+        job(started_ago=3700, annotations={TOUCHED_AT_ANNOTATION: ago(10)}),
+        Policy(grace=30),
+        "skip",
+        "recently-touched",
+        id="no-quick-retouch-for-a-touch-long-after-due",
+    ),
     pytest.param(
         job(conditions=deadline_failed()),
         FAIL,
@@ -511,17 +583,42 @@ def test_overdue_seconds_are_measured_from_the_deadline_without_grace() -> None:
 
 
 @pytest.mark.parametrize(
-    ("started_ago", "touched_ago", "detail"),
+    ("started_ago", "touched_ago", "policy", "detail"),
     [
-        pytest.param(3610, 5, "touched 5s ago; fails in 1m50s", id="deadline-plus-escalate-first"),
-        pytest.param(3640, 30, "touched 30s ago; fails in 1m20s", id="the-later-the-sooner"),
+        pytest.param(
+            3610,
+            5,
+            Policy(action=ActionMode.AUTO, retouch_limit=0),
+            "touched 5s ago; fails in 1m50s",
+            id="deadline-plus-escalate-first",
+        ),
+        pytest.param(
+            3640,
+            30,
+            Policy(action=ActionMode.AUTO, retouch_limit=0),
+            "touched 30s ago; fails in 1m20s",
+            id="the-later-the-sooner",
+        ),
+        pytest.param(
+            3610,
+            4,
+            AUTO,
+            "touched 4s ago; touches again in 1s, fails in 1m50s",
+            id="quick-retouch-first",
+        ),
+        pytest.param(
+            3604, 4, TOUCH, "touched 4s ago; touches again in 1s", id="touch-quick-retouch"
+        ),
+        pytest.param(
+            3660, 10, TOUCH, "touched 10s ago; touches again in 1m50s", id="touch-no-quick-left"
+        ),
     ],
 )
-def test_recently_touched_says_when_auto_escalates(
-    started_ago: int, touched_ago: int, detail: str
+def test_recently_touched_says_what_comes_next(
+    started_ago: int, touched_ago: int, policy: Policy, detail: str
 ) -> None:
     raw = job(started_ago=started_ago, annotations={TOUCHED_AT_ANNOTATION: ago(touched_ago)})
-    entry = judge(parse_job(raw, KIND["PyTorchJob"]), NOW, AUTO)
+    entry = judge(parse_job(raw, KIND["PyTorchJob"]), NOW, policy)
     assert entry.detail == detail
 
 
