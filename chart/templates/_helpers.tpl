@@ -185,6 +185,12 @@ form so that an optional-value flag such as --dry-run cannot swallow the next ar
 - --grace={{ int $v.grace }}
 {{- if ne $v.action "fail" }}
 - --escalate-after={{ int $v.escalateAfter }}
+{{- if not (kindIs "invalid" $v.retouchAfter) }}
+- --retouch-after={{ int $v.retouchAfter }}
+{{- end }}
+{{- if not (kindIs "invalid" $v.retouchLimit) }}
+- --retouch-limit={{ int $v.retouchLimit }}
+{{- end }}
 {{- end }}
 {{- if ne $v.action "touch" }}
 - --terminate-pods={{ $v.terminatePods }}

@@ -49,3 +49,41 @@ def test_the_watchers_touch_at_the_deadline_makes_the_operator_fail_the_job(
         )
     finally:
         watcher.stop()
+
+
+def test_a_touch_the_operators_clock_finds_early_is_repeated_until_the_operator_fails_the_job(
+    operator: Operator,
+    kubeflow_jobs: Callable[..., RunningJob],
+    sweeper_kubeconfig: Path,
+    tmp_path: Path,
+) -> None:
+    # The sweeper's clock runs 3 s ahead of the operator's: its touch at the deadline reaches
+    # an operator for which the job still has 3 s to run, so the operator does not fail it and
+    # (its AddAfter a fake) never looks at it again. The quick re-touches, 2 s apart, bring a
+    # touch after the deadline by the operator's clock, and the operator fails the job.
+    job = kubeflow_jobs("PyTorchJob", ads=20, timeline=STABLE_FROM_7S)
+    watcher = Watcher(
+        sweeper_kubeconfig,
+        tmp_path,
+        "-n",
+        job.namespace,
+        "--no-leader-elect",
+        "--clock=local",
+        "--retouch-after=2s",
+        "--retouch-limit=3",
+        clock_ahead_s=3.0,
+    )
+    try:
+        watcher.wait_ready()
+        deadline = job.started().deadline
+        assert deadline is not None
+
+        failed = job.wait_failed(timeout=120)
+
+        assert_failed_by_operator(failed)
+        touches = [e for e in watcher.logs() if e.get("action") == "touch"]
+        assert [e["result"] for e in touches][:2] == ["done", "done"], watcher.explain()
+        assert 2 <= len(touches) <= 4, watcher.explain()  # the first, and at most 3 quick ones
+        assert {e["reason"] for e in touches[1:]} == {"touch-again"}, watcher.explain()
+    finally:
+        watcher.stop()

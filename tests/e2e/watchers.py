@@ -7,6 +7,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -30,7 +31,14 @@ def free_port() -> int:
 class Watcher:
     """One ``sweeper --watch`` process, its stderr in a file, its probes on a loopback port."""
 
-    def __init__(self, kubeconfig: Path, workdir: Path, *args: str, name: str = "w") -> None:
+    def __init__(
+        self,
+        kubeconfig: Path,
+        workdir: Path,
+        *args: str,
+        name: str = "w",
+        clock_ahead_s: float = 0.0,
+    ) -> None:
         self.port = free_port()
         self.log_path = workdir / f"watch-{name}-{self.port}.log"
         env = {
@@ -38,8 +46,13 @@ class Watcher:
             for k, v in os.environ.items()
             if k != "KUBECONFIG" and not k.startswith("SWEEPER_")
         }
+        program = [str(sweeper_executable())]
+        if clock_ahead_s:
+            # The sweeper's local clock ahead of the machine's (tests/e2e/skewed_sweeper.py).
+            program = [sys.executable, str(Path(__file__).with_name("skewed_sweeper.py"))]
+            env["SKEWED_SWEEPER_AHEAD_S"] = str(clock_ahead_s)
         argv = [
-            str(sweeper_executable()),
+            *program,
             "--kubeconfig",
             str(kubeconfig),
             "--watch",
