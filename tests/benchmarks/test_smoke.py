@@ -98,3 +98,26 @@ def test_lateness_prints_its_figures() -> None:
     )
     assert figures.keys() >= LATENESS_KEYS, sorted(LATENESS_KEYS - figures.keys())
     assert figures["jobs"] == figures["operator_alone_jobs"] == "2"
+
+
+WATCH_TOUCH_KEYS = {
+    "not_failed",
+    "failed_by_operator",
+    "touches",
+    "failed_lateness_p50_s",
+    "failed_lateness_p99_s",
+    "touch_lateness_p99_s",
+    "touch_to_failed_lateness_p99_s",
+    "load_avg_before",
+}
+
+
+@pytest.mark.e2e
+@pytest.mark.operator
+def test_watch_touch_prints_its_figures_and_the_operator_fails_every_job() -> None:
+    clusters.require_binaries("etcd", "kube-apiserver", "training-operator")
+    figures = run_benchmark(
+        "watch_touch", "--jobs", "3", "--spread", "2", "--first-deadline", "40", timeout=900
+    )
+    assert figures.keys() >= WATCH_TOUCH_KEYS, sorted(WATCH_TOUCH_KEYS - figures.keys())
+    assert (figures["not_failed"], figures["failed_by_operator"]) == ("0", "3")
