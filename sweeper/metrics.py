@@ -294,8 +294,11 @@ LATENESS_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.5, 1.0, 2.0, 5.0,
 WATCH_ACTIONS = Metric(
     ACTIONS.name, "Actions taken on jobs, by kind, action and result.", ACTIONS.labels
 )
-# The watch mode counts due timers, which carry no kind.
-WATCH_OVERDUE = Metric(OVERDUE.name, "Jobs whose timer is due and not yet handled.")
+# The pushed gauge's name and label (issue 14: one name whichever the mode), so one alert or
+# dashboard reads both; here it counts the timers that are due and not yet handled.
+WATCH_OVERDUE = Metric(
+    OVERDUE.name, "Jobs whose timer is due and not yet handled, by kind.", OVERDUE.labels
+)
 LATENESS = Metric(
     f"{PREFIX}lateness_seconds",
     "Seconds between the instant a job became due and the sweeper's decision to act.",
@@ -340,6 +343,18 @@ class WatchMetrics:
         self.clock_offset = gauge(CLOCK_OFFSET)
         self.leader = gauge(LEADER)
         self.resyncs = counter(RESYNCS)
+
+    def set_overdue(self, by_kind: Mapping[str, int]) -> None:
+        """Set the overdue gauge of every kind, 0 for those not given.
+
+        Every kind has a series from the start, as in the pushed metrics, so an alert on the
+        sum never sees an empty vector where it should see 0.
+
+        Args:
+            by_kind: Due timers by kind name.
+        """
+        for kind in _KIND_NAMES:
+            self.overdue.labels(kind).set(by_kind.get(kind, 0))
 
     def render(self) -> bytes:
         """The Prometheus text exposition of every metric.

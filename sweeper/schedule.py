@@ -103,7 +103,7 @@ class Schedule(Generic[Key]):
         return self._heap[0][0] if self._heap else None
 
     def count_due(self, now: datetime) -> int:
-        """Count the timers due at ``now`` without taking them (the overdue gauge).
+        """Count the timers due at ``now`` without taking them.
 
         Args:
             now: The current instant.
@@ -112,6 +112,17 @@ class Schedule(Generic[Key]):
             How many armed instants are at or before ``now``.
         """
         return sum(1 for due, _sequence in self._armed.values() if due <= now)
+
+    def due_keys(self, now: datetime) -> list[Key]:
+        """The keys whose timers are due at ``now``, without taking them (the overdue gauge).
+
+        Args:
+            now: The current instant.
+
+        Returns:
+            The keys, in no particular order.
+        """
+        return [key for key, (due, _sequence) in self._armed.items() if due <= now]
 
     def pop_due(self, now: datetime) -> list[tuple[Key, datetime]]:
         """Take every timer due at ``now``, earliest first.

@@ -30,6 +30,7 @@ import queue
 import random
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
@@ -353,7 +354,7 @@ class Watcher:
                     message = None
             now = self.now()
             self.metrics.tracked.set(len(self.timers))
-            self.metrics.overdue.set(self.timers.count_due(now))
+            self.metrics.set_overdue(Counter(key.kind for key in self.timers.due_keys(now)))
             if self.leading():
                 for key, due in self.timers.pop_due(now):
                     if self.flag.event.is_set() or not self.leading():

@@ -267,6 +267,10 @@ def test_the_rule_is_off_by_default_and_the_push_reaches_the_cronjob_only(
         pytest.param({"metrics": {"pushgateway": {"address": "x"}}}, id="unknown-key"),
         pytest.param({"prometheusRule": {"enabled": True, "missedRuns": 0}}, id="zero-runs"),
         pytest.param({"prometheusRule": {"severity": "page"}}, id="unknown-rule-key"),
+        pytest.param(
+            {"prometheusRule": {"watch": {"noLeaderMinutes": 0}}}, id="zero-no-leader-minutes"
+        ),
+        pytest.param({"prometheusRule": {"watch": {"quorum": 2}}}, id="unknown-watch-rule-key"),
     ],
 )
 def test_the_schema_refuses_bad_metrics_values(
@@ -297,3 +301,136 @@ def test_the_readme_shows_the_rules_the_chart_renders(render: Callable[..., Rend
 
 
 README_JOB = "deadline-sweeper-kubeflow-deadline-sweeper"  # release "deadline-sweeper"
+
+
+WATCH = {"mode": "watch", "prometheusRule": {"enabled": True}}
+SCRAPED_JOB = f"{JOB}-metrics"  # the metrics Service's name: a ServiceMonitor's job label
+
+
+def scraped(name: str, pod: str = "a", **labels: str) -> str:
+    every = {"job": SCRAPED_JOB, "namespace": "sweeper", "pod": pod, **labels}
+    return name + "{" + ", ".join(f'{k}="{v}"' for k, v in every.items()) + "}"
+
+
+LEADER = "deadline_sweeper_leader"
+
+
+def lateness_buckets(slow: bool) -> dict[str, str]:
+    # Ten decisions a minute, all within 0.25 s, or all between 2 s and 5 s.
+    edges = ("0.25", "2.0", "5.0", "+Inf")
+    counted = ("5.0", "+Inf") if slow else edges
+    return {
+        scraped("deadline_sweeper_lateness_seconds_bucket", le=le): (
+            "0+10x40" if le in counted else "0x40"
+        )
+        for le in edges
+    }
+
+
+@pytest.mark.parametrize(
+    ("values", "series", "expect"),
+    [
+        pytest.param(
+            WATCH,
+            {scraped(LEADER, "a"): "0x20", scraped(LEADER, "b"): "0x20"},
+            [
+                ("DeadlineSweeperNoLeader", "4m", False),  # pending
+                ("DeadlineSweeperNoLeader", "5m", True),
+            ],
+            id="no-replica-leads",
+        ),
+        pytest.param(
+            WATCH,
+            {scraped(LEADER, "a"): "0x20", scraped(LEADER, "b"): "1x20"},
+            [("DeadlineSweeperNoLeader", "20m", False)],
+            id="one-leader-is-quiet",
+        ),
+        pytest.param(
+            WATCH,
+            {scraped(LEADER, job="other"): "1x20"},
+            [
+                ("DeadlineSweeperNoLeader", "4m", False),
+                (
+                    "DeadlineSweeperNoLeader",
+                    "5m",
+                    {"job": SCRAPED_JOB, "namespace": "sweeper"},
+                ),
+            ],
+            id="never-scraped",
+        ),
+        pytest.param(
+            {**WATCH, "prometheusRule": {"enabled": True, "watch": {"noLeaderMinutes": 2}}},
+            {scraped(LEADER): "0x20"},
+            [("DeadlineSweeperNoLeader", "1m", False), ("DeadlineSweeperNoLeader", "2m", True)],
+            id="no-leader-minutes",
+        ),
+        pytest.param(
+            WATCH,
+            # Two failing reopens a minute: 20 in 10 minutes, above 10.
+            {scraped("deadline_sweeper_watch_restarts_total", reason="error"): "0+2x40"},
+            [("DeadlineSweeperWatchRestarts", "30m", True)],
+            id="restart-storm",
+        ),
+        pytest.param(
+            WATCH,
+            {scraped("deadline_sweeper_watch_relists_total"): "0+2x40"},
+            [("DeadlineSweeperWatchRestarts", "30m", True)],
+            id="relist-storm",
+        ),
+        pytest.param(
+            WATCH,
+            # The server's regular close at the watch timeout is no failure.
+            {scraped("deadline_sweeper_watch_restarts_total", reason="closed"): "0+2x40"},
+            [("DeadlineSweeperWatchRestarts", "30m", False)],
+            id="regular-closes-are-quiet",
+        ),
+        pytest.param(
+            WATCH,
+            lateness_buckets(slow=True),
+            [("DeadlineSweeperLateEnforcement", "30m", True)],
+            id="late-enforcement",
+        ),
+        pytest.param(
+            WATCH,
+            lateness_buckets(slow=False),
+            [("DeadlineSweeperLateEnforcement", "30m", False)],
+            id="prompt-enforcement-is-quiet",
+        ),
+        pytest.param(
+            WATCH,
+            {scraped("deadline_sweeper_overdue_jobs", kind="TFJob"): "2x20"},
+            [
+                ("DeadlineSweeperJobsOverdue", "4m", False),
+                ("DeadlineSweeperJobsOverdue", "5m", True),
+            ],
+            id="jobs-due-and-not-handled",
+        ),
+        pytest.param(
+            WATCH,
+            # Due now and then, handled within the minute: never due for 5 minutes on end.
+            {scraped("deadline_sweeper_overdue_jobs", kind="TFJob"): "1 0 1 0 1 0 1 0 1 0 1"},
+            [("DeadlineSweeperJobsOverdue", "10m", False)],
+            id="handled-jobs-are-quiet",
+        ),
+    ],
+)
+def test_watch_mode_alerts_fire_when_they_should(  # noqa: PLR0917 - fixtures and table columns
+    render: Callable[..., Rendered],
+    promtool: Path,
+    tmp_path: Path,
+    values: dict[str, Any],
+    series: dict[str, str],
+    expect: list[tuple[str, str, Any]],
+) -> None:
+    promtool_test(promtool, tmp_path, rules_of(render(values)), series, expect)
+
+
+def test_watch_mode_renders_its_own_alerts_only(render: Callable[..., Rendered]) -> None:
+    # No CronJob and nothing pushed in watch mode: the run-based alerts would never resolve.
+    rules = rules_of(render({**WATCH, **{"metrics": PUSHED["metrics"]}}))
+    assert [r["alert"] for r in rules["groups"][0]["rules"]] == [
+        "DeadlineSweeperNoLeader",
+        "DeadlineSweeperWatchRestarts",
+        "DeadlineSweeperLateEnforcement",
+        "DeadlineSweeperJobsOverdue",
+    ]

@@ -14,7 +14,7 @@ from sweeper import metrics
 from sweeper.act import Outcome, Result
 from sweeper.decide import Policy, decide
 from sweeper.jobs import parse_job
-from sweeper.kinds import TOUCHED_AT_ANNOTATION
+from sweeper.kinds import KINDS, TOUCHED_AT_ANNOTATION
 from tests.unit.objects import KIND, NOW, ago, condition, deadline_failed, job
 from tests.unit.test_cli import Harness
 
@@ -163,3 +163,19 @@ def test_the_pushgateway_flags_have_environment_twins() -> None:
     harness.invoke(env={"SWEEPER_PUSHGATEWAY": url, "SWEEPER_PUSHGATEWAY_JOB": "team-a"})
     assert harness.config is not None
     assert (harness.config.pushgateway, harness.config.pushgateway_job) == (url, "team-a")
+
+
+def test_the_watch_modes_overdue_gauge_has_the_pushed_gauges_name_and_kind_label() -> None:
+    # Issue 14: one name for both modes, so one alert and one dashboard read either.
+    watch = metrics.WatchMetrics()
+    watch.set_overdue({"TFJob": 2})
+    samples = {
+        (s.name, tuple(s.labels.items())): s.value
+        for family in text_string_to_metric_families(watch.render().decode())
+        for s in family.samples
+        if s.name == metrics.OVERDUE.name
+    }
+    assert samples == {
+        (metrics.OVERDUE.name, (("kind", kind.name),)): (2 if kind.name == "TFJob" else 0)
+        for kind in KINDS
+    }

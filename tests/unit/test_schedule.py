@@ -55,6 +55,8 @@ def test_a_deleted_job_is_dropped_and_a_relist_drops_vanished_jobs() -> None:
     assert list(schedule) == ["c"]
     assert schedule.next_due() == at(3)
     assert schedule.count_due(at(10)) == 1
+    assert schedule.due_keys(at(2)) == []
+    assert schedule.due_keys(at(3)) == ["c"]
 
 
 # One operation: arm a key at an instant or disarm it (None), drop it, or take what is due.
