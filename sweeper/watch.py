@@ -9,7 +9,9 @@ Threads, and what each owns:
   (:func:`sweeper.decide.due_at`) and queues that, never the object itself.
 - the **lease** (with ``--leader-elect``): client-go's election (:mod:`sweeper.lease`); only
   the leader writes to jobs; a leader that cannot renew within the renew deadline stops
-  writing and the process exits (3); SIGTERM releases the Lease.
+  writing at once and is a candidate again, its view kept warm: when the API server is back
+  (an outage, a restart) it takes the Lease back at once if the record still names it, or
+  waits for it like any follower; SIGTERM releases the Lease.
 - the **resync**: a full pass of the one-shot code every ``--resync`` seconds, on the leader,
   as a safety net for anything a stream missed.
 - the **main loop** owns the timers (:class:`sweeper.schedule.Schedule`): it applies queued
@@ -43,7 +45,6 @@ from sweeper.cluster import JSON, ServedKind, WatchCluster
 from sweeper.config import ClockMode, Config, WatchSettings
 from sweeper.decide import ALWAYS, Action, ActionKind, Plan, due_at, judge
 from sweeper.errors import (
-    EXIT_CLUSTER,
     EXIT_INTERRUPTED,
     ApiError,
     ClusterUnavailable,
@@ -70,8 +71,17 @@ MAX_SLEEP_S = 1.0
 WATCH_TIMEOUT_RANGE_S = (300, 600)
 BACKOFF_BASE_S = 0.5
 BACKOFF_CAP_S = 30.0
+# No answer at all (connection refused or reset: the API server is down or restarting):
+# trying costs it nothing, and every second of backoff after it is back is a second of
+# lateness for each job that came due meanwhile.
+BACKOFF_UNREACHABLE_CAP_S = 1.0
 # A fired job whose action failed is tried again this much later (or at the next event).
 RETRY_FAILED_S = 5.0
+# ...and this much later when its read got no answer: the transport has just spent its own
+# retries (about 2 s), so the job is tried again within about a second of the server's return.
+RETRY_UNREACHABLE_S = 0.5
+# A candidate whose Lease request got no answer tries again this soon (not a retry period).
+LEASE_RETRY_UNREACHABLE_S = 0.5
 # Jobs acted on at once: deadlines come in bursts (jobs submitted together with the same
 # activeDeadlineSeconds), and each action is a few round trips that must not queue up.
 FIRE_WORKERS = 8
@@ -149,7 +159,7 @@ def watch(config: Config, connect: WatchConnect, out: TextIO) -> int:
         out: Where the resync passes' reports go.
 
     Returns:
-        The exit code: 4 after SIGTERM/SIGINT, 3 when leadership was lost.
+        The exit code: 4 after SIGTERM/SIGINT.
 
     Raises:
         ClusterUnavailable: Discovery failed for good at start-up (exit 3).
@@ -199,7 +209,6 @@ class Watcher:
         self._clock_lock = threading.Lock()
         self.elector = Elector(settings.identity, settings.timing)
         self._elector_lock = threading.Lock()
-        self.lost_leadership = False
         self._listing = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=FIRE_WORKERS, thread_name_prefix="fire")
         self._in_flight: set[JobKey] = set()
@@ -330,12 +339,10 @@ class Watcher:
             lease_thread = next((t for t in threads if t.name == "lease"), None)
             if lease_thread is not None:
                 lease_thread.join(timeout=self.settings.timing.renew_deadline)
-        if self.lost_leadership:
-            return EXIT_CLUSTER
         return EXIT_INTERRUPTED
 
     def _loop(self) -> None:
-        while not self.flag.event.is_set() and not self.lost_leadership:
+        while not self.flag.event.is_set():
             self.health.beat()
             timeout = MAX_SLEEP_S
             next_due = self.timers.next_due()
@@ -416,7 +423,8 @@ class Watcher:
             log.warning(
                 "cannot read %s %s/%s at its deadline: %s", key.kind, key.namespace, key.name, error
             )
-            return self.now() + _seconds(RETRY_FAILED_S)
+            retry = RETRY_UNREACHABLE_S if error.status is None else RETRY_FAILED_S
+            return self.now() + _seconds(retry)
         job = parse_job(raw, served.kind, served.version)
         now = self.now()  # the one reading for this job
         policy = replace(self.config.policy, max_actions=None)
@@ -477,15 +485,16 @@ class Watcher:
                 log.warning("watch of %s failed: %s", scope, error)
                 self.metrics.watch_restarts.labels("error").inc()
                 failures += 1
-                self._backoff(failures)
+                self._backoff(failures, unreachable=error.status is None)
             except Exception:  # a stream thread must never die silently
                 log.exception("watch of %s: unexpected error", scope)
                 self.metrics.watch_restarts.labels("error").inc()
                 failures += 1
                 self._backoff(failures)
 
-    def _backoff(self, failures: int) -> None:
-        ceiling = min(BACKOFF_CAP_S, BACKOFF_BASE_S * 2 ** min(failures - 1, 16))
+    def _backoff(self, failures: int, *, unreachable: bool = False) -> None:
+        cap = BACKOFF_UNREACHABLE_CAP_S if unreachable else BACKOFF_CAP_S
+        ceiling = min(cap, BACKOFF_BASE_S * 2 ** min(failures - 1, 16))
         self.flag.event.wait(ceiling / 2 + random.uniform(0, ceiling / 2))  # noqa: S311 - jitter
 
     def _list(self, scope: _Scope, *, relist: bool) -> str:
@@ -565,17 +574,23 @@ class Watcher:
             now = self.monotonic()
             with self._elector_lock:
                 if self.elector.lost(now):
+                    # No write since the renew deadline passed (leading() says so). Exiting
+                    # would cost a container restart and a relist once the API server is
+                    # back; a candidate keeps its timers and, if the record still names it,
+                    # takes the Lease back at the first answer (client-go lets the holder
+                    # renew), or waits for it like any follower if another replica took it.
                     log.error(
-                        "lost the Lease %s/%s: could not renew within %gs; exiting",
+                        "lost the Lease %s/%s: could not renew within %gs; stopped writing, "
+                        "trying to take it back",
                         namespace,
                         name,
                         timing.renew_deadline,
                     )
                     self.elector.step_down()
                     self.metrics.leader.set(0)
-                    self.lost_leadership = True
+                    was_leading = False
                     self.inbox.put(_Leadership(leading=False))
-                    return
+            unreachable = False
             try:
                 self._lease_round(namespace, name, read_first=read_first)
                 read_first = False
@@ -584,6 +599,7 @@ class Watcher:
                 continue
             except ApiError as error:
                 log.warning("Lease %s/%s: %s", namespace, name, error)
+                unreachable = error.status is None
             leading = self.leading()
             if leading != was_leading:
                 self.metrics.leader.set(1 if leading else 0)
@@ -611,6 +627,10 @@ class Watcher:
                     delay = min(delay, left + 0.01)
                 elif self.elector.holder != self.settings.identity:
                     delay *= 1 + 1.2 * random.random()  # noqa: S311 - client-go's jitter
+            if unreachable and not leading:
+                # The API server is down: the first attempt after it is back takes the Lease
+                # (or learns who has it) sooner; a refused connection costs the server nothing.
+                delay = min(delay, LEASE_RETRY_UNREACHABLE_S)
             self.flag.event.wait(delay)
         self._writes_done.wait(timeout=timing.renew_deadline)
         self._release(namespace, name)
