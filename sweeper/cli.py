@@ -502,7 +502,8 @@ def _option(*names: str, env: str | list[str], **kwargs: Any) -> Callable[[_Deco
     type=_seconds(positive=True),
     default="10s",
     metavar="DURATION",
-    help="--watch: the leader stops writing and exits if it cannot renew within this.",
+    help="--watch: the leader stops writing if it cannot renew within this (and takes the "
+    "Lease back when it can, if nobody else did).",
 )
 @_option(
     "--retry-period",
