@@ -460,6 +460,7 @@ class Watcher:
     def _stream(self, scope: _Scope) -> None:
         version: str | None = None
         failures = 0
+        refused = False  # the last failure got no answer at all
         listed_once = False
         while not self.flag.event.is_set():
             try:
@@ -469,13 +470,13 @@ class Watcher:
                         self.health.listed(scope)
                     listed_once = True
                 version = self._follow(scope, version)
-                failures = 0
+                failures, refused = 0, False
                 self.metrics.watch_restarts.labels("closed").inc()
             except Gone:
                 log.info("watch of %s: resourceVersion too old (410); listing again", scope)
                 self.metrics.relists.inc()
                 version = None
-                failures = 0
+                failures, refused = 0, False
             except WatchStalled as error:
                 log.warning("watch of %s stalled (%s); reopening", scope, error.detail)
                 self.metrics.watch_restarts.labels("stalled").inc()
@@ -484,8 +485,14 @@ class Watcher:
             except ApiError as error:
                 log.warning("watch of %s failed: %s", scope, error)
                 self.metrics.watch_restarts.labels("error").inc()
+                unreachable = error.status is None
+                if not unreachable and refused:
+                    # The server answers again (a restarted one says 429 or 503 while its
+                    # caches fill): back off from the start, not from the outage's count.
+                    failures = 0
+                refused = unreachable
                 failures += 1
-                self._backoff(failures, unreachable=error.status is None)
+                self._backoff(failures, unreachable=unreachable)
             except Exception:  # a stream thread must never die silently
                 log.exception("watch of %s: unexpected error", scope)
                 self.metrics.watch_restarts.labels("error").inc()
