@@ -152,6 +152,36 @@ def sweeper_executable() -> Path:
     return Path(sys.executable).parent / "sweeper"
 
 
+def start_watcher(
+    kubeconfig: Path,
+    log_path: Path,
+    *args: str,
+    identity: str = "bench",
+    health_port: int = 0,
+    append: bool = False,
+) -> subprocess.Popen[bytes]:
+    """Start ``sweeper --watch`` with ``args``, its health server on loopback, logs to a file.
+
+    Its report (stdout) is thrown away; its log lines (stderr) go to ``log_path``, which the
+    scripts read for errors. The environment is :func:`clean_env`'s.
+    """
+    argv = [
+        str(sweeper_executable()),
+        "--kubeconfig",
+        str(kubeconfig),
+        "--watch",
+        *args,
+        "--identity",
+        identity,
+        "--health-address",
+        "127.0.0.1",
+        "--health-port",
+        str(health_port),
+    ]
+    with log_path.open("a" if append else "w") as log:
+        return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=log, env=clean_env())
+
+
 def median(values: Sequence[float]) -> float:
     """The median (the figure the scripts report: robust to a neighbour's burst of load)."""
     return float(statistics.median(values))

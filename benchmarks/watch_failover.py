@@ -43,25 +43,15 @@ def main(argv: list[str] | None = None) -> int:
         }
 
         def start(name: str) -> None:
-            log = (cp.workdir / f"failover-{name}.log").open("a")
-            replicas[name] = subprocess.Popen(
-                [
-                    str(measure.sweeper_executable()),
-                    "--kubeconfig",
-                    str(configs[name]),
-                    "--watch",
-                    "-n",
-                    namespace,
-                    "--lease-namespace",
-                    namespace,
-                    "--identity",
-                    name,
-                    "--health-port",
-                    "0",
-                ],
-                stdout=subprocess.DEVNULL,
-                stderr=log,
-                env=measure.clean_env(),
+            replicas[name] = measure.start_watcher(
+                configs[name],
+                cp.workdir / f"failover-{name}.log",
+                "-n",
+                namespace,
+                "--lease-namespace",
+                namespace,
+                identity=name,
+                append=True,
             )
 
         for name in configs:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import signal
-import subprocess
 import time
 
 from benchmarks import measure
@@ -55,30 +54,16 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 - one scenario,
         namespace = cp.create_namespace("watch-late")
         api = cp.api()
         log_path = cp.workdir / "watch-sweeper.log"
-        with log_path.open("w") as log:
-            sweeper = subprocess.Popen(
-                [
-                    str(measure.sweeper_executable()),
-                    "--kubeconfig",
-                    str(kubeconfig),
-                    "--watch",
-                    "-n",
-                    namespace,
-                    "--lease-namespace",
-                    namespace,
-                    "--clock",
-                    args.clock,
-                    "--health-address",
-                    "127.0.0.1",
-                    "--health-port",
-                    "0",
-                    "--identity",
-                    "bench",
-                ],
-                stdout=subprocess.DEVNULL,
-                stderr=log,
-                env=measure.clean_env(),
-            )
+        sweeper = measure.start_watcher(
+            kubeconfig,
+            log_path,
+            "-n",
+            namespace,
+            "--lease-namespace",
+            namespace,
+            "--clock",
+            args.clock,
+        )
         try:
             since = cp.audit_offset()
             started = dt.datetime.now(dt.UTC).replace(microsecond=0)

@@ -23,9 +23,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import os
 import signal
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -38,33 +36,10 @@ HTTP_OK = 200
 HTTP_REDIRECT = 300
 
 
-def kill_apiserver(cp: ControlPlane) -> processes.Process:
-    """SIGKILL the apiserver (no graceful shutdown); return its process record."""
-    [apiserver] = [p for p in cp.processes if p.name == "kube-apiserver"]
-    os.killpg(apiserver.pid, signal.SIGKILL)
-    processes.wait_until(
-        lambda: apiserver.poll() is not None, timeout=10, what="the apiserver to die"
-    )
-    return apiserver
-
-
 def restart_apiserver(cp: ControlPlane, dead: processes.Process) -> dt.datetime:
-    """Start the apiserver again on the same port and etcd; return when it served jobs again."""
-    revived = processes.Process.start(dead.name, dead.argv, dead.log_path)
-    cp.processes[cp.processes.index(dead)] = revived
-    limit = time.monotonic() + 120
-    while time.monotonic() < limit:
-        if revived.poll() is not None:
-            raise RuntimeError("the restarted apiserver exited")
-        try:
-            ready = cp.request("GET", "/readyz", expect=(200,)) is not None
-            served = ready and cp.request("GET", "/apis/kubeflow.org/v1/pytorchjobs") is not None
-        except Exception:  # noqa: BLE001 - not up yet: refused, reset, or not ready
-            served = False
-        if served:
-            return dt.datetime.now(dt.UTC)
-        time.sleep(0.05)
-    raise RuntimeError("the restarted apiserver did not serve PyTorchJobs within 120 s")
+    """Start the apiserver again; return when it served jobs again (checked every 50 ms)."""
+    cp.revive_apiserver(dead, poll=0.05)
+    return dt.datetime.now(dt.UTC)
 
 
 def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 - one scenario, top to bottom
@@ -110,35 +85,16 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 - one scenario,
                 content_type="application/merge-patch+json",
             )
             deadlines[name] = started + dt.timedelta(seconds=seconds)
-        with log_path.open("w") as log:
-            sweeper = subprocess.Popen(
-                [
-                    str(measure.sweeper_executable()),
-                    "--kubeconfig",
-                    str(kubeconfig),
-                    "--watch",
-                    "-n",
-                    namespace,
-                    "--lease-namespace",
-                    namespace,
-                    "--health-address",
-                    "127.0.0.1",
-                    "--health-port",
-                    "0",
-                    "--identity",
-                    "bench",
-                ],
-                stdout=subprocess.DEVNULL,
-                stderr=log,
-                env=measure.clean_env(),
-            )
+        sweeper = measure.start_watcher(
+            kubeconfig, log_path, "-n", namespace, "--lease-namespace", namespace
+        )
         try:
             kill_at = min(deadlines.values()) - dt.timedelta(seconds=args.lead)
             if dt.datetime.now(dt.UTC) > kill_at:
                 raise RuntimeError("the jobs took too long to create: raise --first-deadline")
             time.sleep((kill_at - dt.datetime.now(dt.UTC)).total_seconds())
             load_before = measure.load_average()
-            dead = kill_apiserver(cp)
+            dead = cp.kill_apiserver()
             killed_at = dt.datetime.now(dt.UTC)
             time.sleep(max(args.outage - (dt.datetime.now(dt.UTC) - killed_at).total_seconds(), 0))
             back_at = restart_apiserver(cp, dead)

@@ -17,7 +17,6 @@ import collections
 import datetime as dt
 import os
 import signal
-import subprocess
 import time
 import urllib.error
 import urllib.request
@@ -49,27 +48,15 @@ def main(argv: list[str] | None = None) -> int:
         setup_s = time.monotonic() - began
         kubeconfig = cp.user_kubeconfig(USER, ["system:masters"])
         port = _free_port()
-        log = (cp.workdir / "steady.log").open("w")
         started = time.monotonic()
-        sweeper = subprocess.Popen(
-            [
-                str(measure.sweeper_executable()),
-                "--kubeconfig",
-                str(kubeconfig),
-                "--watch",
-                "--dry-run",
-                "--lease-namespace",
-                "default",
-                "--identity",
-                "steady",
-                "--health-address",
-                "127.0.0.1",
-                "--health-port",
-                str(port),
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=log,
-            env=measure.clean_env(),
+        sweeper = measure.start_watcher(
+            kubeconfig,
+            cp.workdir / "steady.log",
+            "--dry-run",
+            "--lease-namespace",
+            "default",
+            identity="steady",
+            health_port=port,
         )
         try:
             while _probe(port, "/readyz") != HTTPStatus.OK:
@@ -90,7 +77,6 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             sweeper.send_signal(signal.SIGTERM)
             sweeper.wait(timeout=60)
-            log.close()
         measure.print_figures(
             {
                 "jobs": args.jobs,

@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import signal
-import subprocess
 import threading
 import time
 
@@ -117,32 +116,18 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 - one scenario,
         seen = FailedSeen(api, namespace).start()
         since = cp.audit_offset()
         log_path = cp.workdir / "watch-touch-sweeper.log"
-        with log_path.open("w") as log:
-            sweeper = subprocess.Popen(
-                [
-                    str(measure.sweeper_executable()),
-                    "--kubeconfig",
-                    str(kubeconfig),
-                    "--watch",
-                    "--action",
-                    "touch",
-                    "-n",
-                    namespace,
-                    "--lease-namespace",
-                    namespace,
-                    "--clock",
-                    args.clock,
-                    "--health-address",
-                    "127.0.0.1",
-                    "--health-port",
-                    "0",
-                    "--identity",
-                    "bench",
-                ],
-                stdout=subprocess.DEVNULL,
-                stderr=log,
-                env=measure.clean_env(),
-            )
+        sweeper = measure.start_watcher(
+            kubeconfig,
+            log_path,
+            "--action",
+            "touch",
+            "-n",
+            namespace,
+            "--lease-namespace",
+            namespace,
+            "--clock",
+            args.clock,
+        )
         try:
             started = _wait_for_start_times(api, (namespace,), args.jobs)
             deadlines = {v.name: v.deadline for v in started if v.deadline is not None}

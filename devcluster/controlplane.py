@@ -17,7 +17,9 @@ import functools
 import http.client
 import json
 import logging
+import os
 import shutil
+import signal
 import tempfile
 import threading
 from collections.abc import Callable
@@ -145,6 +147,45 @@ class ControlPlane(AdminClient, processes.StopsOnExit):
             process.stop()
         shutil.rmtree(self.workdir, ignore_errors=True)
         log.debug("control plane at %s stopped", self.server)
+
+    # --- faults -------------------------------------------------------------------------------
+
+    def kill_apiserver(self) -> processes.Process:
+        """SIGKILL kube-apiserver, as a crash would (no graceful shutdown); returns its record.
+
+        etcd keeps running, so :meth:`revive_apiserver` brings the same data back.
+        """
+        [apiserver] = [p for p in self.processes if p.name == "kube-apiserver"]
+        os.killpg(apiserver.pid, signal.SIGKILL)
+        processes.wait_until(
+            lambda: apiserver.poll() is not None, timeout=10, what="the apiserver to die"
+        )
+        return apiserver
+
+    def revive_apiserver(
+        self, dead: processes.Process, *, poll: float = 0.5, timeout: float = 120
+    ) -> None:
+        """Start a killed kube-apiserver again (same arguments, port and etcd).
+
+        Returns once it is ready and serves PyTorchJobs again (the CRDs' handlers come back
+        with it), checking every ``poll`` seconds at most: a benchmark timing the outage
+        passes a short one.
+        """
+        revived = processes.Process.start(dead.name, dead.argv, dead.log_path)
+        self.processes[self.processes.index(dead)] = revived
+
+        def serving() -> bool:
+            ready = self.request("GET", "/readyz", expect=(200,)) is not None
+            return ready and self.request("GET", "/apis/kubeflow.org/v1/pytorchjobs") is not None
+
+        processes.wait_until(
+            serving,
+            timeout=timeout,
+            what="the restarted apiserver to serve PyTorchJobs",
+            interval=min(poll, 0.05),
+            max_interval=poll,
+            watch=[revived],
+        )
 
     def describe_timings(self) -> str:
         """The start-up timings as one line, e.g. ``9.1s (etcd 0.4s, apiserver 6.2s, ...)``."""

@@ -249,6 +249,7 @@ def wait_until(
     timeout: float,
     what: str,
     interval: float = 0.05,
+    max_interval: float = 0.5,
     watch: Sequence[Process] = (),
 ) -> None:
     """Poll ``condition`` until it holds.
@@ -257,7 +258,9 @@ def wait_until(
         condition: Returns True when done; exceptions count as "not yet".
         timeout: Seconds before giving up.
         what: Description for the error message.
-        interval: First polling interval; it grows to 0.5 s so a slow start costs little CPU.
+        interval: First polling interval; it grows to ``max_interval`` so a slow start costs
+            little CPU.
+        max_interval: The longest polling interval.
         watch: Processes that must stay alive meanwhile; one exiting ends the wait at once.
 
     Raises:
@@ -284,7 +287,7 @@ def wait_until(
             detail = f" (last error: {last_error})" if last_error else ""
             raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}{detail}")
         time.sleep(interval)
-        interval = min(interval * 1.5, 0.5)
+        interval = min(interval * 1.5, max_interval)
 
 
 # --- cleanups at exit -------------------------------------------------------------------------

@@ -14,8 +14,6 @@ of the run, just before a chosen request reaches the apiserver:
 from __future__ import annotations
 
 import datetime as dt
-import os
-import signal
 from collections.abc import Iterator
 
 import pytest
@@ -94,34 +92,6 @@ def test_a_crd_removed_mid_run_gives_the_real_404_and_the_other_kinds_are_still_
 # --- the apiserver killed in the middle of a fail ---------------------------------------------
 
 
-def kill_apiserver(cp: ControlPlane) -> processes.Process:
-    """SIGKILL the apiserver (no graceful shutdown); returns its process record."""
-    [apiserver] = [p for p in cp.processes if p.name == "kube-apiserver"]
-    os.killpg(apiserver.pid, signal.SIGKILL)
-    processes.wait_until(
-        lambda: apiserver.poll() is not None, timeout=10, what="the apiserver to die"
-    )
-    return apiserver
-
-
-def restart_apiserver(cp: ControlPlane, dead: processes.Process) -> None:
-    """Start the apiserver again on the same port and etcd (the data survives in etcd)."""
-    revived = processes.Process.start(dead.name, dead.argv, dead.log_path)
-    cp.processes[cp.processes.index(dead)] = revived
-    processes.wait_until(
-        lambda: cp.request("GET", "/readyz", expect=(200,)) is not None,
-        timeout=120,
-        what="the restarted apiserver to be ready",
-        watch=[revived],
-    )
-    # The CRDs' handlers come back with the apiserver; wait until PyTorchJobs answer again.
-    processes.wait_until(
-        lambda: cp.request("GET", "/apis/kubeflow.org/v1/pytorchjobs") is not None,
-        timeout=60,
-        what="pytorchjobs to be served again",
-    )
-
-
 def test_the_apiserver_killed_between_status_write_and_pod_deletes_then_the_next_run_cleans_up(
     own_control_plane: ControlPlane, proxy: FaultProxy
 ) -> None:
@@ -139,14 +109,14 @@ def test_the_apiserver_killed_between_status_write_and_pod_deletes_then_the_next
     killed: list[processes.Process] = []
 
     def kill(_seen: Seen) -> None:
-        killed.append(kill_apiserver(cp))
+        killed.append(cp.kill_apiserver())
 
     proxy.rules.append(Rule(Before(kill, name="kill-apiserver"), "DELETE", r"/pods/late-"))
 
     crashed = sweep_through(cp, proxy, "-o", "json", "--action", "fail", "--timeout", "40")
 
     assert killed, proxy.describe()
-    restart_apiserver(cp, killed[0])
+    cp.revive_apiserver(killed[0])
     # The Failed status reached etcd before the kill; no pod was deleted.
     after_crash = w.get_job(cp, namespace, "PyTorchJob", "late")
     assert failed(after_crash), explain_through(crashed, proxy)
@@ -238,7 +208,7 @@ def test_with_the_operator_a_job_failed_before_the_crash_never_gets_its_pods_bac
         killed: list[processes.Process] = []
         proxy.rules.append(
             Rule(
-                Before(lambda _s: killed.append(kill_apiserver(cp)), name="kill"),
+                Before(lambda _s: killed.append(cp.kill_apiserver()), name="kill"),
                 "DELETE",
                 r"/pods/",
             )
@@ -249,7 +219,7 @@ def test_with_the_operator_a_job_failed_before_the_crash_never_gets_its_pods_bac
         )
 
         assert killed, explain_through(crashed, proxy)
-        restart_apiserver(cp, killed[0])
+        cp.revive_apiserver(killed[0])
         assert failed(w.get_job(cp, namespace, "PyTorchJob", "late")), explain_through(
             crashed, proxy
         )

@@ -18,7 +18,6 @@ import pytest
 from devcluster import ControlPlane
 from tests.e2e import clusters
 from tests.e2e import workloads as w
-from tests.e2e.test_faults_crash import kill_apiserver, restart_apiserver
 from tests.e2e.watchers import Watcher, wait_for
 
 pytestmark = pytest.mark.e2e
@@ -64,12 +63,12 @@ def test_jobs_due_while_the_apiserver_is_down_are_touched_once_it_is_back(
             w.parse_stamp(job["status"]["startTime"]) + dt.timedelta(seconds=DUE_IN_S)
             for job in created
         ]
-        dead = kill_apiserver(cp)
+        dead = cp.kill_apiserver()
         assert dt.datetime.now(dt.UTC) < min(deadlines), "the kill came after a deadline"
         # Down until every deadline has passed and the timers have fired into the outage.
         time.sleep((max(deadlines) - dt.datetime.now(dt.UTC)).total_seconds() + 3)
         assert watcher.process.poll() is None, watcher.explain()
-        restart_apiserver(cp, dead)
+        cp.revive_apiserver(dead)
 
         wait_for(
             lambda: all(touched_at(cp, namespace, name) for name in DURING),
