@@ -335,7 +335,13 @@ def _seen_deadline(job: Job, now: datetime, policy: Policy, overdue: float | Non
 def _seen_touch(job: Job, now: datetime, policy: Policy, overdue: float | None) -> str:
     touched = "never touched" if job.touched_at is None else f"touched at {_stamp(job.touched_at)}"
     escalate = human(policy.escalate_after)
-    return f"--action {policy.action.value}, {touched}, escalate after {escalate}"
+    if policy.action is ActionMode.FAIL:
+        return f"--action {policy.action.value}, {touched}"
+    if policy.retouch_limit > 0 and policy.retouch_after < policy.escalate_after:
+        quick = f"re-touch after {human(policy.retouch_after)} (up to {policy.retouch_limit}x)"
+    else:
+        quick = "no quick re-touch"
+    return f"--action {policy.action.value}, {touched}, {quick}, escalate after {escalate}"
 
 
 RULES: tuple[Rule, ...] = (

@@ -81,6 +81,33 @@ def test_the_values_seen_are_the_jobs() -> None:
     assert seen["suspended"] == "suspend false"
 
 
+@pytest.mark.parametrize(
+    ("policy", "seen"),
+    [
+        pytest.param(
+            Policy(action=ActionMode.AUTO),
+            "--action auto, never touched, re-touch after 5s (up to 3x), escalate after 2m00s",
+            id="auto",
+        ),
+        pytest.param(
+            Policy(retouch_limit=0),
+            "--action touch, never touched, no quick re-touch, escalate after 2m00s",
+            id="quick-re-touch-off",
+        ),
+        pytest.param(
+            Policy(retouch_after=300),
+            "--action touch, never touched, no quick re-touch, escalate after 2m00s",
+            id="re-touch-after-not-before-the-escalation",
+        ),
+        pytest.param(Policy(action=ActionMode.FAIL), "--action fail, never touched", id="fail"),
+    ],
+)
+def test_the_overdue_step_shows_the_touch_settings_that_apply(policy: Policy, seen: str) -> None:
+    steps, _ = explain(parse_job(job(), KIND["PyTorchJob"]), NOW, policy)
+
+    assert steps[-1].seen == seen
+
+
 def test_the_cli_explains_a_job_and_writes_nothing() -> None:
     harness = Harness()
     harness.fake.add_job(job(name="train", namespace="team-a", started_ago=60))
