@@ -30,8 +30,8 @@ from sweeper.kinds import DEADLINE_MESSAGE, EXCLUDE_ANNOTATION, TOUCHED_AT_ANNOT
 
 
 @dataclass(frozen=True, slots=True)
-class JobPage:
-    """One list page, read.
+class DecodedPage:
+    """One list page, decoded (what :class:`sweeper.cluster.JobPage` is built from).
 
     Attributes:
         jobs: The views of its items, in order.
@@ -109,7 +109,7 @@ class _Unusual(Exception):  # noqa: N818 - internal control flow, never escapes 
     """A job the fast path does not vouch for: the page takes the reference path."""
 
 
-def decode_jobs(data: bytes, kind: Kind, version: str) -> JobPage:
+def decode_jobs(data: bytes, kind: Kind, version: str) -> DecodedPage:
     """Read a page of a job list: the views of its items and the next page's token.
 
     Args:
@@ -129,10 +129,10 @@ def decode_jobs(data: bytes, kind: Kind, version: str) -> JobPage:
     except (msgspec.ValidationError, msgspec.DecodeError, _Unusual):
         return reference_decode_jobs(data, kind, version)
     meta = document.metadata or _NO_LIST_META
-    return JobPage(jobs, meta.continue_ or None, meta.resource_version or None)
+    return DecodedPage(jobs, meta.continue_ or None, meta.resource_version or None)
 
 
-def reference_decode_jobs(data: bytes, kind: Kind, version: str) -> JobPage:
+def reference_decode_jobs(data: bytes, kind: Kind, version: str) -> DecodedPage:
     """Read a page of a job list the reference way: ``json.loads``, then ``parse_job``.
 
     Args:
@@ -153,7 +153,7 @@ def reference_decode_jobs(data: bytes, kind: Kind, version: str) -> JobPage:
     token = metadata.get("continue") or None
     resource_version = metadata.get("resourceVersion") or None
     items = document.get("items") or []
-    return JobPage([parse_job(item, kind, version) for item in items], token, resource_version)
+    return DecodedPage([parse_job(item, kind, version) for item in items], token, resource_version)
 
 
 def _view(item: _Item, kind: Kind, version: str) -> Job:

@@ -124,7 +124,7 @@ def test_a_well_formed_job_is_read_without_the_reference(
     data = body([dressed(raw)], "next")
     expected = pages.reference_decode_jobs(data, KIND[raw["kind"]], "v1")
 
-    def no_reference(*_args: object) -> pages.JobPage:
+    def no_reference(*_args: object) -> pages.DecodedPage:
         raise AssertionError("the fast path fell back to the reference")
 
     monkeypatch.setattr(pages, "reference_decode_jobs", no_reference)
@@ -185,7 +185,7 @@ def test_a_body_that_is_not_json_raises_as_the_reference_does(data: bytes) -> No
 
 def test_items_null_is_an_empty_page() -> None:
     page = pages.decode_jobs(b'{"items": null, "metadata": {}}', KIND["TFJob"], "v1")
-    assert page == pages.JobPage([], None)
+    assert page == pages.DecodedPage([], None)
 
 
 def test_views_keep_the_kind_and_version_listed() -> None:
