@@ -189,10 +189,23 @@ def decide(jobs: Iterable[Job], now: datetime, policy: Policy) -> Plan:
         The plan. With ``max_actions``, the most overdue actions are kept (touches and fails
         before pod clean-ups) and the rest become ``over-max-actions`` skips.
     """
-    entries = [judge(job, now, policy) for job in jobs]
+    return assemble([judge(job, now, policy) for job in jobs], now, policy)
+
+
+def assemble(entries: Iterable[Entry], now: datetime, policy: Policy) -> Plan:
+    """Make the plan of entries judged one by one (:func:`judge`), as :func:`decide` does.
+
+    For a caller that judges jobs as they arrive (a pass judges each list as soon as it has
+    been read): ``assemble([judge(j, now, policy) for j in jobs], now, policy)`` is
+    ``decide(jobs, now, policy)``. Pure.
+
+    Returns:
+        The plan, with ``max_actions`` applied over all the entries.
+    """
+    listed = list(entries)
     if policy.max_actions is not None:
-        entries = _cap(entries, policy.max_actions)
-    return Plan(now=now, policy=policy, entries=tuple(entries))
+        listed = _cap(listed, policy.max_actions)
+    return Plan(now=now, policy=policy, entries=tuple(listed))
 
 
 def _cap(entries: list[Entry], limit: int) -> list[Entry]:

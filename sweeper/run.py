@@ -1,14 +1,16 @@
 """The run: connect once, then one pass (or one every ``--every`` seconds for ``--for``).
 
-A pass discovers the served kinds, lists every job page by page (keeping only compact views),
-takes ``now`` once, decides, executes and reports. SIGTERM and SIGINT set a flag: the write in
-progress completes, no new one starts, the pass is reported and the run exits 4. ``--timeout``
-bounds the whole run the same way (exit 5).
+A pass discovers the served kinds, lists every job page by page (keeping only compact views;
+the lists are read ahead on two threads, :mod:`sweeper.prefetch`), takes ``now`` once (from
+the first page), judges each list as soon as it has been read, then executes and reports.
+SIGTERM and SIGINT set a flag: the write in progress completes, no new one starts, the pass is
+reported and the run exits 4. ``--timeout`` bounds the whole run the same way (exit 5).
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import logging
 import math
@@ -21,11 +23,11 @@ from http import HTTPStatus
 from types import FrameType
 from typing import Protocol, TextIO
 
-from sweeper import clock, report
+from sweeper import clock, prefetch, report
 from sweeper.act import Executor, Outcome
-from sweeper.cluster import Cluster, ServedKind
+from sweeper.cluster import Cluster, JobPage, ServedKind
 from sweeper.config import ClockMode, Config, OutputFormat
-from sweeper.decide import decide
+from sweeper.decide import Entry, assemble, judge
 from sweeper.errors import (
     EXIT_ACTIONS_FAILED,
     EXIT_OK,
@@ -51,6 +53,10 @@ def _monotonic() -> float:
 
 # Date headers have whole-second resolution: a skew below this is noise.
 _SKEW_RESOLUTION_S = 1.0
+# Lists read at once, and pages of each that may wait (sweeper.prefetch): two keep the API
+# server busy while this process decodes and judges (docs/benchmarks.md).
+_READERS = 2
+_DEPTH = 2
 
 
 class Connect(Protocol):
@@ -310,18 +316,17 @@ def sweep(
     try:
         with collector_paused():
             served = _discover(cluster, config, listing)
-            for kind in served:
-                listing.list_kind(cluster, kind)
+            listing.list_all(cluster, served)
         now = listing.now()
     except (Interrupted, RunTimeout) as cause:
         stopped = cause
     except ClusterUnavailable as error:
         # Nothing is decided on a partial listing; the pass is still reported, then exit 3.
         unavailable = error
-        listing.jobs = []
+        listing.entries = []
     if now is not None and stopped is None:
-        plan = decide(listing.jobs, now, config.policy)
-        listing.jobs = []  # the plan holds the views now
+        plan = assemble(listing.entries, now, config.policy)
+        listing.entries = []  # the plan holds them now
         executor = Executor(
             cluster,
             dry_run=config.dry_run,
@@ -342,11 +347,12 @@ def sweep(
         duration_s=monotonic() - began,
         stopped_by=str(stopped or unavailable or "") or None,
     )
+    counts = report.summary(pass_report)
     if config.output is OutputFormat.JSON:
-        report.write_json(out, pass_report)
+        report.write_json(out, pass_report, counts)
     else:
-        report.write_text(out, pass_report, wide=config.output is OutputFormat.WIDE)
-    report.log_summary(pass_report)
+        report.write_text(out, pass_report, wide=config.output is OutputFormat.WIDE, counts=counts)
+    report.log_summary(pass_report, counts)
     if unavailable is not None:
         raise unavailable
     errors = sum(1 for o in outcomes if report.has_errors(o))
@@ -375,45 +381,79 @@ def _discover(cluster: Cluster, config: Config, listing: _Listing) -> list[Serve
 
 
 class _Listing:
-    """Accumulates the job views of one pass and the clocks seen while listing."""
+    """Lists every job of a pass, judges each list's jobs as it completes, and keeps the clocks.
+
+    The lists (one per kind and namespace) are read ahead (:mod:`sweeper.prefetch`): while
+    this thread judges one page, the API server answers the next request. A list's jobs are
+    judged once the list has been read to its end, with the pass's one instant (taken from the
+    first page); a list that has to start over (its ``continue`` token expired) is thus never
+    judged twice.
+    """
 
     def __init__(self, config: Config, flag: StopFlag) -> None:
         self.config = config
         self.flag = flag
-        self.jobs: list[Job] = []
+        self.entries: list[Entry] = []
         self.discovery_date: datetime | None = None
         self.server_date: datetime | None = None
         self.local_date: datetime | None = None
+        self._now: datetime | None = None
 
-    def list_kind(self, cluster: Cluster, served: ServedKind) -> None:
-        for namespace in self.config.namespaces or (None,):
-            mark = len(self.jobs)
+    def list_all(self, cluster: Cluster, served: Sequence[ServedKind]) -> None:
+        """List and judge every job of the served kinds, in order (kind, then namespace)."""
+        config = self.config
+        lists = [(kind, namespace) for kind in served for namespace in config.namespaces or (None,)]
+        with prefetch.ReadAhead[JobPage](workers=_READERS, depth=_DEPTH, name="list") as ahead:
+            for kind, namespace in lists:
+                ahead.submit(
+                    (kind, namespace),
+                    functools.partial(
+                        cluster.list_job_views, kind, namespace, config.selector, config.page_size
+                    ),
+                )
+            for kind, namespace in lists:
+                self._list_one(cluster, kind, namespace, ahead.pages((kind, namespace)))
+
+    def _list_one(
+        self,
+        cluster: Cluster,
+        served: ServedKind,
+        namespace: str | None,
+        pages: Iterator[JobPage],
+    ) -> None:
+        jobs: list[Job] = []
+        try:
+            self._list(cluster, served, pages, jobs)
+        except Gone:
+            # The continue token expired (a very long list): start this list over once.
+            jobs.clear()
+            config = self.config
+            again = cluster.list_job_views(served, namespace, config.selector, config.page_size)
             try:
-                self._list(cluster, served, namespace)
-            except Gone:
-                # The continue token expired (a very long list): start this list over once.
-                del self.jobs[mark:]
-                try:
-                    self._list(cluster, served, namespace)
-                except Gone as again:
-                    raise ClusterUnavailable(
-                        f"{again} (the list expired again after starting over)"
-                    ) from again
+                self._list(cluster, served, again, jobs)
+            except Gone as error:
+                raise ClusterUnavailable(
+                    f"{error} (the list expired again after starting over)"
+                ) from error
+        if jobs:
+            now, policy = self.now(), self.config.policy
+            self.entries.extend(judge(job, now, policy) for job in jobs)
 
-    def _list(self, cluster: Cluster, served: ServedKind, namespace: str | None) -> None:
+    def _list(
+        self, cluster: Cluster, served: ServedKind, pages: Iterator[JobPage], jobs: list[Job]
+    ) -> None:
         config = self.config
         excluded = frozenset(config.exclude_namespaces)
         try:
-            pages = cluster.list_job_views(served, namespace, config.selector, config.page_size)
             for page in pages:
                 if self.server_date is None:
                     self._saw(page.server_date)
                 if excluded:
                     # The list API cannot leave a namespace out; the jobs are dropped here,
                     # before any decision: an excluded namespace is never acted on nor reported.
-                    self.jobs.extend(job for job in page.jobs if job.namespace not in excluded)
+                    jobs.extend(job for job in page.jobs if job.namespace not in excluded)
                 else:
-                    self.jobs.extend(page.jobs)
+                    jobs.extend(page.jobs)
                 cause = self.flag.reason()
                 if cause is not None:
                     raise cause
@@ -424,6 +464,7 @@ class _Listing:
                 error,
                 extra={"kind": served.kind.name},
             )
+            jobs.clear()
         except Gone:
             raise
         except ApiError as error:
@@ -443,8 +484,14 @@ class _Listing:
         """Choose the pass's one instant, and warn about clock skew.
 
         Returns:
-            The server's ``Date`` (``--clock server``) or the local clock (``--clock local``).
+            The server's ``Date`` (``--clock server``) or the local clock (``--clock local``);
+            the same instant at every call.
         """
+        if self._now is None:
+            self._now = self._choose_now()
+        return self._now
+
+    def _choose_now(self) -> datetime:
         if self.local_date is None:
             self._saw(self.discovery_date)
         local = self.local_date or clock.local_now()

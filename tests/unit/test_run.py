@@ -167,6 +167,51 @@ def test_an_expired_continue_token_restarts_that_list_once() -> None:
     assert sorted(j["name"] for j in passes[0]["jobs"]) == ["j0", "j1", "j2"]
 
 
+def test_lists_read_ahead_keep_the_listing_order_and_max_actions_ranks_across_them() -> None:
+    # Several kinds and namespaces, pages of two: the lists are read on reader threads
+    # (sweeper.prefetch) and each judged when complete, yet the report is in listing order
+    # and --max-actions still ranks every action of the pass together.
+    overdue_by = {"p1": 10, "p2": 500, "p3": 30, "t1": 400, "t2": 20, "t3": 300}
+    raws = [
+        job(
+            "PyTorchJob" if name.startswith("p") else "TFJob",
+            name=name,
+            namespace="a" if name in ("p1", "p2", "t1") else "b",
+            started_ago=3600 + seconds,
+        )
+        for name, seconds in overdue_by.items()
+    ]
+    fake = server_at(NOW, *raws)
+    config = Config(
+        output=OutputFormat.JSON,
+        page_size=2,
+        namespaces=("b", "a"),
+        kinds=(PYTORCHJOB, TFJOB),
+        policy=Policy(ActionMode.FAIL, max_actions=2),
+    )
+    _, passes = sweep(fake, config)
+    jobs = passes[0]["jobs"]
+    assert [(j["kind"], j["namespace"], j["name"]) for j in jobs] == [
+        ("PyTorchJob", "b", "p3"),
+        ("PyTorchJob", "a", "p1"),
+        ("PyTorchJob", "a", "p2"),
+        ("TFJob", "b", "t2"),
+        ("TFJob", "b", "t3"),
+        ("TFJob", "a", "t1"),
+    ]
+    acted = {j["name"] for j in jobs if j["decision"] == "fail"}
+    assert acted == {"p2", "t1"}
+    assert {j["reason"] for j in jobs if j["name"] not in acted} == {"over-max-actions"}
+
+
+def test_a_list_failing_after_others_were_judged_acts_on_nothing() -> None:
+    fake = server_at(NOW, job(name="overdue"), job("TFJob", name="other"))
+    fake.fail("list", "tfjobs", ApiError(RequestRef("list", "tfjobs.kubeflow.org"), 403))
+    with pytest.raises(ClusterUnavailable):
+        sweep(fake, Config(output=OutputFormat.JSON, policy=Policy(ActionMode.FAIL)))
+    assert fake.writes == []
+
+
 FORBIDDEN = ApiError(RequestRef("list", "pytorchjobs.kubeflow.org", "a"), 403)
 
 
