@@ -13,6 +13,7 @@ than the child's. Figures are printed one per line as ``key: value`` so that peo
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 import os
 import resource
@@ -180,6 +181,20 @@ def start_watcher(
     ]
     with log_path.open("a" if append else "w") as log:
         return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=log, env=clean_env())
+
+
+def watch_until(
+    watcher: subprocess.Popen[bytes], log_path: Path, end: dt.datetime, poll: float = 1.0
+) -> None:
+    """Wait until ``end`` (UTC) while the watcher started by :func:`start_watcher` lives.
+
+    Raises:
+        RuntimeError: The watcher exited first; the message ends with its log's tail.
+    """
+    while dt.datetime.now(dt.UTC) < end:
+        if watcher.poll() is not None:
+            raise RuntimeError(f"the sweeper exited:\n{log_path.read_text()[-3000:]}")
+        time.sleep(poll)
 
 
 def median(values: Sequence[float]) -> float:

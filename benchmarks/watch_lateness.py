@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import signal
-import time
 
 from benchmarks import measure
 from devcluster import ControlPlane, jobs
@@ -26,7 +25,7 @@ from devcluster import ControlPlane, jobs
 SWEEPER_USER = "bench-watch"
 
 
-def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 - one scenario, top to bottom
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks.watch_lateness",
         description=__doc__,
@@ -97,10 +96,7 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 - one scenario,
                 deadlines[name] = started + dt.timedelta(seconds=seconds)
             created_by = dt.datetime.now(dt.UTC)
             end = max(deadlines.values()) + dt.timedelta(seconds=args.settle)
-            while dt.datetime.now(dt.UTC) < end:
-                if sweeper.poll() is not None:
-                    raise RuntimeError(f"the sweeper exited:\n{log_path.read_text()[-3000:]}")
-                time.sleep(1)
+            measure.watch_until(sweeper, log_path, end)
         finally:
             sweeper.send_signal(signal.SIGTERM)
             sweeper.wait(timeout=60)

@@ -99,10 +99,7 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 - one scenario,
             time.sleep(max(args.outage - (dt.datetime.now(dt.UTC) - killed_at).total_seconds(), 0))
             back_at = restart_apiserver(cp, dead)
             end = max(*deadlines.values(), back_at) + dt.timedelta(seconds=args.settle)
-            while dt.datetime.now(dt.UTC) < end:
-                if sweeper.poll() is not None:
-                    raise RuntimeError(f"the sweeper exited:\n{log_path.read_text()[-3000:]}")
-                time.sleep(0.5)
+            measure.watch_until(sweeper, log_path, end, poll=0.5)
             load_after = measure.load_average()
         finally:
             sweeper.send_signal(signal.SIGTERM)

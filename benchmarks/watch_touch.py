@@ -136,10 +136,7 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 - one scenario,
                 raise RuntimeError("the operator started the jobs after the first deadline")
             load_before = measure.load_average()
             end = max(deadlines.values()) + dt.timedelta(seconds=args.settle)
-            while dt.datetime.now(dt.UTC) < end:
-                if sweeper.poll() is not None:
-                    raise RuntimeError(f"the sweeper exited:\n{log_path.read_text()[-3000:]}")
-                time.sleep(1)
+            measure.watch_until(sweeper, log_path, end)
             load_after = measure.load_average()
         finally:
             sweeper.send_signal(signal.SIGTERM)
