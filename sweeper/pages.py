@@ -185,15 +185,20 @@ def _view(item: _Item, kind: Kind, version: str) -> Job:
         deadline_seconds=deadline,
         suspended=bool(run_policy.suspend),
         suspended_condition=suspended_condition,
-        managed_by=run_policy.managed_by,
+        managed_by=_shared(run_policy.managed_by),
         deleting=meta.deletion_timestamp is not None,
         excluded=exclude is not None and exclude.strip().lower() == "true",
         touched_at=parse_rfc3339(annotations.get(TOUCHED_AT_ANNOTATION)),
         finished=finished,
         failed_by_deadline=by_deadline,
         failed_by_sweeper=by_sweeper,
-        clean_pod_policy=clean_pod_policy,
+        clean_pod_policy=_shared(clean_pod_policy),
     )
+
+
+def _shared(value: str | None) -> str | None:
+    """One string for every job that holds the same value (a few values among thousands)."""
+    return None if value is None else sys.intern(value)
 
 
 def _status(
@@ -222,7 +227,7 @@ def _status(
         if ctype in ("Succeeded", "Failed") and cstatus == "True":
             # Failed wins: it is the one that can carry the deadline.
             if finished != "Failed":
-                finished = ctype
+                finished = "Failed" if ctype == "Failed" else "Succeeded"  # not the page's copy
             message = condition.message
             if ctype == "Failed" and message is not None and DEADLINE_MESSAGE in message:
                 by_deadline = True
