@@ -146,3 +146,14 @@ def test_bad_arguments_are_refused() -> None:
         ahead.submit("a", Source("a", 1).open)
         with pytest.raises(ValueError, match="submitted twice"):
             ahead.submit("a", Source("a", 1).open)
+
+
+def test_the_reader_threads_end_with_the_block_so_repeated_passes_leak_none() -> None:
+    before = set(threading.enumerate())
+    for _ in range(3):
+        with ReadAhead[str](workers=2, depth=1, name="pass") as ahead:
+            for name in "abc":
+                ahead.submit(name, Source(name, 2).open)
+            for name in "abc":
+                assert len(list(ahead.pages(name))) == 2
+    _until(lambda: set(threading.enumerate()) <= before, "the readers to end")
