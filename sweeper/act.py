@@ -86,6 +86,11 @@ class Outcome:
     touch_refused: str = ""
 
 
+def settled(entry: Skip) -> Outcome:
+    """The outcome of a skip: nothing to do, so it is final as soon as the job is judged."""
+    return Outcome(entry, Result.SKIPPED, entry.detail)
+
+
 @dataclass(frozen=True, slots=True)
 class Execution:
     """Every outcome of a plan, and what stopped the executor early, if anything.
@@ -200,7 +205,7 @@ class Executor:
         stopped: SweeperError | None = None
         for entry in plan.entries:
             if isinstance(entry, Skip):
-                skipped = Outcome(entry, Result.SKIPPED, entry.detail)
+                skipped = settled(entry)
                 outcomes.append(skipped)
                 self._on_outcome(skipped)
                 continue

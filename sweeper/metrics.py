@@ -145,13 +145,18 @@ def _zeros(*axes: Sequence[str]) -> Counter[Labels]:
 
 
 def figures(
-    outcomes: Iterable[Outcome] | None, *, exit_code: int, ended_at: datetime, duration_s: float
+    outcomes: PassValues | Iterable[Outcome] | None,
+    *,
+    exit_code: int,
+    ended_at: datetime,
+    duration_s: float,
 ) -> RunFigures:
     """Compute every metric of a run from its last pass. Pure.
 
     Args:
-        outcomes: The last pass's outcomes; ``None`` when no pass got as far as deciding
-            (then only the run's own metrics are in the figures).
+        outcomes: The last pass's outcomes, or their :class:`PassValues` (a pass adds its
+            outcomes there one by one rather than keeping them all); ``None`` when no pass got
+            as far as deciding (then only the run's own metrics are in the figures).
         exit_code: The run's exit code.
         ended_at: When the run ended (the local clock: the alert compares it with
             Prometheus' ``time()``).
@@ -169,39 +174,56 @@ def figures(
     if exit_code == EXIT_OK:
         values[LAST_SUCCESS.name] = {(): stamp}
     if outcomes is not None:
-        values.update(_pass_values(outcomes))
+        tally = outcomes if isinstance(outcomes, PassValues) else PassValues.of(outcomes)
+        values.update(tally.values())
     return RunFigures(values)
 
 
-def _pass_values(outcomes: Iterable[Outcome]) -> dict[str, Mapping[Labels, float]]:
-    jobs = _zeros(_KIND_NAMES, DECISIONS)
-    skipped = _zeros(_KIND_NAMES, tuple(reason.value for reason in SkipReason))
-    actions = _zeros(_KIND_NAMES, tuple(kind.value for kind in ActionKind), RESULTS)
-    overdue = _zeros(_KIND_NAMES)
-    failed = _zeros(_KIND_NAMES, FAILED_BY)
-    worst = 0.0
-    for outcome in outcomes:
+class PassValues:
+    """The job metrics of one pass, counted one outcome at a time."""
+
+    def __init__(self) -> None:
+        self._jobs = _zeros(_KIND_NAMES, DECISIONS)
+        self._skipped = _zeros(_KIND_NAMES, tuple(reason.value for reason in SkipReason))
+        self._actions = _zeros(_KIND_NAMES, tuple(kind.value for kind in ActionKind), RESULTS)
+        self._overdue = _zeros(_KIND_NAMES)
+        self._failed = _zeros(_KIND_NAMES, FAILED_BY)
+        self._worst = 0.0
+
+    @classmethod
+    def of(cls, outcomes: Iterable[Outcome]) -> PassValues:
+        """The values of a pass's outcomes, all at once."""
+        tally = cls()
+        for outcome in outcomes:
+            tally.add(outcome)
+        return tally
+
+    def add(self, outcome: Outcome) -> None:
+        """Count one outcome."""
         entry = outcome.entry
         job = entry.job
         kind = job.kind.name
-        jobs[kind, entry.decision] += 1
+        self._jobs[kind, entry.decision] += 1
         if isinstance(entry, Action):
-            actions[kind, entry.decision, outcome.result.value] += 1
+            self._actions[kind, entry.decision, outcome.result.value] += 1
         else:
-            skipped[kind, entry.reason] += 1
+            self._skipped[kind, entry.reason] += 1
         if job.finished is None and (isinstance(entry, Action) or entry.why in _STILL_OVERDUE):
-            overdue[kind,] += 1
-            worst = max(worst, entry.seconds_overdue or 0.0)
+            self._overdue[kind,] += 1
+            self._worst = max(self._worst, entry.seconds_overdue or 0.0)
         if job.failed_by_deadline:
-            failed[kind, _failed_by(job)] += 1
-    return {
-        JOBS.name: jobs,
-        SKIPPED.name: skipped,
-        ACTIONS.name: actions,
-        OVERDUE.name: overdue,
-        MAX_OVERDUE.name: {(): worst},
-        DEADLINE_FAILED.name: failed,
-    }
+            self._failed[kind, _failed_by(job)] += 1
+
+    def values(self) -> dict[str, Mapping[Labels, float]]:
+        """The values, by metric name."""
+        return {
+            JOBS.name: self._jobs,
+            SKIPPED.name: self._skipped,
+            ACTIONS.name: self._actions,
+            OVERDUE.name: self._overdue,
+            MAX_OVERDUE.name: {(): self._worst},
+            DEADLINE_FAILED.name: self._failed,
+        }
 
 
 def _failed_by(job: Job) -> str:

@@ -13,17 +13,19 @@ decision as fields. People read durations as ``1h02m``; JSON keeps exact seconds
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import logging
+import zlib
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TextIO
 
 from sweeper.act import Outcome, Result
 from sweeper.clock import format_rfc3339, human
-from sweeper.config import ClockMode, DryRun
+from sweeper.config import ClockMode, DryRun, OutputFormat
 from sweeper.decide import Action, ActionKind, ActionMode, SkipReason
 
 log = logging.getLogger(__name__)
@@ -47,7 +49,9 @@ class PassReport:
         clock: Whose clock ``now`` is.
         dry_run: The dry-run mode, ``None`` when writing.
         action: ``--action``.
-        outcomes: One per listed job, in listing order.
+        outcomes: One per listed job, in listing order; from a pass, those its
+            :class:`Ledger` kept (its ``kept``: the actions', or every one with ``-o wide``),
+            the counts and records coming from the ledger.
         duration_s: Seconds the pass took.
         stopped_by: What stopped the pass early (a signal, ``--timeout``), if anything.
     """
@@ -124,30 +128,144 @@ class Summary:
 
 def summary(report: PassReport) -> Summary:
     """Count a pass's decisions, skip reasons, results and errors. Pure."""
-    decisions: Counter[str] = Counter()
-    skipped: Counter[str] = Counter()
-    results: Counter[str] = Counter()
-    errors = 0
+    tally = Tally()
     for outcome in report.outcomes:
-        decisions[outcome.entry.decision] += 1
-        results[outcome.result.value] += 1
+        tally.add(outcome)
+    return tally.summary(report.duration_s, report.stopped_by)
+
+
+class Tally:
+    """What :func:`summary` counts, counted one outcome at a time."""
+
+    def __init__(self) -> None:
+        self.jobs = 0
+        self.errors = 0
+        self._decisions: Counter[str] = Counter()
+        self._skipped: Counter[str] = Counter()
+        self._results: Counter[str] = Counter()
+
+    def add(self, outcome: Outcome) -> None:
+        """Count one outcome."""
+        self.jobs += 1
+        self._decisions[outcome.entry.decision] += 1
+        self._results[outcome.result.value] += 1
         if not isinstance(outcome.entry, Action):
-            skipped[outcome.entry.reason] += 1
-        errors += has_errors(outcome)
-    return Summary(
-        jobs=len(report.outcomes),
-        touch=decisions[ActionKind.TOUCH.value],
-        fail=decisions[ActionKind.FAIL.value],
-        terminate_pods=decisions[ActionKind.TERMINATE_PODS.value],
-        skip=decisions["skip"],
-        skipped={
-            reason.value: skipped[reason.value] for reason in SkipReason if skipped[reason.value]
-        },
-        results=dict(sorted(results.items())),
-        errors=errors,
-        duration_s=round(report.duration_s, 3),
-        stopped_by=report.stopped_by,
-    )
+            self._skipped[outcome.entry.reason] += 1
+        self.errors += has_errors(outcome)
+
+    def summary(self, duration_s: float, stopped_by: str | None) -> Summary:
+        """The counts so far, as a pass's summary."""
+        decisions, skipped = self._decisions, self._skipped
+        return Summary(
+            jobs=self.jobs,
+            touch=decisions[ActionKind.TOUCH.value],
+            fail=decisions[ActionKind.FAIL.value],
+            terminate_pods=decisions[ActionKind.TERMINATE_PODS.value],
+            skip=decisions["skip"],
+            skipped={
+                reason.value: skipped[reason.value]
+                for reason in SkipReason
+                if skipped[reason.value]
+            },
+            results=dict(sorted(self._results.items())),
+            errors=self.errors,
+            duration_s=round(duration_s, 3),
+            stopped_by=stopped_by,
+        )
+
+
+class Ledger:
+    """A pass's outcomes in listing order, kept only as far as its report needs them.
+
+    Memory that does not grow with the fleet: a pass adds each job's outcome as soon as it is
+    final, in listing order. A skip is final when the job is judged (:meth:`settle`); an
+    action holds its place (:meth:`expect`) until the executor has run it (:meth:`resolve`).
+    Of a settled outcome the ledger keeps what the output prints:
+
+    - ``-o json``: its record, compressed with its neighbours (zlib: a tenth of the text, some
+      35 bytes a job where the views, decisions and outcomes took some 700);
+    - ``-o text``: nothing, as the table lists actions and errors and counts the skips;
+    - ``-o wide``: the outcome itself, as every job gets a row for a person to read.
+
+    Every outcome is counted (:attr:`tally`) and handed to ``on_outcome`` (a pass's metrics).
+
+    Args:
+        output: The pass's output format.
+        on_outcome: Called with every outcome, settled or resolved.
+    """
+
+    def __init__(
+        self, output: OutputFormat, on_outcome: Callable[[Outcome], None] | None = None
+    ) -> None:
+        self._output = output
+        self._on_outcome = on_outcome
+        self.tally = Tally()
+        self.kept: list[Outcome] = []
+        # -o wide: every outcome, None where one is expected.
+        self._wide: list[Outcome | None] = []
+        # -o json: compressed runs of record lines, and the places of the expected outcomes.
+        self._segments: list[bytes | int] = []
+        self._lines: list[str] = []
+        self._expected = 0
+
+    def settle(self, outcome: Outcome) -> None:
+        """Add a final outcome (a skip's), at the next place in listing order."""
+        self._count(outcome)
+        if self._output is OutputFormat.JSON:
+            self._lines.append(_record_lines(outcome))
+            if len(self._lines) >= _RECORDS_PER_WRITE:
+                self._flush()
+        elif self._output is OutputFormat.WIDE:
+            self._wide.append(outcome)
+
+    def expect(self) -> None:
+        """Hold the next place for an outcome :meth:`resolve` will supply."""
+        if self._output is OutputFormat.JSON:
+            self._flush()
+            self._segments.append(self._expected)
+        elif self._output is OutputFormat.WIDE:
+            self._wide.append(None)
+        self._expected += 1
+
+    def resolve(self, outcomes: Sequence[Outcome]) -> None:
+        """Supply the expected outcomes, in the order their places were held."""
+        if len(outcomes) != self._expected:
+            raise ValueError(f"{len(outcomes)} outcomes for {self._expected} expected places")
+        for outcome in outcomes:
+            self._count(outcome)
+        if self._output is OutputFormat.WIDE:
+            # Wide keeps every outcome: the resolved ones go back to their places.
+            resolved = iter(outcomes)
+            self.kept = [next(resolved) if o is None else o for o in self._wide]
+            self._wide = []
+        else:
+            self.kept = list(outcomes)
+        self._expected = 0
+
+    def records(self) -> Iterator[str]:
+        """``-o json``'s record lines, in listing order (after :meth:`resolve`)."""
+        self._flush()
+        for segment in self._segments:
+            if isinstance(segment, int):
+                yield _record_lines(self.kept[segment])
+            else:
+                yield from zlib.decompress(segment).decode().split("\0")
+
+    @property
+    def compressed_bytes(self) -> int:
+        """The size of the compressed records held so far (``-o json``)."""
+        return sum(len(segment) for segment in self._segments if isinstance(segment, bytes))
+
+    def _count(self, outcome: Outcome) -> None:
+        self.tally.add(outcome)
+        if self._on_outcome is not None:
+            self._on_outcome(outcome)
+
+    def _flush(self) -> None:
+        if self._lines:
+            # JSON text never holds a NUL (a string's is escaped), so one separates records.
+            self._segments.append(zlib.compress("\0".join(self._lines).encode(), 1))
+            self._lines = []
 
 
 def job_record(outcome: Outcome) -> dict[str, Any]:
@@ -186,10 +304,20 @@ def _record_lines(outcome: Outcome) -> str:
     return "    " + json.dumps(job_record(outcome), indent=2).replace("\n", "\n    ")
 
 
-def write_json(stream: TextIO, report: PassReport, counts: Summary | None = None) -> None:
+def write_json(
+    stream: TextIO,
+    report: PassReport,
+    counts: Summary | None = None,
+    records: Iterable[str] | None = None,
+) -> None:
     """Write one pass as one JSON document, job by job, one job per line.
 
-    ``counts`` is ``summary(report)`` when the caller has it already.
+    Args:
+        stream: stdout.
+        report: The pass.
+        counts: ``summary(report)``, when the caller has it already.
+        records: The jobs' record lines (a :class:`Ledger`'s), when the report does not hold
+            every outcome; rendered from ``report.outcomes`` otherwise.
     """
     head = {
         "pass": report.number,
@@ -200,14 +328,15 @@ def write_json(stream: TextIO, report: PassReport, counts: Summary | None = None
     }
     stream.write(json.dumps(head)[:-1])
     stream.write(', "jobs": [')
-    outcomes = report.outcomes
+    lines = iter(records if records is not None else map(_record_lines, report.outcomes))
     # Chunks of records: one write per record costs more than encoding it, one write for
     # all would hold the whole document in memory.
-    for start in range(0, len(outcomes), _RECORDS_PER_WRITE):
-        chunk = outcomes[start : start + _RECORDS_PER_WRITE]
-        stream.write(",\n" if start else "\n")
-        stream.write(",\n".join(_record_lines(outcome) for outcome in chunk))
-    stream.write("\n  ]" if outcomes else "]")
+    first = True
+    while chunk := list(itertools.islice(lines, _RECORDS_PER_WRITE)):
+        stream.write("\n" if first else ",\n")
+        stream.write(",\n".join(chunk))
+        first = False
+    stream.write("]" if first else "\n  ]")
     stream.write(', "summary": ')
     stream.write(json.dumps((counts or summary(report)).document()))
     stream.write("}\n")
@@ -261,6 +390,7 @@ def write_text(
         f"Pass {report.number} at {when} ({report.clock.value} clock), "
         f"action {report.action.value}{mode}\n"
     )
+    counts = counts or summary(report)
     shown = [o for o in report.outcomes if wide or isinstance(o.entry, Action) or has_errors(o)]
     rows = [table_row(outcome) for outcome in shown]
     if rows:
@@ -268,12 +398,11 @@ def write_text(
         for row in [_COLUMNS, *rows]:
             cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=True)]
             stream.write("  ".join(cells).rstrip() + "\n")
-    elif report.outcomes:
+    elif counts.jobs:
         stream.write("Nothing to do.\n")
     else:
         stream.write("No Kubeflow jobs found.\n")
-    counts = counts or summary(report)
-    hidden = len(report.outcomes) - len(shown)
+    hidden = counts.jobs - len(shown)
     if hidden:
         by_reason = ", ".join(f"{reason} {n}" for reason, n in counts.skipped.items())
         stream.write(f"Skipped {hidden} jobs ({by_reason}); -o wide lists them.\n")

@@ -21,13 +21,13 @@ from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
 from http import HTTPStatus
 from types import FrameType
-from typing import Protocol, TextIO
+from typing import TYPE_CHECKING, Protocol, TextIO
 
 from sweeper import clock, prefetch, report
-from sweeper.act import Executor, Outcome
+from sweeper.act import Executor, settled
 from sweeper.cluster import Cluster, JobPage, ServedKind
 from sweeper.config import ClockMode, Config, OutputFormat
-from sweeper.decide import Entry, assemble, judge
+from sweeper.decide import Action, Skip, assemble, judge
 from sweeper.errors import (
     EXIT_ACTIONS_FAILED,
     EXIT_OK,
@@ -41,6 +41,9 @@ from sweeper.errors import (
     SweeperError,
 )
 from sweeper.jobs import Job
+
+if TYPE_CHECKING:
+    from sweeper.metrics import PassValues
 
 log = logging.getLogger(__name__)
 
@@ -157,7 +160,7 @@ def run(
     """
     monotonic = monotonic or _monotonic
     started = monotonic()
-    last: list[Sequence[Outcome]] = []  # the outcomes of the last pass that decided
+    last: list[PassValues] = []  # the metric values of the last pass that decided
     try:
         code = _run(config, connect, out, monotonic=monotonic, started=started, last=last)
     except SweeperError as error:
@@ -167,9 +170,7 @@ def run(
     return code
 
 
-def _push_metrics(
-    config: Config, last: list[Sequence[Outcome]], code: int, duration_s: float
-) -> None:
+def _push_metrics(config: Config, last: list[PassValues], code: int, duration_s: float) -> None:
     if config.pushgateway is None:
         return
     # Imported only when pushing: prometheus_client adds 90 ms to every start.
@@ -195,7 +196,7 @@ def _run(
     *,
     monotonic: Callable[[], float],
     started: float,
-    last: list[Sequence[Outcome]],
+    last: list[PassValues],
 ) -> int:
     flag = StopFlag(started + config.timeout, config.timeout, monotonic)
     with signals_stop(flag):
@@ -217,7 +218,7 @@ def _passes(
     *,
     started: float,
     monotonic: Callable[[], float],
-    last: list[Sequence[Outcome]],
+    last: list[PassValues],
 ) -> int:
     code = EXIT_OK
     number = 0
@@ -225,8 +226,8 @@ def _passes(
     while True:
         number += 1
         outcome = sweep(number, config, cluster, flag, out, monotonic=monotonic)
-        if outcome.outcomes is not None:
-            last[:] = [outcome.outcomes]
+        if outcome.decided and outcome.values is not None:
+            last[:] = [outcome.values]
         if outcome.errors:
             code = EXIT_ACTIONS_FAILED
         if outcome.stopped_by is not None:
@@ -253,18 +254,22 @@ class PassOutcome:
     Args:
         errors: How many jobs had errors.
         stopped_by: What stopped the pass early, if anything.
-        outcomes: The pass's outcomes, ``None`` when it stopped before deciding.
+        values: The pass's metric values, when the run pushes metrics and the pass decided.
+        decided: Whether the pass got as far as deciding.
     """
 
     def __init__(
         self,
         errors: int,
         stopped_by: SweeperError | None,
-        outcomes: Sequence[Outcome] | None = None,
+        values: PassValues | None = None,
+        *,
+        decided: bool = False,
     ) -> None:
         self.errors = errors
         self.stopped_by = stopped_by
-        self.outcomes = outcomes
+        self.values = values
+        self.decided = decided
 
 
 @contextlib.contextmanager
@@ -307,9 +312,10 @@ def sweep(
     """
     monotonic = monotonic or _monotonic
     began = monotonic()
-    listing = _Listing(config, flag)
+    values = _pass_values(config)
+    ledger = report.Ledger(config.output, on_outcome=values.add if values else None)
+    listing = _Listing(config, flag, ledger)
     stopped: SweeperError | None = None
-    outcomes: list[Outcome] = []
     decided = False
     now: datetime | None = None
     unavailable: ClusterUnavailable | None = None
@@ -323,10 +329,11 @@ def sweep(
     except ClusterUnavailable as error:
         # Nothing is decided on a partial listing; the pass is still reported, then exit 3.
         unavailable = error
-        listing.entries = []
     if now is not None and stopped is None:
-        plan = assemble(listing.entries, now, config.policy)
-        listing.entries = []  # the plan holds them now
+        # The skips are final and already in the ledger; the plan holds the actions alone
+        # (--max-actions ranks only actions, so it ranks them as it would among all entries).
+        plan = assemble(listing.actions, now, config.policy)
+        listing.actions = []
         executor = Executor(
             cluster,
             dry_run=config.dry_run,
@@ -334,29 +341,40 @@ def sweep(
             on_outcome=lambda o: report.log_outcome(o, config.dry_run),
         )
         execution = executor.execute(plan)
-        outcomes = list(execution.outcomes)
+        ledger.resolve(execution.outcomes)
         decided = True
         stopped = execution.stopped_by
+    else:
+        ledger = report.Ledger(config.output)  # a pass that decided nothing reports no job
     pass_report = report.PassReport(
         number=number,
         now=now,
         clock=config.clock,
         dry_run=config.dry_run,
         action=config.policy.action,
-        outcomes=outcomes,
+        outcomes=ledger.kept,
         duration_s=monotonic() - began,
         stopped_by=str(stopped or unavailable or "") or None,
     )
-    counts = report.summary(pass_report)
+    counts = ledger.tally.summary(pass_report.duration_s, pass_report.stopped_by)
     if config.output is OutputFormat.JSON:
-        report.write_json(out, pass_report, counts)
+        report.write_json(out, pass_report, counts, ledger.records())
     else:
         report.write_text(out, pass_report, wide=config.output is OutputFormat.WIDE, counts=counts)
     report.log_summary(pass_report, counts)
     if unavailable is not None:
         raise unavailable
-    errors = sum(1 for o in outcomes if report.has_errors(o))
-    return PassOutcome(errors, stopped, outcomes if decided else None)
+    return PassOutcome(counts.errors, stopped, values if decided else None, decided=decided)
+
+
+def _pass_values(config: Config) -> PassValues | None:
+    """A pass's metric tally, when the run pushes metrics."""
+    if config.pushgateway is None:
+        return None
+    # Imported only when pushing: prometheus_client adds 90 ms to every start.
+    from sweeper.metrics import PassValues  # noqa: PLC0415
+
+    return PassValues()
 
 
 def _discover(cluster: Cluster, config: Config, listing: _Listing) -> list[ServedKind]:
@@ -387,13 +405,15 @@ class _Listing:
     this thread judges one page, the API server answers the next request. A list's jobs are
     judged once the list has been read to its end, with the pass's one instant (taken from the
     first page); a list that has to start over (its ``continue`` token expired) is thus never
-    judged twice.
+    judged twice. A skip is final there and then: its outcome goes to the ledger, and the job
+    is not kept. An action is kept for the plan, its place held in the ledger.
     """
 
-    def __init__(self, config: Config, flag: StopFlag) -> None:
+    def __init__(self, config: Config, flag: StopFlag, ledger: report.Ledger) -> None:
         self.config = config
         self.flag = flag
-        self.entries: list[Entry] = []
+        self.ledger = ledger
+        self.actions: list[Action] = []
         self.discovery_date: datetime | None = None
         self.server_date: datetime | None = None
         self.local_date: datetime | None = None
@@ -436,8 +456,19 @@ class _Listing:
                     f"{error} (the list expired again after starting over)"
                 ) from error
         if jobs:
-            now, policy = self.now(), self.config.policy
-            self.entries.extend(judge(job, now, policy) for job in jobs)
+            self._judge(jobs)
+
+    def _judge(self, jobs: list[Job]) -> None:
+        now, config, ledger = self.now(), self.config, self.ledger
+        for job in jobs:
+            entry = judge(job, now, config.policy)
+            if isinstance(entry, Skip):
+                outcome = settled(entry)
+                report.log_outcome(outcome, config.dry_run)
+                ledger.settle(outcome)
+            else:
+                self.actions.append(entry)
+                ledger.expect()
 
     def _list(
         self, cluster: Cluster, served: ServedKind, pages: Iterator[JobPage], jobs: list[Job]

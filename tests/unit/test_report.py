@@ -11,11 +11,12 @@ from typing import Any
 import pytest
 
 from sweeper.act import Outcome, Result
-from sweeper.config import ClockMode, DryRun
+from sweeper.config import ClockMode, DryRun, OutputFormat
 from sweeper.decide import Action, ActionKind, ActionMode, Policy, decide
 from sweeper.jobs import parse_job
 from sweeper.report import (
     MAX_LINE_BYTES,
+    Ledger,
     PassReport,
     duration,
     job_record,
@@ -243,3 +244,77 @@ def test_a_large_pass_is_written_in_chunks_that_still_form_one_document() -> Non
     write_json(out, report)
     names = [j["name"] for j in json.loads(out.getvalue())["jobs"]]
     assert names == [f"j{i:04d}" for i in range(600)]
+
+
+# --- the ledger: a pass's outcomes kept as far as its report needs them ---------------------
+
+
+def mixed_pass(jobs: int, every: int) -> PassReport:
+    """``jobs`` jobs, every ``every``-th overdue (an action), one with 3,000 pods (its record
+    is pretty-printed over many lines), one action with an error."""
+    raws = [job(name=f"j{i:05d}", started_ago=7200 if i % every == 0 else 600) for i in range(jobs)]
+    report = pass_report(*raws, results={"j00000": Result.ERROR})
+    huge = next((o for o in report.outcomes if o.entry.job.name == f"j{every:05d}"), None)
+    pods = tuple(f"worker-{i}" for i in range(3000))
+    outcomes = [replace(o, pods=pods) if o is huge else o for o in report.outcomes]
+    return replace(report, outcomes=outcomes)
+
+
+def through_ledger(report: PassReport, output: OutputFormat) -> tuple[Ledger, list[Outcome]]:
+    seen: list[Outcome] = []
+    ledger = Ledger(output, on_outcome=seen.append)
+    actions = []
+    for outcome in report.outcomes:
+        if isinstance(outcome.entry, Action):
+            ledger.expect()
+            actions.append(outcome)
+        else:
+            ledger.settle(outcome)
+    ledger.resolve(actions)
+    return ledger, seen
+
+
+@pytest.mark.parametrize("jobs", [0, 1, 7, 600])
+@pytest.mark.parametrize("output", list(OutputFormat))
+def test_a_ledger_reports_byte_for_byte_what_the_outcomes_report(
+    jobs: int, output: OutputFormat
+) -> None:
+    report = mixed_pass(jobs, every=5)
+    expected, got = io.StringIO(), io.StringIO()
+    ledger, seen = through_ledger(report, output)
+    counts = ledger.tally.summary(report.duration_s, report.stopped_by)
+    assert counts == summary(report)
+    flat = replace(report, outcomes=ledger.kept)
+    if output is OutputFormat.JSON:
+        write_json(expected, report)
+        write_json(got, flat, counts, ledger.records())
+    else:
+        wide = output is OutputFormat.WIDE
+        write_text(expected, report, wide=wide)
+        write_text(got, flat, wide=wide, counts=counts)
+    assert got.getvalue() == expected.getvalue()
+    # Every outcome reached on_outcome (the metrics), settled ones first, each once.
+    assert sorted(id(o) for o in seen) == sorted(id(o) for o in report.outcomes)
+
+
+def test_a_json_ledger_keeps_no_skip_and_a_few_bytes_a_job() -> None:
+    report = mixed_pass(2000, every=100)
+    ledger, _ = through_ledger(report, OutputFormat.JSON)
+    assert ledger.kept == [o for o in report.outcomes if isinstance(o.entry, Action)]
+    stored = ledger.compressed_bytes
+    text = sum(len(line) for line in map(json.dumps, map(job_record, report.outcomes)))
+    assert stored < text / 5
+    assert stored / len(report.outcomes) < 100
+
+
+def test_a_text_ledger_keeps_only_the_actions() -> None:
+    report = mixed_pass(300, every=10)
+    ledger, _ = through_ledger(report, OutputFormat.TEXT)
+    assert ledger.kept == [o for o in report.outcomes if isinstance(o.entry, Action)]
+
+
+def test_a_ledger_refuses_outcomes_that_do_not_fill_its_places() -> None:
+    ledger = Ledger(OutputFormat.JSON)
+    ledger.expect()
+    with pytest.raises(ValueError, match="0 outcomes for 1 expected places"):
+        ledger.resolve([])
