@@ -2,7 +2,9 @@
 
 A pass discovers the served kinds, lists every job page by page (keeping only compact views;
 the lists are read ahead on two threads, :mod:`sweeper.prefetch`), takes ``now`` once (from
-the first page), judges each list as soon as it has been read, then executes and reports.
+the first page), judges each list as soon as it has been read (a skip is final there: only
+what the report prints of it is kept, :class:`sweeper.report.Ledger`), then executes the
+actions and reports.
 SIGTERM and SIGINT set a flag: the write in progress completes, no new one starts, the pass is
 reported and the run exits 4. ``--timeout`` bounds the whole run the same way (exit 5).
 """
@@ -459,6 +461,9 @@ class _Listing:
             self._judge(jobs)
 
     def _judge(self, jobs: list[Job]) -> None:
+        # A skip's line (debug level) is logged here: with --log-level debug, a pass whose
+        # later list then fails has logged the skips before it, though it acts on nothing and
+        # reports no job.
         now, config, ledger = self.now(), self.config, self.ledger
         for job in jobs:
             entry = judge(job, now, config.policy)
