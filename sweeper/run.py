@@ -314,9 +314,7 @@ def sweep(
     """
     monotonic = monotonic or _monotonic
     began = monotonic()
-    values = _pass_values(config)
-    ledger = report.Ledger(config.output, on_outcome=values.add if values else None)
-    listing = _Listing(config, flag, ledger)
+    values, ledger, listing = _fresh(config, flag)
     stopped: SweeperError | None = None
     decided = False
     now: datetime | None = None
@@ -324,7 +322,21 @@ def sweep(
     try:
         with collector_paused():
             served = _discover(cluster, config, listing)
-            listing.list_all(cluster, served)
+            try:
+                listing.list_all(cluster, served)
+            except _StartOver as cause:
+                # A continue token expired (a very long list), or a kind vanished mid-list:
+                # what was judged is dropped, and the pass lists everything again, once.
+                log.warning("%s; listing every kind again", cause)
+                discovery_date = listing.discovery_date
+                values, ledger, listing = _fresh(config, flag)
+                listing.discovery_date = discovery_date
+                try:
+                    listing.list_all(cluster, served)
+                except _StartOver as again:
+                    raise ClusterUnavailable(
+                        f"{again} (the list expired again after starting over)"
+                    ) from again.__cause__
         now = listing.now()
     except (Interrupted, RunTimeout) as cause:
         stopped = cause
@@ -369,6 +381,13 @@ def sweep(
     return PassOutcome(counts.errors, stopped, values if decided else None, decided=decided)
 
 
+def _fresh(config: Config, flag: StopFlag) -> tuple[PassValues | None, report.Ledger, _Listing]:
+    """A pass's metric tally, ledger and listing, empty."""
+    values = _pass_values(config)
+    ledger = report.Ledger(config.output, on_outcome=values.add if values else None)
+    return values, ledger, _Listing(config, flag, ledger)
+
+
 def _pass_values(config: Config) -> PassValues | None:
     """A pass's metric tally, when the run pushes metrics."""
     if config.pushgateway is None:
@@ -400,15 +419,23 @@ def _discover(cluster: Cluster, config: Config, listing: _Listing) -> list[Serve
     return served
 
 
+class _StartOver(Exception):  # noqa: N818 - a signal to the pass, not an error it reports
+    """A list ended after some of its pages were judged: the pass must list again."""
+
+
 class _Listing:
-    """Lists every job of a pass, judges each list's jobs as it completes, and keeps the clocks.
+    """Lists every job of a pass, judges each page as it comes, and keeps the clocks.
 
     The lists (one per kind and namespace) are read ahead (:mod:`sweeper.prefetch`): while
-    this thread judges one page, the API server answers the next request. A list's jobs are
-    judged once the list has been read to its end, with the pass's one instant (taken from the
-    first page); a list that has to start over (its ``continue`` token expired) is thus never
-    judged twice. A skip is final there and then: its outcome goes to the ledger, and the job
-    is not kept. An action is kept for the plan, its place held in the ledger.
+    this thread judges one page, the API server answers the next request. Each page's jobs
+    are judged with the pass's one instant (taken from the first page). A skip is final there
+    and then: its outcome goes to the ledger, and the job is not kept. An action is kept for
+    the plan, its place held in the ledger. So nothing of a page outlives it but its actions,
+    and a pass's memory does not grow with the fleet.
+
+    A list that cannot be finished after some of its pages were judged (its ``continue``
+    token expired, or its kind vanished) raises :class:`_StartOver`: the pass then lists
+    everything again, once, on a fresh ledger (:func:`sweep`).
     """
 
     def __init__(self, config: Config, flag: StopFlag, ledger: report.Ledger) -> None:
@@ -434,31 +461,46 @@ class _Listing:
                     ),
                 )
             for kind, namespace in lists:
-                self._list_one(cluster, kind, namespace, ahead.pages((kind, namespace)))
+                self._list_one(cluster, kind, ahead.pages((kind, namespace)))
 
-    def _list_one(
-        self,
-        cluster: Cluster,
-        served: ServedKind,
-        namespace: str | None,
-        pages: Iterator[JobPage],
-    ) -> None:
-        jobs: list[Job] = []
+    def _list_one(self, cluster: Cluster, served: ServedKind, pages: Iterator[JobPage]) -> None:
+        config = self.config
+        excluded = frozenset(config.exclude_namespaces)
+        judged = False
         try:
-            self._list(cluster, served, pages, jobs)
-        except Gone:
-            # The continue token expired (a very long list): start this list over once.
-            jobs.clear()
-            config = self.config
-            again = cluster.list_job_views(served, namespace, config.selector, config.page_size)
-            try:
-                self._list(cluster, served, again, jobs)
-            except Gone as error:
-                raise ClusterUnavailable(
-                    f"{error} (the list expired again after starting over)"
+            for page in pages:
+                if self.server_date is None:
+                    self._saw(page.server_date)
+                jobs = page.jobs
+                if excluded:
+                    # The list API cannot leave a namespace out; the jobs are dropped here,
+                    # before any decision: an excluded namespace is never acted on nor reported.
+                    jobs = [job for job in jobs if job.namespace not in excluded]
+                self._judge(jobs)
+                judged = True
+                cause = self.flag.reason()
+                if cause is not None:
+                    raise cause
+        except NotFound as error:
+            if judged:
+                # Gone after some of its pages were judged: the pass lists again, and the kind
+                # is then skipped as a whole, as when it is gone from the start.
+                raise _StartOver(str(error)) from error
+            log.warning(
+                "%s is no longer served; skipped (%s)",
+                served.kind.name,
+                error,
+                extra={"kind": served.kind.name},
+            )
+        except Gone as error:
+            raise _StartOver(str(error)) from error
+        except ApiError as error:
+            if error.status == HTTPStatus.BAD_REQUEST and config.selector:
+                raise ConfigError(
+                    f"invalid label selector {config.selector!r} (--selector): "
+                    f"{error.detail or 'rejected by the API server'}"
                 ) from error
-        if jobs:
-            self._judge(jobs)
+            raise ClusterUnavailable(f"{error} ({cluster.endpoint})") from error
 
     def _judge(self, jobs: list[Job]) -> None:
         # A skip's line (debug level) is logged here: with --log-level debug, a pass whose
@@ -474,42 +516,6 @@ class _Listing:
             else:
                 self.actions.append(entry)
                 ledger.expect()
-
-    def _list(
-        self, cluster: Cluster, served: ServedKind, pages: Iterator[JobPage], jobs: list[Job]
-    ) -> None:
-        config = self.config
-        excluded = frozenset(config.exclude_namespaces)
-        try:
-            for page in pages:
-                if self.server_date is None:
-                    self._saw(page.server_date)
-                if excluded:
-                    # The list API cannot leave a namespace out; the jobs are dropped here,
-                    # before any decision: an excluded namespace is never acted on nor reported.
-                    jobs.extend(job for job in page.jobs if job.namespace not in excluded)
-                else:
-                    jobs.extend(page.jobs)
-                cause = self.flag.reason()
-                if cause is not None:
-                    raise cause
-        except NotFound as error:
-            log.warning(
-                "%s is no longer served; skipped (%s)",
-                served.kind.name,
-                error,
-                extra={"kind": served.kind.name},
-            )
-            jobs.clear()
-        except Gone:
-            raise
-        except ApiError as error:
-            if error.status == HTTPStatus.BAD_REQUEST and config.selector:
-                raise ConfigError(
-                    f"invalid label selector {config.selector!r} (--selector): "
-                    f"{error.detail or 'rejected by the API server'}"
-                ) from error
-            raise ClusterUnavailable(f"{error} ({cluster.endpoint})") from error
 
     def _saw(self, server_date: datetime | None) -> None:
         # One local reading, as close as possible to the server's answer.

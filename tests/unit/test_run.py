@@ -212,6 +212,79 @@ def test_a_list_failing_after_others_were_judged_acts_on_nothing() -> None:
     assert fake.writes == []
 
 
+def list_requests(fake: FakeCluster) -> list[str | None]:
+    return [r.name for r in fake.requests if r.method == "list"]
+
+
+def test_an_expired_token_after_judged_pages_lists_every_kind_again_and_reports_each_job_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    raws = [job(name=f"p{i}") for i in range(3)] + [job("TFJob", name=f"t{i}") for i in range(3)]
+    fake = server_at(NOW, *raws)
+    tf_pages = []
+
+    def expire_tfjobs_second_page(request: Request) -> None:
+        if request.method == "list" and request.name == "tfjobs":
+            tf_pages.append(request)
+            if len(tf_pages) == 2:
+                raise Gone(RequestRef("list", "tfjobs.kubeflow.org"), 410)
+
+    fake.before = expire_tfjobs_second_page
+    config = Config(
+        output=OutputFormat.JSON,
+        page_size=2,
+        kinds=(PYTORCHJOB, TFJOB),
+        policy=Policy(ActionMode.FAIL),
+    )
+    with caplog.at_level(logging.WARNING, logger="sweeper"):
+        code, passes = sweep(fake, config)
+    assert code == 0
+    names = [j["name"] for j in passes[0]["jobs"]]
+    assert names == ["p0", "p1", "p2", "t0", "t1", "t2"]
+    assert passes[0]["summary"]["jobs"] == 6
+    assert passes[0]["summary"]["fail"] == 6
+    # Each overdue job failed once: what the first listing judged was dropped, not acted on.
+    assert sorted(str(r.name) for r in fake.requests if r.method == "patch-status") == sorted(names)
+    assert list_requests(fake).count("pytorchjobs") == 4  # both pages, twice
+    assert any("listing every kind again" in r.getMessage() for r in caplog.records)
+
+
+def test_a_token_expiring_again_after_starting_over_is_cluster_unavailable() -> None:
+    fake = server_at(NOW, *(job(name=f"j{i}") for i in range(3)))
+    seen = []
+
+    def expire_every_second_page(request: Request) -> None:
+        if request.method == "list":
+            seen.append(request)
+            if len(seen) % 2 == 0:
+                raise Gone(RequestRef("list", "pytorchjobs.kubeflow.org"), 410)
+
+    fake.before = expire_every_second_page
+    with pytest.raises(ClusterUnavailable, match="expired again after starting over") as raised:
+        sweep(fake, Config(output=OutputFormat.JSON, page_size=2, kinds=(PYTORCHJOB,)))
+    assert raised.value.exit_code == 3
+    assert fake.writes == []
+
+
+def test_a_kind_vanishing_after_some_pages_were_judged_is_skipped_whole() -> None:
+    raws = [job(name=f"p{i}") for i in range(2)] + [job("TFJob", name=f"t{i}") for i in range(3)]
+    fake = server_at(NOW, *raws)
+    gone = NotFound(RequestRef("list", "tfjobs.kubeflow.org"), 404)
+    tf_pages = []
+
+    def remove_tfjobs_after_one_page(request: Request) -> None:
+        if request.method == "list" and request.name == "tfjobs":
+            tf_pages.append(request)
+            if len(tf_pages) >= 2:
+                raise gone
+
+    fake.before = remove_tfjobs_after_one_page
+    config = Config(output=OutputFormat.JSON, page_size=2, kinds=(PYTORCHJOB, TFJOB))
+    code, passes = sweep(fake, config)
+    assert code == 0
+    assert [j["name"] for j in passes[0]["jobs"]] == ["p0", "p1"]
+
+
 FORBIDDEN = ApiError(RequestRef("list", "pytorchjobs.kubeflow.org", "a"), 403)
 
 
