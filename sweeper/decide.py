@@ -195,9 +195,9 @@ def decide(jobs: Iterable[Job], now: datetime, policy: Policy) -> Plan:
 def assemble(entries: Iterable[Entry], now: datetime, policy: Policy) -> Plan:
     """Make the plan of entries judged one by one (:func:`judge`), as :func:`decide` does.
 
-    For a caller that judges jobs as they arrive (a pass judges each list as soon as it has
-    been read): ``assemble([judge(j, now, policy) for j in jobs], now, policy)`` is
-    ``decide(jobs, now, policy)``. Pure.
+    For a caller that judges jobs as they arrive (a pass judges each page as it comes, and
+    hands over only the actions, since a skip is final): ``assemble([judge(j, now, policy)
+    for j in jobs], now, policy)`` is ``decide(jobs, now, policy)``. Pure.
 
     Returns:
         The plan, with ``max_actions`` applied over all the entries.

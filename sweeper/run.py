@@ -2,9 +2,8 @@
 
 A pass discovers the served kinds, lists every job page by page (keeping only compact views;
 the lists are read ahead on two threads, :mod:`sweeper.prefetch`), takes ``now`` once (from
-the first page), judges each list as soon as it has been read (a skip is final there: only
-what the report prints of it is kept, :class:`sweeper.report.Ledger`), then executes the
-actions and reports.
+the first page), judges each page as it comes (a skip is final there: only what the report
+prints of it is kept, :class:`sweeper.report.Ledger`), then executes the actions and reports.
 SIGTERM and SIGINT set a flag: the write in progress completes, no new one starts, the pass is
 reported and the run exits 4. ``--timeout`` bounds the whole run the same way (exit 5).
 """
@@ -228,7 +227,7 @@ def _passes(
     while True:
         number += 1
         outcome = sweep(number, config, cluster, flag, out, monotonic=monotonic)
-        if outcome.decided and outcome.values is not None:
+        if outcome.values is not None:
             last[:] = [outcome.values]
         if outcome.errors:
             code = EXIT_ACTIONS_FAILED
@@ -257,21 +256,14 @@ class PassOutcome:
         errors: How many jobs had errors.
         stopped_by: What stopped the pass early, if anything.
         values: The pass's metric values, when the run pushes metrics and the pass decided.
-        decided: Whether the pass got as far as deciding.
     """
 
     def __init__(
-        self,
-        errors: int,
-        stopped_by: SweeperError | None,
-        values: PassValues | None = None,
-        *,
-        decided: bool = False,
+        self, errors: int, stopped_by: SweeperError | None, values: PassValues | None = None
     ) -> None:
         self.errors = errors
         self.stopped_by = stopped_by
         self.values = values
-        self.decided = decided
 
 
 @contextlib.contextmanager
@@ -378,7 +370,7 @@ def sweep(
     report.log_summary(pass_report, counts)
     if unavailable is not None:
         raise unavailable
-    return PassOutcome(counts.errors, stopped, values if decided else None, decided=decided)
+    return PassOutcome(counts.errors, stopped, values if decided else None)
 
 
 def _fresh(config: Config, flag: StopFlag) -> tuple[PassValues | None, report.Ledger, _Listing]:
@@ -483,8 +475,8 @@ class _Listing:
                     raise cause
         except NotFound as error:
             if judged:
-                # Gone after some of its pages were judged: the pass lists again, and the kind
-                # is then skipped as a whole, as when it is gone from the start.
+                # The kind vanished after some of its pages were judged: the pass lists again,
+                # and the kind is then skipped as a whole, as when it is gone from the start.
                 raise _StartOver(str(error)) from error
             log.warning(
                 "%s is no longer served; skipped (%s)",

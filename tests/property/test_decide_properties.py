@@ -31,6 +31,7 @@ from sweeper.decide import (
     Policy,
     Skip,
     SkipReason,
+    assemble,
     decide,
     judge,
     pods_to_terminate,
@@ -171,6 +172,24 @@ def test_a_plan_keeps_every_job_in_order_and_respects_max_actions(
     assert [e.job.uid for e in plan.entries] == [parse_job(r, k).uid for r, k in raws]
     if policy.max_actions is not None:
         assert len(plan.actions) <= policy.max_actions
+
+
+@given(st.data(), clocks, policies)
+def test_a_plan_of_the_actions_alone_caps_them_as_the_plan_of_every_job_does(
+    data: st.DataObject, now: datetime, policy: Policy
+) -> None:
+    # A pass hands decide.assemble only the actions (a skip is final when judged): the cap
+    # must keep and refuse exactly the actions it would among every job.
+    cases = data.draw(st.lists(job_cases(now, policy.grace), max_size=12))
+    jobs = [parse_job(c.raw(), product(c.kind)) for c in cases]
+    entries = [judge(job, now, policy) for job in jobs]
+    whole = decide(jobs, now, policy)
+    actions = [i for i, entry in enumerate(entries) if isinstance(entry, Action)]
+    alone = assemble([entries[i] for i in actions], now, policy)
+    assert list(alone.entries) == [whole.entries[i] for i in actions]
+    # ... and the cap never changes a skip.
+    skips = [i for i in range(len(entries)) if i not in actions]
+    assert [whole.entries[i] for i in skips] == [entries[i] for i in skips]
 
 
 # --- 2. malformed input never raises and is named ---------------------------------------------
