@@ -12,6 +12,7 @@ Tests run the command against their own cluster by passing :class:`Seams` as cli
 from __future__ import annotations
 
 import logging
+import os
 import socket
 import sys
 import uuid
@@ -64,7 +65,9 @@ class Seams:
 class DryRunChoice(click.ParamType):  # type: ignore[type-arg]
     """``--dry-run`` values: ``client`` (also the bare flag), ``server``, or ``none``.
 
-    Environment twins also accept the usual booleans (``true`` means ``client``).
+    The usual booleans are accepted too (``true`` means ``client``, ``false`` ``none``). An
+    empty value is not (:class:`Option`): kubectl refuses ``--dry-run=``, and an empty
+    ``SWEEPER_DRY_RUN`` in a template must never turn into a writing run.
     """
 
     name = "client|server|none"
@@ -75,7 +78,6 @@ class DryRunChoice(click.ParamType):  # type: ignore[type-arg]
         "false": "none",
         "0": "none",
         "no": "none",
-        "": "none",
     }
 
     def convert(
@@ -203,18 +205,102 @@ def _bad_value(error: click.BadParameter) -> str:
     if param is None or ctx is None or param.name is None:
         return error.format_message()
     flag = max(param.opts, key=len)
-    origin = ""
-    if ctx.get_parameter_source(param.name) is click.core.ParameterSource.ENVIRONMENT:
-        names = [param.envvar] if isinstance(param.envvar, str) else list(param.envvar or ())
-        origin = f" (from {' or '.join(names)})"
+    variable = error.variable if isinstance(error, EmptyValue) else None
+    if (
+        variable is None
+        and isinstance(param, Option)
+        and ctx.get_parameter_source(param.name) is click.core.ParameterSource.ENVIRONMENT
+    ):
+        variable = next(
+            (n for n in param.variables(ctx) if (os.environ.get(n) or "").strip()), None
+        )
+    origin = f" (from {variable})" if variable else ""
     return f"invalid value for {flag}{origin}: {error.message}"
+
+
+# Empty like an unset variable, as kubectl and client-go read it: a shell's `export
+# KUBECONFIG=` is common, and it never decides what the sweeper writes.
+_EMPTY_MEANS_UNSET = frozenset({"KUBECONFIG"})
+
+
+class EmptyValue(click.BadParameter):
+    """An option given an empty (or blank) value, on the command line or in its variable.
+
+    Args:
+        param: The option.
+        ctx: The context.
+        variable: The environment variable it came from; ``None`` for the command line.
+    """
+
+    def __init__(self, param: click.Parameter, ctx: click.Context, variable: str | None) -> None:
+        hint = f"unset {variable}" if variable else "leave the option out"
+        super().__init__(f"empty value ({hint} for its default)", ctx=ctx, param=param)
+        self.variable = variable
+
+
+class Option(click.Option):
+    """Every option of the command: an empty value is a usage error, wherever it comes from.
+
+    click reads an empty environment variable as an unset one, and takes ``--dry-run=`` or
+    ``--explain ''`` as values, so an empty ``SWEEPER_DRY_RUN``, ``SWEEPER_NAMESPACE`` or
+    ``--explain "$JOB"`` with ``JOB`` unset ran a writing pass over every namespace. Here an
+    empty or blank value (flags included: an empty ``SWEEPER_WATCH`` is neither true nor
+    false) is refused with exit 2, naming the option and the variable; only ``KUBECONFIG``
+    reads empty as unset, as kubectl does. A value that is not empty still goes through the
+    option's type, which refuses unknown values.
+    """
+
+    def variables(self, ctx: click.Context) -> list[str]:
+        """The environment variables of this option, in the order click reads them.
+
+        Returns:
+            The explicit twins, then the ``SWEEPER_<NAME>`` one click derives.
+        """
+        names = [self.envvar] if isinstance(self.envvar, str) else list(self.envvar or ())
+        if self.allow_from_autoenv and ctx.auto_envvar_prefix and self.name:
+            names.append(f"{ctx.auto_envvar_prefix}_{self.name.upper()}")
+        return names
+
+    def resolve_envvar_value(self, ctx: click.Context) -> str | None:
+        """The first variable that is set; an empty one is refused.
+
+        Returns:
+            Its value, or ``None`` when none is set.
+
+        Raises:
+            EmptyValue: The first variable set is empty or blank.
+        """
+        for name in self.variables(ctx):
+            value = os.environ.get(name)
+            if value is None:
+                continue
+            if value.strip():
+                return value
+            if name not in _EMPTY_MEANS_UNSET and not ctx.resilient_parsing:
+                raise EmptyValue(self, ctx, name)
+        return None
+
+    def process_value(self, ctx: click.Context, value: Any) -> Any:
+        """Refuse an empty command-line value, then convert as click does.
+
+        Returns:
+            The converted value.
+
+        Raises:
+            EmptyValue: The value (or one of a repeated option's) is empty or blank.
+        """
+        values = value if isinstance(value, tuple | list) else (value,)
+        blank = any(isinstance(v, str) and not v.strip() for v in values)
+        if blank and not ctx.resilient_parsing:
+            raise EmptyValue(self, ctx, None)
+        return super().process_value(ctx, value)
 
 
 _Decorated = TypeVar("_Decorated", bound=Callable[..., Any])
 
 
 def _option(*names: str, env: str | list[str], **kwargs: Any) -> Callable[[_Decorated], _Decorated]:
-    return click.option(*names, envvar=env, show_envvar=True, **kwargs)
+    return click.option(*names, cls=Option, envvar=env, show_envvar=True, **kwargs)
 
 
 @click.command(

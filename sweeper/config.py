@@ -245,6 +245,7 @@ class Config:
         if self.selector is not None:
             check_selector(self.selector)
         self._check_repetition()
+        self._check_explain()
         if self.pushgateway is not None:
             check_url(self.pushgateway)
         if not self.pushgateway_job:
@@ -262,6 +263,17 @@ class Config:
                     f"namespace {namespace!r} is both included (-n) and excluded "
                     "(--exclude-namespace)"
                 )
+
+    def _check_explain(self) -> None:
+        # --explain reads one job and exits: a mode it would silently drop is refused instead.
+        if self.explain is None:
+            return
+        if self.watch is not None:
+            raise ConfigError("--explain explains one job and exits; it does not take --watch")
+        if self.every is not None or self.for_seconds is not None:
+            raise ConfigError(
+                "--explain explains one job and exits; it does not take --every/--for"
+            )
 
     def _check_repetition(self) -> None:
         if (self.every is None) != (self.for_seconds is None):
