@@ -87,8 +87,9 @@ class ApiError(SweeperError):
 
     Attributes:
         request: What the request was about.
-        status: The HTTP status, or ``None`` when no response came back (connection, TLS,
-            timeout).
+        status: The HTTP status, or ``None`` when no usable response came back (connection,
+            TLS, timeout, or a body that is not the API server's JSON: an auth proxy's sign-in
+            page, a truncated answer).
         detail: What the server (or the connection) said.
     """
 
@@ -101,16 +102,23 @@ class ApiError(SweeperError):
     def describe(self) -> str:
         """Render the one-line message, naming the request and the failure.
 
+        The server's own message is kept whatever the status, as kubectl keeps it: for a 403 it
+        is what tells RBAC (``User "system:serviceaccount:ns:sa" cannot patch resource ...``)
+        from an admission policy or webhook (``admission webhook ... denied the request``),
+        and which identity was refused. Only a message that merely repeats the status
+        (``Unauthorized``) is left out.
+
         Returns:
-            For example ``cannot list pytorchjobs.kubeflow.org in namespace "a": forbidden
-            (403)``.
+            For example ``cannot patch pytorchjobs.kubeflow.org 'train' in namespace "a":
+            forbidden (403): pytorchjobs.kubeflow.org "train" is forbidden: User "..." cannot
+            patch resource "pytorchjobs" in API group "kubeflow.org" in the namespace "a"``.
         """
         if self.status is None:
             what = self.detail or "no response"
         else:
             label = _STATUS_LABELS.get(self.status, "error")
             what = f"{label} ({self.status})"
-            if self.detail and self.status not in (401, 403, 404):
+            if self.detail and _words(self.detail) != _words(label):
                 what = f"{what}: {self.detail}"
         return f"cannot {self.request.describe()}: {what}"
 
@@ -145,6 +153,11 @@ _STATUS_LABELS = {
     503: "service unavailable",
     504: "gateway timeout",
 }
+
+
+def _words(text: str) -> str:
+    # "Unauthorized", "unauthorized" and "Not Found" say no more than the status's label.
+    return "".join(text.split()).lower()
 
 
 def api_error(request: RequestRef, status: int | None, detail: str = "") -> ApiError:

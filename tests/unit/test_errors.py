@@ -62,6 +62,69 @@ MESSAGES = [
 ]
 
 
+RBAC = (
+    'pytorchjobs.kubeflow.org "train" is forbidden: User "system:serviceaccount:ops:sweeper" '
+    'cannot patch resource "pytorchjobs" in API group "kubeflow.org" in the namespace "a"'
+)
+WEBHOOK = (
+    'admission webhook "validator.training-operator.kubeflow.org" denied the request: '
+    "spec.runPolicy is immutable"
+)
+# The server's own words, kept as kubectl keeps them: which identity, which verb, RBAC or
+# admission. They were dropped for 401, 403 and 404 (issue 19, item 12).
+MESSAGES += [
+    pytest.param(
+        {
+            "status": 403,
+            "verb": "patch",
+            "resource": "pytorchjobs.kubeflow.org",
+            "namespace": "a",
+            "name": "train",
+            "detail": RBAC,
+        },
+        f"cannot patch pytorchjobs.kubeflow.org 'train' in namespace \"a\": forbidden (403): "
+        f"{RBAC}",
+        id="rbac-refusal-names-the-identity-and-the-verb",
+    ),
+    pytest.param(
+        {
+            "status": 403,
+            "verb": "patch",
+            "resource": "pytorchjobs.kubeflow.org",
+            "namespace": "a",
+            "name": "train",
+            "detail": WEBHOOK,
+        },
+        f"cannot patch pytorchjobs.kubeflow.org 'train' in namespace \"a\": forbidden (403): "
+        f"{WEBHOOK}",
+        id="admission-refusal-says-so",
+    ),
+    pytest.param(
+        {
+            "status": 404,
+            "verb": "get",
+            "resource": "tfjobs.kubeflow.org",
+            "namespace": "a",
+            "name": "x",
+            "detail": 'tfjobs.kubeflow.org "x" not found',
+        },
+        "cannot get tfjobs.kubeflow.org 'x' in namespace \"a\": not found (404): "
+        'tfjobs.kubeflow.org "x" not found',
+        id="not-found-names-the-object",
+    ),
+    pytest.param(
+        {"status": 401, "verb": "list", "resource": "pods", "detail": "Unauthorized"},
+        "cannot list pods in all namespaces: unauthorized (401)",
+        id="a-message-repeating-the-status-is-left-out",
+    ),
+    pytest.param(
+        {"status": 404, "verb": "list", "resource": "pods", "detail": "Not Found"},
+        "cannot list pods in all namespaces: not found (404)",
+        id="not-found-alone-is-left-out",
+    ),
+]
+
+
 @pytest.mark.parametrize(("fields", "message"), MESSAGES)
 def test_api_error_messages_name_verb_resource_and_namespace(
     fields: dict[str, Any], message: str
