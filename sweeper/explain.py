@@ -137,7 +137,9 @@ def _scope(
         )
     if config.selector:
         listed = any(
-            item.get("metadata", {}).get("name") == name
+            isinstance(item, dict)
+            and isinstance(item.get("metadata"), dict)
+            and item["metadata"].get("name") == name
             for page in cluster.list_jobs(served, namespace, config.selector, config.page_size)
             for item in page.items
         )

@@ -37,7 +37,7 @@ from sweeper.cluster import (
     WatchEvent,
 )
 from sweeper.config import Config
-from sweeper.errors import ConfigError, RequestRef, WatchStalled, api_error
+from sweeper.errors import ApiError, ConfigError, RequestRef, WatchStalled, api_error
 from sweeper.kinds import GROUP, KINDS, MPI_OPERATOR_VERSION, MPIJOB, VERSION
 from sweeper.transport import (
     NoResponse,
@@ -206,25 +206,23 @@ class KubeCluster:
         if response.status == HTTPStatus.NOT_FOUND:
             return Discovery((), date)
         versions = {
-            v.get("version")
-            for v in _decode(response.data).get("versions") or ()
-            if isinstance(v, dict)
+            v.get("version") for v in _entries(response, ref, "versions") if isinstance(v, dict)
         }
         plurals: dict[str, set[str]] = {}
         for version in (VERSION, MPI_OPERATOR_VERSION):
             if version not in versions:
                 continue
+            resources = RequestRef(
+                "discover", f"API resources of {GROUP}/{version}", cluster_scoped=True
+            )
             listing = self._transport.request(
-                "GET",
-                f"/apis/{GROUP}/{version}",
-                RequestRef("discover", f"API resources of {GROUP}/{version}", cluster_scoped=True),
-                missing_ok=True,
+                "GET", f"/apis/{GROUP}/{version}", resources, missing_ok=True
             )
             if listing.status == HTTPStatus.NOT_FOUND:
                 continue
             plurals[version] = {
                 str(r.get("name"))
-                for r in _decode(listing.data).get("resources") or ()
+                for r in _entries(listing, resources, "resources")
                 if isinstance(r, dict)
             }
         served = []
@@ -267,7 +265,10 @@ class KubeCluster:
             query = _list_query(page_size, selector, token)
             response = self._transport.request("GET", path, ref, query=query)
             date = parse_http_date(response.date)
-            page = pages.decode_jobs(response.data, served.kind, served.version)
+            try:
+                page = pages.decode_jobs(response.data, served.kind, served.version)
+            except (ValueError, RecursionError) as error:
+                raise _undecodable(ref, response, error) from error
             del response  # the raw bytes are as big as the page; drop them before yielding
             token = page.continue_token
             yield JobPage(page.jobs, date)
@@ -282,13 +283,8 @@ class KubeCluster:
             query = _list_query(page_size, selector, token)
             response = self._transport.request("GET", path, ref, query=query)
             date = parse_http_date(response.date)
-            document = _decode(response.data)
+            items, token, version = _list_page(response, ref)
             del response  # the raw bytes are as big as the page; drop them before yielding
-            items = document.get("items") or []
-            metadata = document.get("metadata") or {}
-            token = metadata.get("continue") or None
-            version = metadata.get("resourceVersion") or None
-            del document
             yield Page(items, date, version)
             items.clear()  # the consumer is done with this page: free it before the next
             if not token:
@@ -297,10 +293,8 @@ class KubeCluster:
     def get_job(self, served: ServedKind, namespace: str, name: str) -> JSON:
         """Read one job (see :class:`sweeper.cluster.Cluster`)."""
         path = _object(f"/apis/{GROUP}/{served.version}", namespace, served.kind.plural, name)
-        response = self._transport.request(
-            "GET", path, RequestRef("get", served.kind.resource, namespace, name)
-        )
-        return _decode(response.data)
+        ref = RequestRef("get", served.kind.resource, namespace, name)
+        return _object_answer(self._transport.request("GET", path, ref), ref)
 
     def list_pods(self, namespace: str, selector: str) -> list[JSON]:
         """List pods by label in one namespace (see :class:`sweeper.cluster.Cluster`)."""
@@ -324,13 +318,12 @@ class KubeCluster:
     ) -> None:
         """Merge-patch a job (see :class:`sweeper.cluster.Cluster`)."""
         path = _object(f"/apis/{GROUP}/{served.version}", namespace, served.kind.plural, name)
-        self._transport.request(
-            "PATCH",
-            path,
-            RequestRef("patch", served.kind.resource, namespace, name),
-            body=patch,
-            content_type=MERGE_PATCH,
-            dry_run=dry_run,
+        ref = RequestRef("patch", served.kind.resource, namespace, name)
+        _decode(
+            self._transport.request(
+                "PATCH", path, ref, body=patch, content_type=MERGE_PATCH, dry_run=dry_run
+            ),
+            ref,
         )
 
     def patch_job_status(
@@ -338,13 +331,13 @@ class KubeCluster:
     ) -> None:
         """Merge-patch a job's status subresource (see :class:`sweeper.cluster.Cluster`)."""
         path = _object(f"/apis/{GROUP}/{served.version}", namespace, served.kind.plural, name)
-        self._transport.request(
-            "PATCH",
-            f"{path}/status",
-            RequestRef("patch", f"{served.kind.resource}/status", namespace, name),
-            body=patch,
-            content_type=MERGE_PATCH,
-            dry_run=dry_run,
+        ref = RequestRef("patch", f"{served.kind.resource}/status", namespace, name)
+        path = f"{path}/status"
+        _decode(
+            self._transport.request(
+                "PATCH", path, ref, body=patch, content_type=MERGE_PATCH, dry_run=dry_run
+            ),
+            ref,
         )
 
     def delete_pod(self, namespace: str, name: str, uid: str, *, dry_run: bool) -> None:
@@ -365,24 +358,24 @@ class KubeCluster:
         }
         if dry_run:
             body["dryRun"] = ["All"]
-        self._transport.request(
-            "DELETE",
-            _object("/api/v1", namespace, plural, name),
-            RequestRef("delete", plural, namespace, name),
-            body=body,
-            content_type="application/json",
-            dry_run=dry_run,
+        ref = RequestRef("delete", plural, namespace, name)
+        path = _object("/api/v1", namespace, plural, name)
+        _decode(
+            self._transport.request(
+                "DELETE", path, ref, body=body, content_type="application/json", dry_run=dry_run
+            ),
+            ref,
         )
 
     def create_event(self, namespace: str, event: JSON, *, dry_run: bool) -> None:
         """Create a core/v1 Event (see :class:`sweeper.cluster.Cluster`)."""
-        self._transport.request(
-            "POST",
-            _collection("/api/v1", namespace, "events"),
-            RequestRef("create", "events", namespace),
-            body=event,
-            content_type="application/json",
-            dry_run=dry_run,
+        ref = RequestRef("create", "events", namespace)
+        path = _collection("/api/v1", namespace, "events")
+        _decode(
+            self._transport.request(
+                "POST", path, ref, body=event, content_type="application/json", dry_run=dry_run
+            ),
+            ref,
         )
 
     # --- watch mode: streams and the Lease -------------------------------------------------
@@ -440,12 +433,9 @@ class KubeCluster:
         Returns:
             The Lease and the answer's date.
         """
-        response = self._transport.request(
-            "GET",
-            _object(LEASES, namespace, "leases", name),
-            RequestRef("get", LEASE_RESOURCE, namespace, name),
-        )
-        return Answer(_decode(response.data), parse_http_date(response.date))
+        ref = RequestRef("get", LEASE_RESOURCE, namespace, name)
+        response = self._transport.request("GET", _object(LEASES, namespace, "leases", name), ref)
+        return Answer(_object_answer(response, ref), parse_http_date(response.date))
 
     def create_lease(self, namespace: str, body: JSON) -> Answer:
         """Create a Lease, tried once (see :class:`sweeper.cluster.WatchCluster`).
@@ -453,14 +443,15 @@ class KubeCluster:
         Returns:
             The Lease as created and the answer's date.
         """
+        ref = RequestRef("create", LEASE_RESOURCE, namespace)
         response = self._once.request(
             "POST",
             _collection(LEASES, namespace, "leases"),
-            RequestRef("create", LEASE_RESOURCE, namespace),
+            ref,
             body=body,
             content_type="application/json",
         )
-        return Answer(_decode(response.data), parse_http_date(response.date))
+        return Answer(_object_answer(response, ref), parse_http_date(response.date))
 
     def update_lease(self, namespace: str, name: str, body: JSON) -> Answer:
         """Replace a Lease at its resourceVersion, tried once (see ``WatchCluster``).
@@ -468,14 +459,15 @@ class KubeCluster:
         Returns:
             The Lease as written and the answer's date.
         """
+        ref = RequestRef("update", LEASE_RESOURCE, namespace, name)
         response = self._once.request(
             "PUT",
             _object(LEASES, namespace, "leases", name),
-            RequestRef("update", LEASE_RESOURCE, namespace, name),
+            ref,
             body=body,
             content_type="application/json",
         )
-        return Answer(_decode(response.data), parse_http_date(response.date))
+        return Answer(_object_answer(response, ref), parse_http_date(response.date))
 
     def close(self) -> None:
         """Close the client's connections (see :class:`sweeper.cluster.Cluster`).
@@ -616,8 +608,10 @@ class _WatchStream:
     def _event(self, line: bytes) -> WatchEvent:
         try:
             document = json.loads(line)
-        except ValueError as error:
-            raise api_error(self._ref, None, "undecodable watch event") from error
+        except (ValueError, RecursionError) as error:
+            raise api_error(
+                self._ref, None, f"undecodable watch event: not JSON ({_start(line)})"
+            ) from error
         kind = document.get("type") if isinstance(document, dict) else None
         obj = document.get("object") if isinstance(document, dict) else None
         if not isinstance(kind, str) or not isinstance(obj, dict):
@@ -724,9 +718,104 @@ def _list_query(page_size: int, selector: str | None, token: str | None) -> list
     return query
 
 
-def _decode(data: bytes) -> dict[str, Any]:
-    document = json.loads(data) if data else {}
-    return document if isinstance(document, dict) else {}
+# --- answers that are not the API server's JSON ------------------------------------------------
+# An auth proxy's sign-in page, a captive portal or a gateway can answer 200 in the API server's
+# place; a connection cut mid-body leaves truncated JSON. Such an answer is a state of the
+# cluster, never a bug: each becomes an ApiError naming the request (exit 3 for discovery and
+# lists, a per-job error for a job's own requests), never a traceback. Nor is it ever read as
+# "nothing there": a body without the List's items or the discovery document's entries would
+# otherwise make a pass that finds no job and exits 0. A write's answer is read too: the API
+# server answers every write with the object (or a Status), so anything else means the write
+# may not have reached it.
+
+
+def _decode(response: Response, ref: RequestRef) -> dict[str, Any]:
+    """The JSON object of a successful answer.
+
+    Raises:
+        ApiError: The body is not a JSON object.
+    """
+    try:
+        document = json.loads(response.data)
+    except (ValueError, RecursionError) as error:
+        raise _undecodable(ref, response, error) from error
+    if not isinstance(document, dict):
+        raise _undecodable(ref, response, f"a JSON {type(document).__name__}, not an object")
+    return document
+
+
+def _object_answer(response: Response, ref: RequestRef) -> dict[str, Any]:
+    """A successful answer that must be one object (a job, a Lease): it has a uid.
+
+    Read as an object without one, a re-read job would look replaced by a new one.
+
+    Raises:
+        ApiError: The body is not such an object.
+    """
+    document = _decode(response, ref)
+    metadata = document.get("metadata")
+    if not isinstance(metadata, dict) or not isinstance(metadata.get("uid"), str):
+        raise _undecodable(ref, response, "no 'metadata.uid': not a Kubernetes object")
+    return document
+
+
+def _entries(response: Response, ref: RequestRef, key: str) -> list[Any]:
+    """The list under ``key`` of a discovery document (``versions``, ``resources``).
+
+    Raises:
+        ApiError: The body is not such a document.
+    """
+    entries = _decode(response, ref).get(key)
+    if not isinstance(entries, list):
+        raise _undecodable(ref, response, f"no {key!r} list")
+    return entries
+
+
+def _list_page(response: Response, ref: RequestRef) -> tuple[list[Any], str | None, str | None]:
+    """The items, continue token and resourceVersion of a List answer.
+
+    Raises:
+        ApiError: The body is not a List (no ``items``, or fields of the wrong type).
+    """
+    document = _decode(response, ref)
+    if "items" not in document:
+        raise _undecodable(ref, response, "no 'items': not a List")
+    items = document["items"]
+    metadata = document.get("metadata")
+    if metadata is None:
+        metadata = {}
+    token, version = (
+        (metadata.get("continue"), metadata.get("resourceVersion"))
+        if isinstance(metadata, dict)
+        else (None, None)
+    )
+    if items is not None and not isinstance(items, list):
+        raise _undecodable(ref, response, "'items' is not a list")
+    if not isinstance(metadata, dict) or not all(
+        v is None or isinstance(v, str) for v in (token, version)
+    ):
+        raise _undecodable(ref, response, "'metadata' is not a ListMeta")
+    return items or [], token or None, version or None
+
+
+def _undecodable(ref: RequestRef, response: Response, why: object) -> ApiError:
+    if isinstance(why, ValueError | RecursionError) and not isinstance(why, pages.NotAList):
+        why = f"not JSON ({_start(response.data)}; a proxy answering for the API server?)"
+    return api_error(
+        ref, None, f"undecodable answer (HTTP {response.status}, {len(response.data)} bytes): {why}"
+    )
+
+
+def _start(data: bytes) -> str:
+    """The first characters of a body, printable and on one line (it may hold any bytes)."""
+    if not data:
+        return "empty body"
+    text = data[:_SHOWN].decode("utf-8", "replace")
+    shown = "".join(c if c.isprintable() else "?" for c in one_line(text))
+    return f"starts {shown!r}" + ("..." if len(data) > _SHOWN else "")
+
+
+_SHOWN = 40  # bytes of an undecodable body quoted in its error: enough to tell HTML from JSON
 
 
 def _describe_connection_error(error: BaseException) -> str:

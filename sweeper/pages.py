@@ -96,13 +96,22 @@ class _ListMeta(msgspec.Struct, gc=False):
 
 
 class _List(msgspec.Struct, gc=False):
-    items: list[_Item] | None = None
+    # Required, as in every List the API server sends: a JSON object without it is not one.
+    items: list[_Item] | None
     metadata: _ListMeta | None = None
 
 
 _LIST_DECODER = msgspec.json.Decoder(_List)
 _NO_RUN_POLICY = _RunPolicy()
 _NO_LIST_META = _ListMeta()
+
+
+class NotAList(ValueError):  # noqa: N818 - named after what the body is not
+    """A JSON body that is not a List: the answer came from something else than the API server.
+
+    An auth proxy, a gateway or a truncated answer; read as "no jobs", it would make a pass
+    that enforces nothing and exits 0.
+    """
 
 
 class _Unusual(Exception):  # noqa: N818 - internal control flow, never escapes this module
@@ -121,10 +130,12 @@ def decode_jobs(data: bytes, kind: Kind, version: str) -> DecodedPage:
         The page, exactly as :func:`reference_decode_jobs` reads it.
 
     Raises:
-        ValueError: The body is not JSON at all (as ``json.loads`` raises it).
+        ValueError: The body is not JSON at all (as ``json.loads`` raises it), or
+            :class:`NotAList`.
+        RecursionError: The body nests deeper than ``json.loads`` can read.
     """
     try:
-        document = _LIST_DECODER.decode(data) if data else _List()
+        document = _LIST_DECODER.decode(data)
         jobs = [_view(item, kind, version) for item in document.items or ()]
     except (msgspec.ValidationError, msgspec.DecodeError, _Unusual):
         return reference_decode_jobs(data, kind, version)
@@ -144,16 +155,29 @@ def reference_decode_jobs(data: bytes, kind: Kind, version: str) -> DecodedPage:
         The page.
 
     Raises:
-        ValueError: The body is not JSON at all.
+        ValueError: The body is not JSON at all, or :class:`NotAList`.
+        RecursionError: The body nests deeper than ``json.loads`` can read.
     """
-    document = json.loads(data) if data else {}
+    document = json.loads(data)
     if not isinstance(document, dict):
-        document = {}
-    metadata = document.get("metadata") or {}
+        raise NotAList(f"a JSON {type(document).__name__}, not a List")
+    if "items" not in document:
+        raise NotAList("no 'items': not a List")
+    items = document["items"]
+    if items is not None and not isinstance(items, list):
+        raise NotAList("'items' is not a list")
+    metadata = document.get("metadata")
+    if metadata is None:
+        metadata = {}
+    if not isinstance(metadata, dict) or not all(
+        isinstance(metadata.get(key), str | None) for key in ("continue", "resourceVersion")
+    ):
+        raise NotAList("'metadata' is not a ListMeta")
     token = metadata.get("continue") or None
     resource_version = metadata.get("resourceVersion") or None
-    items = document.get("items") or []
-    return DecodedPage([parse_job(item, kind, version) for item in items], token, resource_version)
+    return DecodedPage(
+        [parse_job(item, kind, version) for item in items or ()], token, resource_version
+    )
 
 
 def _view(item: _Item, kind: Kind, version: str) -> Job:

@@ -239,7 +239,7 @@ def status_message(data: bytes) -> str:
     """The ``message`` of a Kubernetes ``Status`` body, else the start of the body, one line."""
     try:
         document = json.loads(data) if data else {}
-    except ValueError:
+    except (ValueError, RecursionError):  # not a Status: an HTML error page, or deeply nested
         return one_line(data.decode("utf-8", "replace"))[:200]
     message = document.get("message") if isinstance(document, dict) else None
     return one_line(str(message)) if message else ""

@@ -168,8 +168,9 @@ def test_all_namespaces_and_core_lists_collect_every_page() -> None:
 
 
 def test_get_job_quotes_the_name_and_decodes_the_object() -> None:
-    sweeper_cluster, send = cluster(ok({"kind": "PyTorchJob"}))
-    assert sweeper_cluster.get_job(PYTORCH, "a", "x/y") == {"kind": "PyTorchJob"}
+    answer = {"kind": "PyTorchJob", "metadata": {"uid": "u"}}
+    sweeper_cluster, send = cluster(ok(answer))
+    assert sweeper_cluster.get_job(PYTORCH, "a", "x/y") == answer
     assert send.sent[0].path == "/apis/kubeflow.org/v1/namespaces/a/pytorchjobs/x%2Fy"
 
 
