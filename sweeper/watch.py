@@ -292,7 +292,7 @@ class Watcher:
         try:
             discovery = self.cluster.discover()
         except ApiError as error:
-            raise ClusterUnavailable(str(error)) from error
+            raise ClusterUnavailable(f"{error} ({self.cluster.endpoint})") from error
         by_kind = {s.kind: s for s in discovery.served}
         wanted = self.config.kinds or tuple(by_kind)
         scopes = [

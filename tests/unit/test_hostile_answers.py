@@ -280,6 +280,23 @@ def test_explain_ends_in_exit_3_or_a_usage_error_whatever_one_answer_holds(
         assert result.stderr.splitlines()[-1].endswith(f"({ENDPOINT})")
 
 
+@pytest.mark.parametrize("target", ["discover-group", "discover-resources"])
+def test_watch_mode_exits_3_naming_the_server_when_discovery_is_garbled(target: str) -> None:
+    result = run(
+        Server(target, Hostile(200, SIGN_IN)),
+        "--watch",
+        "--dry-run",
+        "--no-leader-elect",
+        "--health-port",
+        "0",
+    )
+
+    assert result.exit_code == 3, result.stderr
+    last = result.stderr.splitlines()[-1]
+    assert "undecodable answer" in last
+    assert last.endswith(f"({ENDPOINT})")
+
+
 # --- watch mode's requests: the Lease and the streams ---------------------------------------------
 
 
