@@ -196,7 +196,40 @@ class Stall:
         return f"stall-after-{self.events}"
 
 
-Fault = Respond | Hang | Reset | SwitchMode | Before | Stall
+# What an auth proxy (oauth2-proxy, a corporate SSO gateway) answers in the apiserver's place.
+SIGN_IN_PAGE = (
+    b"<!DOCTYPE html><html><head><title>Sign in</title></head><body>"
+    b'<form action="/oauth2/start"><button>Sign in with your identity provider</button></form>'
+    b"</body></html>"
+)
+
+
+@dataclass(frozen=True)
+class Garble:
+    """Answer with a body that is not the apiserver's JSON, or with its real answer cut short.
+
+    Attributes:
+        body: The body sent in the apiserver's place (an auth proxy's HTML sign-in page by
+            default); unused with ``truncate``.
+        content_type: Its ``Content-Type``.
+        status: The status sent (200: the proxy says all is well).
+        truncate: Forward the request first (the write happens), then send only this many
+            bytes of the real answer, with a ``Content-Length`` that matches them.
+    """
+
+    body: bytes = SIGN_IN_PAGE
+    content_type: str = "text/html; charset=utf-8"
+    status: int = 200
+    truncate: int | None = None
+
+    def describe(self) -> str:
+        """Short name of the fault for the request log."""
+        if self.truncate is not None:
+            return f"truncate-to-{self.truncate}"
+        return f"garble-{self.status}"
+
+
+Fault = Respond | Hang | Reset | SwitchMode | Before | Stall | Garble
 
 
 @dataclass
@@ -568,6 +601,11 @@ class FaultProxy(StopsOnExit):
                 seen.status = fault.status
                 _send(sock, *_canned(fault, method, target))
                 return upstream, True
+            if isinstance(fault, Garble) and fault.truncate is None:
+                seen.status = fault.status
+                headers_sent = [("Content-Type", fault.content_type), ("Date", _http_date())]
+                _send(sock, fault.status, headers_sent, fault.body)
+                return upstream, True
             if isinstance(fault, Before):
                 fault.action(seen)
             if "watch=1" in target or isinstance(fault, Stall):
@@ -589,6 +627,10 @@ class FaultProxy(StopsOnExit):
             if isinstance(fault, Respond):
                 seen.status = fault.status
                 _send(sock, *_canned(fault, method, target))
+                return upstream, True
+            if isinstance(fault, Garble):
+                seen.status = fault.status
+                _send(sock, fault.status, reply_headers, reply[: fault.truncate])
                 return upstream, True
             seen.status = status
             _send(sock, status, reply_headers, reply)
@@ -771,6 +813,10 @@ def _canned(fault: Respond, method: str, target: str) -> tuple[int, list[tuple[s
     if fault.retry_after is not None:
         headers.append(("Retry-After", str(fault.retry_after)))
     return fault.status, headers, json.dumps(status_doc).encode()
+
+
+def _http_date() -> str:
+    return time.strftime("%a, %d %b %Y %H:%M:%S GMT", time.gmtime())
 
 
 def _reset(sock: socket.socket) -> None:

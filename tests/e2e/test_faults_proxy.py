@@ -24,8 +24,10 @@ import yaml
 from devcluster import ControlPlane, processes
 from tests.e2e.faultproxy import (
     PROXY_USER,
+    SIGN_IN_PAGE,
     Before,
     FaultProxy,
+    Garble,
     Hang,
     Reset,
     Respond,
@@ -279,3 +281,32 @@ def test_stops_by_itself_after_its_lifetime(control_plane: ControlPlane) -> None
 
     with pytest.raises(ConnectionRefusedError):
         get(client_for(proxy), NAMESPACES)
+
+
+def raw_get(conn: http.client.HTTPSConnection, path: str) -> tuple[int, dict[str, str], bytes]:
+    conn.request("GET", path, headers={"Accept": "application/json"})
+    response = conn.getresponse()
+    return response.status, dict(response.getheaders()), response.read()
+
+
+def test_garble_answers_a_sign_in_page_in_the_apiservers_place(proxy: FaultProxy) -> None:
+    proxy.rules.append(Rule(Garble(), "GET", r"^/api/v1/namespaces$"))
+
+    status, headers, body = raw_get(client_for(proxy), NAMESPACES)
+
+    assert (status, body) == (200, SIGN_IN_PAGE)
+    assert headers["Content-Type"].startswith("text/html")
+    [seen] = proxy.seen
+    assert (seen.fault, seen.status, seen.upstream_status) == ("garble-200", 200, None)
+
+
+def test_garble_truncate_forwards_then_cuts_the_real_answer(proxy: FaultProxy) -> None:
+    proxy.rules.append(Rule(Garble(truncate=30), "GET", r"^/api/v1/namespaces$"))
+
+    status, headers, body = raw_get(client_for(proxy), NAMESPACES)
+
+    assert (status, len(body)) == (200, 30)
+    assert body.startswith(b'{"kind":"NamespaceList"')
+    assert headers["Content-Type"] == "application/json"
+    [seen] = proxy.seen
+    assert (seen.fault, seen.upstream_status) == ("truncate-to-30", 200)

@@ -12,6 +12,7 @@ names the missing permission: the verb and the resource that were forbidden.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -210,3 +211,46 @@ def test_without_one_documented_permission_it_fails_and_names_it(
         untouched = w.get_job(control_plane, overdue, "PyTorchJob", "untouched")
         assert untouched["status"]["conditions"][-1]["type"] == "Failed"
         assert re.search(r'"level": "WARNING".*touch-refused', run.result.stderr), run.explain()
+
+
+def test_a_refusal_keeps_the_servers_reason_naming_the_identity_and_the_verb(
+    control_plane, overdue
+):
+    # kubectl prints the apiserver's own message; the sweeper dropped it for 403 (issue 19,
+    # item 12), so a shared cluster's operator could not tell which identity was refused, nor
+    # RBAC from an admission policy.
+    grants = GRANTS[("touch", None)] - {Grant("jobs", "patch")}
+
+    run = run_as(control_plane, overdue, grants, "touch", None)
+
+    assert run.result.returncode == 1, run.explain()
+    reason = (
+        f'pytorchjobs.kubeflow.org "untouched" is forbidden: User '
+        f'"system:serviceaccount:{overdue}:{SA}" cannot patch resource "pytorchjobs" in API '
+        f'group "kubeflow.org" in the namespace "{overdue}"'
+    )
+    line = (
+        f"touch refused: cannot patch pytorchjobs.kubeflow.org 'untouched' in namespace "
+        f'"{overdue}": forbidden (403): {reason}'
+    )
+    assert run.jobs_by_name()["untouched"]["errors"] == [line], run.explain()
+    records = [json.loads(r) for r in run.result.stderr.splitlines() if r.startswith("{")]
+    logged = [r for r in records if r.get("name") == "untouched" and r["level"] == "ERROR"]
+    assert [r["errors"] for r in logged] == [[line]], run.explain()
+
+
+def test_a_refused_list_exits_3_with_the_servers_reason(control_plane, overdue):
+    grants = GRANTS[("touch", None)] - {Grant("jobs", "list")}
+
+    run = run_as(control_plane, overdue, grants, "touch", None)
+
+    assert run.result.returncode == 3, run.explain()
+    last = run.result.stderr.splitlines()[-1]
+    # The first kind listed is refused (every kind's list is).
+    assert re.fullmatch(
+        rf'sweeper: error: cannot list (\w+jobs)\.kubeflow\.org in namespace "{overdue}": '
+        rf'forbidden \(403\): \1\.kubeflow\.org is forbidden: User "system:serviceaccount:'
+        rf'{overdue}:{SA}" cannot list resource "\1" in API group "kubeflow\.org" in the '
+        rf'namespace "{overdue}" \(server https://\S+, context "\S+"\)',
+        last,
+    ), last
