@@ -496,7 +496,7 @@ def _option(*names: str, env: str | list[str], **kwargs: Any) -> Callable[[_Deco
     type=_seconds(positive=True),
     default="45s",
     metavar="DURATION",
-    help="Bound on the whole run (exit 5 when reached).",
+    help="Bound on the whole run (exit 5 when reached); --watch: on each resync pass.",
 )
 @_option(
     "--pushgateway",
@@ -549,7 +549,8 @@ def _option(*names: str, env: str | list[str], **kwargs: Any) -> Callable[[_Deco
     "--leader-elect/--no-leader-elect",
     env="SWEEPER_LEADER_ELECT",
     default=True,
-    help="--watch: hold a coordination.k8s.io Lease before writing (run 2 replicas).",
+    help="--watch: hold a coordination.k8s.io Lease before writing (run 2 replicas); "
+    "never with --dry-run, which writes no Lease either (each replica reports alone).",
 )
 @_option(
     "--lease-name",
@@ -620,8 +621,9 @@ def command(ctx: click.Context, /, **options: Any) -> None:
     """Find Kubeflow v1 jobs past spec.runPolicy.activeDeadlineSeconds and touch or fail them.
 
     Exit codes: 0 completed, 1 some actions failed, 2 usage or configuration error, 3 the
-    cluster could not be listed, 4 interrupted (SIGTERM/SIGINT), 5 --timeout reached,
-    70 internal error (a bug: the log has its traceback).
+    cluster could not be listed, 4 interrupted (SIGTERM/SIGINT; --watch exits 0 once it
+    stopped cleanly), 5 --timeout reached, 70 internal error (a bug: the log has its
+    traceback).
     """
     connect = (ctx.find_object(Seams) or Seams()).connect
     try:

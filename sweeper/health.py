@@ -8,6 +8,7 @@ name (the Pushgateway push uses the same definitions).
 
 from __future__ import annotations
 
+import errno
 import logging
 import threading
 import time
@@ -15,6 +16,8 @@ from collections.abc import Callable
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Protocol
+
+from sweeper.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -96,7 +99,12 @@ def serve(address: str, port: int, health: Health, metrics: Exposition) -> Threa
         metrics: The metrics.
 
     Returns:
-        The running server (``shutdown()`` stops it).
+        The running server (``shutdown()`` stops it, ``server_close()`` frees the port).
+
+    Raises:
+        ConfigError: The address and port cannot be listened on (a port already in use,
+            another sweeper on the same host for instance, an address not on this host, a
+            privileged port): a configuration error (exit 2), not a bug.
     """
 
     class Handler(BaseHTTPRequestHandler):
@@ -125,8 +133,26 @@ def serve(address: str, port: int, health: Health, metrics: Exposition) -> Threa
         def log_message(self, format: str, *args: object) -> None:
             log.debug("health: " + format, *args)
 
-    server = ThreadingHTTPServer((address, port), Handler)
+    try:
+        server = ThreadingHTTPServer((address, port), Handler)
+    except OSError as error:
+        raise ConfigError(_cannot_listen(address, port, error)) from error
     server.daemon_threads = True
     thread = threading.Thread(target=server.serve_forever, name="health", daemon=True)
     thread.start()
     return server
+
+
+def _cannot_listen(address: str, port: int, error: OSError) -> str:
+    where = f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
+    reason = error.strerror or str(error)
+    if error.errno == errno.EADDRINUSE:
+        return (
+            f"cannot serve /healthz, /readyz and /metrics on {where}: {reason} (another "
+            "process listens there); choose a free port with --health-port (SWEEPER_HEALTH_PORT), "
+            "or 0 to serve none"
+        )
+    return (
+        f"cannot serve /healthz, /readyz and /metrics on {where}: {reason} "
+        "(--health-address/SWEEPER_HEALTH_ADDRESS, --health-port/SWEEPER_HEALTH_PORT)"
+    )

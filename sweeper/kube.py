@@ -111,9 +111,14 @@ def connect(config: Config, *, stop: StopSignal) -> KubeCluster:
     send = ClientSend(api)
     transport = Transport(send, stop, request_timeout=config.request_timeout)
     # A Lease write is tried once per retry period: a retried write could land after the
-    # renew deadline, which the election counts from the first sending.
+    # renew deadline, which the election counts from the first sending. It is not fenced by
+    # leadership: it is how a candidate takes the Lease.
     once = Transport(
-        send, stop, request_timeout=config.request_timeout, policy=RetryPolicy(attempts=1)
+        send,
+        stop,
+        request_timeout=config.request_timeout,
+        policy=RetryPolicy(attempts=1),
+        fenced=False,
     )
     context = "in-cluster" if not source else f'"{config.context or _current_context(source)}"'
     return KubeCluster(

@@ -15,8 +15,11 @@ API answer passed in, so that unit and property tests drive it with an injected 
   time; renewing keeps both.
 - The leader renews every retry period, first optimistically from its last write; it leads
   only while its last successful write was *sent* less than the renew deadline ago. The
-  renew deadline is shorter than the lease duration, so the leader stops writing before any
-  other replica can consider the Lease expired, whatever the network did to the answer.
+  renew deadline is shorter than the lease duration, so the leader stops *sending* writes
+  before any other replica can consider the Lease expired, whatever the network did to the
+  answer. A write already on the wire is bounded too (:meth:`Elector.write_window`): each
+  attempt ends before the lease duration since that renewal, when another replica may take
+  over at the earliest, so that no two replicas' writes are ever in flight together.
 - Releasing (on SIGTERM) writes an empty holder with a one-second duration, so a follower
   takes over at its next retry instead of waiting out the lease.
 
@@ -257,9 +260,31 @@ class Elector:
             now: Monotonic seconds.
 
         Returns:
-            ``True`` once leadership lapsed (the caller stops writing and exits).
+            ``True`` once leadership lapsed: the caller has already stopped writing
+            (:meth:`leading` says so), steps down and is a candidate again; it may take the
+            Lease back while the record still names it, as client-go lets a holder renew.
         """
         return self._renewed_at is not None and not self.leading(now)
+
+    def write_window(self, now: float) -> float:
+        """How long a job write sent now may stay in flight, if one may be sent at all.
+
+        Another candidate may take the Lease once it has seen the record unchanged for the
+        lease duration, and it cannot have seen this candidate's last renewal before that
+        renewal was sent: so no other candidate leads before ``sent + lease_duration``. An
+        attempt bounded by this window is over (answered or abandoned) by then. It is at
+        least ``lease_duration - renew_deadline`` whenever :meth:`leading` is true.
+
+        Args:
+            now: Monotonic seconds.
+
+        Returns:
+            Seconds left before another candidate may lead; 0 when this candidate does not
+            lead (no write may be sent).
+        """
+        if self._renewed_at is None or not self.leading(now):
+            return 0.0
+        return self._renewed_at + self.timing.lease_duration - now
 
     def renewal(self, wall: datetime) -> Update | None:
         """The leader's optimistic renewal, from its own last write (no read first).

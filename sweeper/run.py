@@ -118,6 +118,10 @@ class StopFlag:
         """Sleep ``seconds``, unless a signal asks the run to stop; ``True`` when one did."""
         return self.event.wait(seconds)
 
+    def write_window(self) -> float:
+        """Unbounded: no Lease fences a one-shot run's writes (``--watch`` overrides this)."""
+        return math.inf
+
 
 @contextlib.contextmanager
 def signals_stop(flag: StopFlag) -> Iterator[None]:

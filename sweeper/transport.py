@@ -9,6 +9,10 @@ official client, unit tests with a fake. :class:`Transport` decides everything a
 - each attempt is bounded by ``--request-timeout`` and by what is left of ``--timeout``, as the
   run's own stop flag tells it (its deadline, on the run's clock), and a signal cuts a wait
   short (:class:`~sweeper.errors.Interrupted`);
+- each attempt of a write (any method but GET) also asks the stop flag for its write window
+  first: in ``--watch`` with leader election, no attempt is sent once this replica no longer
+  leads (a retry included), and each is bounded to end before another replica may take the
+  Lease (:meth:`sweeper.lease.Elector.write_window`); outside it the window is unbounded;
 - an answer that is not a success becomes the most specific
   :class:`~sweeper.errors.ApiError`, naming the request.
 """
@@ -88,6 +92,10 @@ class StopSignal(Protocol):
         """Sleep, unless a signal asks the run to stop; ``True`` when one did."""
         ...
 
+    def write_window(self) -> float:
+        """Seconds a write sent now may stay in flight; 0 or less: send none (not the leader)."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class RetryPolicy:
@@ -138,6 +146,8 @@ class Transport:
         request_timeout: ``--request-timeout``, seconds per attempt.
         policy: What is retried, and how.
         jitter: ``random.uniform`` unless a test needs it fixed.
+        fenced: Bound the writes by the stop flag's write window. Not for the Lease's own
+            writes: they are how a candidate becomes the leader.
     """
 
     def __init__(
@@ -148,8 +158,10 @@ class Transport:
         request_timeout: float,
         policy: RetryPolicy | None = None,
         jitter: Callable[[float, float], float] = random.uniform,
+        fenced: bool = True,
     ) -> None:
         self._send = send
+        self._fenced = fenced
         self._stop = stop
         self._request_timeout = request_timeout
         self._policy = policy or RetryPolicy()
@@ -185,7 +197,8 @@ class Transport:
         Raises:
             ApiError: The request failed for good (its subclass names the status).
             RunTimeout: ``--timeout`` ran out before an answer.
-            Interrupted: A signal arrived while waiting to retry.
+            Interrupted: A signal arrived while waiting to retry, or a write's window closed
+                (this replica no longer leads) before an attempt.
         """
         pairs = [*query, ("dryRun", "All")] if dry_run else list(query)
         encoded = urllib.parse.urlencode(pairs, quote_via=urllib.parse.quote)
@@ -193,19 +206,24 @@ class Transport:
         headers = {"Accept": "application/json"}
         if content_type:
             headers["Content-Type"] = content_type
+        fenced = self._fenced and method != "GET"
         attempt = 0
         while True:
             attempt += 1
             remaining = self._stop.remaining()
             if remaining <= 0:
                 raise RunTimeout(_timeout_message(ref))
+            budget = min(self._request_timeout, remaining)
+            if fenced:
+                # Asked before every attempt, not once per request: a retry must not be sent
+                # after the renew deadline, when another replica may soon lead.
+                window = self._stop.write_window()
+                if window <= 0:
+                    raise Interrupted(f"no longer the leader: {ref.describe()} not sent")
+                budget = min(budget, window)
             try:
                 response = self._send(
-                    method,
-                    resource_path,
-                    dict(headers),
-                    body=body,
-                    timeout=min(self._request_timeout, remaining),
+                    method, resource_path, dict(headers), body=body, timeout=budget
                 )
             except NoResponse as failure:
                 if self._stop.remaining() <= 0:

@@ -7,11 +7,17 @@ Threads, and what each owns:
   seen, after a jittered backoff; 410 Gone lists again; a stream silent past
   ``--watch-timeout`` is reopened. It turns each object into the instant the job becomes due
   (:func:`sweeper.decide.due_at`) and queues that, never the object itself.
-- the **lease** (with ``--leader-elect``): client-go's election (:mod:`sweeper.lease`); only
-  the leader writes to jobs; a leader that cannot renew within the renew deadline stops
-  writing at once and is a candidate again, its view kept warm: when the API server is back
-  (an outage, a restart) it takes the Lease back at once if the record still names it, or
-  waits for it like any follower; SIGTERM releases the Lease.
+- the **lease** (with ``--leader-elect``, and never in a dry run: a dry run writes nothing, the
+  Lease included, so each dry replica reports on its own): client-go's election
+  (:mod:`sweeper.lease`); only the leader writes to jobs, and the transport asks before every
+  attempt of a write (retries included) whether it still leads, bounding each attempt to end
+  before another replica may take over; a leader that cannot renew within the renew deadline
+  stops writing at once and is a candidate again, its view kept warm: when the API server is
+  back (an outage, a restart) it takes the Lease back at once if the record still names it, or
+  waits for it like any follower.
+- **SIGTERM or SIGINT** (how a Deployment stops its pods): no new write starts, the writes in
+  flight finish, then the Lease is released and the process exits 0; a second signal gives up
+  at once (exit 4), leaving the Lease to expire.
 - the **resync**: a full pass of the one-shot code every ``--resync`` seconds, on the leader,
   as a safety net for anything a stream missed.
 - the **main loop** owns the timers (:class:`sweeper.schedule.Schedule`): it applies queued
@@ -46,12 +52,14 @@ from sweeper.config import ClockMode, Config, WatchSettings
 from sweeper.decide import ALWAYS, Action, ActionKind, Plan, due_at, judge
 from sweeper.errors import (
     EXIT_INTERRUPTED,
+    EXIT_OK,
     ApiError,
     ClusterUnavailable,
     Conflict,
     Gone,
     Interrupted,
     NotFound,
+    RunTimeout,
     SweeperError,
     WatchStalled,
 )
@@ -85,6 +93,9 @@ LEASE_RETRY_UNREACHABLE_S = 0.5
 # Jobs acted on at once: deadlines come in bursts (jobs submitted together with the same
 # activeDeadlineSeconds), and each action is a few round trips that must not queue up.
 FIRE_WORKERS = 8
+# At shutdown, how much longer than one request the threads are waited for: past that, work
+# is taken to be stuck and the Lease is left to expire rather than released.
+DRAIN_MARGIN_S = 1.0
 
 
 class WatchConnect(Protocol):
@@ -151,7 +162,7 @@ _Message = _Listed | _Event | _Leadership | _Fired
 
 
 def watch(config: Config, connect: WatchConnect, out: TextIO) -> int:
-    """Run the watch mode until a signal, or until leadership is lost.
+    """Run the watch mode until SIGTERM or SIGINT.
 
     Args:
         config: The run's settings (``config.watch`` set).
@@ -159,17 +170,35 @@ def watch(config: Config, connect: WatchConnect, out: TextIO) -> int:
         out: Where the resync passes' reports go.
 
     Returns:
-        The exit code: 4 after SIGTERM/SIGINT.
+        The exit code: 0 after a signal once the work in flight finished and the Lease was
+        released (see :meth:`Watcher.run`).
 
     Raises:
         ClusterUnavailable: Discovery failed for good at start-up (exit 3).
+        ConfigError: The probes' port cannot be listened on (exit 2).
     """
     settings = config.watch or WatchSettings()
-    flag = StopFlag(math.inf, config.timeout)
+    flag = _WatchFlag(config.timeout)
     with signals_stop(flag):
         cluster = connect(config, stop=flag)
         with contextlib.closing(cluster):
-            return Watcher(config, settings, cluster, flag, out).run()
+            watcher = Watcher(config, settings, cluster, flag, out)
+            # The transport asks the flag before every attempt of a write: from now on, the
+            # Lease's answer.
+            flag.window = watcher.write_window
+            return watcher.run()
+
+
+class _WatchFlag(StopFlag):
+    """The watch's stop flag: signals only (no deadline), and the Lease's write window."""
+
+    def __init__(self, timeout: float) -> None:
+        super().__init__(math.inf, timeout)
+        self.window: Callable[[], float] = lambda: math.inf
+
+    def write_window(self) -> float:
+        """Seconds a job write sent now may stay in flight (:meth:`Watcher.write_window`)."""
+        return self.window()
 
 
 class Watcher:
@@ -208,13 +237,13 @@ class Watcher:
         self.server_clock = ServerClock()
         self._clock_lock = threading.Lock()
         self.elector = Elector(settings.identity, settings.timing)
+        # A dry run writes nothing, the Lease included: every dry replica reports on its own.
+        self.elects = settings.leader_elect and config.dry_run is None
         self._elector_lock = threading.Lock()
         self._listing = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=FIRE_WORKERS, thread_name_prefix="fire")
         self._in_flight: set[JobKey] = set()
         self._deferred: dict[JobKey, datetime] = {}
-        # Set once no job write can start or be in progress: only then is the Lease released.
-        self._writes_done = threading.Event()
         self.metrics.clock_offset.labels("low").set_function(lambda: self._offset("low"))
         self.metrics.clock_offset.labels("high").set_function(lambda: self._offset("high"))
 
@@ -260,10 +289,22 @@ class Watcher:
 
     def leading(self) -> bool:
         """Whether this replica may write to jobs now."""
-        if not self.settings.leader_elect:
+        if not self.elects:
             return True
         with self._elector_lock:
             return self.elector.leading(self.monotonic())
+
+    def write_window(self) -> float:
+        """Seconds a job write sent now may stay in flight; 0 when none may be sent.
+
+        Asked by the transport before every attempt of a write, retries included: no attempt
+        is sent once the renew deadline passed, and each ends before another replica may take
+        the Lease (:meth:`sweeper.lease.Elector.write_window`). Unbounded without election.
+        """
+        if not self.elects:
+            return math.inf
+        with self._elector_lock:
+            return self.elector.write_window(self.monotonic())
 
     def stop_reason(self) -> SweeperError | None:
         """Say whether writes must stop: a signal, or this replica no longer leads.
@@ -281,16 +322,26 @@ class Watcher:
     # --- the run ---------------------------------------------------------------------------
 
     def run(self) -> int:
-        """Start the threads and run the main loop until a stop.
+        """Start the threads and run the main loop until SIGTERM or SIGINT, then drain.
+
+        A signal is how a Deployment stops its pods (a rollout, a drain, a scale-down), so a
+        clean stop is not an error, as for any controller: the exit code is 0 once the work in
+        flight has finished and the Lease is released.
 
         Returns:
-            The exit code.
+            The exit code: 0 after a clean stop; 4 when work was still running after the
+            wait for it (see :meth:`_drain`).
 
         Raises:
             ClusterUnavailable: Discovery failed for good.
+            ConfigError: The probes' address and port cannot be listened on.
         """
         try:
             discovery = self.cluster.discover()
+        except Interrupted:
+            # A signal during a retry wait at start-up: nothing is held, nothing in flight.
+            log.info("stopped before watching")
+            return EXIT_OK
         except ApiError as error:
             raise ClusterUnavailable(f"{error} ({self.cluster.endpoint})") from error
         by_kind = {s.kind: s for s in discovery.served}
@@ -314,8 +365,14 @@ class Watcher:
             threading.Thread(target=self._stream, args=(scope,), name=f"watch {scope}", daemon=True)
             for scope in scopes
         ]
-        if self.settings.leader_elect:
+        if self.elects:
             threads.append(threading.Thread(target=self._lead, name="lease", daemon=True))
+        elif self.settings.leader_elect:
+            log.info(
+                "dry run: no leader election (a dry run writes nothing, the Lease included); "
+                "this replica reports on its own",
+                extra={"dry_run": str(self.config.dry_run)},
+            )
         threads.append(threading.Thread(target=self._resync, name="resync", daemon=True))
         log.info(
             "watching %d stream(s); identity %s",
@@ -328,18 +385,53 @@ class Watcher:
         try:
             self._loop()
         finally:
-            # Writes in progress complete (none starts: stop_reason says so), then the Lease
-            # is released, so the next leader's first write never overlaps our last one.
-            self._pool.shutdown(wait=True, cancel_futures=True)
-            resync = next(t for t in threads if t.name == "resync")
-            resync.join(timeout=2 * self.config.request_timeout)
-            self._writes_done.set()
+            drained = self._drain(threads)
             if server is not None:
                 server.shutdown()
-            lease_thread = next((t for t in threads if t.name == "lease"), None)
-            if lease_thread is not None:
-                lease_thread.join(timeout=self.settings.timing.renew_deadline)
-        return EXIT_INTERRUPTED
+                server.server_close()
+        return EXIT_OK if drained else EXIT_INTERRUPTED
+
+    def _drain(self, threads: list[threading.Thread]) -> bool:
+        """Let the work in flight finish, then release the Lease, in that order.
+
+        client-go's contract for releasing on cancel: whatever the Lease guards must have
+        completed first, or two replicas act at once. No write starts any more (every write
+        asks :meth:`stop_reason`, and the signal cuts every retry wait short), so the fires in
+        progress end within a request each, and the resync pass (its report included) and the
+        Lease thread are waited for a bounded time.
+
+        Args:
+            threads: The threads :meth:`run` started.
+
+        Returns:
+            Whether everything finished: only then is the Lease released. Otherwise it is left
+            to expire (``--lease-duration``), so that the next leader's first write cannot
+            overlap one of ours still on its way.
+        """
+        self._pool.shutdown(wait=True, cancel_futures=True)  # the fires in progress
+        resync = next(t for t in threads if t.name == "resync")
+        resync.join(timeout=2 * self.config.request_timeout)
+        lease = next((t for t in threads if t.name == "lease"), None)
+        if lease is not None:
+            # Its own request in flight, if any (one attempt: the signal cuts retries).
+            lease.join(timeout=self.config.request_timeout + DRAIN_MARGIN_S)
+        busy = [t.name for t in (resync, lease) if t is not None and t.is_alive()]
+        if lease is None:
+            return not busy
+        namespace, name = self._lease_namespace(), self.settings.lease_name
+        if busy:
+            with self._elector_lock:
+                self.elector.step_down()
+            self.metrics.leader.set(0)
+            log.warning(
+                "stopping with work in flight (%s): the Lease %s/%s is left to expire",
+                ", ".join(busy),
+                namespace,
+                name,
+            )
+            return False
+        self._release(namespace, name)
+        return True
 
     def _loop(self) -> None:
         while not self.flag.event.is_set():
@@ -604,6 +696,8 @@ class Watcher:
             except Conflict:
                 read_first = True  # someone else wrote it: read before the next try
                 continue
+            except Interrupted:
+                continue  # a signal cut a retry wait short: stopping (the loop ends)
             except ApiError as error:
                 log.warning("Lease %s/%s: %s", namespace, name, error)
                 unreachable = error.status is None
@@ -639,8 +733,7 @@ class Watcher:
                 # (or learns who has it) sooner; a refused connection costs the server nothing.
                 delay = min(delay, LEASE_RETRY_UNREACHABLE_S)
             self.flag.event.wait(delay)
-        self._writes_done.wait(timeout=timing.renew_deadline)
-        self._release(namespace, name)
+        # Released by _drain, once the work the Lease guards has finished.
 
     def _lease_round(self, namespace: str, name: str, *, read_first: bool) -> None:
         wall = clock.local_now()
@@ -704,15 +797,28 @@ class Watcher:
 
 
 class _LeaderFlag(StopFlag):
-    """A pass's stop flag that also stops it when this replica stops leading."""
+    """A resync pass's stop flag: a signal, this replica no longer leading, or ``--timeout``.
+
+    ``--timeout`` bounds each pass from its start, as it bounds a one-shot run: no page is
+    judged and no write starts once it is reached (the request in flight completes, within
+    ``--request-timeout``); the pass is reported as stopped, and the next one comes a
+    ``--resync`` later. Timer fires are not passes: ``--request-timeout`` bounds theirs.
+    """
 
     def __init__(self, watcher: Watcher) -> None:
-        super().__init__(math.inf, watcher.config.timeout)
+        timeout = watcher.config.timeout
+        super().__init__(watcher.monotonic() + timeout, timeout, watcher.monotonic)
         self.event = watcher.flag.event
         self._watcher = watcher
 
     def reason(self) -> SweeperError | None:
-        return self._watcher.stop_reason()
+        """Say whether the pass must stop: the watch's reasons first, then ``--timeout``."""
+        cause = self._watcher.stop_reason()
+        if cause is not None:
+            return cause
+        if self._monotonic() >= self.deadline:
+            return RunTimeout(f"--timeout ({self._timeout:g}s) reached in resync pass")
+        return None
 
 
 def _resource_version(obj: JSON) -> str | None:

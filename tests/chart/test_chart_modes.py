@@ -121,6 +121,23 @@ def test_watch_mode_adds_watch_and_get_on_the_jobs_and_one_lease(render, action,
     assert binding["roleRef"]["name"] == lease["metadata"]["name"]
 
 
+@pytest.mark.parametrize("dry_run", [True, "client", "server"], ids=str)
+def test_a_dry_run_watch_elects_no_leader_so_gets_no_lease_permission(render, dry_run):
+    # A dry run writes nothing, the Lease included: each replica reports on its own.
+    rendered = render({"mode": "watch", "dryRun": dry_run})
+
+    granted = [
+        rule
+        for role in rendered.of_kind("Role") + rendered.of_kind("ClusterRole")
+        for rule in role["rules"]
+        if "coordination.k8s.io" in rule["apiGroups"]
+    ]
+    assert granted == []
+    assert [
+        b for b in rendered.of_kind("RoleBinding") if b["metadata"]["name"].endswith("-lease")
+    ] == []
+
+
 def test_the_network_policy_admits_the_metrics_scrape_only(render):
     policy = render({"mode": "watch"}).one("NetworkPolicy")
     assert policy["spec"]["ingress"] == [{"ports": [{"port": "metrics", "protocol": "TCP"}]}]

@@ -4,6 +4,9 @@ A Kubernetes CronJob's pod gets SIGTERM when it is deleted or its deadline passe
 is delivered at an exact point: the fault proxy's ``Before`` rule sends it to the sweeper
 process while one of its patches is on its way to the apiserver, so that write is in flight
 when the signal lands. The proxy's request log then shows what the sweeper did after it.
+
+``--watch`` (a Deployment, whose pods are all stopped that way) ends the same way but exits 0,
+and releases its Lease only once the write in flight is done.
 """
 
 from __future__ import annotations
@@ -12,7 +15,9 @@ import json
 import os
 import signal
 import subprocess
+import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,6 +26,7 @@ from devcluster import ControlPlane, processes
 from tests.e2e import clusters
 from tests.e2e import workloads as w
 from tests.e2e.faultproxy import Before, FaultProxy, Respond, Rule, Seen
+from tests.e2e.watchers import PATIENCE_S, Watcher
 
 pytestmark = pytest.mark.e2e
 
@@ -125,3 +131,64 @@ def test_a_signal_during_a_retry_wait_stops_at_once_without_retrying(
         by_result.setdefault(job["result"], []).append(job["name"])
     assert len(by_result.get("done", [])) == 1, json.dumps(report, indent=1)
     assert "Traceback" not in err
+
+
+# The watcher's write is held this long after the signal: longer than the renew deadline (3 s),
+# after which the sweeper used to release the Lease whatever was still in flight.
+HOLD_S = 6.0
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_watch_stopped_mid_write_finishes_it_then_releases_the_lease_and_exits_0(
+    control_plane: ControlPlane,
+    namespace: str,
+    proxy: FaultProxy,
+    tmp_path: Path,
+    signum: signal.Signals,
+) -> None:
+    w.create_job(control_plane, namespace, "late")
+    running: list[Watcher] = []
+
+    def signal_then_hold(_seen: Seen) -> None:
+        running[0].process.send_signal(signum)
+        time.sleep(HOLD_S)  # then forwarded: the write lands, and is answered, after this
+
+    proxy.rules.append(
+        Rule(Before(signal_then_hold, name="signal"), "PATCH", r"/pytorchjobs/late$")
+    )
+    watcher = Watcher(
+        proxy.kubeconfig,
+        tmp_path,
+        "-n",
+        namespace,
+        "--lease-namespace",
+        namespace,
+        "--retry-period",
+        "0.5",
+        "--renew-deadline",
+        "3",
+        # Long enough that the write's window (until another replica may lead) outlasts the hold.
+        "--lease-duration",
+        "30",
+        name="leader",
+    )
+    running.append(watcher)
+    watcher.process.wait(timeout=PATIENCE_S)
+    code = watcher.stop()
+
+    [patch] = [s for s in proxy.seen if s.fault == "signal"]
+    assert (patch.upstream_status, patch.status) == (200, 200), proxy.describe()
+    assert touched(control_plane, namespace) == ["late"]
+    [release] = [
+        s
+        for s in proxy.matching("PUT", r"/leases/")
+        if s.json()["spec"].get("holderIdentity") == ""
+    ]
+    assert patch.ended is not None
+    assert release.started >= patch.ended, proxy.describe()
+    assert code == 0, watcher.explain()
+    # No job write after the signal (not even the touch's Event); the release is the last word.
+    later = [s for s in proxy.writes() if s.index > patch.index]
+    assert [s for s in later if "/leases" not in s.path] == [], proxy.describe()
+    assert later[-1] is release, proxy.describe()
+    assert "Traceback" not in watcher.log_path.read_text()

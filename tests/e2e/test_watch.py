@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import signal
+import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ import pytest
 
 from tests.e2e import clusters
 from tests.e2e import workloads as w
-from tests.e2e.watchers import Watcher, wait_for
+from tests.e2e.watchers import PATIENCE_S, Watcher, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -155,7 +156,8 @@ def test_two_replicas_elect_one_writer_and_sigterm_hands_over(
     assert lease["spec"]["holderIdentity"] == "first"
     assert "deadline_sweeper_leader 0.0" in second.metrics()
 
-    assert first.stop(signal.SIGTERM) == 4, first.explain()
+    # A Deployment's normal stop: the Lease released, the work in flight done, exit 0.
+    assert first.stop(signal.SIGTERM) == 0, first.explain()
     released = control_plane.request(
         "GET",
         f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/kubeflow-deadline-sweeper",
@@ -206,3 +208,72 @@ def test_an_excluded_namespace_is_never_watched_into_an_action(
             watcher.stop()
     finally:
         clusters.empty_namespace(control_plane, other)
+
+
+def lease_requests(events: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    return [
+        (e["verb"], e["requestURI"])
+        for e in events
+        if (e.get("objectRef") or {}).get("resource") == "leases"
+    ]
+
+
+@pytest.mark.parametrize("mode", ["client", "server"], ids=str)
+def test_a_dry_run_watch_writes_no_lease_and_each_replica_reports_on_its_own(
+    control_plane, namespace, start_watcher, mode
+):
+    # A dry run writes nothing, the Lease included (--dry-run=server too: its Lease would be
+    # a real write); so nobody leads, and every dry replica acts on the job in its own report.
+    since = control_plane.audit_offset()
+    w.create_job(control_plane, namespace, "late")
+    first = start_watcher(f"--dry-run={mode}", name="dry-a")
+    second = start_watcher(f"--dry-run={mode}", name="dry-b")
+
+    wait_for(lambda: acted(first) == ["late"], "first reports", first, second)
+    wait_for(lambda: acted(second) == ["late"], "second reports", first, second)
+    first.wait_ready()
+    second.wait_ready()
+    codes = [first.stop(signal.SIGTERM), second.stop(signal.SIGTERM)]
+
+    requests = control_plane.audit_events(user=clusters.SWEEPER_USER, since=since)
+    assert lease_requests(requests) == []
+    assert codes == [0, 0], first.explain() + second.explain()
+    written = w.writes(requests)
+    if mode == "client":
+        assert written == [], [e["requestURI"] for e in written]
+    else:
+        assert written, "a server dry run sends its writes, with dryRun=All"
+        for event in written:
+            query = urllib.parse.parse_qs(urllib.parse.urlsplit(event["requestURI"]).query)
+            assert query.get("dryRun") == ["All"], event["requestURI"]
+    assert touched_at(control_plane, namespace, "late") is None
+
+
+def test_a_second_watch_on_a_busy_probes_port_exits_2_naming_the_option(
+    control_plane, namespace, sweeper_kubeconfig, tmp_path, start_watcher
+):
+    first = start_watcher(name="first")
+    first.wait_ready()
+
+    second = Watcher(
+        sweeper_kubeconfig,
+        tmp_path,
+        "-n",
+        namespace,
+        "--lease-namespace",
+        namespace,
+        name="second",
+        port=first.port,
+    )
+    second.process.wait(timeout=PATIENCE_S)
+    code = second.stop()
+
+    stderr = second.log_path.read_text()
+    assert code == 2, second.explain()
+    assert stderr.strip().splitlines()[-1] == (
+        f"sweeper: error: cannot serve /healthz, /readyz and /metrics on 127.0.0.1:{first.port}: "
+        "Address already in use (another process listens there); choose a free port with "
+        "--health-port (SWEEPER_HEALTH_PORT), or 0 to serve none"
+    )
+    assert "Traceback" not in stderr
+    assert first.probe("/readyz") == 200  # the first one is untouched

@@ -38,8 +38,9 @@ class Watcher:
         *args: str,
         name: str = "w",
         clock_ahead_s: float = 0.0,
+        port: int | None = None,
     ) -> None:
-        self.port = free_port()
+        self.port = port or free_port()
         self.log_path = workdir / f"watch-{name}-{self.port}.log"
         env = {
             k: v

@@ -103,6 +103,23 @@ def test_the_leader_leads_until_the_renew_deadline_after_its_last_sent_write() -
     assert elector.lost(60.0)
 
 
+def test_a_write_sent_while_leading_ends_before_another_may_lead_and_none_is_sent_after() -> None:
+    elector = Elector("a", TIMING)
+    assert elector.write_window(0.0) == 0.0  # never led: no write at all
+    written = Lease(Record("a", 15, WALL, WALL, 0), "1")
+    elector.succeeded(written, sent=50.0, now=50.3)
+    # A follower may take over from 50 + 15 at the earliest: an attempt sent now ends by then.
+    assert elector.write_window(50.3) == pytest.approx(14.7)
+    # Never less than lease duration - renew deadline while leading...
+    assert elector.write_window(59.999) == pytest.approx(5.001)
+    # ...and none once the renew deadline passed.
+    assert elector.write_window(60.0) == 0.0
+    elector.succeeded(written, sent=58.0, now=58.2)  # a renewal moves the window
+    assert elector.write_window(60.0) == pytest.approx(13.0)
+    elector.step_down()
+    assert elector.write_window(60.0) == 0.0
+
+
 def test_a_renewal_keeps_acquire_time_and_transitions_and_carries_the_version() -> None:
     elector = Elector("a", TIMING)
     elector.succeeded(Lease(Record("a", 15, WALL, WALL, 4), "1"), sent=0.0, now=0.1)
@@ -169,6 +186,8 @@ class Candidate:
     elector: Elector
     clock_offset: float  # each process has its own monotonic origin
     intervals: list[tuple[float, float]] = field(default_factory=list)
+    # (from, until): a job write sent while leading may be in flight until `until`.
+    in_flight: list[tuple[float, float]] = field(default_factory=list)
 
 
 def simulate(  # noqa: PLR0912, PLR0915 - one event loop reads best in one piece
@@ -239,6 +258,7 @@ def simulate(  # noqa: PLR0912, PLR0915 - one event loop reads best in one piece
                 if written.record.holder == elector.identity and elector.leading(local):
                     # Leading (in true time) from this answer until renew deadline after send.
                     cand.intervals.append((t, sent + TIMING.renew_deadline))
+                    cand.in_flight.append((t, t + elector.write_window(local)))
             later(t + TIMING.retry_period, index, "start")
     return cands
 
@@ -265,3 +285,15 @@ def test_two_candidates_never_lead_at_the_same_moment(
             if other != name:
                 assert start >= other_end, f"{name} led at {start}, {other} until {other_end}"
         latest_end[name] = max(latest_end.get(name, end), end)
+    # Stronger: a write sent while leading, bounded by the write window, is over before any
+    # other candidate leads (no two replicas' writes are ever in flight together).
+    for cand in cands:
+        for rival in cands:
+            if rival is cand:
+                continue
+            for start, until in cand.in_flight:
+                for rival_start, _end in rival.intervals:
+                    assert not start <= rival_start < until, (
+                        f"{rival.elector.identity} led at {rival_start} while a write of "
+                        f"{cand.elector.identity} could be in flight until {until}"
+                    )

@@ -7,12 +7,15 @@ here every answer, every lost connection and every second of the run is scripted
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 import pytest
 
 from sweeper.cluster import JSON
 from sweeper.errors import ApiError, Conflict, Gone, Interrupted, NotFound, RequestRef, RunTimeout
+from sweeper.lease import Elector, Lease, Record, Timing
 from sweeper.transport import NoResponse, Response, RetryPolicy, Transport
 
 REF = RequestRef("list", "pytorchjobs.kubeflow.org", "team-a")
@@ -33,9 +36,13 @@ class FakeStop:
     left: float = 30.0
     signal_at_wait: int | None = None
     waits: list[float] = field(default_factory=list)
+    window: float = math.inf  # no Lease fences the writes, as in a one-shot run
 
     def remaining(self) -> float:
         return self.left
+
+    def write_window(self) -> float:
+        return self.window
 
     def wait(self, seconds: float) -> bool:
         self.waits.append(seconds)
@@ -268,3 +275,114 @@ def test_a_request_without_query_or_body_sends_the_bare_path() -> None:
     sender, send, _stop = transport(OK)
     sender.request("GET", "/apis", REF)
     assert (send.sent[0].path, send.sent[0].headers) == ("/apis", {"Accept": "application/json"})
+
+
+# --- writes under the Lease (--watch with leader election) ----------------------------------
+
+PATCH = RequestRef("patch", "pytorchjobs.kubeflow.org/status", "team-a", "train")
+TIMING = Timing(lease_duration=15, renew_deadline=10, retry_period=2)
+
+
+@dataclass
+class LeaderClock:
+    """The watch's stop flag on a monotonic clock the test drives; the real Elector answers.
+
+    No ``--timeout`` (watch mode); a wait moves the clock by its length.
+    """
+
+    elector: Elector
+    now: float = 0.0
+    waits: list[float] = field(default_factory=list)
+
+    def remaining(self) -> float:
+        return math.inf
+
+    def wait(self, seconds: float) -> bool:
+        self.waits.append(seconds)
+        self.now += seconds
+        return False
+
+    def write_window(self) -> float:
+        return self.elector.write_window(self.now)
+
+
+@dataclass
+class HangingSend:
+    """Every attempt hangs until its timeout (the clock moves by it), then fails retryably."""
+
+    clock: LeaderClock
+    attempts: list[tuple[float, float, bool]] = field(default_factory=list)  # (at, timeout, led)
+
+    def __call__(
+        self,
+        method: str,
+        path: str,
+        headers: dict[str, str],
+        *,
+        body: JSON | None,
+        timeout: float,
+    ) -> Response:
+        clock = self.clock
+        self.attempts.append((clock.now, timeout, clock.elector.leading(clock.now)))
+        clock.now += timeout
+        raise NoResponse("read timed out", retryable=True)
+
+
+def renewed_at(sent: float) -> Elector:
+    elector = Elector("a", TIMING)
+    wall = datetime(2031, 1, 1, tzinfo=UTC)
+    elector.succeeded(Lease(Record("a", 15, wall, wall, 0), "1"), sent=sent, now=sent + 0.1)
+    return elector
+
+
+def test_a_write_is_never_retried_after_the_renew_deadline_nor_in_flight_past_the_lease() -> None:
+    # The review's C7: renewed at t=0 (lease 15 s, renew deadline 10 s), a status write checked
+    # at t=9 whose attempts time out. A follower may take the Lease from t=15.
+    clock = LeaderClock(renewed_at(0.0), now=9.0)
+    send = HangingSend(clock)
+    sender = Transport(send, clock, request_timeout=10.0, jitter=lambda _low, high: high)
+
+    with pytest.raises(Interrupted, match="no longer the leader: patch pytorchjobs"):
+        sender.request("PATCH", "/apis/x", PATCH, body={})
+
+    # One attempt, sent while leading, cut to end at t=15; no retry once the deadline passed.
+    assert send.attempts == [(9.0, 6.0, True)]
+
+
+def test_each_write_attempt_asks_again_and_may_go_on_while_the_leader_renews() -> None:
+    clock = LeaderClock(renewed_at(0.0), now=1.0)
+    send = HangingSend(clock)
+    sender = Transport(send, clock, request_timeout=4.0, jitter=lambda _low, high: high)
+
+    with pytest.raises(Interrupted):
+        sender.request("PATCH", "/apis/x", PATCH, body={})
+
+    # 1 -> 5, wait 0.25, 5.25 -> 9.25, wait 0.5, 9.75 -> 13.75 (cut at 15 - 9.75 = 5.25 > 4):
+    # three attempts, each sent before the renew deadline (t=10), the fourth never.
+    assert [(at, timeout) for at, timeout, _led in send.attempts] == [
+        (1.0, 4.0),
+        (5.25, 4.0),
+        (9.75, 4.0),
+    ]
+    assert all(led for _at, _timeout, led in send.attempts)
+
+
+def test_no_write_is_sent_by_a_replica_that_does_not_lead() -> None:
+    sender, send, stop = transport(OK)
+    stop.window = 0.0
+    with pytest.raises(Interrupted, match="not sent"):
+        sender.request("DELETE", "/api/v1/namespaces/a/pods/p", PATCH)
+    assert send.sent == []
+
+
+def test_reads_and_the_leases_own_writes_are_not_fenced() -> None:
+    # A follower reads (its view stays warm) and writes the Lease (to take it).
+    sender, send, stop = transport(OK)
+    stop.window = 0.0
+    assert sender.request("GET", "/apis/x", REF) is OK
+
+    stop = FakeStop(window=0.0)
+    send = FakeSend(stop, [OK])
+    lease = Transport(send, stop, request_timeout=10.0, fenced=False)
+    assert lease.request("PUT", "/apis/coordination.k8s.io/v1/x", REF, body={}) is OK
+    assert [s.timeout for s in send.sent] == [10.0]

@@ -1,0 +1,109 @@
+"""The watch mode's leadership seams and its resync's bound, on an injected monotonic clock.
+
+What the watch mode does against an API server (streams, the Lease's requests, SIGTERM) is the
+e2e tier's (tests/e2e/test_watch*.py, test_signals.py); here: who may write, for how long, and
+when a resync pass stops, with every clock reading scripted.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from sweeper.config import Config, DryRun, OutputFormat, WatchSettings
+from sweeper.lease import Lease, Record, Timing
+from sweeper.run import StopFlag, sweep
+from sweeper.watch import Watcher, _LeaderFlag
+from tests.unit.fakes import FakeCluster, Request
+from tests.unit.objects import NOW, job
+
+TIMING = Timing(lease_duration=15, renew_deadline=10, retry_period=2)
+WALL = datetime(2031, 1, 1, tzinfo=UTC)
+
+
+@dataclass
+class Clock:
+    now: float = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def watcher(
+    clock: Clock,
+    *,
+    dry_run: DryRun | None = None,
+    leader_elect: bool = True,
+    timeout: float = 45.0,
+    cluster: FakeCluster | None = None,
+) -> Watcher:
+    settings = WatchSettings(leader_elect=leader_elect, identity="me", timing=TIMING)
+    config = Config(
+        dry_run=dry_run, timeout=timeout, watch=settings, output=OutputFormat.JSON, page_size=1
+    )
+    flag = StopFlag(math.inf, timeout)
+    # A Cluster, not a WatchCluster: nothing here opens a stream or sends a Lease request.
+    fake: Any = cluster or FakeCluster(date=NOW)
+    return Watcher(config, settings, fake, flag, io.StringIO(), monotonic=clock)
+
+
+@pytest.mark.parametrize("dry_run", [DryRun.CLIENT, DryRun.SERVER], ids=str)
+def test_a_dry_run_elects_no_leader_and_every_replica_acts_in_its_own_report(
+    dry_run: DryRun,
+) -> None:
+    # A dry run writes nothing, the Lease included (a server dry run's Lease would be real).
+    dry = watcher(Clock(), dry_run=dry_run)
+
+    assert not dry.elects
+    assert dry.leading()
+    assert dry.write_window() == math.inf
+
+
+def test_with_election_no_write_is_sent_until_leading_nor_in_flight_past_the_lease() -> None:
+    clock = Clock(100.0)
+    real = watcher(clock)
+    assert real.elects
+    assert (real.leading(), real.write_window()) == (False, 0.0)
+
+    real.elector.succeeded(Lease(Record("me", 15, WALL, WALL, 0), "1"), sent=100.0, now=100.2)
+    clock.now = 104.0
+    assert (real.leading(), real.write_window()) == (True, 11.0)
+    clock.now = 110.0  # the renew deadline: the transport sends no attempt any more
+    assert (real.leading(), real.write_window()) == (False, 0.0)
+    assert str(real.stop_reason()) == "no longer the leader"
+
+
+def test_without_election_writes_are_not_fenced() -> None:
+    alone = watcher(Clock(), leader_elect=False)
+    assert (alone.elects, alone.leading(), alone.write_window()) == (False, True, math.inf)
+
+
+def test_a_resync_pass_that_outlasts_the_timeout_stops_and_is_reported_so() -> None:
+    # --timeout is documented as bounding a pass in watch mode: each resync pass, from its start.
+    clock = Clock(100.0)
+    cluster = FakeCluster(date=NOW)
+    for name in ("a", "b"):
+        cluster.add_job(job(name=name))
+
+    def slow_list(request: Request) -> None:
+        if request.method == "list":
+            clock.now += 30.0  # each page takes 30 s: the second ends past 45 s
+
+    cluster.before = slow_list
+    resyncing = watcher(clock, leader_elect=False, timeout=45.0, cluster=cluster)
+    out = io.StringIO()
+    flag = _LeaderFlag(resyncing)
+    assert flag.reason() is None
+
+    outcome = sweep(1, resyncing.config, cluster, flag, out)
+
+    assert outcome.stopped_by is not None
+    assert "--timeout (45s) reached" in str(outcome.stopped_by)
+    assert json.loads(out.getvalue())["summary"]["stopped_by"] == str(outcome.stopped_by)
+    assert cluster.writes == []
