@@ -17,10 +17,13 @@ construction; ``--dry-run=server`` sends each write with ``dryRun=All``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import logging
+import re
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from enum import StrEnum
+from http import HTTPStatus
 from typing import Any
 
 from sweeper.clock import format_rfc3339, human
@@ -35,6 +38,7 @@ from sweeper.decide import (
     Policy,
     Skip,
     Why,
+    execution_order,
     judge,
     pods_to_terminate,
     services_to_delete,
@@ -43,6 +47,8 @@ from sweeper.errors import ApiError, Conflict, Interrupted, NotFound, RunTimeout
 from sweeper.jobs import Job, Owned, parse_job, parse_owned
 from sweeper.kinds import COMPONENT, GROUP, JOB_NAME_LABEL
 from sweeper.status import failure_message, status_patch, touch_patch
+
+log = logging.getLogger(__name__)
 
 # A job that keeps changing under a status write is left for the next pass after this many.
 STATUS_WRITE_ATTEMPTS = 3
@@ -195,29 +201,34 @@ class Executor:
         self._on_outcome = on_outcome
 
     def execute(self, plan: Plan) -> Execution:
-        """Apply every action of a plan, in the plan's order.
+        """Apply every action of a plan, in :func:`~sweeper.decide.execution_order`.
+
+        Touches and fails run before pod clean-ups, the most overdue first; the outcomes keep
+        the plan's order (the report's).
 
         Returns:
-            One outcome per entry. A failing job never stops the others; a signal or
-            ``--timeout`` does (the remaining actions are ``not-started``).
+            One outcome per entry, in the plan's order. A failing job never stops the others;
+            a signal or ``--timeout`` does (the remaining actions are ``not-started``).
         """
-        outcomes: list[Outcome] = []
-        stopped: SweeperError | None = None
-        for entry in plan.entries:
+        outcomes: list[Outcome | None] = [None] * len(plan.entries)
+        for index, entry in enumerate(plan.entries):
             if isinstance(entry, Skip):
                 skipped = settled(entry)
-                outcomes.append(skipped)
+                outcomes[index] = skipped
                 self._on_outcome(skipped)
-                continue
+        stopped: SweeperError | None = None
+        for index in execution_order(plan):
+            entry = plan.entries[index]
+            assert isinstance(entry, Action)  # noqa: S101 - the order holds actions only
             if stopped is None:
                 stopped = self._should_stop()
             if stopped is not None:
-                outcomes.append(Outcome(entry, Result.NOT_STARTED, str(stopped)))
+                outcomes[index] = Outcome(entry, Result.NOT_STARTED, str(stopped))
                 continue
             outcome, stopped = self._apply(entry, plan.now, plan.policy)
-            outcomes.append(outcome)
+            outcomes[index] = outcome
             self._on_outcome(outcome)
-        return Execution(tuple(outcomes), stopped)
+        return Execution(tuple(o for o in outcomes if o is not None), stopped)
 
     def _apply(
         self, action: Action, now: datetime, policy: Policy
@@ -316,11 +327,14 @@ class _JobWriter:
         except (NotFound, Conflict):
             raise
         except ApiError as error:
-            if error.status is None:
-                raise  # no answer: the cluster is unreachable, not refusing
-            # The API server answered and wrote nothing: admission refused the update (the
-            # operator's webhooks, with failurePolicy Fail, reject every update while it is
-            # down), or RBAC did. Nothing will make the operator look: auto fails it now.
+            if not refused(error):
+                # No answer, throttling (429) or an overloaded server (503, 504): the touch
+                # may get through at the next attempt, and the operator's clock may not be
+                # at the deadline yet. An error of this touch, never a reason to fail the job.
+                raise
+            # Admission refused the update (the operator's webhooks, with failurePolicy Fail,
+            # reject every update while it is down), or RBAC did. Nothing will make the
+            # operator look: auto fails it now.
             if policy.action is not ActionMode.AUTO:
                 progress.errors.append(f"touch refused: {error}")
                 return Result.ERROR
@@ -377,12 +391,18 @@ class _JobWriter:
     ) -> Result:
         listed = action.job
         served = _served(listed)
+        sent: JSON | None = None  # the Failed condition of the last status write that got 409
         for _attempt in range(STATUS_WRITE_ATTEMPTS):
             raw = self._w.cluster.get_job(served, listed.namespace, listed.name)
             job = parse_job(raw, listed.kind, listed.version)
             if job.uid != listed.uid:
                 progress.detail = "job replaced by a new one of the same name"
                 return Result.LEFT_ALONE
+            if sent is not None and _failed_condition(raw) == sent:
+                # The 409 answered a retry of our own write: the first attempt went through
+                # and its answer was lost (a timeout, a 5xx after the write). The condition
+                # is this run's to the second (the sweeper's message, this pass's instant).
+                return self._failed_by_us(action, job, now, policy, progress)
             # Same policy, same instant, no cap: only the job's own state may have changed.
             fresh = judge(job, now, replace(policy, max_actions=None))
             if isinstance(fresh, Action) and fresh.kind is ActionKind.TERMINATE_PODS:
@@ -409,24 +429,49 @@ class _JobWriter:
                     dry_run=self._w.server_dry_run,
                 )
             except Conflict:
+                sent = _failed_condition(progress.body)
                 continue
-            progress.wrote = True
-            self.cleaner.delete_pods(job, policy, progress)
-            late = _late(action)
-            self.cleaner.event(
-                job,
-                progress,
-                now,
-                reason="DeadlineExceeded",
-                warning=True,
-                message=f"{failure_message(job.name)}: {late} past its deadline",
-            )
-            return self._w.done
+            return self._failed_by_us(action, job, now, policy, progress)
         progress.errors.append(
             f"cannot patch {listed.kind.resource}/status {listed.name!r} in namespace "
             f'"{listed.namespace}": conflict (409) on {STATUS_WRITE_ATTEMPTS} attempts'
         )
         return Result.ERROR
+
+    def _failed_by_us(
+        self, action: Action, job: Job, now: datetime, policy: Policy, progress: _Progress
+    ) -> Result:
+        # The status write went through: then the pods, then the event (docs/operator.md,
+        # "Ordering when failing a job by hand").
+        progress.wrote = True
+        self.cleaner.delete_pods(job, policy, progress)
+        self.cleaner.event(
+            job,
+            progress,
+            now,
+            reason="DeadlineExceeded",
+            warning=True,
+            message=f"{failure_message(job.name)}: {_late(action)} past its deadline",
+        )
+        return self._w.done
+
+
+def _failed_condition(document: object) -> JSON | None:
+    # The Failed=True condition of a job (or of a status patch), as written.
+    status = document.get("status") if isinstance(document, dict) else None
+    conditions = status.get("conditions") if isinstance(status, dict) else None
+    for condition in conditions if isinstance(conditions, list) else ():
+        if (
+            isinstance(condition, dict)
+            and condition.get("type") == "Failed"
+            and condition.get("status") == "True"
+        ):
+            return {key: condition.get(key) for key in _WRITTEN}
+    return None
+
+
+# The fields of the Failed condition the sweeper writes (sweeper.status.failed_status).
+_WRITTEN = ("type", "status", "reason", "message", "lastUpdateTime", "lastTransitionTime")
 
 
 class _PodCleaner:
@@ -439,7 +484,7 @@ class _PodCleaner:
         self, action: Action, now: datetime, policy: Policy, progress: _Progress
     ) -> Result:
         job = action.job
-        self.delete_pods(job, policy, progress)
+        self.delete_pods(job, policy, progress, action.targets)
         if not progress.pods:
             if progress.errors:
                 return Result.ERROR
@@ -458,11 +503,27 @@ class _PodCleaner:
         )
         return self._w.done
 
-    def delete_pods(self, job: Job, policy: Policy, progress: _Progress) -> None:
+    def delete_pods(
+        self,
+        job: Job,
+        policy: Policy,
+        progress: _Progress,
+        chosen: Sequence[Owned] | None = None,
+    ) -> None:
+        """Delete the pods (and same-named services) of a failed job.
+
+        Args:
+            job: The job.
+            policy: The knobs (``--terminate-pods``).
+            progress: Where the deletes are recorded.
+            chosen: The pods to delete, chosen from the pass's pod listing; ``None`` to list
+                the job's pods now (after a fail's status write, or in watch mode).
+        """
         selector = f"{JOB_NAME_LABEL}={job.name}"
-        pods = pods_to_terminate(
-            _views(self._w.cluster.list_pods(job.namespace, selector)), job, policy.terminate_pods
-        )
+        if chosen is None:
+            listed = _views(self._w.cluster.list_pods(job.namespace, selector))
+            chosen = pods_to_terminate(listed, job, policy.terminate_pods)
+        pods = list(chosen)
         if not pods:
             return
         services = services_to_delete(
@@ -518,6 +579,80 @@ class _PodCleaner:
             self._w.cluster.create_event(job.namespace, body, dry_run=self._w.server_dry_run)
         except ApiError as error:
             progress.errors.append(str(error))
+
+
+# What kube-apiserver answers when admission or RBAC refuses a request: a validating webhook's
+# denial carries the code the webhook chose (at least 400; controller-runtime's is 403), a
+# ValidatingAdmissionPolicy's is 422 by default, RBAC's 403, a bad request 400. A webhook that
+# cannot be called under failurePolicy Fail is a 500 whose message names it ("Internal error
+# occurred: failed calling webhook \"...\"": k8s.io/apiserver's validating and mutating
+# dispatchers, apierrors.NewInternalError).
+_REFUSALS = frozenset({400, 403, 422})
+_WEBHOOK = re.compile(r'(failed calling|admission) webhook "')
+
+
+def refused(error: ApiError) -> bool:
+    """Whether the API server refused a write for good: admission or RBAC, not load. Pure.
+
+    Returns:
+        ``True`` for 400, 403 and 422, and for a 500 whose message names an admission
+        webhook; ``False`` for no answer, 429, any other 5xx (after the transport's retries)
+        and every other status: those may heal by the next attempt.
+    """
+    if error.status in _REFUSALS:
+        return True
+    return error.status == HTTPStatus.INTERNAL_SERVER_ERROR and bool(_WEBHOOK.search(error.detail))
+
+
+def pods_by_owner(
+    cluster: Cluster, actions: Iterable[Action], namespaces: Sequence[str]
+) -> dict[str, tuple[Owned, ...]]:
+    """List the pods of the jobs a pass would clean up: one LIST per scope, not one per job.
+
+    A job failed by its deadline stays ``terminate-pods`` for as long as it is kept, most of
+    them with no pod left (the operator deletes none of a Failed job's pods under
+    ``cleanPodPolicy: None``, the default, and never recreates any). Listing the operator's
+    pods (label ``training.kubeflow.org/job-name``) once per namespace scope, cluster-wide
+    for a cluster-wide pass and per namespace with ``--namespace`` (the RBAC each grants),
+    lets :func:`sweeper.decide.assemble` plan only the clean-ups that have something to delete.
+
+    Args:
+        cluster: The cluster (a read: a client dry run sends it too).
+        actions: The pass's actions; only ``terminate-pods`` ones are looked at.
+        namespaces: ``--namespace``; empty for a cluster-wide pass.
+
+    Returns:
+        For each such job whose scope was listed, the pods (views) whose controller
+        ``ownerReference`` is its uid, possibly none. A scope whose list failed leaves its
+        jobs out, with a warning: each then lists its own pods when executed, as before.
+
+    Raises:
+        Interrupted: A signal arrived while retrying the list.
+        RunTimeout: ``--timeout`` ran out during the list.
+    """
+    wanted: dict[str | None, set[str]] = {}
+    for action in actions:
+        if action.kind is ActionKind.TERMINATE_PODS:
+            scope = action.job.namespace if namespaces else None
+            wanted.setdefault(scope, set()).add(action.job.uid)
+    index: dict[str, tuple[Owned, ...]] = {}
+    for scope, uids in wanted.items():
+        found: dict[str, list[Owned]] = {uid: [] for uid in uids}
+        try:
+            for page in cluster.list_pod_pages(scope, JOB_NAME_LABEL):
+                for view in _views(page.items):
+                    if view.controller_uid in found:
+                        found[view.controller_uid].append(view)
+        except ApiError as error:
+            log.warning(
+                "%s; the %d clean-up(s) there list their jobs' pods one by one",
+                error,
+                len(uids),
+                extra={"namespace": scope},
+            )
+            continue
+        index.update((uid, tuple(pods)) for uid, pods in found.items())
+    return index
 
 
 # What a write that went through makes of an action, by --dry-run mode.

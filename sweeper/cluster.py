@@ -132,6 +132,10 @@ class Cluster(Protocol):
         """List the pods matching a label selector in one namespace."""
         ...
 
+    def list_pod_pages(self, namespace: str | None, selector: str) -> Iterator[Page]:
+        """List the pods matching a label selector page by page, in one namespace or all."""
+        ...
+
     def list_services(self, namespace: str, selector: str) -> list[JSON]:
         """List the services matching a label selector in one namespace."""
         ...
@@ -291,6 +295,10 @@ class RecordingCluster:
     def list_pods(self, namespace: str, selector: str) -> list[JSON]:
         """Pass through (see :class:`Cluster`)."""
         return self._cluster.list_pods(namespace, selector)
+
+    def list_pod_pages(self, namespace: str | None, selector: str) -> Iterator[Page]:
+        """Pass through (see :class:`Cluster`)."""
+        return self._cluster.list_pod_pages(namespace, selector)
 
     def list_services(self, namespace: str, selector: str) -> list[JSON]:
         """Pass through (see :class:`Cluster`)."""

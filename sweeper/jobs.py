@@ -108,12 +108,16 @@ class Owned:
         uid: ``metadata.uid``.
         phase: ``status.phase`` for pods, ``None`` for services.
         controller_uid: The uid of the controller ``ownerReference``, if any.
+        deleting: Whether ``metadata.deletionTimestamp`` is set: a pod being deleted keeps its
+            phase (``Running``) for its termination grace period, or while a finalizer holds
+            it; deleting it again changes nothing (the operator's ``DeletePod`` skips it too).
     """
 
     name: str
     uid: str
     phase: str | None
     controller_uid: str | None
+    deleting: bool = False
 
 
 class _Malformed(Exception):  # noqa: N818 - internal control flow, never escapes this module
@@ -315,4 +319,5 @@ def parse_owned(raw: object) -> Owned | None:
         uid=uid,
         phase=phase if isinstance(phase, str) else None,
         controller_uid=controller_uid,
+        deleting=meta.get("deletionTimestamp") is not None,
     )

@@ -305,6 +305,15 @@ class KubeCluster:
         """List pods by label in one namespace (see :class:`sweeper.cluster.Cluster`)."""
         return self._list_core("pods", namespace, selector)
 
+    def list_pod_pages(self, namespace: str | None, selector: str) -> Iterator[Page]:
+        """List pods by label, page by page (see :class:`sweeper.cluster.Cluster`).
+
+        Yields:
+            Pages; each one's items are cleared when the next is requested.
+        """
+        path = _collection("/api/v1", namespace, "pods")
+        yield from self._pages(path, RequestRef("list", "pods", namespace), selector, 500)
+
     def list_services(self, namespace: str, selector: str) -> list[JSON]:
         """List services by label in one namespace (see :class:`sweeper.cluster.Cluster`)."""
         return self._list_core("services", namespace, selector)

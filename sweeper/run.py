@@ -25,10 +25,10 @@ from types import FrameType
 from typing import TYPE_CHECKING, Protocol, TextIO
 
 from sweeper import clock, prefetch, report
-from sweeper.act import Executor, settled
+from sweeper.act import Executor, pods_by_owner, settled
 from sweeper.cluster import Cluster, JobPage, ServedKind
 from sweeper.config import ClockMode, Config, OutputFormat
-from sweeper.decide import Action, Skip, assemble, judge
+from sweeper.decide import Action, Plan, Skip, assemble, judge
 from sweeper.errors import (
     EXIT_ACTIONS_FAILED,
     EXIT_OK,
@@ -312,7 +312,6 @@ def sweep(
     began = monotonic()
     values, ledger, listing = _fresh(config, flag)
     stopped: SweeperError | None = None
-    decided = False
     now: datetime | None = None
     unavailable: ClusterUnavailable | None = None
     try:
@@ -339,11 +338,13 @@ def sweep(
     except ClusterUnavailable as error:
         # Nothing is decided on a partial listing; the pass is still reported, then exit 3.
         unavailable = error
+    plan: Plan | None = None
     if now is not None and stopped is None:
-        # The skips are final and already in the ledger; the plan holds the actions alone
-        # (--max-actions ranks only actions, so it ranks them as it would among all entries).
-        plan = assemble(listing.actions, now, config.policy)
-        listing.actions = []
+        try:
+            plan = _plan(cluster, config, listing, now)
+        except (Interrupted, RunTimeout) as cause:
+            stopped = cause
+    if plan is not None:
         executor = Executor(
             cluster,
             dry_run=config.dry_run,
@@ -352,7 +353,6 @@ def sweep(
         )
         execution = executor.execute(plan)
         ledger.resolve(execution.outcomes)
-        decided = True
         stopped = execution.stopped_by
     else:
         ledger = report.Ledger(config.output)  # a pass that decided nothing reports no job
@@ -374,7 +374,25 @@ def sweep(
     report.log_summary(pass_report, counts)
     if unavailable is not None:
         raise unavailable
-    return PassOutcome(counts.errors, stopped, values if decided else None)
+    return PassOutcome(counts.errors, stopped, values if plan is not None else None)
+
+
+def _plan(cluster: Cluster, config: Config, listing: _Listing, now: datetime) -> Plan:
+    """The pass's plan, from the actions judged while listing.
+
+    The skips are final and already in the ledger; the plan holds the actions alone
+    (``--max-actions`` ranks only actions, so it ranks them as it would among all entries).
+    The clean-ups' pods are listed first, once per namespace scope: a clean-up with nothing to
+    delete is then no action at all (no ``--max-actions`` slot, no request of its own).
+
+    Raises:
+        Interrupted: A signal arrived while retrying the pod list.
+        RunTimeout: ``--timeout`` ran out during it.
+    """
+    pods = pods_by_owner(cluster, listing.actions, config.namespaces)
+    plan = assemble(listing.actions, now, config.policy, pods)
+    listing.actions = []
+    return plan
 
 
 def _fresh(config: Config, flag: StopFlag) -> tuple[PassValues | None, report.Ledger, _Listing]:

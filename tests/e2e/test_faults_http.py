@@ -427,3 +427,74 @@ def test_a_retry_after_longer_than_the_time_left_ends_the_run_at_timeout(
     # The run did not sit out the 60 s the server asked for: one retry at most fits in 4 s.
     assert len(proxy.matching("GET", SECOND_PAGE)) <= 2, proxy.describe()
     assert proxy.writes() == []
+
+
+# --- auto and a touch that is throttled, not refused ---------------------------------------------
+
+PATCH_LATE = r"/pytorchjobs/late$"
+
+
+@pytest.mark.parametrize(
+    "fault",
+    [
+        pytest.param(Respond(429, retry_after=1), id="429"),
+        pytest.param(Respond(503, retry_after=1), id="503"),
+        pytest.param(Respond(504), id="504"),
+    ],
+)
+def test_auto_does_not_fail_a_job_whose_touch_is_throttled(
+    control_plane: ControlPlane, namespace: str, proxy: FaultProxy, fault: Respond
+) -> None:
+    # A second past its deadline: inside the window where the operator's clock may not be
+    # there yet, and its cleanPodPolicy (None) would keep the pods.
+    late = w.create_job(control_plane, namespace, "late", deadline=60, started_ago=61)
+    w.create_replicas(control_plane, late, {"Master": ["Running"]})
+    proxy.rules.append(Rule(fault, "PATCH", PATCH_LATE, times=None))
+
+    run = sweep_through(control_plane, proxy, "-o", "json", "-n", namespace, "--action", "auto")
+
+    assert run.result.returncode == 1, explain_through(run, proxy)
+    record = run.jobs_by_name()["late"]
+    assert (record["decision"], record["result"]) == ("touch", "error"), record
+    assert "touch_refused" not in record
+    [error] = record["errors"]
+    assert str(fault.status) in error
+    assert not failed(control_plane, namespace, "late")
+    assert proxy.matching("PATCH", STATUS_LATE) == [], proxy.describe()
+    assert w.names(control_plane, namespace, "pods") == {"late-master-0"}
+
+
+# --- a fail whose answer was lost is this run's, whatever is left to delete ---------------------
+
+
+@pytest.mark.parametrize("pods", ["active", "policy"])
+def test_a_status_write_whose_answer_is_lost_is_done_with_its_event(
+    control_plane: ControlPlane, late_with_pods: str, proxy: FaultProxy, pods: str
+) -> None:
+    proxy.rules.append(Rule(Hang(60, forward_first=True), "PATCH", STATUS_LATE))
+
+    run = sweep_through(
+        control_plane,
+        proxy,
+        "-o",
+        "json",
+        "-n",
+        late_with_pods,
+        "--action",
+        "fail",
+        "--terminate-pods",
+        pods,
+        "--request-timeout",
+        "2",
+    )
+
+    assert run.result.returncode == 0, explain_through(run, proxy)
+    writes = proxy.matching("PATCH", STATUS_LATE)
+    assert [s.upstream_status for s in writes] == [200, 409], proxy.describe()
+    record = run.jobs_by_name()["late"]
+    assert (record["decision"], record["result"]) == ("fail", "done"), record
+    job = w.get_job(control_plane, late_with_pods, "PyTorchJob", "late")
+    assert [e["reason"] for e in w.events_about(control_plane, job)] == ["DeadlineExceeded"]
+    # --terminate-pods policy with cleanPodPolicy unset (None) keeps them, as the operator.
+    left = set() if pods == "active" else {"late-master-0", "late-worker-0"}
+    assert w.names(control_plane, late_with_pods, "pods") == left

@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import socket
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -230,3 +231,98 @@ def test_active_pods_go_despite_an_explicit_clean_pod_policy_none(control_plane,
 
     assert run.result.returncode == 0, run.explain()
     assert w.names(control_plane, namespace, "pods") == set(pods) - {"late-master-0"}
+
+
+# --- a validating webhook that cannot be called (failurePolicy Fail) ---------------------------
+
+
+@pytest.fixture
+def webhook_unreachable(control_plane: ControlPlane, namespace: str) -> Iterator[str]:
+    """A validating webhook on every UPDATE of pytorchjobs in ``namespace``, on a closed port.
+
+    What the operator's own webhooks look like while its pod is down: kube-apiserver cannot
+    call it and, with ``failurePolicy: Fail``, answers 500 "failed calling webhook".
+    """
+    with socket.socket() as probe:  # a loopback port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    name = f"unreachable-{namespace}"[:63]
+    control_plane.request(
+        "POST",
+        f"{ADMISSION}/validatingwebhookconfigurations",
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingWebhookConfiguration",
+            "metadata": {"name": name},
+            "webhooks": [
+                {
+                    "name": "validator.pytorchjob.e2e.kubeflow.org",
+                    "clientConfig": {"url": f"https://127.0.0.1:{port}/validate"},
+                    "rules": [
+                        {
+                            "apiGroups": ["kubeflow.org"],
+                            "apiVersions": ["v1"],
+                            "operations": ["UPDATE"],
+                            "resources": ["pytorchjobs"],
+                        }
+                    ],
+                    "namespaceSelector": {
+                        "matchLabels": {"kubernetes.io/metadata.name": namespace}
+                    },
+                    "failurePolicy": "Fail",
+                    "sideEffects": "None",
+                    "admissionReviewVersions": ["v1"],
+                    "timeoutSeconds": 2,
+                }
+            ],
+        },
+    )
+    try:
+        _wait_until_refused(control_plane, namespace, "failed calling webhook")
+        yield namespace
+    finally:
+        control_plane.request(
+            "DELETE", f"{ADMISSION}/validatingwebhookconfigurations/{name}", expect=(200, 404)
+        )
+
+
+def _wait_until_refused(cp: ControlPlane, namespace: str, says: str) -> None:
+    w.create_job(cp, namespace, "probe", started_ago=None)
+    patch = {"metadata": {"labels": {"probe": str(time.time_ns())}}}
+    for _ in range(100):
+        try:
+            cp.request(
+                "PATCH",
+                w.job_path(namespace, "PyTorchJob", "probe"),
+                patch,
+                content_type="application/merge-patch+json",
+            )
+        except ApiError as refused:
+            assert says in str(refused.body), refused
+            cp.request("DELETE", w.job_path(namespace, "PyTorchJob", "probe"))
+            return
+        time.sleep(0.1)
+    pytest.fail("the webhook configuration never took effect")
+
+
+def test_auto_fails_at_once_a_job_whose_touch_a_failing_webhook_refuses(
+    control_plane, webhook_unreachable, sweep
+):
+    namespace = webhook_unreachable
+    late = w.create_job(control_plane, namespace, "late", deadline=60, started_ago=90)
+    w.create_replicas(control_plane, late, {"Master": ["Running"]})
+
+    run = sweep("-n", namespace, "--action", "auto", "-o", "json")
+
+    assert run.result.returncode == 0, run.explain()
+    [record] = w.report_jobs(run.result.stdout)
+    assert (record["decision"], record["reason"], record["result"]) == (
+        "fail",
+        "touch-refused",
+        "done",
+    ), record
+    assert "failed calling webhook" in record["touch_refused"]
+    refused = [e for e in run.requests if e["verb"] == "patch" and "/status" not in e["requestURI"]]
+    # The real answer to a webhook that cannot be called: 500, retried by the transport.
+    assert {e["responseStatus"]["code"] for e in refused} == {500}, run.explain()
+    assert conditions(control_plane, namespace, "late")["Failed"] == "True"

@@ -162,6 +162,17 @@ class FakeCluster:
             if ns == namespace and _matches(p, selector)
         ]
 
+    def list_pod_pages(self, namespace: str | None, selector: str) -> Iterator[Page]:
+        self._record("list-pod-pages", namespace, selector)
+        yield Page(
+            [
+                copy.deepcopy(p)
+                for (ns, _), p in sorted(self.pods.items())
+                if namespace in (None, ns) and _matches(p, selector)
+            ],
+            self.date,
+        )
+
     def list_services(self, namespace: str, selector: str) -> list[JSON]:
         self._record("list-services", namespace, selector)
         return [
@@ -221,7 +232,7 @@ def _matches(raw: JSON, selector: str | None) -> bool:
         return True
     labels = raw["metadata"].get("labels") or {}
     for requirement in selector.split(","):
-        key, _, value = requirement.partition("=")
-        if labels.get(key) != value:
+        key, equals, value = requirement.partition("=")
+        if (labels.get(key) != value) if equals else (key not in labels):
             return False
     return True

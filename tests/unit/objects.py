@@ -146,8 +146,13 @@ def owned(
     controller: bool = True,
     owner_uid: str | None = None,
     uid: str | None = None,
+    deleting: bool = False,
 ) -> dict[str, Any]:
-    """A pod (with a phase) or a service (phase None) created by the operator for ``owner``."""
+    """A pod (with a phase) or a service (phase None) created by the operator for ``owner``.
+
+    ``deleting``: already being deleted (a finalizer or its grace period keeps it, phase
+    unchanged).
+    """
     meta = owner["metadata"]
     obj: dict[str, Any] = {
         "metadata": {
@@ -167,6 +172,9 @@ def owned(
             ],
         },
     }
+    if deleting:
+        obj["metadata"]["deletionTimestamp"] = ago(10)
+        obj["metadata"]["finalizers"] = ["example.com/keep"]
     if phase is not None:
         obj["status"] = {"phase": phase}
     return obj

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from sweeper.act import Executor, Outcome, Result
+from sweeper.act import Executor, Outcome, Result, pods_by_owner, refused
 from sweeper.config import DryRun
 from sweeper.decide import ActionMode, PodsMode, Policy, decide
 from sweeper.errors import ApiError, Interrupted, NotFound, RequestRef, SweeperError
@@ -473,3 +473,191 @@ def test_a_refused_touch_of_a_job_finished_meanwhile_leaves_it_alone() -> None:
     assert outcome.result is Result.LEFT_ALONE
     assert outcome.touch_refused == str(DENIED)
     assert [r.method for r in fake.writes] == ["patch"]
+
+
+# --- only a refusal escalates (C8) ---------------------------------------------------------
+
+
+def answered(status: int, detail: str = "") -> ApiError:
+    return ApiError(PATCH_TRAIN, status, detail)
+
+
+REFUSALS = [
+    pytest.param(answered(400, "bad request"), id="400"),
+    pytest.param(answered(403), id="403-rbac"),
+    pytest.param(
+        answered(403, 'admission webhook "validator.pytorchjob.kubeflow.org" denied the request'),
+        id="403-webhook-denial",
+    ),
+    pytest.param(answered(422, "denied by policy"), id="422-validating-admission-policy"),
+    pytest.param(WEBHOOK_DOWN, id="500-failed-calling-webhook"),
+]
+NOT_REFUSALS = [
+    pytest.param(answered(429, "too many requests, please try again later"), id="429"),
+    pytest.param(answered(503, "the server is currently unable to handle the request"), id="503"),
+    pytest.param(answered(504, "Timeout: request did not complete within 60s"), id="504"),
+    pytest.param(answered(500, "etcdserver: request timed out"), id="500-not-a-webhook"),
+    pytest.param(answered(401), id="401"),
+]
+
+
+@pytest.mark.parametrize("error", REFUSALS)
+def test_a_refusal_is_one(error: ApiError) -> None:
+    assert refused(error)
+
+
+@pytest.mark.parametrize("error", NOT_REFUSALS)
+def test_throttling_and_server_errors_are_no_refusal(error: ApiError) -> None:
+    assert not refused(error)
+
+
+@pytest.mark.parametrize("error", NOT_REFUSALS)
+def test_auto_leaves_a_throttled_touch_for_the_next_attempt(error: ApiError) -> None:
+    raw = job(started_ago=3601)  # 1 s past its deadline: inside the quick re-touch window
+    fake = cluster_with(raw)
+    with_pods(fake, raw, {"w-0": "Running"})
+    fake.fail("patch", None, error)
+
+    outcome = only(execute(fake, AUTO))
+
+    assert (outcome.entry.decision, outcome.entry.reason) == ("touch", "overdue")
+    assert outcome.result is Result.ERROR
+    assert outcome.errors == (str(error),)
+    assert outcome.touch_refused == ""
+    assert [r.method for r in fake.writes] == ["patch"]
+    assert ("team-a", "w-0") in fake.pods
+
+
+# --- a fail whose answer was lost (S6) ------------------------------------------------------
+
+
+def lose_the_first_status_answer(fake: FakeCluster) -> None:
+    """The first status write is applied, then its answer lost: the retry gets 409."""
+    seen: list[Request] = []
+
+    def apply_then_conflict(request: Request) -> None:
+        if request.method == "patch-status":
+            seen.append(request)
+            if len(seen) == 1:
+                raw = fake.job("pytorchjobs", "team-a", "train")
+                raw["status"].update(request.body["status"])
+                meta = raw["metadata"]
+                meta["resourceVersion"] = str(int(meta["resourceVersion"]) + 1)
+
+    fake.before = apply_then_conflict
+
+
+@pytest.mark.parametrize("mode", [PodsMode.ACTIVE, PodsMode.POLICY], ids=["active", "policy"])
+def test_a_fail_whose_answer_was_lost_is_done_with_its_event(mode: PodsMode) -> None:
+    raw = job()
+    fake = cluster_with(raw)
+    with_pods(fake, raw, {"w-0": "Running"})
+    lose_the_first_status_answer(fake)
+
+    outcome = only(execute(fake, Policy(action=ActionMode.FAIL, terminate_pods=mode)))
+
+    assert (outcome.entry.decision, outcome.result) == ("fail", Result.DONE)
+    assert outcome.pods == (() if mode is PodsMode.POLICY else ("w-0",))
+    assert [e["reason"] for e in fake.events] == ["DeadlineExceeded"]
+    assert fake.methods().count("patch-status") == 1
+
+
+def test_a_job_failed_by_the_operator_meanwhile_is_still_not_ours() -> None:
+    raw = job()
+    fake = cluster_with(raw)
+
+    def operator_fails_it_first(request: Request) -> None:
+        if request.method == "patch-status":
+            stored = fake.job("pytorchjobs", "team-a", "train")
+            stored["status"]["conditions"] = deadline_failed()
+            stored["metadata"]["resourceVersion"] = "2"
+
+    fake.before = operator_fails_it_first
+    outcome = only(execute(fake, Policy(action=ActionMode.FAIL, terminate_pods=PodsMode.POLICY)))
+    assert outcome.result is Result.LEFT_ALONE
+    assert fake.events == []
+
+
+# --- clean-ups: the pass's pod listing, terminating pods (C3, C4) ----------------------------
+
+
+def test_a_clean_up_planned_with_its_pods_deletes_those_without_listing_pods() -> None:
+    raw = job(conditions=deadline_failed())
+    fake = cluster_with(raw)
+    with_pods(fake, raw, {"w-0": "Running", "w-1": "Running"})
+    jobs = [parse_job(raw, KIND["PyTorchJob"])]
+    index = pods_by_owner(fake, decide(jobs, NOW, FAIL).actions, ())
+    plan = decide(jobs, NOW, FAIL, index)
+
+    outcome = Executor(fake, dry_run=None).execute(plan).outcomes[0]
+
+    assert (outcome.result, outcome.pods) == (Result.DONE, ("w-0", "w-1"))
+    assert "list-pods" not in fake.methods()
+    assert fake.methods().count("list-pod-pages") == 1
+
+
+def test_pods_by_owner_lists_once_per_scope_and_indexes_every_clean_up() -> None:
+    failed = [
+        job(name=f"f-{i}", namespace=ns, conditions=deadline_failed(f"f-{i}"))
+        for i, ns in enumerate(["a", "a", "b"])
+    ]
+    fake = cluster_with(*failed, job(name="due", namespace="c"))
+    fake.add_pod(owned("f-0-worker-0", failed[0]))
+    actions = decide(
+        [parse_job(r, KIND["PyTorchJob"]) for r in fake.jobs.values()], NOW, FAIL
+    ).actions
+
+    cluster_wide = pods_by_owner(fake, actions, ())
+    assert [(r.method, r.namespace, r.name) for r in fake.requests] == [
+        ("list-pod-pages", None, "training.kubeflow.org/job-name")
+    ]
+    assert {uid: [p.name for p in pods] for uid, pods in cluster_wide.items()} == {
+        failed[0]["metadata"]["uid"]: ["f-0-worker-0"],
+        failed[1]["metadata"]["uid"]: [],
+        failed[2]["metadata"]["uid"]: [],
+    }
+    fake.requests.clear()
+    assert pods_by_owner(fake, actions, ("a", "b", "c")) == cluster_wide
+    assert sorted(r.namespace or "" for r in fake.requests) == ["a", "b"]
+
+
+def test_a_pod_list_that_fails_leaves_its_clean_ups_to_list_their_own() -> None:
+    raw = job(conditions=deadline_failed())
+    fake = cluster_with(raw)
+    fake.fail("list-pod-pages", None, ApiError(RequestRef("list", "pods"), 403))
+    actions = decide([parse_job(raw, KIND["PyTorchJob"])], NOW, FAIL).actions
+    assert pods_by_owner(fake, actions, ()) == {}
+
+
+def test_a_terminating_pod_is_not_deleted_again_nor_reported() -> None:
+    raw = job(conditions=deadline_failed())
+    fake = cluster_with(raw)
+    fake.add_pod(owned("w-0", raw, deleting=True))
+    fake.add_service(owned("w-0", raw, phase=None))
+    outcome = only(execute(fake, FAIL))  # listed by the executor itself (watch mode's path)
+    assert outcome.result is Result.LEFT_ALONE
+    assert fake.writes == []
+    assert fake.events == []
+
+
+# --- execution order (S7) -----------------------------------------------------------------
+
+
+def test_the_most_overdue_run_first_and_the_report_keeps_the_listing_order() -> None:
+    fake = cluster_with(
+        job(name="a", started_ago=5000),
+        job(name="b", started_ago=4000),
+        job(name="c", started_ago=9000),
+    )
+    jobs = [parse_job(r, KIND["PyTorchJob"]) for r in fake.jobs.values()]
+    plan = decide(jobs, NOW, Policy(max_actions=2))
+
+    execution = Executor(fake, dry_run=None, should_stop=stop_after(fake, 1)).execute(plan)
+
+    # Stopped after one write: the most overdue of the chosen two is the one done.
+    assert [w.name for w in fake.writes] == ["c"]
+    assert [(o.entry.job.name, o.result) for o in execution.outcomes] == [
+        ("a", Result.NOT_STARTED),
+        ("b", Result.SKIPPED),
+        ("c", Result.DONE),
+    ]

@@ -17,7 +17,9 @@ from sweeper.decide import (
     Skip,
     SkipReason,
     Why,
+    assemble,
     decide,
+    execution_order,
     judge,
     pods_to_terminate,
     services_to_delete,
@@ -774,3 +776,106 @@ def test_services_go_with_their_pods_when_the_job_owns_them() -> None:
     parsed = parse_job(OWNER, KIND["PyTorchJob"])
     chosen = services_to_delete([s for s in services if s], parsed, ["w-0", "w-2"])
     assert [s.name for s in chosen] == ["w-0"]
+
+
+def test_a_pod_already_being_deleted_is_never_chosen_again() -> None:
+    pods = [
+        parse_owned(owned("running", OWNER)),
+        parse_owned(owned("terminating", OWNER, deleting=True)),
+        parse_owned(owned("terminating-done", OWNER, phase="Succeeded", deleting=True)),
+    ]
+    parsed = parse_job(OWNER, KIND["PyTorchJob"])
+    for mode in (PodsMode.ACTIVE, PodsMode.ALL):
+        chosen = pods_to_terminate([p for p in pods if p], parsed, mode)
+        assert [p.name for p in chosen] == ["running"], mode
+
+
+def test_the_pod_view_keeps_the_deletion_timestamp() -> None:
+    assert parse_owned(owned("w-0", OWNER, deleting=True)).deleting  # type: ignore[union-attr]
+    assert not parse_owned(owned("w-0", OWNER)).deleting  # type: ignore[union-attr]
+
+
+# --- clean-ups planned from the pass's pod listing --------------------------------------------
+
+
+def failed_long_ago(name: str, failed_ago: float) -> dict[str, Any]:
+    return job(name=name, conditions=deadline_failed(name), started_ago=3600 + failed_ago)
+
+
+def pod_index(raws: list[dict[str, Any]], pods: list[dict[str, Any]]) -> dict[str, Any]:
+    index: dict[str, list[Any]] = {raw["metadata"]["uid"]: [] for raw in raws}
+    for pod in pods:
+        view = parse_owned(pod)
+        assert view is not None
+        index[view.controller_uid or ""].append(view)
+    return {uid: tuple(found) for uid, found in index.items()}
+
+
+def test_clean_ups_with_nothing_to_delete_are_skips_and_take_no_slot() -> None:
+    old = [failed_long_ago(f"old-{i}", 86400 * (10 + i)) for i in range(3)]
+    recent = failed_long_ago("recent", 60)
+    pods = [owned(f"recent-worker-{i}", recent) for i in range(2)]
+    jobs = [parse_job(r, KIND["PyTorchJob"]) for r in [*old, recent]]
+
+    plan = decide(
+        jobs, NOW, Policy(action=ActionMode.AUTO, max_actions=3), pod_index([*old, recent], pods)
+    )
+
+    by_name = {e.job.name: e for e in plan.entries}
+    assert [n for n, e in by_name.items() if isinstance(e, Skip)] == ["old-0", "old-1", "old-2"]
+    assert {by_name[f"old-{i}"].reason for i in range(3)} == {"finished"}
+    assert by_name["old-0"].detail == "Failed; no pods left to terminate"
+    [action] = plan.actions
+    assert (action.job.name, action.kind) == ("recent", ActionKind.TERMINATE_PODS)
+    assert [p.name for p in action.targets or ()] == ["recent-worker-0", "recent-worker-1"]
+
+
+def test_a_clean_up_whose_pods_are_all_terminating_is_a_skip() -> None:
+    failed = failed_long_ago("failed", 60)
+    pods = [owned("failed-worker-0", failed, deleting=True)]
+    plan = decide([parse_job(failed, KIND["PyTorchJob"])], NOW, FAIL, pod_index([failed], pods))
+    assert plan.actions == ()
+    assert plan.entries[0].reason == "finished"
+
+
+def test_a_clean_up_whose_pods_were_not_listed_stays_an_action_without_targets() -> None:
+    failed = failed_long_ago("failed", 60)
+    plan = decide([parse_job(failed, KIND["PyTorchJob"])], NOW, FAIL, {})
+    [action] = plan.actions
+    assert action.targets is None
+
+
+def test_without_a_pod_index_the_plan_is_what_it_was() -> None:
+    jobs = [
+        parse_job(failed_long_ago("failed", 60), KIND["PyTorchJob"]),
+        parse_job(job(), KIND["PyTorchJob"]),
+    ]
+    assert decide(jobs, NOW, FAIL) == assemble([judge(j, NOW, FAIL) for j in jobs], NOW, FAIL)
+    assert [e.decision for e in decide(jobs, NOW, FAIL).entries] == ["terminate-pods", "fail"]
+
+
+def test_execution_order_runs_touches_and_fails_first_most_overdue_first() -> None:
+    raws = [
+        failed_long_ago("cleanup-old", 99999),
+        job(name="late", started_ago=4000),
+        failed_long_ago("cleanup-new", 60),
+        job(name="latest", started_ago=9000),
+        job(name="later", started_ago=5000, kind="TFJob"),
+    ]
+    jobs = [parse_job(r, KIND[r["kind"]]) for r in raws]
+    plan = decide(jobs, NOW, FAIL)
+    order = [plan.entries[i].job.name for i in execution_order(plan)]
+    assert order == ["latest", "later", "late", "cleanup-old", "cleanup-new"]
+    # The report keeps the listing order.
+    assert [e.job.name for e in plan.entries] == [r["metadata"]["name"] for r in raws]
+
+
+def test_execution_order_holds_only_the_actions() -> None:
+    jobs = [
+        parse_job(job(name="a", started_ago=10), KIND["PyTorchJob"]),
+        parse_job(job(name="b"), KIND["PyTorchJob"]),
+    ]
+    plan = decide(jobs, NOW, Policy(max_actions=0))
+    assert execution_order(plan) == ()
+    plan = decide(jobs, NOW, TOUCH)
+    assert execution_order(plan) == (1,)

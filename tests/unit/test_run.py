@@ -25,7 +25,7 @@ from sweeper.errors import (
 from sweeper.kinds import MPI_OPERATOR_VERSION, MPIJOB, PYTORCHJOB, TFJOB
 from sweeper.run import StopFlag, collector_paused, run
 from tests.unit.fakes import FakeCluster, Request
-from tests.unit.objects import NOW, job
+from tests.unit.objects import NOW, deadline_failed, job, owned
 
 JSON_CONFIG = Config(output=OutputFormat.JSON)
 
@@ -408,3 +408,118 @@ def test_the_run_closes_its_connections_once_however_it_ends(
         with pytest.raises(raises):
             sweep(fake, config)
     assert fake.closed == 1
+
+
+# --- clean-ups after touches and fails; one pod list per scope (C3, C9) ---------------------
+
+
+def deadline_failed_job(name: str, kind: str = "TFJob", *, failed_ago: float) -> dict[str, Any]:
+    return job(kind, name=name, conditions=deadline_failed(name), started_ago=3600 + failed_ago)
+
+
+def test_old_deadline_failed_jobs_take_no_slot_from_a_recent_ones_pods() -> None:
+    fake = server_at(NOW)
+    for i in range(3):
+        fake.add_job(deadline_failed_job(f"old-{i}", failed_ago=86400 * (30 + i)))
+    recent = fake.add_job(deadline_failed_job("recent", failed_ago=60))
+    for i in range(2):
+        fake.add_pod(owned(f"recent-worker-{i}", recent))
+    config = Config(output=OutputFormat.JSON, policy=Policy(action=ActionMode.AUTO, max_actions=3))
+
+    code, [report] = sweep(fake, config)
+
+    assert code == 0
+    results = {j["name"]: (j["decision"], j["reason"], j["result"]) for j in report["jobs"]}
+    assert results == {
+        **{f"old-{i}": ("skip", "finished", "skipped") for i in range(3)},
+        "recent": ("terminate-pods", "failed-by-deadline", "done"),
+    }
+    assert fake.pods == {}
+    assert [e["reason"] for e in fake.events] == ["DeadlinePodsTerminated"]
+
+
+def test_retained_deadline_failed_jobs_cost_one_pod_list_and_the_due_touch_comes_first() -> None:
+    fake = server_at(NOW)
+    for i in range(200):
+        fake.add_job(deadline_failed_job(f"old-{i:03}", failed_ago=86400 + i))
+    fake.add_job(job("PyTorchJob", name="due-now", started_ago=3601))
+    config = Config(output=OutputFormat.JSON, policy=Policy(action=ActionMode.AUTO))
+
+    code, [report] = sweep(fake, config)
+
+    assert code == 0
+    methods = fake.methods()
+    assert methods.count("list-pod-pages") == 1
+    assert "list-pods" not in methods
+    assert methods[-3:] == ["list-pod-pages", "patch", "create-event"]
+    assert report["summary"]["skipped"] == {"finished": 200}
+    assert [j["name"] for j in report["jobs"]][-1] == "due-now"
+
+
+def test_a_touch_listed_after_a_clean_up_runs_before_it() -> None:
+    fake = server_at(NOW)
+    failed = fake.add_job(deadline_failed_job("failed", failed_ago=60))
+    fake.add_pod(owned("failed-worker-0", failed))
+    fake.add_job(job("PyTorchJob", name="due-now", started_ago=3601))
+    config = Config(output=OutputFormat.JSON, policy=Policy(action=ActionMode.AUTO))
+
+    code, [report] = sweep(fake, config)
+
+    assert code == 0
+    writes = [(r.method, r.name) for r in fake.writes]
+    assert writes == [
+        ("patch", "due-now"),
+        ("create-event", "due-now"),
+        ("delete-pod", "failed-worker-0"),
+        ("create-event", "failed"),
+    ]
+    assert [j["name"] for j in report["jobs"]] == ["failed", "due-now"]
+
+
+def test_with_namespaces_the_pods_are_listed_in_each_namespace_with_a_clean_up() -> None:
+    fake = server_at(NOW)
+    fake.add_job(job("TFJob", name="f", namespace="a", conditions=deadline_failed("f")))
+    fake.add_job(job("TFJob", name="g", namespace="c", conditions=deadline_failed("g")))
+    config = Config(
+        output=OutputFormat.JSON,
+        namespaces=("a", "b", "c"),
+        policy=Policy(action=ActionMode.FAIL),
+    )
+
+    code, _ = sweep(fake, config)
+
+    assert code == 0
+    lists = [r.namespace or "" for r in fake.requests if r.method == "list-pod-pages"]
+    assert sorted(lists) == ["a", "c"]
+
+
+def test_touch_mode_lists_no_pods() -> None:
+    fake = server_at(NOW, deadline_failed_job("failed", failed_ago=60), job(name="due"))
+    code, _ = sweep(fake)
+    assert code == 0
+    assert "list-pod-pages" not in fake.methods()
+
+
+# --- terminating pods (C4) ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("action", [ActionMode.FAIL, ActionMode.AUTO])
+def test_a_pod_already_terminating_is_not_deleted_again_nor_reported(action: ActionMode) -> None:
+    # What the pass after a fail sees when the pod's grace period (or a finalizer) keeps it.
+    fake = server_at(NOW)
+    raw = fake.add_job(job(name="train", conditions=deadline_failed("train", by_sweeper=True)))
+    fake.add_pod(owned("train-worker-0", raw, deleting=True))
+    fake.add_service(owned("train-worker-0", raw, phase=None))
+    config = Config(output=OutputFormat.JSON, policy=Policy(action=action))
+
+    code, [report] = sweep(fake, config)
+
+    assert code == 0
+    [record] = report["jobs"]
+    assert (record["decision"], record["reason"], record["result"]) == (
+        "skip",
+        "finished",
+        "skipped",
+    )
+    assert fake.writes == []
+    assert fake.events == []
