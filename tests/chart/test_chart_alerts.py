@@ -279,9 +279,11 @@ def test_the_schema_refuses_bad_metrics_values(
     assert "values don't meet the specifications of the schema" in render_error(values)
 
 
-def test_the_readme_shows_the_rules_the_chart_renders(render: Callable[..., Rendered]) -> None:
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
-    block = readme.split("load\nthem into Prometheus as a rule file:\n\n```yaml\n", 1)[1]
+def test_the_metrics_page_shows_the_rules_the_chart_renders(
+    render: Callable[..., Rendered],
+) -> None:
+    page = (Path(__file__).resolve().parents[2] / "docs" / "metrics.md").read_text(encoding="utf-8")
+    block = "groups:\n" + page.split("```yaml\ngroups:\n", 1)[1]
     shown = yaml.safe_load(block.split("```", 1)[0])
     rendered = render(
         {
@@ -294,13 +296,13 @@ def test_the_readme_shows_the_rules_the_chart_renders(render: Callable[..., Rend
         for rule in group["rules"]:
             rule.pop("annotations")
     expected = [
-        {**g, "rules": [{**r, "expr": r["expr"].replace(JOB, README_JOB)} for r in g["rules"]]}
+        {**g, "rules": [{**r, "expr": r["expr"].replace(JOB, DOCS_JOB)} for r in g["rules"]]}
         for g in rules
     ]
     assert shown == {"groups": expected}
 
 
-README_JOB = "deadline-sweeper-kubeflow-deadline-sweeper"  # release "deadline-sweeper"
+DOCS_JOB = "kubeflow-deadline-sweeper"  # release "kubeflow-deadline-sweeper": not doubled
 
 
 WATCH = {"mode": "watch", "prometheusRule": {"enabled": True}}
