@@ -17,6 +17,7 @@ construction; ``--dry-run=server`` sends each write with ``dryRun=All``.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -163,6 +164,9 @@ def event_body(job: Job, *, reason: str, message: str, warning: bool, now: datet
     }
 
 
+Claim = Callable[[Action], contextlib.AbstractContextManager[bool]]
+
+
 class Executor:
     """Applies plans to one cluster.
 
@@ -172,6 +176,10 @@ class Executor:
             in a :class:`~sweeper.cluster.RecordingCluster`), ``server`` for dryRun=All.
         should_stop: Returns the reason to stop (a signal, ``--timeout``), or ``None``.
         on_outcome: Called with each outcome as soon as it is known (for logs).
+        claim: Holds a job for the time of its action; entered with the action, it yields
+            ``False`` when another actor has the job (the watch mode's timers, during a
+            resync pass): the action is then left alone, so one job is acted on by one
+            actor at a time. By default every job is ours.
     """
 
     def __init__(
@@ -181,6 +189,7 @@ class Executor:
         dry_run: DryRun | None,
         should_stop: Callable[[], SweeperError | None] = lambda: None,
         on_outcome: Callable[[Outcome], None] = lambda _outcome: None,
+        claim: Claim | None = None,
     ) -> None:
         # Client dry run by construction: the same code runs, the writes go to a list.
         writing = _Writing(
@@ -193,6 +202,7 @@ class Executor:
         self._done = writing.done
         self._should_stop = should_stop
         self._on_outcome = on_outcome
+        self._claim: Claim = claim or (lambda _action: contextlib.nullcontext(True))
 
     def execute(self, plan: Plan) -> Execution:
         """Apply every action of a plan, in the plan's order.
@@ -214,7 +224,11 @@ class Executor:
             if stopped is not None:
                 outcomes.append(Outcome(entry, Result.NOT_STARTED, str(stopped)))
                 continue
-            outcome, stopped = self._apply(entry, plan.now, plan.policy)
+            with self._claim(entry) as ours:
+                if ours:
+                    outcome, stopped = self._apply(entry, plan.now, plan.policy)
+                else:
+                    outcome = Outcome(entry, Result.LEFT_ALONE, "in the hands of its timer")
             outcomes.append(outcome)
             self._on_outcome(outcome)
         return Execution(tuple(outcomes), stopped)
