@@ -156,7 +156,9 @@ class _Ending(Enum):
 
     SETTLED = "settled"  # acted, or nothing to do: the backoff starts over
     FAILED = "failed"  # the action failed: tried again after the job's backoff
-    UNANSWERED = "unanswered"  # the read got no answer: tried again soon, the count kept
+    # Not tried: the read got no answer, or the run stopped or lost the Lease first. Looked
+    # at again soon (a follower keeps the timer until it leads), the count kept.
+    NOT_TRIED = "not-tried"
     RELEASED = "released"  # a resync pass's action ended: the count kept
 
 
@@ -472,7 +474,7 @@ class Watcher:
                 "cannot read %s %s/%s at its deadline: %s", key.kind, key.namespace, key.name, error
             )
             if error.status is None:
-                return _Fired(key, self.now() + _seconds(RETRY_UNREACHABLE_S), _Ending.UNANSWERED)
+                return _Fired(key, self.now() + _seconds(RETRY_UNREACHABLE_S), _Ending.NOT_TRIED)
             return _Fired(key, None, _Ending.FAILED)
         job = parse_job(raw, served.kind, served.version)
         now = self.now()  # the one reading for this job
@@ -491,10 +493,7 @@ class Watcher:
         )
         execution = executor.execute(Plan(now=now, policy=policy, entries=(entry,)))
         outcome = execution.outcomes[0]
-        if outcome.result in (Result.ERROR, Result.NOT_STARTED):
-            # Tried again after the job's backoff (or by the next event, or by the resync).
-            return _Fired(key, None, _Ending.FAILED)
-        return _Fired(key, None)  # done: the job's next event (our own write's, too) re-arms it
+        return _ended(key, due, outcome.result)
 
     def _outcome(self, outcome: Outcome) -> None:
         report.log_outcome(outcome, self.config.dry_run)
@@ -794,6 +793,15 @@ class _LeaderFlag(StopFlag):
 
     def reason(self) -> SweeperError | None:
         return self._watcher.stop_reason()
+
+
+def _ended(key: JobKey, due: datetime, result: Result) -> _Fired:
+    if result is Result.NOT_STARTED:
+        return _Fired(key, due, _Ending.NOT_TRIED)  # not this job's failure: no backoff
+    if result is Result.ERROR:
+        # Tried again after the job's backoff (or by the next event, or by the resync).
+        return _Fired(key, None, _Ending.FAILED)
+    return _Fired(key, None)  # done: the job's next event (our own write's, too) re-arms it
 
 
 def _resource_version(obj: JSON) -> str | None:

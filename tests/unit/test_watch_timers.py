@@ -225,3 +225,15 @@ def test_a_timer_waits_while_a_resync_pass_acts_on_its_job_then_looks_again(
     w._apply(w.inbox.get_nowait())  # the pass let the job go
     assert w._take(KEY)
     assert w.timers.when(KEY) == NOW  # the deferred look is armed again
+
+
+def test_an_action_not_started_is_no_failure_of_the_job(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The run stopped (or the Lease was lost) between the read and the write: the timer is
+    # kept at its instant, for the next leader's turn of the loop, and nothing is counted.
+    fake = FakeWatchCluster(date=NOW)
+    fake.add_job(job())
+    w = watcher(fake, monkeypatch)
+    w.flag.request("SIGTERM")
+    assert fire(w) == NOW
+    assert w._failures == {}
+    assert touches(fake) == []
