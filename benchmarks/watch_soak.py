@@ -248,12 +248,12 @@ class Sampler(threading.Thread):
         self.pid, self.every, self.churn = pid, every, churn
         self.samples: list[Sample] = []
         self.began = time.monotonic()
-        self._stop = threading.Event()
+        self._finished = threading.Event()
 
     def run(self) -> None:
         """Sample until stopped (or the watcher is gone)."""
         n = 0
-        while not self._stop.wait(max(0.0, self.began + n * self.every - time.monotonic())):
+        while not self._finished.wait(max(0.0, self.began + n * self.every - time.monotonic())):
             try:
                 rss, threads, fds, sockets, cpu = read_process(self.pid)
             except OSError:
@@ -264,7 +264,7 @@ class Sampler(threading.Thread):
 
     def stop(self) -> None:
         """Stop sampling."""
-        self._stop.set()
+        self._finished.set()
         self.join()
 
 
@@ -306,13 +306,21 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 - one run, in o
     parser.add_argument("--sample-every", type=float, default=10.0)
     parser.add_argument("--settle", type=float, default=15.0, help="after the last deadline")
     parser.add_argument("--samples", type=Path, help="write every sample here (CSV)")
+    parser.add_argument(
+        "--crds",
+        type=Path,
+        help="a directory of the Training Operator's CRD manifests to install instead of the "
+        "binary cache's (before scripts/build-binaries has copied them)",
+    )
     args = parser.parse_args(argv)
     if args.lifetime <= args.deadline_max + args.settle:
         parser.error("--lifetime must exceed --deadline-max + --settle (due jobs live to be due)")
     seconds = args.minutes * 60
     width = seconds / 6
 
-    with ControlPlane.start() as cp:
+    with ControlPlane.start(crds=args.crds is None) as cp:
+        if args.crds is not None:
+            cp.install_crds(sorted(args.crds.glob("kubeflow.org_*.yaml")))
         kubeconfig = cp.user_kubeconfig(SWEEPER_USER, ["system:masters"])
         namespace = cp.create_namespace("watch-soak")
         log_path = cp.workdir / "soak-sweeper.log"
@@ -388,11 +396,11 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 - one run, in o
     else:
         figures["verdict"] = "too few samples"
     for index, bucket in enumerate(grouped):
-        label = f"bucket_{index * width / 60:05.1f}-{(index + 1) * width / 60:05.1f}min"
+        label = f"bucket_{index * width / 60:.4g}-{(index + 1) * width / 60:.4g}min"
         parts = []
         for figure in _FIGURES:
             values = [float(getattr(s, figure)) for s in bucket] or [0.0]
-            parts.append(f"{figure}={statistics.median(values):g}/{max(values):g}")
+            parts.append(f"{figure}={statistics.median(values):.1f}/{max(values):.1f}")
         cpu = (bucket[-1].cpu_s - bucket[0].cpu_s) if len(bucket) > 1 else 0.0
         alive = max((s.jobs_alive for s in bucket), default=0)
         parts.append(f"cpu_s={cpu:.1f} jobs_alive={alive}")
