@@ -17,6 +17,7 @@ construction; ``--dry-run=server`` sends each write with ``dryRun=All``.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 from collections.abc import Callable, Iterable, Sequence
@@ -169,6 +170,9 @@ def event_body(job: Job, *, reason: str, message: str, warning: bool, now: datet
     }
 
 
+Claim = Callable[[Action], contextlib.AbstractContextManager[bool]]
+
+
 class Executor:
     """Applies plans to one cluster.
 
@@ -178,6 +182,10 @@ class Executor:
             in a :class:`~sweeper.cluster.RecordingCluster`), ``server`` for dryRun=All.
         should_stop: Returns the reason to stop (a signal, ``--timeout``), or ``None``.
         on_outcome: Called with each outcome as soon as it is known (for logs).
+        claim: Holds a job for the time of its action; entered with the action, it yields
+            ``False`` when another actor has the job (the watch mode's timers, during a
+            resync pass): the action is then left alone, so one job is acted on by one
+            actor at a time. By default every job is ours.
     """
 
     def __init__(
@@ -187,6 +195,7 @@ class Executor:
         dry_run: DryRun | None,
         should_stop: Callable[[], SweeperError | None] = lambda: None,
         on_outcome: Callable[[Outcome], None] = lambda _outcome: None,
+        claim: Claim | None = None,
     ) -> None:
         # Client dry run by construction: the same code runs, the writes go to a list.
         writing = _Writing(
@@ -199,6 +208,7 @@ class Executor:
         self._done = writing.done
         self._should_stop = should_stop
         self._on_outcome = on_outcome
+        self._claim: Claim = claim or (lambda _action: contextlib.nullcontext(True))
 
     def execute(self, plan: Plan) -> Execution:
         """Apply every action of a plan, in :func:`~sweeper.decide.execution_order`.
@@ -225,7 +235,11 @@ class Executor:
             if stopped is not None:
                 outcomes[index] = Outcome(entry, Result.NOT_STARTED, str(stopped))
                 continue
-            outcome, stopped = self._apply(entry, plan.now, plan.policy)
+            with self._claim(entry) as ours:
+                if ours:
+                    outcome, stopped = self._apply(entry, plan.now, plan.policy)
+                else:
+                    outcome = Outcome(entry, Result.LEFT_ALONE, "in the hands of its timer")
             outcomes[index] = outcome
             self._on_outcome(outcome)
         return Execution(tuple(o for o in outcomes if o is not None), stopped)

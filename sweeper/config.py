@@ -231,6 +231,7 @@ class Config:
             raise ConfigError("--escalate-after must not be negative")
         if self.policy.retouch_after <= 0:
             raise ConfigError("--retouch-after must be positive")
+        self._check_quick_retouch()
         if self.policy.retouch_limit < 0:
             raise ConfigError("--retouch-limit must not be negative")
         if self.policy.max_actions is not None and self.policy.max_actions < 0:
@@ -250,6 +251,16 @@ class Config:
             check_url(self.pushgateway)
         if not self.pushgateway_job:
             raise ConfigError("--pushgateway-job must not be empty")
+
+    def _check_quick_retouch(self) -> None:
+        if self.policy.retouch_limit > 0 and self.policy.retouch_after < 1:
+            # touched-at records whole seconds: a quick touch within the second of the last
+            # one writes the same value, which changes nothing (no watch event re-arms the
+            # job's timer, and the report would claim a write that did not happen).
+            raise ConfigError(
+                "--retouch-after must be at least 1s while --retouch-limit is above 0 "
+                "(the touched-at annotation records whole seconds)"
+            )
 
     def _check_namespaces(self) -> None:
         for namespace in self.namespaces:
@@ -283,6 +294,12 @@ class Config:
         if self.watch is not None and self.pushgateway is not None:
             # A long-running process is scraped; pushing would leave a stale group behind.
             raise ConfigError("--watch serves /metrics; it does not take --pushgateway")
+        if self.watch is not None and self.policy.max_actions is not None:
+            # A cap per pass has no equivalent when each job is acted on at its deadline.
+            raise ConfigError(
+                "--watch acts on each job at its deadline; it does not take --max-actions "
+                "(a cap per pass)"
+            )
         if self.every is None or self.for_seconds is None:
             return
         if self.every <= 0 or self.for_seconds <= 0:

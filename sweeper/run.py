@@ -25,7 +25,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Protocol, TextIO
 
 from sweeper import clock, prefetch, report
-from sweeper.act import Executor, pods_by_owner, settled
+from sweeper.act import Claim, Executor, pods_by_owner, settled
 from sweeper.cluster import Cluster, JobPage, ServedKind
 from sweeper.config import ClockMode, Config, OutputFormat
 from sweeper.decide import Action, Plan, Skip, assemble, judge
@@ -298,8 +298,11 @@ def sweep(
     out: TextIO,
     *,
     monotonic: Callable[[], float] | None = None,
+    claim: Claim | None = None,
 ) -> PassOutcome:
     """Run one pass: discover, list, decide, act, report.
+
+    ``claim`` holds each job while its action runs (see :class:`sweeper.act.Executor`).
 
     Returns:
         The pass's error count and what stopped it, if anything.
@@ -350,6 +353,7 @@ def sweep(
             dry_run=config.dry_run,
             should_stop=flag.reason,
             on_outcome=lambda o: report.log_outcome(o, config.dry_run),
+            claim=claim,
         )
         execution = executor.execute(plan)
         ledger.resolve(execution.outcomes)

@@ -39,10 +39,11 @@ import random
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime, timedelta
+from enum import Enum
 from typing import Protocol, TextIO
 
 from sweeper import clock, report
@@ -70,6 +71,7 @@ from sweeper.metrics import WatchMetrics
 from sweeper.run import StopFlag, signals_stop, sweep
 from sweeper.schedule import Schedule
 from sweeper.servertime import ServerClock
+from sweeper.transport import RetryPolicy
 
 log = logging.getLogger(__name__)
 
@@ -83,8 +85,16 @@ BACKOFF_CAP_S = 30.0
 # trying costs it nothing, and every second of backoff after it is back is a second of
 # lateness for each job that came due meanwhile.
 BACKOFF_UNREACHABLE_CAP_S = 1.0
-# A fired job whose action failed is tried again this much later (or at the next event).
+# A fired job whose action failed is tried again about this much later (or at the next
+# event), and twice as late after each further failure, up to the cap: an action that keeps
+# failing (a webhook refusing every update, a 403) costs the API server one GET and one write
+# per job every few minutes, not every few seconds. A success or a change of the job (its
+# next event) starts the count over. The transport's backoff, with equal jitter.
 RETRY_FAILED_S = 5.0
+RETRY_FAILED_CAP_S = 300.0
+_FIRE_BACKOFF = RetryPolicy(backoff_base_s=2 * RETRY_FAILED_S, backoff_cap_s=RETRY_FAILED_CAP_S)
+# Failures counted at most (2**20 steps is far past the cap; no float overflow however long).
+_FAILURES_COUNTED = 20
 # ...and this much later when its read got no answer: the transport has just spent its own
 # retries (about 2 s), so the job is tried again within about a second of the server's return.
 RETRY_UNREACHABLE_S = 0.5
@@ -152,10 +162,22 @@ class _Leadership:
     leading: bool
 
 
+class _Ending(Enum):
+    """How a fire (or a resync pass's action on a job) ended, for the job's retry backoff."""
+
+    SETTLED = "settled"  # acted, or nothing to do: the backoff starts over
+    FAILED = "failed"  # the action failed: tried again after the job's backoff
+    # Not tried: the read got no answer, or the run stopped or lost the Lease first. Looked
+    # at again soon (a follower keeps the timer until it leads), the count kept.
+    NOT_TRIED = "not-tried"
+    RELEASED = "released"  # a resync pass's action ended: the count kept
+
+
 @dataclass(frozen=True, slots=True)
 class _Fired:
     key: JobKey
     rearm: datetime | None  # when to look at the job again, if it still needs looking at
+    ending: _Ending = _Ending.SETTLED
 
 
 _Message = _Listed | _Event | _Leadership | _Fired
@@ -242,8 +264,14 @@ class Watcher:
         self._elector_lock = threading.Lock()
         self._listing = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=FIRE_WORKERS, thread_name_prefix="fire")
+        # Jobs being acted on, by a timer or by a resync pass: one actor per job at a time.
         self._in_flight: set[JobKey] = set()
+        self._in_flight_lock = threading.Lock()
+        # During a resync pass, the jobs its timers took since the pass began listing: the
+        # pass's view of them is older than the timer's, so the pass leaves them alone.
+        self._fired_in_pass: set[JobKey] | None = None
         self._deferred: dict[JobKey, datetime] = {}
+        self._failures: dict[JobKey, int] = {}  # consecutive failed fires, per job
         self.metrics.clock_offset.labels("low").set_function(lambda: self._offset("low"))
         self.metrics.clock_offset.labels("high").set_function(lambda: self._offset("high"))
 
@@ -458,14 +486,23 @@ class Watcher:
                 for key, due in self.timers.pop_due(now):
                     if self.flag.event.is_set() or not self.leading():
                         self.timers.arm(key, due)  # not ours to handle any more: keep it
-                    elif key in self._in_flight:
+                    elif not self._take(key):
                         self._deferred[key] = due  # looked at again once the fire ends
                     else:
-                        self._in_flight.add(key)
                         self._pool.submit(self._fire_reporting, key, due)
+
+    def _take(self, key: JobKey) -> bool:
+        with self._in_flight_lock:
+            if key in self._in_flight:
+                return False
+            self._in_flight.add(key)
+            if self._fired_in_pass is not None:
+                self._fired_in_pass.add(key)
+            return True
 
     def _apply(self, message: _Message) -> None:
         if isinstance(message, _Event):
+            self._failures.pop(message.key, None)  # the job changed: its backoff starts over
             self.timers.arm(message.key, message.due)
         elif isinstance(message, _Listed):
             for key, due in message.due.items():
@@ -478,13 +515,16 @@ class Watcher:
                 ]
                 for key in vanished:
                     self.timers.drop(key)
+                    self._failures.pop(key, None)
                 if vanished:
                     log.info(
                         "relisted %s: %d vanished job(s) dropped", message.scope, len(vanished)
                     )
         elif isinstance(message, _Fired):
-            self._in_flight.discard(message.key)
-            for rearm in (message.rearm, self._deferred.pop(message.key, None)):
+            with self._in_flight_lock:
+                self._in_flight.discard(message.key)
+            retry = self._retry(message)
+            for rearm in (retry, self._deferred.pop(message.key, None)):
                 current = self.timers.when(message.key)
                 # The earlier wins: an extra look re-reads and judges again; a missed one
                 # would be a deadline not enforced.
@@ -492,38 +532,49 @@ class Watcher:
                     self.timers.arm(message.key, rearm)
         # _Leadership only wakes the loop up.
 
+    def _retry(self, fired: _Fired) -> datetime | None:
+        """When to look at a fired job again: its backoff after a failure, else as it said."""
+        if fired.ending is _Ending.SETTLED:
+            self._failures.pop(fired.key, None)
+        if fired.ending is not _Ending.FAILED:
+            return fired.rearm
+        failures = min(self._failures.get(fired.key, 0) + 1, _FAILURES_COUNTED)
+        self._failures[fired.key] = failures
+        delay = _FIRE_BACKOFF.backoff(failures, random.uniform)
+        return self.now() + _seconds(delay)
+
     # --- firing ------------------------------------------------------------------------------
 
     def _fire_reporting(self, key: JobKey, due: datetime) -> None:
-        rearm: datetime | None = None
+        fired = _Fired(key, None, _Ending.FAILED)
         try:
-            rearm = self._fire(key, due)
+            fired = self._fire(key, due)
         except Exception:  # a worker must never swallow a failure: log it, look again later
             log.exception("acting on %s %s/%s failed", key.kind, key.namespace, key.name)
-            rearm = self.now() + _seconds(RETRY_FAILED_S)
         finally:
-            self.inbox.put(_Fired(key, rearm))
+            self.inbox.put(fired)
 
-    def _fire(self, key: JobKey, due: datetime) -> datetime | None:
+    def _fire(self, key: JobKey, due: datetime) -> _Fired:
         """Read the job again, judge it now, act; say when to look at it again, if ever."""
         served = self.served[key.kind]
         try:
             raw = self.cluster.get_job(served, key.namespace, key.name)
         except NotFound:
-            return None  # deleted meanwhile; its DELETED event is on its way
+            return _Fired(key, None)  # deleted meanwhile; its DELETED event is on its way
         except ApiError as error:
             log.warning(
                 "cannot read %s %s/%s at its deadline: %s", key.kind, key.namespace, key.name, error
             )
-            retry = RETRY_UNREACHABLE_S if error.status is None else RETRY_FAILED_S
-            return self.now() + _seconds(retry)
+            if error.status is None:
+                return _Fired(key, self.now() + _seconds(RETRY_UNREACHABLE_S), _Ending.NOT_TRIED)
+            return _Fired(key, None, _Ending.FAILED)
         job = parse_job(raw, served.kind, served.version)
         now = self.now()  # the one reading for this job
-        policy = replace(self.config.policy, max_actions=None)
+        policy = self.config.policy  # never a cap: --watch refuses --max-actions
         entry = judge(job, now, policy)
         if not isinstance(entry, Action):
             # Changed since the event, or the server clock is not surely there yet.
-            return due_at(job, policy)
+            return _Fired(key, due_at(job, policy))
         if entry.kind is not ActionKind.TERMINATE_PODS and due != ALWAYS:
             self.metrics.lateness.observe(max((now - due).total_seconds(), 0.0))
         executor = Executor(
@@ -534,10 +585,7 @@ class Watcher:
         )
         execution = executor.execute(Plan(now=now, policy=policy, entries=(entry,)))
         outcome = execution.outcomes[0]
-        if outcome.result in (Result.ERROR, Result.NOT_STARTED):
-            # Tried again shortly (or by the next event, or by the resync).
-            return now + _seconds(RETRY_FAILED_S)
-        return None  # done: the job's next event (our own write's, too) re-arms it
+        return _ended(key, due, outcome.result)
 
     def _outcome(self, outcome: Outcome) -> None:
         report.log_outcome(outcome, self.config.dry_run)
@@ -786,14 +834,46 @@ class Watcher:
             if not self.leading():
                 continue
             number += 1
-            flag = _LeaderFlag(self)
-            try:
-                outcome = sweep(number, self.config, self.cluster, flag, self.out)
-                result = "stopped" if outcome.stopped_by else ("errors" if outcome.errors else "ok")
-            except SweeperError as error:
-                log.warning("resync pass %d failed: %s", number, error)
-                result = "failed"
-            self.metrics.resyncs.labels(result).inc()
+            self._resync_pass(number)
+
+    def _resync_pass(self, number: int) -> None:
+        flag = _LeaderFlag(self)
+        with self._in_flight_lock:
+            self._fired_in_pass = set()
+        try:
+            outcome = sweep(
+                number, self.config, self.cluster, flag, self.out, claim=self._claim_for_pass
+            )
+            result = "stopped" if outcome.stopped_by else ("errors" if outcome.errors else "ok")
+        except SweeperError as error:
+            log.warning("resync pass %d failed: %s", number, error)
+            result = "failed"
+        finally:
+            with self._in_flight_lock:
+                self._fired_in_pass = None
+        self.metrics.resyncs.labels(result).inc()
+
+    @contextlib.contextmanager
+    def _claim_for_pass(self, action: Action) -> Iterator[bool]:
+        """Hold a job for a resync pass's action, unless its timer has it or had it.
+
+        A job its timer took since the pass began listing was judged by the timer on a newer
+        read than the pass's: the pass leaves it alone (its touch would move the annotation
+        back to the pass's older instant). While the pass acts, the job's timer waits.
+        """
+        job = action.job
+        key = JobKey(job.kind.name, job.namespace, job.name)
+        with self._in_flight_lock:
+            seen = self._fired_in_pass is not None and key in self._fired_in_pass
+            ours = not seen and key not in self._in_flight
+            if ours:
+                self._in_flight.add(key)
+        try:
+            yield ours
+        finally:
+            if ours:
+                # Through the main loop, which re-arms a timer that came due meanwhile.
+                self.inbox.put(_Fired(key, None, _Ending.RELEASED))
 
 
 class _LeaderFlag(StopFlag):
@@ -819,6 +899,15 @@ class _LeaderFlag(StopFlag):
         if self._monotonic() >= self.deadline:
             return RunTimeout(f"--timeout ({self._timeout:g}s) reached in resync pass")
         return None
+
+
+def _ended(key: JobKey, due: datetime, result: Result) -> _Fired:
+    if result is Result.NOT_STARTED:
+        return _Fired(key, due, _Ending.NOT_TRIED)  # not this job's failure: no backoff
+    if result is Result.ERROR:
+        # Tried again after the job's backoff (or by the next event, or by the resync).
+        return _Fired(key, None, _Ending.FAILED)
+    return _Fired(key, None)  # done: the job's next event (our own write's, too) re-arms it
 
 
 def _resource_version(obj: JSON) -> str | None:

@@ -121,3 +121,48 @@ def test_watch_touch_prints_its_figures_and_the_operator_fails_every_job() -> No
     )
     assert figures.keys() >= WATCH_TOUCH_KEYS, sorted(WATCH_TOUCH_KEYS - figures.keys())
     assert (figures["not_failed"], figures["failed_by_operator"]) == ("0", "3")
+
+
+WATCH_SOAK_KEYS = {
+    "jobs_created",
+    "due_jobs",
+    "enforced",
+    "not_enforced",
+    "written_not_due",
+    "lateness_p50_s",
+    "lateness_p99_s",
+    "growth_rss_mb_pct",
+    "growth_threads_pct",
+    "growth_fds_pct",
+    "growth_sockets_pct",
+    "verdict",
+    "samples",
+}
+
+
+@pytest.mark.e2e
+def test_watch_soak_prints_its_figures_and_enforces_every_due_job() -> None:
+    # Half a minute of churn instead of thirty, sampled every second: the keys, and that
+    # every job that came due was failed and no other job was written to.
+    clusters.require_binaries("etcd", "kube-apiserver")
+    figures = run_benchmark(
+        "watch_soak",
+        "--minutes",
+        "0.5",
+        "--rate",
+        "4",
+        "--deadline-min",
+        "3",
+        "--deadline-max",
+        "8",
+        "--lifetime",
+        "25",
+        "--settle",
+        "5",
+        "--sample-every",
+        "1",
+        timeout=300,
+    )
+    assert figures.keys() >= WATCH_SOAK_KEYS, sorted(WATCH_SOAK_KEYS - figures.keys())
+    assert int(figures["due_jobs"]) > 0
+    assert (figures["not_enforced"], figures["written_not_due"]) == ("0", "0")

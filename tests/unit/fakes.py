@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sweeper.cluster import JSON, Discovery, JobPage, Page, ServedKind
+from sweeper.cluster import JSON, Answer, Discovery, JobPage, Page, ServedKind, Stream
 from sweeper.errors import Conflict, NotFound, RequestRef
 from sweeper.jobs import parse_job
 from sweeper.kinds import KINDS, VERSION
@@ -236,3 +237,32 @@ def _matches(raw: JSON, selector: str | None) -> bool:
         if (labels.get(key) != value) if equals else (key not in labels):
             return False
     return True
+
+
+@dataclass
+class FakeWatchCluster(FakeCluster):
+    """A FakeCluster typed as a WatchCluster, for unit tests of the watch mode's timers and
+    resync, which are driven directly: no stream and no Lease is ever opened."""
+
+    home_namespace: str = "default"
+
+    def watch_jobs(
+        self,
+        served: ServedKind,
+        namespace: str | None,
+        selector: str | None,
+        resource_version: str,
+        *,
+        timeout_s: int,
+        read_timeout_s: float,
+    ) -> AbstractContextManager[Stream]:
+        raise AssertionError("streams are the e2e tests' business")
+
+    def get_lease(self, namespace: str, name: str) -> Answer:
+        raise AssertionError("the Lease is the e2e tests' business")
+
+    def create_lease(self, namespace: str, body: JSON) -> Answer:
+        raise AssertionError("the Lease is the e2e tests' business")
+
+    def update_lease(self, namespace: str, name: str, body: JSON) -> Answer:
+        raise AssertionError("the Lease is the e2e tests' business")

@@ -1,0 +1,239 @@
+"""The watch mode's timers, fires and resync, driven step by step on the unit fake.
+
+The streams and the Lease need the real kube-apiserver (tests/e2e/test_watch*.py); what is
+decided between a timer coming due and the job's next look is pure bookkeeping of the main
+loop, so these tests call the loop's steps directly: take a timer, fire it (synchronously),
+apply the message the fire sends, and read the timer it left armed.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from datetime import datetime
+from typing import Any
+
+import pytest
+
+from sweeper.cli import Seams, command
+from sweeper.config import Config, WatchSettings
+from sweeper.decide import Policy
+from sweeper.errors import ApiError, ConfigError, RequestRef
+from sweeper.run import StopFlag
+from sweeper.watch import JobKey, Watcher, _Event, _Fired
+from tests.cli_runner import runner
+from tests.unit.fakes import FakeWatchCluster, Request
+from tests.unit.objects import NOW, job
+
+KEY = JobKey("PyTorchJob", "team-a", "train")
+
+
+def watcher(fake: FakeWatchCluster, monkeypatch: pytest.MonkeyPatch, **config: Any) -> Watcher:
+    """A watcher on the fake, leading (no election), whose decision clock reads ``NOW``."""
+    settings = WatchSettings(leader_elect=False, health_port=0)
+    made = Watcher(
+        Config(watch=settings, **config), settings, fake, StopFlag(math.inf, 45), io.StringIO()
+    )
+    made.served = {s.kind.name: s for s in fake.served}
+    monkeypatch.setattr(made, "now", lambda: NOW)
+    return made
+
+
+def refused() -> ApiError:
+    return ApiError(RequestRef("patch", "pytorchjobs.kubeflow.org", "team-a", "train"), 403)
+
+
+def fire(w: Watcher, key: JobKey = KEY) -> datetime | None:
+    """Fire the key's timer as the main loop would; return when its timer is armed next."""
+    w.timers.drop(key)  # the loop took it (pop_due) and marked it in flight
+    w._in_flight.add(key)
+    w._fire_reporting(key, NOW)
+    w._apply(w.inbox.get_nowait())
+    return w.timers.when(key)
+
+
+def delay(armed: datetime | None) -> float:
+    assert armed is not None, "the timer was dropped"
+    return (armed - NOW).total_seconds()
+
+
+# --- C5: --max-actions has no meaning in watch mode, and is refused ----------------------------
+
+
+def test_watch_refuses_max_actions_instead_of_ignoring_it_in_its_timers() -> None:
+    with pytest.raises(ConfigError, match=r"--watch .* does not take --max-actions"):
+        Config(watch=WatchSettings(), policy=Policy(max_actions=3))
+
+
+def test_watch_with_max_actions_is_a_usage_error_exit_two() -> None:
+    result = runner().invoke(
+        command, ["--watch", "--max-actions", "3"], obj=Seams(connect=_never_connect)
+    )
+    assert result.exit_code == 2
+    assert "--watch acts on each job at its deadline; it does not take --max-actions" in (
+        result.stderr
+    )
+    assert "Traceback" not in result.stderr
+
+
+def test_one_shot_passes_still_take_max_actions() -> None:
+    assert Config(policy=Policy(max_actions=3)).policy.max_actions == 3
+
+
+def _never_connect(config: Config, *, stop: StopFlag) -> FakeWatchCluster:
+    raise AssertionError("a usage error never connects")
+
+
+# --- C11: a quick re-touch is at least a second after the last touch ---------------------------
+
+
+@pytest.mark.parametrize("seconds", [0.3, 0.999])
+def test_sub_second_retouch_after_is_refused_while_quick_touches_are_on(seconds: float) -> None:
+    # touched-at has whole seconds: the quick touch would write the value already there.
+    with pytest.raises(ConfigError, match="--retouch-after must be at least 1s"):
+        Config(policy=Policy(retouch_after=seconds, retouch_limit=2))
+
+
+def test_sub_second_retouch_after_is_a_usage_error_exit_two() -> None:
+    result = runner().invoke(
+        command, ["--watch", "--retouch-after", "300ms"], obj=Seams(connect=_never_connect)
+    )
+    assert result.exit_code == 2
+    assert "--retouch-after must be at least 1s" in result.stderr
+
+
+def test_retouch_after_is_free_when_quick_touches_are_off() -> None:
+    assert Config(policy=Policy(retouch_after=0.5, retouch_limit=0)).policy.retouch_after == 0.5
+
+
+# --- S3: a failing fire backs off, per job, up to a cap ----------------------------------------
+
+
+def test_a_failing_fire_backs_off_exponentially_per_job_up_to_a_cap(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    fake = FakeWatchCluster(date=NOW)
+    fake.add_job(job())  # 1 h overdue; touch mode, and every touch is refused
+    fake.add_job(job(name="other"))
+    fake.fail("patch", "train", *(refused() for _ in range(12)))
+    w = watcher(fake, monkeypatch)
+    delays = [delay(fire(w)) for _ in range(12)]
+    # Equal jitter: the n-th retry comes between 5 x 2**(n-1) and twice that, capped at 300 s.
+    for n, seconds in enumerate(delays, start=1):
+        step = min(300.0, 10.0 * 2 ** (n - 1))
+        assert step / 2 <= seconds <= step, (n, delays)
+    assert max(delays) <= 300.0
+    # The other job's first failure is not counted with this one's.
+    fake.fail("patch", "other", refused())
+    assert delay(fire(w, JobKey("PyTorchJob", "team-a", "other"))) <= 10.0
+
+
+def test_the_backoff_starts_over_after_a_success(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = FakeWatchCluster(date=NOW)
+    fake.add_job(job())
+    fake.fail("patch", "train", *(refused() for _ in range(5)))
+    w = watcher(fake, monkeypatch)
+    for _ in range(4):
+        fire(w)
+    assert delay(fire(w)) > 10.0  # backed off by now
+    assert fire(w) is None  # the touch went through: its own event re-arms the timer
+    fake.add_job(job())  # touched again later, say (the annotation gone, not the count)
+    fake.fail("patch", "train", refused())
+    assert delay(fire(w)) <= 10.0
+
+
+def test_the_backoff_starts_over_when_the_job_changes(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = FakeWatchCluster(date=NOW)
+    fake.add_job(job())
+    fake.fail("patch", "train", *(refused() for _ in range(6)))
+    w = watcher(fake, monkeypatch)
+    for _ in range(4):
+        fire(w)
+    assert delay(fire(w)) > 10.0  # backed off by now
+    w._apply(_Event(KEY, NOW))  # a MODIFIED event: the owner fixed something, say
+    assert delay(fire(w)) <= 10.0
+
+
+def test_a_deleted_job_leaves_no_failure_count_behind(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = FakeWatchCluster(date=NOW)
+    fake.add_job(job())
+    fake.fail("patch", "train", refused(), refused())
+    w = watcher(fake, monkeypatch)
+    fire(w)
+    fire(w)
+    w._apply(_Event(KEY, None))  # DELETED
+    assert w._failures == {}
+    assert w.timers.when(KEY) is None
+
+
+# --- S4: a resync pass and a timer never act on one job at once --------------------------------
+
+
+def touches(fake: FakeWatchCluster) -> list[Request]:
+    return [r for r in fake.requests if r.method == "patch"]
+
+
+def test_a_resync_pass_leaves_alone_a_job_its_timer_is_acting_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    fake = FakeWatchCluster(date=NOW)
+    fake.add_job(job())
+    fake.add_job(job(name="other"))
+    w = watcher(fake, monkeypatch)
+    assert w._take(KEY)  # the timer's fire is in flight
+    w._resync_pass(1)
+    assert [r.name for r in touches(fake)] == ["other"]
+    assert isinstance(w.out, io.StringIO)
+    assert "left-alone" in w.out.getvalue()
+
+
+def test_a_resync_pass_leaves_alone_a_job_its_timer_took_since_the_pass_listed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The timer fired (and touched, with a later instant) after the pass read the job: the
+    # pass's touch, with its older instant, would move the annotation back.
+    fake = FakeWatchCluster(date=NOW)
+    fake.add_job(job())
+    w = watcher(fake, monkeypatch)
+
+    def timer_fires_during_the_listing(request: Request) -> None:
+        if request.method == "list" and KEY not in w._in_flight:
+            assert w._take(KEY)
+            w._apply(_Fired(KEY, None))
+
+    fake.before = timer_fires_during_the_listing
+    w._resync_pass(1)
+    assert touches(fake) == []
+
+
+def test_a_timer_waits_while_a_resync_pass_acts_on_its_job_then_looks_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    fake = FakeWatchCluster(date=NOW)
+    fake.add_job(job())
+    w = watcher(fake, monkeypatch)
+    taken: list[bool] = []
+
+    def timer_comes_due_during_the_touch(request: Request) -> None:
+        if request.method == "patch":
+            taken.append(w._take(KEY))
+
+    fake.before = timer_comes_due_during_the_touch
+    w._resync_pass(1)
+    assert taken == [False]  # the main loop defers it (as for a fire in flight)
+    w._deferred[KEY] = NOW
+    w._apply(w.inbox.get_nowait())  # the pass let the job go
+    assert w._take(KEY)
+    assert w.timers.when(KEY) == NOW  # the deferred look is armed again
+
+
+def test_an_action_not_started_is_no_failure_of_the_job(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The run stopped (or the Lease was lost) between the read and the write: the timer is
+    # kept at its instant, for the next leader's turn of the loop, and nothing is counted.
+    fake = FakeWatchCluster(date=NOW)
+    fake.add_job(job())
+    w = watcher(fake, monkeypatch)
+    w.flag.request("SIGTERM")
+    assert fire(w) == NOW
+    assert w._failures == {}
+    assert touches(fake) == []
