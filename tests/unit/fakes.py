@@ -8,13 +8,14 @@ Faults are injected per (method, object name) as exceptions to raise, in order.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sweeper.cluster import JSON, Discovery, JobPage, Page, ServedKind
+from sweeper.cluster import JSON, Discovery, JobPage, Page, ServedKind, WatchEvent
 from sweeper.errors import Conflict, NotFound, RequestRef
 from sweeper.jobs import parse_job
 from sweeper.kinds import KINDS, VERSION
@@ -44,6 +45,10 @@ class FakeCluster:
     before: Callable[[Request], None] | None = None
     closed: int = 0
     endpoint: str = 'server https://fake.invalid, context "fake"'
+    # The watch boundary, as far as the unit tests drive it: each watch_jobs call replays
+    # these events (scripted by the test) and ends, as a stream the server closed does.
+    home_namespace: str = "default"
+    watch_events: list[WatchEvent] = field(default_factory=list)
 
     def close(self) -> None:
         self.closed += 1
@@ -185,6 +190,20 @@ class FakeCluster:
         if not dry_run:
             self.events.append(copy.deepcopy(event))
 
+    @contextlib.contextmanager
+    def watch_jobs(
+        self,
+        served: ServedKind,
+        namespace: str | None,
+        selector: str | None,
+        resource_version: str,
+        *,
+        timeout_s: int,
+        read_timeout_s: float,
+    ) -> Iterator[_Stream]:
+        self._record("watch", namespace, served.kind.plural, body=resource_version)
+        yield _Stream(self.date, [copy.deepcopy(event) for event in self.watch_events])
+
     # --- internals -----------------------------------------------------------------------
 
     def _existing(self, served: ServedKind, namespace: str, name: str, verb: str) -> JSON:
@@ -209,6 +228,15 @@ class FakeCluster:
             raise Conflict(RequestRef("delete", "pods", namespace, name), 409)
         if not dry_run:
             del store[(namespace, name)]
+
+
+@dataclass
+class _Stream:
+    server_date: datetime | None
+    events: list[WatchEvent]
+
+    def __iter__(self) -> Iterator[WatchEvent]:
+        return iter(self.events)
 
 
 def _bump(raw: JSON) -> None:
