@@ -28,6 +28,7 @@ from sweeper.jobs import Job, parse_job
 from sweeper.kinds import KINDS, TOUCHED_AT_ANNOTATION, VERSION
 from sweeper.lease import parse_lease
 from sweeper.run import StopFlag
+from sweeper.servertime import ServerClock
 from tests.cli_runner import runner
 from tests.unit.fakes import FakeCluster
 from tests.unit.objects import KIND, NOW, job
@@ -45,6 +46,13 @@ def test_a_time_out_of_range_in_utc_is_unparsable(value: str) -> None:
 
 def test_a_date_header_after_the_year_9999_in_utc_is_unparsable() -> None:
     assert parse_http_date("Fri, 31 Dec 9999 23:59:59 -0100") is None
+
+
+def test_a_server_clock_past_the_year_9999_gives_no_reading() -> None:
+    clock = ServerClock()
+    clock.observe(datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC), 0.0, 0.0)
+    # The watch's main loop reads it every turn: None falls back to the local clock.
+    assert clock.now(10.0) is None
 
 
 @pytest.mark.parametrize("value", OUT_OF_RANGE)
