@@ -632,7 +632,7 @@ def _at_least(seconds: float) -> timedelta | None:
     # The shortest timedelta whose total_seconds() reaches `seconds`: judge compares floats
     # (since >= escalate_after), and timedelta(seconds=x) rounds to the nearest microsecond,
     # which may fall short of x. None when no timedelta is that long (--escalate-after 1e15).
-    if seconds >= _LONGEST_SPAN_S:
+    if seconds > _LONGEST_SPAN_S:
         return None
     step = timedelta(microseconds=1)
     span = timedelta(microseconds=math.ceil(seconds * 1e6))
