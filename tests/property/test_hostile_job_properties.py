@@ -146,8 +146,15 @@ time_values = st.one_of(
     edge_times,
     hostile_json.filter(lambda v: not (isinstance(v, str) and "t" in v.lower())),
 )
-# The two time fields the decision computes with: an instant at the edge half the time.
-edge_first = st.one_of(st.sampled_from(EDGE_TIMES), time_values)
+# The two time fields the decision computes with: an instant at the edge of the range most
+# of the time, and a third of the time one near its end (any sum with it leaves the range).
+NEAR_THE_END = (
+    "9999-12-31T23:59:59Z",
+    "9999-12-31T23:59:59.999999Z",
+    "9999-12-31T23:59:59+01:00",
+    "9999-12-31T12:00:00-01:00",
+)
+edge_first = st.one_of(st.sampled_from(NEAR_THE_END), st.sampled_from(EDGE_TIMES), time_values)
 hostile_policies = st.one_of(
     policies,
     # --grace and --escalate-after beyond datetime's range (issue 19, S9).
@@ -407,7 +414,7 @@ def hostile_jobs(draw: st.DrawFn, now: datetime, grace: float) -> Hostile:
     touch_field, start_field = (
         next(f for f in options if f.path[-1] == key) for key in (TOUCHED_AT, "startTime")
     )
-    first = draw(st.one_of(st.sampled_from(options), st.just(touch_field), st.just(start_field)))
+    first = draw(st.one_of(st.just(touch_field), st.just(start_field), st.sampled_from(options)))
     others = draw(st.lists(st.sampled_from(options), max_size=3))
     chosen = list({f.path: f for f in (first, *others)}.values())
     # A field inside one that is replaced as a whole is gone: keep the outer one.
