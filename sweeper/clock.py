@@ -32,12 +32,13 @@ def parse_http_date(value: str | None) -> datetime | None:
         return None
     try:
         parsed = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
+        if parsed.tzinfo is None:
+            # RFC 7231 dates are GMT; "-0000" parses as naive.
+            parsed = parsed.replace(tzinfo=UTC)
+        # Inside the try: "Fri, 31 Dec 9999 23:59:59 -0100" is after year 9999 in UTC.
+        return parsed.astimezone(UTC)
+    except (TypeError, ValueError, OverflowError):
         return None
-    if parsed.tzinfo is None:
-        # RFC 7231 dates are GMT; "-0000" parses as naive.
-        parsed = parsed.replace(tzinfo=UTC)
-    return parsed.astimezone(UTC)
 
 
 def parse_rfc3339(value: object) -> datetime | None:
@@ -47,17 +48,22 @@ def parse_rfc3339(value: object) -> datetime | None:
         value: A JSON value, expected to be a string such as ``2024-01-02T03:04:05Z``.
 
     Returns:
-        The aware UTC time, or ``None`` when the value is not an RFC 3339 string with a zone.
+        The aware UTC time, or ``None`` when the value is not an RFC 3339 string with a zone,
+        or is one whose UTC instant a ``datetime`` cannot hold; never raises, whatever the
+        value (every time the sweeper reads comes through here, and anyone who can write a
+        job or a Lease can write any string).
     """
     if not isinstance(value, str) or "T" not in value.upper():
         return None
     try:
         parsed = datetime.fromisoformat(value)
-    except ValueError:
+        if parsed.tzinfo is None:
+            return None
+        # Inside the try: "0001-01-01T00:00:00+01:00" and "9999-12-31T23:59:59-01:00" are
+        # valid RFC 3339 (Go reads them) but fall before year 1 or after 9999 in UTC.
+        return parsed.astimezone(UTC)
+    except (ValueError, OverflowError):
         return None
-    if parsed.tzinfo is None:
-        return None
-    return parsed.astimezone(UTC)
 
 
 def format_rfc3339(moment: datetime) -> str:

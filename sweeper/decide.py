@@ -385,10 +385,13 @@ def _decide_not_yet_due(
     deadline = job.deadline
     if deadline is None:
         return None
-    late = now - deadline
-    grace = timedelta(seconds=policy.grace)
-    if late < grace:
-        left = (grace - late).total_seconds()
+    due = _later(deadline, policy.grace)
+    if due is None or now < due:
+        # No due instant within datetime's range (a --grace of 1e15 s): never due.
+        if due is not None:
+            left = (due - now).total_seconds()
+        else:
+            left = policy.grace - (now - deadline).total_seconds()
         return Skip(job, SkipReason.NOT_YET_DUE, overdue, f"due in {human(left)}")
     return None
 
@@ -566,6 +569,10 @@ def explain(job: Job, now: datetime, policy: Policy) -> tuple[tuple[Step, ...], 
 # The instant of a job that is due whatever the time (pods of a job already failed by its
 # deadline): before every other instant.
 ALWAYS = datetime.min.replace(tzinfo=UTC)
+# The last instant a datetime holds: sums of instants saturate here (due_at says None, never).
+NEVER = datetime.max.replace(tzinfo=UTC)
+# Spans from here on exceed any distance between two datetimes (and timedelta.max near it).
+_LONGEST_SPAN_S = (NEVER - ALWAYS).total_seconds()
 
 
 def due_at(job: Job, policy: Policy) -> datetime | None:
@@ -585,7 +592,9 @@ def due_at(job: Job, policy: Policy) -> datetime | None:
         sweeper touched after its deadline, the later of that and the touch plus
         ``escalate_after`` (or ``retouch_after`` while quick touches are left); :data:`ALWAYS`
         when the only work left does not depend on time (the pods of a job failed by its
-        deadline); ``None`` when judge never acts on it.
+        deadline); ``None`` when judge never acts on it, an instant after ``datetime.max``
+        included (sums saturate: a touched-at near the year 9999 or a huge ``--grace`` never
+        raises).
     """
     if (
         job.malformed is not None
@@ -604,36 +613,77 @@ def due_at(job: Job, policy: Policy) -> datetime | None:
     deadline = job.deadline
     if job.suspended or job.suspended_condition or deadline is None:
         return None
-    # The same sum judge compares against (late < grace), so the boundary is the same instant.
-    due = deadline + timedelta(seconds=policy.grace)
-    if policy.action is ActionMode.FAIL:
+    # The same sum judge compares against (now < due), so the boundary is the same instant.
+    # Every sum below saturates: an instant after datetime.max (a touched-at near the year
+    # 9999, a --grace of 1e15 s) is None, "never" (judge cannot act at any later now either).
+    due = _later(deadline, policy.grace)
+    if due is None or policy.action is ActionMode.FAIL:
         return due
     touched = job.touched_at if job.touched_at is not None and job.touched_at >= deadline else None
     if touched is None:
         return due
-    next_step = touched + _at_least(policy.escalate_after)
+    next_step = _plus(touched, _at_least(policy.escalate_after))
     if _quick_retouch(touched, due, policy):
-        next_step = min(next_step, touched + _at_least(policy.retouch_after))
+        next_step = _earliest(next_step, _plus(touched, _at_least(policy.retouch_after)))
     if policy.action is ActionMode.AUTO:
         # auto also escalates escalate_after past the deadline and grace, touch or not.
-        next_step = min(next_step, _escalation(deadline, policy))
-    return max(due, next_step)
+        next_step = _earliest(next_step, _escalation(deadline, policy))
+    return None if next_step is None else max(due, next_step)
 
 
-def _escalation(deadline: datetime, policy: Policy) -> datetime:
+def _later(moment: datetime, seconds: float) -> datetime | None:
+    # moment + seconds (rounded to the microsecond, as timedelta does), None past datetime.max.
+    try:
+        return moment + timedelta(seconds=seconds)
+    except OverflowError:
+        return None
+
+
+def _plus(moment: datetime, span: timedelta | None) -> datetime | None:
+    # moment + span, None ("never") for an endless span or one past datetime.max.
+    if span is None:
+        return None
+    try:
+        return moment + span
+    except OverflowError:
+        return None
+
+
+def _earliest(first: datetime | None, second: datetime | None) -> datetime | None:
+    # The earlier of two instants, None being "never".
+    if first is None or second is None:
+        return second if first is None else first
+    return min(first, second)
+
+
+def _clamp(moment: datetime, span: timedelta) -> datetime:
+    # moment + span, held within datetime's range.
+    try:
+        return moment + span
+    except OverflowError:
+        return ALWAYS if span < timedelta(0) else NEVER
+
+
+def _escalation(deadline: datetime, policy: Policy) -> datetime | None:
     # The first microsecond at which judge's escalation test holds: it compares the overdue
     # seconds *rounded to the millisecond* (as reported), so the instant may fall up to half
-    # a millisecond before deadline + grace + escalate_after. A bisection over microseconds.
+    # a millisecond before deadline + grace + escalate_after. A bisection over microseconds,
+    # within datetime's range: None when the test holds at no instant up to datetime.max.
     def holds(moment: datetime) -> bool:
         overdue = round((moment - deadline).total_seconds(), 3)
         return overdue - policy.grace >= policy.escalate_after
 
-    target = deadline + timedelta(seconds=policy.grace + policy.escalate_after)
-    low, high = target - timedelta(milliseconds=2), target + timedelta(milliseconds=2)
+    step = timedelta(milliseconds=2)
+    target = _later(deadline, policy.grace + policy.escalate_after) or NEVER
+    low, high = _clamp(target, -step), _clamp(target, step)
     while not holds(high):  # float edge cases: widen until the bracket holds the boundary
-        high += timedelta(milliseconds=2)
+        if high == NEVER:
+            return None
+        high = _clamp(high, step)
     while holds(low):
-        low -= timedelta(milliseconds=2)
+        if low == ALWAYS:
+            return ALWAYS
+        low = _clamp(low, -step)
     while high - low > timedelta(microseconds=1):
         middle = low + (high - low) / 2  # timedelta arithmetic stays on the microsecond grid
         if holds(middle):
@@ -655,10 +705,12 @@ def _quick_retouch(touched: datetime, due: datetime, policy: Policy) -> bool:
     return (touched - due).total_seconds() < policy.retouch_limit * policy.retouch_after
 
 
-def _at_least(seconds: float) -> timedelta:
+def _at_least(seconds: float) -> timedelta | None:
     # The shortest timedelta whose total_seconds() reaches `seconds`: judge compares floats
     # (since >= escalate_after), and timedelta(seconds=x) rounds to the nearest microsecond,
-    # which may fall short of x.
+    # which may fall short of x. None when no timedelta is that long (--escalate-after 1e15).
+    if seconds > _LONGEST_SPAN_S:
+        return None
     step = timedelta(microseconds=1)
     span = timedelta(microseconds=math.ceil(seconds * 1e6))
     while span.total_seconds() < seconds:
@@ -717,7 +769,8 @@ def _overdue(job: Job, now: datetime, deadline: datetime, policy: Policy, overdu
     if touched is None or since is None:
         return Action(job, ActionKind.TOUCH, Why.OVERDUE, overdue, late)
     # The same sum _decide_not_yet_due and due_at use, so every boundary is the same instant.
-    quick = _quick_retouch(touched, deadline + timedelta(seconds=policy.grace), policy)
+    due = _later(deadline, policy.grace)
+    quick = due is not None and _quick_retouch(touched, due, policy)
     if since >= policy.escalate_after or (quick and since >= policy.retouch_after):
         why = "" if since >= policy.escalate_after else " (the operator judges with its own clock)"
         return Action(

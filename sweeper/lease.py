@@ -169,13 +169,21 @@ def parse_lease(raw: Mapping[str, object]) -> Lease:
     return Lease(
         Record(
             holder=holder if isinstance(holder, str) else "",
-            duration_s=duration if isinstance(duration, int) else 0,
+            duration_s=_int32(duration),
             acquire_time=parse_rfc3339(spec.get("acquireTime")),
             renew_time=parse_rfc3339(spec.get("renewTime")),
-            transitions=transitions if isinstance(transitions, int) else 0,
+            transitions=_int32(transitions),
         ),
         version if isinstance(version, str) else "",
     )
+
+
+def _int32(value: object) -> int:
+    # The Lease's integers are int32 in the API; anything else (a bool, 10**400, which no
+    # float holds) reads as absent, so the elector's float arithmetic never overflows.
+    if isinstance(value, bool) or not isinstance(value, int):
+        return 0
+    return value if -(2**31) <= value < 2**31 else 0
 
 
 def lease_body(

@@ -98,9 +98,14 @@ class ServerClock:
             at: Local monotonic seconds.
 
         Returns:
-            An aware UTC datetime, ``None`` before the first response.
+            An aware UTC datetime, ``None`` before the first response, and when the server's
+            clock is past what a datetime holds (a ``Date`` header in the year 9999): the
+            caller's fallback, the local clock, then decides, rather than an OverflowError.
         """
         bounds = self.bounds(at)
         if bounds is None:
             return None
-        return datetime.fromtimestamp(0, UTC) + timedelta(seconds=at + bounds.low)
+        try:
+            return datetime.fromtimestamp(0, UTC) + timedelta(seconds=at + bounds.low)
+        except OverflowError:
+            return None

@@ -667,10 +667,13 @@ class Watcher:
                 break
             self.saw_date(page.server_date, sent, self.monotonic())
             for item in page.items:
-                job = parse_job(item, scope.served.kind, scope.served.version)
-                if job.namespace in excluded:
-                    continue  # --exclude-namespace: never tracked, so never acted on
-                due[JobKey(job.kind.name, job.namespace, job.name)] = due_at(job, policy)
+                try:
+                    job = parse_job(item, scope.served.kind, scope.served.version)
+                    if job.namespace in excluded:
+                        continue  # --exclude-namespace: never tracked, so never acted on
+                    due[JobKey(job.kind.name, job.namespace, job.name)] = due_at(job, policy)
+                except Exception:  # noqa: BLE001 - one object never stops a kind's listing
+                    _unreadable(scope, item, "list")
             version = page.resource_version or version
         self.inbox.put(_Listed(scope, due, relist))
         log.info("listed %s: %d job(s)", scope, len(due))
@@ -696,14 +699,18 @@ class Watcher:
                 version = _resource_version(obj) or version
                 if event.type == "BOOKMARK":
                     continue
-                job = parse_job(obj, scope.served.kind, scope.served.version)
-                if job.namespace in excluded:
-                    continue  # the watch API cannot leave a namespace out either
-                key = JobKey(job.kind.name, job.namespace, job.name)
-                if event.type == "DELETED":
-                    self.inbox.put(_Event(key, None))
-                else:
-                    self.inbox.put(_Event(key, due_at(job, policy)))
+                try:
+                    job = parse_job(obj, scope.served.kind, scope.served.version)
+                    if job.namespace in excluded:
+                        continue  # the watch API cannot leave a namespace out either
+                    key = JobKey(job.kind.name, job.namespace, job.name)
+                    due = None if event.type == "DELETED" else due_at(job, policy)
+                except Exception:  # noqa: BLE001 - one object never stops a stream
+                    # The resourceVersion has moved past it: the stream is never replayed
+                    # from before it. Its timer (if any) stays as it was; the resync judges it.
+                    _unreadable(scope, obj, event.type)
+                    continue
+                self.inbox.put(_Event(key, due))
         return version
 
     # --- the lease -----------------------------------------------------------------------------
@@ -911,9 +918,31 @@ def _ended(key: JobKey, due: datetime, result: Result) -> _Fired:
 
 
 def _resource_version(obj: JSON) -> str | None:
-    meta = obj.get("metadata")
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
     version = meta.get("resourceVersion") if isinstance(meta, dict) else None
     return version if isinstance(version, str) and version else None
+
+
+def _unreadable(scope: _Scope, obj: object, seen_in: str) -> None:
+    """Log an object that could not be turned into a timer (a bug: parsing never raises)."""
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    namespace, name = (
+        (meta.get("namespace"), meta.get("name")) if isinstance(meta, dict) else (None, None)
+    )
+    log.error(
+        "watch of %s: cannot read %s/%s (%s); left to the resync",
+        scope,
+        namespace,
+        name,
+        seen_in,
+        exc_info=True,
+        extra={
+            "kind": scope.served.kind.name,
+            "namespace": str(namespace),
+            "job_name": str(name),
+            "reason": "malformed",
+        },
+    )
 
 
 def _seconds(value: float) -> timedelta:

@@ -320,6 +320,11 @@ def job_cases(
             st.none(),
             boundary_offsets.map(lambda s: rfc3339(now - timedelta(seconds=abs(s)))),
             st.sampled_from(["yesterday", "", "2031-13-45T99:00:00Z"]),
+            # RFC 3339 whose UTC instant leaves datetime's range (unparsable), and a touch at
+            # the end of it (parsable: any sum with it does; issue 19).
+            st.sampled_from(
+                ["0001-01-01T00:00:00+01:00", "9999-12-31T23:59:59-01:00", "9999-12-31T23:59:59Z"]
+            ),
         )
     )
     extra_status: dict[str, Any] = {}
@@ -433,8 +438,10 @@ bad_times = st.one_of(
             "2031-05-17 12:00",
             "2031-13-01T00:00:00Z",
             "2031-05-17T25:00:00Z",
-            "2031-05-17T12:00:00",
-        ]  # the last has no zone
+            "2031-05-17T12:00:00",  # no zone
+            "0001-01-01T00:00:00+01:00",  # before year 1 in UTC
+            "9999-12-31T23:59:59-01:00",  # after 9999 in UTC
+        ]
     ),
     st.integers(),
     st.just({"seconds": 0}),

@@ -8,6 +8,7 @@ Faults are injected per (method, object name) as exceptions to raise, in order.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
@@ -15,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sweeper.cluster import JSON, Answer, Discovery, JobPage, Page, ServedKind, Stream
+from sweeper.cluster import JSON, Answer, Discovery, JobPage, Page, ServedKind, Stream, WatchEvent
 from sweeper.errors import Conflict, NotFound, RequestRef
 from sweeper.jobs import parse_job
 from sweeper.kinds import KINDS, VERSION
@@ -45,6 +46,10 @@ class FakeCluster:
     before: Callable[[Request], None] | None = None
     closed: int = 0
     endpoint: str = 'server https://fake.invalid, context "fake"'
+    # The watch boundary, as far as the unit tests drive it: each watch_jobs call replays
+    # these events (scripted by the test) and ends, as a stream the server closed does.
+    home_namespace: str = "default"
+    watch_events: list[WatchEvent] = field(default_factory=list)
 
     def close(self) -> None:
         self.closed += 1
@@ -197,6 +202,20 @@ class FakeCluster:
         if not dry_run:
             self.events.append(copy.deepcopy(event))
 
+    @contextlib.contextmanager
+    def watch_jobs(
+        self,
+        served: ServedKind,
+        namespace: str | None,
+        selector: str | None,
+        resource_version: str,
+        *,
+        timeout_s: int,
+        read_timeout_s: float,
+    ) -> Iterator[_Stream]:
+        self._record("watch", namespace, served.kind.plural, body=resource_version)
+        yield _Stream(self.date, [copy.deepcopy(event) for event in self.watch_events])
+
     # --- internals -----------------------------------------------------------------------
 
     def _existing(self, served: ServedKind, namespace: str, name: str, verb: str) -> JSON:
@@ -221,6 +240,15 @@ class FakeCluster:
             raise Conflict(RequestRef("delete", "pods", namespace, name), 409)
         if not dry_run:
             del store[(namespace, name)]
+
+
+@dataclass
+class _Stream:
+    server_date: datetime | None
+    events: list[WatchEvent]
+
+    def __iter__(self) -> Iterator[WatchEvent]:
+        return iter(self.events)
 
 
 def _bump(raw: JSON) -> None:
