@@ -17,7 +17,7 @@ from enum import StrEnum
 
 from sweeper.clock import human
 from sweeper.jobs import Job, Owned
-from sweeper.kinds import EXCLUDE_ANNOTATION, TRAINING_OPERATOR
+from sweeper.kinds import EXCLUDE_ANNOTATION, LEGACY_EXCLUDE_ANNOTATION, TRAINING_OPERATOR
 
 
 class ActionMode(StrEnum):
@@ -464,7 +464,10 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         SkipReason.OPTED_OUT.value,
-        lambda job, *_: f"{EXCLUDE_ANNOTATION}: {'true' if job.excluded else 'not true'}",
+        lambda job, *_: (
+            f"{EXCLUDE_ANNOTATION} or the old {LEGACY_EXCLUDE_ANNOTATION}: "
+            + ("true" if job.excluded else "not true")
+        ),
         _skip_if(lambda job: job.excluded, SkipReason.OPTED_OUT),
     ),
     Rule(

@@ -17,6 +17,8 @@ from sweeper.kinds import (
     COMPONENT,
     DEADLINE_MESSAGE,
     EXCLUDE_ANNOTATION,
+    LEGACY_EXCLUDE_ANNOTATION,
+    LEGACY_TOUCHED_AT_ANNOTATION,
     MPI_OPERATOR_VERSION,
     TOUCHED_AT_ANNOTATION,
     VERSION,
@@ -163,7 +165,6 @@ def _parse(raw: object, kind: Kind, version: str, *, identity: tuple[str, str, s
         if not value:
             raise _Malformed(f"metadata.{key}")
     annotations = _mapping(meta, "annotations", "metadata.annotations")
-    exclude = annotations.get(EXCLUDE_ANNOTATION)
     spec = _mapping(raw, "spec", "spec", required=True)
     run_policy = _mapping(spec, "runPolicy", "spec.runPolicy")
     status = _mapping(raw, "status", "status")
@@ -187,9 +188,9 @@ def _parse(raw: object, kind: Kind, version: str, *, identity: tuple[str, str, s
         suspended_condition=suspended_condition,
         managed_by=_string(run_policy, "managedBy", "spec.runPolicy.managedBy"),
         deleting=meta.get("deletionTimestamp") is not None,
-        excluded=isinstance(exclude, str) and exclude.strip().lower() == "true",
+        excluded=opted_out(annotations),
         # The sweeper's own memory; if someone garbled it, the next touch rewrites it.
-        touched_at=parse_rfc3339(annotations.get(TOUCHED_AT_ANNOTATION)),
+        touched_at=last_touch(annotations),
         finished=finished,
         failed_by_deadline=by_deadline,
         failed_by_sweeper=by_sweeper,
@@ -287,6 +288,36 @@ def _conditions(status: Mapping[str, object]) -> tuple[str | None, bool, bool, b
                 by_deadline = True
                 by_sweeper = SWEEPER_MARK in message
     return finished, by_deadline, by_sweeper, suspended
+
+
+def opted_out(annotations: Mapping[str, object]) -> bool:
+    """Whether a job's annotations opt it out: ``"true"`` under either exclude key.
+
+    The key of 0.1.0 (``LEGACY_EXCLUDE_ANNOTATION``) is honoured as well as the current one,
+    so that a job someone excluded before the prefix changed is still left alone.
+    """
+    for key in (EXCLUDE_ANNOTATION, LEGACY_EXCLUDE_ANNOTATION):
+        value = annotations.get(key)
+        if isinstance(value, str) and value.strip().lower() == "true":
+            return True
+    return False
+
+
+def last_touch(annotations: Mapping[str, object]) -> datetime | None:
+    """When the sweeper last touched a job: the later parsable stamp of the two touch keys.
+
+    A job touched by 0.1.0 carries the old key only, one touched since the new one (a touch
+    removes the old key); should both be there (a 0.1.0 sweeper back after a rollback, or a
+    hand-made annotation), the later stamp is the last touch. ``None`` when neither parses.
+    """
+    current = parse_rfc3339(annotations.get(TOUCHED_AT_ANNOTATION))
+    legacy = annotations.get(LEGACY_TOUCHED_AT_ANNOTATION)
+    if legacy is None:  # every job this release has touched
+        return current
+    old = parse_rfc3339(legacy)
+    if current is None or (old is not None and old > current):
+        return old
+    return current
 
 
 def parse_owned(raw: object) -> Owned | None:

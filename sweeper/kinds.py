@@ -13,9 +13,18 @@ VERSION = "v1"
 # mpi-operator serves a different MPIJob at this version; it enforces the deadline itself.
 MPI_OPERATOR_VERSION = "v2beta1"
 
-ANNOTATION_PREFIX = "deadline-sweeper.kubeflow.org/"
+# The project's own domain (its GitHub organisation's Pages site), not kubeflow.org: a key under
+# kubeflow.org reads as if Kubeflow shipped it. 35 characters, within a DNS subdomain's 253 and
+# each label's 63; the names after the slash are within the 63 a key's name may have.
+ANNOTATION_PREFIX = "kubeflow-deadline-sweeper.github.io/"
 TOUCHED_AT_ANNOTATION = ANNOTATION_PREFIX + "touched-at"
 EXCLUDE_ANNOTATION = ANNOTATION_PREFIX + "exclude"
+# The keys of 0.1.0, still read for at least one release (docs/annotations.md): an exclude under
+# either key is honoured, the later of the two touch stamps counts, and a touch removes the old
+# stamp in the same patch, so a job touched once by this release carries the new key only.
+LEGACY_ANNOTATION_PREFIX = "deadline-sweeper.kubeflow.org/"
+LEGACY_TOUCHED_AT_ANNOTATION = LEGACY_ANNOTATION_PREFIX + "touched-at"
+LEGACY_EXCLUDE_ANNOTATION = LEGACY_ANNOTATION_PREFIX + "exclude"
 
 JOB_NAME_LABEL = "training.kubeflow.org/job-name"
 

@@ -25,8 +25,15 @@ from typing import Any
 import msgspec
 
 from sweeper.clock import parse_rfc3339
-from sweeper.jobs import MAX_DEADLINE_SECONDS, SWEEPER_MARK, Job, parse_job
-from sweeper.kinds import DEADLINE_MESSAGE, EXCLUDE_ANNOTATION, TOUCHED_AT_ANNOTATION, Kind
+from sweeper.jobs import (
+    MAX_DEADLINE_SECONDS,
+    SWEEPER_MARK,
+    Job,
+    last_touch,
+    opted_out,
+    parse_job,
+)
+from sweeper.kinds import DEADLINE_MESSAGE, Kind
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,7 +193,6 @@ def _view(item: _Item, kind: Kind, version: str) -> Job:
     if not meta.name or not meta.namespace or not meta.uid:
         raise _Unusual
     annotations = meta.annotations or {}
-    exclude = annotations.get(EXCLUDE_ANNOTATION)
     spec = item.spec
     run_policy = spec.run_policy or _NO_RUN_POLICY
     deadline = run_policy.active_deadline_seconds
@@ -211,8 +217,8 @@ def _view(item: _Item, kind: Kind, version: str) -> Job:
         suspended_condition=suspended_condition,
         managed_by=_shared(run_policy.managed_by),
         deleting=meta.deletion_timestamp is not None,
-        excluded=exclude is not None and exclude.strip().lower() == "true",
-        touched_at=parse_rfc3339(annotations.get(TOUCHED_AT_ANNOTATION)),
+        excluded=opted_out(annotations),
+        touched_at=last_touch(annotations),
         finished=finished,
         failed_by_deadline=by_deadline,
         failed_by_sweeper=by_sweeper,

@@ -16,7 +16,13 @@ from datetime import datetime
 from typing import Any
 
 from sweeper.clock import format_rfc3339
-from sweeper.kinds import COMPONENT, DEADLINE_MESSAGE, TOUCHED_AT_ANNOTATION, Kind
+from sweeper.kinds import (
+    COMPONENT,
+    DEADLINE_MESSAGE,
+    LEGACY_TOUCHED_AT_ANNOTATION,
+    TOUCHED_AT_ANNOTATION,
+    Kind,
+)
 
 
 def failure_message(name: str) -> str:
@@ -103,7 +109,19 @@ def status_patch(kind: Kind, raw_job: Mapping[str, Any], now: datetime) -> dict[
 def touch_patch(touched_at: datetime) -> dict[str, Any]:
     """Build the merge patch of a touch: the sweeper's annotation, nothing else.
 
+    The same patch removes 0.1.0's touch key (``null`` in a merge patch; nothing when the job
+    has none), so a job carries one stamp, under the project's own prefix, from its first touch
+    by this release on, and the old key does not outlive the release that still reads it.
+
     Returns:
-        ``{"metadata": {"annotations": {"deadline-sweeper.kubeflow.org/touched-at": ...}}}``.
+        ``{"metadata": {"annotations": {"kubeflow-deadline-sweeper.github.io/touched-at": ...,
+        "deadline-sweeper.kubeflow.org/touched-at": None}}}``.
     """
-    return {"metadata": {"annotations": {TOUCHED_AT_ANNOTATION: format_rfc3339(touched_at)}}}
+    return {
+        "metadata": {
+            "annotations": {
+                TOUCHED_AT_ANNOTATION: format_rfc3339(touched_at),
+                LEGACY_TOUCHED_AT_ANNOTATION: None,
+            }
+        }
+    }

@@ -224,8 +224,26 @@ form so that an optional-value flag such as --dry-run cannot swallow the next ar
 - --pushgateway={{ $v.metrics.pushgateway.url }}
 - --pushgateway-job={{ include "sweeper.pushgatewayJob" $root }}
 {{- end }}
-{{- range $v.extraArgs }}
-- {{ . }}
+{{- include "sweeper.extraArgs" $v.extraArgs }}
+{{- end }}
+
+{{/*
+extraArgs, appended last, as YAML list items (JSON-quoted: a value such as "on" or "1" stays a
+string). Both spellings are accepted: ["--clock=local"] and ["--clock", "local"]. An item that
+does not start with "-" must be the value of the flag just before it (one that has no "="), so a
+stray positional argument fails at install time instead of at every run.
+*/}}
+{{- define "sweeper.extraArgs" -}}
+{{- $valueAllowed := false }}
+{{- range $i, $arg := . }}
+{{- if hasPrefix "-" $arg }}
+{{- $valueAllowed = not (contains "=" $arg) }}
+{{- else if $valueAllowed }}
+{{- $valueAllowed = false }}
+{{- else }}
+{{- fail (printf "extraArgs[%d] %q is neither a flag (starting with -) nor the value of the flag before it; write [\"--flag=value\"] or [\"--flag\", \"value\"]" $i $arg) }}
+{{- end }}
+- {{ $arg | toJson }}
 {{- end }}
 {{- end }}
 
@@ -287,9 +305,14 @@ Arguments: "root" (the chart context) and "args" (the rendered argument list).
 {{- $v := $root.Values }}
 {{- $watch := .watch -}}
 serviceAccountName: {{ include "sweeper.serviceAccountName" $root }}
+{{- if $v.serviceAccount.automount }}
+# serviceAccount.automount: the kubelet mounts the token into every container.
+automountServiceAccountToken: true
+{{- else }}
 # The token is mounted explicitly below, into the sweeper container only (not into any
 # injected sidecar), read-only, and bound to this pod's lifetime.
 automountServiceAccountToken: false
+{{- end }}
 enableServiceLinks: false
 {{- if $watch }}
 restartPolicy: Always
@@ -327,6 +350,15 @@ containers:
         valueFrom:
           fieldRef:
             fieldPath: metadata.name
+    {{- end }}
+    {{- with $v.extraEnv }}
+      {{- toYaml . | nindent 6 }}
+    {{- end }}
+    {{- with $v.envFrom }}
+    envFrom:
+      {{- toYaml . | nindent 6 }}
+    {{- end }}
+    {{- if $watch }}
     ports:
       - name: metrics
         containerPort: {{ int $v.watch.metricsPort }}
@@ -352,13 +384,19 @@ containers:
       {{- toYaml . | nindent 6 }}
     {{- end }}
     volumeMounts:
+      {{- if not $v.serviceAccount.automount }}
       - name: kube-api-access
         mountPath: /var/run/secrets/kubernetes.io/serviceaccount
         readOnly: true
+      {{- end }}
       # The root filesystem is read-only; the Kubernetes client may write temporary files.
       - name: tmp
         mountPath: /tmp
+      {{- with $v.extraVolumeMounts }}
+      {{- toYaml . | nindent 6 }}
+      {{- end }}
 volumes:
+  {{- if not $v.serviceAccount.automount }}
   # The same files the kubelet's automount would provide: a bound token, the cluster CA and
   # the namespace, which is what the client's in-cluster configuration reads.
   - name: kube-api-access
@@ -377,9 +415,13 @@ volumes:
               - path: namespace
                 fieldRef:
                   fieldPath: metadata.namespace
+  {{- end }}
   - name: tmp
     emptyDir:
       sizeLimit: 16Mi
+  {{- with $v.extraVolumes }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
 {{- with $v.nodeSelector }}
 nodeSelector:
   {{- toYaml . | nindent 2 }}
@@ -392,6 +434,34 @@ affinity:
 tolerations:
   {{- toYaml . | nindent 2 }}
 {{- end }}
+{{- with include "sweeper.topologySpread" (dict "root" $root "watch" $watch) | fromYamlArray }}
+topologySpreadConstraints:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
+
+{{/*
+topologySpreadConstraints (a YAML list): the user's, each given the chart's selector labels
+when it has no labelSelector of its own. In mode watch with more than one replica and none
+given: spread the replicas over nodes, softly (ScheduleAnyway), so that losing one node does not
+take the leader and its standby together; matchLabelKeys keeps a rollout's old pods out of it.
+*/}}
+{{- define "sweeper.topologySpread" -}}
+{{- $root := .root }}
+{{- $v := $root.Values }}
+{{- $selector := include "sweeper.selectorLabels" $root | fromYaml }}
+{{- $constraints := list }}
+{{- range $v.topologySpreadConstraints }}
+{{- $c := deepCopy . }}
+{{- if not (hasKey $c "labelSelector") }}
+{{- $_ := set $c "labelSelector" (dict "matchLabels" $selector) }}
+{{- end }}
+{{- $constraints = append $constraints $c }}
+{{- end }}
+{{- if and .watch (not $constraints) (gt (int $v.watch.replicas) 1) }}
+{{- $constraints = list (dict "maxSkew" 1 "topologyKey" "kubernetes.io/hostname" "whenUnsatisfiable" "ScheduleAnyway" "labelSelector" (dict "matchLabels" $selector) "matchLabelKeys" (list "pod-template-hash")) }}
+{{- end }}
+{{- toYaml $constraints }}
 {{- end }}
 
 {{/*

@@ -45,7 +45,7 @@ CHART = Path(__file__).resolve().parents[2] / "chart"
         pytest.param({"namespaces": "team-a"}, "at '/namespaces'", id="namespaces-string"),
         pytest.param({"namespaces": ["Team_A"]}, "at '/namespaces/0'", id="namespace-invalid"),
         pytest.param({"namespaces": ["a", "a"]}, "at '/namespaces'", id="namespace-twice"),
-        pytest.param({"extraArgs": ["fail"]}, "at '/extraArgs/0'", id="extra-arg-positional"),
+        pytest.param({"extraArgs": [""]}, "at '/extraArgs/0'", id="extra-arg-empty"),
         pytest.param({"image": {"digest": "abc"}}, "at '/image/digest'", id="digest-malformed"),
         pytest.param({"podLabels": {"team": 1}}, "at '/podLabels/team'", id="label-not-string"),
     ],
@@ -70,6 +70,7 @@ def test_schema_refuses(render_error, values, message):
         ),
         pytest.param({"resources": {"limits": {"cpu": 1, "memory": "1Gi"}}}, id="resources"),
         pytest.param({"extraArgs": ["--clock=local", "--page-size=100"]}, id="extra-args"),
+        pytest.param({"extraArgs": ["--clock", "local"]}, id="extra-args-flag-then-value"),
     ],
 )
 def test_schema_accepts(render, values):

@@ -617,3 +617,30 @@ def test_install_dry_run_against_the_cluster_prints_the_notes(helm, control_plan
     assert f"installed as CronJob {namespace}/sw-kubeflow-deadline-sweeper" in notes
     assert "DRY RUN: client; nothing is written" in notes
     assert f"kubectl -n {namespace} logs" in notes
+
+
+@pytest.mark.parametrize("mode", ["cronjob", "watch"])
+def test_the_default_priority_class_is_admitted_outside_kube_system(
+    helm, control_plane, tmp_path, mode
+):
+    # The evidence behind priorityClassName's default (chart/README.md, "Priority"): the
+    # Priority admission plugin resolves system-cluster-critical in an ordinary namespace.
+    namespace = control_plane.create_namespace("chart-priority")
+    docs = render(helm, namespace, {"mode": mode}, tmp_path)
+    if mode == "cronjob":
+        template = one(docs, "CronJob")["spec"]["jobTemplate"]["spec"]["template"]
+    else:
+        template = one(docs, "Deployment")["spec"]["template"]
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {**template["metadata"], "name": "sweeper"},
+        "spec": template["spec"],
+    }
+
+    admitted = control_plane.request(
+        "POST", f"/api/v1/namespaces/{namespace}/pods?dryRun=All", pod, expect=(201,)
+    )
+
+    assert admitted["spec"]["priorityClassName"] == "system-cluster-critical"
+    assert admitted["spec"]["priority"] == 2_000_000_000

@@ -35,7 +35,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.operator]
 
 # The experiment's pods, minus the master's completion: nothing would ever wake the operator.
 STABLE_FROM_7S = staggered(master_running=1, workers_running=[3, 5, 7])
-TOUCH_MARKER = "deadline-sweeper.kubeflow.org/touched-at"
+TOUCH_MARKER = "kubeflow-deadline-sweeper.github.io/touched-at"
 
 
 def assert_failed_by_operator(job: jobs.JobView) -> None:

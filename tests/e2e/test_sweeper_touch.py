@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 import pytest
@@ -32,6 +33,38 @@ def test_touch_adds_only_the_annotation_to_an_overdue_job(control_plane, namespa
     assert started <= w.parse_stamp(touched_at) <= finished
     assert touched_at.endswith("Z")
     assert without_server_fields(after) == without_server_fields(before)
+
+
+def test_the_old_keys_are_read_and_a_touch_moves_the_stamp_to_the_new_key(
+    control_plane, namespace, sweep
+):
+    # 0.1.0's opt-out is still honoured; 0.1.0's stamp (before the deadline: not this one's
+    # touch) is replaced by the new key in the same patch, other annotations untouched.
+    opted_out = w.create_job(
+        control_plane, namespace, "opted-out", annotations={w.OLD_EXCLUDE: "true"}
+    )
+    long_ago = w.stamp(w.now() - dt.timedelta(hours=3))
+    w.create_job(
+        control_plane, namespace, "late", annotations={w.OLD_TOUCHED_AT: long_ago, "team": "vision"}
+    )
+    started = w.now()
+
+    run = sweep("-n", namespace, "--action", "touch")
+
+    assert run.result.returncode == 0, run.explain()
+    after = w.get_job(control_plane, namespace, "PyTorchJob", "opted-out")
+    assert after["metadata"]["resourceVersion"] == opted_out["metadata"]["resourceVersion"]
+    annotations = w.get_job(control_plane, namespace, "PyTorchJob", "late")["metadata"][
+        "annotations"
+    ]
+    assert set(annotations) == {w.TOUCHED_AT, "team"}, annotations
+    assert started <= w.parse_stamp(annotations[w.TOUCHED_AT])
+    job_writes = [
+        w.request_summary(e)
+        for e in w.writes(run.requests)
+        if e["objectRef"]["resource"] != "events"
+    ]
+    assert job_writes == [("patch", "pytorchjobs", namespace, "late")], run.explain()
 
 
 def test_touch_sends_one_patch_to_the_job_and_writes_nothing_else(control_plane, namespace, sweep):

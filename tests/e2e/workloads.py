@@ -25,8 +25,11 @@ JOB_NAME_LABEL = "training.kubeflow.org/job-name"
 OPERATOR_NAME_LABEL = "training.kubeflow.org/operator-name"
 REPLICA_TYPE_LABEL = "training.kubeflow.org/replica-type"
 REPLICA_INDEX_LABEL = "training.kubeflow.org/replica-index"
-TOUCHED_AT = "deadline-sweeper.kubeflow.org/touched-at"
-EXCLUDE = "deadline-sweeper.kubeflow.org/exclude"
+TOUCHED_AT = "kubeflow-deadline-sweeper.github.io/touched-at"
+EXCLUDE = "kubeflow-deadline-sweeper.github.io/exclude"
+# The keys of 0.1.0, still read by the sweeper for at least one release.
+OLD_TOUCHED_AT = "deadline-sweeper.kubeflow.org/touched-at"
+OLD_EXCLUDE = "deadline-sweeper.kubeflow.org/exclude"
 COMPONENT = "kubeflow-deadline-sweeper"
 
 Obj = dict[str, Any]

@@ -23,7 +23,7 @@ from tests.node.cluster import Obj
 
 pytestmark = [pytest.mark.e2e, pytest.mark.node]
 
-TOUCHED_AT = "deadline-sweeper.kubeflow.org/touched-at"
+TOUCHED_AT = "kubeflow-deadline-sweeper.github.io/touched-at"
 DEADLINE = 20  # seconds: overdue well before the CronJob's first run
 
 

@@ -49,8 +49,11 @@ KINDS = (
     Kind("JAXJob", "jaxReplicaSpecs"),
 )
 TRAINING_OPERATOR = "kubeflow.org/training-operator"
-EXCLUDE = "deadline-sweeper.kubeflow.org/exclude"
-TOUCHED_AT = "deadline-sweeper.kubeflow.org/touched-at"
+EXCLUDE = "kubeflow-deadline-sweeper.github.io/exclude"
+TOUCHED_AT = "kubeflow-deadline-sweeper.github.io/touched-at"
+# The keys of 0.1.0, which the sweeper still reads (opt-out under either; the touch under either).
+OLD_EXCLUDE = "deadline-sweeper.kubeflow.org/exclude"
+OLD_TOUCHED_AT = "deadline-sweeper.kubeflow.org/touched-at"
 DEADLINE_TEXT = "has failed because it was active longer than specified deadline"
 # The operator multiplies the deadline into int64 nanoseconds (time.Duration): beyond this many
 # seconds either way it overflows, and the sweeper calls the job malformed.
@@ -150,6 +153,8 @@ class JobCase:
         deleting: Whether ``metadata.deletionTimestamp`` is set.
         exclude: The opt-out annotation's value; None when absent.
         touched_at: The sweeper's touch annotation's value; None when absent.
+        exclude_key: The key the opt-out annotation is written under (either is honoured).
+        touched_key: The key the touch annotation is written under (either is read).
         conditions: ``status.conditions``.
         clean_pod_policy: ``spec.runPolicy.cleanPodPolicy``; None when absent.
         extra_status: Other status fields the operator writes (replica statuses...).
@@ -166,6 +171,8 @@ class JobCase:
     deleting: bool = False
     exclude: str | None = None
     touched_at: str | None = None
+    exclude_key: str = EXCLUDE
+    touched_key: str = TOUCHED_AT
     conditions: tuple[dict[str, Any], ...] = ()
     clean_pod_policy: str | None = None
     extra_status: dict[str, Any] = field(default_factory=dict)
@@ -250,9 +257,9 @@ class JobCase:
         }
         annotations = {}
         if self.exclude is not None:
-            annotations[EXCLUDE] = self.exclude
+            annotations[self.exclude_key] = self.exclude
         if self.touched_at is not None:
-            annotations[TOUCHED_AT] = self.touched_at
+            annotations[self.touched_key] = self.touched_at
         if annotations:
             metadata["annotations"] = annotations
         if self.deleting:
@@ -348,6 +355,8 @@ def job_cases(
             managed_by=draw(st.sampled_from([None, TRAINING_OPERATOR])),
             exclude=draw(st.sampled_from([None, "false"])),
             touched_at=touched,
+            exclude_key=draw(st.sampled_from([EXCLUDE, OLD_EXCLUDE])),
+            touched_key=draw(st.sampled_from([TOUCHED_AT, OLD_TOUCHED_AT])),
             conditions=tuple(
                 c
                 for c in all_conditions
@@ -370,6 +379,8 @@ def job_cases(
         deleting=draw(st.integers(0, 7)) == 0,
         exclude=draw(st.sampled_from([None, None, None, "true", "false", "no"])),
         touched_at=touched,
+        exclude_key=draw(st.sampled_from([EXCLUDE, OLD_EXCLUDE])),
+        touched_key=draw(st.sampled_from([TOUCHED_AT, OLD_TOUCHED_AT])),
         conditions=all_conditions,
         clean_pod_policy=draw(clean_pod_policies),
         extra_status=extra_status,

@@ -144,7 +144,11 @@ class FakeCluster:
         if dry_run:
             return
         annotations = raw["metadata"].setdefault("annotations", {})
-        annotations.update(patch["metadata"]["annotations"])
+        for key, value in patch["metadata"]["annotations"].items():
+            if value is None:  # a merge patch's null removes the key (RFC 7386)
+                annotations.pop(key, None)
+            else:
+                annotations[key] = value
         _bump(raw)
 
     def patch_job_status(

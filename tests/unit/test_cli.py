@@ -20,7 +20,7 @@ from sweeper.cli import Seams, command
 from sweeper.config import ClockMode, Config, DryRun, LogFormat, OutputFormat
 from sweeper.decide import ActionMode, PodsMode
 from sweeper.errors import ApiError, ConfigError, Gone, RequestRef
-from sweeper.kinds import MPIJOB, PYTORCHJOB, TOUCHED_AT_ANNOTATION
+from sweeper.kinds import LEGACY_TOUCHED_AT_ANNOTATION, MPIJOB, PYTORCHJOB, TOUCHED_AT_ANNOTATION
 from sweeper.run import StopFlag
 from tests.cli_runner import runner
 from tests.unit.fakes import FakeCluster, Request
@@ -429,7 +429,12 @@ def test_json_report_shape(harness: Harness) -> None:
         "patch",
     }
     assert report["jobs"][0]["patch"] == {
-        "metadata": {"annotations": {TOUCHED_AT_ANNOTATION: "2024-05-01T12:00:00Z"}}
+        "metadata": {
+            "annotations": {
+                TOUCHED_AT_ANNOTATION: "2024-05-01T12:00:00Z",
+                LEGACY_TOUCHED_AT_ANNOTATION: None,
+            }
+        }
     }
     assert {"errors", "duration_s"} <= set(report["summary"])
 

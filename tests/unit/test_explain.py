@@ -9,7 +9,7 @@ import pytest
 
 from sweeper.decide import RULES, ActionMode, Policy, explain, judge
 from sweeper.jobs import parse_job
-from sweeper.kinds import EXCLUDE_ANNOTATION, TOUCHED_AT_ANNOTATION
+from sweeper.kinds import EXCLUDE_ANNOTATION, LEGACY_EXCLUDE_ANNOTATION, TOUCHED_AT_ANNOTATION
 from tests.unit.objects import KIND, NOW, ago, condition, deadline_failed, job
 from tests.unit.test_cli import Harness
 
@@ -22,6 +22,12 @@ CASES = [
         "opted-out",
         "skip (opted-out)",
         id="opted-out",
+    ),
+    pytest.param(
+        job(annotations={LEGACY_EXCLUDE_ANNOTATION: "true"}),
+        "opted-out",
+        "skip (opted-out)",
+        id="opted-out-by-the-old-key",
     ),
     pytest.param(
         job(managed_by="kueue.x-k8s.io/multikueue"),
@@ -69,6 +75,23 @@ def test_explain_walks_every_rule_and_agrees_with_judge(
     assert all(s.reached and s.entry is None for s in before)
     assert all(not s.reached for s in after)
     assert all(s.seen for s in steps)
+
+
+@pytest.mark.parametrize(
+    ("annotations", "seen"),
+    [
+        pytest.param({}, "not true", id="none"),
+        pytest.param({EXCLUDE_ANNOTATION: "true"}, "true", id="new-key"),
+        pytest.param({LEGACY_EXCLUDE_ANNOTATION: "true"}, "true", id="old-key"),
+    ],
+)
+def test_the_opt_out_step_names_both_keys(annotations: dict[str, str], seen: str) -> None:
+    steps, _ = explain(parse_job(job(annotations=annotations), KIND["PyTorchJob"]), NOW, Policy())
+    (step,) = [s for s in steps if s.rule == "opted-out"]
+    assert step.seen == (
+        "kubeflow-deadline-sweeper.github.io/exclude or the old "
+        f"deadline-sweeper.kubeflow.org/exclude: {seen}"
+    )
 
 
 def test_the_values_seen_are_the_jobs() -> None:

@@ -8,7 +8,12 @@ from typing import Any
 import pytest
 
 from sweeper.jobs import parse_job, parse_owned
-from sweeper.kinds import TOUCHED_AT_ANNOTATION
+from sweeper.kinds import (
+    EXCLUDE_ANNOTATION,
+    LEGACY_EXCLUDE_ANNOTATION,
+    LEGACY_TOUCHED_AT_ANNOTATION,
+    TOUCHED_AT_ANNOTATION,
+)
 from tests.unit.objects import KIND, NOW, ago, condition, deadline_failed, job, owned
 
 
@@ -33,6 +38,67 @@ def test_a_running_job_view() -> None:
 def test_the_touch_annotation_is_read_back() -> None:
     view = parse_job(job(annotations={TOUCHED_AT_ANNOTATION: ago(30)}), KIND["PyTorchJob"])
     assert view.touched_at == NOW - timedelta(seconds=30)
+
+
+@pytest.mark.parametrize(
+    ("annotations", "excluded"),
+    [
+        pytest.param({EXCLUDE_ANNOTATION: "true"}, True, id="new-key"),
+        pytest.param({LEGACY_EXCLUDE_ANNOTATION: " True "}, True, id="old-key"),
+        pytest.param(
+            {EXCLUDE_ANNOTATION: "false", LEGACY_EXCLUDE_ANNOTATION: "true"},
+            True,
+            id="old-true-new-false",
+        ),
+        pytest.param(
+            {EXCLUDE_ANNOTATION: "true", LEGACY_EXCLUDE_ANNOTATION: "no"},
+            True,
+            id="new-true-old-no",
+        ),
+        pytest.param({LEGACY_EXCLUDE_ANNOTATION: "yes"}, False, id="old-key-not-true"),
+        pytest.param({"deadline-sweeper.example.com/exclude": "true"}, False, id="another-prefix"),
+    ],
+)
+def test_either_exclude_key_opts_a_job_out(annotations: dict[str, str], excluded: bool) -> None:
+    assert parse_job(job(annotations=annotations), KIND["PyTorchJob"]).excluded is excluded
+
+
+@pytest.mark.parametrize(
+    ("annotations", "touched_ago"),
+    [
+        pytest.param({TOUCHED_AT_ANNOTATION: ago(30)}, 30, id="new-key"),
+        pytest.param({LEGACY_TOUCHED_AT_ANNOTATION: ago(40)}, 40, id="old-key"),
+        pytest.param(
+            {TOUCHED_AT_ANNOTATION: ago(30), LEGACY_TOUCHED_AT_ANNOTATION: ago(400)},
+            30,
+            id="new-is-newer",
+        ),
+        pytest.param(
+            {TOUCHED_AT_ANNOTATION: ago(400), LEGACY_TOUCHED_AT_ANNOTATION: ago(30)},
+            30,
+            id="old-is-newer",
+        ),
+        pytest.param(
+            {TOUCHED_AT_ANNOTATION: "garbled", LEGACY_TOUCHED_AT_ANNOTATION: ago(40)},
+            40,
+            id="new-garbled",
+        ),
+        pytest.param(
+            {TOUCHED_AT_ANNOTATION: ago(30), LEGACY_TOUCHED_AT_ANNOTATION: "garbled"},
+            30,
+            id="old-garbled",
+        ),
+        pytest.param(
+            {TOUCHED_AT_ANNOTATION: "x", LEGACY_TOUCHED_AT_ANNOTATION: "y"}, None, id="both-garbled"
+        ),
+    ],
+)
+def test_the_later_touch_of_either_key_counts(
+    annotations: dict[str, str], touched_ago: int | None
+) -> None:
+    view = parse_job(job(annotations=annotations), KIND["PyTorchJob"])
+    expected = None if touched_ago is None else NOW - timedelta(seconds=touched_ago)
+    assert view.touched_at == expected
 
 
 def test_failed_wins_over_succeeded_when_both_are_true() -> None:

@@ -8,7 +8,12 @@ from typing import Any
 import pytest
 
 from sweeper import pages
-from sweeper.kinds import EXCLUDE_ANNOTATION, TOUCHED_AT_ANNOTATION
+from sweeper.kinds import (
+    EXCLUDE_ANNOTATION,
+    LEGACY_EXCLUDE_ANNOTATION,
+    LEGACY_TOUCHED_AT_ANNOTATION,
+    TOUCHED_AT_ANNOTATION,
+)
 from tests.unit.objects import KIND, ago, condition, deadline_failed, job
 
 # What the API server adds to every object and the views never read; the bulk of the bytes.
@@ -65,6 +70,16 @@ WELL_FORMED = [
     pytest.param(job(annotations={EXCLUDE_ANNOTATION: "no"}), id="not-excluded"),
     pytest.param(job(annotations={TOUCHED_AT_ANNOTATION: ago(30)}), id="touched"),
     pytest.param(job(annotations={TOUCHED_AT_ANNOTATION: "garbled"}), id="touched-garbled"),
+    pytest.param(job(annotations={LEGACY_EXCLUDE_ANNOTATION: "true"}), id="excluded-old-key"),
+    pytest.param(job(annotations={LEGACY_TOUCHED_AT_ANNOTATION: ago(30)}), id="touched-old-key"),
+    pytest.param(
+        job(annotations={TOUCHED_AT_ANNOTATION: ago(300), LEGACY_TOUCHED_AT_ANNOTATION: ago(30)}),
+        id="touched-old-key-newer",
+    ),
+    pytest.param(
+        job(annotations={TOUCHED_AT_ANNOTATION: ago(30), LEGACY_TOUCHED_AT_ANNOTATION: ago(300)}),
+        id="touched-new-key-newer",
+    ),
     pytest.param(job("MPIJob", legacy_clean_pod_policy="All"), id="mpi-legacy-policy"),
     pytest.param(
         job("MPIJob", clean_pod_policy="None", legacy_clean_pod_policy="All"),

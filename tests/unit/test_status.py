@@ -8,7 +8,12 @@ from typing import Any
 import pytest
 
 from sweeper.jobs import parse_job
-from sweeper.kinds import KINDS, TOUCHED_AT_ANNOTATION
+from sweeper.kinds import (
+    EXCLUDE_ANNOTATION,
+    KINDS,
+    LEGACY_TOUCHED_AT_ANNOTATION,
+    TOUCHED_AT_ANNOTATION,
+)
 from sweeper.status import failed_status, failure_message, status_patch, touch_patch
 from tests.unit.objects import KIND, NOW, ago, condition, job, running_conditions
 
@@ -118,10 +123,22 @@ def test_the_message_extends_the_operators() -> None:
     )
 
 
-def test_touch_patch_sets_only_the_sweeper_annotation() -> None:
+def test_touch_patch_sets_only_the_sweeper_annotation_and_drops_the_old_key() -> None:
+    # The old key goes in the same patch (null in a merge patch): one stamp per job afterwards.
     assert touch_patch(NOW + timedelta(microseconds=5)) == {
-        "metadata": {"annotations": {TOUCHED_AT_ANNOTATION: NOW_STAMP}}
+        "metadata": {
+            "annotations": {TOUCHED_AT_ANNOTATION: NOW_STAMP, LEGACY_TOUCHED_AT_ANNOTATION: None}
+        }
     }
+
+
+def test_the_annotation_keys_are_the_projects_own_and_fit_the_key_limits() -> None:
+    # A qualified key: a DNS subdomain prefix (<= 253, labels <= 63) and a name <= 63.
+    for key in (TOUCHED_AT_ANNOTATION, EXCLUDE_ANNOTATION):
+        prefix, name = key.split("/")
+        assert prefix == "kubeflow-deadline-sweeper.github.io"
+        assert len(prefix) <= 253 and all(len(label) <= 63 for label in prefix.split("."))
+        assert len(name) <= 63
 
 
 def test_running_conditions_fixture_matches_the_operator_shape() -> None:
