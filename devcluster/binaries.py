@@ -21,6 +21,7 @@ Standard library only: the build script runs this file with any ``python3``.
 from __future__ import annotations
 
 import argparse
+import fcntl
 import functools
 import json
 import os
@@ -424,13 +425,20 @@ def prepare_wrapper(module: str, version: str, directory: Path, packages: Sequen
         VersionError: The Go module proxy does not serve that version, or the packages
             cannot be resolved; the message is the one line that says why.
     """
+    directory.mkdir(parents=True, exist_ok=True)
+    # Two builds of the same release (kube-apiserver here, kubectl there) take turns.
+    with (directory.parent / f"{directory.name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        _prepare_locked(module, version, directory, packages)
+
+
+def _prepare_locked(module: str, version: str, directory: Path, packages: Sequence[str]) -> None:
     go_mod, go_sum = directory / "go.mod", directory / "go.sum"
     have = tools_of(go_mod.read_text(encoding="utf-8")) if go_sum.is_file() else set()
     if set(packages) <= have:
         return
     pinned_go_mod = (TOOLS / module / "go.mod").read_text(encoding="utf-8")
     holder = module_path(packages[0], pinned_go_mod)
-    directory.mkdir(parents=True, exist_ok=True)
     download = _go(["mod", "download", "-json", f"{holder}@{version}"], directory)
     try:
         info = json.loads(download.stdout)

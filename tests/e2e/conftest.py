@@ -51,7 +51,10 @@ def pytest_configure(config: pytest.Config) -> None:
 def control_plane(request: pytest.FixtureRequest) -> Iterator[ControlPlane]:
     """One control plane (etcd, kube-apiserver, CRDs established) for the whole session."""
     cp = clusters.start_control_plane()
-    request.config.stash[_timings_key] = f"{cp.server} started in {cp.describe_timings()}"
+    request.config.stash[_timings_key] = (
+        f"{cp.server} (kube-apiserver {binaries.version('kube-apiserver')}, Training Operator "
+        f"{binaries.version('training-operator')} CRDs) started in {cp.describe_timings()}"
+    )
     with cp:
         yield cp
 
