@@ -1,7 +1,7 @@
 """``scripts/devcluster``: a local control plane for humans, kept running in the background.
 
 Commands:
-    up [--node] [--operator]
+    up [--node] [--operator] [--operator-version V] [--kubernetes-version V]
                       start it in the background (or report the running one); print the
                       kubeconfig path and an ``export KUBECONFIG=...`` line on stdout; with
                       ``--node`` a real node as well (``devcluster.node``: controllers,
@@ -9,8 +9,14 @@ Commands:
                       / ``WORKLOAD_IMAGE=`` lines naming the images loaded on it
     down              stop it and remove its temporary directories
     status            say whether it runs (exit 0) or not (exit 1)
-    run [--node] [--operator]
+    run [--node] [--operator] [--operator-version V] [--kubernetes-version V]
                       run it in the foreground until SIGINT/SIGTERM (``up`` starts this)
+
+``--operator-version`` (a Training Operator v1 release from v1.7.0; its CRDs are installed,
+and with ``--operator`` it runs) and ``--kubernetes-version`` (a release of a minor from 1.32
+to 1.37) choose other versions than the pinned v1.9.4 and v1.36.3; ``up`` builds what is
+missing first (``scripts/build-binaries``, progress on stderr). A version out of range, or
+one that cannot be built, fails in one line (exit 2).
 
 ``up`` starts ``run`` as a detached supervisor process that owns the ``ControlPlane`` (and
 the extras, such as the Training Operator) and writes a state file once everything is ready;
@@ -35,7 +41,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from devcluster import binaries, processes
+from devcluster import binaries, operator_crds, processes
 from devcluster import node as node_module
 from devcluster import operator as operator_module
 from devcluster.controlplane import ControlPlane
@@ -123,8 +129,16 @@ def start_extras(cp: ControlPlane, *, operator: bool) -> list[Extra]:
 # --- run: the supervisor ------------------------------------------------------------------------
 
 
+def _versions() -> dict[str, str]:
+    """The versions this process runs (selected or pinned), as the state file records them."""
+    return {name: binaries.version(name) for name in ("kube-apiserver", binaries.OPERATOR)}
+
+
 def cmd_run(operator: bool, node: bool = False) -> int:
-    """Run the control plane in the foreground; write the state file once ready."""
+    """Run the control plane in the foreground; write the state file once ready.
+
+    The versions are those ``main`` selected (``binaries.select``).
+    """
     state_dir().mkdir(parents=True, exist_ok=True)
     # Until it is up, a signal takes the harness's own path (stop everything, die of it).
     the_node: node_module.Node | None = None
@@ -158,6 +172,7 @@ def cmd_run(operator: bool, node: bool = False) -> int:
             "audit_log": str(cp.audit_log),
             "timings": cp.timings,
             "operator": operator,
+            "versions": _versions(),
             "node": node_module.describe(the_node) if the_node else None,
             "processes": [
                 {"name": p.name, "pid": p.pid, "argv0": p.argv[0], "log": str(p.log_path)}
@@ -206,11 +221,17 @@ def cmd_run(operator: bool, node: bool = False) -> int:
 def _print_ready(state: dict[str, Any], note: str) -> None:
     timings = state.get("timings", {})
     phases = ", ".join(f"{k} {v:.1f}s" for k, v in timings.items() if k != "total")
+    versions = state.get("versions") or _versions()
+    operator = versions.get(binaries.OPERATOR, "")
     print(
-        f"devcluster: {note}: kube-apiserver {binaries.version('kube-apiserver')}"
+        f"devcluster: {note}: kube-apiserver {versions.get('kube-apiserver', '')}"
         + f" at {state['server']}"
         + (f" (started in {timings['total']:.1f}s: {phases})" if "total" in timings else "")
-        + (", Training Operator running" if state.get("operator") else "")
+        + (
+            f", Training Operator {operator} running"
+            if state.get("operator")
+            else f", Training Operator {operator} CRDs"
+        )
         + (f", node {node_module.NODE_NAME} Ready" if state.get("node") else ""),
         file=sys.stderr,
     )
@@ -222,7 +243,12 @@ def _print_ready(state: dict[str, Any], note: str) -> None:
         print(f"export WORKLOAD_IMAGE={images['workload']}")
 
 
-def _ensure_binaries(operator: bool, node: bool = False) -> None:
+def _ensure_binaries(operator: bool, node: bool = False) -> int:
+    """Build what the selected versions need and is missing; 0, or the build's exit code.
+
+    The build's progress and its one-line reason for a failure go to stderr: stdout carries
+    only the kubeconfig lines.
+    """
     names = ["etcd", "kube-apiserver"] + (["training-operator"] if operator else [])
     names += list(node_module.NODE_BINARIES) if node else []
     missing = []
@@ -231,40 +257,90 @@ def _ensure_binaries(operator: bool, node: bool = False) -> None:
             binaries.find(name)
         except binaries.BinaryMissing:
             missing.append(name)
+    try:
+        operator_crds.crd_files()
+    except binaries.BinaryMissing:
+        # The CRDs come with the operator's build (from the same Go module).
+        if binaries.OPERATOR not in missing:
+            missing.append(binaries.OPERATOR)
     if not missing:
-        return
+        return 0
+    # The --operator-version / --kubernetes-version options that build the selected versions.
+    pairs = {tuple(binaries.build_flags(name)) for name in missing} - {()}
+    flags = [word for pair in sorted(pairs) for word in pair]
+    command = " ".join(["scripts/build-binaries", *flags, *missing])
     if shutil.which("go") is None:
-        raise SystemExit(
+        print(
             f"devcluster: {', '.join(missing)} not built and Go is not installed; "
-            "install Go 1.26, then run scripts/build-binaries"
+            f"install Go 1.26, then run {command}",
+            file=sys.stderr,
         )
+        return 2
     print(
-        f"devcluster: building {', '.join(missing)} first (minutes on a cold cache)",
+        f"devcluster: building {' '.join(f'{n} {binaries.version(n)}' for n in missing)}"
+        " first (minutes on a cold cache)",
         file=sys.stderr,
     )
-    subprocess.run([str(binaries.BUILD_SCRIPT), *missing], check=True)
+    built = subprocess.run(
+        [str(binaries.BUILD_SCRIPT), *flags, *missing],
+        stdout=sys.stderr,
+        check=False,
+    )
+    return built.returncode
 
 
-def cmd_up(operator: bool, node: bool = False) -> int:
-    """Start the supervisor in the background unless one runs; print how to use it."""
+def _can_start(operator: bool, node: bool) -> bool:
+    """Build what is missing and check the node's prerequisites; False once it said why not."""
+    if _ensure_binaries(operator, node) != 0:
+        return False
+    if node:
+        reasons = node_module.missing_prerequisites()
+        if reasons:
+            print("devcluster: cannot run a node here: " + "; ".join(reasons), file=sys.stderr)
+            return False
+    return True
+
+
+def _mismatch(state: dict[str, Any], operator: bool, node: bool, requested: dict[str, str]) -> str:
+    """What the running cluster lacks of what was asked for (parts, versions), or ''."""
+    if (operator and not state.get("operator")) or (node and not state.get("node")):
+        return "already running without the operator or the node"
+    running = state.get("versions") or {}
+    asked = {
+        name: version
+        for name, version in _versions().items()
+        if any(name in binaries.chosen(**{k: v}) for k, v in requested.items())
+    }
+    differ = [
+        f"{name} {running.get(name, 'unknown')} runs, {version} asked for"
+        for name, version in asked.items()
+        if running.get(name) != version
+    ]
+    return "already running: " + ", ".join(differ) if differ else ""
+
+
+def cmd_up(operator: bool, node: bool = False, requested: dict[str, str] | None = None) -> int:
+    """Start the supervisor in the background unless one runs; print how to use it.
+
+    Args:
+        operator: Also run the Training Operator.
+        node: Also run a real node.
+        requested: The versions asked for (``operator``, ``kubernetes``), already selected by
+            ``main``; passed on to the supervisor.
+    """
+    requested = requested or {}
     state = _read_state()
     if state is not None and _alive(state["pid"], "devcluster"):
-        if (operator and not state.get("operator")) or (node and not state.get("node")):
-            print(
-                "devcluster: already running without the operator or the node; run `down` first",
-                file=sys.stderr,
-            )
+        mismatch = _mismatch(state, operator, node, requested)
+        if mismatch:
+            print(f"devcluster: {mismatch}; run `down` first", file=sys.stderr)
             return 2
         _print_ready(state, "already running")
         return 0
     if state is not None:
         _clean_leftovers(state)
-    _ensure_binaries(operator, node)
-    if node:
-        reasons = node_module.missing_prerequisites()
-        if reasons:
-            print("devcluster: cannot run a node here: " + "; ".join(reasons), file=sys.stderr)
-            return 2
+    if not _can_start(operator, node):
+        return 2
     state_dir().mkdir(parents=True, exist_ok=True)
     supervisor_log = _supervisor_log()
     env = dict(
@@ -282,6 +358,7 @@ def cmd_up(operator: bool, node: bool = False) -> int:
                 "run",
                 *(["--operator"] if operator else []),
                 *(["--node"] if node else []),
+                *(f"--{k}-version={v}" for k, v in requested.items()),
             ],
             stdin=subprocess.DEVNULL,
             stdout=out,
@@ -365,13 +442,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         ("run", "run in the foreground until interrupted"),
     ]:
         sub = commands.add_parser(name, help=help_text)
-        sub.add_argument(
-            "--operator", action="store_true", help="also run the Training Operator v1.9.4"
-        )
+        sub.add_argument("--operator", action="store_true", help="also run the Training Operator")
         sub.add_argument(
             "--node",
             action="store_true",
             help="also run a real node (kubelet, containerd, kube-proxy; needs root)",
+        )
+        sub.add_argument(
+            "--operator-version",
+            metavar="V",
+            help="Training Operator v1 release from v1.7.0 (default: the pinned v1.9.4)",
+        )
+        sub.add_argument(
+            "--kubernetes-version",
+            metavar="V",
+            help="Kubernetes release of a minor from 1.32 to 1.37 (default: the pinned 1.36.3)",
         )
     commands.add_parser("down", help="stop it and remove its temporary files")
     commands.add_parser("status", help="exit 0 if it runs")
@@ -382,9 +467,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(asctime)s %(name)s %(levelname)s %(message)s",
         stream=sys.stderr,
     )
-    if args.command == "up":
-        return cmd_up(args.operator, args.node)
-    if args.command == "run":
+    if args.command in {"up", "run"}:
+        requested = {
+            k: v
+            for k, v in {
+                "operator": args.operator_version,
+                "kubernetes": args.kubernetes_version,
+            }.items()
+            if v
+        }
+        try:
+            binaries.select(**requested)
+        except binaries.VersionError as e:
+            print(f"devcluster: {e}", file=sys.stderr)
+            return 2
+        if args.command == "up":
+            return cmd_up(args.operator, args.node, requested)
         return cmd_run(args.operator, args.node)
     if args.command == "down":
         return cmd_down()

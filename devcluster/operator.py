@@ -68,6 +68,18 @@ CA_ORGANIZATION = "training-operator"
 
 # Every scheme v1.9.4 serves, by the names of their controllers ("<scheme>-controller").
 SCHEMES = ("tfjob", "pytorchjob", "xgboostjob", "mpijob", "paddlejob", "jaxjob")
+# Up to v1.8.x MXJob instead of JAXJob (pkg/controller.v1/register_controller.go of each tag).
+SCHEMES_BEFORE_1_9 = ("tfjob", "pytorchjob", "mxjob", "xgboostjob", "mpijob", "paddlejob")
+
+
+def _release(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.lstrip("v").split(".")[:3])
+
+
+def served_schemes(version: str) -> tuple[str, ...]:
+    """The schemes a Training Operator release serves, e.g. ``served_schemes("v1.7.0")``."""
+    return SCHEMES if _release(version) >= (1, 9) else SCHEMES_BEFORE_1_9
+
 
 # The rotator refreshes anything that expires within 90 days; stay well clear of that
 # (for the CA and the server certificate alike).
@@ -189,12 +201,14 @@ class MachineLock:
 
 
 class Operator(StopsOnExit):
-    """One running Training Operator v1.9.4, watching every namespace of a control plane.
+    """One running Training Operator (v1.9.4 unless another is selected), watching every namespace.
 
     Attributes:
         cp: The control plane it runs against.
         namespace: The operator's own namespace (``MY_POD_NAMESPACE``), holding its Secret.
-        schemes: The schemes it serves (``--enable-scheme``), all of ``SCHEMES`` by default.
+        version: Its release (``binaries.version``), e.g. ``v1.9.4``.
+        schemes: The schemes it serves (``--enable-scheme``), all that its release serves by
+            default (``served_schemes``).
         log_path: Its stdout and stderr, appended across restarts (a header line marks each
             start; ``log_since_start`` returns the current run's part).
         binary: The executable.
@@ -205,12 +219,13 @@ class Operator(StopsOnExit):
         cp: ControlPlane,
         namespace: str = "kubeflow",
         *,
-        schemes: tuple[str, ...] = SCHEMES,
+        schemes: tuple[str, ...] | None = None,
         binary: Path | None = None,
     ) -> None:
         self.cp = cp
         self.namespace = namespace
-        self.schemes = tuple(s.lower() for s in schemes)
+        self.version = binaries.version("training-operator")
+        self.schemes = tuple(s.lower() for s in schemes or served_schemes(self.version))
         self.binary = binary or binaries.find("training-operator")
         self.log_path = Path(cp.workdir) / "training-operator.log"
         self.certificates = webhook_certificates(namespace)
@@ -229,7 +244,7 @@ class Operator(StopsOnExit):
         cp: ControlPlane,
         namespace: str = "kubeflow",
         *,
-        schemes: tuple[str, ...] = SCHEMES,
+        schemes: tuple[str, ...] | None = None,
         timeout: float = 180.0,
         lock_timeout: float = 600.0,
     ) -> Operator:
@@ -238,7 +253,8 @@ class Operator(StopsOnExit):
         Args:
             cp: A started control plane with the Kubeflow CRDs installed.
             namespace: The operator's namespace (created if missing).
-            schemes: Schemes to serve; their CRDs must be installed.
+            schemes: Schemes to serve (default: all its release serves); their CRDs must be
+                installed.
             timeout: Seconds to wait for ``/readyz`` and for every job controller's workers.
             lock_timeout: Seconds to wait for another operator on this machine to stop.
 
@@ -445,10 +461,13 @@ class Operator(StopsOnExit):
             f"--kubeconfig={self.cp.kubeconfig}",
             f"--metrics-bind-address=127.0.0.1:{self._metrics_port}",
             f"--health-probe-bind-address=127.0.0.1:{self._probe_port}",
-            f"--webhook-server-port={webhook_port}",
+            # v1.7 has no webhooks; its manager's (unused) webhook port has another flag.
+            f"--webhook-server-port={webhook_port}"
+            if _release(self.version) >= (1, 8)
+            else f"--monitoring-port={webhook_port}",
             "--leader-elect=false",
         ]
-        if set(self.schemes) != set(SCHEMES):
+        if set(self.schemes) != set(served_schemes(self.version)):
             argv += [f"--enable-scheme={s}" for s in self.schemes]
         return argv
 

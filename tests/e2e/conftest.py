@@ -3,10 +3,17 @@
 ``control_plane`` starts one etcd + kube-apiserver with the six Training Operator CRDs for
 the whole session. Without the binaries the tests skip locally, and fail in CI (``CI=true``),
 where a skipped e2e suite would hide everything it exists to prove.
+
+Other versions than the pinned ones (Training Operator v1.9.4, Kubernetes 1.36.3) come from
+``SWEEPER_OPERATOR_VERSION`` and ``SWEEPER_KUBERNETES_VERSION``, read here and only here, e.g.
+``SWEEPER_OPERATOR_VERSION=v1.7.0 SWEEPER_KUBERNETES_VERSION=v1.32.13 pytest -m e2e ...``
+(build them first: ``scripts/build-binaries --operator-version v1.7.0 --kubernetes-version
+v1.32.13``). Tests that start a control plane in a subprocess of their own use the pinned ones.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 from collections.abc import Callable, Iterator
@@ -14,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from devcluster import ControlPlane
+from devcluster import ControlPlane, binaries
 from tests.e2e import clusters
 from tests.e2e.clusters import RunSweeper
 from tests.e2e.conftest_operator import figures, kubeflow_jobs, operator  # noqa: F401
@@ -24,11 +31,30 @@ _timings_key = pytest.StashKey[str]()
 SweepAs = Callable[..., clusters.Sweep]
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Select the versions the environment asks for, before any binary is looked up.
+
+    Raises:
+        pytest.UsageError: A version is malformed or out of range (one line says why).
+    """
+    del config
+    try:
+        binaries.select(
+            operator=os.environ.get("SWEEPER_OPERATOR_VERSION") or None,
+            kubernetes=os.environ.get("SWEEPER_KUBERNETES_VERSION") or None,
+        )
+    except binaries.VersionError as e:
+        raise pytest.UsageError(str(e)) from None
+
+
 @pytest.fixture(scope="session")
 def control_plane(request: pytest.FixtureRequest) -> Iterator[ControlPlane]:
     """One control plane (etcd, kube-apiserver, CRDs established) for the whole session."""
     cp = clusters.start_control_plane()
-    request.config.stash[_timings_key] = f"{cp.server} started in {cp.describe_timings()}"
+    request.config.stash[_timings_key] = (
+        f"{cp.server} (kube-apiserver {binaries.version('kube-apiserver')}, Training Operator "
+        f"{binaries.version('training-operator')} CRDs) started in {cp.describe_timings()}"
+    )
     with cp:
         yield cp
 
