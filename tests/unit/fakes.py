@@ -11,12 +11,11 @@ from __future__ import annotations
 import contextlib
 import copy
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sweeper.cluster import JSON, Answer, Discovery, JobPage, Page, ServedKind, Stream, WatchEvent
+from sweeper.cluster import JSON, Answer, Discovery, JobPage, Page, ServedKind, WatchEvent
 from sweeper.errors import Conflict, NotFound, RequestRef
 from sweeper.jobs import parse_job
 from sweeper.kinds import KINDS, VERSION
@@ -275,20 +274,6 @@ def _matches(raw: JSON, selector: str | None) -> bool:
 class FakeWatchCluster(FakeCluster):
     """A FakeCluster typed as a WatchCluster, for unit tests of the watch mode's timers and
     resync, which are driven directly: no stream and no Lease is ever opened."""
-
-    home_namespace: str = "default"
-
-    def watch_jobs(
-        self,
-        served: ServedKind,
-        namespace: str | None,
-        selector: str | None,
-        resource_version: str,
-        *,
-        timeout_s: int,
-        read_timeout_s: float,
-    ) -> AbstractContextManager[Stream]:
-        raise AssertionError("streams are the e2e tests' business")
 
     def get_lease(self, namespace: str, name: str) -> Answer:
         raise AssertionError("the Lease is the e2e tests' business")
