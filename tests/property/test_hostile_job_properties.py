@@ -549,9 +549,17 @@ def test_a_hostile_job_changes_no_decision_or_timer_of_the_others(scene: Scene) 
     decide(views, scene.now, replace(scene.policy, max_actions=1))
 
 
+def watch_policy(policy: Policy) -> Policy:
+    """The policy as ``--watch`` accepts it: no per-pass cap, quick re-touches a second apart."""
+    retouch_after = policy.retouch_after
+    if policy.retouch_limit > 0 and retouch_after < 1:
+        retouch_after = 1.0
+    return replace(policy, max_actions=None, retouch_after=retouch_after)
+
+
 def watcher_for(scene: Scene, cluster: FakeCluster) -> watch.Watcher:
     config = Config(
-        policy=scene.policy,
+        policy=watch_policy(scene.policy),
         clock=ClockMode.LOCAL,
         watch=WatchSettings(leader_elect=False, health_port=0),
     )
@@ -597,7 +605,7 @@ def test_the_watch_arms_every_good_job_whatever_the_hostile_one_holds(scene: Sce
     version = watcher._list_one(scope, relist=False)
 
     assert version == ""  # the fake's pages carry none; nothing lost it
-    assert timers(watcher) == expected_timers(views, scene.policy)
+    assert timers(watcher) == expected_timers(views, watch_policy(scene.policy))
 
     # The same objects as watch events: the hostile one modified, a good one deleted, then
     # a bookmark; the stream must reach the bookmark's resourceVersion.
@@ -609,7 +617,7 @@ def test_the_watch_arms_every_good_job_whatever_the_hostile_one_holds(scene: Sce
     ]
     assert watcher._follow(scope, "7") == "999"
     gone = watch.JobKey(kind.name, GOOD_NAMESPACE, str(deleted["metadata"]["name"]))
-    expected = expected_timers(views, scene.policy)
+    expected = expected_timers(views, watch_policy(scene.policy))
     expected.pop(gone, None)
     assert timers(watcher) == expected
     watcher._pool.shutdown()
