@@ -2,7 +2,7 @@
 
 Client errors are translated into these in :mod:`sweeper.kube` (``raise ... from``), so the rest
 of the package never sees the Kubernetes client's exceptions. The exit codes are the documented
-contract (README "Exit codes").
+contract (docs/cli.md, "Exit codes").
 """
 
 from __future__ import annotations

@@ -196,6 +196,9 @@ form so that an optional-value flag such as --dry-run cannot swallow the next ar
 - --terminate-pods={{ $v.terminatePods }}
 {{- end }}
 {{- if not (kindIs "invalid" $v.maxActions) }}
+{{- if eq $v.mode "watch" }}
+{{- fail "maxActions caps a pass of mode cronjob; mode watch acts on each job at its deadline and refuses --max-actions: unset maxActions" }}
+{{- end }}
 - --max-actions={{ int $v.maxActions }}
 {{- end }}
 {{- $watch := and (eq $v.mode "watch") (not .oneShot) }}

@@ -181,3 +181,15 @@ def test_one_replica_gets_no_disruption_budget(render):
 )
 def test_the_schema_refuses_bad_watch_values(render_error, values, message):
     assert message in render_error(values)
+
+
+def test_watch_mode_refuses_max_actions_at_render_time(render_error):
+    # sweeper --watch exits 2 on --max-actions: the chart says so before a pod crash-loops.
+    message = render_error({"mode": "watch", "maxActions": 5})
+    assert "maxActions caps a pass of mode cronjob" in message
+
+
+def test_cronjob_mode_still_takes_max_actions(render):
+    cronjob = render({"maxActions": 5}).one("CronJob")
+    args = cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--max-actions=5" in args
