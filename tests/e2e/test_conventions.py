@@ -87,6 +87,8 @@ def test_a_forbidden_list_names_the_server_and_the_context(control_plane, run_sw
     nobody = control_plane.user_kubeconfig("nobody", [])
     done = run_sweeper("--kind", "TFJob", kubeconfig=nobody)
     assert done.returncode == 3, done.stderr
-    assert done.stderr.strip().endswith(
-        f'forbidden (403) (server {control_plane.server}, context "{CONTEXT}")'
-    )
+    line = done.stderr.strip().splitlines()[-1]
+    assert line.endswith(f'(server {control_plane.server}, context "{CONTEXT}")'), line
+    # The server's reason is kept, as kubectl keeps it: which identity, which verb, RBAC.
+    assert "forbidden (403): " in line, line
+    assert 'User "nobody" cannot list resource "tfjobs"' in line, line
