@@ -1,6 +1,6 @@
-"""The executor: applies a plan through the :class:`~sweeper.cluster.Cluster` interface.
+"""The executor: applies a plan through the :class:`~sweeper.k8s.cluster.Cluster` interface.
 
-Thin on purpose: what to do was decided in :mod:`sweeper.decide`; here each action is carried
+Thin on purpose: what to do was decided in :mod:`sweeper.core.decide`; here each action is carried
 out, its outcome recorded, and a failure stays confined to its job. A
 ``fail`` is a read-modify-write: the job is read again, judged again with the same policy and
 instant, and its status written with the ``resourceVersion`` just read; on 409 Conflict the
@@ -11,7 +11,7 @@ Before every write the executor checks whether the run must stop (signal or ``--
 the current write completes, no new one starts.
 
 Every mode runs the same code. ``--dry-run`` (client) wraps the cluster in a
-:class:`~sweeper.cluster.RecordingCluster`, whose writes go to a list, so it writes nothing by
+:class:`~sweeper.k8s.cluster.RecordingCluster`, whose writes go to a list, so it writes nothing by
 construction; ``--dry-run=server`` sends each write with ``dryRun=All``.
 """
 
@@ -23,18 +23,15 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from enum import StrEnum
 from http import HTTPStatus
 from typing import Any
 
-from sweeper.clock import format_rfc3339, human
-from sweeper.cluster import JSON, Cluster, RecordingCluster, ServedKind
 from sweeper.config import DryRun
-from sweeper.decide import (
+from sweeper.core.clock import format_rfc3339, human
+from sweeper.core.decide import (
     Action,
     ActionKind,
     ActionMode,
-    Entry,
     Plan,
     Policy,
     Skip,
@@ -44,58 +41,17 @@ from sweeper.decide import (
     pods_to_terminate,
     services_to_delete,
 )
-from sweeper.errors import ApiError, Conflict, Interrupted, NotFound, RunTimeout, SweeperError
-from sweeper.jobs import Job, Owned, parse_job, parse_owned
-from sweeper.kinds import COMPONENT, GROUP, JOB_NAME_LABEL
-from sweeper.status import failure_message, status_patch, touch_patch
+from sweeper.core.errors import ApiError, Conflict, Interrupted, NotFound, RunTimeout, SweeperError
+from sweeper.core.jobs import Job, Owned, parse_job, parse_owned
+from sweeper.core.kinds import COMPONENT, GROUP, JOB_NAME_LABEL
+from sweeper.core.model import JSON, Outcome, Result, settled
+from sweeper.core.patches import failure_message, status_patch, touch_patch
+from sweeper.k8s.cluster import Cluster, RecordingCluster, ServedKind
 
 log = logging.getLogger(__name__)
 
 # A job that keeps changing under a status write is left for the next pass after this many.
 STATUS_WRITE_ATTEMPTS = 3
-
-
-class Result(StrEnum):
-    """How an entry of the plan ended."""
-
-    SKIPPED = "skipped"
-    PLANNED = "planned"  # --dry-run (client): computed, not sent
-    DONE = "done"
-    DRY_RUN = "dry-run"  # --dry-run=server: sent with dryRun=All, accepted, not persisted
-    LEFT_ALONE = "left-alone"  # re-read: the job no longer needs the action
-    ERROR = "error"
-    NOT_STARTED = "not-started"  # the run stopped first (signal or --timeout)
-
-
-@dataclass(frozen=True, slots=True)
-class Outcome:
-    """What became of one entry of the plan.
-
-    Attributes:
-        entry: The plan's entry.
-        result: How it ended.
-        detail: Why it was left alone, what stopped it...
-        body: The patch sent (or that would be sent) for touch and fail.
-        pods: Names of the pods deleted (or that would be).
-        services: Names of the services deleted (or that would be).
-        errors: One line per request that failed for this job.
-        touch_refused: The API server's refusal of the touch, when ``auto`` failed the job
-            instead (its operator's validating webhook rejects every update while it is down).
-    """
-
-    entry: Entry
-    result: Result
-    detail: str = ""
-    body: JSON | None = None
-    pods: tuple[str, ...] = ()
-    services: tuple[str, ...] = ()
-    errors: tuple[str, ...] = ()
-    touch_refused: str = ""
-
-
-def settled(entry: Skip) -> Outcome:
-    """The outcome of a skip: nothing to do, so it is final as soon as the job is judged."""
-    return Outcome(entry, Result.SKIPPED, entry.detail)
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,8 +60,8 @@ class Execution:
 
     Attributes:
         outcomes: One per entry, in the plan's order.
-        stopped_by: :class:`~sweeper.errors.Interrupted` or
-            :class:`~sweeper.errors.RunTimeout`, ``None`` when the plan ran to its end.
+        stopped_by: :class:`~sweeper.core.errors.Interrupted` or
+            :class:`~sweeper.core.errors.RunTimeout`, ``None`` when the plan ran to its end.
     """
 
     outcomes: tuple[Outcome, ...]
@@ -179,7 +135,7 @@ class Executor:
     Args:
         cluster: The cluster.
         dry_run: ``None`` to write, ``client`` to send nothing (the cluster is then wrapped
-            in a :class:`~sweeper.cluster.RecordingCluster`), ``server`` for dryRun=All.
+            in a :class:`~sweeper.k8s.cluster.RecordingCluster`), ``server`` for dryRun=All.
         should_stop: Returns the reason to stop (a signal, ``--timeout``), or ``None``.
         on_outcome: Called with each outcome as soon as it is known (for logs).
         claim: Holds a job for the time of its action; entered with the action, it yields
@@ -211,7 +167,7 @@ class Executor:
         self._claim: Claim = claim or (lambda _action: contextlib.nullcontext(True))
 
     def execute(self, plan: Plan) -> Execution:
-        """Apply every action of a plan, in :func:`~sweeper.decide.execution_order`.
+        """Apply every action of a plan, in :func:`~sweeper.core.decide.execution_order`.
 
         Touches and fails run before pod clean-ups, the most overdue first; the outcomes keep
         the plan's order (the report's).
@@ -484,7 +440,7 @@ def _failed_condition(document: object) -> JSON | None:
     return None
 
 
-# The fields of the Failed condition the sweeper writes (sweeper.status.failed_status).
+# The fields of the Failed condition the sweeper writes (sweeper.core.patches.failed_status).
 _WRITTEN = ("type", "status", "reason", "message", "lastUpdateTime", "lastTransitionTime")
 
 
@@ -628,7 +584,7 @@ def pods_by_owner(
     ``cleanPodPolicy: None``, the default, and never recreates any). Listing the operator's
     pods (label ``training.kubeflow.org/job-name``) once per namespace scope, cluster-wide
     for a cluster-wide pass and per namespace with ``--namespace`` (the RBAC each grants),
-    lets :func:`sweeper.decide.assemble` plan only the clean-ups that have something to delete.
+    lets :func:`sweeper.core.decide.assemble` plan only the clean-ups that have something to delete.
 
     Args:
         cluster: The cluster (a read: a client dry run sends it too).

@@ -6,7 +6,7 @@ stderr and its documented exit code. The Kubernetes client is imported only once
 so ``--version`` and ``--help`` stay fast.
 
 Tests run the command against their own cluster by passing :class:`Seams` as click's
-``obj``; mypy checks both :func:`_connect` and theirs against :class:`~sweeper.run.Connect`.
+``obj``; mypy checks both :func:`_connect` and theirs against :class:`~sweeper.oneshot.run.Connect`.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ import click
 import durationpy
 
 from sweeper import __version__, logs
-from sweeper.cluster import Cluster
 from sweeper.config import (
     DEFAULT_PUSHGATEWAY_JOB,
     LOG_LEVELS,
@@ -33,19 +32,20 @@ from sweeper.config import (
     DryRun,
     LogFormat,
     OutputFormat,
+    Timing,
     WatchSettings,
     parse_reference,
 )
-from sweeper.decide import ActionMode, PodsMode, Policy
-from sweeper.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, ConfigError, SweeperError
+from sweeper.core.decide import ActionMode, PodsMode, Policy
+from sweeper.core.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, ConfigError, SweeperError
+from sweeper.core.kinds import lookup
 from sweeper.explain import run_explain
-from sweeper.kinds import lookup
-from sweeper.lease import Timing
-from sweeper.run import Connect, StopFlag, run
+from sweeper.k8s.cluster import Cluster
+from sweeper.oneshot.run import Connect, StopFlag, run
 
 
 def _connect(config: Config, *, stop: StopFlag) -> Cluster:
-    from sweeper import kube  # noqa: PLC0415 - the client takes 0.25 s to import; only runs need it
+    from sweeper.k8s import kube  # noqa: PLC0415 - the client takes 0.25 s to import; only runs need it
 
     return kube.connect(config, stop=stop)
 
@@ -635,7 +635,7 @@ def command(ctx: click.Context, /, **options: Any) -> None:
         if config.explain is not None:
             code = run_explain(config, connect, sys.stdout)
         elif config.watch is not None:
-            from sweeper.watch import watch  # noqa: PLC0415 - the watch machinery only for --watch
+            from sweeper.watch.engine import watch  # noqa: PLC0415 - the watch machinery only for --watch
 
             code = watch(config, connect, sys.stdout)  # type: ignore[arg-type]  # kube's connect serves both
         else:

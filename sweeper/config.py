@@ -1,7 +1,7 @@
 """The run's settings: one frozen, validated object built at the edge (``sweeper.cli``).
 
 Nothing here reads the environment; the CLI resolves flags and their ``SWEEPER_*`` twins and
-hands the values over. Validation raises :class:`~sweeper.errors.ConfigError` (exit code 2)
+hands the values over. Validation raises :class:`~sweeper.core.errors.ConfigError` (exit code 2)
 with one line naming the offending option.
 """
 
@@ -12,10 +12,44 @@ import urllib.parse
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from sweeper.decide import Policy
-from sweeper.errors import ConfigError
-from sweeper.kinds import Kind
-from sweeper.lease import Timing
+from sweeper.core.decide import Policy
+from sweeper.core.errors import ConfigError
+from sweeper.core.kinds import Kind
+
+# client-go's JitterFactor: a waiting candidate retries after retry_period * (1 + 1.2 * r).
+JITTER_FACTOR = 1.2
+
+
+@dataclass(frozen=True, slots=True)
+class Timing:
+    """The three durations of leader election (client-go's defaults: 15 s, 10 s, 2 s).
+
+    Attributes:
+        lease_duration: Seconds a follower waits, from when it last saw the record change,
+            before it may take the Lease.
+        renew_deadline: Seconds the leader keeps leading after it sent its last successful
+            renewal; past that it stops writing.
+        retry_period: Seconds between attempts (renewals, or a follower's tries).
+    """
+
+    lease_duration: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+
+    def __post_init__(self) -> None:
+        """Check client-go's ordering: lease duration > renew deadline > 1.2 x retry period.
+
+        Raises:
+            ConfigError: The durations would let two replicas lead at once.
+        """
+        if self.retry_period <= 0:
+            raise ConfigError("--retry-period must be positive")
+        if self.lease_duration <= self.renew_deadline:
+            raise ConfigError("--lease-duration must be longer than --renew-deadline")
+        if self.renew_deadline <= JITTER_FACTOR * self.retry_period:
+            raise ConfigError(
+                f"--renew-deadline must be longer than {JITTER_FACTOR} x --retry-period"
+            )
 
 
 class ClockMode(StrEnum):

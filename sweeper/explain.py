@@ -1,8 +1,8 @@
 """``sweeper --explain NAMESPACE/NAME``: why one job was (or was not) acted on.
 
 Reads the job (every served kind, or those of ``--kind``), takes the pass's instant as a run
-would, and walks the decision's rules (:func:`sweeper.decide.explain`, the same table
-:func:`~sweeper.decide.judge` applies), printing each with the value it saw and its outcome.
+would, and walks the decision's rules (:func:`sweeper.core.decide.explain`, the same table
+:func:`~sweeper.core.decide.judge` applies), printing each with the value it saw and its outcome.
 The run's own scope comes first: ``--exclude-namespace``, ``-n`` and ``-l`` (the selector is
 matched by the API server, by listing the namespace with it). Writes nothing.
 """
@@ -17,14 +17,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TextIO
 
-from sweeper import clock
-from sweeper.clock import format_rfc3339, human
-from sweeper.cluster import Cluster, ServedKind
 from sweeper.config import ClockMode, Config, OutputFormat
-from sweeper.decide import Entry, Step, explain
-from sweeper.errors import EXIT_OK, ApiError, ClusterUnavailable, ConfigError, NotFound
-from sweeper.jobs import parse_job
-from sweeper.run import Connect, StopFlag
+from sweeper.core import clock
+from sweeper.core.clock import format_rfc3339, human
+from sweeper.core.decide import Entry, Step, explain
+from sweeper.core.errors import EXIT_OK, ApiError, ClusterUnavailable, ConfigError, NotFound
+from sweeper.core.jobs import parse_job
+from sweeper.k8s.cluster import Cluster, ServedKind
+from sweeper.oneshot.run import Connect, StopFlag
 
 
 @dataclass(frozen=True, slots=True)

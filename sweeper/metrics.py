@@ -13,7 +13,7 @@ success in place for the "no successful run" alert. The grouping key is the job 
 batch jobs, as each run would leave a new group behind; scrape the Pushgateway with
 ``honor_labels: true`` so that job label is kept.
 
-``sweeper --watch`` serves :class:`WatchMetrics` on ``/metrics`` (through sweeper.health):
+``sweeper --watch`` serves :class:`WatchMetrics` on ``/metrics`` (through sweeper.watch.health):
 its definitions live here too, next to the pushed ones, so both modes share one namespace and
 the names they have in common (``deadline_sweeper_actions``, ``deadline_sweeper_overdue_jobs``)
 are defined once. No label carries a job's name in either mode.
@@ -32,11 +32,11 @@ from prometheus_client import CollectorRegistry, Gauge, Histogram, generate_late
 from prometheus_client import Counter as PromCounter
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, pushadd_to_gateway
 
-from sweeper.act import Outcome, Result
-from sweeper.decide import Action, ActionKind, SkipReason
-from sweeper.errors import EXIT_OK
-from sweeper.jobs import Job
-from sweeper.kinds import KINDS
+from sweeper.core.decide import Action, ActionKind, SkipReason
+from sweeper.core.errors import EXIT_OK
+from sweeper.core.jobs import Job
+from sweeper.core.kinds import KINDS
+from sweeper.core.model import Outcome, Result
 
 log = logging.getLogger(__name__)
 

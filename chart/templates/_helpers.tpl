@@ -251,7 +251,7 @@ stray positional argument fails at install time instead of at every run.
 {{- end }}
 
 {{/*
-RBAC rules (a YAML list under "rules"): exactly the requests sweeper/kube.py makes for the
+RBAC rules (a YAML list under "rules"): exactly the requests sweeper/k8s/kube.py makes for the
 chosen action, on the selected kinds. Discovery (GET /apis/kubeflow.org...) needs no grant:
 the built-in system:discovery role covers every authenticated user.
   list jobs                  every action (the pass)

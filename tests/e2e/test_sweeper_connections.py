@@ -1,6 +1,7 @@
 """A run closes its connections when it ends, even while its caller still holds the client.
 
-The run is made in-process (``sweeper.run.run`` with the real ``sweeper.kube.connect``) against
+The run is made in-process (``sweeper.oneshot.run.run`` with the real
+``sweeper.k8s.kube.connect``) against
 the real apiserver, and the test keeps a reference to the cluster client the run built, as a
 long-lived caller would. Before, the client's keep-alive sockets stayed open until the client
 was garbage-collected: a ``ResourceWarning: unclosed <ssl.SSLSocket ...>`` at some later,
@@ -16,10 +17,10 @@ from typing import Any
 import pytest
 
 from devcluster import ControlPlane
-from sweeper import kube
 from sweeper.config import Config, DryRun
-from sweeper.decide import ActionMode, Policy
-from sweeper.run import StopFlag, run
+from sweeper.core.decide import ActionMode, Policy
+from sweeper.k8s import kube
+from sweeper.oneshot.run import StopFlag, run
 from tests.e2e import workloads as w
 
 pytestmark = pytest.mark.e2e

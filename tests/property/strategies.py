@@ -23,12 +23,12 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from sweeper.decide import ActionMode, PodsMode, Policy
+from sweeper.core.decide import ActionMode, PodsMode, Policy
 
 
 @dataclass(frozen=True)
 class Kind:
-    """A Kubeflow v1 job kind as the operator's CRDs define it (not ``sweeper.kinds``).
+    """A Kubeflow v1 job kind as the operator's CRDs define it (not ``sweeper.core.kinds``).
 
     Attributes:
         name: The kind.
@@ -39,7 +39,8 @@ class Kind:
     replica_specs: str
 
 
-# The oracle's own kind table, from the CRDs; an import-linter contract keeps sweeper.kinds out.
+# The oracle's own kind table, from the CRDs; an import-linter contract keeps
+# sweeper.core.kinds out.
 KINDS = (
     Kind("TFJob", "tfReplicaSpecs"),
     Kind("PyTorchJob", "pytorchReplicaSpecs"),

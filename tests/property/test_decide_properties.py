@@ -1,7 +1,7 @@
 """Properties of the decision core (issue 7), over generated jobs, clocks and policies.
 
 The oracle is ``strategies.JobCase``: the facts a job was built from, read against docs/operator.md
-and the CLI contract. Each property states one safety guarantee of ``sweeper.decide`` for every
+and the CLI contract. Each property states one safety guarantee of ``sweeper.core.decide`` for every
 generated case:
 
 - it never plans a touch or a fail for a job that is not past ``startTime +
@@ -23,7 +23,7 @@ import pytest
 from hypothesis import example, given, note
 from hypothesis import strategies as st
 
-from sweeper.decide import (
+from sweeper.core.decide import (
     Action,
     ActionKind,
     ActionMode,
@@ -36,9 +36,9 @@ from sweeper.decide import (
     judge,
     pods_to_terminate,
 )
-from sweeper.jobs import Owned, parse_job
-from sweeper.kinds import Kind, lookup
-from sweeper.status import status_patch, touch_patch
+from sweeper.core.jobs import Owned, parse_job
+from sweeper.core.kinds import Kind, lookup
+from sweeper.core.patches import status_patch, touch_patch
 from tests.property import crd_schema, strategies
 from tests.property.strategies import (
     KINDS,

@@ -38,13 +38,14 @@ from typing import Any, cast
 from hypothesis import given, note, settings
 from hypothesis import strategies as st
 
-from sweeper import pages, watch
-from sweeper.cluster import ServedKind, WatchCluster, WatchEvent
 from sweeper.config import ClockMode, Config, WatchSettings
-from sweeper.decide import Entry, Policy, SkipReason, decide, due_at, judge
-from sweeper.jobs import Job, parse_job
-from sweeper.kinds import lookup
-from sweeper.run import StopFlag
+from sweeper.core.decide import Entry, Policy, SkipReason, decide, due_at, judge
+from sweeper.core.jobs import Job, parse_job
+from sweeper.core.kinds import lookup
+from sweeper.k8s import decode
+from sweeper.k8s.cluster import ServedKind, WatchCluster, WatchEvent
+from sweeper.oneshot.run import StopFlag
+from sweeper.watch import engine
 from tests.property.strategies import (
     EXCLUDE,
     LARGEST_VALID_DEADLINE,
@@ -514,10 +515,10 @@ def test_a_hostile_job_is_read_as_malformed_or_as_its_twin_and_leaves_the_others
     scene: Scene,
 ) -> None:
     kind = lookup(scene.kind_name)
-    views = pages.decode_jobs(page(scene.items), kind, "v1").jobs
+    views = decode.decode_jobs(page(scene.items), kind, "v1").jobs
     reference = [parse_job(item, kind, "v1") for item in scene.items]
     assert views == reference
-    alone = pages.decode_jobs(page(scene.goods), kind, "v1").jobs
+    alone = decode.decode_jobs(page(scene.goods), kind, "v1").jobs
     assert [v for i, v in enumerate(views) if i != scene.position] == alone
 
     hostile = views[scene.position]
@@ -557,7 +558,7 @@ def watch_policy(policy: Policy) -> Policy:
     return replace(policy, max_actions=None, retouch_after=retouch_after)
 
 
-def watcher_for(scene: Scene, cluster: FakeCluster) -> watch.Watcher:
+def watcher_for(scene: Scene, cluster: FakeCluster) -> engine.Watcher:
     config = Config(
         policy=watch_policy(scene.policy),
         clock=ClockMode.LOCAL,
@@ -565,7 +566,7 @@ def watcher_for(scene: Scene, cluster: FakeCluster) -> watch.Watcher:
     )
     assert config.watch is not None
     # No Lease: leader election is off, so the fake needs only the watch boundary.
-    return watch.Watcher(
+    return engine.Watcher(
         config,
         config.watch,
         cast("WatchCluster", cluster),
@@ -574,18 +575,18 @@ def watcher_for(scene: Scene, cluster: FakeCluster) -> watch.Watcher:
     )
 
 
-def timers(watcher: watch.Watcher) -> dict[watch.JobKey, datetime | None]:
+def timers(watcher: engine.Watcher) -> dict[engine.JobKey, datetime | None]:
     while not watcher.inbox.empty():
         watcher._apply(watcher.inbox.get_nowait())
     return {key: watcher.timers.when(key) for key in watcher.timers}
 
 
-def expected_timers(views: list[Job], policy: Policy) -> dict[watch.JobKey, datetime | None]:
-    armed: dict[watch.JobKey, datetime | None] = {}
+def expected_timers(views: list[Job], policy: Policy) -> dict[engine.JobKey, datetime | None]:
+    armed: dict[engine.JobKey, datetime | None] = {}
     for view in views:
         due = due_at(view, policy)
         if due is not None:
-            armed[watch.JobKey(view.kind.name, view.namespace, view.name)] = due
+            armed[engine.JobKey(view.kind.name, view.namespace, view.name)] = due
     return armed
 
 
@@ -599,7 +600,7 @@ def test_the_watch_arms_every_good_job_whatever_the_hostile_one_holds(scene: Sce
         # Keyed by position: the hostile object's own identity may be anything.
         cluster.jobs[(kind.plural, "ns", f"{index:02d}")] = item
     watcher = watcher_for(scene, cluster)
-    scope = watch._Scope(served, None)
+    scope = engine._Scope(served, None)
     views = [parse_job(item, kind, "v1") for item in scene.items]
 
     version = watcher._list_one(scope, relist=False)
@@ -616,7 +617,7 @@ def test_the_watch_arms_every_good_job_whatever_the_hostile_one_holds(scene: Sce
         WatchEvent("BOOKMARK", {"metadata": {"resourceVersion": "999"}}),
     ]
     assert watcher._follow(scope, "7") == "999"
-    gone = watch.JobKey(kind.name, GOOD_NAMESPACE, str(deleted["metadata"]["name"]))
+    gone = engine.JobKey(kind.name, GOOD_NAMESPACE, str(deleted["metadata"]["name"]))
     expected = expected_timers(views, watch_policy(scene.policy))
     expected.pop(gone, None)
     assert timers(watcher) == expected

@@ -1,7 +1,7 @@
 """The fast page decoder reads every job exactly as the reference does (issue 15).
 
-The reference is ``json.loads`` followed by ``sweeper.jobs.parse_job`` for every item; the fast
-path (``sweeper.pages.decode_jobs``) decodes only the fields the views need. Over valid jobs,
+The reference is ``json.loads`` followed by ``sweeper.core.jobs.parse_job`` for every item; the fast
+path (``sweeper.k8s.decode.decode_jobs``) decodes only the fields the views need. Over valid jobs,
 jobs with one broken field and arbitrary JSON, alone or mixed in one page, both give the same
 views (malformed ones and the field they name included) and the same continue token.
 """
@@ -16,8 +16,8 @@ from unittest import mock
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sweeper import pages
-from sweeper.kinds import KINDS
+from sweeper.core.kinds import KINDS
+from sweeper.k8s import decode
 from tests.property.strategies import job_cases, json_values, malformed_jobs
 
 NOW = datetime(2031, 5, 17, 12, 0, 0, tzinfo=UTC)
@@ -45,25 +45,25 @@ def test_the_fast_decoder_reads_a_page_as_the_reference_does(
     items: list[Any], token: Any, kind: Any, version: str
 ) -> None:
     data = page(items, token)
-    assert read(pages.decode_jobs, data, kind, version) == read(
-        pages.reference_decode_jobs, data, kind, version
+    assert read(decode.decode_jobs, data, kind, version) == read(
+        decode.reference_decode_jobs, data, kind, version
     )
 
 
-def read(decode: Any, data: bytes, kind: Any, version: str) -> object:
+def read(decoder: Any, data: bytes, kind: Any, version: str) -> object:
     """The page, or why it is not one (a token that is not a string: not a List)."""
     try:
-        return decode(data, kind, version)
-    except pages.NotAList as error:
+        return decoder(data, kind, version)
+    except decode.NotAList as error:
         return f"not a List: {error}"
 
 
 @given(st.lists(job_cases(NOW).map(lambda case: case.raw()), min_size=1, max_size=4))
 def test_valid_jobs_never_need_the_reference(items: list[dict[str, Any]]) -> None:
     data = page(items, "next")
-    expected = pages.reference_decode_jobs(data, KINDS[0], "v1")
-    with mock.patch.object(pages, "reference_decode_jobs", side_effect=AssertionError):
-        fast = pages.decode_jobs(data, KINDS[0], "v1")
+    expected = decode.reference_decode_jobs(data, KINDS[0], "v1")
+    with mock.patch.object(decode, "reference_decode_jobs", side_effect=AssertionError):
+        fast = decode.decode_jobs(data, KINDS[0], "v1")
     assert fast == expected
     # Whatever a valid job holds (touched-at garbled or not), no view of it is malformed.
     assert all(job.malformed is None for job in fast.jobs)

@@ -1,7 +1,7 @@
 """Unit-test isolation: the CLI configures logging globally; every test starts from scratch.
 
 freezegun patches ``datetime`` in every loaded module when a test freezes time; the Kubernetes
-client (loaded by the tests that go through ``sweeper.kube``) builds pydantic models lazily and
+client (loaded by the tests that go through ``sweeper.k8s.kube``) builds pydantic models lazily and
 must not see a fake ``datetime`` class, so freezegun leaves it alone.
 """
 

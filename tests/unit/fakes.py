@@ -1,6 +1,6 @@
 """An in-memory implementation of the sweeper's own ``Cluster`` interface, for unit tests.
 
-It fakes the project's boundary (sweeper.cluster.Cluster), never the Kubernetes client. It keeps
+It fakes the project's boundary (sweeper.k8s.cluster.Cluster), never the Kubernetes client. It keeps
 objects as decoded JSON, applies merge patches the way the API server does for the fields the
 sweeper writes, checks ``resourceVersion`` and delete preconditions, and records every request.
 Faults are injected per (method, object name) as exceptions to raise, in order.
@@ -15,10 +15,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sweeper.cluster import JSON, Answer, Discovery, JobPage, Page, ServedKind, WatchEvent
-from sweeper.errors import Conflict, NotFound, RequestRef
-from sweeper.jobs import parse_job
-from sweeper.kinds import KINDS, VERSION
+from sweeper.core.errors import Conflict, NotFound, RequestRef
+from sweeper.core.jobs import parse_job
+from sweeper.core.kinds import KINDS, VERSION
+from sweeper.core.model import JSON
+from sweeper.k8s.cluster import Answer, Discovery, JobPage, Page, ServedKind, WatchEvent
 
 WRITE_VERBS = ("patch", "patch-status", "delete-pod", "delete-service", "create-event")
 

@@ -18,10 +18,15 @@ from freezegun import freeze_time
 from sweeper import __version__
 from sweeper.cli import Seams, command
 from sweeper.config import ClockMode, Config, DryRun, LogFormat, OutputFormat
-from sweeper.decide import ActionMode, PodsMode
-from sweeper.errors import ApiError, ConfigError, Gone, RequestRef
-from sweeper.kinds import LEGACY_TOUCHED_AT_ANNOTATION, MPIJOB, PYTORCHJOB, TOUCHED_AT_ANNOTATION
-from sweeper.run import StopFlag
+from sweeper.core.decide import ActionMode, PodsMode
+from sweeper.core.errors import ApiError, ConfigError, Gone, RequestRef
+from sweeper.core.kinds import (
+    LEGACY_TOUCHED_AT_ANNOTATION,
+    MPIJOB,
+    PYTORCHJOB,
+    TOUCHED_AT_ANNOTATION,
+)
+from sweeper.oneshot.run import StopFlag
 from tests.cli_runner import runner
 from tests.unit.fakes import FakeCluster, Request
 from tests.unit.objects import NOW, job

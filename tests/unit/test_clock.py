@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from sweeper.clock import format_rfc3339, local_now, parse_http_date, parse_rfc3339
+from sweeper.core.clock import format_rfc3339, local_now, parse_http_date, parse_rfc3339
 
 MOMENT = datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC)
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from sweeper.cluster import RecordingCluster, ServedKind, Write
-from sweeper.kinds import PYTORCHJOB
+from sweeper.core.kinds import PYTORCHJOB
+from sweeper.k8s.cluster import RecordingCluster, ServedKind, Write
 from tests.unit.fakes import FakeCluster
 from tests.unit.objects import NOW, job, owned
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from sweeper.decide import (
+from sweeper.core.decide import (
     Action,
     ActionKind,
     ActionMode,
@@ -24,8 +24,8 @@ from sweeper.decide import (
     pods_to_terminate,
     services_to_delete,
 )
-from sweeper.jobs import parse_job, parse_owned
-from sweeper.kinds import (
+from sweeper.core.jobs import parse_job, parse_owned
+from sweeper.core.kinds import (
     EXCLUDE_ANNOTATION,
     KINDS,
     MPI_OPERATOR_VERSION,

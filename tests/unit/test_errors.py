@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from sweeper.errors import (
+from sweeper.core.errors import (
     ApiError,
     ClusterUnavailable,
     ConfigError,

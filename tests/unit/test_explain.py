@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from sweeper.decide import RULES, ActionMode, Policy, explain, judge
-from sweeper.jobs import parse_job
-from sweeper.kinds import EXCLUDE_ANNOTATION, LEGACY_EXCLUDE_ANNOTATION, TOUCHED_AT_ANNOTATION
+from sweeper.core.decide import RULES, ActionMode, Policy, explain, judge
+from sweeper.core.jobs import parse_job
+from sweeper.core.kinds import EXCLUDE_ANNOTATION, LEGACY_EXCLUDE_ANNOTATION, TOUCHED_AT_ANNOTATION
 from tests.unit.objects import KIND, NOW, ago, condition, deadline_failed, job
 from tests.unit.test_cli import Harness
 

@@ -1,4 +1,4 @@
-"""The probes' server of ``--watch`` (sweeper.health), on a loopback port.
+"""The probes' server of ``--watch`` (sweeper.watch.health), on a loopback port.
 
 Binding is the one thing here that meets the operating system: a port someone else holds is a
 configuration error (exit 2) naming the address and the option, never "internal error".
@@ -14,9 +14,9 @@ import pytest
 
 from sweeper.cli import Seams, command
 from sweeper.config import Config
-from sweeper.errors import EXIT_CONFIG, ConfigError
-from sweeper.health import Health, serve
-from sweeper.run import StopFlag
+from sweeper.core.errors import EXIT_CONFIG, ConfigError
+from sweeper.oneshot.run import StopFlag
+from sweeper.watch.health import Health, serve
 from tests.cli_runner import runner
 from tests.unit.fakes import FakeCluster
 

@@ -22,13 +22,14 @@ import pytest
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
-from sweeper import kube
 from sweeper.cli import Seams, command
-from sweeper.cluster import JSON, ServedKind
 from sweeper.config import Config
-from sweeper.errors import ApiError
-from sweeper.run import StopFlag
-from sweeper.transport import Response, RetryPolicy, Transport
+from sweeper.core.errors import ApiError
+from sweeper.core.model import JSON
+from sweeper.k8s import kube
+from sweeper.k8s.cluster import ServedKind
+from sweeper.k8s.transport import Response, RetryPolicy, Transport
+from sweeper.oneshot.run import StopFlag
 from tests.cli_runner import runner
 from tests.unit.objects import NOW, job, owned
 

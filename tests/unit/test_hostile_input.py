@@ -18,17 +18,19 @@ from typing import Any, cast
 
 import pytest
 
-from sweeper import decide, pages, watch
 from sweeper.cli import Seams, command
-from sweeper.clock import parse_http_date, parse_rfc3339
-from sweeper.cluster import ServedKind, WatchCluster, WatchEvent
 from sweeper.config import ClockMode, Config, WatchSettings
-from sweeper.decide import ActionMode, Policy, SkipReason, due_at, judge
-from sweeper.jobs import Job, parse_job
-from sweeper.kinds import KINDS, TOUCHED_AT_ANNOTATION, VERSION
-from sweeper.lease import parse_lease
-from sweeper.run import StopFlag
-from sweeper.servertime import ServerClock
+from sweeper.core import decide
+from sweeper.core.clock import parse_http_date, parse_rfc3339
+from sweeper.core.decide import ActionMode, Policy, SkipReason, due_at, judge
+from sweeper.core.jobs import Job, parse_job
+from sweeper.core.kinds import KINDS, TOUCHED_AT_ANNOTATION, VERSION
+from sweeper.k8s import decode
+from sweeper.k8s.cluster import ServedKind, WatchCluster, WatchEvent
+from sweeper.oneshot.run import StopFlag
+from sweeper.watch import engine
+from sweeper.watch.elector import parse_lease
+from sweeper.watch.servertime import ServerClock
 from tests.cli_runner import runner
 from tests.unit.fakes import FakeCluster
 from tests.unit.objects import KIND, NOW, job
@@ -65,7 +67,7 @@ def test_a_garbled_touch_is_no_touch_and_a_garbled_start_is_malformed(value: str
     assert parse_job(touched, PYTORCH).malformed is None
     assert parse_job(started, PYTORCH).malformed == "status.startTime"
     data = json.dumps({"items": [touched, started]}).encode()
-    assert pages.decode_jobs(data, PYTORCH, VERSION).jobs == [
+    assert decode.decode_jobs(data, PYTORCH, VERSION).jobs == [
         parse_job(touched, PYTORCH),
         parse_job(started, PYTORCH),
     ]
@@ -170,13 +172,13 @@ def test_a_huge_duration_option_runs_and_writes_nothing_it_should_not(option: st
 # --- watch mode: one object never stops a stream --------------------------------------------
 
 
-def watcher(fake: FakeCluster, policy: Policy) -> watch.Watcher:
+def watcher(fake: FakeCluster, policy: Policy) -> engine.Watcher:
     config = Config(
         policy=policy, clock=ClockMode.LOCAL, watch=WatchSettings(leader_elect=False, health_port=0)
     )
     assert config.watch is not None
     # No Lease: leader election is off, so the fake needs only the watch boundary.
-    return watch.Watcher(
+    return engine.Watcher(
         config,
         config.watch,
         cast("WatchCluster", fake),
@@ -185,7 +187,7 @@ def watcher(fake: FakeCluster, policy: Policy) -> watch.Watcher:
     )
 
 
-def armed(w: watch.Watcher) -> dict[str, datetime]:
+def armed(w: engine.Watcher) -> dict[str, datetime]:
     while not w.inbox.empty():
         w._apply(w.inbox.get_nowait())
     return {key.name: due for key in w.timers if (due := w.timers.when(key)) is not None}
@@ -196,7 +198,7 @@ def test_a_touch_near_the_year_9999_blinds_no_kind_in_watch_mode() -> None:
     fake.add_job(job(name="bad", annotations={TOUCHED_AT_ANNOTATION: FAR_TOUCH}))
     fake.add_job(job(name="victim"))
     w = watcher(fake, Policy(action=ActionMode.TOUCH))
-    scope = watch._Scope(ServedKind(PYTORCH, VERSION), None)
+    scope = engine._Scope(ServedKind(PYTORCH, VERSION), None)
 
     w._list_one(scope, relist=False)
 
@@ -216,11 +218,11 @@ def test_an_object_that_cannot_be_read_is_logged_and_the_stream_goes_on(
             raise OverflowError("a bug in due_at, for one job")
         return due_at(view, policy)
 
-    monkeypatch.setattr(watch, "due_at", due_at_raising_for_bad)
+    monkeypatch.setattr(engine, "due_at", due_at_raising_for_bad)
     w = watcher(fake, Policy(action=ActionMode.TOUCH))
-    scope = watch._Scope(served, None)
+    scope = engine._Scope(served, None)
 
-    with caplog.at_level(logging.ERROR, logger="sweeper.watch"):
+    with caplog.at_level(logging.ERROR, logger="sweeper.watch.engine"):
         w._list_one(scope, relist=False)
         assert armed(w) == {"victim": NOW - timedelta(hours=1)}
         later = job(name="victim", resource_version="5", deadline=7200 + 600)
@@ -246,5 +248,5 @@ def test_every_kind_is_listed_whatever_one_job_holds() -> None:
     for kind in KINDS:
         raw = job(kind, annotations={TOUCHED_AT_ANNOTATION: OUT_OF_RANGE[0]})
         data = json.dumps({"items": [raw]}).encode()
-        (view,) = pages.decode_jobs(data, kind, VERSION).jobs
+        (view,) = decode.decode_jobs(data, kind, VERSION).jobs
         assert view == replace(parse_job(raw, kind), touched_at=None)

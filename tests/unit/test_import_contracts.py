@@ -1,9 +1,10 @@
 """The import contracts cover modules nobody told them about.
 
 lint-imports runs on a copy of the tree with probe modules added the way a newcomer would add
-them. The contracts are stated over whole packages (only ``sweeper.kube`` may import the client,
-only ``sweeper.cli`` click, only ``sweeper.pages`` msgspec, every module of ``sweeper`` has its
-layer, the harness and the property-test oracle keep away from ``sweeper.kinds``), so each probe
+them. The contracts are stated over whole packages (only ``sweeper.k8s.kube`` may import the client,
+only ``sweeper.cli`` click, only ``sweeper.k8s.decode`` msgspec, every module of ``sweeper`` has its
+layer, the harness and the property-test oracle keep away from ``sweeper.core.kinds``), so each
+probe
 breaks its contract without being named anywhere. Two runs in all: lint-imports takes seconds.
 """
 
@@ -20,12 +21,12 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 
-CLIENT = "Only sweeper.kube talks to the Kubernetes client"
+CLIENT = "Only sweeper.k8s.kube talks to the Kubernetes client"
 CLICK = "Only sweeper.cli imports click"
 HOUSE = "The house: each layer of sweeper imports only the layers below it"
 CORE = "The decision core does no I/O"
 ORACLE = "The harness and the property-test oracle do not import sweeper's constants"
-MSGSPEC = "Only sweeper.pages imports msgspec"
+MSGSPEC = "Only sweeper.k8s.decode imports msgspec"
 CONTRACTS = (CLIENT, CLICK, HOUSE, CORE, ORACLE, MSGSPEC)
 
 # Each probe: a file added (or appended to), and what lint-imports must then say under which
@@ -63,27 +64,31 @@ PROBES = [
         "sweeper/probe_click.py", "", HOUSE, "- sweeper.probe_click", id="new-module-has-no-layer"
     ),
     pytest.param(
-        "sweeper/decide.py",
-        "import sweeper.run\n",
+        "sweeper/core/decide.py",
+        "import sweeper.oneshot.run\n",
         HOUSE,
-        "sweeper.decide -> sweeper.run",
+        "sweeper.core.decide -> sweeper.oneshot.run",
         id="core-imports-a-layer-above",
     ),
     pytest.param(
-        "sweeper/decide.py", "", CORE, "sweeper.decide -> sweeper.run", id="core-imports-the-run"
+        "sweeper/core/decide.py",
+        "",
+        CORE,
+        "sweeper.core.decide -> sweeper.oneshot.run",
+        id="core-imports-the-run",
     ),
     pytest.param(
         "devcluster/probe.py",
-        "from sweeper import kinds\n",
+        "from sweeper.core import kinds\n",
         ORACLE,
-        "devcluster.probe -> sweeper.kinds",
+        "devcluster.probe -> sweeper.core.kinds",
         id="harness-imports-the-constants",
     ),
     pytest.param(
         "tests/property/probe.py",
-        "from sweeper.kinds import KINDS\n",
+        "from sweeper.core.kinds import KINDS\n",
         ORACLE,
-        "tests.property.probe -> sweeper.kinds",
+        "tests.property.probe -> sweeper.core.kinds",
         id="oracle-imports-the-constants",
     ),
 ]

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from sweeper.jobs import parse_job, parse_owned
-from sweeper.kinds import (
+from sweeper.core.jobs import parse_job, parse_owned
+from sweeper.core.kinds import (
     EXCLUDE_ANNOTATION,
     LEGACY_EXCLUDE_ANNOTATION,
     LEGACY_TOUCHED_AT_ANNOTATION,

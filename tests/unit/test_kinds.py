@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sweeper.kinds import JAXJOB, KINDS, MPIJOB, PYTORCHJOB, lookup
+from sweeper.core.kinds import JAXJOB, KINDS, MPIJOB, PYTORCHJOB, lookup
 
 LOOKUPS = [
     ("PyTorchJob", PYTORCHJOB),

@@ -1,4 +1,4 @@
-"""sweeper.kube without a server: the requests each Cluster method makes, and ClientSend's errors.
+"""sweeper.k8s.kube without a server: the requests each Cluster method makes, ClientSend's errors.
 
 The same methods against the real kube-apiserver are the e2e tier's; here a scripted Send
 shows the paths, queries, bodies and pages exactly.
@@ -14,13 +14,13 @@ import pytest
 import urllib3
 from kubernetes import client as k8s_client
 
-from sweeper import kube
-from sweeper.cluster import ServedKind
 from sweeper.config import Config
-from sweeper.errors import ConfigError
-from sweeper.jobs import parse_job
-from sweeper.kinds import MPI_OPERATOR_VERSION, MPIJOB, PYTORCHJOB, TFJOB
-from sweeper.transport import NoResponse, Response, Transport
+from sweeper.core.errors import ConfigError
+from sweeper.core.jobs import parse_job
+from sweeper.core.kinds import MPI_OPERATOR_VERSION, MPIJOB, PYTORCHJOB, TFJOB
+from sweeper.k8s import kube
+from sweeper.k8s.cluster import ServedKind
+from sweeper.k8s.transport import NoResponse, Response, Transport
 from tests.unit.objects import job
 from tests.unit.test_transport import FakeSend, FakeStop
 

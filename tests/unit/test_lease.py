@@ -17,13 +17,13 @@ import pytest
 from hypothesis import given, note, settings
 from hypothesis import strategies as st
 
-from sweeper.errors import ConfigError
-from sweeper.lease import (
+from sweeper.config import Timing
+from sweeper.core.errors import ConfigError
+from sweeper.watch.elector import (
     Create,
     Elector,
     Lease,
     Record,
-    Timing,
     Update,
     Wait,
     lease_body,

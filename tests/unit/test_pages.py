@@ -1,4 +1,4 @@
-"""The fast page decoder (sweeper.pages) against the reference: json.loads, then parse_job."""
+"""The fast page decoder (sweeper.k8s.decode) against the reference: json.loads, then parse_job."""
 
 from __future__ import annotations
 
@@ -7,13 +7,13 @@ from typing import Any
 
 import pytest
 
-from sweeper import pages
-from sweeper.kinds import (
+from sweeper.core.kinds import (
     EXCLUDE_ANNOTATION,
     LEGACY_EXCLUDE_ANNOTATION,
     LEGACY_TOUCHED_AT_ANNOTATION,
     TOUCHED_AT_ANNOTATION,
 )
+from sweeper.k8s import decode
 from tests.unit.objects import KIND, ago, condition, deadline_failed, job
 
 # What the API server adds to every object and the views never read; the bulk of the bytes.
@@ -137,13 +137,13 @@ def test_a_well_formed_job_is_read_without_the_reference(
     raw: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     data = body([dressed(raw)], "next")
-    expected = pages.reference_decode_jobs(data, KIND[raw["kind"]], "v1")
+    expected = decode.reference_decode_jobs(data, KIND[raw["kind"]], "v1")
 
-    def no_reference(*_args: object) -> pages.DecodedPage:
+    def no_reference(*_args: object) -> decode.DecodedPage:
         raise AssertionError("the fast path fell back to the reference")
 
-    monkeypatch.setattr(pages, "reference_decode_jobs", no_reference)
-    page = pages.decode_jobs(data, KIND[raw["kind"]], "v1")
+    monkeypatch.setattr(decode, "reference_decode_jobs", no_reference)
+    page = decode.decode_jobs(data, KIND[raw["kind"]], "v1")
     assert page == expected
     assert page.jobs[0].malformed is None
     assert page.continue_token == "next"  # noqa: S105 - a continue token, not a secret
@@ -153,10 +153,10 @@ def test_a_well_formed_job_is_read_without_the_reference(
 def test_a_malformed_job_is_named_as_the_reference_names_it(raw: Any, field: str) -> None:
     # Between two well-formed jobs: the whole page is read the reference way.
     data = body([dressed(job(name="before")), raw, dressed(job(name="after"))])
-    page = pages.decode_jobs(
+    page = decode.decode_jobs(
         data, KIND["PyTorchJob"] if field != "spec.cleanPodPolicy" else KIND["MPIJob"], "v1"
     )
-    assert page == pages.reference_decode_jobs(
+    assert page == decode.reference_decode_jobs(
         data, KIND["PyTorchJob"] if field != "spec.cleanPodPolicy" else KIND["MPIJob"], "v1"
     )
     before, broken, after = (j.malformed for j in page.jobs)
@@ -178,8 +178,8 @@ def test_a_malformed_job_is_named_as_the_reference_names_it(raw: Any, field: str
     ],
 )
 def test_the_continue_token_is_read_as_the_reference_reads_it(data: bytes, token: Any) -> None:
-    assert pages.decode_jobs(data, KIND["TFJob"], "v1").continue_token == token
-    assert pages.reference_decode_jobs(data, KIND["TFJob"], "v1").continue_token == token
+    assert decode.decode_jobs(data, KIND["TFJob"], "v1").continue_token == token
+    assert decode.reference_decode_jobs(data, KIND["TFJob"], "v1").continue_token == token
 
 
 @pytest.mark.parametrize(
@@ -192,9 +192,9 @@ def test_the_continue_token_is_read_as_the_reference_reads_it(data: bytes, token
 )
 def test_a_body_that_is_not_json_raises_as_the_reference_does(data: bytes) -> None:
     with pytest.raises(ValueError, match="Expecting"):
-        pages.reference_decode_jobs(data, KIND["TFJob"], "v1")
+        decode.reference_decode_jobs(data, KIND["TFJob"], "v1")
     with pytest.raises(ValueError, match="Expecting"):
-        pages.decode_jobs(data, KIND["TFJob"], "v1")
+        decode.decode_jobs(data, KIND["TFJob"], "v1")
 
 
 @pytest.mark.parametrize(
@@ -215,18 +215,18 @@ def test_a_body_that_is_not_json_raises_as_the_reference_does(data: bytes) -> No
 )
 def test_a_json_body_that_is_not_a_list_is_never_read_as_no_jobs(data: bytes, why: str) -> None:
     # Read as an empty page, an auth proxy's answer would make a pass that enforces nothing.
-    with pytest.raises(pages.NotAList, match=why):
-        pages.reference_decode_jobs(data, KIND["TFJob"], "v1")
-    with pytest.raises(pages.NotAList, match=why):
-        pages.decode_jobs(data, KIND["TFJob"], "v1")
+    with pytest.raises(decode.NotAList, match=why):
+        decode.reference_decode_jobs(data, KIND["TFJob"], "v1")
+    with pytest.raises(decode.NotAList, match=why):
+        decode.decode_jobs(data, KIND["TFJob"], "v1")
 
 
 def test_items_null_is_an_empty_page() -> None:
-    page = pages.decode_jobs(b'{"items": null, "metadata": {}}', KIND["TFJob"], "v1")
-    assert page == pages.DecodedPage([], None)
+    page = decode.decode_jobs(b'{"items": null, "metadata": {}}', KIND["TFJob"], "v1")
+    assert page == decode.DecodedPage([], None)
 
 
 def test_views_keep_the_kind_and_version_listed() -> None:
-    page = pages.decode_jobs(body([job("MPIJob")]), KIND["MPIJob"], "v2beta1")
+    page = decode.decode_jobs(body([job("MPIJob")]), KIND["MPIJob"], "v2beta1")
     assert (page.jobs[0].kind, page.jobs[0].version) == (KIND["MPIJob"], "v2beta1")
     assert page.jobs[0].operator_enforced

@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from sweeper.act import Outcome, Result
 from sweeper.config import ClockMode, DryRun, OutputFormat
-from sweeper.decide import Action, ActionKind, ActionMode, Policy, decide
-from sweeper.jobs import parse_job
-from sweeper.report import (
+from sweeper.core.decide import Action, ActionKind, ActionMode, Policy, decide
+from sweeper.core.jobs import parse_job
+from sweeper.core.model import Outcome, Result
+from sweeper.oneshot.report import (
     MAX_LINE_BYTES,
     Ledger,
     PassReport,

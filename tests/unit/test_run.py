@@ -11,10 +11,9 @@ from typing import Any
 
 import pytest
 
-from sweeper.cluster import ServedKind
 from sweeper.config import ClockMode, Config, OutputFormat
-from sweeper.decide import ActionMode, Policy
-from sweeper.errors import (
+from sweeper.core.decide import ActionMode, Policy
+from sweeper.core.errors import (
     ApiError,
     ClusterUnavailable,
     ConfigError,
@@ -22,8 +21,9 @@ from sweeper.errors import (
     NotFound,
     RequestRef,
 )
-from sweeper.kinds import MPI_OPERATOR_VERSION, MPIJOB, PYTORCHJOB, TFJOB
-from sweeper.run import StopFlag, collector_paused, run
+from sweeper.core.kinds import MPI_OPERATOR_VERSION, MPIJOB, PYTORCHJOB, TFJOB
+from sweeper.k8s.cluster import ServedKind
+from sweeper.oneshot.run import StopFlag, collector_paused, run
 from tests.unit.fakes import FakeCluster, Request
 from tests.unit.objects import NOW, deadline_failed, job, owned
 
@@ -169,7 +169,7 @@ def test_an_expired_continue_token_restarts_that_list_once() -> None:
 
 def test_lists_read_ahead_keep_the_listing_order_and_max_actions_ranks_across_them() -> None:
     # Several kinds and namespaces, pages of two: the lists are read on reader threads
-    # (sweeper.prefetch) and each judged when complete, yet the report is in listing order
+    # (sweeper.oneshot.readahead) and each judged when complete, yet the report is in listing order
     # and --max-actions still ranks every action of the pass together.
     overdue_by = {"p1": 10, "p2": 500, "p3": 30, "t1": 400, "t2": 20, "t3": 300}
     raws = [

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sweeper.schedule import Schedule
+from sweeper.core.schedule import Schedule
 
 T0 = datetime(2031, 1, 1, tzinfo=UTC)
 

@@ -53,7 +53,7 @@ def _texts() -> list[tuple[str, str]]:
 def test_the_file_list_is_the_repository() -> None:
     names = {name for name, _ in _texts()}
 
-    assert {"README.md", "pyproject.toml", "scripts/test", "sweeper/decide.py"} <= names
+    assert {"README.md", "pyproject.toml", "scripts/test", "sweeper/core/decide.py"} <= names
     assert not any(name.startswith(".venv") for name in names)
 
 

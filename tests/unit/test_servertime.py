@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sweeper.servertime import DRIFT, ServerClock
+from sweeper.watch.servertime import DRIFT, ServerClock
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 

@@ -7,14 +7,14 @@ from typing import Any
 
 import pytest
 
-from sweeper.jobs import parse_job
-from sweeper.kinds import (
+from sweeper.core.jobs import parse_job
+from sweeper.core.kinds import (
     EXCLUDE_ANNOTATION,
     KINDS,
     LEGACY_TOUCHED_AT_ANNOTATION,
     TOUCHED_AT_ANNOTATION,
 )
-from sweeper.status import failed_status, failure_message, status_patch, touch_patch
+from sweeper.core.patches import failed_status, failure_message, status_patch, touch_patch
 from tests.unit.objects import KIND, NOW, ago, condition, job, running_conditions
 
 PYTORCH = KIND["PyTorchJob"]

@@ -1,4 +1,4 @@
-"""The retry policy of sweeper.transport, through a fake Send and a fake stop flag (no HTTP).
+"""The retry policy of sweeper.k8s.transport, through a fake Send and a fake stop flag (no HTTP).
 
 What the real apiserver does with these requests is the e2e tier's (tests/e2e/test_faults_*):
 here every answer, every lost connection and every second of the run is scripted.
@@ -13,10 +13,19 @@ from datetime import UTC, datetime
 
 import pytest
 
-from sweeper.cluster import JSON
-from sweeper.errors import ApiError, Conflict, Gone, Interrupted, NotFound, RequestRef, RunTimeout
-from sweeper.lease import Elector, Lease, Record, Timing
-from sweeper.transport import NoResponse, Response, RetryPolicy, Transport
+from sweeper.config import Timing
+from sweeper.core.errors import (
+    ApiError,
+    Conflict,
+    Gone,
+    Interrupted,
+    NotFound,
+    RequestRef,
+    RunTimeout,
+)
+from sweeper.core.model import JSON
+from sweeper.k8s.transport import NoResponse, Response, RetryPolicy, Transport
+from sweeper.watch.elector import Elector, Lease, Record
 
 REF = RequestRef("list", "pytorchjobs.kubeflow.org", "team-a")
 OK = Response(200, b'{"items": []}', "Wed, 01 May 2024 12:00:00 GMT")

@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from sweeper.config import Config, DryRun, OutputFormat, WatchSettings
-from sweeper.lease import Lease, Record, Timing
-from sweeper.run import StopFlag, sweep
-from sweeper.watch import Watcher, _LeaderFlag
+from sweeper.config import Config, DryRun, OutputFormat, Timing, WatchSettings
+from sweeper.oneshot.run import StopFlag, sweep
+from sweeper.watch.elector import Lease, Record
+from sweeper.watch.engine import Watcher, _LeaderFlag
 from tests.unit.fakes import FakeCluster, Request
 from tests.unit.objects import NOW, job
 

@@ -17,10 +17,10 @@ import pytest
 
 from sweeper.cli import Seams, command
 from sweeper.config import Config, WatchSettings
-from sweeper.decide import Policy
-from sweeper.errors import ApiError, ConfigError, RequestRef
-from sweeper.run import StopFlag
-from sweeper.watch import JobKey, Watcher, _Event, _Fired
+from sweeper.core.decide import Policy
+from sweeper.core.errors import ApiError, ConfigError, RequestRef
+from sweeper.oneshot.run import StopFlag
+from sweeper.watch.engine import JobKey, Watcher, _Event, _Fired
 from tests.cli_runner import runner
 from tests.unit.fakes import FakeWatchCluster, Request
 from tests.unit.objects import NOW, job

@@ -1,7 +1,7 @@
 """The watch mode's timers: one per job, at the instant the job becomes due. Pure data.
 
 Each event about a job re-arms its timer (``arm``): an ADDED or MODIFIED object gives a new
-instant (``sweeper.decide.due_at``), or none (finished, suspended, no deadline...), and a
+instant (``sweeper.core.decide.due_at``), or none (finished, suspended, no deadline...), and a
 DELETED one drops it. The watch loop asks for the earliest instant to sleep until, then takes
 every timer that is due at the current time; a taken timer is gone until the next event about
 its job re-arms it. Nothing here reads a clock: instants come in, keys go out.

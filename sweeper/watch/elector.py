@@ -36,44 +36,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
-from sweeper.clock import parse_rfc3339
-from sweeper.errors import ConfigError
+from sweeper.config import Timing
+from sweeper.core.clock import parse_rfc3339
+from sweeper.core.errors import ConfigError
 
-# client-go's JitterFactor: a waiting candidate retries after retry_period * (1 + 1.2 * r).
-JITTER_FACTOR = 1.2
 LEASE_API_VERSION = "coordination.k8s.io/v1"
-
-
-@dataclass(frozen=True, slots=True)
-class Timing:
-    """The three durations of leader election (client-go's defaults: 15 s, 10 s, 2 s).
-
-    Attributes:
-        lease_duration: Seconds a follower waits, from when it last saw the record change,
-            before it may take the Lease.
-        renew_deadline: Seconds the leader keeps leading after it sent its last successful
-            renewal; past that it stops writing.
-        retry_period: Seconds between attempts (renewals, or a follower's tries).
-    """
-
-    lease_duration: float = 15.0
-    renew_deadline: float = 10.0
-    retry_period: float = 2.0
-
-    def __post_init__(self) -> None:
-        """Check client-go's ordering: lease duration > renew deadline > 1.2 x retry period.
-
-        Raises:
-            ConfigError: The durations would let two replicas lead at once.
-        """
-        if self.retry_period <= 0:
-            raise ConfigError("--retry-period must be positive")
-        if self.lease_duration <= self.renew_deadline:
-            raise ConfigError("--lease-duration must be longer than --renew-deadline")
-        if self.renew_deadline <= JITTER_FACTOR * self.retry_period:
-            raise ConfigError(
-                f"--renew-deadline must be longer than {JITTER_FACTOR} x --retry-period"
-            )
 
 
 @dataclass(frozen=True, slots=True)

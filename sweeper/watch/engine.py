@@ -6,10 +6,11 @@ Threads, and what each owns:
   list's resourceVersion with bookmarks; a closed stream resumes from the last resourceVersion
   seen, after a jittered backoff; 410 Gone lists again; a stream silent past
   ``--watch-timeout`` is reopened. It turns each object into the instant the job becomes due
-  (:func:`sweeper.decide.due_at`) and queues that, never the object itself.
+  (:func:`sweeper.core.decide.due_at`) and queues that, never the object itself.
 - the **lease** (with ``--leader-elect``, and never in a dry run: a dry run writes nothing, the
   Lease included, so each dry replica reports on its own): client-go's election
-  (:mod:`sweeper.lease`); only the leader writes to jobs, and the transport asks before every
+  (:mod:`sweeper.watch.elector`); only the leader writes to jobs, and the transport asks before
+  every
   attempt of a write (retries included) whether it still leads, bounding each attempt to end
   before another replica may take over; a leader that cannot renew within the renew deadline
   stops writing at once and is a candidate again, its view kept warm: when the API server is
@@ -20,13 +21,13 @@ Threads, and what each owns:
   at once (exit 4), leaving the Lease to expire.
 - the **resync**: a full pass of the one-shot code every ``--resync`` seconds, on the leader,
   as a safety net for anything a stream missed.
-- the **main loop** owns the timers (:class:`sweeper.schedule.Schedule`): it applies queued
+- the **main loop** owns the timers (:class:`sweeper.core.schedule.Schedule`): it applies queued
   events, and when a timer is due (and this replica leads) it reads the job again, judges it
   with the current time and lets the executor act, with the one-shot mode's guards. Followers
   keep their timers armed, so a takeover acts on every overdue job at once.
 
 ``now`` is read once per fired job: the local clock, or with ``--clock server`` the earliest
-time the API server's clock can show (:mod:`sweeper.servertime`), so nothing fires early.
+time the API server's clock can show (:mod:`sweeper.watch.servertime`), so nothing fires early.
 """
 
 from __future__ import annotations
@@ -46,12 +47,11 @@ from datetime import datetime, timedelta
 from enum import Enum
 from typing import Protocol, TextIO
 
-from sweeper import clock, report
-from sweeper.act import Executor, Outcome, Result
-from sweeper.cluster import JSON, ServedKind, WatchCluster
+from sweeper.act import Executor
 from sweeper.config import ClockMode, Config, WatchSettings
-from sweeper.decide import ALWAYS, Action, ActionKind, Plan, due_at, judge
-from sweeper.errors import (
+from sweeper.core import clock
+from sweeper.core.decide import ALWAYS, Action, ActionKind, Plan, due_at, judge
+from sweeper.core.errors import (
     EXIT_INTERRUPTED,
     EXIT_OK,
     ApiError,
@@ -64,14 +64,17 @@ from sweeper.errors import (
     SweeperError,
     WatchStalled,
 )
-from sweeper.health import Health, serve
-from sweeper.jobs import parse_job
-from sweeper.lease import Create, Elector, Lease, Update, Wait, lease_body, parse_lease
+from sweeper.core.jobs import parse_job
+from sweeper.core.model import JSON, Outcome, Result
+from sweeper.core.schedule import Schedule
+from sweeper.k8s.cluster import ServedKind, WatchCluster
+from sweeper.k8s.transport import RetryPolicy
 from sweeper.metrics import WatchMetrics
-from sweeper.run import StopFlag, signals_stop, sweep
-from sweeper.schedule import Schedule
-from sweeper.servertime import ServerClock
-from sweeper.transport import RetryPolicy
+from sweeper.oneshot import report
+from sweeper.oneshot.run import StopFlag, signals_stop, sweep
+from sweeper.watch.elector import Create, Elector, Lease, Update, Wait, lease_body, parse_lease
+from sweeper.watch.health import Health, serve
+from sweeper.watch.servertime import ServerClock
 
 log = logging.getLogger(__name__)
 
@@ -109,7 +112,7 @@ DRAIN_MARGIN_S = 1.0
 
 
 class WatchConnect(Protocol):
-    """Builds the cluster for the watch mode (``sweeper.kube.connect``)."""
+    """Builds the cluster for the watch mode (``sweeper.k8s.kube.connect``)."""
 
     def __call__(self, config: Config, /, *, stop: StopFlag) -> WatchCluster:
         """Connect.
@@ -327,7 +330,7 @@ class Watcher:
 
         Asked by the transport before every attempt of a write, retries included: no attempt
         is sent once the renew deadline passed, and each ends before another replica may take
-        the Lease (:meth:`sweeper.lease.Elector.write_window`). Unbounded without election.
+        the Lease (:meth:`sweeper.watch.elector.Elector.write_window`). Unbounded without election.
         """
         if not self.elects:
             return math.inf

@@ -1,9 +1,9 @@
 """The Kubernetes adapter: the only module that imports the official client.
 
-It implements :class:`sweeper.cluster.Cluster` with raw JSON (no model classes: decoding lists
+It implements :class:`sweeper.k8s.cluster.Cluster` with raw JSON (no model classes: decoding lists
 into them is the main cost at scale): :class:`KubeCluster` turns each method into requests,
 :class:`ClientSend` puts one request on the wire through the client and translates what it
-raises, and :class:`sweeper.transport.Transport` does the retries, backoff, ``Retry-After``,
+raises, and :class:`sweeper.k8s.transport.Transport` does the retries, backoff, ``Retry-After``,
 ``--timeout`` and error mapping in between. Import it lazily: importing ``kubernetes`` costs a
 quarter of a second that ``sweeper --version`` and ``--help`` do not need.
 """
@@ -24,22 +24,15 @@ import urllib3
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 
-from sweeper import __version__, pages
-from sweeper.clock import parse_http_date
-from sweeper.cluster import (
-    JSON,
-    Answer,
-    Discovery,
-    JobPage,
-    Page,
-    ServedKind,
-    Stream,
-    WatchEvent,
-)
+from sweeper import __version__
 from sweeper.config import Config
-from sweeper.errors import ApiError, ConfigError, RequestRef, WatchStalled, api_error
-from sweeper.kinds import GROUP, KINDS, MPI_OPERATOR_VERSION, MPIJOB, VERSION
-from sweeper.transport import (
+from sweeper.core.clock import parse_http_date
+from sweeper.core.errors import ApiError, ConfigError, RequestRef, WatchStalled, api_error
+from sweeper.core.kinds import GROUP, KINDS, MPI_OPERATOR_VERSION, MPIJOB, VERSION
+from sweeper.core.model import JSON
+from sweeper.k8s import decode
+from sweeper.k8s.cluster import Answer, Discovery, JobPage, Page, ServedKind, Stream, WatchEvent
+from sweeper.k8s.transport import (
     NoResponse,
     Response,
     RetryPolicy,
@@ -168,7 +161,7 @@ def _home_namespace(kubeconfig: str | None, context: str | None) -> str:
 
 
 class KubeCluster:
-    """:class:`sweeper.cluster.Cluster` as requests: paths, queries, bodies, pages, decoding.
+    """:class:`sweeper.k8s.cluster.Cluster` as requests: paths, queries, bodies, pages, decoding.
 
     Args:
         transport: Sends the requests (retries, ``--timeout``, errors).
@@ -177,7 +170,7 @@ class KubeCluster:
         once: Sends the requests tried once (Lease writes); ``transport`` when not given.
         stream: Opens watch streams (``--watch``); ``None`` when the cluster cannot watch.
         home_namespace: The default namespace of the Lease (see
-            :class:`sweeper.cluster.WatchCluster`).
+            :class:`sweeper.k8s.cluster.WatchCluster`).
     """
 
     def __init__(
@@ -200,7 +193,7 @@ class KubeCluster:
     # --- discovery and lists ---------------------------------------------------------------
 
     def discover(self) -> Discovery:
-        """Find the Kubeflow kinds the cluster serves (see :class:`sweeper.cluster.Cluster`).
+        """Find the Kubeflow kinds the cluster serves (see :class:`sweeper.k8s.cluster.Cluster`).
 
         Returns:
             The served kinds; MPIJob at ``v2beta1`` only when ``v1`` does not serve it.
@@ -241,7 +234,7 @@ class KubeCluster:
     def list_jobs(
         self, served: ServedKind, namespace: str | None, selector: str | None, page_size: int
     ) -> Iterator[Page]:
-        """List jobs page by page (see :class:`sweeper.cluster.Cluster`).
+        """List jobs page by page (see :class:`sweeper.k8s.cluster.Cluster`).
 
         Yields:
             Pages; each one's items are cleared when the next is requested.
@@ -253,10 +246,10 @@ class KubeCluster:
     def list_job_views(
         self, served: ServedKind, namespace: str | None, selector: str | None, page_size: int
     ) -> Iterator[JobPage]:
-        """List jobs as views (see :class:`sweeper.cluster.Cluster`).
+        """List jobs as views (see :class:`sweeper.k8s.cluster.Cluster`).
 
         The same requests as :meth:`list_jobs`, one after the other; each body is read by
-        :func:`sweeper.pages.decode_jobs`, which builds only the fields the views need
+        :func:`sweeper.k8s.decode.decode_jobs`, which builds only the fields the views need
         (a page's objects are never built: ``managedFields`` and the replica specs are most
         of its bytes).
 
@@ -271,7 +264,7 @@ class KubeCluster:
             response = self._transport.request("GET", path, ref, query=query)
             date = parse_http_date(response.date)
             try:
-                page = pages.decode_jobs(response.data, served.kind, served.version)
+                page = decode.decode_jobs(response.data, served.kind, served.version)
             except (ValueError, RecursionError) as error:
                 raise _undecodable(ref, response, error) from error
             del response  # the raw bytes are as big as the page; drop them before yielding
@@ -296,17 +289,17 @@ class KubeCluster:
                 return
 
     def get_job(self, served: ServedKind, namespace: str, name: str) -> JSON:
-        """Read one job (see :class:`sweeper.cluster.Cluster`)."""
+        """Read one job (see :class:`sweeper.k8s.cluster.Cluster`)."""
         path = _object(f"/apis/{GROUP}/{served.version}", namespace, served.kind.plural, name)
         ref = RequestRef("get", served.kind.resource, namespace, name)
         return _object_answer(self._transport.request("GET", path, ref), ref)
 
     def list_pods(self, namespace: str, selector: str) -> list[JSON]:
-        """List pods by label in one namespace (see :class:`sweeper.cluster.Cluster`)."""
+        """List pods by label in one namespace (see :class:`sweeper.k8s.cluster.Cluster`)."""
         return self._list_core("pods", namespace, selector)
 
     def list_pod_pages(self, namespace: str | None, selector: str) -> Iterator[Page]:
-        """List pods by label, page by page (see :class:`sweeper.cluster.Cluster`).
+        """List pods by label, page by page (see :class:`sweeper.k8s.cluster.Cluster`).
 
         Yields:
             Pages; each one's items are cleared when the next is requested.
@@ -315,7 +308,7 @@ class KubeCluster:
         yield from self._pages(path, RequestRef("list", "pods", namespace), selector, 500)
 
     def list_services(self, namespace: str, selector: str) -> list[JSON]:
-        """List services by label in one namespace (see :class:`sweeper.cluster.Cluster`)."""
+        """List services by label in one namespace (see :class:`sweeper.k8s.cluster.Cluster`)."""
         return self._list_core("services", namespace, selector)
 
     def _list_core(self, plural: str, namespace: str, selector: str) -> list[JSON]:
@@ -330,7 +323,7 @@ class KubeCluster:
     def patch_job(
         self, served: ServedKind, namespace: str, name: str, patch: JSON, *, dry_run: bool
     ) -> None:
-        """Merge-patch a job (see :class:`sweeper.cluster.Cluster`)."""
+        """Merge-patch a job (see :class:`sweeper.k8s.cluster.Cluster`)."""
         path = _object(f"/apis/{GROUP}/{served.version}", namespace, served.kind.plural, name)
         ref = RequestRef("patch", served.kind.resource, namespace, name)
         _decode(
@@ -343,7 +336,7 @@ class KubeCluster:
     def patch_job_status(
         self, served: ServedKind, namespace: str, name: str, patch: JSON, *, dry_run: bool
     ) -> None:
-        """Merge-patch a job's status subresource (see :class:`sweeper.cluster.Cluster`)."""
+        """Merge-patch a job's status subresource (see :class:`sweeper.k8s.cluster.Cluster`)."""
         path = _object(f"/apis/{GROUP}/{served.version}", namespace, served.kind.plural, name)
         ref = RequestRef("patch", f"{served.kind.resource}/status", namespace, name)
         path = f"{path}/status"
@@ -355,11 +348,11 @@ class KubeCluster:
         )
 
     def delete_pod(self, namespace: str, name: str, uid: str, *, dry_run: bool) -> None:
-        """Delete a pod if its uid still matches (see :class:`sweeper.cluster.Cluster`)."""
+        """Delete a pod if its uid still matches (see :class:`sweeper.k8s.cluster.Cluster`)."""
         self._delete_core("pods", namespace, name, uid, dry_run=dry_run)
 
     def delete_service(self, namespace: str, name: str, uid: str, *, dry_run: bool) -> None:
-        """Delete a service if its uid still matches (see :class:`sweeper.cluster.Cluster`)."""
+        """Delete a service if its uid still matches (see :class:`sweeper.k8s.cluster.Cluster`)."""
         self._delete_core("services", namespace, name, uid, dry_run=dry_run)
 
     def _delete_core(
@@ -382,7 +375,7 @@ class KubeCluster:
         )
 
     def create_event(self, namespace: str, event: JSON, *, dry_run: bool) -> None:
-        """Create a core/v1 Event (see :class:`sweeper.cluster.Cluster`)."""
+        """Create a core/v1 Event (see :class:`sweeper.k8s.cluster.Cluster`)."""
         ref = RequestRef("create", "events", namespace)
         path = _collection("/api/v1", namespace, "events")
         _decode(
@@ -405,7 +398,7 @@ class KubeCluster:
         timeout_s: int,
         read_timeout_s: float,
     ) -> Iterator[Stream]:
-        """Open a watch with bookmarks (see :class:`sweeper.cluster.WatchCluster`).
+        """Open a watch with bookmarks (see :class:`sweeper.k8s.cluster.WatchCluster`).
 
         Yields:
             The open stream; leaving the block closes the connection.
@@ -442,7 +435,7 @@ class KubeCluster:
             raw.close()
 
     def get_lease(self, namespace: str, name: str) -> Answer:
-        """Read a Lease (see :class:`sweeper.cluster.WatchCluster`).
+        """Read a Lease (see :class:`sweeper.k8s.cluster.WatchCluster`).
 
         Returns:
             The Lease and the answer's date.
@@ -452,7 +445,7 @@ class KubeCluster:
         return Answer(_object_answer(response, ref), parse_http_date(response.date))
 
     def create_lease(self, namespace: str, body: JSON) -> Answer:
-        """Create a Lease, tried once (see :class:`sweeper.cluster.WatchCluster`).
+        """Create a Lease, tried once (see :class:`sweeper.k8s.cluster.WatchCluster`).
 
         Returns:
             The Lease as created and the answer's date.
@@ -484,7 +477,7 @@ class KubeCluster:
         return Answer(_object_answer(response, ref), parse_http_date(response.date))
 
     def close(self) -> None:
-        """Close the client's connections (see :class:`sweeper.cluster.Cluster`).
+        """Close the client's connections (see :class:`sweeper.k8s.cluster.Cluster`).
 
         A run that ends leaves nothing open, however long the process lives after it.
         """
@@ -507,7 +500,7 @@ def _close(api: Any) -> None:
 
 
 class ClientSend:
-    """:class:`sweeper.transport.Send` over the official client's REST layer.
+    """:class:`sweeper.k8s.transport.Send` over the official client's REST layer.
 
     Args:
         api: A configured ``kubernetes.client.ApiClient``.
@@ -813,7 +806,7 @@ def _list_page(response: Response, ref: RequestRef) -> tuple[list[Any], str | No
 
 
 def _undecodable(ref: RequestRef, response: Response, why: object) -> ApiError:
-    if isinstance(why, ValueError | RecursionError) and not isinstance(why, pages.NotAList):
+    if isinstance(why, ValueError | RecursionError) and not isinstance(why, decode.NotAList):
         why = f"not JSON ({_start(response.data)}; a proxy answering for the API server?)"
     return api_error(
         ref, None, f"undecodable answer (HTTP {response.status}, {len(response.data)} bytes): {why}"

@@ -1,11 +1,12 @@
 """The sweeper's own boundary to the cluster: the interface the executor and the pass loop use.
 
-:mod:`sweeper.kube` implements :class:`Cluster` with the official client; unit tests implement
+:mod:`sweeper.k8s.kube` implements :class:`Cluster` with the official client; unit tests implement
 it in memory. Objects cross this boundary as decoded JSON, never as the
 client's model classes. Every method raises only the sweeper's own errors
-(:mod:`sweeper.errors`): :class:`~sweeper.errors.ApiError` and its subclasses for a request that
-failed for good, :class:`~sweeper.errors.RunTimeout` when ``--timeout`` ran out, and
-:class:`~sweeper.errors.Interrupted` when a signal arrived while waiting to retry.
+(:mod:`sweeper.core.errors`): :class:`~sweeper.core.errors.ApiError` and its subclasses for a
+request that
+failed for good, :class:`~sweeper.core.errors.RunTimeout` when ``--timeout`` ran out, and
+:class:`~sweeper.core.errors.Interrupted` when a signal arrived while waiting to retry.
 """
 
 from __future__ import annotations
@@ -14,12 +15,11 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Protocol
 
-from sweeper.jobs import Job
-from sweeper.kinds import Kind
-
-JSON = dict[str, Any]
+from sweeper.core.jobs import Job
+from sweeper.core.kinds import Kind
+from sweeper.core.model import JSON
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +70,7 @@ class JobPage:
     """One page of a job list, read into views (what a pass keeps of it).
 
     Attributes:
-        jobs: The views of its items, in order, as :func:`sweeper.jobs.parse_job` builds them.
+        jobs: The views of its items, in order, as :func:`sweeper.core.jobs.parse_job` builds them.
         server_date: The API server's clock (``Date`` header) when it answered.
     """
 
@@ -108,7 +108,8 @@ class Cluster(Protocol):
         """List jobs with the same requests as :meth:`list_jobs`, as views (what a pass reads).
 
         The decoded objects are never handed out, so an implementation may read from each
-        page only what the views need (:mod:`sweeper.kube` does, with :mod:`sweeper.pages`).
+        page only what the views need (:mod:`sweeper.k8s.kube` does, with
+        :mod:`sweeper.k8s.decode`).
         """
         ...
 
@@ -163,8 +164,8 @@ class WatchEvent:
 
     Attributes:
         type: ``ADDED``, ``MODIFIED``, ``DELETED`` or ``BOOKMARK`` (an ``ERROR`` event is
-            raised instead: :class:`~sweeper.errors.Gone` for 410, else
-            :class:`~sweeper.errors.ApiError`).
+            raised instead: :class:`~sweeper.core.errors.Gone` for 410, else
+            :class:`~sweeper.core.errors.ApiError`).
         object: The object, decoded (for a bookmark, only its ``resourceVersion``).
     """
 
@@ -175,9 +176,9 @@ class WatchEvent:
 class Stream(Protocol):
     """An open watch stream: iterate for events; it ends when the server closes it.
 
-    Iterating raises :class:`~sweeper.errors.WatchStalled` when nothing (not even a
-    bookmark) arrived for the read timeout, :class:`~sweeper.errors.Gone` when the
-    resourceVersion is too old, and :class:`~sweeper.errors.ApiError` for anything else.
+    Iterating raises :class:`~sweeper.core.errors.WatchStalled` when nothing (not even a
+    bookmark) arrived for the read timeout, :class:`~sweeper.core.errors.Gone` when the
+    resourceVersion is too old, and :class:`~sweeper.core.errors.ApiError` for anything else.
     """
 
     server_date: datetime | None
@@ -224,11 +225,11 @@ class WatchCluster(Cluster, Protocol):
         ...
 
     def get_lease(self, namespace: str, name: str) -> Answer:
-        """Read a coordination.k8s.io/v1 Lease (:class:`~sweeper.errors.NotFound` if none)."""
+        """Read a coordination.k8s.io/v1 Lease (:class:`~sweeper.core.errors.NotFound` if none)."""
         ...
 
     def create_lease(self, namespace: str, body: JSON) -> Answer:
-        """Create a Lease (:class:`~sweeper.errors.Conflict` if it exists already)."""
+        """Create a Lease (:class:`~sweeper.core.errors.Conflict` if it exists already)."""
         ...
 
     def update_lease(self, namespace: str, name: str, body: JSON) -> Answer:

@@ -6,7 +6,7 @@ never read. Decoding the page into generic dicts and lists (``json.loads``) buil
 first; msgspec's typed decoder reads only the fields declared below and skips the rest without
 building anything. That makes decoding the cheapest part of a pass (docs/benchmarks.md).
 
-The views must be exactly those of :func:`sweeper.jobs.parse_job`, the reference, malformed
+The views must be exactly those of :func:`sweeper.core.jobs.parse_job`, the reference, malformed
 jobs included. So the fast path accepts only what is plainly well formed: a field of an
 unexpected type fails the typed decoding, a value out of range or an unusable time fails the
 checks below, and in either case the whole page is decoded again the reference way
@@ -24,8 +24,8 @@ from typing import Any
 
 import msgspec
 
-from sweeper.clock import parse_rfc3339
-from sweeper.jobs import (
+from sweeper.core.clock import parse_rfc3339
+from sweeper.core.jobs import (
     MAX_DEADLINE_SECONDS,
     SWEEPER_MARK,
     Job,
@@ -33,12 +33,12 @@ from sweeper.jobs import (
     opted_out,
     parse_job,
 )
-from sweeper.kinds import DEADLINE_MESSAGE, Kind
+from sweeper.core.kinds import DEADLINE_MESSAGE, Kind
 
 
 @dataclass(frozen=True, slots=True)
 class DecodedPage:
-    """One list page, decoded (what :class:`sweeper.cluster.JobPage` is built from).
+    """One list page, decoded (what :class:`sweeper.k8s.cluster.JobPage` is built from).
 
     Attributes:
         jobs: The views of its items, in order.

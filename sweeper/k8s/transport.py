@@ -1,20 +1,20 @@
 """The one request path to the API server: bounded retries, ``Retry-After``, backoff, errors.
 
 No HTTP library here. A :class:`Send` puts one request on the wire and returns the answer, or
-raises :class:`NoResponse` when none came back: :mod:`sweeper.kube` implements it over the
+raises :class:`NoResponse` when none came back: :mod:`sweeper.k8s.kube` implements it over the
 official client, unit tests with a fake. :class:`Transport` decides everything around it:
 
 - 429 (honouring ``Retry-After``, capped), 500, 502, 503, 504 and connection failures are
   retried with exponential backoff and jitter, :data:`RetryPolicy.attempts` tries at most;
 - each attempt is bounded by ``--request-timeout`` and by what is left of ``--timeout``, as the
   run's own stop flag tells it (its deadline, on the run's clock), and a signal cuts a wait
-  short (:class:`~sweeper.errors.Interrupted`);
+  short (:class:`~sweeper.core.errors.Interrupted`);
 - each attempt of a write (any method but GET) also asks the stop flag for its write window
   first: in ``--watch`` with leader election, no attempt is sent once this replica no longer
   leads (a retry included), and each is bounded to end before another replica may take the
-  Lease (:meth:`sweeper.lease.Elector.write_window`); outside it the window is unbounded;
+  Lease (:meth:`sweeper.watch.elector.Elector.write_window`); outside it the window is unbounded;
 - an answer that is not a success becomes the most specific
-  :class:`~sweeper.errors.ApiError`, naming the request.
+  :class:`~sweeper.core.errors.ApiError`, naming the request.
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Protocol
 
-from sweeper.cluster import JSON
-from sweeper.errors import Interrupted, RequestRef, RunTimeout, api_error
+from sweeper.core.errors import Interrupted, RequestRef, RunTimeout, api_error
+from sweeper.core.model import JSON
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +82,7 @@ class Send(Protocol):
 
 
 class StopSignal(Protocol):
-    """What the transport asks of the run's stop flag (:class:`sweeper.run.StopFlag`)."""
+    """What the transport asks of the run's stop flag (:class:`sweeper.oneshot.run.StopFlag`)."""
 
     def remaining(self) -> float:
         """Seconds left before ``--timeout``, on the run's clock (negative once past)."""

@@ -17,7 +17,7 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Protocol
 
-from sweeper.errors import ConfigError
+from sweeper.core.errors import ConfigError
 
 log = logging.getLogger(__name__)
 

@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sweeper.clock import parse_rfc3339
-from sweeper.kinds import (
+from sweeper.core.clock import parse_rfc3339
+from sweeper.core.kinds import (
     COMPONENT,
     DEADLINE_MESSAGE,
     EXCLUDE_ANNOTATION,
@@ -29,7 +29,8 @@ from sweeper.kinds import (
 # nanoseconds: beyond this many seconds (about 292 years) either way the product wraps around,
 # and what the operator then decides is an accident of the overflow, not the deadline written.
 MAX_DEADLINE_SECONDS = (2**63 - 1) // 10**9
-# What the sweeper appends to the operator's deadline message (sweeper.status.failure_message).
+# What the sweeper appends to the operator's deadline message
+# (sweeper.core.patches.failure_message).
 SWEEPER_MARK = f"(enforced by {COMPONENT})"
 
 

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 
-from sweeper.clock import human
-from sweeper.jobs import Job, Owned
-from sweeper.kinds import EXCLUDE_ANNOTATION, LEGACY_EXCLUDE_ANNOTATION, TRAINING_OPERATOR
+from sweeper.core.clock import human
+from sweeper.core.jobs import Job, Owned
+from sweeper.core.kinds import EXCLUDE_ANNOTATION, LEGACY_EXCLUDE_ANNOTATION, TRAINING_OPERATOR
 
 
 class ActionMode(StrEnum):

@@ -23,10 +23,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TextIO
 
-from sweeper.act import Outcome, Result
-from sweeper.clock import format_rfc3339, human
 from sweeper.config import ClockMode, DryRun, OutputFormat
-from sweeper.decide import Action, ActionKind, ActionMode, SkipReason
+from sweeper.core.clock import format_rfc3339, human
+from sweeper.core.decide import Action, ActionKind, ActionMode, SkipReason
+from sweeper.core.model import Outcome, Result
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +85,7 @@ class Summary:
         fail: Fails planned.
         terminate_pods: Pod clean-ups of jobs already failed by their deadline.
         skip: Jobs left alone.
-        skipped: Skips by reason, in :class:`~sweeper.decide.SkipReason` order, none at 0.
+        skipped: Skips by reason, in :class:`~sweeper.core.decide.SkipReason` order, none at 0.
         results: Outcomes by result, by name.
         errors: Jobs with an error (exit code 1).
         duration_s: Seconds the pass took, to the millisecond.

@@ -15,8 +15,8 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from sweeper.clock import format_rfc3339
-from sweeper.kinds import (
+from sweeper.core.clock import format_rfc3339
+from sweeper.core.kinds import (
     COMPONENT,
     DEADLINE_MESSAGE,
     LEGACY_TOUCHED_AT_ANNOTATION,

@@ -1,9 +1,10 @@
 """The run: connect once, then one pass (or one every ``--every`` seconds for ``--for``).
 
 A pass discovers the served kinds, lists every job page by page (keeping only compact views;
-the lists are read ahead on two threads, :mod:`sweeper.prefetch`), takes ``now`` once (from
+the lists are read ahead on two threads, :mod:`sweeper.oneshot.readahead`), takes ``now`` once (from
 the first page), judges each page as it comes (a skip is final there: only what the report
-prints of it is kept, :class:`sweeper.report.Ledger`), then executes the actions and reports.
+prints of it is kept, :class:`sweeper.oneshot.report.Ledger`), then executes the actions and
+reports.
 SIGTERM and SIGINT set a flag: the write in progress completes, no new one starts, the pass is
 reported and the run exits 4. ``--timeout`` bounds the whole run the same way (exit 5).
 """
@@ -24,12 +25,11 @@ from http import HTTPStatus
 from types import FrameType
 from typing import TYPE_CHECKING, Protocol, TextIO
 
-from sweeper import clock, prefetch, report
-from sweeper.act import Claim, Executor, pods_by_owner, settled
-from sweeper.cluster import Cluster, JobPage, ServedKind
+from sweeper.act import Claim, Executor, pods_by_owner
 from sweeper.config import ClockMode, Config, OutputFormat
-from sweeper.decide import Action, Plan, Skip, assemble, judge
-from sweeper.errors import (
+from sweeper.core import clock
+from sweeper.core.decide import Action, Plan, Skip, assemble, judge
+from sweeper.core.errors import (
     EXIT_ACTIONS_FAILED,
     EXIT_OK,
     ApiError,
@@ -41,7 +41,10 @@ from sweeper.errors import (
     RunTimeout,
     SweeperError,
 )
-from sweeper.jobs import Job
+from sweeper.core.jobs import Job
+from sweeper.core.model import settled
+from sweeper.k8s.cluster import Cluster, JobPage, ServedKind
+from sweeper.oneshot import readahead, report
 
 if TYPE_CHECKING:
     from sweeper.metrics import PassValues
@@ -50,21 +53,21 @@ log = logging.getLogger(__name__)
 
 
 def _monotonic() -> float:
-    # Looked up at each call, like sweeper.kube does: a test that patches time.monotonic
+    # Looked up at each call, like sweeper.k8s.kube does: a test that patches time.monotonic
     # (freezegun) then moves every deadline of the run together.
     return time.monotonic()
 
 
 # Date headers have whole-second resolution: a skew below this is noise.
 _SKEW_RESOLUTION_S = 1.0
-# Lists read at once, and pages of each that may wait (sweeper.prefetch): two keep the API
+# Lists read at once, and pages of each that may wait (sweeper.oneshot.readahead): two keep the API
 # server busy while this process decodes and judges (docs/benchmarks.md).
 _READERS = 2
 _DEPTH = 2
 
 
 class Connect(Protocol):
-    """Builds the cluster for a run (``sweeper.kube.connect``, or a fake in tests)."""
+    """Builds the cluster for a run (``sweeper.k8s.kube.connect``, or a fake in tests)."""
 
     def __call__(self, config: Config, /, *, stop: StopFlag) -> Cluster:
         """Connect; ``stop`` bounds every request by the run's signal flag and ``--timeout``."""
@@ -444,7 +447,7 @@ class _StartOver(Exception):  # noqa: N818 - a signal to the pass, not an error 
 class _Listing:
     """Lists every job of a pass, judges each page as it comes, and keeps the clocks.
 
-    The lists (one per kind and namespace) are read ahead (:mod:`sweeper.prefetch`): while
+    The lists (one per kind and namespace) are read ahead (:mod:`sweeper.oneshot.readahead`): while
     this thread judges one page, the API server answers the next request. Each page's jobs
     are judged with the pass's one instant (taken from the first page). A skip is final there
     and then: its outcome goes to the ledger, and the job is not kept. An action is kept for
@@ -470,7 +473,7 @@ class _Listing:
         """List and judge every job of the served kinds, in order (kind, then namespace)."""
         config = self.config
         lists = [(kind, namespace) for kind in served for namespace in config.namespaces or (None,)]
-        with prefetch.ReadAhead[JobPage](workers=_READERS, depth=_DEPTH, name="list") as ahead:
+        with readahead.ReadAhead[JobPage](workers=_READERS, depth=_DEPTH, name="list") as ahead:
             for kind, namespace in lists:
                 ahead.submit(
                     (kind, namespace),
