@@ -28,23 +28,23 @@ from typing import Any
 
 from sweeper.config import DryRun
 from sweeper.core.clock import format_rfc3339, human
-from sweeper.core.decide import (
-    Action,
-    ActionKind,
-    ActionMode,
-    Plan,
-    Policy,
-    Skip,
-    Why,
-    execution_order,
-    judge,
-    pods_to_terminate,
-    services_to_delete,
-)
+from sweeper.core.decide import execution_order, judge, pods_to_terminate, services_to_delete
 from sweeper.core.errors import ApiError, Conflict, Interrupted, NotFound, RunTimeout, SweeperError
 from sweeper.core.jobs import Job, Owned, parse_job, parse_owned
 from sweeper.core.kinds import COMPONENT, GROUP, JOB_NAME_LABEL
-from sweeper.core.model import JSON, Outcome, Result, settled
+from sweeper.core.model import (
+    JSON,
+    Action,
+    ActionKind,
+    ActionMode,
+    Outcome,
+    Plan,
+    Policy,
+    Result,
+    Skip,
+    Why,
+    settled,
+)
 from sweeper.core.patches import failure_message, status_patch, touch_patch
 from sweeper.k8s.cluster import Cluster, RecordingCluster, ServedKind
 

@@ -36,9 +36,9 @@ from sweeper.config import (
     WatchSettings,
     parse_reference,
 )
-from sweeper.core.decide import ActionMode, PodsMode, Policy
 from sweeper.core.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, ConfigError, SweeperError
 from sweeper.core.kinds import lookup
+from sweeper.core.model import ActionMode, PodsMode, Policy
 from sweeper.explain import run_explain
 from sweeper.k8s.cluster import Cluster
 from sweeper.oneshot.run import Connect, StopFlag, run

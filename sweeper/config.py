@@ -12,9 +12,9 @@ import urllib.parse
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from sweeper.core.decide import Policy
 from sweeper.core.errors import ConfigError
 from sweeper.core.kinds import Kind
+from sweeper.core.model import Policy
 
 # client-go's JitterFactor: a waiting candidate retries after retry_period * (1 + 1.2 * r).
 JITTER_FACTOR = 1.2

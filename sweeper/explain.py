@@ -20,9 +20,10 @@ from typing import Any, TextIO
 from sweeper.config import ClockMode, Config, OutputFormat
 from sweeper.core import clock
 from sweeper.core.clock import format_rfc3339, human
-from sweeper.core.decide import Entry, Step, explain
+from sweeper.core.decide import Step, explain
 from sweeper.core.errors import EXIT_OK, ApiError, ClusterUnavailable, ConfigError, NotFound
 from sweeper.core.jobs import parse_job
+from sweeper.core.model import Entry
 from sweeper.k8s.cluster import Cluster, ServedKind
 from sweeper.oneshot.run import Connect, StopFlag
 

@@ -32,11 +32,10 @@ from prometheus_client import CollectorRegistry, Gauge, Histogram, generate_late
 from prometheus_client import Counter as PromCounter
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, pushadd_to_gateway
 
-from sweeper.core.decide import Action, ActionKind, SkipReason
 from sweeper.core.errors import EXIT_OK
 from sweeper.core.jobs import Job
 from sweeper.core.kinds import KINDS
-from sweeper.core.model import Outcome, Result
+from sweeper.core.model import Action, ActionKind, Outcome, Result, SkipReason
 
 log = logging.getLogger(__name__)
 

@@ -1,20 +1,194 @@
-"""The plan's outcomes, the types every mode reports in (pure: no I/O).
+"""The plan and its outcomes: the types every mode decides and reports in (pure: no I/O).
 
-The executor (:mod:`sweeper.act`) turns each entry of a plan into an :class:`Outcome`; the
-one-shot report, the watch loop and the metrics read them. They live here, below all three,
-so that reading a result never climbs the house.
+:mod:`sweeper.core.decide` makes a :class:`Plan` of :class:`Action` and :class:`Skip` entries
+under a :class:`Policy`; the executor (:mod:`sweeper.act`) turns each entry into an
+:class:`Outcome`; the one-shot report, the watch loop and the metrics read them. They live
+here, below the decision and all three readers, so that reading a plan or a result never climbs
+the house, and the settings (:mod:`sweeper.config`) hold a :class:`Policy` without importing
+the rules.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from sweeper.core.decide import Entry, Skip
+from sweeper.core.jobs import Job, Owned
 
 # A decoded JSON object, as the API server sends it.
 JSON = dict[str, Any]
+
+
+class ActionMode(StrEnum):
+    """``--action``: what to do with an overdue job."""
+
+    TOUCH = "touch"
+    FAIL = "fail"
+    AUTO = "auto"
+
+
+class PodsMode(StrEnum):
+    """``--terminate-pods``: which of a failed job's pods to delete."""
+
+    ACTIVE = "active"
+    ALL = "all"
+    POLICY = "policy"
+
+
+class ActionKind(StrEnum):
+    """What an action does (the ``decision`` of a report line)."""
+
+    TOUCH = "touch"
+    FAIL = "fail"
+    TERMINATE_PODS = "terminate-pods"
+
+
+class Why(StrEnum):
+    """Why an action was planned."""
+
+    OVERDUE = "overdue"
+    ESCALATED = "escalated"
+    RETOUCH = "touch-again"
+    FAILED_BY_DEADLINE = "failed-by-deadline"
+    TOUCH_REFUSED = "touch-refused"
+
+
+class SkipReason(StrEnum):
+    """Why a job is left alone."""
+
+    MALFORMED = "malformed"
+    OPERATOR_ENFORCED = "operator-enforced"
+    BEING_DELETED = "being-deleted"
+    OPTED_OUT = "opted-out"
+    MANAGED_ELSEWHERE = "managed-elsewhere"
+    FINISHED = "finished"
+    SUSPENDED = "suspended"
+    RESUMING = "resuming"
+    NO_DEADLINE = "no-deadline"
+    NOT_STARTED = "not-started"
+    NOT_YET_DUE = "not-yet-due"
+    RECENTLY_TOUCHED = "recently-touched"
+    OVER_MAX_ACTIONS = "over-max-actions"
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """The knobs of the decision, from the command line.
+
+    Attributes:
+        action: ``--action``.
+        grace: ``--grace``, seconds of tolerance past the deadline.
+        escalate_after: ``--escalate-after``. ``auto`` fails a job this many seconds past
+            its deadline and grace, or this long after the sweeper's touch, whichever comes
+            first (a touch need not have been written: see :func:`judge`); ``touch`` touches
+            again this long after its touch.
+        max_actions: ``--max-actions``, ``None`` for no cap.
+        terminate_pods: ``--terminate-pods``.
+        retouch_after: ``--retouch-after``: ``touch`` and ``auto`` touch a job again this long
+            after a touch that did not finish it, while the touch was written within
+            ``retouch_limit`` times this of the job becoming due (the v1 operator judges the
+            deadline with its own clock, which may not have reached it at the first touch).
+        retouch_limit: ``--retouch-limit``: at most this many such quick touches per deadline;
+            0 turns them off.
+    """
+
+    action: ActionMode = ActionMode.TOUCH
+    grace: float = 0.0
+    escalate_after: float = 120.0
+    max_actions: int | None = None
+    terminate_pods: PodsMode = PodsMode.ACTIVE
+    retouch_after: float = 5.0
+    retouch_limit: int = 3
+
+
+@dataclass(frozen=True, slots=True)
+class Action:
+    """A job the sweeper acts on.
+
+    Attributes:
+        job: The job.
+        kind: What to do.
+        why: Why.
+        seconds_overdue: ``now - (startTime + activeDeadlineSeconds)``, ``None`` if unknown.
+        detail: A short human explanation.
+        targets: For a ``terminate-pods`` planned from a pass's pod listing (:func:`assemble`),
+            the pods to delete; ``None`` when the executor lists them itself.
+    """
+
+    job: Job
+    kind: ActionKind
+    why: Why
+    seconds_overdue: float | None
+    detail: str = ""
+    targets: tuple[Owned, ...] | None = None
+
+    @property
+    def decision(self) -> str:
+        """The report's ``decision`` value."""
+        return self.kind.value
+
+    @property
+    def reason(self) -> str:
+        """The report's ``reason`` value."""
+        return self.why.value
+
+
+@dataclass(frozen=True, slots=True)
+class Skip:
+    """A job the sweeper leaves alone.
+
+    Attributes:
+        job: The job.
+        why: The reason.
+        seconds_overdue: ``now - (startTime + activeDeadlineSeconds)`` (negative before the
+            deadline), ``None`` if unknown.
+        detail: A short human explanation (the field of a malformed job, seconds left...).
+    """
+
+    job: Job
+    why: SkipReason
+    seconds_overdue: float | None = None
+    detail: str = ""
+
+    @property
+    def decision(self) -> str:
+        """The report's ``decision`` value."""
+        return "skip"
+
+    @property
+    def reason(self) -> str:
+        """The report's ``reason`` value."""
+        return self.why.value
+
+
+Entry = Action | Skip
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """Jobs with their decisions, in listing order: what the executor is handed.
+
+    :func:`~sweeper.core.decide.decide` gives every job it is handed an entry. A one-shot
+    pass settles each skip as its page is judged and assembles only the actions, with the
+    skips ``--max-actions`` made of them (:func:`~sweeper.core.decide.assemble`); a watch
+    timer's plan holds the one job it fired for.
+
+    Attributes:
+        now: The instant the plan was made for.
+        policy: The policy it was made with.
+        entries: One entry per job planned for.
+    """
+
+    now: datetime
+    policy: Policy
+    entries: tuple[Entry, ...] = field(default=())
+
+    @property
+    def actions(self) -> tuple[Action, ...]:
+        """The entries that are actions, in listing order."""
+        return tuple(e for e in self.entries if isinstance(e, Action))
 
 
 class Result(StrEnum):

@@ -25,8 +25,7 @@ from typing import Any, TextIO
 
 from sweeper.config import ClockMode, DryRun, OutputFormat
 from sweeper.core.clock import format_rfc3339, human
-from sweeper.core.decide import Action, ActionKind, ActionMode, SkipReason
-from sweeper.core.model import Outcome, Result
+from sweeper.core.model import Action, ActionKind, ActionMode, Outcome, Result, SkipReason
 
 log = logging.getLogger(__name__)
 

@@ -50,7 +50,7 @@ from typing import Protocol, TextIO
 from sweeper.act import Executor
 from sweeper.config import ClockMode, Config, WatchSettings
 from sweeper.core import clock
-from sweeper.core.decide import ALWAYS, Action, ActionKind, Plan, due_at, judge
+from sweeper.core.decide import ALWAYS, due_at, judge
 from sweeper.core.errors import (
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -65,7 +65,7 @@ from sweeper.core.errors import (
     WatchStalled,
 )
 from sweeper.core.jobs import parse_job
-from sweeper.core.model import JSON, Outcome, Result
+from sweeper.core.model import JSON, Action, ActionKind, Outcome, Plan, Result
 from sweeper.core.schedule import Schedule
 from sweeper.k8s.cluster import ServedKind, WatchCluster
 from sweeper.k8s.transport import RetryPolicy

@@ -18,7 +18,7 @@ import pytest
 
 from devcluster import ControlPlane
 from sweeper.config import Config, DryRun
-from sweeper.core.decide import ActionMode, Policy
+from sweeper.core.model import ActionMode, Policy
 from sweeper.k8s import kube
 from sweeper.oneshot.run import StopFlag, run
 from tests.e2e import workloads as w

@@ -23,7 +23,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from sweeper.core.decide import ActionMode, PodsMode, Policy
+from sweeper.core.model import ActionMode, PodsMode, Policy
 
 
 @dataclass(frozen=True)

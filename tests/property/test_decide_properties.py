@@ -23,21 +23,10 @@ import pytest
 from hypothesis import example, given, note
 from hypothesis import strategies as st
 
-from sweeper.core.decide import (
-    Action,
-    ActionKind,
-    ActionMode,
-    PodsMode,
-    Policy,
-    Skip,
-    SkipReason,
-    assemble,
-    decide,
-    judge,
-    pods_to_terminate,
-)
+from sweeper.core.decide import assemble, decide, judge, pods_to_terminate
 from sweeper.core.jobs import Owned, parse_job
 from sweeper.core.kinds import Kind, lookup
+from sweeper.core.model import Action, ActionKind, ActionMode, PodsMode, Policy, Skip, SkipReason
 from sweeper.core.patches import status_patch, touch_patch
 from tests.property import crd_schema, strategies
 from tests.property.strategies import (

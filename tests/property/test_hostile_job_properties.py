@@ -39,9 +39,10 @@ from hypothesis import given, note, settings
 from hypothesis import strategies as st
 
 from sweeper.config import ClockMode, Config, WatchSettings
-from sweeper.core.decide import Entry, Policy, SkipReason, decide, due_at, judge
+from sweeper.core.decide import decide, due_at, judge
 from sweeper.core.jobs import Job, parse_job
 from sweeper.core.kinds import lookup
+from sweeper.core.model import Entry, Policy, SkipReason
 from sweeper.k8s import decode
 from sweeper.k8s.cluster import ServedKind, WatchCluster, WatchEvent
 from sweeper.oneshot.run import StopFlag

@@ -8,11 +8,11 @@ import pytest
 
 from sweeper.act import Executor, pods_by_owner, refused
 from sweeper.config import DryRun
-from sweeper.core.decide import ActionMode, PodsMode, Policy, decide
+from sweeper.core.decide import decide
 from sweeper.core.errors import ApiError, Interrupted, NotFound, RequestRef, SweeperError
 from sweeper.core.jobs import parse_job
 from sweeper.core.kinds import COMPONENT, TOUCHED_AT_ANNOTATION
-from sweeper.core.model import Outcome, Result
+from sweeper.core.model import ActionMode, Outcome, PodsMode, Policy, Result
 from tests.unit.fakes import FakeCluster, Request
 from tests.unit.objects import KIND, NOW, condition, deadline_failed, job, owned
 

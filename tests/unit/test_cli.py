@@ -18,7 +18,6 @@ from freezegun import freeze_time
 from sweeper import __version__
 from sweeper.cli import Seams, command
 from sweeper.config import ClockMode, Config, DryRun, LogFormat, OutputFormat
-from sweeper.core.decide import ActionMode, PodsMode
 from sweeper.core.errors import ApiError, ConfigError, Gone, RequestRef
 from sweeper.core.kinds import (
     LEGACY_TOUCHED_AT_ANNOTATION,
@@ -26,6 +25,7 @@ from sweeper.core.kinds import (
     PYTORCHJOB,
     TOUCHED_AT_ANNOTATION,
 )
+from sweeper.core.model import ActionMode, PodsMode
 from sweeper.oneshot.run import StopFlag
 from tests.cli_runner import runner
 from tests.unit.fakes import FakeCluster, Request

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from sweeper.config import Config, check_selector
-from sweeper.core.decide import Policy
 from sweeper.core.errors import ConfigError
+from sweeper.core.model import Policy
 
 VALID_SELECTORS = [
     "team=a",

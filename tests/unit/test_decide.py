@@ -9,14 +9,6 @@ from typing import Any
 import pytest
 
 from sweeper.core.decide import (
-    Action,
-    ActionKind,
-    ActionMode,
-    PodsMode,
-    Policy,
-    Skip,
-    SkipReason,
-    Why,
     assemble,
     decide,
     execution_order,
@@ -31,6 +23,16 @@ from sweeper.core.kinds import (
     MPI_OPERATOR_VERSION,
     TOUCHED_AT_ANNOTATION,
     TRAINING_OPERATOR,
+)
+from sweeper.core.model import (
+    Action,
+    ActionKind,
+    ActionMode,
+    PodsMode,
+    Policy,
+    Skip,
+    SkipReason,
+    Why,
 )
 from tests.unit.objects import KIND, NOW, ago, condition, deadline_failed, job, owned
 

@@ -7,9 +7,10 @@ from typing import Any
 
 import pytest
 
-from sweeper.core.decide import RULES, ActionMode, Policy, explain, judge
+from sweeper.core.decide import RULES, explain, judge
 from sweeper.core.jobs import parse_job
 from sweeper.core.kinds import EXCLUDE_ANNOTATION, LEGACY_EXCLUDE_ANNOTATION, TOUCHED_AT_ANNOTATION
+from sweeper.core.model import ActionMode, Policy
 from tests.unit.objects import KIND, NOW, ago, condition, deadline_failed, job
 from tests.unit.test_cli import Harness
 

@@ -20,11 +20,12 @@ import pytest
 
 from sweeper.cli import Seams, command
 from sweeper.config import ClockMode, Config, WatchSettings
-from sweeper.core import decide
+from sweeper.core import model
 from sweeper.core.clock import parse_http_date, parse_rfc3339
-from sweeper.core.decide import ActionMode, Policy, SkipReason, due_at, judge
+from sweeper.core.decide import due_at, judge
 from sweeper.core.jobs import Job, parse_job
 from sweeper.core.kinds import KINDS, TOUCHED_AT_ANNOTATION, VERSION
+from sweeper.core.model import ActionMode, Policy, SkipReason
 from sweeper.k8s import decode
 from sweeper.k8s.cluster import ServedKind, WatchCluster, WatchEvent
 from sweeper.oneshot.run import StopFlag
@@ -122,7 +123,7 @@ def test_due_at_saturates_past_the_year_9999(policy: Policy, due: datetime | Non
     assert due_at(view, policy) == due
     # judge agrees: no action now, nor at the last instant a datetime holds (unless due).
     never = datetime.max.replace(tzinfo=UTC)
-    assert isinstance(judge(view, never, policy), decide.Action) is (due is not None)
+    assert isinstance(judge(view, never, policy), model.Action) is (due is not None)
 
 
 def test_a_grace_beyond_datetimes_range_leaves_every_job_not_yet_due() -> None:

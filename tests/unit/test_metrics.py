@@ -11,10 +11,10 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from sweeper import metrics
-from sweeper.core.decide import Policy, decide
+from sweeper.core.decide import decide
 from sweeper.core.jobs import parse_job
 from sweeper.core.kinds import KINDS, TOUCHED_AT_ANNOTATION
-from sweeper.core.model import Outcome, Result
+from sweeper.core.model import Outcome, Policy, Result
 from tests.unit.objects import KIND, NOW, ago, condition, deadline_failed, job
 from tests.unit.test_cli import Harness
 

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from sweeper.config import ClockMode, DryRun, OutputFormat
-from sweeper.core.decide import Action, ActionKind, ActionMode, Policy, decide
+from sweeper.core.decide import decide
 from sweeper.core.jobs import parse_job
-from sweeper.core.model import Outcome, Result
+from sweeper.core.model import Action, ActionKind, ActionMode, Outcome, Policy, Result
 from sweeper.oneshot.report import (
     MAX_LINE_BYTES,
     Ledger,

@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 
 from sweeper.config import ClockMode, Config, OutputFormat
-from sweeper.core.decide import ActionMode, Policy
 from sweeper.core.errors import (
     ApiError,
     ClusterUnavailable,
@@ -22,6 +21,7 @@ from sweeper.core.errors import (
     RequestRef,
 )
 from sweeper.core.kinds import MPI_OPERATOR_VERSION, MPIJOB, PYTORCHJOB, TFJOB
+from sweeper.core.model import ActionMode, Policy
 from sweeper.k8s.cluster import ServedKind
 from sweeper.oneshot.run import StopFlag, collector_paused, run
 from tests.unit.fakes import FakeCluster, Request
