@@ -32,6 +32,7 @@ from prometheus_client import CollectorRegistry, Gauge, Histogram, generate_late
 from prometheus_client import Counter as PromCounter
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, pushadd_to_gateway
 
+from sweeper.core.decide import current_touch
 from sweeper.core.errors import EXIT_OK
 from sweeper.core.jobs import Job
 from sweeper.core.kinds import KINDS
@@ -228,9 +229,8 @@ class PassValues:
 def _failed_by(job: Job) -> str:
     if job.failed_by_sweeper:
         return "sweeper"
-    deadline = job.deadline
     # A touch from before the deadline (before a suspend and resume) woke nothing.
-    if job.touched_at is not None and deadline is not None and job.touched_at >= deadline:
+    if current_touch(job) is not None:
         return "operator-after-touch"
     return "operator"
 

@@ -9,7 +9,6 @@ deadline").
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
@@ -156,7 +155,9 @@ def judge(job: Job, now: datetime, policy: Policy) -> Entry:
     """Decide for one job. Pure; the rules apply in the order the operator checks them.
 
     The rules are :data:`RULES`, applied in order; the first one that decides wins. ``sweeper
-    --explain`` walks the same table (:func:`explain`).
+    --explain`` walks the same table (:func:`explain`). Every rule compares instants
+    (``now`` against sums of the job's instants and the policy's spans); the seconds overdue
+    are rounded to the millisecond only for the entry, as reported, never for a comparison.
     """
     overdue = _overdue_seconds(job, now)
     for rule in RULES:
@@ -167,6 +168,7 @@ def judge(job: Job, now: datetime, policy: Policy) -> Entry:
 
 
 def _overdue_seconds(job: Job, now: datetime) -> float | None:
+    # As reported (seconds_overdue, the text's "past its deadline"): rounded to the millisecond.
     deadline = job.deadline
     return None if deadline is None else round((now - deadline).total_seconds(), 3)
 
@@ -183,26 +185,32 @@ class Rule:
         name: Its name: the skip reason it gives, or ``overdue`` for the last one.
         seen: What the rule looks at, rendered for ``--explain`` (never raises).
         decide: The entry when the rule decides, ``None`` to let the job through.
+        premise: For a rule that decides whatever the clock, whether it decides for the job
+            (its decision then depends on the job and the policy only); ``None`` for a rule
+            that reads the clock. :func:`due_at` asks it instead of restating the rule.
     """
 
     name: str
     seen: Seer
     decide: Decider
+    premise: Callable[[Job], bool] | None = None
 
 
 def _skip_if(
-    test: Callable[[Job], bool],
     reason: SkipReason,
+    seen: Seer,
+    test: Callable[[Job], bool],
     detail: Callable[[Job], str] | None = None,
     *,
     with_overdue: bool = True,
-) -> Decider:
+) -> Rule:
+    # A rule that skips the job, whatever the clock, when the test holds.
     def decide(job: Job, _now: datetime, _policy: Policy, overdue: float | None) -> Entry | None:
         if not test(job):
             return None
         return Skip(job, reason, overdue if with_overdue else None, detail(job) if detail else "")
 
-    return decide
+    return Rule(reason.value, seen, decide, premise=test)
 
 
 def _managed_elsewhere(job: Job) -> bool:
@@ -217,12 +225,6 @@ def _decide_finished(
     job: Job, _now: datetime, policy: Policy, overdue: float | None
 ) -> Entry | None:
     return None if job.finished is None else _finished(job, policy, overdue)
-
-
-def _decide_not_started(
-    job: Job, _now: datetime, _policy: Policy, overdue: float | None
-) -> Entry | None:
-    return Skip(job, SkipReason.NOT_STARTED) if job.deadline is None or overdue is None else None
 
 
 def _decide_not_yet_due(
@@ -248,6 +250,18 @@ def _due(job: Job, now: datetime, policy: Policy, overdue: float | None) -> Entr
     if deadline is None or overdue is None:
         return Skip(job, SkipReason.NOT_STARTED)
     return _overdue(job, now, deadline, policy, overdue)
+
+
+def current_touch(job: Job) -> datetime | None:
+    """The sweeper's touch of the job's current deadline, if it has one. Pure.
+
+    A touch from before the deadline (written before a suspend and resume reset
+    ``startTime``) woke nothing for this deadline: it is stale, and counts as none.
+    """
+    touched, deadline = job.touched_at, job.deadline
+    if touched is None or deadline is None or touched < deadline:
+        return None
+    return touched
 
 
 def _stamp(moment: datetime | None) -> str:
@@ -284,87 +298,83 @@ def _seen_touch(job: Job, now: datetime, policy: Policy, overdue: float | None) 
 
 
 RULES: tuple[Rule, ...] = (
-    Rule(
-        SkipReason.MALFORMED.value,
+    _skip_if(
+        SkipReason.MALFORMED,
         lambda job, *_: f"unreadable {job.malformed}" if job.malformed else "every field readable",
-        _skip_if(
-            lambda job: job.malformed is not None,
-            SkipReason.MALFORMED,
-            lambda job: job.malformed or "",
-            with_overdue=False,
-        ),
+        lambda job: job.malformed is not None,
+        lambda job: job.malformed or "",
+        with_overdue=False,
     ),
-    Rule(
-        SkipReason.OPERATOR_ENFORCED.value,
+    _skip_if(
+        SkipReason.OPERATOR_ENFORCED,
         lambda job, *_: f"apiVersion kubeflow.org/{job.version}",
-        _skip_if(
-            lambda job: job.operator_enforced,
-            SkipReason.OPERATOR_ENFORCED,
-            lambda job: f"{job.kind.name} {job.version} is enforced by mpi-operator",
-        ),
+        lambda job: job.operator_enforced,
+        lambda job: f"{job.kind.name} {job.version} is enforced by mpi-operator",
     ),
-    Rule(
-        SkipReason.BEING_DELETED.value,
+    _skip_if(
+        SkipReason.BEING_DELETED,
         lambda job, *_: "deletionTimestamp set" if job.deleting else "no deletionTimestamp",
-        _skip_if(lambda job: job.deleting, SkipReason.BEING_DELETED),
+        lambda job: job.deleting,
     ),
-    Rule(
-        SkipReason.OPTED_OUT.value,
+    _skip_if(
+        SkipReason.OPTED_OUT,
         lambda job, *_: (
             f"{EXCLUDE_ANNOTATION} or the old {LEGACY_EXCLUDE_ANNOTATION}: "
             + ("true" if job.excluded else "not true")
         ),
-        _skip_if(lambda job: job.excluded, SkipReason.OPTED_OUT),
+        lambda job: job.excluded,
     ),
-    Rule(
-        SkipReason.MANAGED_ELSEWHERE.value,
+    _skip_if(
+        SkipReason.MANAGED_ELSEWHERE,
         lambda job, *_: (
             f"managedBy {job.managed_by or 'unset'}"
             + ("" if job.kind.checks_managed_by else " (not used by this kind)")
         ),
-        _skip_if(
-            _managed_elsewhere, SkipReason.MANAGED_ELSEWHERE, lambda job: job.managed_by or ""
-        ),
+        _managed_elsewhere,
+        lambda job: job.managed_by or "",
     ),
-    Rule(SkipReason.FINISHED.value, _seen_finished, _decide_finished),
     Rule(
-        SkipReason.SUSPENDED.value,
+        SkipReason.FINISHED.value,
+        _seen_finished,
+        _decide_finished,
+        premise=lambda job: job.finished is not None,
+    ),
+    _skip_if(
+        SkipReason.SUSPENDED,
         lambda job, *_: f"suspend {'true' if job.suspended else 'false'}",
-        _skip_if(lambda job: job.suspended, SkipReason.SUSPENDED),
+        lambda job: job.suspended,
     ),
-    Rule(
-        SkipReason.RESUMING.value,
+    # Resumed (e.g. re-admitted by Kueue) but not reconciled yet: the operator flips
+    # Suspended to False and resets startTime to now before its deadline check, so the
+    # startTime read here is stale and the job is not overdue.
+    _skip_if(
+        SkipReason.RESUMING,
         lambda job, *_: (
             "condition Suspended=True" if job.suspended_condition else "no Suspended=True condition"
         ),
-        # Resumed (e.g. re-admitted by Kueue) but not reconciled yet: the operator flips
-        # Suspended to False and resets startTime to now before its deadline check, so the
-        # startTime read here is stale and the job is not overdue.
-        _skip_if(
-            lambda job: job.suspended_condition,
-            SkipReason.RESUMING,
-            lambda _job: (
-                "Suspended=True but suspend is not set: the operator restarts its clock on resume"
-            ),
-            with_overdue=False,
+        lambda job: job.suspended_condition,
+        lambda _job: (
+            "Suspended=True but suspend is not set: the operator restarts its clock on resume"
         ),
+        with_overdue=False,
     ),
-    Rule(
-        SkipReason.NO_DEADLINE.value,
+    _skip_if(
+        SkipReason.NO_DEADLINE,
         lambda job, *_: (
             "activeDeadlineSeconds unset"
             if job.deadline_seconds is None
             else f"activeDeadlineSeconds {job.deadline_seconds} ({human(job.deadline_seconds)})"
         ),
-        _skip_if(
-            lambda job: job.deadline_seconds is None, SkipReason.NO_DEADLINE, with_overdue=False
-        ),
+        lambda job: job.deadline_seconds is None,
+        with_overdue=False,
     ),
-    Rule(
-        SkipReason.NOT_STARTED.value,
+    _skip_if(
+        SkipReason.NOT_STARTED,
         lambda job, *_: f"startTime {_stamp(job.start_time)}",
-        _decide_not_started,
+        lambda job: job.deadline is None,
+        with_overdue=False,
     ),
+    # The one rule that reads the clock, after every rule that does not (due_at relies on it).
     Rule(SkipReason.NOT_YET_DUE.value, _seen_deadline, _decide_not_yet_due),
 )
 # The last rule, after RULES: the job is overdue; touch, fail or wait for the escalation.
@@ -418,10 +428,6 @@ def explain(job: Job, now: datetime, policy: Policy) -> tuple[tuple[Step, ...], 
 # The instant of a job that is due whatever the time (pods of a job already failed by its
 # deadline): before every other instant.
 ALWAYS = datetime.min.replace(tzinfo=UTC)
-# The last instant a datetime holds: sums of instants saturate here (due_at says None, never).
-NEVER = datetime.max.replace(tzinfo=UTC)
-# Spans from here on exceed any distance between two datetimes (and timedelta.max near it).
-_LONGEST_SPAN_S = (NEVER - ALWAYS).total_seconds()
 
 
 def due_at(job: Job, policy: Policy) -> datetime | None:
@@ -432,6 +438,10 @@ def due_at(job: Job, policy: Policy) -> datetime | None:
     hold the two functions to that). Any change to the job (a resume, a new deadline, a touch,
     a finish) gives a new instant, so the caller recomputes it on every change.
 
+    The rules that do not read the clock are asked as they stand (:attr:`Rule.premise`); the
+    instant is then the sums judge compares ``now`` against, so the boundary is the same
+    instant to the microsecond.
+
     Args:
         job: The job.
         policy: The knobs (``max_actions`` is a per-pass cap and plays no part).
@@ -439,57 +449,49 @@ def due_at(job: Job, policy: Policy) -> datetime | None:
     Returns:
         ``startTime + activeDeadlineSeconds + grace``; for ``touch`` and ``auto`` on a job the
         sweeper touched after its deadline, the later of that and the touch plus
-        ``escalate_after`` (or ``retouch_after`` while quick touches are left); :data:`ALWAYS`
+        ``escalate_after`` (or ``retouch_after`` while quick touches are left), and for
+        ``auto`` no later than ``escalate_after`` past the deadline and grace; :data:`ALWAYS`
         when the only work left does not depend on time (the pods of a job failed by its
         deadline); ``None`` when judge never acts on it, an instant after ``datetime.max``
         included (sums saturate: a touched-at near the year 9999 or a huge ``--grace`` never
         raises).
     """
-    if (
-        job.malformed is not None
-        or job.operator_enforced
-        or job.deleting
-        or job.excluded
-        or (
-            job.kind.checks_managed_by
-            and job.managed_by is not None
-            and job.managed_by != TRAINING_OPERATOR
-        )
-    ):
-        return None
-    if job.finished is not None:
-        return ALWAYS if isinstance(_finished(job, policy, None), Action) else None
+    for rule in RULES:
+        if rule.premise is None:
+            break  # not-yet-due and the overdue rule: the sums below
+        if rule.premise(job):
+            # This rule decides whatever the clock, so judge says the same at every instant.
+            return ALWAYS if isinstance(rule.decide(job, ALWAYS, policy, None), Action) else None
     deadline = job.deadline
-    if job.suspended or job.suspended_condition or deadline is None:
+    if deadline is None:  # not reached: not-started's premise
         return None
-    # The same sum judge compares against (now < due), so the boundary is the same instant.
-    # Every sum below saturates: an instant after datetime.max (a touched-at near the year
-    # 9999, a --grace of 1e15 s) is None, "never" (judge cannot act at any later now either).
     due = _later(deadline, policy.grace)
     if due is None or policy.action is ActionMode.FAIL:
         return due
-    touched = job.touched_at if job.touched_at is not None and job.touched_at >= deadline else None
+    touched = current_touch(job)
     if touched is None:
         return due
-    next_step = _plus(touched, _at_least(policy.escalate_after))
+    steps = [_plus(touched, _span(policy.escalate_after))]
     if _quick_retouch(touched, due, policy):
-        next_step = _earliest(next_step, _plus(touched, _at_least(policy.retouch_after)))
+        steps.append(_plus(touched, _span(policy.retouch_after)))
     if policy.action is ActionMode.AUTO:
-        # auto also escalates escalate_after past the deadline and grace, touch or not.
-        next_step = _earliest(next_step, _escalation(deadline, policy))
-    return None if next_step is None else max(due, next_step)
+        steps.append(_escalation(deadline, policy))
+    first = min((step for step in steps if step is not None), default=None)
+    return None if first is None else max(due, first)
 
 
-def _later(moment: datetime, seconds: float) -> datetime | None:
-    # moment + seconds (rounded to the microsecond, as timedelta does), None past datetime.max.
+def _span(seconds: float) -> timedelta | None:
+    # A setting's seconds as a span (rounded to the microsecond, as timedelta does), None
+    # ("endless") beyond timedelta's range (a --grace of 1e15 s).
     try:
-        return moment + timedelta(seconds=seconds)
+        return timedelta(seconds=seconds)
     except OverflowError:
         return None
 
 
 def _plus(moment: datetime, span: timedelta | None) -> datetime | None:
-    # moment + span, None ("never") for an endless span or one past datetime.max.
+    # moment + span, None ("never") for an endless span or one past datetime.max: no later
+    # now reaches it, so comparing against None is never true.
     if span is None:
         return None
     try:
@@ -498,48 +500,17 @@ def _plus(moment: datetime, span: timedelta | None) -> datetime | None:
         return None
 
 
-def _earliest(first: datetime | None, second: datetime | None) -> datetime | None:
-    # The earlier of two instants, None being "never".
-    if first is None or second is None:
-        return second if first is None else first
-    return min(first, second)
+def _later(moment: datetime, seconds: float) -> datetime | None:
+    return _plus(moment, _span(seconds))
 
 
-def _clamp(moment: datetime, span: timedelta) -> datetime:
-    # moment + span, held within datetime's range.
-    try:
-        return moment + span
-    except OverflowError:
-        return ALWAYS if span < timedelta(0) else NEVER
+def _reached(now: datetime, moment: datetime | None) -> bool:
+    return moment is not None and now >= moment
 
 
 def _escalation(deadline: datetime, policy: Policy) -> datetime | None:
-    # The first microsecond at which judge's escalation test holds: it compares the overdue
-    # seconds *rounded to the millisecond* (as reported), so the instant may fall up to half
-    # a millisecond before deadline + grace + escalate_after. A bisection over microseconds,
-    # within datetime's range: None when the test holds at no instant up to datetime.max.
-    def holds(moment: datetime) -> bool:
-        overdue = round((moment - deadline).total_seconds(), 3)
-        return overdue - policy.grace >= policy.escalate_after
-
-    step = timedelta(milliseconds=2)
-    target = _later(deadline, policy.grace + policy.escalate_after) or NEVER
-    low, high = _clamp(target, -step), _clamp(target, step)
-    while not holds(high):  # float edge cases: widen until the bracket holds the boundary
-        if high == NEVER:
-            return None
-        high = _clamp(high, step)
-    while holds(low):
-        if low == ALWAYS:
-            return ALWAYS
-        low = _clamp(low, -step)
-    while high - low > timedelta(microseconds=1):
-        middle = low + (high - low) / 2  # timedelta arithmetic stays on the microsecond grid
-        if holds(middle):
-            high = middle
-        else:
-            low = middle
-    return high
+    # auto fails a job escalate_after past its deadline and grace, touched or not.
+    return _later(deadline, policy.grace + policy.escalate_after)
 
 
 def _quick_retouch(touched: datetime, due: datetime, policy: Policy) -> bool:
@@ -552,21 +523,6 @@ def _quick_retouch(touched: datetime, due: datetime, policy: Policy) -> bool:
     if policy.retouch_limit <= 0 or policy.retouch_after >= policy.escalate_after:
         return False
     return (touched - due).total_seconds() < policy.retouch_limit * policy.retouch_after
-
-
-def _at_least(seconds: float) -> timedelta | None:
-    # The shortest timedelta whose total_seconds() reaches `seconds`: judge compares floats
-    # (since >= escalate_after), and timedelta(seconds=x) rounds to the nearest microsecond,
-    # which may fall short of x. None when no timedelta is that long (--escalate-after 1e15).
-    if seconds > _LONGEST_SPAN_S:
-        return None
-    step = timedelta(microseconds=1)
-    span = timedelta(microseconds=math.ceil(seconds * 1e6))
-    while span.total_seconds() < seconds:
-        span += step
-    while span > timedelta(0) and (span - step).total_seconds() >= seconds:
-        span -= step
-    return span
 
 
 def _finished(job: Job, policy: Policy, overdue: float | None) -> Entry:
@@ -592,14 +548,14 @@ def _overdue(job: Job, now: datetime, deadline: datetime, policy: Policy, overdu
     late = f"{human(overdue)} past its deadline"
     if policy.action is ActionMode.FAIL:
         return Action(job, ActionKind.FAIL, Why.OVERDUE, overdue, late)
-    # A touch from before this deadline (before a suspend/resume reset startTime) is stale.
-    touched = job.touched_at if job.touched_at is not None and job.touched_at >= deadline else None
-    since = None if touched is None else (now - touched).total_seconds()
+    touched = current_touch(job)
+    since = None if touched is None else (now - touched).total_seconds()  # as reported
+    escalate = _span(policy.escalate_after)
     if policy.action is ActionMode.AUTO:
         # Escalation never waits for a touch to have been written: while the operator is down
         # its webhooks refuse every update, so no touch annotation ever appears.
         past_grace = overdue - policy.grace
-        if past_grace >= policy.escalate_after:
+        if _reached(now, _escalation(deadline, policy)):
             return Action(
                 job,
                 ActionKind.FAIL,
@@ -607,7 +563,7 @@ def _overdue(job: Job, now: datetime, deadline: datetime, policy: Policy, overdu
                 overdue,
                 f"{late}, not failed {human(past_grace)} past its deadline and grace",
             )
-        if since is not None and since >= policy.escalate_after:
+        if touched is not None and _reached(now, _plus(touched, escalate)):
             return Action(
                 job,
                 ActionKind.FAIL,
@@ -620,8 +576,9 @@ def _overdue(job: Job, now: datetime, deadline: datetime, policy: Policy, overdu
     # The same sum _decide_not_yet_due and due_at use, so every boundary is the same instant.
     due = _later(deadline, policy.grace)
     quick = due is not None and _quick_retouch(touched, due, policy)
-    if since >= policy.escalate_after or (quick and since >= policy.retouch_after):
-        why = "" if since >= policy.escalate_after else " (the operator judges with its own clock)"
+    escalated = _reached(now, _plus(touched, escalate))
+    if escalated or (quick and _reached(now, _later(touched, policy.retouch_after))):
+        why = "" if escalated else " (the operator judges with its own clock)"
         return Action(
             job,
             ActionKind.TOUCH,
@@ -631,7 +588,12 @@ def _overdue(job: Job, now: datetime, deadline: datetime, policy: Policy, overdu
         )
     again = policy.retouch_after if quick else policy.escalate_after
     if policy.action is ActionMode.AUTO:
-        left = min(policy.escalate_after - since, policy.escalate_after - (overdue - policy.grace))
+        # The overdue seconds are rounded as reported: within half a millisecond of the
+        # escalation they may already say it is due; the text then says 0 s, never less.
+        left = max(
+            min(policy.escalate_after - since, policy.escalate_after - (overdue - policy.grace)),
+            0.0,
+        )
         follow_up = f"fails in {human(left)}"
         if quick and again - since < left:
             follow_up = f"touches again in {human(again - since)}, {follow_up}"

@@ -103,8 +103,9 @@ def far_touched(**changes: Any) -> Job:
         pytest.param(Policy(action=ActionMode.TOUCH), None, id="touch-never-again"),
         pytest.param(
             Policy(action=ActionMode.AUTO, escalate_after=120),
-            # Half a millisecond early: judge compares the overdue seconds as reported, rounded.
-            NOW - timedelta(hours=1) + timedelta(seconds=120, microseconds=-499),
+            # Exactly escalate_after past the deadline: judge compares instants, not the
+            # overdue seconds as reported (rounded to the millisecond).
+            NOW - timedelta(hours=1) + timedelta(seconds=120),
             id="auto-escalates-by-the-deadline",
         ),
         pytest.param(Policy(action=ActionMode.TOUCH, grace=1e15), None, id="huge-grace"),
