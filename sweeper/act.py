@@ -28,7 +28,7 @@ from typing import Any
 
 from sweeper.config import DryRun
 from sweeper.core.clock import format_rfc3339, human
-from sweeper.core.decide import execution_order, judge, pods_to_terminate, services_to_delete
+from sweeper.core.decide import judge
 from sweeper.core.errors import ApiError, Conflict, Interrupted, NotFound, RunTimeout, SweeperError
 from sweeper.core.jobs import Job, Owned, parse_job, parse_owned
 from sweeper.core.kinds import COMPONENT, GROUP, JOB_NAME_LABEL
@@ -46,6 +46,7 @@ from sweeper.core.model import (
     settled,
 )
 from sweeper.core.patches import failure_message, status_patch, touch_patch
+from sweeper.core.plan import execution_order, pods_to_terminate, services_to_delete
 from sweeper.k8s.cluster import Cluster, RecordingCluster, ServedKind
 
 log = logging.getLogger(__name__)
@@ -167,7 +168,7 @@ class Executor:
         self._claim: Claim = claim or (lambda _action: contextlib.nullcontext(True))
 
     def execute(self, plan: Plan) -> Execution:
-        """Apply every action of a plan, in :func:`~sweeper.core.decide.execution_order`.
+        """Apply every action of a plan, in :func:`~sweeper.core.plan.execution_order`.
 
         Touches and fails run before pod clean-ups, the most overdue first; the outcomes keep
         the plan's order (the report's).
@@ -584,7 +585,7 @@ def pods_by_owner(
     ``cleanPodPolicy: None``, the default, and never recreates any). Listing the operator's
     pods (label ``training.kubeflow.org/job-name``) once per namespace scope, cluster-wide
     for a cluster-wide pass and per namespace with ``--namespace`` (the RBAC each grants),
-    lets :func:`sweeper.core.decide.assemble` plan only the clean-ups that have something to delete.
+    lets :func:`sweeper.core.plan.assemble` plan only the clean-ups that have something to delete.
 
     Args:
         cluster: The cluster (a read: a client dry run sends it too).

@@ -2,15 +2,18 @@
 
 Nothing here reads a clock, the network or the environment, and nothing here raises on odd
 input (``jobs.parse_job`` already turned it into a ``malformed`` view). The plan is data: every
-job gets either an :class:`Action` or a :class:`Skip`, each with its reason. The rule for
-"overdue" is the operator's, plus the grace period (docs/operator.md, "When a job is past its
-deadline").
+judged job gets either an :class:`~sweeper.core.model.Action` or a
+:class:`~sweeper.core.model.Skip`, each with its reason (:data:`RULES`, applied by
+:func:`judge`, shown by :func:`explain`, timed by :func:`due_at`). The rule for "overdue" is the
+operator's, plus the grace period (docs/operator.md, "When a job is past its deadline"). What a
+pass makes of the judged entries (``--max-actions``, the execution order, the pods a clean-up
+deletes) is :mod:`sweeper.core.plan`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from sweeper.core.clock import human
@@ -28,6 +31,7 @@ from sweeper.core.model import (
     SkipReason,
     Why,
 )
+from sweeper.core.plan import assemble
 
 
 def decide(
@@ -43,112 +47,13 @@ def decide(
         now: The instant.
         policy: The knobs.
         pods: The pods of the jobs failed by their deadline, by controller uid (see
-            :func:`assemble`); ``None`` when not listed.
+            :func:`~sweeper.core.plan.assemble`); ``None`` when not listed.
 
     Returns:
         The plan. With ``max_actions``, the most overdue actions are kept (touches and fails
         before pod clean-ups) and the rest become ``over-max-actions`` skips.
     """
     return assemble([judge(job, now, policy) for job in jobs], now, policy, pods)
-
-
-def assemble(
-    entries: Iterable[Entry],
-    now: datetime,
-    policy: Policy,
-    pods: Mapping[str, Sequence[Owned]] | None = None,
-) -> Plan:
-    """Make the plan of entries judged one by one (:func:`judge`), as :func:`decide` does.
-
-    For a caller that judges jobs as they arrive (a pass judges each page as it comes, and
-    hands over only the actions, since a skip is final): ``assemble([judge(j, now, policy)
-    for j in jobs], now, policy)`` is ``decide(jobs, now, policy)``. Pure.
-
-    Args:
-        entries: The judged entries, in listing order.
-        now: The instant they were judged at.
-        policy: The knobs they were judged with.
-        pods: The pods that may belong to the jobs failed by their deadline, by controller
-            uid, from one pod listing per namespace scope (:func:`sweeper.act.pods_by_owner`).
-            A ``terminate-pods`` whose job's uid is a key gets its pods chosen here
-            (:func:`pods_to_terminate`): with none to delete it is a ``finished`` skip, so a
-            clean-up that can find nothing takes no ``--max-actions`` slot and no request. A
-            uid that is not a key (its scope could not be listed) keeps the action, and the
-            executor lists that job's pods itself.
-
-    Returns:
-        The plan, with ``max_actions`` applied over all the entries.
-    """
-    listed = list(entries)
-    if pods is not None:
-        listed = [_with_targets(entry, pods, policy) for entry in listed]
-    if policy.max_actions is not None:
-        listed = _cap(listed, policy.max_actions)
-    return Plan(now=now, policy=policy, entries=tuple(listed))
-
-
-def _with_targets(entry: Entry, pods: Mapping[str, Sequence[Owned]], policy: Policy) -> Entry:
-    if not isinstance(entry, Action) or entry.kind is not ActionKind.TERMINATE_PODS:
-        return entry
-    found = pods.get(entry.job.uid)
-    if found is None:
-        return entry
-    chosen = tuple(pods_to_terminate(found, entry.job, policy.terminate_pods))
-    if not chosen:
-        finished = entry.job.finished or "Failed"
-        return Skip(
-            entry.job,
-            SkipReason.FINISHED,
-            entry.seconds_overdue,
-            f"{finished}; no pods left to terminate",
-        )
-    return replace(entry, targets=chosen)
-
-
-def _priority(entries: Sequence[Entry], index: int) -> tuple[int, float, int]:
-    # Touches and fails before pod clean-ups, then the most overdue first, then listing order.
-    entry = entries[index]
-    assert isinstance(entry, Action)  # noqa: S101 - only actions are ranked
-    cleanup = 1 if entry.kind is ActionKind.TERMINATE_PODS else 0
-    return (cleanup, -(entry.seconds_overdue or 0.0), index)
-
-
-def _cap(entries: list[Entry], limit: int) -> list[Entry]:
-    ranked = sorted(
-        (i for i, e in enumerate(entries) if isinstance(e, Action)),
-        key=lambda i: _priority(entries, i),
-    )
-    capped = list(entries)
-    for index in ranked[max(limit, 0) :]:
-        action = entries[index]
-        assert isinstance(action, Action)  # noqa: S101 - ranked holds actions only
-        capped[index] = Skip(
-            action.job,
-            SkipReason.OVER_MAX_ACTIONS,
-            action.seconds_overdue,
-            f"would {action.kind.value} ({action.why.value}); --max-actions {limit} reached",
-        )
-    return capped
-
-
-def execution_order(plan: Plan) -> tuple[int, ...]:
-    """The order in which to run a plan's actions: indices into ``plan.entries``. Pure.
-
-    Touches and fails come first, the most overdue first, then pod clean-ups (most overdue
-    first too): a pass stopped by a signal or ``--timeout`` leaves the least urgent actions
-    ``not-started``, and the jobs still running never wait behind clean-ups. The same order
-    ``--max-actions`` selects by. The report keeps the listing order whatever this order is.
-
-    Returns:
-        The indices of the actions, in execution order.
-    """
-    entries = plan.entries
-    return tuple(
-        sorted(
-            (i for i, e in enumerate(entries) if isinstance(e, Action)),
-            key=lambda i: _priority(entries, i),
-        )
-    )
 
 
 def judge(job: Job, now: datetime, policy: Policy) -> Entry:
@@ -471,37 +376,22 @@ def due_at(job: Job, policy: Policy) -> datetime | None:
     touched = current_touch(job)
     if touched is None:
         return due
-    steps = [_plus(touched, _span(policy.escalate_after))]
+    steps = [_later(touched, policy.escalate_after)]
     if _quick_retouch(touched, due, policy):
-        steps.append(_plus(touched, _span(policy.retouch_after)))
+        steps.append(_later(touched, policy.retouch_after))
     if policy.action is ActionMode.AUTO:
         steps.append(_escalation(deadline, policy))
     first = min((step for step in steps if step is not None), default=None)
     return None if first is None else max(due, first)
 
 
-def _span(seconds: float) -> timedelta | None:
-    # A setting's seconds as a span (rounded to the microsecond, as timedelta does), None
-    # ("endless") beyond timedelta's range (a --grace of 1e15 s).
-    try:
-        return timedelta(seconds=seconds)
-    except OverflowError:
-        return None
-
-
-def _plus(moment: datetime, span: timedelta | None) -> datetime | None:
-    # moment + span, None ("never") for an endless span or one past datetime.max: no later
-    # now reaches it, so comparing against None is never true.
-    if span is None:
-        return None
-    try:
-        return moment + span
-    except OverflowError:
-        return None
-
-
 def _later(moment: datetime, seconds: float) -> datetime | None:
-    return _plus(moment, _span(seconds))
+    # moment + seconds (rounded to the microsecond, as timedelta does); None ("never") past
+    # datetime.max or timedelta's range (a --grace of 1e15 s): no now reaches it.
+    try:
+        return moment + timedelta(seconds=seconds)
+    except OverflowError:
+        return None
 
 
 def _reached(now: datetime, moment: datetime | None) -> bool:
@@ -550,7 +440,6 @@ def _overdue(job: Job, now: datetime, deadline: datetime, policy: Policy, overdu
         return Action(job, ActionKind.FAIL, Why.OVERDUE, overdue, late)
     touched = current_touch(job)
     since = None if touched is None else (now - touched).total_seconds()  # as reported
-    escalate = _span(policy.escalate_after)
     if policy.action is ActionMode.AUTO:
         # Escalation never waits for a touch to have been written: while the operator is down
         # its webhooks refuse every update, so no touch annotation ever appears.
@@ -563,7 +452,7 @@ def _overdue(job: Job, now: datetime, deadline: datetime, policy: Policy, overdu
                 overdue,
                 f"{late}, not failed {human(past_grace)} past its deadline and grace",
             )
-        if touched is not None and _reached(now, _plus(touched, escalate)):
+        if touched is not None and _reached(now, _later(touched, policy.escalate_after)):
             return Action(
                 job,
                 ActionKind.FAIL,
@@ -576,7 +465,7 @@ def _overdue(job: Job, now: datetime, deadline: datetime, policy: Policy, overdu
     # The same sum _decide_not_yet_due and due_at use, so every boundary is the same instant.
     due = _later(deadline, policy.grace)
     quick = due is not None and _quick_retouch(touched, due, policy)
-    escalated = _reached(now, _plus(touched, escalate))
+    escalated = _reached(now, _later(touched, policy.escalate_after))
     if escalated or (quick and _reached(now, _later(touched, policy.retouch_after))):
         why = "" if escalated else " (the operator judges with its own clock)"
         return Action(
@@ -602,48 +491,3 @@ def _overdue(job: Job, now: datetime, deadline: datetime, policy: Policy, overdu
     return Skip(
         job, SkipReason.RECENTLY_TOUCHED, overdue, f"touched {human(since)} ago; {follow_up}"
     )
-
-
-def pods_to_terminate(pods: Iterable[Owned], job: Job, mode: PodsMode) -> list[Owned]:
-    """Choose the pods of a failed job to delete. Pure.
-
-    Args:
-        pods: The pods carrying the job's name label.
-        job: The job.
-        mode: ``active`` (Running and Pending), ``all``, or ``policy``: the job's
-            ``cleanPodPolicy`` read as the v1.9.4 operator reads it. It special-cases two
-            values, ``None`` (keep every pod) and ``Running`` (Running and Pending); any other
-            value deletes every pod (the CRD has no enum: ``""`` and ``"all"`` included). An
-            absent field is ``None``: the defaulter fills in only a missing field.
-
-    Returns:
-        Those whose controller ``ownerReference`` is the job (same uid), that are not being
-        deleted already (``deletionTimestamp`` set: deleting one again changes nothing, and
-        the operator's own ``DeletePod`` skips it), and that the mode selects.
-    """
-    if mode is PodsMode.POLICY:
-        policy = "None" if job.clean_pod_policy is None else job.clean_pod_policy
-        if policy == "None":
-            return []
-        mode = PodsMode.ACTIVE if policy == "Running" else PodsMode.ALL
-    owned = [pod for pod in pods if pod.controller_uid == job.uid and not pod.deleting]
-    if mode is PodsMode.ALL:
-        return owned
-    return [pod for pod in owned if pod.phase in ("Running", "Pending")]
-
-
-def services_to_delete(
-    services: Iterable[Owned], job: Job, pod_names: Sequence[str]
-) -> list[Owned]:
-    """Choose the services to delete with their pods (same names, same owner). Pure.
-
-    Args:
-        services: The services carrying the job's name label.
-        job: The job.
-        pod_names: The names of the pods being deleted.
-
-    Returns:
-        The services named like one of those pods and controlled by the job.
-    """
-    names = set(pod_names)
-    return [s for s in services if s.name in names and s.controller_uid == job.uid]

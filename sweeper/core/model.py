@@ -172,7 +172,7 @@ class Plan:
 
     :func:`~sweeper.core.decide.decide` gives every job it is handed an entry. A one-shot
     pass settles each skip as its page is judged and assembles only the actions, with the
-    skips ``--max-actions`` made of them (:func:`~sweeper.core.decide.assemble`); a watch
+    skips ``--max-actions`` made of them (:func:`~sweeper.core.plan.assemble`); a watch
     timer's plan holds the one job it fired for.
 
     Attributes:

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Protocol, TextIO
 from sweeper.act import Claim, Executor, pods_by_owner
 from sweeper.config import ClockMode, Config, OutputFormat
 from sweeper.core import clock
-from sweeper.core.decide import assemble, judge
+from sweeper.core.decide import judge
 from sweeper.core.errors import (
     EXIT_ACTIONS_FAILED,
     EXIT_OK,
@@ -43,6 +43,7 @@ from sweeper.core.errors import (
 )
 from sweeper.core.jobs import Job
 from sweeper.core.model import Action, Plan, Skip, settled
+from sweeper.core.plan import assemble
 from sweeper.k8s.cluster import Cluster, JobPage, ServedKind
 from sweeper.oneshot import readahead, report
 

@@ -23,11 +23,12 @@ import pytest
 from hypothesis import example, given, note
 from hypothesis import strategies as st
 
-from sweeper.core.decide import assemble, decide, judge, pods_to_terminate
+from sweeper.core.decide import decide, judge
 from sweeper.core.jobs import Owned, parse_job
 from sweeper.core.kinds import Kind, lookup
 from sweeper.core.model import Action, ActionKind, ActionMode, PodsMode, Policy, Skip, SkipReason
 from sweeper.core.patches import status_patch, touch_patch
+from sweeper.core.plan import assemble, pods_to_terminate
 from tests.property import crd_schema, strategies
 from tests.property.strategies import (
     KINDS,
@@ -167,7 +168,7 @@ def test_a_plan_keeps_every_job_in_order_and_respects_max_actions(
 def test_a_plan_of_the_actions_alone_caps_them_as_the_plan_of_every_job_does(
     data: st.DataObject, now: datetime, policy: Policy
 ) -> None:
-    # A pass hands decide.assemble only the actions (a skip is final when judged): the cap
+    # A pass hands plan.assemble only the actions (a skip is final when judged): the cap
     # must keep and refuse exactly the actions it would among every job.
     cases = data.draw(st.lists(job_cases(now, policy.grace), max_size=12))
     jobs = [parse_job(c.raw(), product(c.kind)) for c in cases]

@@ -8,14 +8,7 @@ from typing import Any
 
 import pytest
 
-from sweeper.core.decide import (
-    assemble,
-    decide,
-    execution_order,
-    judge,
-    pods_to_terminate,
-    services_to_delete,
-)
+from sweeper.core.decide import decide, judge
 from sweeper.core.jobs import parse_job, parse_owned
 from sweeper.core.kinds import (
     EXCLUDE_ANNOTATION,
@@ -34,6 +27,7 @@ from sweeper.core.model import (
     SkipReason,
     Why,
 )
+from sweeper.core.plan import assemble, execution_order, pods_to_terminate, services_to_delete
 from tests.unit.objects import KIND, NOW, ago, condition, deadline_failed, job, owned
 
 TOUCH = Policy()

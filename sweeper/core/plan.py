@@ -1,0 +1,159 @@
+"""A pass's plan from its judged entries: ``--max-actions``, the order, the clean-ups' targets.
+
+:func:`sweeper.core.decide.judge` decides for one job; here the entries of a pass (or of one
+timer's firing) become a :class:`~sweeper.core.model.Plan`, and the executor learns in which
+order to run it and which of a failed job's pods and services to delete. Pure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
+from datetime import datetime
+
+from sweeper.core.jobs import Job, Owned
+from sweeper.core.model import Action, ActionKind, Entry, Plan, PodsMode, Policy, Skip, SkipReason
+
+
+def assemble(
+    entries: Iterable[Entry],
+    now: datetime,
+    policy: Policy,
+    pods: Mapping[str, Sequence[Owned]] | None = None,
+) -> Plan:
+    """Make the plan of entries judged one by one, as :func:`sweeper.core.decide.decide` does.
+
+    For a caller that judges jobs as they arrive (a pass judges each page as it comes, and
+    hands over only the actions, since a skip is final): ``assemble([judge(j, now, policy)
+    for j in jobs], now, policy)`` is ``decide(jobs, now, policy)``. Pure.
+
+    Args:
+        entries: The judged entries, in listing order.
+        now: The instant they were judged at.
+        policy: The knobs they were judged with.
+        pods: The pods that may belong to the jobs failed by their deadline, by controller
+            uid, from one pod listing per namespace scope (:func:`sweeper.act.pods_by_owner`).
+            A ``terminate-pods`` whose job's uid is a key gets its pods chosen here
+            (:func:`pods_to_terminate`): with none to delete it is a ``finished`` skip, so a
+            clean-up that can find nothing takes no ``--max-actions`` slot and no request. A
+            uid that is not a key (its scope could not be listed) keeps the action, and the
+            executor lists that job's pods itself.
+
+    Returns:
+        The plan, with ``max_actions`` applied over all the entries.
+    """
+    listed = list(entries)
+    if pods is not None:
+        listed = [_with_targets(entry, pods, policy) for entry in listed]
+    if policy.max_actions is not None:
+        listed = _cap(listed, policy.max_actions)
+    return Plan(now=now, policy=policy, entries=tuple(listed))
+
+
+def _with_targets(entry: Entry, pods: Mapping[str, Sequence[Owned]], policy: Policy) -> Entry:
+    if not isinstance(entry, Action) or entry.kind is not ActionKind.TERMINATE_PODS:
+        return entry
+    found = pods.get(entry.job.uid)
+    if found is None:
+        return entry
+    chosen = tuple(pods_to_terminate(found, entry.job, policy.terminate_pods))
+    if not chosen:
+        finished = entry.job.finished or "Failed"
+        return Skip(
+            entry.job,
+            SkipReason.FINISHED,
+            entry.seconds_overdue,
+            f"{finished}; no pods left to terminate",
+        )
+    return replace(entry, targets=chosen)
+
+
+def _priority(entries: Sequence[Entry], index: int) -> tuple[int, float, int]:
+    # Touches and fails before pod clean-ups, then the most overdue first, then listing order.
+    entry = entries[index]
+    assert isinstance(entry, Action)  # noqa: S101 - only actions are ranked
+    cleanup = 1 if entry.kind is ActionKind.TERMINATE_PODS else 0
+    return (cleanup, -(entry.seconds_overdue or 0.0), index)
+
+
+def _cap(entries: list[Entry], limit: int) -> list[Entry]:
+    ranked = sorted(
+        (i for i, e in enumerate(entries) if isinstance(e, Action)),
+        key=lambda i: _priority(entries, i),
+    )
+    capped = list(entries)
+    for index in ranked[max(limit, 0) :]:
+        action = entries[index]
+        assert isinstance(action, Action)  # noqa: S101 - ranked holds actions only
+        capped[index] = Skip(
+            action.job,
+            SkipReason.OVER_MAX_ACTIONS,
+            action.seconds_overdue,
+            f"would {action.kind.value} ({action.why.value}); --max-actions {limit} reached",
+        )
+    return capped
+
+
+def execution_order(plan: Plan) -> tuple[int, ...]:
+    """The order in which to run a plan's actions: indices into ``plan.entries``. Pure.
+
+    Touches and fails come first, the most overdue first, then pod clean-ups (most overdue
+    first too): a pass stopped by a signal or ``--timeout`` leaves the least urgent actions
+    ``not-started``, and the jobs still running never wait behind clean-ups. The same order
+    ``--max-actions`` selects by. The report keeps the listing order whatever this order is.
+
+    Returns:
+        The indices of the actions, in execution order.
+    """
+    entries = plan.entries
+    return tuple(
+        sorted(
+            (i for i, e in enumerate(entries) if isinstance(e, Action)),
+            key=lambda i: _priority(entries, i),
+        )
+    )
+
+
+def pods_to_terminate(pods: Iterable[Owned], job: Job, mode: PodsMode) -> list[Owned]:
+    """Choose the pods of a failed job to delete. Pure.
+
+    Args:
+        pods: The pods carrying the job's name label.
+        job: The job.
+        mode: ``active`` (Running and Pending), ``all``, or ``policy``: the job's
+            ``cleanPodPolicy`` read as the v1.9.4 operator reads it. It special-cases two
+            values, ``None`` (keep every pod) and ``Running`` (Running and Pending); any other
+            value deletes every pod (the CRD has no enum: ``""`` and ``"all"`` included). An
+            absent field is ``None``: the defaulter fills in only a missing field.
+
+    Returns:
+        Those whose controller ``ownerReference`` is the job (same uid), that are not being
+        deleted already (``deletionTimestamp`` set: deleting one again changes nothing, and
+        the operator's own ``DeletePod`` skips it), and that the mode selects.
+    """
+    if mode is PodsMode.POLICY:
+        policy = "None" if job.clean_pod_policy is None else job.clean_pod_policy
+        if policy == "None":
+            return []
+        mode = PodsMode.ACTIVE if policy == "Running" else PodsMode.ALL
+    owned = [pod for pod in pods if pod.controller_uid == job.uid and not pod.deleting]
+    if mode is PodsMode.ALL:
+        return owned
+    return [pod for pod in owned if pod.phase in ("Running", "Pending")]
+
+
+def services_to_delete(
+    services: Iterable[Owned], job: Job, pod_names: Sequence[str]
+) -> list[Owned]:
+    """Choose the services to delete with their pods (same names, same owner). Pure.
+
+    Args:
+        services: The services carrying the job's name label.
+        job: The job.
+        pod_names: The names of the pods being deleted.
+
+    Returns:
+        The services named like one of those pods and controlled by the job.
+    """
+    names = set(pod_names)
+    return [s for s in services if s.name in names and s.controller_uid == job.uid]
