@@ -24,6 +24,7 @@ from sweeper.core.decide import Step, explain
 from sweeper.core.errors import EXIT_OK, ApiError, ClusterUnavailable, ConfigError, NotFound
 from sweeper.core.jobs import parse_job
 from sweeper.core.model import Entry
+from sweeper.core.scope import RunScope
 from sweeper.k8s.cluster import Cluster, ServedKind
 from sweeper.oneshot.run import Connect, StopFlag
 
@@ -74,9 +75,16 @@ def run_explain(config: Config, connect: Connect, out: TextIO) -> int:
     with contextlib.closing(cluster):
         try:
             discovery = cluster.discover()
-            served = [s for s in discovery.served if not config.kinds or s.kind in config.kinds]
+            covered = RunScope.of(
+                discovery.served, config.kinds, config.namespaces, config.exclude_namespaces
+            )
+            # In discovery's order (not --kind's): the order it always looked in and printed.
+            served = [s for s in discovery.served if s in covered.kinds]
             found = [(s, raw) for s in served if (raw := _get(cluster, s, namespace, name))]
-            scopes = [_scope(config, cluster, s, namespace, name) for s, _ in found]
+            scopes = [
+                _scope(config, covered, cluster, s, namespace=namespace, name=name)
+                for s, _ in found
+            ]
         except ApiError as error:
             raise ClusterUnavailable(f"{error} ({cluster.endpoint})") from error
     if not found:
@@ -119,23 +127,22 @@ def _get(cluster: Cluster, served: ServedKind, namespace: str, name: str) -> Any
 
 
 def _scope(
-    config: Config, cluster: Cluster, served: ServedKind, namespace: str, name: str
+    config: Config,
+    covered: RunScope[ServedKind],
+    cluster: Cluster,
+    served: ServedKind,
+    *,
+    namespace: str,
+    name: str,
 ) -> tuple[tuple[str, str, bool], ...]:
     scope = []
     if config.namespaces:
-        scope.append(
-            ("namespace", f"-n {' -n '.join(config.namespaces)}", namespace in config.namespaces)
-        )
+        listed = covered.listed(namespace)
+        scope.append(("namespace", f"-n {' -n '.join(config.namespaces)}", listed))
     if config.exclude_namespaces:
-        scope.append(
-            (
-                "exclude-namespace",
-                f"--exclude-namespace {namespace}"
-                if namespace in config.exclude_namespaces
-                else "not excluded",
-                namespace not in config.exclude_namespaces,
-            )
-        )
+        kept = covered.kept(namespace)
+        seen = "not excluded" if kept else f"--exclude-namespace {namespace}"
+        scope.append(("exclude-namespace", seen, kept))
     if config.selector:
         listed = any(
             isinstance(item, dict)

@@ -44,6 +44,7 @@ from sweeper.core.errors import (
 from sweeper.core.jobs import Job
 from sweeper.core.model import Action, Plan, Skip, settled
 from sweeper.core.plan import assemble
+from sweeper.core.scope import RunScope
 from sweeper.k8s.cluster import Cluster, JobPage, ServedKind
 from sweeper.oneshot import readahead, report
 
@@ -426,19 +427,12 @@ def _discover(cluster: Cluster, config: Config, listing: _Listing) -> list[Serve
     except ApiError as error:
         raise ClusterUnavailable(f"{error} ({cluster.endpoint})") from error
     listing.discovery_date = discovery.server_date
-    by_kind = {served.kind: served for served in discovery.served}
-    if not by_kind:
+    if not discovery.served:
         log.info("the cluster serves no Kubeflow job kinds (group kubeflow.org)")
-    wanted = config.kinds or tuple(by_kind) or ()
-    served: list[ServedKind] = []
-    for kind in wanted:
-        if kind in by_kind:
-            served.append(by_kind[kind])
-        else:
-            log.info(
-                "%s is not served by this cluster; skipped", kind.name, extra={"kind": kind.name}
-            )
-    return served
+    scope = RunScope.of(discovery.served, config.kinds)
+    for kind in scope.missing:
+        log.info("%s is not served by this cluster; skipped", kind.name, extra={"kind": kind.name})
+    return list(scope.kinds)
 
 
 class _StartOver(Exception):  # noqa: N818 - a signal to the pass, not an error it reports

@@ -67,6 +67,7 @@ from sweeper.core.errors import (
 from sweeper.core.jobs import parse_job
 from sweeper.core.model import JSON, Action, ActionKind, Outcome, Plan, Result
 from sweeper.core.schedule import Schedule
+from sweeper.core.scope import RunScope
 from sweeper.k8s.cluster import ServedKind, WatchCluster
 from sweeper.k8s.transport import RetryPolicy
 from sweeper.metrics import WatchMetrics
@@ -375,14 +376,8 @@ class Watcher:
             return EXIT_OK
         except ApiError as error:
             raise ClusterUnavailable(f"{error} ({self.cluster.endpoint})") from error
-        by_kind = {s.kind: s for s in discovery.served}
-        wanted = self.config.kinds or tuple(by_kind)
-        scopes = [
-            _Scope(by_kind[kind], namespace)
-            for kind in wanted
-            if kind in by_kind
-            for namespace in (self.config.namespaces or (None,))
-        ]
+        covered = RunScope.of(discovery.served, self.config.kinds, self.config.namespaces)
+        scopes = [_Scope(served, namespace) for served, namespace in covered.lists]
         for scope in scopes:
             self.served[scope.served.kind.name] = scope.served
         self.health.expect(len(scopes))

@@ -1,0 +1,89 @@
+"""Which jobs a run covers: the kinds and namespaces it lists, and the namespaces it leaves out.
+
+One selection for the three modes (the one-shot pass, the watch streams and ``--explain``), so
+that ``--kind``, ``-n`` and ``--exclude-namespace`` mean the same everywhere. Pure: the caller
+discovers the served kinds and logs what is missing.
+
+``--exclude-namespace`` cannot be sent to the API server (a list or a watch selects one
+namespace or all of them), so an excluded namespace's jobs are listed and then dropped here,
+before any decision: they are never acted on, tracked nor reported.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Generic, Protocol, TypeVar
+
+from sweeper.core.kinds import Kind
+
+
+class Served(Protocol):
+    """A kind the cluster serves (``sweeper.k8s.cluster.ServedKind``), as far as scope needs."""
+
+    @property
+    def kind(self) -> Kind:
+        """The kind served."""
+        ...
+
+
+S = TypeVar("S", bound=Served)
+
+
+@dataclass(frozen=True, slots=True)
+class RunScope(Generic[S]):
+    """The kinds and namespaces a run covers.
+
+    Attributes:
+        kinds: The served kinds the run covers: those of ``--kind`` in the order given, or
+            every served kind in discovery's order.
+        missing: The kinds of ``--kind`` the cluster does not serve (skipped, in that order).
+        namespaces: ``-n``, or ``(None,)``: one list or watch across all namespaces.
+        excluded: ``--exclude-namespace``.
+    """
+
+    kinds: tuple[S, ...]
+    missing: tuple[Kind, ...]
+    namespaces: tuple[str | None, ...]
+    excluded: frozenset[str]
+
+    @classmethod
+    def of(
+        cls,
+        served: Iterable[S],
+        kinds: Sequence[Kind] = (),
+        namespaces: Sequence[str] = (),
+        excluded: Iterable[str] = (),
+    ) -> RunScope[S]:
+        """The scope of a run over what discovery found. Pure.
+
+        Args:
+            served: The kinds the cluster serves, in discovery's order.
+            kinds: ``--kind``, empty for every served kind.
+            namespaces: ``-n``, empty for all namespaces.
+            excluded: ``--exclude-namespace``.
+
+        Returns:
+            The scope.
+        """
+        by_kind = {each.kind: each for each in served}
+        wanted = tuple(kinds) or tuple(by_kind)
+        return cls(
+            kinds=tuple(by_kind[kind] for kind in wanted if kind in by_kind),
+            missing=tuple(kind for kind in wanted if kind not in by_kind),
+            namespaces=tuple(namespaces) or (None,),
+            excluded=frozenset(excluded),
+        )
+
+    @property
+    def lists(self) -> tuple[tuple[S, str | None], ...]:
+        """Each (kind, namespace) to list or watch, kind by kind: the run's request order."""
+        return tuple((kind, namespace) for kind in self.kinds for namespace in self.namespaces)
+
+    def listed(self, namespace: str) -> bool:
+        """Whether ``-n`` lists the namespace (it does when ``-n`` is not given)."""
+        return self.namespaces == (None,) or namespace in self.namespaces
+
+    def kept(self, namespace: str) -> bool:
+        """Whether ``--exclude-namespace`` leaves the namespace's jobs in."""
+        return namespace not in self.excluded
