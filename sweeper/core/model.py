@@ -82,8 +82,9 @@ class Policy:
         grace: ``--grace``, seconds of tolerance past the deadline.
         escalate_after: ``--escalate-after``. ``auto`` fails a job this many seconds past
             its deadline and grace, or this long after the sweeper's touch, whichever comes
-            first (a touch need not have been written: see :func:`judge`); ``touch`` touches
-            again this long after its touch.
+            first (a touch need not have been written: see
+            :func:`~sweeper.core.decide.judge`); ``touch`` touches again this long after its
+            touch.
         max_actions: ``--max-actions``, ``None`` for no cap.
         terminate_pods: ``--terminate-pods``.
         retouch_after: ``--retouch-after``: ``touch`` and ``auto`` touch a job again this long
@@ -113,8 +114,9 @@ class Action:
         why: Why.
         seconds_overdue: ``now - (startTime + activeDeadlineSeconds)``, ``None`` if unknown.
         detail: A short human explanation.
-        targets: For a ``terminate-pods`` planned from a pass's pod listing (:func:`assemble`),
-            the pods to delete; ``None`` when the executor lists them itself.
+        targets: For a ``terminate-pods`` planned from a pass's pod listing
+            (:func:`~sweeper.core.plan.assemble`), the pods to delete; ``None`` when the
+            executor lists them itself.
     """
 
     job: Job
