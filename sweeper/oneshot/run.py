@@ -67,7 +67,7 @@ _DEPTH = 2
 
 
 class Connect(Protocol):
-    """Builds the cluster for a run (``sweeper.k8s.kube.connect``, or a fake in tests)."""
+    """Builds the cluster for a run (``sweeper.k8s.client.connect``, or a fake in tests)."""
 
     def __call__(self, config: Config, /, *, stop: StopFlag) -> Cluster:
         """Connect; ``stop`` bounds every request by the run's signal flag and ``--timeout``."""
