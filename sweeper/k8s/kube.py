@@ -48,8 +48,111 @@ class Opener(Protocol):
         """
 
 
-class KubeCluster:
+class _WatchRequests:
+    """:class:`KubeCluster`'s watch-mode requests: the streams and the Lease.
+
+    See :class:`sweeper.k8s.cluster.WatchCluster`; the attributes are :class:`KubeCluster`'s.
+    """
+
+    _transport: Transport
+    _once: Transport
+    _stream: Opener | None
+
+    @contextlib.contextmanager
+    def watch_jobs(
+        self,
+        served: ServedKind,
+        namespace: str | None,
+        selector: str | None,
+        resource_version: str,
+        *,
+        timeout_s: int,
+        read_timeout_s: float,
+    ) -> Iterator[Stream]:
+        """Open a watch with bookmarks (see :class:`sweeper.k8s.cluster.WatchCluster`).
+
+        Yields:
+            The open stream; leaving the block closes the connection.
+
+        Raises:
+            Gone: 410, the resourceVersion is too old: list again.
+            ApiError: The watch could not be opened.
+        """
+        if self._stream is None:
+            raise api_error(
+                RequestRef("watch", served.kind.resource, namespace),
+                None,
+                "this cluster connection cannot watch",
+            )
+        path = _collection(f"/apis/{GROUP}/{served.version}", namespace, served.kind.plural)
+        ref = RequestRef("watch", served.kind.resource, namespace)
+        query = [
+            ("watch", "1"),
+            ("allowWatchBookmarks", "true"),
+            ("resourceVersion", resource_version),
+            ("timeoutSeconds", str(timeout_s)),
+        ]
+        if selector:
+            query.append(("labelSelector", selector))
+        url_query = urllib.parse.urlencode(query, quote_via=urllib.parse.quote)
+        raw = self._stream.open(f"{path}?{url_query}", ref, read_timeout_s)
+        try:
+            status = int(raw.status)
+            if not succeeded(status):
+                raise api_error(ref, status, status_message(raw.data or b""))
+            yield _WatchStream(raw, ref, parse_http_date(raw.headers.get("Date")))
+        finally:
+            raw.release_conn()
+            raw.close()
+
+    def get_lease(self, namespace: str, name: str) -> Answer:
+        """Read a Lease (see :class:`sweeper.k8s.cluster.WatchCluster`).
+
+        Returns:
+            The Lease and the answer's date.
+        """
+        ref = RequestRef("get", LEASE_RESOURCE, namespace, name)
+        response = self._transport.request("GET", _object(LEASES, namespace, "leases", name), ref)
+        return Answer(answers.one_object(response, ref), parse_http_date(response.date))
+
+    def create_lease(self, namespace: str, body: JSON) -> Answer:
+        """Create a Lease, tried once (see :class:`sweeper.k8s.cluster.WatchCluster`).
+
+        Returns:
+            The Lease as created and the answer's date.
+        """
+        ref = RequestRef("create", LEASE_RESOURCE, namespace)
+        response = self._once.request(
+            "POST",
+            _collection(LEASES, namespace, "leases"),
+            ref,
+            body=body,
+            content_type="application/json",
+        )
+        return Answer(answers.one_object(response, ref), parse_http_date(response.date))
+
+    def update_lease(self, namespace: str, name: str, body: JSON) -> Answer:
+        """Replace a Lease at its resourceVersion, tried once (see ``WatchCluster``).
+
+        Returns:
+            The Lease as written and the answer's date.
+        """
+        ref = RequestRef("update", LEASE_RESOURCE, namespace, name)
+        response = self._once.request(
+            "PUT",
+            _object(LEASES, namespace, "leases", name),
+            ref,
+            body=body,
+            content_type="application/json",
+        )
+        return Answer(answers.one_object(response, ref), parse_http_date(response.date))
+
+
+class KubeCluster(_WatchRequests):
     """:class:`sweeper.k8s.cluster.Cluster` as requests: paths, queries, bodies, pages, decoding.
+
+    The watch mode's requests (:class:`sweeper.k8s.cluster.WatchCluster`) come from
+    :class:`_WatchRequests`.
 
     Args:
         transport: Sends the requests (retries, ``--timeout``, errors).
@@ -274,97 +377,6 @@ class KubeCluster:
             ),
             ref,
         )
-
-    # --- watch mode: streams and the Lease -------------------------------------------------
-
-    @contextlib.contextmanager
-    def watch_jobs(
-        self,
-        served: ServedKind,
-        namespace: str | None,
-        selector: str | None,
-        resource_version: str,
-        *,
-        timeout_s: int,
-        read_timeout_s: float,
-    ) -> Iterator[Stream]:
-        """Open a watch with bookmarks (see :class:`sweeper.k8s.cluster.WatchCluster`).
-
-        Yields:
-            The open stream; leaving the block closes the connection.
-
-        Raises:
-            Gone: 410, the resourceVersion is too old: list again.
-            ApiError: The watch could not be opened.
-        """
-        if self._stream is None:
-            raise api_error(
-                RequestRef("watch", served.kind.resource, namespace),
-                None,
-                "this cluster connection cannot watch",
-            )
-        path = _collection(f"/apis/{GROUP}/{served.version}", namespace, served.kind.plural)
-        ref = RequestRef("watch", served.kind.resource, namespace)
-        query = [
-            ("watch", "1"),
-            ("allowWatchBookmarks", "true"),
-            ("resourceVersion", resource_version),
-            ("timeoutSeconds", str(timeout_s)),
-        ]
-        if selector:
-            query.append(("labelSelector", selector))
-        url_query = urllib.parse.urlencode(query, quote_via=urllib.parse.quote)
-        raw = self._stream.open(f"{path}?{url_query}", ref, read_timeout_s)
-        try:
-            status = int(raw.status)
-            if not succeeded(status):
-                raise api_error(ref, status, status_message(raw.data or b""))
-            yield _WatchStream(raw, ref, parse_http_date(raw.headers.get("Date")))
-        finally:
-            raw.release_conn()
-            raw.close()
-
-    def get_lease(self, namespace: str, name: str) -> Answer:
-        """Read a Lease (see :class:`sweeper.k8s.cluster.WatchCluster`).
-
-        Returns:
-            The Lease and the answer's date.
-        """
-        ref = RequestRef("get", LEASE_RESOURCE, namespace, name)
-        response = self._transport.request("GET", _object(LEASES, namespace, "leases", name), ref)
-        return Answer(answers.one_object(response, ref), parse_http_date(response.date))
-
-    def create_lease(self, namespace: str, body: JSON) -> Answer:
-        """Create a Lease, tried once (see :class:`sweeper.k8s.cluster.WatchCluster`).
-
-        Returns:
-            The Lease as created and the answer's date.
-        """
-        ref = RequestRef("create", LEASE_RESOURCE, namespace)
-        response = self._once.request(
-            "POST",
-            _collection(LEASES, namespace, "leases"),
-            ref,
-            body=body,
-            content_type="application/json",
-        )
-        return Answer(answers.one_object(response, ref), parse_http_date(response.date))
-
-    def update_lease(self, namespace: str, name: str, body: JSON) -> Answer:
-        """Replace a Lease at its resourceVersion, tried once (see ``WatchCluster``).
-
-        Returns:
-            The Lease as written and the answer's date.
-        """
-        ref = RequestRef("update", LEASE_RESOURCE, namespace, name)
-        response = self._once.request(
-            "PUT",
-            _object(LEASES, namespace, "leases", name),
-            ref,
-            body=body,
-            content_type="application/json",
-        )
-        return Answer(answers.one_object(response, ref), parse_http_date(response.date))
 
     def close(self) -> None:
         """Close the client's connections (see :class:`sweeper.k8s.cluster.Cluster`).
