@@ -11,7 +11,7 @@ Before every write the executor checks whether the run must stop (signal or ``--
 the current write completes, no new one starts.
 
 Every mode runs the same code. ``--dry-run`` (client) wraps the cluster in a
-:class:`~sweeper.k8s.cluster.RecordingCluster`, whose writes go to a list, so it writes nothing by
+:class:`~sweeper.k8s.dryrun.RecordingCluster`, whose writes go to a list, so it writes nothing by
 construction; ``--dry-run=server`` sends each write with ``dryRun=All``.
 """
 
@@ -47,7 +47,8 @@ from sweeper.core.model import (
 )
 from sweeper.core.patches import failure_message, status_patch, touch_patch
 from sweeper.core.plan import execution_order, pods_to_terminate, services_to_delete
-from sweeper.k8s.cluster import Cluster, RecordingCluster, ServedKind
+from sweeper.k8s.cluster import Cluster, ServedKind
+from sweeper.k8s.dryrun import RecordingCluster
 
 log = logging.getLogger(__name__)
 
@@ -136,7 +137,7 @@ class Executor:
     Args:
         cluster: The cluster.
         dry_run: ``None`` to write, ``client`` to send nothing (the cluster is then wrapped
-            in a :class:`~sweeper.k8s.cluster.RecordingCluster`), ``server`` for dryRun=All.
+            in a :class:`~sweeper.k8s.dryrun.RecordingCluster`), ``server`` for dryRun=All.
         should_stop: Returns the reason to stop (a signal, ``--timeout``), or ``None``.
         on_outcome: Called with each outcome as soon as it is known (for logs).
         claim: Holds a job for the time of its action; entered with the action, it yields

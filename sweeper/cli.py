@@ -45,9 +45,9 @@ from sweeper.oneshot.run import Connect, StopFlag, run
 
 
 def _connect(config: Config, *, stop: StopFlag) -> Cluster:
-    from sweeper.k8s import kube  # noqa: PLC0415 - the client takes 0.25 s to import; only runs need it
+    from sweeper.k8s import client  # noqa: PLC0415 - the client takes 0.25 s to import; only runs need it
 
-    return kube.connect(config, stop=stop)
+    return client.connect(config, stop=stop)
 
 
 @dataclass(frozen=True, slots=True)
@@ -637,7 +637,7 @@ def command(ctx: click.Context, /, **options: Any) -> None:
         elif config.watch is not None:
             from sweeper.watch.engine import watch  # noqa: PLC0415 - the watch machinery only for --watch
 
-            code = watch(config, connect, sys.stdout)  # type: ignore[arg-type]  # kube's connect serves both
+            code = watch(config, connect, sys.stdout)  # type: ignore[arg-type]  # client's connect serves both
         else:
             code = run(config, connect, sys.stdout)
     except SweeperError as error:

@@ -1,8 +1,8 @@
 """The sweeper's own error vocabulary and the exit code each error class maps to.
 
-Client errors are translated into these in :mod:`sweeper.k8s.kube` (``raise ... from``), so the rest
-of the package never sees the Kubernetes client's exceptions. The exit codes are the documented
-contract (docs/cli.md, "Exit codes").
+Client errors are translated into these in :mod:`sweeper.k8s.client` (``raise ... from``), so the
+rest of the package never sees the Kubernetes client's exceptions. The exit codes are the
+documented contract (docs/cli.md, "Exit codes").
 """
 
 from __future__ import annotations

@@ -1,12 +1,11 @@
 """The sweeper's own boundary to the cluster: the interface the executor and the pass loop use.
 
-:mod:`sweeper.k8s.kube` implements :class:`Cluster` with the official client; unit tests implement
-it in memory. Objects cross this boundary as decoded JSON, never as the
-client's model classes. Every method raises only the sweeper's own errors
-(:mod:`sweeper.core.errors`): :class:`~sweeper.core.errors.ApiError` and its subclasses for a
-request that
-failed for good, :class:`~sweeper.core.errors.RunTimeout` when ``--timeout`` ran out, and
-:class:`~sweeper.core.errors.Interrupted` when a signal arrived while waiting to retry.
+:mod:`sweeper.k8s.kube` implements :class:`Cluster` over the official client
+(:mod:`sweeper.k8s.client`); unit tests implement it in memory. Objects cross this boundary as
+decoded JSON, never as the client's model classes. Every method raises only the sweeper's own
+errors (:mod:`sweeper.core.errors`): :class:`~sweeper.core.errors.ApiError` and its subclasses
+for a request that failed for good, :class:`~sweeper.core.errors.RunTimeout` when ``--timeout``
+ran out, and :class:`~sweeper.core.errors.Interrupted` when a signal arrived while waiting to retry.
 """
 
 from __future__ import annotations
@@ -82,8 +81,8 @@ class Cluster(Protocol):
     """Everything the sweeper asks of a cluster.
 
     Writes take ``dry_run``: ``True`` sends them with ``dryRun=All`` (``--dry-run=server``).
-    With ``--dry-run`` (client) the executor talks to a :class:`RecordingCluster`, whose writes
-    never reach this interface.
+    With ``--dry-run`` (client) the executor talks to a
+    :class:`~sweeper.k8s.dryrun.RecordingCluster`, whose writes never reach this interface.
 
     Attributes:
         endpoint: Which server and kubeconfig context this is, as errors name them
@@ -235,100 +234,3 @@ class WatchCluster(Cluster, Protocol):
     def update_lease(self, namespace: str, name: str, body: JSON) -> Answer:
         """Replace a Lease; its ``metadata.resourceVersion`` is the precondition (409)."""
         ...
-
-
-@dataclass(frozen=True, slots=True)
-class Write:
-    """A write a :class:`RecordingCluster` kept instead of sending.
-
-    Attributes:
-        verb: ``patch``, ``patch-status``, ``delete-pod``, ``delete-service`` or
-            ``create-event``.
-        namespace: The object's namespace.
-        name: The object's name (the involved object's, for an event).
-        body: The patch or the event; ``None`` for deletes.
-    """
-
-    verb: str
-    namespace: str
-    name: str
-    body: JSON | None = None
-
-
-class RecordingCluster:
-    """``--dry-run`` (client) by construction: reads go to the cluster, writes only to a list.
-
-    The executor runs the same code in every mode; wrapped in this, nothing it does can write.
-    Each write is taken as accepted, as ``dryRun=All`` would have it.
-
-    Args:
-        cluster: The real cluster, for reads.
-
-    Attributes:
-        writes: What would have been written, in order.
-    """
-
-    def __init__(self, cluster: Cluster) -> None:
-        self._cluster = cluster
-        self.endpoint = cluster.endpoint
-        self.writes: list[Write] = []
-
-    def discover(self) -> Discovery:
-        """Pass through (see :class:`Cluster`)."""
-        return self._cluster.discover()
-
-    def list_jobs(
-        self, served: ServedKind, namespace: str | None, selector: str | None, page_size: int
-    ) -> Iterator[Page]:
-        """Pass through (see :class:`Cluster`)."""
-        return self._cluster.list_jobs(served, namespace, selector, page_size)
-
-    def list_job_views(
-        self, served: ServedKind, namespace: str | None, selector: str | None, page_size: int
-    ) -> Iterator[JobPage]:
-        """Pass through (see :class:`Cluster`)."""
-        return self._cluster.list_job_views(served, namespace, selector, page_size)
-
-    def get_job(self, served: ServedKind, namespace: str, name: str) -> JSON:
-        """Pass through (see :class:`Cluster`)."""
-        return self._cluster.get_job(served, namespace, name)
-
-    def list_pods(self, namespace: str, selector: str) -> list[JSON]:
-        """Pass through (see :class:`Cluster`)."""
-        return self._cluster.list_pods(namespace, selector)
-
-    def list_pod_pages(self, namespace: str | None, selector: str) -> Iterator[Page]:
-        """Pass through (see :class:`Cluster`)."""
-        return self._cluster.list_pod_pages(namespace, selector)
-
-    def list_services(self, namespace: str, selector: str) -> list[JSON]:
-        """Pass through (see :class:`Cluster`)."""
-        return self._cluster.list_services(namespace, selector)
-
-    def patch_job(
-        self, served: ServedKind, namespace: str, name: str, patch: JSON, *, dry_run: bool
-    ) -> None:
-        """Record (see :class:`Cluster`)."""
-        self.writes.append(Write("patch", namespace, name, patch))
-
-    def patch_job_status(
-        self, served: ServedKind, namespace: str, name: str, patch: JSON, *, dry_run: bool
-    ) -> None:
-        """Record (see :class:`Cluster`)."""
-        self.writes.append(Write("patch-status", namespace, name, patch))
-
-    def delete_pod(self, namespace: str, name: str, uid: str, *, dry_run: bool) -> None:
-        """Record (see :class:`Cluster`)."""
-        self.writes.append(Write("delete-pod", namespace, name))
-
-    def delete_service(self, namespace: str, name: str, uid: str, *, dry_run: bool) -> None:
-        """Record (see :class:`Cluster`)."""
-        self.writes.append(Write("delete-service", namespace, name))
-
-    def create_event(self, namespace: str, event: JSON, *, dry_run: bool) -> None:
-        """Record (see :class:`Cluster`)."""
-        self.writes.append(Write("create-event", namespace, event["involvedObject"]["name"], event))
-
-    def close(self) -> None:
-        """Pass through (see :class:`Cluster`)."""
-        self._cluster.close()

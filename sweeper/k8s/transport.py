@@ -1,7 +1,7 @@
 """The one request path to the API server: bounded retries, ``Retry-After``, backoff, errors.
 
 No HTTP library here. A :class:`Send` puts one request on the wire and returns the answer, or
-raises :class:`NoResponse` when none came back: :mod:`sweeper.k8s.kube` implements it over the
+raises :class:`NoResponse` when none came back: :mod:`sweeper.k8s.client` implements it over the
 official client, unit tests with a fake. :class:`Transport` decides everything around it:
 
 - 429 (honouring ``Retry-After``, capped), 500, 502, 503, 504 and connection failures are

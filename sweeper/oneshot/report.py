@@ -26,6 +26,7 @@ from typing import Any, TextIO
 from sweeper.config import ClockMode, DryRun, OutputFormat
 from sweeper.core.clock import format_rfc3339, human
 from sweeper.core.model import Action, ActionKind, ActionMode, Outcome, Result, SkipReason
+from sweeper.logs import MAX_LINE_BYTES
 
 log = logging.getLogger(__name__)
 
@@ -34,8 +35,6 @@ _RECORDS_PER_WRITE = 256
 # json.dumps with its defaults, less the check for circular references: records are trees
 # the report builds itself. Same bytes, a tenth less time per record (10,000 per pass).
 _encode = json.JSONEncoder(check_circular=False).encode
-# Container runtimes (CRI) split longer lines into partial log entries.
-MAX_LINE_BYTES = 16 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -365,7 +364,7 @@ def table_row(outcome: Outcome) -> tuple[str, ...]:
         job.name or "-",
         _time(job.start_time) or "-",
         _time(job.deadline) or "-",
-        duration(entry.seconds_overdue),
+        human(entry.seconds_overdue),
         decision,
         result,
     )
@@ -495,15 +494,6 @@ def log_summary(report: PassReport, counts: Summary | None = None) -> None:
             **dataclasses.asdict(counts),
         },
     )
-
-
-def duration(seconds: float | None) -> str:
-    """Render signed seconds for a person (``1h02m``, ``-45s``). Pure.
-
-    Returns:
-        The text, ``-`` for ``None``.
-    """
-    return human(seconds)
 
 
 def _time(moment: datetime | None) -> str | None:

@@ -113,7 +113,7 @@ DRAIN_MARGIN_S = 1.0
 
 
 class WatchConnect(Protocol):
-    """Builds the cluster for the watch mode (``sweeper.k8s.kube.connect``)."""
+    """Builds the cluster for the watch mode (``sweeper.k8s.client.connect``)."""
 
     def __call__(self, config: Config, /, *, stop: StopFlag) -> WatchCluster:
         """Connect.

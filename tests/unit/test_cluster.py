@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from sweeper.core.kinds import PYTORCHJOB
-from sweeper.k8s.cluster import RecordingCluster, ServedKind, Write
+from sweeper.k8s.cluster import ServedKind
+from sweeper.k8s.dryrun import RecordingCluster, Write
 from tests.unit.fakes import FakeCluster
 from tests.unit.objects import NOW, job, owned
 

@@ -1,4 +1,4 @@
-"""sweeper.k8s.kube without a server: the requests each Cluster method makes, ClientSend's errors.
+"""sweeper.k8s.kube and .client without a server: each method's requests, ClientSend's errors.
 
 The same methods against the real kube-apiserver are the e2e tier's; here a scripted Send
 shows the paths, queries, bodies and pages exactly.
@@ -18,7 +18,7 @@ from sweeper.config import Config
 from sweeper.core.errors import ConfigError
 from sweeper.core.jobs import parse_job
 from sweeper.core.kinds import MPI_OPERATOR_VERSION, MPIJOB, PYTORCHJOB, TFJOB
-from sweeper.k8s import kube
+from sweeper.k8s import client, kube
 from sweeper.k8s.cluster import ServedKind
 from sweeper.k8s.transport import NoResponse, Response, Transport
 from tests.unit.objects import job
@@ -298,7 +298,7 @@ SEND_FAILURES = [
 def test_client_errors_become_answers_or_no_response(
     error: BaseException, response: Response | None, no_response: tuple[bool, str] | None
 ) -> None:
-    send = kube.ClientSend(RaisingApi(error))
+    send = client.ClientSend(RaisingApi(error))
     if response is not None:
         assert send("GET", "/x", {}, body=None, timeout=1.0) == response
         return
@@ -318,16 +318,16 @@ def test_connect_without_any_configuration_is_a_usage_error(
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     with pytest.raises(ConfigError, match="no kubeconfig found"):
-        kube.connect(Config(), stop=FakeStop())
+        client.connect(Config(), stop=FakeStop())
 
 
 def test_a_missing_or_broken_kubeconfig_is_a_usage_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="no such file"):
-        kube.connect(Config(kubeconfig=str(tmp_path / "absent")), stop=FakeStop())
+        client.connect(Config(kubeconfig=str(tmp_path / "absent")), stop=FakeStop())
     broken = tmp_path / "config"
     broken.write_text("apiVersion: v1\nkind: Config\nclusters: []\n")
     with pytest.raises(ConfigError, match=f"kubeconfig {broken}"):
-        kube.connect(Config(kubeconfig=str(broken)), stop=FakeStop())
+        client.connect(Config(kubeconfig=str(broken)), stop=FakeStop())
 
 
 def test_a_context_without_a_kubeconfig_is_a_usage_error_in_a_pod(
@@ -336,4 +336,4 @@ def test_a_context_without_a_kubeconfig_is_a_usage_error_in_a_pod(
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.0.0.1")
     with pytest.raises(ConfigError, match="--context needs a kubeconfig"):
-        kube.connect(Config(context="prod"), stop=FakeStop())
+        client.connect(Config(context="prod"), stop=FakeStop())

@@ -11,14 +11,14 @@ from typing import Any
 import pytest
 
 from sweeper.config import ClockMode, DryRun, OutputFormat
+from sweeper.core.clock import human as duration
 from sweeper.core.decide import decide
 from sweeper.core.jobs import parse_job
 from sweeper.core.model import Action, ActionKind, ActionMode, Outcome, Policy, Result
+from sweeper.logs import MAX_LINE_BYTES
 from sweeper.oneshot.report import (
-    MAX_LINE_BYTES,
     Ledger,
     PassReport,
-    duration,
     job_record,
     log_outcome,
     summary,

@@ -23,6 +23,7 @@ from sweeper.core.errors import (
 from sweeper.core.kinds import MPI_OPERATOR_VERSION, MPIJOB, PYTORCHJOB, TFJOB
 from sweeper.core.model import ActionMode, Policy
 from sweeper.k8s.cluster import ServedKind
+from sweeper.oneshot import run as oneshot
 from sweeper.oneshot.run import StopFlag, collector_paused, run
 from tests.unit.fakes import FakeCluster, Request
 from tests.unit.objects import NOW, deadline_failed, job, owned
@@ -380,6 +381,37 @@ def test_the_collector_is_paused_only_inside_the_block_and_restored_after_an_err
         assert not gc.isenabled()  # a caller that had paused it keeps it paused
     finally:
         gc.enable()
+
+
+class CollectorWitness(FakeCluster):
+    """Notes whether the cyclic collector runs while the jobs are listed."""
+
+    def __init__(self) -> None:
+        super().__init__(date=NOW)
+        self.collecting: list[bool] = []
+
+    def list_job_views(self, *args: Any, **kwargs: Any) -> Any:
+        self.collecting.append(gc.isenabled())
+        return super().list_job_views(*args, **kwargs)
+
+
+def test_a_one_shot_run_lists_with_the_collector_paused() -> None:
+    fake = CollectorWitness()
+    fake.add_job(job())
+    assert sweep(fake)[0] == 0
+    assert fake.collecting
+    assert not any(fake.collecting)
+    assert gc.isenabled()
+
+
+def test_a_pass_called_alone_leaves_the_collector_on() -> None:
+    # The watch mode's resync thread calls sweep(): the collector stays on for the process.
+    fake = CollectorWitness()
+    fake.add_job(job())
+    outcome = oneshot.sweep(1, JSON_CONFIG, fake, StopFlag(float("inf"), 45.0), io.StringIO())
+    assert outcome.errors == 0
+    assert fake.collecting
+    assert all(fake.collecting)
 
 
 @pytest.mark.parametrize(

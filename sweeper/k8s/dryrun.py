@@ -1,0 +1,110 @@
+"""``--dry-run`` (client) by construction: a :class:`sweeper.k8s.cluster.Cluster` that cannot write.
+
+:class:`RecordingCluster` wraps the real cluster: reads pass through, writes are kept as
+:class:`Write` values. The executor selects it once, so the same code runs in every dry-run mode.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from sweeper.core.model import JSON
+from sweeper.k8s.cluster import Cluster, Discovery, JobPage, Page, ServedKind
+
+
+@dataclass(frozen=True, slots=True)
+class Write:
+    """A write a :class:`RecordingCluster` kept instead of sending.
+
+    Attributes:
+        verb: ``patch``, ``patch-status``, ``delete-pod``, ``delete-service`` or
+            ``create-event``.
+        namespace: The object's namespace.
+        name: The object's name (the involved object's, for an event).
+        body: The patch or the event; ``None`` for deletes.
+    """
+
+    verb: str
+    namespace: str
+    name: str
+    body: JSON | None = None
+
+
+class RecordingCluster:
+    """``--dry-run`` (client) by construction: reads go to the cluster, writes only to a list.
+
+    The executor runs the same code in every mode; wrapped in this, nothing it does can write.
+    Each write is taken as accepted, as ``dryRun=All`` would have it.
+
+    Args:
+        cluster: The real cluster, for reads.
+
+    Attributes:
+        writes: What would have been written, in order.
+    """
+
+    def __init__(self, cluster: Cluster) -> None:
+        self._cluster = cluster
+        self.endpoint = cluster.endpoint
+        self.writes: list[Write] = []
+
+    def discover(self) -> Discovery:
+        """Pass through (see :class:`sweeper.k8s.cluster.Cluster`)."""
+        return self._cluster.discover()
+
+    def list_jobs(
+        self, served: ServedKind, namespace: str | None, selector: str | None, page_size: int
+    ) -> Iterator[Page]:
+        """Pass through (see :class:`sweeper.k8s.cluster.Cluster`)."""
+        return self._cluster.list_jobs(served, namespace, selector, page_size)
+
+    def list_job_views(
+        self, served: ServedKind, namespace: str | None, selector: str | None, page_size: int
+    ) -> Iterator[JobPage]:
+        """Pass through (see :class:`sweeper.k8s.cluster.Cluster`)."""
+        return self._cluster.list_job_views(served, namespace, selector, page_size)
+
+    def get_job(self, served: ServedKind, namespace: str, name: str) -> JSON:
+        """Pass through (see :class:`sweeper.k8s.cluster.Cluster`)."""
+        return self._cluster.get_job(served, namespace, name)
+
+    def list_pods(self, namespace: str, selector: str) -> list[JSON]:
+        """Pass through (see :class:`sweeper.k8s.cluster.Cluster`)."""
+        return self._cluster.list_pods(namespace, selector)
+
+    def list_pod_pages(self, namespace: str | None, selector: str) -> Iterator[Page]:
+        """Pass through (see :class:`sweeper.k8s.cluster.Cluster`)."""
+        return self._cluster.list_pod_pages(namespace, selector)
+
+    def list_services(self, namespace: str, selector: str) -> list[JSON]:
+        """Pass through (see :class:`sweeper.k8s.cluster.Cluster`)."""
+        return self._cluster.list_services(namespace, selector)
+
+    def patch_job(
+        self, served: ServedKind, namespace: str, name: str, patch: JSON, *, dry_run: bool
+    ) -> None:
+        """Record (see :class:`sweeper.k8s.cluster.Cluster`)."""
+        self.writes.append(Write("patch", namespace, name, patch))
+
+    def patch_job_status(
+        self, served: ServedKind, namespace: str, name: str, patch: JSON, *, dry_run: bool
+    ) -> None:
+        """Record (see :class:`sweeper.k8s.cluster.Cluster`)."""
+        self.writes.append(Write("patch-status", namespace, name, patch))
+
+    def delete_pod(self, namespace: str, name: str, uid: str, *, dry_run: bool) -> None:
+        """Record (see :class:`sweeper.k8s.cluster.Cluster`)."""
+        self.writes.append(Write("delete-pod", namespace, name))
+
+    def delete_service(self, namespace: str, name: str, uid: str, *, dry_run: bool) -> None:
+        """Record (see :class:`sweeper.k8s.cluster.Cluster`)."""
+        self.writes.append(Write("delete-service", namespace, name))
+
+    def create_event(self, namespace: str, event: JSON, *, dry_run: bool) -> None:
+        """Record (see :class:`sweeper.k8s.cluster.Cluster`)."""
+        self.writes.append(Write("create-event", namespace, event["involvedObject"]["name"], event))
+
+    def close(self) -> None:
+        """Pass through (see :class:`sweeper.k8s.cluster.Cluster`)."""
+        self._cluster.close()

@@ -1,0 +1,246 @@
+"""A pass's listing: discover, list every job page by page, judge each page, the pass's instant.
+
+The lists (one per kind and namespace) are read ahead on two threads
+(:mod:`sweeper.oneshot.readahead`); ``now`` is taken once, from the first page's ``Date``; each
+page's jobs are judged as they come (a skip is final there: only what the report prints of it
+is kept, :class:`sweeper.oneshot.report.Ledger`). What is left for the plan is the actions.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Callable, Iterator, Sequence
+from datetime import datetime
+from http import HTTPStatus
+
+from sweeper.config import ClockMode, Config
+from sweeper.core import clock
+from sweeper.core.decide import judge
+from sweeper.core.errors import (
+    ApiError,
+    ClusterUnavailable,
+    ConfigError,
+    Gone,
+    NotFound,
+    SweeperError,
+)
+from sweeper.core.jobs import Job
+from sweeper.core.model import Action, Skip, settled
+from sweeper.core.scope import RunScope
+from sweeper.k8s.cluster import Cluster, JobPage, ServedKind
+from sweeper.oneshot import readahead, report
+
+log = logging.getLogger(__name__)
+
+# Date headers have whole-second resolution: a skew below this is noise.
+_SKEW_RESOLUTION_S = 1.0
+# Lists read at once, and pages of each that may wait (sweeper.oneshot.readahead): two keep the
+# API server busy while this process decodes and judges (docs/benchmarks.md).
+_READERS = 2
+_DEPTH = 2
+
+
+def list_pass(
+    cluster: Cluster,
+    config: Config,
+    should_stop: Callable[[], SweeperError | None],
+    fresh: Callable[[], report.Ledger],
+) -> Listing:
+    """Discover, then list and judge every job of the pass, starting over once if need be.
+
+    Args:
+        cluster: The cluster.
+        config: The run's settings.
+        should_stop: Says whether the pass must stop (a signal, ``--timeout``), checked after
+            each page.
+        fresh: Makes the pass's empty ledger (again, when the listing starts over).
+
+    Returns:
+        The listing: its actions, its ledger (the skips settled), and the pass's instant.
+
+    Raises:
+        ConfigError: The server rejected the label selector (exit 2).
+        ClusterUnavailable: Discovery or a list failed for good (exit 3).
+        Interrupted: A signal arrived.
+        RunTimeout: ``--timeout`` ran out.
+    """
+    listing = Listing(config, should_stop, fresh())
+    served = _discover(cluster, config, listing)
+    try:
+        listing.list_all(cluster, served)
+    except StartOver as cause:
+        # A continue token expired (a very long list), or a kind vanished mid-list:
+        # what was judged is dropped, and the pass lists everything again, once.
+        log.warning("%s; listing every kind again", cause)
+        discovery_date = listing.discovery_date
+        listing = Listing(config, should_stop, fresh())
+        listing.discovery_date = discovery_date
+        try:
+            listing.list_all(cluster, served)
+        except StartOver as again:
+            raise ClusterUnavailable(
+                f"{again} (the list expired again after starting over)"
+            ) from again.__cause__
+    return listing
+
+
+def _discover(cluster: Cluster, config: Config, listing: Listing) -> list[ServedKind]:
+    try:
+        discovery = cluster.discover()
+    except ApiError as error:
+        raise ClusterUnavailable(f"{error} ({cluster.endpoint})") from error
+    listing.discovery_date = discovery.server_date
+    if not discovery.served:
+        log.info("the cluster serves no Kubeflow job kinds (group kubeflow.org)")
+    scope = RunScope.of(discovery.served, config.kinds)
+    for kind in scope.missing:
+        log.info("%s is not served by this cluster; skipped", kind.name, extra={"kind": kind.name})
+    return list(scope.kinds)
+
+
+class StartOver(Exception):  # noqa: N818 - a signal to the pass, not an error it reports
+    """A list ended after some of its pages were judged: the pass must list again."""
+
+
+class Listing:
+    """Lists every job of a pass, judges each page as it comes, and keeps the clocks.
+
+    The lists (one per kind and namespace) are read ahead (:mod:`sweeper.oneshot.readahead`): while
+    this thread judges one page, the API server answers the next request. Each page's jobs
+    are judged with the pass's one instant (taken from the first page). A skip is final there
+    and then: its outcome goes to the ledger, and the job is not kept. An action is kept for
+    the plan, its place held in the ledger. So nothing of a page outlives it but its actions,
+    and a pass's memory does not grow with the fleet.
+
+    A list that cannot be finished after some of its pages were judged (its ``continue``
+    token expired, or its kind vanished) raises :class:`StartOver`: the pass then lists
+    everything again, once, on a fresh ledger (:func:`list_pass`).
+
+    Args:
+        config: The run's settings.
+        should_stop: Says whether the pass must stop, checked after each page.
+        ledger: Where the judged skips go.
+    """
+
+    def __init__(
+        self,
+        config: Config,
+        should_stop: Callable[[], SweeperError | None],
+        ledger: report.Ledger,
+    ) -> None:
+        self.config = config
+        self._should_stop = should_stop
+        self.ledger = ledger
+        self.actions: list[Action] = []
+        self.discovery_date: datetime | None = None
+        self.server_date: datetime | None = None
+        self.local_date: datetime | None = None
+        self._now: datetime | None = None
+
+    def list_all(self, cluster: Cluster, served: Sequence[ServedKind]) -> None:
+        """List and judge every job of the served kinds, in order (kind, then namespace)."""
+        config = self.config
+        lists = [(kind, namespace) for kind in served for namespace in config.namespaces or (None,)]
+        with readahead.ReadAhead[JobPage](workers=_READERS, depth=_DEPTH, name="list") as ahead:
+            for kind, namespace in lists:
+                ahead.submit(
+                    (kind, namespace),
+                    functools.partial(
+                        cluster.list_job_views, kind, namespace, config.selector, config.page_size
+                    ),
+                )
+            for kind, namespace in lists:
+                self._list_one(cluster, kind, ahead.pages((kind, namespace)))
+
+    def _list_one(self, cluster: Cluster, served: ServedKind, pages: Iterator[JobPage]) -> None:
+        config = self.config
+        excluded = frozenset(config.exclude_namespaces)
+        judged = False
+        try:
+            for page in pages:
+                if self.server_date is None:
+                    self._saw(page.server_date)
+                jobs = page.jobs
+                if excluded:
+                    # The list API cannot leave a namespace out; the jobs are dropped here,
+                    # before any decision: an excluded namespace is never acted on nor reported.
+                    jobs = [job for job in jobs if job.namespace not in excluded]
+                self._judge(jobs)
+                judged = True
+                cause = self._should_stop()
+                if cause is not None:
+                    raise cause
+        except NotFound as error:
+            if judged:
+                # The kind vanished after some of its pages were judged: the pass lists again,
+                # and the kind is then skipped as a whole, as when it is gone from the start.
+                raise StartOver(str(error)) from error
+            log.warning(
+                "%s is no longer served; skipped (%s)",
+                served.kind.name,
+                error,
+                extra={"kind": served.kind.name},
+            )
+        except Gone as error:
+            raise StartOver(str(error)) from error
+        except ApiError as error:
+            if error.status == HTTPStatus.BAD_REQUEST and config.selector:
+                raise ConfigError(
+                    f"invalid label selector {config.selector!r} (--selector): "
+                    f"{error.detail or 'rejected by the API server'}"
+                ) from error
+            raise ClusterUnavailable(f"{error} ({cluster.endpoint})") from error
+
+    def _judge(self, jobs: list[Job]) -> None:
+        # A skip's line (debug level) is logged here: with --log-level debug, a pass whose
+        # later list then fails has logged the skips before it, though it acts on nothing and
+        # reports no job.
+        now, config, ledger = self.now(), self.config, self.ledger
+        for job in jobs:
+            entry = judge(job, now, config.policy)
+            if isinstance(entry, Skip):
+                outcome = settled(entry)
+                report.log_outcome(outcome, config.dry_run)
+                ledger.settle(outcome)
+            else:
+                self.actions.append(entry)
+                ledger.expect()
+
+    def _saw(self, server_date: datetime | None) -> None:
+        # One local reading, as close as possible to the server's answer.
+        self.local_date = clock.local_now()
+        self.server_date = server_date
+
+    def now(self) -> datetime:
+        """Choose the pass's one instant, and warn about clock skew.
+
+        Returns:
+            The server's ``Date`` (``--clock server``) or the local clock (``--clock local``);
+            the same instant at every call.
+        """
+        if self._now is None:
+            self._now = self._choose_now()
+        return self._now
+
+    def _choose_now(self) -> datetime:
+        if self.local_date is None:
+            self._saw(self.discovery_date)
+        local = self.local_date or clock.local_now()
+        server = self.server_date
+        if server is None:
+            if self.config.clock is ClockMode.SERVER:
+                log.warning("the API server sent no Date header; using the local clock")
+            return local
+        skew = (local - server).total_seconds()
+        if self.config.clock is ClockMode.LOCAL:
+            if abs(skew) > self.config.policy.grace + _SKEW_RESOLUTION_S:
+                log.warning(
+                    "the local clock is %s %s the API server's; --clock local decides by it",
+                    clock.human(abs(skew)),
+                    "ahead of" if skew > 0 else "behind",
+                    extra={"skew_s": round(skew, 3), "clock": "local"},
+                )
+            return local
+        log.debug("clock skew (local - server): %.3fs", skew, extra={"skew_s": round(skew, 3)})
+        return server
