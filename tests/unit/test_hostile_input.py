@@ -32,7 +32,7 @@ from sweeper.watch import engine
 from sweeper.watch.elector import parse_lease
 from sweeper.watch.servertime import ServerClock
 from tests.cli_runner import runner
-from tests.unit.fakes import FakeCluster
+from tests.unit.fakes import FakeCluster, FakeWatchCluster
 from tests.unit.objects import KIND, NOW, job
 
 PYTORCH = KIND["PyTorchJob"]
@@ -133,7 +133,7 @@ def test_a_grace_beyond_datetimes_range_leaves_every_job_not_yet_due() -> None:
 
 class Harness:
     def __init__(self, *jobs: dict[str, Any]) -> None:
-        self.fake = FakeCluster(date=NOW)
+        self.fake = FakeWatchCluster(date=NOW)
         for raw in jobs:
             self.fake.add_job(raw)
 
