@@ -25,7 +25,8 @@ from http import HTTPStatus
 from types import FrameType
 from typing import TYPE_CHECKING, Protocol, TextIO
 
-from sweeper.act import Claim, Executor, pods_by_owner
+from sweeper.act import Claim, Executor
+from sweeper.cleanup import pods_by_owner
 from sweeper.config import ClockMode, Config, OutputFormat
 from sweeper.core import clock
 from sweeper.core.decide import Action, Plan, Skip, assemble, judge

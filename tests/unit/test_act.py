@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from sweeper.act import Executor, pods_by_owner, refused
+from sweeper.act import Executor, refused
+from sweeper.cleanup import pods_by_owner
 from sweeper.config import DryRun
 from sweeper.core.decide import ActionMode, PodsMode, Policy, decide
 from sweeper.core.errors import ApiError, Interrupted, NotFound, RequestRef, SweeperError
