@@ -45,6 +45,7 @@ from sweeper.core.kinds import COMPONENT
 from sweeper.core.model import JSON, Outcome, Result, settled
 from sweeper.core.patches import failure_message, status_patch, touch_patch
 from sweeper.k8s.cluster import Cluster, RecordingCluster, ServedKind
+from sweeper.stop import StopReason
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +83,8 @@ class Executor:
         cluster: The cluster.
         dry_run: ``None`` to write, ``client`` to send nothing (the cluster is then wrapped
             in a :class:`~sweeper.k8s.cluster.RecordingCluster`), ``server`` for dryRun=All.
-        should_stop: Returns the reason to stop (a signal, ``--timeout``), or ``None``.
+        stop_reason: Says why the run must stop (a signal, ``--timeout``, in watch mode the
+            lost Lease), or ``None``; asked before every write (:mod:`sweeper.stop`).
         on_outcome: Called with each outcome as soon as it is known (for logs).
         claim: Holds a job for the time of its action; entered with the action, it yields
             ``False`` when another actor has the job (the watch mode's timers, during a
@@ -95,7 +97,7 @@ class Executor:
         cluster: Cluster,
         *,
         dry_run: DryRun | None,
-        should_stop: Callable[[], SweeperError | None] = lambda: None,
+        stop_reason: StopReason = lambda: None,
         on_outcome: Callable[[Outcome], None] = lambda _outcome: None,
         claim: Claim | None = None,
     ) -> None:
@@ -104,11 +106,11 @@ class Executor:
             cluster=RecordingCluster(cluster) if dry_run is DryRun.CLIENT else cluster,
             server_dry_run=dry_run is DryRun.SERVER,
             done=_DONE[dry_run],
-            checkpoint=self._checkpoint,
+            stop_if_asked=self._stop_if_asked,
         )
         self._jobs = _JobWriter(writing, PodCleaner(writing))
         self._done = writing.done
-        self._should_stop = should_stop
+        self._stop_reason = stop_reason
         self._on_outcome = on_outcome
         self._claim: Claim = claim or (lambda _action: contextlib.nullcontext(True))
 
@@ -133,7 +135,7 @@ class Executor:
             entry = plan.entries[index]
             assert isinstance(entry, Action)  # noqa: S101 - the order holds actions only
             if stopped is None:
-                stopped = self._should_stop()
+                stopped = self._stop_reason()
             if stopped is not None:
                 outcomes[index] = Outcome(entry, Result.NOT_STARTED, str(stopped))
                 continue
@@ -198,8 +200,8 @@ class Executor:
             touch_refused=progress.touch_refused,
         )
 
-    def _checkpoint(self) -> None:
-        cause = self._should_stop()
+    def _stop_if_asked(self) -> None:
+        cause = self._stop_reason()
         if cause is not None:
             raise _Stop(cause)
 
@@ -214,7 +216,7 @@ class _JobWriter:
     def touch(self, action: Action, now: datetime, policy: Policy, progress: Progress) -> Result:
         job = action.job
         progress.body = touch_patch(now)
-        self._w.checkpoint()
+        self._w.stop_if_asked()
         try:
             self._w.cluster.patch_job(
                 _served(job),
@@ -318,7 +320,7 @@ class _JobWriter:
                 progress.detail = f"re-read: now {fresh.decision} ({fresh.reason})"
                 return Result.LEFT_ALONE
             progress.body = status_patch(job.kind, raw, now)
-            self._w.checkpoint()
+            self._w.stop_if_asked()
             try:
                 self._w.cluster.patch_job_status(
                     served,

@@ -50,13 +50,14 @@ class Writing:
         cluster: The cluster, or the recording wrapper of a client dry run.
         server_dry_run: Send writes with ``dryRun=All``.
         done: The result of an action whose writes went through.
-        checkpoint: Raises when the run must stop; called before every write.
+        stop_if_asked: Raises when the run must stop (:mod:`sweeper.stop`); called before
+            every write.
     """
 
     cluster: Cluster
     server_dry_run: bool
     done: Result
-    checkpoint: Callable[[], None]
+    stop_if_asked: Callable[[], None]
 
     def record_event(
         self,
@@ -78,7 +79,7 @@ class Writing:
             message: The human explanation.
             warning: ``Warning`` type rather than ``Normal``.
         """
-        self.checkpoint()
+        self.stop_if_asked()
         body = event_body(
             job.kind,
             job.version,
@@ -160,14 +161,14 @@ class PodCleaner:
         )
         by_name = {service.name: service for service in services}
         for pod in pods:
-            self._w.checkpoint()
+            self._w.stop_if_asked()
             if not self._delete(self._w.cluster.delete_pod, job, pod, progress):
                 continue
             progress.pods.append(pod.name)
             service = by_name.get(pod.name)
             if service is None:
                 continue
-            self._w.checkpoint()
+            self._w.stop_if_asked()
             if not self._delete(self._w.cluster.delete_service, job, service, progress):
                 continue
             progress.services.append(service.name)

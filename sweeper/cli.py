@@ -27,7 +27,8 @@ from sweeper.config import Config, DryRun
 from sweeper.core.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, SweeperError
 from sweeper.explain import run_explain
 from sweeper.k8s.cluster import WatchCluster
-from sweeper.oneshot.run import StopFlag, run
+from sweeper.oneshot.run import run
+from sweeper.stop import StopFlag
 
 if TYPE_CHECKING:
     # Only for the annotation: the watch machinery is imported for --watch alone.

@@ -24,7 +24,8 @@ from sweeper.core.decide import Entry, Step, explain
 from sweeper.core.errors import EXIT_OK, ApiError, ClusterUnavailable, ConfigError, NotFound
 from sweeper.core.jobs import parse_job
 from sweeper.k8s.cluster import Cluster, ServedKind
-from sweeper.oneshot.run import Connect, StopFlag
+from sweeper.oneshot.run import Connect
+from sweeper.stop import StopFlag
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,7 +26,7 @@ from sweeper.core.kinds import (
     PYTORCHJOB,
     TOUCHED_AT_ANNOTATION,
 )
-from sweeper.oneshot.run import StopFlag
+from sweeper.stop import StopFlag
 from tests.cli_runner import runner
 from tests.unit.fakes import FakeWatchCluster, Request
 from tests.unit.objects import NOW, job

@@ -15,7 +15,7 @@ import pytest
 from sweeper.cli import Seams, command
 from sweeper.config import Config
 from sweeper.core.errors import EXIT_CONFIG, ConfigError
-from sweeper.oneshot.run import StopFlag
+from sweeper.stop import StopFlag
 from sweeper.watch.health import Health, serve
 from tests.cli_runner import runner
 from tests.unit.fakes import FakeWatchCluster

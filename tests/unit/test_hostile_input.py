@@ -27,7 +27,7 @@ from sweeper.core.jobs import Job, parse_job
 from sweeper.core.kinds import KINDS, TOUCHED_AT_ANNOTATION, VERSION
 from sweeper.k8s import decode
 from sweeper.k8s.cluster import ServedKind, WatchCluster, WatchEvent
-from sweeper.oneshot.run import StopFlag
+from sweeper.stop import StopFlag
 from sweeper.watch import engine
 from sweeper.watch.elector import parse_lease
 from sweeper.watch.servertime import ServerClock

@@ -23,7 +23,8 @@ from sweeper.core.errors import (
 )
 from sweeper.core.kinds import MPI_OPERATOR_VERSION, MPIJOB, PYTORCHJOB, TFJOB
 from sweeper.k8s.cluster import ServedKind
-from sweeper.oneshot.run import StopFlag, collector_paused, run
+from sweeper.oneshot.run import collector_paused, run
+from sweeper.stop import StopFlag
 from tests.unit.fakes import FakeCluster, Request
 from tests.unit.objects import NOW, deadline_failed, job, owned
 
