@@ -20,18 +20,18 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from datetime import datetime
 from http import HTTPStatus
-from typing import Any
 
+from sweeper.cleanup import PodCleaner, Progress, Writing
 from sweeper.config import DryRun
-from sweeper.core.clock import format_rfc3339, human
+from sweeper.core.clock import human
 from sweeper.core.decide import judge
 from sweeper.core.errors import ApiError, Conflict, Interrupted, NotFound, RunTimeout, SweeperError
-from sweeper.core.jobs import Job, Owned, parse_job, parse_owned
-from sweeper.core.kinds import COMPONENT, GROUP, JOB_NAME_LABEL
+from sweeper.core.jobs import Job, parse_job
+from sweeper.core.kinds import COMPONENT
 from sweeper.core.model import (
     JSON,
     Action,
@@ -46,9 +46,10 @@ from sweeper.core.model import (
     settled,
 )
 from sweeper.core.patches import failure_message, status_patch, touch_patch
-from sweeper.core.plan import execution_order, pods_to_terminate, services_to_delete
+from sweeper.core.plan import execution_order
 from sweeper.k8s.cluster import Cluster, ServedKind
 from sweeper.k8s.dryrun import RecordingCluster
+from sweeper.stop import StopReason
 
 log = logging.getLogger(__name__)
 
@@ -76,58 +77,6 @@ class _Stop(Exception):  # noqa: N818 - control flow: carries the reason out of 
         self.cause = cause
 
 
-@dataclass(slots=True)
-class _Progress:
-    """What one action has done so far, so an interruption still reports it."""
-
-    body: JSON | None = None
-    wrote: bool = False
-    pods: list[str] = field(default_factory=list)
-    services: list[str] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
-    detail: str = ""
-    # Set when a refused touch escalated to a fail: the outcome reports that action.
-    escalated: Action | None = None
-    touch_refused: str = ""
-
-
-def event_body(job: Job, *, reason: str, message: str, warning: bool, now: datetime) -> JSON:
-    """Build the core/v1 Event recorded on a job. Pure.
-
-    Args:
-        job: The job the event is about.
-        reason: A CamelCase reason (``DeadlineTouched``...).
-        message: The human explanation.
-        warning: ``Warning`` type rather than ``Normal``.
-        now: The instant of the pass.
-
-    Returns:
-        The Event object to create in the job's namespace.
-    """
-    stamp = format_rfc3339(now)
-    return {
-        "apiVersion": "v1",
-        "kind": "Event",
-        # A generated name: two kinds may have jobs of the same name in one namespace.
-        "metadata": {"generateName": f"{job.name[:200]}.", "namespace": job.namespace},
-        "involvedObject": {
-            "apiVersion": f"{GROUP}/{job.version}",
-            "kind": job.kind.name,
-            "namespace": job.namespace,
-            "name": job.name,
-            "uid": job.uid,
-        },
-        "type": "Warning" if warning else "Normal",
-        "reason": reason,
-        "message": message,
-        "source": {"component": COMPONENT},
-        "reportingComponent": COMPONENT,
-        "firstTimestamp": stamp,
-        "lastTimestamp": stamp,
-        "count": 1,
-    }
-
-
 Claim = Callable[[Action], contextlib.AbstractContextManager[bool]]
 
 
@@ -138,7 +87,8 @@ class Executor:
         cluster: The cluster.
         dry_run: ``None`` to write, ``client`` to send nothing (the cluster is then wrapped
             in a :class:`~sweeper.k8s.dryrun.RecordingCluster`), ``server`` for dryRun=All.
-        should_stop: Returns the reason to stop (a signal, ``--timeout``), or ``None``.
+        stop_reason: Says why the run must stop (a signal, ``--timeout``, in watch mode the
+            lost Lease), or ``None``; asked before every write (:mod:`sweeper.stop`).
         on_outcome: Called with each outcome as soon as it is known (for logs).
         claim: Holds a job for the time of its action; entered with the action, it yields
             ``False`` when another actor has the job (the watch mode's timers, during a
@@ -151,20 +101,20 @@ class Executor:
         cluster: Cluster,
         *,
         dry_run: DryRun | None,
-        should_stop: Callable[[], SweeperError | None] = lambda: None,
+        stop_reason: StopReason = lambda: None,
         on_outcome: Callable[[Outcome], None] = lambda _outcome: None,
         claim: Claim | None = None,
     ) -> None:
         # Client dry run by construction: the same code runs, the writes go to a list.
-        writing = _Writing(
+        writing = Writing(
             cluster=RecordingCluster(cluster) if dry_run is DryRun.CLIENT else cluster,
             server_dry_run=dry_run is DryRun.SERVER,
             done=_DONE[dry_run],
-            checkpoint=self._checkpoint,
+            stop_if_asked=self._stop_if_asked,
         )
-        self._jobs = _JobWriter(writing, _PodCleaner(writing))
+        self._jobs = _JobWriter(writing, PodCleaner(writing))
         self._done = writing.done
-        self._should_stop = should_stop
+        self._stop_reason = stop_reason
         self._on_outcome = on_outcome
         self._claim: Claim = claim or (lambda _action: contextlib.nullcontext(True))
 
@@ -189,7 +139,7 @@ class Executor:
             entry = plan.entries[index]
             assert isinstance(entry, Action)  # noqa: S101 - the order holds actions only
             if stopped is None:
-                stopped = self._should_stop()
+                stopped = self._stop_reason()
             if stopped is not None:
                 outcomes[index] = Outcome(entry, Result.NOT_STARTED, str(stopped))
                 continue
@@ -205,7 +155,7 @@ class Executor:
     def _apply(
         self, action: Action, now: datetime, policy: Policy
     ) -> tuple[Outcome, SweeperError | None]:
-        progress = _Progress()
+        progress = Progress()
         try:
             if action.kind is ActionKind.TOUCH:
                 result = self._jobs.touch(action, now, policy, progress)
@@ -241,7 +191,7 @@ class Executor:
         return self._outcome(action, result, progress), None
 
     @staticmethod
-    def _outcome(action: Action, result: Result, progress: _Progress, extra: str = "") -> Outcome:
+    def _outcome(action: Action, result: Result, progress: Progress, extra: str = "") -> Outcome:
         detail = "; ".join(part for part in (progress.detail, extra) if part)
         return Outcome(
             entry=progress.escalated or action,
@@ -254,40 +204,23 @@ class Executor:
             touch_refused=progress.touch_refused,
         )
 
-    def _checkpoint(self) -> None:
-        cause = self._should_stop()
+    def _stop_if_asked(self) -> None:
+        cause = self._stop_reason()
         if cause is not None:
             raise _Stop(cause)
-
-
-@dataclass(frozen=True, slots=True)
-class _Writing:
-    """How an executor writes: to which cluster, with ``dryRun=All`` or not, and what then.
-
-    Attributes:
-        cluster: The cluster, or the recording wrapper of a client dry run.
-        server_dry_run: Send writes with ``dryRun=All``.
-        done: The result of an action whose writes went through.
-        checkpoint: Raises when the run must stop; called before every write.
-    """
-
-    cluster: Cluster
-    server_dry_run: bool
-    done: Result
-    checkpoint: Callable[[], None]
 
 
 class _JobWriter:
     """Touches and fails jobs: the writes to the job itself, each followed by its event."""
 
-    def __init__(self, writing: _Writing, cleaner: _PodCleaner) -> None:
+    def __init__(self, writing: Writing, cleaner: PodCleaner) -> None:
         self._w = writing
         self.cleaner = cleaner
 
-    def touch(self, action: Action, now: datetime, policy: Policy, progress: _Progress) -> Result:
+    def touch(self, action: Action, now: datetime, policy: Policy, progress: Progress) -> Result:
         job = action.job
         progress.body = touch_patch(now)
-        self._w.checkpoint()
+        self._w.stop_if_asked()
         try:
             self._w.cluster.patch_job(
                 _served(job),
@@ -313,7 +246,7 @@ class _JobWriter:
             return self._escalate(action, now, policy, progress, refusal=str(error))
         progress.wrote = True
         late = _late(action)
-        self.cleaner.event(
+        self._w.record_event(
             job,
             progress,
             now,
@@ -332,7 +265,7 @@ class _JobWriter:
         action: Action,
         now: datetime,
         policy: Policy,
-        progress: _Progress,
+        progress: Progress,
         *,
         refusal: str,
     ) -> Result:
@@ -357,7 +290,7 @@ class _JobWriter:
         action: Action,
         now: datetime,
         policy: Policy,
-        progress: _Progress,
+        progress: Progress,
         *,
         touch_refused: bool = False,
     ) -> Result:
@@ -391,7 +324,7 @@ class _JobWriter:
                 progress.detail = f"re-read: now {fresh.decision} ({fresh.reason})"
                 return Result.LEFT_ALONE
             progress.body = status_patch(job.kind, raw, now)
-            self._w.checkpoint()
+            self._w.stop_if_asked()
             try:
                 self._w.cluster.patch_job_status(
                     served,
@@ -411,13 +344,13 @@ class _JobWriter:
         return Result.ERROR
 
     def _failed_by_us(
-        self, action: Action, job: Job, now: datetime, policy: Policy, progress: _Progress
+        self, action: Action, job: Job, now: datetime, policy: Policy, progress: Progress
     ) -> Result:
         # The status write went through: then the pods, then the event (docs/operator.md,
         # "Ordering when failing a job by hand").
         progress.wrote = True
         self.cleaner.delete_pods(job, policy, progress)
-        self.cleaner.event(
+        self._w.record_event(
             job,
             progress,
             now,
@@ -446,113 +379,6 @@ def _failed_condition(document: object) -> JSON | None:
 _WRITTEN = ("type", "status", "reason", "message", "lastUpdateTime", "lastTransitionTime")
 
 
-class _PodCleaner:
-    """Deletes a failed job's pods and services, and records the events of every action."""
-
-    def __init__(self, writing: _Writing) -> None:
-        self._w = writing
-
-    def terminate_pods(
-        self, action: Action, now: datetime, policy: Policy, progress: _Progress
-    ) -> Result:
-        job = action.job
-        self.delete_pods(job, policy, progress, action.targets)
-        if not progress.pods:
-            if progress.errors:
-                return Result.ERROR
-            progress.detail = "no pods left to terminate"
-            return Result.LEFT_ALONE
-        self.event(
-            job,
-            progress,
-            now,
-            reason="DeadlinePodsTerminated",
-            warning=True,
-            message=(
-                f"Deleted {len(progress.pods)} pod(s) and {len(progress.services)} service(s) "
-                f"of a job failed by its deadline ({COMPONENT})"
-            ),
-        )
-        return self._w.done
-
-    def delete_pods(
-        self,
-        job: Job,
-        policy: Policy,
-        progress: _Progress,
-        chosen: Sequence[Owned] | None = None,
-    ) -> None:
-        """Delete the pods (and same-named services) of a failed job.
-
-        Args:
-            job: The job.
-            policy: The knobs (``--terminate-pods``).
-            progress: Where the deletes are recorded.
-            chosen: The pods to delete, chosen from the pass's pod listing; ``None`` to list
-                the job's pods now (after a fail's status write, or in watch mode).
-        """
-        selector = f"{JOB_NAME_LABEL}={job.name}"
-        if chosen is None:
-            listed = _views(self._w.cluster.list_pods(job.namespace, selector))
-            chosen = pods_to_terminate(listed, job, policy.terminate_pods)
-        pods = list(chosen)
-        if not pods:
-            return
-        services = services_to_delete(
-            _views(self._w.cluster.list_services(job.namespace, selector)),
-            job,
-            [pod.name for pod in pods],
-        )
-        by_name = {service.name: service for service in services}
-        for pod in pods:
-            self._w.checkpoint()
-            if not self._delete(self._w.cluster.delete_pod, job, pod, progress):
-                continue
-            progress.pods.append(pod.name)
-            service = by_name.get(pod.name)
-            if service is None:
-                continue
-            self._w.checkpoint()
-            if not self._delete(self._w.cluster.delete_service, job, service, progress):
-                continue
-            progress.services.append(service.name)
-
-    def _delete(
-        self,
-        delete: Callable[..., None],
-        job: Job,
-        target: Owned,
-        progress: _Progress,
-    ) -> bool:
-        try:
-            delete(job.namespace, target.name, target.uid, dry_run=self._w.server_dry_run)
-            progress.wrote = True
-        except (NotFound, Conflict):
-            # Gone already, or replaced by an object with another uid: not ours to delete.
-            return False
-        except ApiError as error:
-            progress.errors.append(str(error))
-            return False
-        return True
-
-    def event(
-        self,
-        job: Job,
-        progress: _Progress,
-        now: datetime,
-        *,
-        reason: str,
-        message: str,
-        warning: bool,
-    ) -> None:
-        self._w.checkpoint()
-        body = event_body(job, reason=reason, message=message, warning=warning, now=now)
-        try:
-            self._w.cluster.create_event(job.namespace, body, dry_run=self._w.server_dry_run)
-        except ApiError as error:
-            progress.errors.append(str(error))
-
-
 # What kube-apiserver answers when admission or RBAC refuses a request: a validating webhook's
 # denial carries the code the webhook chose (at least 400; controller-runtime's is 403), a
 # ValidatingAdmissionPolicy's is 422 by default, RBAC's 403, a bad request 400. A webhook that
@@ -576,57 +402,6 @@ def refused(error: ApiError) -> bool:
     return error.status == HTTPStatus.INTERNAL_SERVER_ERROR and bool(_WEBHOOK.search(error.detail))
 
 
-def pods_by_owner(
-    cluster: Cluster, actions: Iterable[Action], namespaces: Sequence[str]
-) -> dict[str, tuple[Owned, ...]]:
-    """List the pods of the jobs a pass would clean up: one LIST per scope, not one per job.
-
-    A job failed by its deadline stays ``terminate-pods`` for as long as it is kept, most of
-    them with no pod left (the operator deletes none of a Failed job's pods under
-    ``cleanPodPolicy: None``, the default, and never recreates any). Listing the operator's
-    pods (label ``training.kubeflow.org/job-name``) once per namespace scope, cluster-wide
-    for a cluster-wide pass and per namespace with ``--namespace`` (the RBAC each grants),
-    lets :func:`sweeper.core.plan.assemble` plan only the clean-ups that have something to delete.
-
-    Args:
-        cluster: The cluster (a read: a client dry run sends it too).
-        actions: The pass's actions; only ``terminate-pods`` ones are looked at.
-        namespaces: ``--namespace``; empty for a cluster-wide pass.
-
-    Returns:
-        For each such job whose scope was listed, the pods (views) whose controller
-        ``ownerReference`` is its uid, possibly none. A scope whose list failed leaves its
-        jobs out, with a warning: each then lists its own pods when executed, as before.
-
-    Raises:
-        Interrupted: A signal arrived while retrying the list.
-        RunTimeout: ``--timeout`` ran out during the list.
-    """
-    wanted: dict[str | None, set[str]] = {}
-    for action in actions:
-        if action.kind is ActionKind.TERMINATE_PODS:
-            scope = action.job.namespace if namespaces else None
-            wanted.setdefault(scope, set()).add(action.job.uid)
-    index: dict[str, tuple[Owned, ...]] = {}
-    for scope, uids in wanted.items():
-        found: dict[str, list[Owned]] = {uid: [] for uid in uids}
-        try:
-            for page in cluster.list_pod_pages(scope, JOB_NAME_LABEL):
-                for view in _views(page.items):
-                    if view.controller_uid in found:
-                        found[view.controller_uid].append(view)
-        except ApiError as error:
-            log.warning(
-                "%s; the %d clean-up(s) there list their jobs' pods one by one",
-                error,
-                len(uids),
-                extra={"namespace": scope},
-            )
-            continue
-        index.update((uid, tuple(pods)) for uid, pods in found.items())
-    return index
-
-
 # What a write that went through makes of an action, by --dry-run mode.
 _DONE = {None: Result.DONE, DryRun.SERVER: Result.DRY_RUN, DryRun.CLIENT: Result.PLANNED}
 
@@ -637,7 +412,3 @@ def _late(action: Action) -> str:
 
 def _served(job: Job) -> ServedKind:
     return ServedKind(job.kind, job.version)
-
-
-def _views(objects: Iterable[Any]) -> list[Owned]:
-    return [view for view in map(parse_owned, objects) if view is not None]

@@ -6,45 +6,36 @@ stderr and its documented exit code. The Kubernetes client is imported only once
 so ``--version`` and ``--help`` stay fast.
 
 Tests run the command against their own cluster by passing :class:`Seams` as click's
-``obj``; mypy checks both :func:`_connect` and theirs against :class:`~sweeper.oneshot.run.Connect`.
+``obj``; mypy checks both :func:`_connect` and theirs against
+:class:`~sweeper.watch.engine.WatchConnect`, which serves every mode (a watch cluster is also a
+:class:`~sweeper.k8s.cluster.Cluster`).
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import socket
 import sys
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
-import durationpy
 
-from sweeper import __version__, logs
-from sweeper.config import (
-    DEFAULT_PUSHGATEWAY_JOB,
-    LOG_LEVELS,
-    ClockMode,
-    Config,
-    DryRun,
-    LogFormat,
-    OutputFormat,
-    Timing,
-    WatchSettings,
-    parse_reference,
-)
-from sweeper.core.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, ConfigError, SweeperError
-from sweeper.core.kinds import lookup
-from sweeper.core.model import ActionMode, PodsMode, Policy
+from sweeper import __version__, logs, options
+from sweeper.config import Config, DryRun
+from sweeper.core.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, SweeperError
 from sweeper.explain import run_explain
-from sweeper.k8s.cluster import Cluster
-from sweeper.oneshot.run import Connect, StopFlag, run
+from sweeper.k8s.cluster import WatchCluster
+from sweeper.oneshot.run import run
+from sweeper.stop import StopFlag
+
+if TYPE_CHECKING:
+    # Only for the annotation: the watch machinery is imported for --watch alone.
+    from sweeper.watch.engine import WatchConnect
 
 
-def _connect(config: Config, *, stop: StopFlag) -> Cluster:
+def _connect(config: Config, *, stop: StopFlag) -> WatchCluster:
     from sweeper.k8s import client  # noqa: PLC0415 - the client takes 0.25 s to import; only runs need it
 
     return client.connect(config, stop=stop)
@@ -58,46 +49,30 @@ class Seams:
         connect: Builds the run's cluster; the Kubernetes client by default.
     """
 
-    connect: Connect = _connect
+    connect: WatchConnect = _connect
 
 
 # Not subscripted: ParamType is generic only from click 8.2 on, and we support 8.1.
 class DryRunChoice(click.ParamType):  # type: ignore[type-arg]
-    """``--dry-run`` values: ``client`` (also the bare flag), ``server``, or ``none``.
+    """``--dry-run`` values, read by :func:`sweeper.options.parse_dry_run`.
 
-    The usual booleans are accepted too (``true`` means ``client``, ``false`` ``none``). An
-    empty value is not (:class:`Option`): kubectl refuses ``--dry-run=``, and an empty
-    ``SWEEPER_DRY_RUN`` in a template must never turn into a writing run.
+    An empty value never reaches it (:class:`Option`): kubectl refuses ``--dry-run=``.
     """
 
     name = "client|server|none"
-    _ALIASES: ClassVar[dict[str, str]] = {
-        "true": "client",
-        "1": "client",
-        "yes": "client",
-        "false": "none",
-        "0": "none",
-        "no": "none",
-    }
 
     def convert(
         self, value: Any, param: click.Parameter | None, ctx: click.Context | None
     ) -> DryRun | None:
         """Read a flag or environment value; ``None`` means no dry run at all."""
-        if value is None or isinstance(value, DryRun):
-            return value
-        text = str(value).strip().lower()
-        text = self._ALIASES.get(text, text)
-        if text == "none":
-            return None
         try:
-            return DryRun(text)
-        except ValueError:
-            self.fail(f"{value!r} is not one of client, server, none", param, ctx)
+            return options.parse_dry_run(value)
+        except ValueError as error:
+            self.fail(str(error), param, ctx)
 
 
 class Duration(click.ParamType):  # type: ignore[type-arg]
-    """A duration as kubectl takes one (``30s``, ``5m``, ``1h30m``, ``250ms``) or plain seconds.
+    """A duration, read by :func:`sweeper.options.parse_duration` (the one parser).
 
     Args:
         positive: Zero is refused too.
@@ -111,43 +86,11 @@ class Duration(click.ParamType):  # type: ignore[type-arg]
     def convert(
         self, value: Any, param: click.Parameter | None, ctx: click.Context | None
     ) -> float:
-        """Turn the text into seconds.
-
-        Args:
-            value: ``30s``, ``1h``, ``90``...
-            param: The option.
-            ctx: The context.
-
-        Returns:
-            Seconds.
-        """
-        if isinstance(value, int | float):
-            seconds = float(value)
-        else:
-            text = str(value).strip()
-            try:
-                seconds = float(text)
-            except ValueError:
-                try:
-                    seconds = durationpy.from_str(text).total_seconds()
-                except durationpy.DurationError:
-                    self.fail(
-                        f"{value!r} is not a duration (e.g. 30s, 5m, 1h30m, or seconds)", param, ctx
-                    )
-        if seconds != seconds or seconds in (float("inf"), float("-inf")):  # noqa: PLR0124 - NaN
-            self.fail(f"{value!r} is not a finite duration", param, ctx)
-        if seconds < 0 or (self.positive and seconds == 0):
-            self.fail(
-                f"{value!r} must be {'positive' if self.positive else 'zero or more'}", param, ctx
-            )
-        return seconds
-
-
-def _seconds(*, positive: bool = False) -> Duration:
-    return Duration(positive=positive)
-
-
-AUTO = "auto"
+        """Turn the text (``30s``, ``1h``, ``90``...) into seconds."""
+        try:
+            return options.parse_duration(value, positive=self.positive)
+        except ValueError as error:
+            self.fail(str(error), param, ctx)
 
 
 class UsageError(click.UsageError):
@@ -299,8 +242,44 @@ class Option(click.Option):
 _Decorated = TypeVar("_Decorated", bound=Callable[..., Any])
 
 
-def _option(*names: str, env: str | list[str], **kwargs: Any) -> Callable[[_Decorated], _Decorated]:
-    return click.option(*names, cls=Option, envvar=env, show_envvar=True, **kwargs)
+def _type(value: options.Value) -> Any:
+    # The click type of each kind of value sweeper.options declares.
+    if isinstance(value, options.Duration):
+        return Duration(positive=value.positive)
+    if isinstance(value, options.Count):
+        return click.IntRange(value.minimum, value.maximum)
+    if isinstance(value, options.Choice):
+        return click.Choice(value.words, case_sensitive=False)
+    if isinstance(value, options.DryRunWord):
+        return DryRunChoice()
+    return None
+
+
+def _option(flag: options.Flag) -> Callable[[_Decorated], _Decorated]:
+    settings: dict[str, Any] = {"default": flag.default, "help": flag.help}
+    if isinstance(flag.value, options.Switch):
+        if "/" not in flag.names[0]:
+            settings["is_flag"] = True
+    elif flag.value is not None:
+        settings["type"] = _type(flag.value)
+    if flag.bare is not None:
+        settings.update(is_flag=False, flag_value=flag.bare)
+    if flag.metavar is not None:
+        settings["metavar"] = flag.metavar
+    if flag.multiple:
+        settings["multiple"] = True
+    if flag.shown_default is not None:
+        settings["show_default"] = flag.shown_default
+    twins = flag.variables
+    env: str | list[str] = twins[0] if len(twins) == 1 else list(twins)
+    return click.option(*flag.names, cls=Option, envvar=env, show_envvar=True, **settings)
+
+
+def _options(function: _Decorated) -> _Decorated:
+    # In reverse: the last decorator applied is the first option of --help.
+    for flag in reversed(options.FLAGS):
+        function = _option(flag)(function)
+    return function
 
 
 @click.command(
@@ -313,311 +292,10 @@ def _option(*names: str, env: str | list[str], **kwargs: Any) -> Callable[[_Deco
         "show_default": True,
     },
 )
-@_option(
-    "--kubeconfig",
-    env=["SWEEPER_KUBECONFIG", "KUBECONFIG"],
-    metavar="PATH",
-    help="Kubeconfig file (default: KUBECONFIG, ~/.kube/config, else in-cluster).",
-)
-@_option("--context", env="SWEEPER_CONTEXT", metavar="NAME", help="Kubeconfig context to use.")
-@_option(
-    "-n",
-    "--namespace",
-    "namespaces",
-    env="SWEEPER_NAMESPACE",
-    multiple=True,
-    metavar="NS",
-    help="Only this namespace (repeatable; default: all namespaces, never listed).",
-)
-@_option(
-    "-A",
-    "--all-namespaces",
-    env="SWEEPER_ALL_NAMESPACES",
-    is_flag=True,
-    help="Every namespace: the default, spelled out as kubectl does (not with -n).",
-)
-@_option(
-    "--exclude-namespace",
-    "exclude_namespaces",
-    env="SWEEPER_EXCLUDE_NAMESPACE",
-    multiple=True,
-    metavar="NS",
-    help="Leave this namespace's jobs alone (repeatable).",
-)
-@_option(
-    "--kind",
-    "kinds",
-    env="SWEEPER_KIND",
-    multiple=True,
-    metavar="KIND",
-    help="Only this kind, e.g. PyTorchJob or pytorchjobs (repeatable; default: all).",
-)
-@_option(
-    "-l",
-    "--selector",
-    env="SWEEPER_SELECTOR",
-    metavar="SEL",
-    help="Label selector the jobs must match.",
-)
-@_option(
-    "--page-size",
-    env="SWEEPER_PAGE_SIZE",
-    type=click.IntRange(min=1),
-    default=500,
-    help="Jobs per list request.",
-)
-@_option(
-    "--grace",
-    env="SWEEPER_GRACE",
-    type=_seconds(),
-    default="0s",
-    metavar="DURATION",
-    help="Tolerance past the deadline before acting.",
-)
-@_option(
-    "--clock",
-    env="SWEEPER_CLOCK",
-    type=click.Choice([m.value for m in ClockMode], case_sensitive=False),
-    default=ClockMode.SERVER.value,
-    help="Whose clock decides: the API server's Date header, or this machine's.",
-)
-@_option(
-    "--action",
-    env="SWEEPER_ACTION",
-    type=click.Choice([m.value for m in ActionMode], case_sensitive=False),
-    default=ActionMode.TOUCH.value,
-    help="touch: annotate so the operator fails it; fail: fail it as the operator would; "
-    "auto: touch, then fail if still running --escalate-after later.",
-)
-@_option(
-    "--terminate-pods",
-    env="SWEEPER_TERMINATE_PODS",
-    type=click.Choice([m.value for m in PodsMode], case_sensitive=False),
-    default=PodsMode.ACTIVE.value,
-    help="Pods of a failed job to delete: active (Running, Pending), all, or policy (the "
-    "job's cleanPodPolicy).",
-)
-@_option(
-    "--escalate-after",
-    env="SWEEPER_ESCALATE_AFTER",
-    type=_seconds(),
-    default="2m",
-    metavar="DURATION",
-    help="Time after the sweeper's touch before auto fails a job "
-    "(and before touch touches it again).",
-)
-@_option(
-    "--retouch-after",
-    env="SWEEPER_RETOUCH_AFTER",
-    type=_seconds(positive=True),
-    default="5s",
-    metavar="DURATION",
-    help="Touch a job again this soon when a touch written near its deadline did not fail it "
-    "(the operator judges with its own clock).",
-)
-@_option(
-    "--retouch-limit",
-    env="SWEEPER_RETOUCH_LIMIT",
-    type=click.IntRange(min=0),
-    default=3,
-    metavar="N",
-    help="At most N such quick touches per deadline before --escalate-after applies; 0: none.",
-)
-@_option(
-    "--max-actions",
-    env="SWEEPER_MAX_ACTIONS",
-    type=click.IntRange(min=0),
-    default=None,
-    metavar="N",
-    show_default="unlimited",
-    help="Act on at most N jobs per pass (most overdue first).",
-)
-@_option(
-    "--every",
-    env="SWEEPER_EVERY",
-    type=_seconds(positive=True),
-    default=None,
-    metavar="DURATION",
-    help="Start a pass every DURATION (needs --for).",
-)
-@_option(
-    "--for",
-    "for_seconds",
-    env="SWEEPER_FOR",
-    type=_seconds(positive=True),
-    default=None,
-    metavar="DURATION",
-    help="Start passes during DURATION (needs --every).",
-)
-@_option(
-    "--dry-run",
-    env="SWEEPER_DRY_RUN",
-    type=DryRunChoice(),
-    is_flag=False,
-    flag_value="client",
-    default=None,
-    help="Plan and report, write nothing (client), or send writes with dryRun=All "
-    "(server). Bare --dry-run means client.",
-)
-@_option(
-    "-o",
-    "--output",
-    env="SWEEPER_OUTPUT",
-    type=click.Choice([f.value for f in OutputFormat], case_sensitive=False),
-    default=OutputFormat.TEXT.value,
-    help="Report on stdout: text (actions, errors, skips counted by reason), wide (text "
-    "with every job), json (one document per pass).",
-)
-@_option(
-    "--log-format",
-    env="SWEEPER_LOG_FORMAT",
-    type=click.Choice([AUTO, *(f.value for f in LogFormat)], case_sensitive=False),
-    default=AUTO,
-    help="Log format on stderr; auto: text on a terminal, JSON otherwise.",
-)
-@_option(
-    "--log-level",
-    env="SWEEPER_LOG_LEVEL",
-    type=click.Choice(LOG_LEVELS, case_sensitive=False),
-    default="INFO",
-    help="Log level.",
-)
-@_option(
-    "--request-timeout",
-    env="SWEEPER_REQUEST_TIMEOUT",
-    type=_seconds(positive=True),
-    default="10s",
-    metavar="DURATION",
-    help="Timeout of each HTTP request.",
-)
-@_option(
-    "--timeout",
-    env="SWEEPER_TIMEOUT",
-    type=_seconds(positive=True),
-    default="45s",
-    metavar="DURATION",
-    help="Bound on the whole run (exit 5 when reached); --watch: on each resync pass.",
-)
-@_option(
-    "--pushgateway",
-    env="SWEEPER_PUSHGATEWAY",
-    metavar="URL",
-    help="Push the run's deadline_sweeper_* metrics to this Prometheus Pushgateway when "
-    "it ends (a failed push is logged; the exit code stays).",
-)
-@_option(
-    "--pushgateway-job",
-    env="SWEEPER_PUSHGATEWAY_JOB",
-    default=DEFAULT_PUSHGATEWAY_JOB,
-    metavar="NAME",
-    help="The job label (grouping key) of the pushed metrics: one per "
-    "sweeper sharing a Pushgateway.",
-)
-@_option(
-    "--explain",
-    env="SWEEPER_EXPLAIN",
-    metavar="NAMESPACE/NAME",
-    help="Print, for one job, every rule of the decision in order with the value it saw "
-    "and its outcome, then exit (writes nothing).",
-)
-@_option(
-    "--watch",
-    "watch",
-    env="SWEEPER_WATCH",
-    is_flag=True,
-    default=False,
-    help="Run continuously: watch the jobs and act on each the moment it is due "
-    "(a Deployment; see README 'Choosing a mode').",
-)
-@_option(
-    "--resync",
-    env="SWEEPER_RESYNC",
-    type=_seconds(positive=True),
-    default="5m",
-    metavar="DURATION",
-    help="--watch: time between full passes (a safety net).",
-)
-@_option(
-    "--watch-timeout",
-    env="SWEEPER_WATCH_TIMEOUT",
-    type=_seconds(positive=True),
-    default="90s",
-    metavar="DURATION",
-    help="--watch: reopen a watch stream silent for this long (bookmarks come every minute).",
-)
-@_option(
-    "--leader-elect/--no-leader-elect",
-    env="SWEEPER_LEADER_ELECT",
-    default=True,
-    help="--watch: hold a coordination.k8s.io Lease before writing (run 2 replicas); "
-    "never with --dry-run, which writes no Lease either (each replica reports alone).",
-)
-@_option(
-    "--lease-name",
-    env="SWEEPER_LEASE_NAME",
-    default="kubeflow-deadline-sweeper",
-    metavar="NAME",
-    help="--watch: the Lease's name.",
-)
-@_option(
-    "--lease-namespace",
-    env="SWEEPER_LEASE_NAMESPACE",
-    default=None,
-    metavar="NS",
-    show_default="the pod's, else the kubeconfig context's",
-    help="--watch: the Lease's namespace.",
-)
-@_option(
-    "--identity",
-    env="SWEEPER_IDENTITY",
-    default=None,
-    metavar="ID",
-    show_default="hostname_random",
-    help="--watch: this replica's Lease holder identity.",
-)
-@_option(
-    "--lease-duration",
-    env="SWEEPER_LEASE_DURATION",
-    type=_seconds(positive=True),
-    default="15s",
-    metavar="DURATION",
-    help="--watch: how long a Lease unrenewed is waited for before a takeover.",
-)
-@_option(
-    "--renew-deadline",
-    env="SWEEPER_RENEW_DEADLINE",
-    type=_seconds(positive=True),
-    default="10s",
-    metavar="DURATION",
-    help="--watch: the leader stops writing if it cannot renew within this (and takes the "
-    "Lease back when it can, if nobody else did).",
-)
-@_option(
-    "--retry-period",
-    env="SWEEPER_RETRY_PERIOD",
-    type=_seconds(positive=True),
-    default="2s",
-    metavar="DURATION",
-    help="--watch: time between Lease attempts.",
-)
-@_option(
-    "--health-address",
-    env="SWEEPER_HEALTH_ADDRESS",
-    default="0.0.0.0",  # noqa: S104 - probes
-    metavar="ADDR",
-    help="--watch: address of /healthz, /readyz and /metrics.",
-)
-@_option(
-    "--health-port",
-    env="SWEEPER_HEALTH_PORT",
-    type=click.IntRange(0, 65535),
-    default=8080,
-    metavar="PORT",
-    help="--watch: port of the probes and /metrics (0: off).",
-)
+@_options
 @click.version_option(__version__, "--version", prog_name="sweeper")
 @click.pass_context
-def command(ctx: click.Context, /, **options: Any) -> None:
+def command(ctx: click.Context, /, **values: Any) -> None:
     """Find Kubeflow v1 jobs past spec.runPolicy.activeDeadlineSeconds and touch or fail them.
 
     Exit codes: 0 completed, 1 some actions failed, 2 usage or configuration error, 3 the
@@ -627,7 +305,7 @@ def command(ctx: click.Context, /, **options: Any) -> None:
     """
     connect = (ctx.find_object(Seams) or Seams()).connect
     try:
-        config = build_config(options)
+        config = options.build_config(values)
     except SweeperError as error:
         _fail(error)
     logs.configure(config.log_format, config.log_level)
@@ -637,7 +315,7 @@ def command(ctx: click.Context, /, **options: Any) -> None:
         elif config.watch is not None:
             from sweeper.watch.engine import watch  # noqa: PLC0415 - the watch machinery only for --watch
 
-            code = watch(config, connect, sys.stdout)  # type: ignore[arg-type]  # client's connect serves both
+            code = watch(config, connect, sys.stdout)
         else:
             code = run(config, connect, sys.stdout)
     except SweeperError as error:
@@ -663,92 +341,6 @@ def command(ctx: click.Context, /, **options: Any) -> None:
 def _fail(error: SweeperError) -> None:
     click.echo(f"sweeper: error: {error}", err=True)
     raise SystemExit(error.exit_code)
-
-
-def build_config(options: dict[str, Any]) -> Config:
-    """Turn the parsed options into the run's configuration.
-
-    Args:
-        options: click's parameters, by name.
-
-    Returns:
-        The frozen, validated configuration.
-
-    Raises:
-        ConfigError: A value is invalid (unknown kind, bad selector, contradictory options).
-    """
-    try:
-        kinds = tuple(dict.fromkeys(lookup(kind) for kind in options["kinds"]))
-    except KeyError as error:
-        raise ConfigError(f"{error.args[0]} (--kind)") from error
-    if options["all_namespaces"] and options["namespaces"]:
-        raise ConfigError("-A/--all-namespaces and -n/--namespace contradict each other")
-    log_format = options["log_format"].lower()
-    if log_format == AUTO:
-        # kubectl's habit: people at a terminal read text, log collectors parse JSON.
-        log_format = LogFormat.TEXT if stderr_is_tty() else LogFormat.JSON
-    return Config(
-        kubeconfig=options["kubeconfig"] or None,
-        context=options["context"] or None,
-        namespaces=tuple(dict.fromkeys(options["namespaces"])),
-        exclude_namespaces=tuple(dict.fromkeys(options["exclude_namespaces"])),
-        kinds=kinds,
-        selector=options["selector"] or None,
-        page_size=options["page_size"],
-        policy=Policy(
-            action=ActionMode(options["action"].lower()),
-            grace=options["grace"],
-            escalate_after=options["escalate_after"],
-            retouch_after=options["retouch_after"],
-            retouch_limit=options["retouch_limit"],
-            max_actions=options["max_actions"],
-            terminate_pods=PodsMode(options["terminate_pods"].lower()),
-        ),
-        clock=ClockMode(options["clock"].lower()),
-        every=options["every"],
-        for_seconds=options["for_seconds"],
-        dry_run=options["dry_run"],
-        output=OutputFormat(options["output"].lower()),
-        log_format=LogFormat(log_format),
-        log_level=options["log_level"].upper(),
-        request_timeout=options["request_timeout"],
-        timeout=options["timeout"],
-        pushgateway=options["pushgateway"] or None,
-        pushgateway_job=options["pushgateway_job"],
-        explain=parse_reference(options["explain"]) if options["explain"] else None,
-        watch=_watch_settings(options) if options.get("watch") else None,
-    )
-
-
-def _watch_settings(options: dict[str, Any]) -> WatchSettings:
-    identity = options.get("identity") or f"{socket.gethostname()}_{uuid.uuid4().hex[:10]}"
-    return WatchSettings(
-        resync=options["resync"],
-        watch_timeout=options["watch_timeout"],
-        leader_elect=options["leader_elect"],
-        lease_name=options["lease_name"],
-        lease_namespace=options["lease_namespace"] or None,
-        identity=identity,
-        timing=Timing(
-            lease_duration=options["lease_duration"],
-            renew_deadline=options["renew_deadline"],
-            retry_period=options["retry_period"],
-        ),
-        health_address=options["health_address"],
-        health_port=options["health_port"],
-    )
-
-
-def stderr_is_tty() -> bool:
-    """Whether a person is likely reading stderr.
-
-    Returns:
-        True when stderr is a terminal.
-    """
-    try:
-        return sys.stderr.isatty()
-    except (AttributeError, ValueError):  # replaced or closed stream
-        return False
 
 
 def main() -> None:

@@ -1,4 +1,4 @@
-"""The run's settings: one frozen, validated object built at the edge (``sweeper.cli``).
+"""The run's settings: one frozen, validated object built at the edge (``sweeper.options``).
 
 Nothing here reads the environment; the CLI resolves flags and their ``SWEEPER_*`` twins and
 hands the values over. Validation raises :class:`~sweeper.core.errors.ConfigError` (exit code 2)
@@ -221,11 +221,13 @@ class Config:
         log_format: ``--log-format``.
         log_level: ``--log-level``.
         request_timeout: ``--request-timeout``, seconds per HTTP request.
-        timeout: ``--timeout``, seconds for the whole run.
+        timeout: ``--timeout``, seconds for the whole run (exit 5 when reached). In watch
+            mode, which runs until a signal, it bounds each resync pass from its start
+            instead (a pass cut short is counted as ``stopped``); timer fires are bounded by
+            ``--request-timeout`` alone.
         pushgateway: ``--pushgateway``, the URL metrics are pushed to; ``None`` to push none.
         pushgateway_job: ``--pushgateway-job``, the job label of the pushed group.
         explain: ``--explain``, the (namespace, name) of the job to explain instead of a run.
-        timeout: ``--timeout``, seconds for the whole run (a pass's, in watch mode).
         watch: The ``--watch`` settings; ``None`` for the one-shot (CronJob) mode.
     """
 

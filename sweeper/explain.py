@@ -26,7 +26,8 @@ from sweeper.core.jobs import parse_job
 from sweeper.core.model import Entry
 from sweeper.core.scope import RunScope
 from sweeper.k8s.cluster import Cluster, ServedKind
-from sweeper.oneshot.run import Connect, StopFlag
+from sweeper.oneshot.run import Connect
+from sweeper.stop import StopFlag
 
 
 @dataclass(frozen=True, slots=True)

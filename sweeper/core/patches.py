@@ -6,7 +6,9 @@ does on the deadline", and the operator's ``setCondition`` / ``filterOutConditio
 ``completionTime`` set if unset; every other condition kept verbatim except that ``Running``
 gets ``status: "False"``; any previous ``Failed`` condition replaced by a new ``Failed=True``
 condition at the end, with reason ``<Kind>Failed``, the operator's message (saying that the
-sweeper enforced it) and both times set to ``now`` (whole seconds, ``Z``).
+sweeper enforced it) and both times set to ``now`` (whole seconds, ``Z``). Beside it, the other
+two bodies the sweeper writes: the touch's merge patch (:func:`touch_patch`) and the Event
+recorded on the job (:func:`event_body`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from sweeper.core.clock import format_rfc3339
 from sweeper.core.kinds import (
     COMPONENT,
     DEADLINE_MESSAGE,
+    GROUP,
     LEGACY_TOUCHED_AT_ANNOTATION,
     TOUCHED_AT_ANNOTATION,
     Kind,
@@ -124,4 +127,56 @@ def touch_patch(touched_at: datetime) -> dict[str, Any]:
                 LEGACY_TOUCHED_AT_ANNOTATION: None,
             }
         }
+    }
+
+
+def event_body(
+    kind: Kind,
+    version: str,
+    namespace: str,
+    name: str,
+    uid: str,
+    *,
+    reason: str,
+    message: str,
+    warning: bool,
+    now: datetime,
+) -> dict[str, Any]:
+    """Build the core/v1 Event recorded on a job after each of the sweeper's actions.
+
+    Args:
+        kind: The job's kind.
+        version: The job's API version within the group (``v1``).
+        namespace: The job's namespace, where the event is created.
+        name: The job's name.
+        uid: The job's uid: the event is about this job, not a namesake created since.
+        reason: A CamelCase reason (``DeadlineTouched``...).
+        message: The human explanation.
+        warning: ``Warning`` type rather than ``Normal``.
+        now: The instant of the pass.
+
+    Returns:
+        The Event object to create in the job's namespace.
+    """
+    stamp = format_rfc3339(now)
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        # A generated name: two kinds may have jobs of the same name in one namespace.
+        "metadata": {"generateName": f"{name[:200]}.", "namespace": namespace},
+        "involvedObject": {
+            "apiVersion": f"{GROUP}/{version}",
+            "kind": kind.name,
+            "namespace": namespace,
+            "name": name,
+            "uid": uid,
+        },
+        "type": "Warning" if warning else "Normal",
+        "reason": reason,
+        "message": message,
+        "source": {"component": COMPONENT},
+        "reportingComponent": COMPONENT,
+        "firstTimestamp": stamp,
+        "lastTimestamp": stamp,
+        "count": 1,
     }

@@ -82,7 +82,7 @@ class Send(Protocol):
 
 
 class StopSignal(Protocol):
-    """What the transport asks of the run's stop flag (:class:`sweeper.oneshot.run.StopFlag`)."""
+    """What the transport asks of the run's stop flag (:class:`sweeper.stop.StopFlag`)."""
 
     def remaining(self) -> float:
         """Seconds left before ``--timeout``, on the run's clock (negative once past)."""

@@ -13,15 +13,13 @@ import contextlib
 import gc
 import logging
 import math
-import signal
-import threading
 import time
 from collections.abc import Callable, Iterator
 from datetime import datetime
-from types import FrameType
 from typing import TYPE_CHECKING, Protocol, TextIO
 
-from sweeper.act import Claim, Executor, pods_by_owner
+from sweeper.act import Claim, Executor
+from sweeper.cleanup import pods_by_owner
 from sweeper.config import Config, OutputFormat
 from sweeper.core import clock
 from sweeper.core.errors import (
@@ -36,6 +34,7 @@ from sweeper.core.model import Plan
 from sweeper.core.plan import assemble
 from sweeper.k8s.cluster import Cluster
 from sweeper.oneshot import listing, report
+from sweeper.stop import StopFlag, signals_stop
 
 if TYPE_CHECKING:
     from sweeper.metrics import PassValues
@@ -55,82 +54,6 @@ class Connect(Protocol):
     def __call__(self, config: Config, /, *, stop: StopFlag) -> Cluster:
         """Connect; ``stop`` bounds every request by the run's signal flag and ``--timeout``."""
         ...
-
-
-class StopFlag:
-    """Why the run must stop, if it must: a signal, or ``--timeout`` running out.
-
-    Args:
-        deadline: ``monotonic()`` value at which ``--timeout`` runs out.
-        timeout: ``--timeout`` in seconds, for the message.
-        monotonic: The clock of the deadline.
-    """
-
-    def __init__(
-        self, deadline: float, timeout: float, monotonic: Callable[[], float] | None = None
-    ) -> None:
-        self.event = threading.Event()
-        self.deadline = deadline
-        self._timeout = timeout
-        self._monotonic = monotonic or _monotonic
-        self._signal: str | None = None
-
-    def request(self, name: str) -> None:
-        """Ask the run to stop.
-
-        Args:
-            name: What asked (a signal's name).
-        """
-        self._signal = name
-        self.event.set()
-
-    def reason(self) -> SweeperError | None:
-        """Say whether the run must stop now, and why.
-
-        Returns:
-            :class:`Interrupted`, :class:`RunTimeout`, or ``None`` to go on.
-        """
-        if self.event.is_set():
-            return Interrupted(f"interrupted by {self._signal or 'a signal'}")
-        if self._monotonic() >= self.deadline:
-            return RunTimeout(f"--timeout ({self._timeout:g}s) reached")
-        return None
-
-    def remaining(self) -> float:
-        """Seconds left before ``--timeout``, on the run's clock (negative once past)."""
-        return self.deadline - self._monotonic()
-
-    def wait(self, seconds: float) -> bool:
-        """Sleep ``seconds``, unless a signal asks the run to stop; ``True`` when one did."""
-        return self.event.wait(seconds)
-
-    def write_window(self) -> float:
-        """Unbounded: no Lease fences a one-shot run's writes (``--watch`` overrides this)."""
-        return math.inf
-
-
-@contextlib.contextmanager
-def signals_stop(flag: StopFlag) -> Iterator[None]:
-    """Turn SIGTERM and SIGINT into a stop request for the duration of the block.
-
-    A second signal gives up at once (``KeyboardInterrupt``). Outside the main thread (where
-    Python cannot install handlers) nothing is installed.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def handler(signum: int, _frame: FrameType | None) -> None:
-        if flag.event.is_set():
-            raise KeyboardInterrupt
-        flag.request(signal.Signals(signum).name)
-
-    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        yield
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
 
 
 def run(
@@ -327,7 +250,7 @@ def sweep(
         execution = Executor(
             cluster,
             dry_run=config.dry_run,
-            should_stop=flag.reason,
+            stop_reason=flag.reason,
             on_outcome=lambda o: report.log_outcome(o, config.dry_run),
             claim=claim,
         ).execute(plan)

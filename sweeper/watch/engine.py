@@ -72,7 +72,8 @@ from sweeper.k8s.cluster import ServedKind, WatchCluster
 from sweeper.k8s.transport import RetryPolicy
 from sweeper.metrics import WatchMetrics
 from sweeper.oneshot import report
-from sweeper.oneshot.run import StopFlag, signals_stop, sweep
+from sweeper.oneshot.run import sweep
+from sweeper.stop import StopFlag, signals_stop
 from sweeper.watch.elector import Create, Elector, Lease, Update, Wait, lease_body, parse_lease
 from sweeper.watch.health import Health, serve
 from sweeper.watch.servertime import ServerClock
@@ -578,7 +579,7 @@ class Watcher:
         executor = Executor(
             self.cluster,
             dry_run=self.config.dry_run,
-            should_stop=self.stop_reason,
+            stop_reason=self.stop_reason,
             on_outcome=self._outcome,
         )
         execution = executor.execute(Plan(now=now, policy=policy, entries=(entry,)))

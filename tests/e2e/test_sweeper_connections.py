@@ -20,7 +20,8 @@ from devcluster import ControlPlane
 from sweeper.config import Config, DryRun
 from sweeper.core.model import ActionMode, Policy
 from sweeper.k8s import client, kube
-from sweeper.oneshot.run import StopFlag, run
+from sweeper.oneshot.run import run
+from sweeper.stop import StopFlag
 from tests.e2e import workloads as w
 
 pytestmark = pytest.mark.e2e

@@ -45,7 +45,7 @@ from sweeper.core.kinds import lookup
 from sweeper.core.model import Entry, Policy, SkipReason
 from sweeper.k8s import decode
 from sweeper.k8s.cluster import ServedKind, WatchCluster, WatchEvent
-from sweeper.oneshot.run import StopFlag
+from sweeper.stop import StopFlag
 from sweeper.watch import engine
 from tests.property.strategies import (
     EXCLUDE,

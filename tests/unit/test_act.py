@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from sweeper.act import Executor, pods_by_owner, refused
+from sweeper.act import Executor, refused
+from sweeper.cleanup import pods_by_owner
 from sweeper.config import DryRun
 from sweeper.core.decide import decide
 from sweeper.core.errors import ApiError, Interrupted, NotFound, RequestRef, SweeperError
@@ -37,11 +38,11 @@ def execute(
     fake: FakeCluster,
     policy: Policy = TOUCH,
     dry_run: DryRun | None = None,
-    should_stop: Any = lambda: None,
+    stop_reason: Any = lambda: None,
 ) -> list[Outcome]:
     jobs = [parse_job(raw, KIND[raw["kind"]]) for raw in fake.jobs.values()]
     plan = decide(jobs, NOW, policy)
-    execution = Executor(fake, dry_run=dry_run, should_stop=should_stop).execute(plan)
+    execution = Executor(fake, dry_run=dry_run, stop_reason=stop_reason).execute(plan)
     return list(execution.outcomes)
 
 
@@ -334,17 +335,17 @@ def test_a_failed_event_is_an_error_of_a_done_touch() -> None:
 
 
 def stop_after(fake: FakeCluster, writes: int) -> Any:
-    def should_stop() -> SweeperError | None:
+    def stop_reason() -> SweeperError | None:
         return Interrupted("interrupted by SIGTERM") if len(fake.writes) >= writes else None
 
-    return should_stop
+    return stop_reason
 
 
 def test_a_signal_lets_the_current_write_finish_and_starts_no_other() -> None:
     fake = cluster_with(job(name="a"), job(name="b"), job(name="c"))
     jobs = [parse_job(r, KIND["PyTorchJob"]) for r in fake.jobs.values()]
     plan = decide(jobs, NOW, Policy())
-    execution = Executor(fake, dry_run=None, should_stop=stop_after(fake, 1)).execute(plan)
+    execution = Executor(fake, dry_run=None, stop_reason=stop_after(fake, 1)).execute(plan)
     assert [w.method for w in fake.writes] == ["patch"]
     assert [o.result for o in execution.outcomes] == [
         Result.DONE,
@@ -358,7 +359,7 @@ def test_a_signal_after_the_status_write_leaves_pods_for_the_next_pass() -> None
     raw = job()
     fake = cluster_with(raw)
     with_pods(fake, raw, {"w-0": "Running"})
-    outcome = only(execute(fake, FAIL, should_stop=stop_after(fake, 1)))
+    outcome = only(execute(fake, FAIL, stop_reason=stop_after(fake, 1)))
     assert outcome.result is Result.DONE
     assert "stopped: interrupted by SIGTERM" in outcome.detail
     assert [w.method for w in fake.writes] == ["patch-status"]
@@ -653,7 +654,7 @@ def test_the_most_overdue_run_first_and_the_report_keeps_the_listing_order() -> 
     jobs = [parse_job(r, KIND["PyTorchJob"]) for r in fake.jobs.values()]
     plan = decide(jobs, NOW, Policy(max_actions=2))
 
-    execution = Executor(fake, dry_run=None, should_stop=stop_after(fake, 1)).execute(plan)
+    execution = Executor(fake, dry_run=None, stop_reason=stop_after(fake, 1)).execute(plan)
 
     # Stopped after one write: the most overdue of the chosen two is the one done.
     assert [w.name for w in fake.writes] == ["c"]

@@ -26,9 +26,9 @@ from sweeper.core.kinds import (
     TOUCHED_AT_ANNOTATION,
 )
 from sweeper.core.model import ActionMode, PodsMode
-from sweeper.oneshot.run import StopFlag
+from sweeper.stop import StopFlag
 from tests.cli_runner import runner
-from tests.unit.fakes import FakeCluster, Request
+from tests.unit.fakes import FakeWatchCluster, Request
 from tests.unit.objects import NOW, job
 
 ALL_ENV = [
@@ -80,11 +80,11 @@ ALL_ENV = [
 class Harness:
     """Runs the command against a fake cluster and keeps the configuration it built."""
 
-    def __init__(self, fake: FakeCluster | None = None) -> None:
-        self.fake = fake or FakeCluster(date=NOW)
+    def __init__(self, fake: FakeWatchCluster | None = None) -> None:
+        self.fake = fake or FakeWatchCluster(date=NOW)
         self.config: Config | None = None
 
-    def connect(self, config: Config, *, stop: StopFlag) -> FakeCluster:
+    def connect(self, config: Config, *, stop: StopFlag) -> FakeWatchCluster:
         self.config = config
         return self.fake
 
@@ -503,7 +503,7 @@ def test_text_report_is_a_table(harness: Harness) -> None:
 @freeze_time("2024-05-01T12:00:00Z")
 def test_local_clock_decides_by_this_machine_and_warns_about_skew() -> None:
     # The API server is an hour behind: by its clock the job is not due; by ours it is.
-    harness = Harness(FakeCluster(date=NOW - timedelta(hours=1)))
+    harness = Harness(FakeWatchCluster(date=NOW - timedelta(hours=1)))
     harness.fake.add_job(job(started_ago=3700))
     result = harness.invoke("--clock", "local", "-o", "json", "--log-format", "text")
     report = json.loads(result.stdout)
@@ -513,7 +513,7 @@ def test_local_clock_decides_by_this_machine_and_warns_about_skew() -> None:
 
 @freeze_time("2024-05-01T12:00:00Z")
 def test_server_clock_ignores_a_skewed_local_clock() -> None:
-    harness = Harness(FakeCluster(date=NOW - timedelta(hours=1)))
+    harness = Harness(FakeWatchCluster(date=NOW - timedelta(hours=1)))
     harness.fake.add_job(job(started_ago=3700))
     result = harness.invoke("-o", "json")
     report = json.loads(result.stdout)
@@ -646,7 +646,7 @@ def test_watch_flags_and_their_twins_build_the_watch_settings(
 ) -> None:
     seen: list[Config] = []
 
-    def connect(config: Config, /, *, stop: StopFlag) -> FakeCluster:
+    def connect(config: Config, /, *, stop: StopFlag) -> FakeWatchCluster:
         seen.append(config)
         raise ConfigError("stop here: the settings are what this test checks")
 

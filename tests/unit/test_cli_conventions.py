@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sweeper import cli
+from sweeper import options
 from sweeper.config import LogFormat
 from tests.unit.objects import job
 from tests.unit.test_cli import Harness
@@ -165,7 +165,7 @@ def test_bad_exclusions_are_usage_errors(args: list[str], message: str) -> None:
 def test_logs_are_text_on_a_terminal_and_json_otherwise(
     monkeypatch: pytest.MonkeyPatch, flag: str | None, tty: bool, expected: LogFormat
 ) -> None:
-    monkeypatch.setattr(cli, "stderr_is_tty", lambda: tty)
+    monkeypatch.setattr(options, "stderr_is_tty", lambda: tty)
     harness = Harness()
     harness.invoke(*(["--log-format", flag] if flag else []))
     assert harness.config is not None

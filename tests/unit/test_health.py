@@ -15,10 +15,10 @@ import pytest
 from sweeper.cli import Seams, command
 from sweeper.config import Config
 from sweeper.core.errors import EXIT_CONFIG, ConfigError
-from sweeper.oneshot.run import StopFlag
+from sweeper.stop import StopFlag
 from sweeper.watch.health import Health, serve
 from tests.cli_runner import runner
-from tests.unit.fakes import FakeCluster
+from tests.unit.fakes import FakeWatchCluster
 
 
 class Metrics:
@@ -54,9 +54,9 @@ def test_a_port_in_use_is_a_configuration_error_naming_the_address_and_the_optio
 def test_a_second_watch_on_the_same_port_exits_2_with_one_line_not_as_a_bug(
     held_port: int,
 ) -> None:
-    fake = FakeCluster()
+    fake = FakeWatchCluster()
 
-    def connect(_config: Config, *, stop: StopFlag) -> FakeCluster:
+    def connect(_config: Config, *, stop: StopFlag) -> FakeWatchCluster:
         return fake
 
     result = runner().invoke(

@@ -29,7 +29,7 @@ from sweeper.core.model import JSON
 from sweeper.k8s import kube
 from sweeper.k8s.cluster import ServedKind
 from sweeper.k8s.transport import Response, RetryPolicy, Transport
-from sweeper.oneshot.run import StopFlag
+from sweeper.stop import StopFlag
 from tests.cli_runner import runner
 from tests.unit.objects import NOW, job, owned
 

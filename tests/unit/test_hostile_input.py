@@ -28,12 +28,12 @@ from sweeper.core.kinds import KINDS, TOUCHED_AT_ANNOTATION, VERSION
 from sweeper.core.model import ActionMode, Policy, SkipReason
 from sweeper.k8s import decode
 from sweeper.k8s.cluster import ServedKind, WatchCluster, WatchEvent
-from sweeper.oneshot.run import StopFlag
+from sweeper.stop import StopFlag
 from sweeper.watch import engine
 from sweeper.watch.elector import parse_lease
 from sweeper.watch.servertime import ServerClock
 from tests.cli_runner import runner
-from tests.unit.fakes import FakeCluster
+from tests.unit.fakes import FakeCluster, FakeWatchCluster
 from tests.unit.objects import KIND, NOW, job
 
 PYTORCH = KIND["PyTorchJob"]
@@ -135,7 +135,7 @@ def test_a_grace_beyond_datetimes_range_leaves_every_job_not_yet_due() -> None:
 
 class Harness:
     def __init__(self, *jobs: dict[str, Any]) -> None:
-        self.fake = FakeCluster(date=NOW)
+        self.fake = FakeWatchCluster(date=NOW)
         for raw in jobs:
             self.fake.add_job(raw)
 

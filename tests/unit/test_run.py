@@ -24,7 +24,8 @@ from sweeper.core.kinds import MPI_OPERATOR_VERSION, MPIJOB, PYTORCHJOB, TFJOB
 from sweeper.core.model import ActionMode, Policy
 from sweeper.k8s.cluster import ServedKind
 from sweeper.oneshot import run as oneshot
-from sweeper.oneshot.run import StopFlag, collector_paused, run
+from sweeper.oneshot.run import collector_paused, run
+from sweeper.stop import StopFlag
 from tests.unit.fakes import FakeCluster, Request
 from tests.unit.objects import NOW, deadline_failed, job, owned
 

@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 
 from sweeper.config import Config, DryRun, OutputFormat, Timing, WatchSettings
-from sweeper.oneshot.run import StopFlag, sweep
+from sweeper.oneshot.run import sweep
+from sweeper.stop import StopFlag
 from sweeper.watch.elector import Lease, Record
 from sweeper.watch.engine import Watcher, _LeaderFlag
 from tests.unit.fakes import FakeCluster, Request

@@ -19,7 +19,7 @@ from sweeper.cli import Seams, command
 from sweeper.config import Config, WatchSettings
 from sweeper.core.errors import ApiError, ConfigError, RequestRef
 from sweeper.core.model import Policy
-from sweeper.oneshot.run import StopFlag
+from sweeper.stop import StopFlag
 from sweeper.watch.engine import JobKey, Watcher, _Event, _Fired
 from tests.cli_runner import runner
 from tests.unit.fakes import FakeWatchCluster, Request
