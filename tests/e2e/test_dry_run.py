@@ -1,11 +1,17 @@
-"""Dry-run that cannot write: every action and pods mode, RBAC, events, and the exact patch.
+"""``--dry-run`` against a real apiserver, proven from the audit log: nothing can be written.
 
-Complements ``test_sweeper_dry_run.py`` (touch, fail and auto in both modes) with what makes
-the guarantee hold in every corner:
+Client dry-run (bare ``--dry-run``) sends no write request at all. Server dry-run sends its
+writes with ``dryRun=All``, which the apiserver validates and authorizes but never persists.
+The namespace holds a job overdue by seconds and never touched, one an hour overdue that the
+sweeper touched half an hour ago, both with running pods, and one already failed by its
+deadline whose pods are still running, so that touch, fail, auto and the pod clean-up all have
+something to write (``auto`` touches the first, and fails the second: it is more than
+``--escalate-after`` past its deadline and its touch). Proven here:
 
-- client dry-run sends no write for any ``--action`` x ``--terminate-pods`` combination, with
-  a job to touch, one to fail and one already failed by its deadline whose pods are still
-  running (the pod clean-up path), and none through the ``SWEEPER_DRY_RUN`` twin either;
+- client dry-run sends no write for any ``--action`` x ``--terminate-pods`` combination, and
+  plans what a real run would do; none through the ``SWEEPER_DRY_RUN`` twin either;
+- server dry-run, for every ``--action``, sends each write as ``dryRun=All``, and persists
+  nothing, not even an Event;
 - client dry-run needs no write permission at all, while server dry-run is checked by RBAC
   (a read-only identity gets 403 on every write, reported per job) and persists nothing, not
   even an Event;
@@ -32,6 +38,13 @@ pytestmark = pytest.mark.e2e
 
 ACTIONS = ["touch", "fail", "auto"]
 PODS_MODES = ["active", "all", "policy"]
+ESCALATE_AFTER = ["--escalate-after", "600"]
+# What each action plans for (never touched, touched 30 min ago) with --escalate-after 600.
+PLANNED = {
+    "touch": {"untouched": "touch", "touched": "touch"},
+    "fail": {"untouched": "fail", "touched": "fail"},
+    "auto": {"untouched": "touch", "touched": "fail"},
+}
 DEADLINE_MESSAGE = "Job {name} has failed because it was active longer than specified deadline"
 
 
@@ -77,8 +90,7 @@ def test_client_dry_run_sends_no_write_for_any_action_and_pods_mode(
         action,
         "--terminate-pods",
         pods,
-        "--escalate-after",
-        "600",
+        *ESCALATE_AFTER,
         "--dry-run",
         "-o",
         "json",
@@ -88,7 +100,8 @@ def test_client_dry_run_sends_no_write_for_any_action_and_pods_mode(
     assert w.writes(run.requests) == [], run.explain()
     assert w.namespace_state(control_plane, every_path) == before
     planned = {j["name"]: (j["decision"], j["result"]) for j in w.report_jobs(run.result.stdout)}
-    assert planned["untouched"] == ("fail" if action == "fail" else "touch", "planned")
+    for name, decision in PLANNED[action].items():
+        assert planned[name] == (decision, "planned"), name
     if action != "touch" and pods != "policy":
         # The clean-up path is planned too, and still writes nothing.
         assert planned["failed-by-deadline"] == ("terminate-pods", "planned")
@@ -185,30 +198,37 @@ def test_server_dry_run_is_refused_by_rbac_for_a_read_only_identity_and_persists
     assert w.namespace_state(control_plane, every_path) == before
 
 
+@pytest.mark.parametrize("action", ACTIONS, ids=str)
 def test_server_dry_run_sends_every_write_as_dry_run_and_persists_no_event(
-    control_plane: ControlPlane, every_path: str, sweep: Any
+    control_plane: ControlPlane, every_path: str, sweep: Any, action: str
 ) -> None:
     before = w.namespace_state(control_plane, every_path)
 
-    run = sweep("-n", every_path, "--action", "fail", "--dry-run=server", "-o", "json")
+    run = sweep(
+        "-n", every_path, "--action", action, *ESCALATE_AFTER, "--dry-run=server", "-o", "json"
+    )
 
     assert run.result.returncode == 0, run.explain()
     writes = w.writes(run.requests)
+    assert writes, "server dry-run should still send its writes: " + run.explain()
     verbs = {(e["verb"], (e.get("objectRef") or {}).get("resource")) for e in writes}
-    # Status writes, pod and service deletes, and Events: all of them sent, all dry-run.
-    assert {
-        ("patch", "pytorchjobs"),
-        ("delete", "pods"),
-        ("delete", "services"),
-        ("create", "events"),
-    } <= verbs
+    if action == "fail":
+        # Status writes, pod and service deletes, and Events: all of them sent, all dry-run.
+        assert {
+            ("patch", "pytorchjobs"),
+            ("delete", "pods"),
+            ("delete", "services"),
+            ("create", "events"),
+        } <= verbs
     for event in writes:
         assert dry_run_query(event) == ["All"], event["requestURI"]
         assert event["responseStatus"]["code"] in (200, 201), event["requestURI"]
     assert w.namespace_state(control_plane, every_path) == before
-    assert {j["result"] for j in w.report_jobs(run.result.stdout) if j["decision"] != "skip"} == {
-        "dry-run"
-    }
+    jobs = w.report_jobs(run.result.stdout)
+    assert {j["name"]: j["decision"] for j in jobs if j["name"] in PLANNED[action]} == (
+        PLANNED[action]
+    )
+    assert {j["result"] for j in jobs if j["decision"] != "skip"} == {"dry-run"}
 
 
 # --- the patch a dry run reports is the patch a real run sends ---------------------------------

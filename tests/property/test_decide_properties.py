@@ -20,7 +20,7 @@ from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
-from hypothesis import example, given, note
+from hypothesis import example, given, note, settings
 from hypothesis import strategies as st
 
 from sweeper.core.decide import decide, judge
@@ -148,6 +148,13 @@ def test_the_decision_does_not_depend_on_the_clocks_time_zone(
     assert (in_utc.decision, in_utc.reason) == (elsewhere.decision, elsewhere.reason)
 
 
+# A quarter of the profile's examples for the tests that draw a whole list of jobs per example
+# (up to 15): generating the jobs is most of their time, and each test stays within the unit
+# budget (3 s) while still judging hundreds of jobs per run.
+LISTS = settings(max_examples=max(10, settings().max_examples // 4))
+
+
+@LISTS
 @given(st.data(), clocks, policies)
 def test_a_plan_keeps_every_job_in_order_and_respects_max_actions(
     data: st.DataObject, now: datetime, policy: Policy
@@ -164,6 +171,7 @@ def test_a_plan_keeps_every_job_in_order_and_respects_max_actions(
         assert len(plan.actions) <= policy.max_actions
 
 
+@LISTS
 @given(st.data(), clocks, policies)
 def test_a_plan_of_the_actions_alone_caps_them_as_the_plan_of_every_job_does(
     data: st.DataObject, now: datetime, policy: Policy
@@ -286,6 +294,7 @@ def applied(raw: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
 fail_policies = policies.filter(lambda p: p.action is not ActionMode.TOUCH)
 
 
+@LISTS
 @given(st.data(), clocks, fail_policies)
 def test_applying_the_plans_writes_then_planning_again_fails_no_job_twice(
     data: st.DataObject, now: datetime, policy: Policy
@@ -328,6 +337,7 @@ def test_applying_the_plans_writes_then_planning_again_fails_no_job_twice(
         assert not [a for a in second.actions if a.kind is ActionKind.FAIL]
 
 
+@LISTS
 @pytest.mark.usefixtures("real_crds")
 @given(st.data(), clocks, policies.map(lambda p: replace(p, action=ActionMode.FAIL)))
 def test_every_fail_status_is_accepted_by_the_real_crd_schema(

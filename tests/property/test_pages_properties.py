@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 from unittest import mock
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sweeper.core.kinds import KINDS
@@ -35,6 +35,12 @@ def page(items: list[Any], token: Any) -> bytes:
     return json.dumps({"kind": "JobList", "items": items, "metadata": meta}).encode()
 
 
+# Half the profile's examples: each one is a page of jobs through both decoders, and
+# generating the jobs is most of the time (each test stays within the unit budget, 3 s).
+PAGES = settings(max_examples=max(10, settings().max_examples // 2))
+
+
+@PAGES
 @given(
     items=st.lists(anything_a_page_may_hold, max_size=4),
     token=tokens,
@@ -58,6 +64,7 @@ def read(decoder: Any, data: bytes, kind: Any, version: str) -> object:
         return f"not a List: {error}"
 
 
+@PAGES
 @given(st.lists(job_cases(NOW).map(lambda case: case.raw()), min_size=1, max_size=4))
 def test_valid_jobs_never_need_the_reference(items: list[dict[str, Any]]) -> None:
     data = page(items, "next")

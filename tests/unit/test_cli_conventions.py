@@ -37,7 +37,9 @@ def test_durations_take_units_or_plain_seconds(flag: str, text: str, seconds: fl
 
 def test_durations_from_the_environment_and_for_every_and_for() -> None:
     harness = Harness()
-    result = harness.invoke(env={"SWEEPER_EVERY": "15s", "SWEEPER_FOR": "1m"})
+    # --timeout 1s: the run ends after its first pass (no pass starts at or after --timeout),
+    # instead of sleeping through the 15 s grid for 30 s; the parsing is the same.
+    result = harness.invoke("--timeout", "1s", env={"SWEEPER_EVERY": "15s", "SWEEPER_FOR": "1m"})
     assert result.exit_code == 0, result.output
     assert harness.config is not None
     assert (harness.config.every, harness.config.for_seconds) == (15.0, 60.0)
