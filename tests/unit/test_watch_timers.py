@@ -20,7 +20,8 @@ from sweeper.config import Config, WatchSettings
 from sweeper.core.decide import Policy
 from sweeper.core.errors import ApiError, ConfigError, RequestRef
 from sweeper.oneshot.run import StopFlag
-from sweeper.watch.engine import JobKey, Watcher, _Event, _Fired
+from sweeper.watch.engine import Watcher
+from sweeper.watch.inbox import Event, Fired, JobKey
 from tests.cli_runner import runner
 from tests.unit.fakes import FakeWatchCluster, Request
 from tests.unit.objects import NOW, job
@@ -150,7 +151,7 @@ def test_the_backoff_starts_over_when_the_job_changes(monkeypatch: pytest.Monkey
     for _ in range(4):
         fire(w)
     assert delay(fire(w)) > 10.0  # backed off by now
-    w._apply(_Event(KEY, NOW))  # a MODIFIED event: the owner fixed something, say
+    w._apply(Event(KEY, NOW))  # a MODIFIED event: the owner fixed something, say
     assert delay(fire(w)) <= 10.0
 
 
@@ -161,7 +162,7 @@ def test_a_deleted_job_leaves_no_failure_count_behind(monkeypatch: pytest.Monkey
     w = watcher(fake, monkeypatch)
     fire(w)
     fire(w)
-    w._apply(_Event(KEY, None))  # DELETED
+    w._apply(Event(KEY, None))  # DELETED
     assert w._failures == {}
     assert w.timers.when(KEY) is None
 
@@ -199,7 +200,7 @@ def test_a_resync_pass_leaves_alone_a_job_its_timer_took_since_the_pass_listed(
     def timer_fires_during_the_listing(request: Request) -> None:
         if request.method == "list" and KEY not in w._in_flight:
             assert w._take(KEY)
-            w._apply(_Fired(KEY, None))
+            w._apply(Fired(KEY, None))
 
     fake.before = timer_fires_during_the_listing
     w._resync_pass(1)
