@@ -23,6 +23,7 @@ from sweeper.core.errors import ApiError, Gone, WatchStalled
 from sweeper.core.jobs import parse_job
 from sweeper.core.model import JSON
 from sweeper.k8s.cluster import WatchCluster
+from sweeper.k8s.transport import RetryPolicy
 from sweeper.metrics import WatchMetrics
 from sweeper.watch.health import Health
 from sweeper.watch.inbox import Event, Inbox, JobKey, Listed, SawDate, Scope
@@ -37,6 +38,14 @@ BACKOFF_CAP_S = 30.0
 # trying costs it nothing, and every second of backoff after it is back is a second of
 # lateness for each job that came due meanwhile.
 BACKOFF_UNREACHABLE_CAP_S = 1.0
+# The transport's formula (equal jitter), with the stream's base and caps.
+_BACKOFF = RetryPolicy(backoff_base_s=BACKOFF_BASE_S, backoff_cap_s=BACKOFF_CAP_S)
+_BACKOFF_UNREACHABLE = RetryPolicy(
+    backoff_base_s=BACKOFF_BASE_S, backoff_cap_s=BACKOFF_UNREACHABLE_CAP_S
+)
+# Failures counted at most: the step is at either cap long before (0.5 s * 2**16), and the
+# count of a stream failing for days never overflows a float.
+_FAILURES_COUNTED = 17
 
 
 class Streams:
@@ -122,9 +131,8 @@ class Streams:
                 self._backoff(failures)
 
     def _backoff(self, failures: int, *, unreachable: bool = False) -> None:
-        cap = BACKOFF_UNREACHABLE_CAP_S if unreachable else BACKOFF_CAP_S
-        ceiling = min(cap, BACKOFF_BASE_S * 2 ** min(failures - 1, 16))
-        self.stopping.wait(ceiling / 2 + random.uniform(0, ceiling / 2))  # noqa: S311 - jitter
+        policy = _BACKOFF_UNREACHABLE if unreachable else _BACKOFF
+        self.stopping.wait(policy.backoff(min(failures, _FAILURES_COUNTED), random.uniform))
 
     def _list(self, scope: Scope, *, relist: bool) -> str:
         # One list at a time: each holds a decoded page (500 jobs) while it runs, and six
