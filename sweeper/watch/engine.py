@@ -455,13 +455,9 @@ class Watcher:
             for key, due in message.due.items():
                 self.timers.arm(key, due)
             if message.relist:
-                vanished = [
-                    key
-                    for key in self.timers
-                    if message.scope.holds(key) and key not in message.due
-                ]
+                scope, listed = message.scope, message.due
+                vanished = self.timers.drop_where(lambda k: scope.holds(k) and k not in listed)
                 for key in vanished:
-                    self.timers.drop(key)
                     self._failures.pop(key, None)
                 if vanished:
                     log.info(
