@@ -155,7 +155,7 @@ class Streams:
         policy = self.config.policy
         excluded = frozenset(self.config.exclude_namespaces)
         pages = iter(
-            self.cluster.list_jobs(
+            self.cluster.list_job_views(
                 scope.served, scope.namespace, self.config.selector, self.config.page_size
             )
         )
@@ -165,14 +165,13 @@ class Streams:
             if page is None:
                 break
             self.saw_date(page.server_date, sent, self.monotonic())
-            for item in page.items:
+            for job in page.jobs:
+                if job.namespace in excluded:
+                    continue  # --exclude-namespace: never tracked, so never acted on
                 try:
-                    job = parse_job(item, scope.served.kind, scope.served.version)
-                    if job.namespace in excluded:
-                        continue  # --exclude-namespace: never tracked, so never acted on
                     due[JobKey(job.kind.name, job.namespace, job.name)] = due_at(job, policy)
                 except Exception:  # noqa: BLE001 - one object never stops a kind's listing
-                    _unreadable(scope, item, "list")
+                    _unreadable(scope, job.namespace, job.name, "list")
             version = page.resource_version or version
         self.inbox.put(Listed(scope, due, relist))
         log.info("listed %s: %d job(s)", scope, len(due))
@@ -216,7 +215,9 @@ class Streams:
                 except Exception:  # noqa: BLE001 - one object never stops a stream
                     # The resourceVersion has moved past it: the stream is never replayed
                     # from before it. Its timer (if any) stays as it was; the resync judges it.
-                    _unreadable(scope, obj, event.type)
+                    meta = obj.get("metadata") if isinstance(obj, dict) else None
+                    named = meta if isinstance(meta, dict) else {}
+                    _unreadable(scope, named.get("namespace"), named.get("name"), event.type)
                     continue
                 self.inbox.put(Event(key, due))
         return version
@@ -228,12 +229,8 @@ def _resource_version(obj: JSON) -> str | None:
     return version if isinstance(version, str) and version else None
 
 
-def _unreadable(scope: Scope, obj: object, seen_in: str) -> None:
-    """Log an object that could not be turned into a timer (a bug: parsing never raises)."""
-    meta = obj.get("metadata") if isinstance(obj, dict) else None
-    namespace, name = (
-        (meta.get("namespace"), meta.get("name")) if isinstance(meta, dict) else (None, None)
-    )
+def _unreadable(scope: Scope, namespace: object, name: object, seen_in: str) -> None:
+    """Log a job that could not be turned into a timer (a bug: parsing never raises)."""
     log.error(
         "watch of %s: cannot read %s/%s (%s); left to the resync",
         scope,
