@@ -85,7 +85,6 @@ class Streams:
         self.metrics = metrics
         self.health = health
         self.monotonic = monotonic
-        self._listing = threading.Lock()
 
     def run(self, scope: Scope) -> None:
         """List, then watch, one scope until the run stops; never raises."""
@@ -96,7 +95,7 @@ class Streams:
         while not self.stopping.is_set():
             try:
                 if version is None:
-                    version = self._list(scope, relist=listed_once)
+                    version = self.list_one(scope, relist=listed_once)
                     if not listed_once:
                         self.health.listed(scope)
                     listed_once = True
@@ -134,14 +133,11 @@ class Streams:
         policy = _BACKOFF_UNREACHABLE if unreachable else _BACKOFF
         self.stopping.wait(policy.backoff(min(failures, _FAILURES_COUNTED), random.uniform))
 
-    def _list(self, scope: Scope, *, relist: bool) -> str:
-        # One list at a time: each holds a decoded page (500 jobs) while it runs, and six
-        # streams listing together at start-up would hold six (the peak memory at 10k jobs).
-        with self._listing:
-            return self.list_one(scope, relist=relist)
-
     def list_one(self, scope: Scope, *, relist: bool) -> str:
         """List a scope and queue every job's due instant.
+
+        Streams list at the same time (at start-up, all of them): a page is read into views,
+        never into objects, so six pages in flight hold about what one page of objects did.
 
         Args:
             scope: The scope.
