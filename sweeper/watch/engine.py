@@ -37,33 +37,27 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from typing import Protocol, TextIO
 
-from sweeper.act import Executor
-from sweeper.config import ClockMode, Config, WatchSettings
-from sweeper.core import clock
-from sweeper.core.decide import ALWAYS, Action, ActionKind, Plan, due_at, judge
+from sweeper.config import Config, WatchSettings
+from sweeper.core.decide import Action
 from sweeper.core.errors import (
     EXIT_INTERRUPTED,
     EXIT_OK,
     ApiError,
     ClusterUnavailable,
     Interrupted,
-    NotFound,
     RunTimeout,
     SweeperError,
 )
-from sweeper.core.jobs import parse_job
-from sweeper.core.model import Outcome, Result
 from sweeper.core.schedule import Schedule
 from sweeper.k8s.cluster import ServedKind, WatchCluster
 from sweeper.k8s.transport import RetryPolicy
 from sweeper.metrics import WatchMetrics
-from sweeper.oneshot import report
 from sweeper.oneshot.run import StopFlag, signals_stop, sweep
 from sweeper.watch.elector import Elector
+from sweeper.watch.fire import DecisionClock, Fire
 from sweeper.watch.health import Health, serve
 from sweeper.watch.inbox import Ending, Event, Fired, Inbox, JobKey, Listed, Message, Scope
 from sweeper.watch.leader import Leader
-from sweeper.watch.servertime import ServerClock
 from sweeper.watch.streams import Streams
 
 log = logging.getLogger(__name__)
@@ -80,9 +74,6 @@ RETRY_FAILED_CAP_S = 300.0
 _FIRE_BACKOFF = RetryPolicy(backoff_base_s=2 * RETRY_FAILED_S, backoff_cap_s=RETRY_FAILED_CAP_S)
 # Failures counted at most (2**20 steps is far past the cap; no float overflow however long).
 _FAILURES_COUNTED = 20
-# ...and this much later when its read got no answer: the transport has just spent its own
-# retries (about 2 s), so the job is tried again within about a second of the server's return.
-RETRY_UNREACHABLE_S = 0.5
 # Jobs acted on at once: deadlines come in bursts (jobs submitted together with the same
 # activeDeadlineSeconds), and each action is a few round trips that must not queue up.
 FIRE_WORKERS = 8
@@ -144,58 +135,6 @@ class _WatchFlag(StopFlag):
         return self.window()
 
 
-class _DecisionClock:
-    """The instant a fired job is judged at, and the server clock estimate behind it.
-
-    Args:
-        mode: ``--clock``.
-        monotonic: The clock the requests are timed on.
-    """
-
-    def __init__(self, mode: ClockMode, monotonic: Callable[[], float]) -> None:
-        self._mode = mode
-        self._monotonic = monotonic
-        self._server = ServerClock()
-        self._lock = threading.Lock()
-
-    def saw_date(self, date: datetime | None, sent: float, received: float) -> None:
-        """Feed one response's ``Date`` header to the server clock estimate.
-
-        Args:
-            date: The header, parsed.
-            sent: Monotonic seconds before the request.
-            received: Monotonic seconds after its answer.
-        """
-        if date is None:
-            return
-        with self._lock:
-            self._server.observe(date, sent, received)
-
-    def now(self) -> datetime:
-        """The decision clock's reading.
-
-        Returns:
-            The local clock, or with ``--clock server`` the earliest time the server's clock
-            can show (the local clock until a response has been seen).
-        """
-        if self._mode is ClockMode.LOCAL:
-            return clock.local_now()
-        with self._lock:
-            estimate = self._server.now(self._monotonic())
-        return estimate or clock.local_now()
-
-    def offset(self, bound: str) -> float:
-        """The ``low`` or ``high`` bound of the server clock minus the local one, in seconds."""
-        mono = self._monotonic()
-        with self._lock:
-            bounds = self._server.bounds(mono)
-        if bounds is None:
-            return math.nan
-        # server - local wall = (server - monotonic) - (wall - monotonic)
-        wall_minus_mono = clock.local_now().timestamp() - mono
-        return (bounds.low if bound == "low" else bounds.high) - wall_minus_mono
-
-
 class Watcher:
     """The watch mode's main loop, timers, fire pool and resync (see the module docstring).
 
@@ -229,7 +168,7 @@ class Watcher:
         self.timers: Schedule[JobKey] = Schedule()
         self.served: dict[str, ServedKind] = {}
         self.inbox: Inbox = queue.Queue()
-        self._clock = _DecisionClock(config.clock, monotonic)
+        self._clock = DecisionClock(config.clock, monotonic)
         # A dry run writes nothing, the Lease included: every dry replica reports on its own.
         self.elects = settings.leader_elect and config.dry_run is None
         self.leader = Leader(
@@ -252,6 +191,15 @@ class Watcher:
             metrics=self.metrics,
             health=self.health,
             monotonic=monotonic,
+        )
+        self._fire = Fire(
+            cluster,
+            config,
+            metrics=self.metrics,
+            # Late-bound: the served kinds and the clock as they are when a timer fires.
+            served=lambda kind: self.served[kind],
+            now=lambda: self.now(),  # noqa: PLW0108 - late-bound, as said
+            stop_reason=self.stop_reason,
         )
         self._pool = ThreadPoolExecutor(max_workers=FIRE_WORKERS, thread_name_prefix="fire")
         # Jobs being acted on, by a timer or by a resync pass: one actor per job at a time.
@@ -491,52 +439,11 @@ class Watcher:
     def _fire_reporting(self, key: JobKey, due: datetime) -> None:
         fired = Fired(key, None, Ending.FAILED)
         try:
-            fired = self._fire(key, due)
+            fired = self._fire.fire(key, due)
         except Exception:  # a worker must never swallow a failure: log it, look again later
             log.exception("acting on %s %s/%s failed", key.kind, key.namespace, key.name)
         finally:
             self.inbox.put(fired)
-
-    def _fire(self, key: JobKey, due: datetime) -> Fired:
-        """Read the job again, judge it now, act; say when to look at it again, if ever."""
-        served = self.served[key.kind]
-        try:
-            raw = self.cluster.get_job(served, key.namespace, key.name)
-        except NotFound:
-            return Fired(key, None)  # deleted meanwhile; its DELETED event is on its way
-        except ApiError as error:
-            log.warning(
-                "cannot read %s %s/%s at its deadline: %s", key.kind, key.namespace, key.name, error
-            )
-            if error.status is None:
-                return Fired(key, self.now() + _seconds(RETRY_UNREACHABLE_S), Ending.NOT_TRIED)
-            return Fired(key, None, Ending.FAILED)
-        job = parse_job(raw, served.kind, served.version)
-        now = self.now()  # the one reading for this job
-        policy = self.config.policy  # never a cap: --watch refuses --max-actions
-        entry = judge(job, now, policy)
-        if not isinstance(entry, Action):
-            # Changed since the event, or the server clock is not surely there yet.
-            return Fired(key, due_at(job, policy))
-        if entry.kind is not ActionKind.TERMINATE_PODS and due != ALWAYS:
-            self.metrics.lateness.observe(max((now - due).total_seconds(), 0.0))
-        executor = Executor(
-            self.cluster,
-            dry_run=self.config.dry_run,
-            should_stop=self.stop_reason,
-            on_outcome=self._outcome,
-        )
-        execution = executor.execute(Plan(now=now, policy=policy, entries=(entry,)))
-        outcome = execution.outcomes[0]
-        return _ended(key, due, outcome.result)
-
-    def _outcome(self, outcome: Outcome) -> None:
-        report.log_outcome(outcome, self.config.dry_run)
-        entry = outcome.entry
-        if isinstance(entry, Action):
-            self.metrics.actions.labels(
-                entry.job.kind.name, entry.kind.value, outcome.result.value
-            ).inc()
 
     # --- the resync --------------------------------------------------------------------------
 
@@ -611,15 +518,6 @@ class _LeaderFlag(StopFlag):
         if self._monotonic() >= self.deadline:
             return RunTimeout(f"--timeout ({self._timeout:g}s) reached in resync pass")
         return None
-
-
-def _ended(key: JobKey, due: datetime, result: Result) -> Fired:
-    if result is Result.NOT_STARTED:
-        return Fired(key, due, Ending.NOT_TRIED)  # not this job's failure: no backoff
-    if result is Result.ERROR:
-        # Tried again after the job's backoff (or by the next event, or by the resync).
-        return Fired(key, None, Ending.FAILED)
-    return Fired(key, None)  # done: the job's next event (our own write's, too) re-arms it
 
 
 def _seconds(value: float) -> timedelta:
