@@ -10,13 +10,13 @@ it only through its inbox (:mod:`sweeper.watch.inbox`):
 - **SIGTERM or SIGINT** (how a Deployment stops its pods): no new write starts, the writes in
   flight finish, then the Lease is released and the process exits 0; a second signal gives up
   at once (exit 4), leaving the Lease to expire.
-- the **resync**: a full pass of the one-shot code every ``--resync`` seconds, on the leader,
-  as a safety net for anything a stream missed.
+- the **resync** (:mod:`sweeper.watch.resync`): a full pass of the one-shot code every
+  ``--resync`` seconds, on the leader, as a safety net for anything a stream missed.
 - the **main loop** owns the timers (:class:`sweeper.core.schedule.Schedule`): it applies queued
-  messages, and when a timer is due (and this replica leads) hands the job to the **fire pool**,
-  which reads the job again, judges it with the current time and lets the executor act, with
-  the one-shot mode's guards. Followers keep their timers armed, so a takeover acts on every
-  overdue job at once.
+  messages, and when a timer is due (and this replica leads) hands the job to the **fire pool**
+  (:mod:`sweeper.watch.fire`), which reads the job again, judges it with the current time and
+  lets the executor act, with the one-shot mode's guards. Followers keep their timers armed,
+  so a takeover acts on every overdue job at once.
 
 ``now`` is read once per fired job: the local clock, or with ``--clock server`` the earliest
 time the API server's clock can show (:mod:`sweeper.watch.servertime`), so nothing fires early.
@@ -32,13 +32,13 @@ import random
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
+from http.server import ThreadingHTTPServer
 from typing import Protocol, TextIO
 
 from sweeper.config import Config, WatchSettings
-from sweeper.core.decide import Action
 from sweeper.core.errors import (
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -49,15 +49,16 @@ from sweeper.core.errors import (
     SweeperError,
 )
 from sweeper.core.schedule import Schedule
-from sweeper.k8s.cluster import ServedKind, WatchCluster
+from sweeper.k8s.cluster import Discovery, ServedKind, WatchCluster
 from sweeper.k8s.transport import RetryPolicy
 from sweeper.metrics import WatchMetrics
-from sweeper.oneshot.run import StopFlag, signals_stop, sweep
+from sweeper.oneshot.run import StopFlag, signals_stop
 from sweeper.watch.elector import Elector
 from sweeper.watch.fire import DecisionClock, Fire
 from sweeper.watch.health import Health, serve
 from sweeper.watch.inbox import Ending, Event, Fired, Inbox, JobKey, Listed, Message, Scope
 from sweeper.watch.leader import Leader
+from sweeper.watch.resync import Claims, Resync
 from sweeper.watch.streams import Streams
 
 log = logging.getLogger(__name__)
@@ -195,6 +196,7 @@ class Watcher:
         self._fire = Fire(
             cluster,
             config,
+            inbox=self.inbox,
             metrics=self.metrics,
             # Late-bound: the served kinds and the clock as they are when a timer fires.
             served=lambda kind: self.served[kind],
@@ -203,13 +205,20 @@ class Watcher:
         )
         self._pool = ThreadPoolExecutor(max_workers=FIRE_WORKERS, thread_name_prefix="fire")
         # Jobs being acted on, by a timer or by a resync pass: one actor per job at a time.
-        self._in_flight: set[JobKey] = set()
-        self._in_flight_lock = threading.Lock()
-        # During a resync pass, the jobs its timers took since the pass began listing: the
-        # pass's view of them is older than the timer's, so the pass leaves them alone.
-        self._fired_in_pass: set[JobKey] | None = None
-        self._deferred: dict[JobKey, datetime] = {}
-        self._failures: dict[JobKey, int] = {}  # consecutive failed fires, per job
+        self._claims = Claims()
+        self._resync = Resync(
+            config,
+            settings,
+            cluster,
+            out,
+            claims=self._claims,
+            inbox=self.inbox,
+            leading=self.leading,
+            flag_for_pass=lambda: _LeaderFlag(self),
+            stopping=flag.event,
+            metrics=self.metrics,
+        )
+        self._arming = _Arming(self.timers, now=lambda: self.now())  # noqa: PLW0108 - late-bound
         self.metrics.clock_offset.labels("low").set_function(lambda: self._clock.offset("low"))
         self.metrics.clock_offset.labels("high").set_function(lambda: self._clock.offset("high"))
 
@@ -268,23 +277,11 @@ class Watcher:
             return EXIT_OK
         except ApiError as error:
             raise ClusterUnavailable(f"{error} ({self.cluster.endpoint})") from error
-        by_kind = {s.kind: s for s in discovery.served}
-        wanted = self.config.kinds or tuple(by_kind)
-        scopes = [
-            Scope(by_kind[kind], namespace)
-            for kind in wanted
-            if kind in by_kind
-            for namespace in (self.config.namespaces or (None,))
-        ]
+        scopes = _scopes(self.config, discovery)
         for scope in scopes:
             self.served[scope.served.kind.name] = scope.served
         self.health.expect(len(scopes))
-        server = None
-        if self.settings.health_port:
-            server = serve(
-                self.settings.health_address, self.settings.health_port, self.health, self.metrics
-            )
-            log.info("serving /healthz, /readyz and /metrics on %s:%d", *server.server_address[:2])
+        server = _serve(self.settings, self.health, self.metrics)
         threads = [
             threading.Thread(
                 target=self.streams.run, args=(scope,), name=f"watch {scope}", daemon=True
@@ -299,7 +296,7 @@ class Watcher:
                 "this replica reports on its own",
                 extra={"dry_run": str(self.config.dry_run)},
             )
-        threads.append(threading.Thread(target=self._resync, name="resync", daemon=True))
+        threads.append(threading.Thread(target=self._resync.run, name="resync", daemon=True))
         log.info(
             "watching %d stream(s); identity %s",
             len(scopes),
@@ -344,17 +341,7 @@ class Watcher:
         busy = [t.name for t in (resync, lease) if t is not None and t.is_alive()]
         if lease is None:
             return not busy
-        if busy:
-            self.leader.abandon()
-            log.warning(
-                "stopping with work in flight (%s): the Lease %s/%s is left to expire",
-                ", ".join(busy),
-                self.leader.namespace,
-                self.settings.lease_name,
-            )
-            return False
-        self.leader.release()
-        return True
+        return self.leader.finish(busy)
 
     def _loop(self) -> None:
         while not self.flag.event.is_set():
@@ -382,22 +369,37 @@ class Watcher:
                     if self.flag.event.is_set() or not self.leading():
                         self.timers.arm(key, due)  # not ours to handle any more: keep it
                     elif not self._take(key):
-                        self._deferred[key] = due  # looked at again once the fire ends
+                        self._arming.deferred[key] = due  # looked at again once the fire ends
                     else:
-                        self._pool.submit(self._fire_reporting, key, due)
+                        self._pool.submit(self._fire.run, key, due)
 
     def _take(self, key: JobKey) -> bool:
-        with self._in_flight_lock:
-            if key in self._in_flight:
-                return False
-            self._in_flight.add(key)
-            if self._fired_in_pass is not None:
-                self._fired_in_pass.add(key)
-            return True
+        return self._claims.take(key)
 
     def _apply(self, message: Message) -> None:
+        if isinstance(message, Fired):
+            self._claims.release(message.key)
+        self._arming.apply(message)
+
+
+class _Arming:
+    """What each message does to the timers, and each job's retry backoff after a failure.
+
+    Args:
+        timers: The main loop's timers.
+        now: The decision clock.
+    """
+
+    def __init__(self, timers: Schedule[JobKey], now: Callable[[], datetime]) -> None:
+        self.timers = timers
+        self._now = now
+        self.deferred: dict[JobKey, datetime] = {}  # due while another actor had the job
+        self.failures: dict[JobKey, int] = {}  # consecutive failed fires, per job
+
+    def apply(self, message: Message) -> None:
+        """Arm, re-arm or drop the timers a message is about."""
         if isinstance(message, Event):
-            self._failures.pop(message.key, None)  # the job changed: its backoff starts over
+            self.failures.pop(message.key, None)  # the job changed: its backoff starts over
             self.timers.arm(message.key, message.due)
         elif isinstance(message, Listed):
             for key, due in message.due.items():
@@ -406,16 +408,14 @@ class Watcher:
                 scope, listed = message.scope, message.due
                 vanished = self.timers.drop_where(lambda k: scope.holds(k) and k not in listed)
                 for key in vanished:
-                    self._failures.pop(key, None)
+                    self.failures.pop(key, None)
                 if vanished:
                     log.info(
                         "relisted %s: %d vanished job(s) dropped", message.scope, len(vanished)
                     )
         elif isinstance(message, Fired):
-            with self._in_flight_lock:
-                self._in_flight.discard(message.key)
             retry = self._retry(message)
-            for rearm in (retry, self._deferred.pop(message.key, None)):
+            for rearm in (retry, self.deferred.pop(message.key, None)):
                 current = self.timers.when(message.key)
                 # The earlier wins: an extra look re-reads and judges again; a missed one
                 # would be a deadline not enforced.
@@ -426,73 +426,13 @@ class Watcher:
     def _retry(self, fired: Fired) -> datetime | None:
         """When to look at a fired job again: its backoff after a failure, else as it said."""
         if fired.ending is Ending.SETTLED:
-            self._failures.pop(fired.key, None)
+            self.failures.pop(fired.key, None)
         if fired.ending is not Ending.FAILED:
             return fired.rearm
-        failures = min(self._failures.get(fired.key, 0) + 1, _FAILURES_COUNTED)
-        self._failures[fired.key] = failures
+        failures = min(self.failures.get(fired.key, 0) + 1, _FAILURES_COUNTED)
+        self.failures[fired.key] = failures
         delay = _FIRE_BACKOFF.backoff(failures, random.uniform)
-        return self.now() + _seconds(delay)
-
-    # --- firing ------------------------------------------------------------------------------
-
-    def _fire_reporting(self, key: JobKey, due: datetime) -> None:
-        fired = Fired(key, None, Ending.FAILED)
-        try:
-            fired = self._fire.fire(key, due)
-        except Exception:  # a worker must never swallow a failure: log it, look again later
-            log.exception("acting on %s %s/%s failed", key.kind, key.namespace, key.name)
-        finally:
-            self.inbox.put(fired)
-
-    # --- the resync --------------------------------------------------------------------------
-
-    def _resync(self) -> None:
-        number = 0
-        while not self.flag.event.wait(self.settings.resync):
-            if not self.leading():
-                continue
-            number += 1
-            self._resync_pass(number)
-
-    def _resync_pass(self, number: int) -> None:
-        flag = _LeaderFlag(self)
-        with self._in_flight_lock:
-            self._fired_in_pass = set()
-        try:
-            outcome = sweep(
-                number, self.config, self.cluster, flag, self.out, claim=self._claim_for_pass
-            )
-            result = "stopped" if outcome.stopped_by else ("errors" if outcome.errors else "ok")
-        except SweeperError as error:
-            log.warning("resync pass %d failed: %s", number, error)
-            result = "failed"
-        finally:
-            with self._in_flight_lock:
-                self._fired_in_pass = None
-        self.metrics.resyncs.labels(result).inc()
-
-    @contextlib.contextmanager
-    def _claim_for_pass(self, action: Action) -> Iterator[bool]:
-        """Hold a job for a resync pass's action, unless its timer has it or had it.
-
-        A job its timer took since the pass began listing was judged by the timer on a newer
-        read than the pass's: the pass leaves it alone (its touch would move the annotation
-        back to the pass's older instant). While the pass acts, the job's timer waits.
-        """
-        job = action.job
-        key = JobKey(job.kind.name, job.namespace, job.name)
-        with self._in_flight_lock:
-            seen = self._fired_in_pass is not None and key in self._fired_in_pass
-            ours = not seen and key not in self._in_flight
-            if ours:
-                self._in_flight.add(key)
-        try:
-            yield ours
-        finally:
-            if ours:
-                # Through the main loop, which re-arms a timer that came due meanwhile.
-                self.inbox.put(Fired(key, None, Ending.RELEASED))
+        return self._now() + _seconds(delay)
 
 
 class _LeaderFlag(StopFlag):
@@ -518,6 +458,29 @@ class _LeaderFlag(StopFlag):
         if self._monotonic() >= self.deadline:
             return RunTimeout(f"--timeout ({self._timeout:g}s) reached in resync pass")
         return None
+
+
+def _scopes(config: Config, discovery: Discovery) -> list[Scope]:
+    """The streams a run watches: each wanted kind the cluster serves, in each namespace."""
+    by_kind = {s.kind: s for s in discovery.served}
+    wanted = config.kinds or tuple(by_kind)
+    return [
+        Scope(by_kind[kind], namespace)
+        for kind in wanted
+        if kind in by_kind
+        for namespace in (config.namespaces or (None,))
+    ]
+
+
+def _serve(
+    settings: WatchSettings, health: Health, metrics: WatchMetrics
+) -> ThreadingHTTPServer | None:
+    """Start the probes' and ``/metrics`` server, unless ``--health-port`` is 0."""
+    if not settings.health_port:
+        return None
+    server = serve(settings.health_address, settings.health_port, health, metrics)
+    log.info("serving /healthz, /readyz and /metrics on %s:%d", *server.server_address[:2])
+    return server
 
 
 def _seconds(value: float) -> timedelta:

@@ -22,7 +22,7 @@ from sweeper.core.model import Outcome, Result
 from sweeper.k8s.cluster import Cluster, ServedKind
 from sweeper.metrics import WatchMetrics
 from sweeper.oneshot import report
-from sweeper.watch.inbox import Ending, Fired, JobKey
+from sweeper.watch.inbox import Ending, Fired, Inbox, JobKey
 from sweeper.watch.servertime import ServerClock
 
 log = logging.getLogger(__name__)
@@ -91,6 +91,7 @@ class Fire:
     Args:
         cluster: The cluster.
         config: The run's settings (the policy, dry run).
+        inbox: Told how each fire ended (the main loop re-arms or backs off).
         served: A served kind by its name (known once discovery answered).
         metrics: The watch metrics (lateness, actions).
         now: The decision clock.
@@ -102,6 +103,7 @@ class Fire:
         cluster: Cluster,
         config: Config,
         *,
+        inbox: Inbox,
         served: Callable[[str], ServedKind],
         metrics: WatchMetrics,
         now: Callable[[], datetime],
@@ -110,9 +112,20 @@ class Fire:
         self.cluster = cluster
         self.config = config
         self.served = served
+        self.inbox = inbox
         self.metrics = metrics
         self._now = now
         self._stop_reason = stop_reason
+
+    def run(self, key: JobKey, due: datetime) -> None:
+        """The pool's task: fire, and tell the inbox how it ended, whatever happened."""
+        fired = Fired(key, None, Ending.FAILED)
+        try:
+            fired = self.fire(key, due)
+        except Exception:  # a worker must never swallow a failure: log it, look again later
+            log.exception("acting on %s %s/%s failed", key.kind, key.namespace, key.name)
+        finally:
+            self.inbox.put(fired)
 
     def fire(self, key: JobKey, due: datetime) -> Fired:
         """Read the job again, judge it now, act; say when to look at it again, if ever."""

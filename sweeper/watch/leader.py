@@ -201,6 +201,27 @@ class Leader:
         with self._lock:
             self.elector.succeeded(parse_lease(answer.object), sent, received)
 
+    def finish(self, busy: list[str]) -> bool:
+        """Release the Lease once the work it guards has finished, else leave it to expire.
+
+        Args:
+            busy: The threads still running after the wait for them.
+
+        Returns:
+            Whether the Lease was released (only when nothing was busy).
+        """
+        if busy:
+            self.abandon()
+            log.warning(
+                "stopping with work in flight (%s): the Lease %s/%s is left to expire",
+                ", ".join(busy),
+                self.namespace,
+                self.settings.lease_name,
+            )
+            return False
+        self.release()
+        return True
+
     def abandon(self) -> None:
         """Stop leading without releasing: the Lease is left to expire (work still in flight)."""
         with self._lock:
