@@ -146,11 +146,9 @@ def _scope(
         scope.append(("exclude-namespace", seen, kept))
     if config.selector:
         listed = any(
-            isinstance(item, dict)
-            and isinstance(item.get("metadata"), dict)
-            and item["metadata"].get("name") == name
-            for page in cluster.list_jobs(served, namespace, config.selector, config.page_size)
-            for item in page.items
+            job.name == name
+            for page in cluster.list_job_views(served, namespace, config.selector, config.page_size)
+            for job in page.jobs
         )
         scope.append(
             ("selector", f"-l {config.selector}: {'matches' if listed else 'no match'}", listed)

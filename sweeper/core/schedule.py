@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from collections.abc import Hashable, Iterable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from datetime import datetime
 from typing import Generic, TypeVar
 
@@ -78,17 +78,16 @@ class Schedule(Generic[Key]):
         if self._armed.pop(key, None) is not None:
             self._compact()
 
-    def keep_only(self, keys: Iterable[Key]) -> list[Key]:
-        """Drop every timer whose key is not in ``keys`` (after a relist).
+    def drop_where(self, gone: Callable[[Key], bool]) -> list[Key]:
+        """Drop every timer whose key ``gone`` picks (a relist: the vanished jobs of its scope).
 
         Args:
-            keys: The keys still present.
+            gone: Says, for each armed key, whether its job is gone.
 
         Returns:
             The keys dropped.
         """
-        kept = set(keys)
-        vanished = [key for key in self._armed if key not in kept]
+        vanished = [key for key in self._armed if gone(key)]
         for key in vanished:
             self.drop(key)
         return vanished
@@ -101,17 +100,6 @@ class Schedule(Generic[Key]):
         """
         self._discard_stale()
         return self._heap[0][0] if self._heap else None
-
-    def count_due(self, now: datetime) -> int:
-        """Count the timers due at ``now`` without taking them.
-
-        Args:
-            now: The current instant.
-
-        Returns:
-            How many armed instants are at or before ``now``.
-        """
-        return sum(1 for due, _sequence in self._armed.values() if due <= now)
 
     def due_keys(self, now: datetime) -> list[Key]:
         """The keys whose timers are due at ``now``, without taking them (the overdue gauge).

@@ -71,10 +71,13 @@ class JobPage:
     Attributes:
         jobs: The views of its items, in order, as :func:`sweeper.core.jobs.parse_job` builds them.
         server_date: The API server's clock (``Date`` header) when it answered.
+        resource_version: The list's ``metadata.resourceVersion`` (where a watch starts);
+            empty when the server did not say.
     """
 
     jobs: list[Job]
     server_date: datetime | None
+    resource_version: str = ""
 
 
 class Cluster(Protocol):
@@ -95,16 +98,10 @@ class Cluster(Protocol):
         """Find which Kubeflow job kinds (and versions) the cluster serves."""
         ...
 
-    def list_jobs(
-        self, served: ServedKind, namespace: str | None, selector: str | None, page_size: int
-    ) -> Iterator[Page]:
-        """List jobs page by page (``limit`` and ``continue``), in one namespace or all."""
-        ...
-
     def list_job_views(
         self, served: ServedKind, namespace: str | None, selector: str | None, page_size: int
     ) -> Iterator[JobPage]:
-        """List jobs with the same requests as :meth:`list_jobs`, as views (what a pass reads).
+        """List jobs page by page (``limit`` and ``continue``), in one namespace or all, as views.
 
         The decoded objects are never handed out, so an implementation may read from each
         page only what the views need (:mod:`sweeper.k8s.kube` does, with

@@ -53,12 +53,6 @@ class RecordingCluster:
         """Pass through (see :class:`sweeper.k8s.cluster.Cluster`)."""
         return self._cluster.discover()
 
-    def list_jobs(
-        self, served: ServedKind, namespace: str | None, selector: str | None, page_size: int
-    ) -> Iterator[Page]:
-        """Pass through (see :class:`sweeper.k8s.cluster.Cluster`)."""
-        return self._cluster.list_jobs(served, namespace, selector, page_size)
-
     def list_job_views(
         self, served: ServedKind, namespace: str | None, selector: str | None, page_size: int
     ) -> Iterator[JobPage]:

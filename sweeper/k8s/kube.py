@@ -224,24 +224,12 @@ class KubeCluster(_WatchRequests):
                 served.append(ServedKind(kind, MPI_OPERATOR_VERSION))
         return Discovery(tuple(served), date)
 
-    def list_jobs(
-        self, served: ServedKind, namespace: str | None, selector: str | None, page_size: int
-    ) -> Iterator[Page]:
-        """List jobs page by page (see :class:`sweeper.k8s.cluster.Cluster`).
-
-        Yields:
-            Pages; each one's items are cleared when the next is requested.
-        """
-        path = _collection(f"/apis/{GROUP}/{served.version}", namespace, served.kind.plural)
-        ref = RequestRef("list", served.kind.resource, namespace)
-        yield from self._pages(path, ref, selector, page_size)
-
     def list_job_views(
         self, served: ServedKind, namespace: str | None, selector: str | None, page_size: int
     ) -> Iterator[JobPage]:
         """List jobs as views (see :class:`sweeper.k8s.cluster.Cluster`).
 
-        The same requests as :meth:`list_jobs`, one after the other; each body is read by
+        One request per page, one after the other; each body is read by
         :func:`sweeper.k8s.decode.decode_jobs`, which builds only the fields the views need
         (a page's objects are never built: ``managedFields`` and the replica specs are most
         of its bytes).
@@ -262,7 +250,7 @@ class KubeCluster(_WatchRequests):
                 raise answers.undecodable(ref, response, error) from error
             del response  # the raw bytes are as big as the page; drop them before yielding
             token = page.continue_token
-            yield JobPage(page.jobs, date)
+            yield JobPage(page.jobs, date, page.resource_version or "")
             if not token:
                 return
 

@@ -44,7 +44,7 @@ _DEPTH = 2
 def list_pass(
     cluster: Cluster,
     config: Config,
-    should_stop: Callable[[], SweeperError | None],
+    stop_reason: Callable[[], SweeperError | None],
     fresh: Callable[[], report.Ledger],
 ) -> Listing:
     """Discover, then list and judge every job of the pass, starting over once if need be.
@@ -52,7 +52,7 @@ def list_pass(
     Args:
         cluster: The cluster.
         config: The run's settings.
-        should_stop: Says whether the pass must stop (a signal, ``--timeout``), checked after
+        stop_reason: Says whether the pass must stop (a signal, ``--timeout``), checked after
             each page.
         fresh: Makes the pass's empty ledger (again, when the listing starts over).
 
@@ -65,7 +65,7 @@ def list_pass(
         Interrupted: A signal arrived.
         RunTimeout: ``--timeout`` ran out.
     """
-    listing = Listing(config, should_stop, fresh())
+    listing = Listing(config, stop_reason, fresh())
     served = _discover(cluster, config, listing)
     try:
         listing.list_all(cluster, served)
@@ -74,7 +74,7 @@ def list_pass(
         # what was judged is dropped, and the pass lists everything again, once.
         log.warning("%s; listing every kind again", cause)
         discovery_date = listing.discovery_date
-        listing = Listing(config, should_stop, fresh())
+        listing = Listing(config, stop_reason, fresh())
         listing.discovery_date = discovery_date
         try:
             listing.list_all(cluster, served)
@@ -119,18 +119,18 @@ class Listing:
 
     Args:
         config: The run's settings.
-        should_stop: Says whether the pass must stop, checked after each page.
+        stop_reason: Says whether the pass must stop, checked after each page.
         ledger: Where the judged skips go.
     """
 
     def __init__(
         self,
         config: Config,
-        should_stop: Callable[[], SweeperError | None],
+        stop_reason: Callable[[], SweeperError | None],
         ledger: report.Ledger,
     ) -> None:
         self.config = config
-        self._should_stop = should_stop
+        self._stop_reason = stop_reason
         self.ledger = ledger
         self.actions: list[Action] = []
         self.discovery_date: datetime | None = None
@@ -168,7 +168,7 @@ class Listing:
                     jobs = [job for job in jobs if job.namespace not in excluded]
                 self._judge(jobs)
                 judged = True
-                cause = self._should_stop()
+                cause = self._stop_reason()
                 if cause is not None:
                     raise cause
         except NotFound as error:

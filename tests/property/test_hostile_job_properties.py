@@ -47,6 +47,7 @@ from sweeper.k8s import decode
 from sweeper.k8s.cluster import ServedKind, WatchCluster, WatchEvent
 from sweeper.stop import StopFlag
 from sweeper.watch import engine
+from sweeper.watch.inbox import JobKey, Scope
 from tests.property.strategies import (
     EXCLUDE,
     LARGEST_VALID_DEADLINE,
@@ -576,18 +577,18 @@ def watcher_for(scene: Scene, cluster: FakeCluster) -> engine.Watcher:
     )
 
 
-def timers(watcher: engine.Watcher) -> dict[engine.JobKey, datetime | None]:
+def timers(watcher: engine.Watcher) -> dict[JobKey, datetime | None]:
     while not watcher.inbox.empty():
         watcher._apply(watcher.inbox.get_nowait())
     return {key: watcher.timers.when(key) for key in watcher.timers}
 
 
-def expected_timers(views: list[Job], policy: Policy) -> dict[engine.JobKey, datetime | None]:
-    armed: dict[engine.JobKey, datetime | None] = {}
+def expected_timers(views: list[Job], policy: Policy) -> dict[JobKey, datetime | None]:
+    armed: dict[JobKey, datetime | None] = {}
     for view in views:
         due = due_at(view, policy)
         if due is not None:
-            armed[engine.JobKey(view.kind.name, view.namespace, view.name)] = due
+            armed[JobKey(view.kind.name, view.namespace, view.name)] = due
     return armed
 
 
@@ -601,10 +602,10 @@ def test_the_watch_arms_every_good_job_whatever_the_hostile_one_holds(scene: Sce
         # Keyed by position: the hostile object's own identity may be anything.
         cluster.jobs[(kind.plural, "ns", f"{index:02d}")] = item
     watcher = watcher_for(scene, cluster)
-    scope = engine._Scope(served, None)
+    scope = Scope(served, None)
     views = [parse_job(item, kind, "v1") for item in scene.items]
 
-    version = watcher._list_one(scope, relist=False)
+    version = watcher.streams.list_one(scope, relist=False)
 
     assert version == ""  # the fake's pages carry none; nothing lost it
     assert timers(watcher) == expected_timers(views, watch_policy(scene.policy))
@@ -617,8 +618,8 @@ def test_the_watch_arms_every_good_job_whatever_the_hostile_one_holds(scene: Sce
         WatchEvent("DELETED", deleted),
         WatchEvent("BOOKMARK", {"metadata": {"resourceVersion": "999"}}),
     ]
-    assert watcher._follow(scope, "7") == "999"
-    gone = engine.JobKey(kind.name, GOOD_NAMESPACE, str(deleted["metadata"]["name"]))
+    assert watcher.streams.follow(scope, "7") == "999"
+    gone = JobKey(kind.name, GOOD_NAMESPACE, str(deleted["metadata"]["name"]))
     expected = expected_timers(views, watch_policy(scene.policy))
     expected.pop(gone, None)
     assert timers(watcher) == expected

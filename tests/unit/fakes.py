@@ -107,9 +107,9 @@ class FakeCluster:
         self._record("discover")
         return Discovery(self.served, self.date)
 
-    def list_jobs(
+    def list_job_views(
         self, served: ServedKind, namespace: str | None, selector: str | None, page_size: int
-    ) -> Iterator[Page]:
+    ) -> Iterator[JobPage]:
         matching = [
             copy.deepcopy(raw)
             for (plural, ns, _), raw in sorted(self.jobs.items())
@@ -120,14 +120,8 @@ class FakeCluster:
             first = False
             self._record("list", namespace, served.kind.plural)
             page, matching = matching[:page_size], matching[page_size:]
-            yield Page(page, self.date)
-
-    def list_job_views(
-        self, served: ServedKind, namespace: str | None, selector: str | None, page_size: int
-    ) -> Iterator[JobPage]:
-        for page in self.list_jobs(served, namespace, selector, page_size):
-            jobs = [parse_job(item, served.kind, served.version) for item in page.items]
-            yield JobPage(jobs, page.server_date)
+            jobs = [parse_job(item, served.kind, served.version) for item in page]
+            yield JobPage(jobs, self.date)
 
     def get_job(self, served: ServedKind, namespace: str, name: str) -> JSON:
         self._record("get", namespace, name)

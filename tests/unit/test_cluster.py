@@ -24,7 +24,7 @@ def test_reads_pass_through_and_writes_are_kept_not_sent() -> None:
     event = {"involvedObject": {"name": "train"}, "reason": "DeadlineTouched"}
 
     assert recording.discover().server_date == NOW
-    assert [p.items[0]["metadata"]["name"] for p in recording.list_jobs(PYTORCH, None, None, 5)]
+    assert [p.jobs[0].name for p in recording.list_job_views(PYTORCH, None, None, 5)] == ["train"]
     assert recording.get_job(PYTORCH, "team-a", "train")["metadata"]["name"] == "train"
     assert len(recording.list_pods("team-a", "")) == len(recording.list_services("team-a", "")) == 1
     recording.patch_job(PYTORCH, "team-a", "train", patch, dry_run=False)

@@ -29,8 +29,9 @@ from sweeper.core.model import ActionMode, Policy, SkipReason
 from sweeper.k8s import decode
 from sweeper.k8s.cluster import ServedKind, WatchCluster, WatchEvent
 from sweeper.stop import StopFlag
-from sweeper.watch import engine
+from sweeper.watch import engine, streams
 from sweeper.watch.elector import parse_lease
+from sweeper.watch.inbox import Scope
 from sweeper.watch.servertime import ServerClock
 from tests.cli_runner import runner
 from tests.unit.fakes import FakeCluster, FakeWatchCluster
@@ -200,9 +201,9 @@ def test_a_touch_near_the_year_9999_blinds_no_kind_in_watch_mode() -> None:
     fake.add_job(job(name="bad", annotations={TOUCHED_AT_ANNOTATION: FAR_TOUCH}))
     fake.add_job(job(name="victim"))
     w = watcher(fake, Policy(action=ActionMode.TOUCH))
-    scope = engine._Scope(ServedKind(PYTORCH, VERSION), None)
+    scope = Scope(ServedKind(PYTORCH, VERSION), None)
 
-    w._list_one(scope, relist=False)
+    w.streams.list_one(scope, relist=False)
 
     assert armed(w) == {"victim": NOW - timedelta(hours=1)}
 
@@ -220,12 +221,12 @@ def test_an_object_that_cannot_be_read_is_logged_and_the_stream_goes_on(
             raise OverflowError("a bug in due_at, for one job")
         return due_at(view, policy)
 
-    monkeypatch.setattr(engine, "due_at", due_at_raising_for_bad)
+    monkeypatch.setattr(streams, "due_at", due_at_raising_for_bad)
     w = watcher(fake, Policy(action=ActionMode.TOUCH))
-    scope = engine._Scope(served, None)
+    scope = Scope(served, None)
 
-    with caplog.at_level(logging.ERROR, logger="sweeper.watch.engine"):
-        w._list_one(scope, relist=False)
+    with caplog.at_level(logging.ERROR, logger="sweeper.watch.streams"):
+        w.streams.list_one(scope, relist=False)
         assert armed(w) == {"victim": NOW - timedelta(hours=1)}
         later = job(name="victim", resource_version="5", deadline=7200 + 600)
         fake.watch_events = [
@@ -234,7 +235,7 @@ def test_an_object_that_cannot_be_read_is_logged_and_the_stream_goes_on(
             WatchEvent("MODIFIED", later),
             WatchEvent("BOOKMARK", {"metadata": {"resourceVersion": "9"}}),
         ]
-        assert w._follow(scope, "3") == "9"
+        assert w.streams.follow(scope, "3") == "9"
 
     assert armed(w) == {"victim": NOW + timedelta(seconds=600)}
     unreadable = [r for r in caplog.records if "cannot read" in r.getMessage()]

@@ -92,17 +92,14 @@ def test_discovery_finds_the_served_kinds(
 
 def test_jobs_are_listed_page_by_page_with_the_continue_token() -> None:
     sweeper_cluster, send = cluster(
-        ok({"items": [{"n": 1}], "metadata": {"continue": "t/1"}}),
-        ok({"items": [{"n": 2}], "metadata": {}}),
+        ok({"items": [job(name="a")], "metadata": {"continue": "t/1"}}),
+        ok({"items": [job(name="b")], "metadata": {"resourceVersion": "9"}}),
     )
 
-    pages = sweeper_cluster.list_jobs(PYTORCH, "team a", "x=y", 1)
-    first = next(pages)
-    assert first.items == [{"n": 1}]
-    second = next(pages)
-    assert first.items == []  # freed once the next page is asked for
-    assert second.items == [{"n": 2}]
-    assert list(pages) == []
+    pages = list(sweeper_cluster.list_job_views(PYTORCH, "team a", "x=y", 1))
+
+    assert [[view.name for view in page.jobs] for page in pages] == [["a"], ["b"]]
+    assert [page.resource_version for page in pages] == ["", "9"]  # where a watch starts
     assert [s.path for s in send.sent] == [
         "/apis/kubeflow.org/v1/namespaces/team%20a/pytorchjobs?limit=1&labelSelector=x%3Dy",
         "/apis/kubeflow.org/v1/namespaces/team%20a/pytorchjobs?limit=1&labelSelector=x%3Dy"
@@ -117,32 +114,35 @@ LIST_PAGES = [
 
 
 @pytest.mark.parametrize(
-    ("namespace", "selector"),
+    ("namespace", "selector", "first_path"),
     [
-        pytest.param("team a", "x=y", id="one-namespace-with-a-selector"),
-        pytest.param(None, None, id="all-namespaces"),
+        pytest.param(
+            "team a",
+            "x=y",
+            "/apis/kubeflow.org/v1/namespaces/team%20a/pytorchjobs?limit=2&labelSelector=x%3Dy",
+            id="one-namespace-with-a-selector",
+        ),
+        pytest.param(None, None, "/apis/kubeflow.org/v1/pytorchjobs?limit=2", id="all-namespaces"),
     ],
 )
-def test_job_views_are_listed_with_the_same_requests_as_the_objects(
-    namespace: str | None, selector: str | None
+def test_job_views_are_the_reference_views_of_each_page(
+    namespace: str | None, selector: str | None, first_path: str
 ) -> None:
-    objects, sent_for_objects = cluster(*(ok(page) for page in LIST_PAGES))
-    views, sent_for_views = cluster(*(ok(page) for page in LIST_PAGES))
+    views, sent = cluster(*(ok(page) for page in LIST_PAGES))
 
-    expected = [
-        [parse_job(item, PYTORCHJOB, "v1") for item in page.items]
-        for page in objects.list_jobs(PYTORCH, namespace, selector, 2)
-    ]
     got = list(views.list_job_views(PYTORCH, namespace, selector, 2))
 
-    assert [page.jobs for page in got] == expected
+    assert [page.jobs for page in got] == [
+        [parse_job(item, PYTORCHJOB, "v1") for item in page["items"]] for page in LIST_PAGES
+    ]
     assert [job.malformed for page in got for job in page.jobs] == [
         None,
         None,
         "spec.runPolicy.activeDeadlineSeconds",
     ]
     assert all(page.server_date is not None for page in got)
-    assert [s.path for s in sent_for_views.sent] == [s.path for s in sent_for_objects.sent]
+    assert [page.resource_version for page in got] == ["", "9"]
+    assert [s.path for s in sent.sent] == [first_path, f"{first_path}&continue=t%2F1"]
 
 
 def test_all_namespaces_and_core_lists_collect_every_page() -> None:
@@ -155,7 +155,7 @@ def test_all_namespaces_and_core_lists_collect_every_page() -> None:
 
     assert sweeper_cluster.list_pods("a", "job=train") == [{"p": 1}, {"p": 2}]
     assert sweeper_cluster.list_services("a", "job=train") == [{"s": 1}]
-    assert next(sweeper_cluster.list_jobs(PYTORCH, None, None, 500)).items == []
+    assert next(sweeper_cluster.list_job_views(PYTORCH, None, None, 500)).jobs == []
     assert [s.path.split("?")[0] for s in send.sent] == [
         "/api/v1/namespaces/a/pods",
         "/api/v1/namespaces/a/pods",

@@ -20,7 +20,8 @@ from sweeper.config import Config, WatchSettings
 from sweeper.core.errors import ApiError, ConfigError, RequestRef
 from sweeper.core.model import Policy
 from sweeper.stop import StopFlag
-from sweeper.watch.engine import JobKey, Watcher, _Event, _Fired
+from sweeper.watch.engine import Watcher
+from sweeper.watch.inbox import Event, Fired, JobKey
 from tests.cli_runner import runner
 from tests.unit.fakes import FakeWatchCluster, Request
 from tests.unit.objects import NOW, job
@@ -46,8 +47,8 @@ def refused() -> ApiError:
 def fire(w: Watcher, key: JobKey = KEY) -> datetime | None:
     """Fire the key's timer as the main loop would; return when its timer is armed next."""
     w.timers.drop(key)  # the loop took it (pop_due) and marked it in flight
-    w._in_flight.add(key)
-    w._fire_reporting(key, NOW)
+    w._claims.in_flight.add(key)
+    w._fire.run(key, NOW)
     w._apply(w.inbox.get_nowait())
     return w.timers.when(key)
 
@@ -150,7 +151,7 @@ def test_the_backoff_starts_over_when_the_job_changes(monkeypatch: pytest.Monkey
     for _ in range(4):
         fire(w)
     assert delay(fire(w)) > 10.0  # backed off by now
-    w._apply(_Event(KEY, NOW))  # a MODIFIED event: the owner fixed something, say
+    w._apply(Event(KEY, NOW))  # a MODIFIED event: the owner fixed something, say
     assert delay(fire(w)) <= 10.0
 
 
@@ -161,8 +162,8 @@ def test_a_deleted_job_leaves_no_failure_count_behind(monkeypatch: pytest.Monkey
     w = watcher(fake, monkeypatch)
     fire(w)
     fire(w)
-    w._apply(_Event(KEY, None))  # DELETED
-    assert w._failures == {}
+    w._apply(Event(KEY, None))  # DELETED
+    assert w._arming.failures == {}
     assert w.timers.when(KEY) is None
 
 
@@ -181,7 +182,7 @@ def test_a_resync_pass_leaves_alone_a_job_its_timer_is_acting_on(
     fake.add_job(job(name="other"))
     w = watcher(fake, monkeypatch)
     assert w._take(KEY)  # the timer's fire is in flight
-    w._resync_pass(1)
+    w._resync.pass_once(1)
     assert [r.name for r in touches(fake)] == ["other"]
     assert isinstance(w.out, io.StringIO)
     assert "left-alone" in w.out.getvalue()
@@ -197,12 +198,12 @@ def test_a_resync_pass_leaves_alone_a_job_its_timer_took_since_the_pass_listed(
     w = watcher(fake, monkeypatch)
 
     def timer_fires_during_the_listing(request: Request) -> None:
-        if request.method == "list" and KEY not in w._in_flight:
+        if request.method == "list" and KEY not in w._claims.in_flight:
             assert w._take(KEY)
-            w._apply(_Fired(KEY, None))
+            w._apply(Fired(KEY, None))
 
     fake.before = timer_fires_during_the_listing
-    w._resync_pass(1)
+    w._resync.pass_once(1)
     assert touches(fake) == []
 
 
@@ -219,9 +220,9 @@ def test_a_timer_waits_while_a_resync_pass_acts_on_its_job_then_looks_again(
             taken.append(w._take(KEY))
 
     fake.before = timer_comes_due_during_the_touch
-    w._resync_pass(1)
+    w._resync.pass_once(1)
     assert taken == [False]  # the main loop defers it (as for a fire in flight)
-    w._deferred[KEY] = NOW
+    w._arming.deferred[KEY] = NOW
     w._apply(w.inbox.get_nowait())  # the pass let the job go
     assert w._take(KEY)
     assert w.timers.when(KEY) == NOW  # the deferred look is armed again
@@ -235,5 +236,5 @@ def test_an_action_not_started_is_no_failure_of_the_job(monkeypatch: pytest.Monk
     w = watcher(fake, monkeypatch)
     w.flag.request("SIGTERM")
     assert fire(w) == NOW
-    assert w._failures == {}
+    assert w._arming.failures == {}
     assert touches(fake) == []

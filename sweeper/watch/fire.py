@@ -1,0 +1,182 @@
+"""The fire pool's work: a job's timer came due, so read the job again, judge it now and act.
+
+``now`` is read once per fired job: the local clock, or with ``--clock server`` the earliest
+time the API server's clock can show (:mod:`sweeper.watch.servertime`), so nothing fires early.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+from collections.abc import Callable
+from datetime import datetime, timedelta
+
+from sweeper.act import Executor
+from sweeper.config import ClockMode, Config
+from sweeper.core import clock
+from sweeper.core.decide import ALWAYS, due_at, judge
+from sweeper.core.errors import ApiError, NotFound, SweeperError
+from sweeper.core.jobs import parse_job
+from sweeper.core.model import Action, ActionKind, Outcome, Plan, Result
+from sweeper.k8s.cluster import Cluster, ServedKind
+from sweeper.metrics import WatchMetrics
+from sweeper.oneshot import report
+from sweeper.watch.inbox import Ending, Fired, Inbox, JobKey
+from sweeper.watch.servertime import ServerClock
+
+log = logging.getLogger(__name__)
+
+# A fired job whose read got no answer is looked at again this much later: the transport has
+# just spent its own retries (about 2 s), so the job is tried again within about a second of
+# the server's return.
+RETRY_UNREACHABLE_S = 0.5
+
+
+class DecisionClock:
+    """The instant a fired job is judged at, and the server clock estimate behind it.
+
+    Args:
+        mode: ``--clock``.
+        monotonic: The clock the requests are timed on.
+    """
+
+    def __init__(self, mode: ClockMode, monotonic: Callable[[], float]) -> None:
+        self._mode = mode
+        self._monotonic = monotonic
+        self._server = ServerClock()
+        self._lock = threading.Lock()
+
+    def saw_date(self, date: datetime | None, sent: float, received: float) -> None:
+        """Feed one response's ``Date`` header to the server clock estimate.
+
+        Args:
+            date: The header, parsed.
+            sent: Monotonic seconds before the request.
+            received: Monotonic seconds after its answer.
+        """
+        if date is None:
+            return
+        with self._lock:
+            self._server.observe(date, sent, received)
+
+    def now(self) -> datetime:
+        """The decision clock's reading.
+
+        Returns:
+            The local clock, or with ``--clock server`` the earliest time the server's clock
+            can show (the local clock until a response has been seen).
+        """
+        if self._mode is ClockMode.LOCAL:
+            return clock.local_now()
+        with self._lock:
+            estimate = self._server.now(self._monotonic())
+        return estimate or clock.local_now()
+
+    def offset(self, bound: str) -> float:
+        """The ``low`` or ``high`` bound of the server clock minus the local one, in seconds."""
+        mono = self._monotonic()
+        with self._lock:
+            bounds = self._server.bounds(mono)
+        if bounds is None:
+            return math.nan
+        # server - local wall = (server - monotonic) - (wall - monotonic)
+        wall_minus_mono = clock.local_now().timestamp() - mono
+        return (bounds.low if bound == "low" else bounds.high) - wall_minus_mono
+
+
+class Fire:
+    """Acts on one job whose timer came due, with the one-shot mode's guards.
+
+    Args:
+        cluster: The cluster.
+        config: The run's settings (the policy, dry run).
+        inbox: Told how each fire ended (the main loop re-arms or backs off).
+        served: A served kind by its name (known once discovery answered).
+        metrics: The watch metrics (lateness, actions).
+        now: The decision clock.
+        stop_reason: Asked before every write: a signal, or no longer the leader.
+    """
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        config: Config,
+        *,
+        inbox: Inbox,
+        served: Callable[[str], ServedKind],
+        metrics: WatchMetrics,
+        now: Callable[[], datetime],
+        stop_reason: Callable[[], SweeperError | None],
+    ) -> None:
+        self.cluster = cluster
+        self.config = config
+        self.served = served
+        self.inbox = inbox
+        self.metrics = metrics
+        self._now = now
+        self._stop_reason = stop_reason
+
+    def run(self, key: JobKey, due: datetime) -> None:
+        """The pool's task: fire, and tell the inbox how it ended, whatever happened."""
+        fired = Fired(key, None, Ending.FAILED)
+        try:
+            fired = self.fire(key, due)
+        except Exception:  # a worker must never swallow a failure: log it, look again later
+            log.exception("acting on %s %s/%s failed", key.kind, key.namespace, key.name)
+        finally:
+            self.inbox.put(fired)
+
+    def fire(self, key: JobKey, due: datetime) -> Fired:
+        """Read the job again, judge it now, act; say when to look at it again, if ever."""
+        served = self.served(key.kind)
+        try:
+            raw = self.cluster.get_job(served, key.namespace, key.name)
+        except NotFound:
+            return Fired(key, None)  # deleted meanwhile; its DELETED event is on its way
+        except ApiError as error:
+            log.warning(
+                "cannot read %s %s/%s at its deadline: %s", key.kind, key.namespace, key.name, error
+            )
+            if error.status is None:
+                return Fired(key, self._now() + _seconds(RETRY_UNREACHABLE_S), Ending.NOT_TRIED)
+            return Fired(key, None, Ending.FAILED)
+        job = parse_job(raw, served.kind, served.version)
+        now = self._now()  # the one reading for this job
+        policy = self.config.policy  # never a cap: --watch refuses --max-actions
+        entry = judge(job, now, policy)
+        if not isinstance(entry, Action):
+            # Changed since the event, or the server clock is not surely there yet.
+            return Fired(key, due_at(job, policy))
+        if entry.kind is not ActionKind.TERMINATE_PODS and due != ALWAYS:
+            self.metrics.lateness.observe(max((now - due).total_seconds(), 0.0))
+        executor = Executor(
+            self.cluster,
+            dry_run=self.config.dry_run,
+            stop_reason=self._stop_reason,
+            on_outcome=self._outcome,
+        )
+        execution = executor.execute(Plan(now=now, policy=policy, entries=(entry,)))
+        outcome = execution.outcomes[0]
+        return _ended(key, due, outcome.result)
+
+    def _outcome(self, outcome: Outcome) -> None:
+        report.log_outcome(outcome, self.config.dry_run)
+        entry = outcome.entry
+        if isinstance(entry, Action):
+            self.metrics.actions.labels(
+                entry.job.kind.name, entry.kind.value, outcome.result.value
+            ).inc()
+
+
+def _ended(key: JobKey, due: datetime, result: Result) -> Fired:
+    if result is Result.NOT_STARTED:
+        return Fired(key, due, Ending.NOT_TRIED)  # not this job's failure: no backoff
+    if result is Result.ERROR:
+        # Tried again after the job's backoff (or by the next event, or by the resync).
+        return Fired(key, None, Ending.FAILED)
+    return Fired(key, None)  # done: the job's next event (our own write's, too) re-arms it
+
+
+def _seconds(value: float) -> timedelta:
+    return timedelta(seconds=value)

@@ -1,0 +1,107 @@
+"""What the watch's threads tell the main loop, and the identities their messages carry.
+
+Every thread other than the main loop speaks to it only through one queue (the inbox): the
+streams say when each job becomes due, the Lease thread says when leadership changed, and the
+fire pool and the resync pass say when they are done with a job. The main loop alone owns the
+timers, so none of them needs a lock.
+"""
+
+from __future__ import annotations
+
+import queue
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from enum import Enum
+
+from sweeper.k8s.cluster import ServedKind
+
+SawDate = Callable[[datetime | None, float, float], None]
+"""Feeds one response's ``Date`` header (and the monotonic seconds before and after the request)
+to the server clock estimate: how the threads that talk to the API server share what they saw."""
+
+
+@dataclass(frozen=True, slots=True)
+class JobKey:
+    """A job's identity in the timers: a name can be reused, the re-read checks the rest."""
+
+    kind: str
+    namespace: str
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """What one stream lists and watches: a served kind, in one namespace or all of them."""
+
+    served: ServedKind
+    namespace: str | None
+
+    def holds(self, key: JobKey) -> bool:
+        """Whether a job is this stream's (a relist drops the timers of its vanished jobs)."""
+        return key.kind == self.served.kind.name and (
+            self.namespace is None or key.namespace == self.namespace
+        )
+
+    def __str__(self) -> str:
+        return f"{self.served.kind.plural} in {self.namespace or 'all namespaces'}"
+
+
+@dataclass(frozen=True, slots=True)
+class Listed:
+    """A stream's list, complete: each job's due instant (``None``: never due as it stands).
+
+    Attributes:
+        scope: The stream's scope.
+        due: Every listed job of the scope.
+        relist: Not the stream's first list: a job of the scope missing here is gone.
+    """
+
+    scope: Scope
+    due: dict[JobKey, datetime | None]
+    relist: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """A watch event about one job: its new due instant (``None`` also for DELETED)."""
+
+    key: JobKey
+    due: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class Leadership:
+    """This replica started or stopped leading (it only wakes the main loop up)."""
+
+    leading: bool
+
+
+class Ending(Enum):
+    """How a fire (or a resync pass's action on a job) ended, for the job's retry backoff."""
+
+    SETTLED = "settled"  # acted, or nothing to do: the backoff starts over
+    FAILED = "failed"  # the action failed: tried again after the job's backoff
+    # Not tried: the read got no answer, or the run stopped or lost the Lease first. Looked
+    # at again soon (a follower keeps the timer until it leads), the count kept.
+    NOT_TRIED = "not-tried"
+    RELEASED = "released"  # a resync pass's action ended: the count kept
+
+
+@dataclass(frozen=True, slots=True)
+class Fired:
+    """A fire (or a resync pass's action) is done with a job.
+
+    Attributes:
+        key: The job.
+        rearm: When to look at the job again, if it still needs looking at.
+        ending: How it ended.
+    """
+
+    key: JobKey
+    rearm: datetime | None
+    ending: Ending = Ending.SETTLED
+
+
+Message = Listed | Event | Leadership | Fired
+Inbox = queue.Queue[Message]

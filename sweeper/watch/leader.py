@@ -1,0 +1,246 @@
+"""The Lease thread (client-go's election on the cluster) and whether this replica leads.
+
+The algorithm is :mod:`sweeper.watch.elector`, pure; this module sends its requests.
+
+With ``--leader-elect``, and never in a dry run (a dry run writes nothing, the Lease included,
+so each dry replica reports on its own). Only the leader writes to jobs, and the transport asks
+before every attempt of a write (retries included) whether it still leads, bounding each
+attempt to end before another replica may take over. A leader that cannot renew within the
+renew deadline stops writing at once and is a candidate again, its view kept warm: when the
+API server is back (an outage, a restart) it takes the Lease back at once if the record still
+names it, or waits for it like any follower. These two (no exit on a lapse, and a standby that
+polls aligned to the Lease's expiry) are the sweeper's own, beyond client-go's algorithm.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import random
+import threading
+import time
+from collections.abc import Callable
+
+from sweeper.config import WatchSettings
+from sweeper.core import clock
+from sweeper.core.errors import ApiError, Conflict, Interrupted, NotFound
+from sweeper.k8s.cluster import WatchCluster
+from sweeper.metrics import WatchMetrics
+from sweeper.watch.elector import Create, Elector, Lease, Update, Wait, lease_body, parse_lease
+from sweeper.watch.inbox import Inbox, Leadership, SawDate
+
+log = logging.getLogger(__name__)
+
+# A candidate whose Lease request got no answer tries again this soon (not a retry period).
+LEASE_RETRY_UNREACHABLE_S = 0.5
+
+
+class Leader:
+    """The Lease loop around the Elector; the one place that says whether this replica leads.
+
+    Args:
+        cluster: The cluster (the Lease requests).
+        settings: The watch settings (identity, Lease name and namespace, timing).
+        inbox: Told each change of leadership (it wakes the main loop up).
+        elects: Whether this replica elects at all; without election it always leads.
+        saw_date: Takes each answer's ``Date`` header for the server clock.
+        stopping: Set on SIGTERM or SIGINT: the loop ends (the Lease is released later).
+        metrics: The watch metrics (the leader gauge).
+        monotonic: The clock of leadership (injected by tests).
+    """
+
+    def __init__(
+        self,
+        cluster: WatchCluster,
+        settings: WatchSettings,
+        inbox: Inbox,
+        *,
+        elects: bool,
+        saw_date: SawDate,
+        stopping: threading.Event,
+        metrics: WatchMetrics,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.cluster = cluster
+        self.settings = settings
+        self.inbox = inbox
+        self.elects = elects
+        self.saw_date = saw_date
+        self.stopping = stopping
+        self.metrics = metrics
+        self.monotonic = monotonic
+        self.elector = Elector(settings.identity, settings.timing)
+        self._lock = threading.Lock()
+
+    @property
+    def namespace(self) -> str:
+        """Where the Lease lives: ``--lease-namespace``, else the cluster's home namespace."""
+        return self.settings.lease_namespace or self.cluster.home_namespace
+
+    def leading(self) -> bool:
+        """Whether this replica may write to jobs now."""
+        if not self.elects:
+            return True
+        with self._lock:
+            return self.elector.leading(self.monotonic())
+
+    def write_window(self) -> float:
+        """Seconds a job write sent now may stay in flight; 0 when none may be sent.
+
+        Asked by the transport before every attempt of a write, retries included: no attempt
+        is sent once the renew deadline passed, and each ends before another replica may take
+        the Lease (:meth:`sweeper.watch.elector.Elector.write_window`). Unbounded without
+        election.
+        """
+        if not self.elects:
+            return math.inf
+        with self._lock:
+            return self.elector.write_window(self.monotonic())
+
+    def run(self) -> None:
+        """Take, renew or wait for the Lease every retry period until the run stops."""
+        namespace, name = self.namespace, self.settings.lease_name
+        timing = self.settings.timing
+        was_leading = False
+        holder = ""
+        read_first = False
+        while not self.stopping.is_set():
+            now = self.monotonic()
+            with self._lock:
+                if self.elector.lost(now):
+                    # No write since the renew deadline passed (leading() says so). Exiting
+                    # would cost a container restart and a relist once the API server is
+                    # back; a candidate keeps its timers and, if the record still names it,
+                    # takes the Lease back at the first answer (client-go lets the holder
+                    # renew), or waits for it like any follower if another replica took it.
+                    log.error(
+                        "lost the Lease %s/%s: could not renew within %gs; stopped writing, "
+                        "trying to take it back",
+                        namespace,
+                        name,
+                        timing.renew_deadline,
+                    )
+                    self.elector.step_down()
+                    self.metrics.leader.set(0)
+                    was_leading = False
+                    self.inbox.put(Leadership(leading=False))
+            unreachable = False
+            try:
+                self._round(namespace, name, read_first=read_first)
+                read_first = False
+            except Conflict:
+                read_first = True  # someone else wrote it: read before the next try
+                continue
+            except Interrupted:
+                continue  # a signal cut a retry wait short: stopping (the loop ends)
+            except ApiError as error:
+                log.warning("Lease %s/%s: %s", namespace, name, error)
+                unreachable = error.status is None
+            leading = self.leading()
+            if leading != was_leading:
+                self.metrics.leader.set(1 if leading else 0)
+                log.info(
+                    "%s the Lease %s/%s",
+                    "acquired" if leading else "do not hold",
+                    namespace,
+                    name,
+                    extra={"identity": self.settings.identity},
+                )
+                was_leading = leading
+                self.inbox.put(Leadership(leading))
+            if not leading and self.elector.holder and self.elector.holder != holder:
+                holder = self.elector.holder
+                log.info("the leader is %s", holder, extra={"leader": holder})
+            self.stopping.wait(self._delay(leading=leading, unreachable=unreachable))
+        # Released by the engine (release), once the work the Lease guards has finished.
+
+    def _delay(self, *, leading: bool, unreachable: bool) -> float:
+        delay = self.settings.timing.retry_period
+        if not leading:
+            with self._lock:
+                left = self.elector.expires_in(self.monotonic())
+            if left is not None:
+                # A standby polls every retry period (so it sees a renewal at most that
+                # late) and tries again the moment the Lease it saw expires, rather than on
+                # client-go's jittered grid: the takeover comes within the lease duration
+                # plus one retry period of the leader's last renewal.
+                delay = min(delay, left + 0.01)
+            elif self.elector.holder != self.settings.identity:
+                delay *= 1 + 1.2 * random.random()  # noqa: S311 - client-go's jitter
+        if unreachable and not leading:
+            # The API server is down: the first attempt after it is back takes the Lease
+            # (or learns who has it) sooner; a refused connection costs the server nothing.
+            delay = min(delay, LEASE_RETRY_UNREACHABLE_S)
+        return delay
+
+    def _round(self, namespace: str, name: str, *, read_first: bool) -> None:
+        wall = clock.local_now()
+        with self._lock:
+            step: Create | Update | Wait | None = None if read_first else self.elector.renewal(wall)
+        if step is None:
+            sent = self.monotonic()
+            try:
+                answer = self.cluster.get_lease(namespace, name)
+                current: Lease | None = parse_lease(answer.object)
+                self.saw_date(answer.server_date, sent, self.monotonic())
+            except NotFound:
+                current = None
+            with self._lock:
+                step = self.elector.attempt(current, self.monotonic(), wall)
+        if isinstance(step, Wait):
+            return
+        sent = self.monotonic()
+        if isinstance(step, Create):
+            answer = self.cluster.create_lease(namespace, lease_body(namespace, name, step.record))
+        else:
+            answer = self.cluster.update_lease(
+                namespace, name, lease_body(namespace, name, step.record, step.resource_version)
+            )
+        received = self.monotonic()
+        self.saw_date(answer.server_date, sent, received)
+        with self._lock:
+            self.elector.succeeded(parse_lease(answer.object), sent, received)
+
+    def finish(self, busy: list[str]) -> bool:
+        """Release the Lease once the work it guards has finished, else leave it to expire.
+
+        Args:
+            busy: The threads still running after the wait for them.
+
+        Returns:
+            Whether the Lease was released (only when nothing was busy).
+        """
+        if busy:
+            self.abandon()
+            log.warning(
+                "stopping with work in flight (%s): the Lease %s/%s is left to expire",
+                ", ".join(busy),
+                self.namespace,
+                self.settings.lease_name,
+            )
+            return False
+        self.release()
+        return True
+
+    def abandon(self) -> None:
+        """Stop leading without releasing: the Lease is left to expire (work still in flight)."""
+        with self._lock:
+            self.elector.step_down()
+        self.metrics.leader.set(0)
+
+    def release(self) -> None:
+        """Stop leading and hand the Lease back, so a follower takes over at its next retry."""
+        namespace, name = self.namespace, self.settings.lease_name
+        with self._lock:
+            step = self.elector.release(clock.local_now())
+            self.elector.step_down()
+        self.metrics.leader.set(0)
+        if step is None:
+            return
+        try:
+            self.cluster.update_lease(
+                namespace, name, lease_body(namespace, name, step.record, step.resource_version)
+            )
+            log.info("released the Lease %s/%s", namespace, name)
+        except ApiError as error:
+            log.warning("could not release the Lease %s/%s: %s", namespace, name, error)

@@ -1,0 +1,243 @@
+"""The watch's streams: per scope, a thread lists, then watches, and says when jobs fall due.
+
+One **stream** per served kind and namespace (or cluster-wide): list, then watch from the list's
+resourceVersion with bookmarks; a closed stream resumes from the last resourceVersion seen,
+after a jittered backoff; 410 Gone lists again; a stream silent past ``--watch-timeout`` is
+reopened. It turns each object into the instant the job becomes due
+(:func:`sweeper.core.decide.due_at`) and queues that, never the object itself: the main loop
+owns the timers.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable
+from datetime import datetime
+
+from sweeper.config import Config, WatchSettings
+from sweeper.core.decide import due_at
+from sweeper.core.errors import ApiError, Gone, WatchStalled
+from sweeper.core.jobs import parse_job
+from sweeper.core.model import JSON
+from sweeper.k8s.cluster import WatchCluster
+from sweeper.k8s.transport import RetryPolicy
+from sweeper.metrics import WatchMetrics
+from sweeper.watch.health import Health
+from sweeper.watch.inbox import Event, Inbox, JobKey, Listed, SawDate, Scope
+
+log = logging.getLogger(__name__)
+
+# A watch request's server-side timeout, randomised as client-go's reflector does.
+WATCH_TIMEOUT_RANGE_S = (300, 600)
+BACKOFF_BASE_S = 0.5
+BACKOFF_CAP_S = 30.0
+# No answer at all (connection refused or reset: the API server is down or restarting):
+# trying costs it nothing, and every second of backoff after it is back is a second of
+# lateness for each job that came due meanwhile.
+BACKOFF_UNREACHABLE_CAP_S = 1.0
+# The transport's formula (equal jitter), with the stream's base and caps.
+_BACKOFF = RetryPolicy(backoff_base_s=BACKOFF_BASE_S, backoff_cap_s=BACKOFF_CAP_S)
+_BACKOFF_UNREACHABLE = RetryPolicy(
+    backoff_base_s=BACKOFF_BASE_S, backoff_cap_s=BACKOFF_UNREACHABLE_CAP_S
+)
+# Failures counted at most: the step is at either cap long before (0.5 s * 2**16), and the
+# count of a stream failing for days never overflows a float.
+_FAILURES_COUNTED = 17
+
+
+class Streams:
+    """The stream threads' work: :meth:`run` is one scope's thread.
+
+    Args:
+        cluster: The cluster.
+        config: The run's settings (policy, selector, page size, excluded namespaces).
+        settings: The watch settings (``--watch-timeout``).
+        inbox: Where the due instants go.
+        saw_date: Takes each answer's ``Date`` header for the server clock.
+        stopping: Set on SIGTERM or SIGINT: the streams end.
+        metrics: The watch metrics (restarts, relists).
+        health: ``/readyz``, told when each stream first listed.
+        monotonic: The clock the requests are timed on.
+    """
+
+    def __init__(
+        self,
+        cluster: WatchCluster,
+        config: Config,
+        settings: WatchSettings,
+        inbox: Inbox,
+        *,
+        saw_date: SawDate,
+        stopping: threading.Event,
+        metrics: WatchMetrics,
+        health: Health,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.cluster = cluster
+        self.config = config
+        self.settings = settings
+        self.inbox = inbox
+        self.saw_date = saw_date
+        self.stopping = stopping
+        self.metrics = metrics
+        self.health = health
+        self.monotonic = monotonic
+
+    def run(self, scope: Scope) -> None:
+        """List, then watch, one scope until the run stops; never raises."""
+        version: str | None = None
+        failures = 0
+        refused = False  # the last failure got no answer at all
+        listed_once = False
+        while not self.stopping.is_set():
+            try:
+                if version is None:
+                    version = self.list_one(scope, relist=listed_once)
+                    if not listed_once:
+                        self.health.listed(scope)
+                    listed_once = True
+                version = self.follow(scope, version)
+                failures, refused = 0, False
+                self.metrics.watch_restarts.labels("closed").inc()
+            except Gone:
+                log.info("watch of %s: resourceVersion too old (410); listing again", scope)
+                self.metrics.relists.inc()
+                version = None
+                failures, refused = 0, False
+            except WatchStalled as error:
+                log.warning("watch of %s stalled (%s); reopening", scope, error.detail)
+                self.metrics.watch_restarts.labels("stalled").inc()
+                failures += 1
+                self._backoff(failures)
+            except ApiError as error:
+                log.warning("watch of %s failed: %s", scope, error)
+                self.metrics.watch_restarts.labels("error").inc()
+                unreachable = error.status is None
+                if not unreachable and refused:
+                    # The server answers again (a restarted one says 429 or 503 while its
+                    # caches fill): back off from the start, not from the outage's count.
+                    failures = 0
+                refused = unreachable
+                failures += 1
+                self._backoff(failures, unreachable=unreachable)
+            except Exception:  # a stream thread must never die silently
+                log.exception("watch of %s: unexpected error", scope)
+                self.metrics.watch_restarts.labels("error").inc()
+                failures += 1
+                self._backoff(failures)
+
+    def _backoff(self, failures: int, *, unreachable: bool = False) -> None:
+        policy = _BACKOFF_UNREACHABLE if unreachable else _BACKOFF
+        self.stopping.wait(policy.backoff(min(failures, _FAILURES_COUNTED), random.uniform))
+
+    def list_one(self, scope: Scope, *, relist: bool) -> str:
+        """List a scope and queue every job's due instant.
+
+        Streams list at the same time (at start-up, all of them): a page is read into views,
+        never into objects, so six pages in flight hold about what one page of objects did.
+
+        Args:
+            scope: The scope.
+            relist: Not its first list (a job missing from it is gone).
+
+        Returns:
+            The list's resourceVersion, where the watch starts (empty when none was said).
+        """
+        due: dict[JobKey, datetime | None] = {}
+        version = ""
+        policy = self.config.policy
+        excluded = frozenset(self.config.exclude_namespaces)
+        pages = iter(
+            self.cluster.list_job_views(
+                scope.served, scope.namespace, self.config.selector, self.config.page_size
+            )
+        )
+        while True:
+            sent = self.monotonic()
+            page = next(pages, None)
+            if page is None:
+                break
+            self.saw_date(page.server_date, sent, self.monotonic())
+            for job in page.jobs:
+                if job.namespace in excluded:
+                    continue  # --exclude-namespace: never tracked, so never acted on
+                try:
+                    due[JobKey(job.kind.name, job.namespace, job.name)] = due_at(job, policy)
+                except Exception:  # noqa: BLE001 - one object never stops a kind's listing
+                    _unreadable(scope, job.namespace, job.name, "list")
+            version = page.resource_version or version
+        self.inbox.put(Listed(scope, due, relist))
+        log.info("listed %s: %d job(s)", scope, len(due))
+        return version
+
+    def follow(self, scope: Scope, version: str) -> str:
+        """Watch a scope from a resourceVersion until the stream ends, queueing each change.
+
+        Args:
+            scope: The scope.
+            version: Where to start.
+
+        Returns:
+            The last resourceVersion seen, where the next watch resumes.
+        """
+        policy = self.config.policy
+        excluded = frozenset(self.config.exclude_namespaces)
+        sent = self.monotonic()
+        with self.cluster.watch_jobs(
+            scope.served,
+            scope.namespace,
+            self.config.selector,
+            version,
+            timeout_s=random.randint(*WATCH_TIMEOUT_RANGE_S),  # noqa: S311 - spread, not crypto
+            read_timeout_s=self.settings.watch_timeout,
+        ) as stream:
+            self.saw_date(stream.server_date, sent, self.monotonic())
+            for event in stream:
+                if self.stopping.is_set():
+                    break
+                obj = event.object
+                version = _resource_version(obj) or version
+                if event.type == "BOOKMARK":
+                    continue
+                try:
+                    job = parse_job(obj, scope.served.kind, scope.served.version)
+                    if job.namespace in excluded:
+                        continue  # the watch API cannot leave a namespace out either
+                    key = JobKey(job.kind.name, job.namespace, job.name)
+                    due = None if event.type == "DELETED" else due_at(job, policy)
+                except Exception:  # noqa: BLE001 - one object never stops a stream
+                    # The resourceVersion has moved past it: the stream is never replayed
+                    # from before it. Its timer (if any) stays as it was; the resync judges it.
+                    meta = obj.get("metadata") if isinstance(obj, dict) else None
+                    named = meta if isinstance(meta, dict) else {}
+                    _unreadable(scope, named.get("namespace"), named.get("name"), event.type)
+                    continue
+                self.inbox.put(Event(key, due))
+        return version
+
+
+def _resource_version(obj: JSON) -> str | None:
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    version = meta.get("resourceVersion") if isinstance(meta, dict) else None
+    return version if isinstance(version, str) and version else None
+
+
+def _unreadable(scope: Scope, namespace: object, name: object, seen_in: str) -> None:
+    """Log a job that could not be turned into a timer (a bug: parsing never raises)."""
+    log.error(
+        "watch of %s: cannot read %s/%s (%s); left to the resync",
+        scope,
+        namespace,
+        name,
+        seen_in,
+        exc_info=True,
+        extra={
+            "kind": scope.served.kind.name,
+            "namespace": str(namespace),
+            "job_name": str(name),
+            "reason": "malformed",
+        },
+    )
