@@ -38,6 +38,7 @@ from sweeper.core.decide import (
     Why,
     execution_order,
     judge,
+    pods_mode,
     pods_to_terminate,
     services_to_delete,
 )
@@ -492,7 +493,7 @@ class _PodCleaner:
         selector = f"{JOB_NAME_LABEL}={job.name}"
         if chosen is None:
             listed = _views(self._w.cluster.list_pods(job.namespace, selector))
-            chosen = pods_to_terminate(listed, job, policy.terminate_pods)
+            chosen = pods_to_terminate(listed, job, pods_mode(policy))
         pods = list(chosen)
         if not pods:
             return

@@ -39,6 +39,7 @@ from sweeper.config import (
 from sweeper.core.decide import ActionMode, PodsMode, Policy
 from sweeper.core.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, ConfigError, SweeperError
 from sweeper.core.kinds import lookup
+from sweeper.core.releases import Release, parse_release
 from sweeper.explain import run_explain
 from sweeper.k8s.cluster import Cluster
 from sweeper.oneshot.run import Connect, StopFlag, run
@@ -394,8 +395,15 @@ def _option(*names: str, env: str | list[str], **kwargs: Any) -> Callable[[_Deco
     env="SWEEPER_TERMINATE_PODS",
     type=click.Choice([m.value for m in PodsMode], case_sensitive=False),
     default=PodsMode.ACTIVE.value,
-    help="Pods of a failed job to delete: active (Running, Pending), all, or policy (the "
-    "job's cleanPodPolicy).",
+    help="Pods of a failed job to delete: active (Running, Pending), all, or policy (what "
+    "--operator-version keeps).",
+)
+@_option(
+    "--operator-version",
+    env="SWEEPER_OPERATOR_VERSION",
+    metavar="vX.Y.Z",
+    help="The Training Operator release the cluster runs, for --terminate-pods policy "
+    "(v1.7.0 to v1.9.3 delete every pod at the deadline; v1.9.4 follows cleanPodPolicy).",
 )
 @_option(
     "--escalate-after",
@@ -631,6 +639,19 @@ def command(ctx: click.Context, /, **options: Any) -> None:
     except SweeperError as error:
         _fail(error)
     logs.configure(config.log_format, config.log_level)
+    policy = config.policy
+    if (
+        policy.action is not ActionMode.TOUCH
+        and policy.terminate_pods is PodsMode.POLICY
+        and policy.operator_version is None
+    ):
+        # Fail safe: keep what v1.9.4 keeps, and say what older releases would have deleted.
+        logging.getLogger(__name__).warning(
+            "--terminate-pods policy without --operator-version: following each job's "
+            "cleanPodPolicy as operator v1.9.4 does; releases v1.7.0 to v1.9.3 delete every pod "
+            "of a job failed by its deadline, so pods they would delete keep running",
+            extra={"terminate_pods": "policy", "operator_version": None},
+        )
     try:
         if config.explain is not None:
             code = run_explain(config, connect, sys.stdout)
@@ -703,6 +724,7 @@ def build_config(options: dict[str, Any]) -> Config:
             retouch_limit=options["retouch_limit"],
             max_actions=options["max_actions"],
             terminate_pods=PodsMode(options["terminate_pods"].lower()),
+            operator_version=_release(options.get("operator_version") or ""),
         ),
         clock=ClockMode(options["clock"].lower()),
         every=options["every"],
@@ -718,6 +740,15 @@ def build_config(options: dict[str, Any]) -> Config:
         explain=parse_reference(options["explain"]) if options["explain"] else None,
         watch=_watch_settings(options) if options.get("watch") else None,
     )
+
+
+def _release(text: str) -> Release | None:
+    if not text:
+        return None
+    try:
+        return parse_release(text)
+    except ValueError as error:
+        raise ConfigError(f"--operator-version: {error}") from error
 
 
 def _watch_settings(options: dict[str, Any]) -> WatchSettings:

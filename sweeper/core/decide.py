@@ -18,6 +18,7 @@ from enum import StrEnum
 from sweeper.core.clock import human
 from sweeper.core.jobs import Job, Owned
 from sweeper.core.kinds import EXCLUDE_ANNOTATION, LEGACY_EXCLUDE_ANNOTATION, TRAINING_OPERATOR
+from sweeper.core.releases import Release
 
 
 class ActionMode(StrEnum):
@@ -91,6 +92,8 @@ class Policy:
             deadline with its own clock, which may not have reached it at the first touch).
         retouch_limit: ``--retouch-limit``: at most this many such quick touches per deadline;
             0 turns them off.
+        operator_version: ``--operator-version``, the release the cluster runs; ``None`` when
+            unknown. Only ``--terminate-pods policy`` reads it (:func:`pods_mode`).
     """
 
     action: ActionMode = ActionMode.TOUCH
@@ -100,6 +103,28 @@ class Policy:
     terminate_pods: PodsMode = PodsMode.ACTIVE
     retouch_after: float = 5.0
     retouch_limit: int = 3
+    operator_version: Release | None = None
+
+
+def pods_mode(policy: Policy) -> PodsMode:
+    """What ``--terminate-pods`` selects for a job failed by its deadline, with the release.
+
+    ``policy`` means what the operator keeps. v1.7.0 to v1.9.3 delete every pod at a deadline
+    failure whatever ``cleanPodPolicy`` says, so with one of them it selects ``all``. v1.9.4
+    follows ``cleanPodPolicy``; so does an unknown release, which never deletes a pod the
+    operator might keep (the run's log says that older releases would delete them all).
+
+    Returns:
+        ``all`` for ``policy`` with a release before v1.9.4; otherwise ``policy.terminate_pods``.
+    """
+    release = policy.operator_version
+    if (
+        policy.terminate_pods is PodsMode.POLICY
+        and release
+        and release.deletes_every_pod_on_deadline
+    ):
+        return PodsMode.ALL
+    return policy.terminate_pods
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,7 +273,7 @@ def _with_targets(entry: Entry, pods: Mapping[str, Sequence[Owned]], policy: Pol
     found = pods.get(entry.job.uid)
     if found is None:
         return entry
-    chosen = tuple(pods_to_terminate(found, entry.job, policy.terminate_pods))
+    chosen = tuple(pods_to_terminate(found, entry.job, pods_mode(policy)))
     if not chosen:
         finished = entry.job.finished or "Failed"
         return Skip(
@@ -728,7 +753,7 @@ def _finished(job: Job, policy: Policy, overdue: float | None) -> Entry:
         job.finished == "Failed"
         and job.failed_by_deadline
         and policy.action in (ActionMode.FAIL, ActionMode.AUTO)
-        and policy.terminate_pods is not PodsMode.POLICY
+        and pods_mode(policy) is not PodsMode.POLICY
     ):
         # The v1.9.4 operator keeps the pods of a job it failed (cleanPodPolicy None), and a
         # sweeper interrupted between its status write and its deletes leaves pods too.
@@ -737,7 +762,7 @@ def _finished(job: Job, policy: Policy, overdue: float | None) -> Entry:
             ActionKind.TERMINATE_PODS,
             Why.FAILED_BY_DEADLINE,
             overdue,
-            f"failed by its deadline; {policy.terminate_pods.value} pods to terminate",
+            f"failed by its deadline; {pods_mode(policy).value} pods to terminate",
         )
     return Skip(job, SkipReason.FINISHED, overdue, job.finished or "")
 
