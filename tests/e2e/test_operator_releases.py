@@ -16,13 +16,14 @@ release"):
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
-from devcluster import binaries, jobs
+from devcluster import ApiError, binaries, jobs
 from devcluster.kubelet import Transition
 from devcluster.operator import Operator
 from tests.e2e.clusters import RunSweeper
@@ -38,6 +39,7 @@ from tests.e2e.conftest_operator import (
 
 pytestmark = [pytest.mark.e2e, pytest.mark.operator]
 
+ADMISSION = "/apis/admissionregistration.k8s.io/v1"
 EVERY_POD_RUNNING_AT_1S = [Transition(1, "Running")]
 ADS = 6
 
@@ -182,3 +184,89 @@ def test_the_operators_own_deadline_failure_deletes_what_the_policy_flag_says(
     assert unknown.returncode == 0, unknown.stderr[-2000:]
     assert "releases v1.7.0 to v1.9.3 delete every pod" in unknown.stderr
     assert pod_names(job) == kept
+
+
+@pytest.fixture
+def real_webhook(operator: Operator, control_plane: Any) -> Iterator[Callable[[str], None]]:
+    """Register this release's own PyTorchJob webhook (failurePolicy Fail) for one namespace.
+
+    The harness registers none (nothing in a real cluster's shape could reach it); here the
+    apiserver calls the operator's webhook server on loopback, with the harness's CA.
+    """
+    names: list[str] = []
+
+    def register(namespace: str) -> None:
+        name = f"e2e-{namespace}"
+        control_plane.request(
+            "POST",
+            f"{ADMISSION}/validatingwebhookconfigurations",
+            {
+                "apiVersion": "admissionregistration.k8s.io/v1",
+                "kind": "ValidatingWebhookConfiguration",
+                "metadata": {"name": name},
+                "webhooks": [
+                    {
+                        "name": "validator.pytorchjob.training-operator.kubeflow.org",
+                        "clientConfig": {
+                            "url": f"https://127.0.0.1:{operator.webhook_port}"
+                            "/validate-kubeflow-org-v1-pytorchjob",
+                            "caBundle": base64.b64encode(operator.certificates.ca_crt).decode(),
+                        },
+                        "rules": [
+                            {
+                                "apiGroups": ["kubeflow.org"],
+                                "apiVersions": ["v1"],
+                                "operations": ["CREATE", "UPDATE"],
+                                "resources": ["pytorchjobs"],
+                            }
+                        ],
+                        "failurePolicy": "Fail",
+                        "sideEffects": "None",
+                        "admissionReviewVersions": ["v1"],
+                        "namespaceSelector": {
+                            "matchLabels": {"kubernetes.io/metadata.name": namespace}
+                        },
+                    }
+                ],
+            },
+        )
+        names.append(name)
+
+    yield register
+    for name in names:
+        control_plane.request(
+            "DELETE", f"{ADMISSION}/validatingwebhookconfigurations/{name}", expect=(200, 404)
+        )
+
+
+@pytest.mark.skipif(
+    tuple(int(p) for p in release().lstrip("v").split(".")) < (1, 8, 0),
+    reason="v1.7.0 serves no validating webhook",
+)
+def test_this_releases_own_webhook_lets_the_touch_through(
+    operator: Operator,
+    kubeflow_jobs: Callable[..., RunningJob],
+    run_sweeper: RunSweeper,
+    patch_job: Callable[..., Any],
+    real_webhook: Callable[[str], None],
+) -> None:
+    job = overdue_with_stable_pods(kubeflow_jobs, "PyTorchJob")
+    real_webhook(job.namespace)
+
+    def refuses_a_second_master() -> bool:
+        bad = {"spec": {"pytorchReplicaSpecs": {"Master": {"replicas": 2}}}}
+        try:
+            patch_job(job, bad)
+        except ApiError as error:
+            return "denied the request" in str(error)
+        return False
+
+    poll(refuses_a_second_master, what="the operator's webhook to judge updates")
+
+    touched = run_sweeper("--action", "touch", "-n", job.namespace, "-o", "json")
+
+    assert touched.returncode == 0, touched.stderr[-2000:]
+    entry = entry_for(sweeper_passes(touched.stdout)[0], job)
+    assert (entry["decision"], entry["result"]) == ("touch", "done")
+    failed = job.wait_failed(timeout=30)
+    assert (failed.condition("Failed") or {}).get("reason") == "PyTorchJobFailed"
