@@ -56,6 +56,23 @@ KINDS: dict[str, Kind] = {
         Kind("JAXJob", "jaxjobs", "jaxReplicaSpecs", "jax", None),
     )
 }
+# Served by operator v1.7.0 to v1.8.x only (pkg/controller.v1/register_controller.go), so not
+# among the pinned v1.9.4's KINDS; its Scheduler plays the master (mxjob_controller.go at v1.8.1
+# marks the job Running from it).
+MXJOB = Kind("MXJob", "mxjobs", "mxReplicaSpecs", "mxnet", "Scheduler")
+
+
+def kind_info(kind: str) -> Kind:
+    """One of ``KINDS``, or MXJob."""
+    return MXJOB if kind == MXJOB.kind else KINDS[kind]
+
+
+def served_kinds(operator_version: str) -> list[str]:
+    """The kinds an operator release serves, e.g. ``served_kinds("v1.8.1")``."""
+    release = tuple(int(part) for part in operator_version.lstrip("v").split(".")[:2])
+    if release >= (1, 9):
+        return list(KINDS)
+    return [kind for kind in KINDS if kind != "JAXJob"] + [MXJOB.kind]
 
 
 def manifest(
@@ -79,7 +96,7 @@ def manifest(
         sleep_seconds: What the containers would run; no kubelet runs them, but the pods
             look like the experiment's.
     """
-    info = KINDS[kind]
+    info = kind_info(kind)
 
     def replica(count: int) -> dict[str, Any]:
         return {
@@ -111,13 +128,14 @@ def manifest(
         "apiVersion": f"{GROUP}/{VERSION}",
         "kind": kind,
         "metadata": {"name": name},
-        "spec": {"runPolicy": run_policy, info.replica_specs: specs},
+        "spec": {"runPolicy": run_policy, info.replica_specs: specs}
+        | ({"jobMode": "MXTrain"} if info is MXJOB else {}),  # required by MXJob's CRD
     }
 
 
 def create(api: client.ApiClient, namespace: str, body: dict[str, Any]) -> JobView:
     """Create a job and return what the apiserver stored."""
-    plural = KINDS[body["kind"]].plural
+    plural = kind_info(body["kind"]).plural
     created = client.CustomObjectsApi(api).create_namespaced_custom_object(
         GROUP, VERSION, namespace, plural, body
     )
@@ -127,7 +145,7 @@ def create(api: client.ApiClient, namespace: str, body: dict[str, Any]) -> JobVi
 def get(api: client.ApiClient, kind: str, namespace: str, name: str) -> JobView:
     """Read a job."""
     obj = client.CustomObjectsApi(api).get_namespaced_custom_object(
-        GROUP, VERSION, namespace, KINDS[kind].plural, name
+        GROUP, VERSION, namespace, kind_info(kind).plural, name
     )
     return JobView(json_object(obj, f"reading {kind} {namespace}/{name}"))
 
@@ -152,7 +170,8 @@ def delete_everything(api: client.ApiClient, kind: str, namespace: str, name: st
     selector = f"{JOB_NAME_LABEL}={name}"
     custom = client.CustomObjectsApi(api)
     try:
-        custom.delete_namespaced_custom_object(GROUP, VERSION, namespace, KINDS[kind].plural, name)
+        plural = kind_info(kind).plural
+        custom.delete_namespaced_custom_object(GROUP, VERSION, namespace, plural, name)
     except client.ApiException as e:
         if e.status != 404:  # noqa: PLR2004
             raise

@@ -233,6 +233,8 @@ class Operator(StopsOnExit):
         self._process: Process | None = None
         self._probe_port = 0
         self._metrics_port = 0
+        # Where the webhook server listens (v1.8+), for a test that registers the webhooks.
+        self.webhook_port = 0
         self._log_offset = 0
         self.starts = 0
 
@@ -486,6 +488,7 @@ class Operator(StopsOnExit):
                 header = f"=== devcluster: training-operator start {self.starts} at {now}\n"
                 f.write(header.encode())
                 self._log_offset = f.tell()
+            self.webhook_port = webhook_port
             self._process = Process.start(
                 "training-operator", self._argv(webhook_port), self.log_path, self._env()
             )

@@ -19,7 +19,7 @@ from typing import Any
 from sweeper.core.errors import ApiError, Conflict, NotFound
 from sweeper.core.jobs import Job, Owned, parse_owned
 from sweeper.core.kinds import COMPONENT, JOB_NAME_LABEL
-from sweeper.core.model import JSON, Action, ActionKind, Policy, Result
+from sweeper.core.model import JSON, Action, ActionKind, Policy, Result, pods_mode
 from sweeper.core.patches import event_body
 from sweeper.core.plan import pods_to_terminate, services_to_delete
 from sweeper.k8s.cluster import Cluster
@@ -150,7 +150,7 @@ class PodCleaner:
         selector = f"{JOB_NAME_LABEL}={job.name}"
         if chosen is None:
             listed = _views(self._w.cluster.list_pods(job.namespace, selector))
-            chosen = pods_to_terminate(listed, job, policy.terminate_pods)
+            chosen = pods_to_terminate(listed, job, pods_mode(policy))
         pods = list(chosen)
         if not pods:
             return

@@ -25,6 +25,7 @@ import click
 from sweeper import __version__, logs, options
 from sweeper.config import Config, DryRun
 from sweeper.core.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, SweeperError
+from sweeper.core.model import ActionMode, PodsMode
 from sweeper.explain import run_explain
 from sweeper.k8s.cluster import WatchCluster
 from sweeper.oneshot.run import run
@@ -309,6 +310,32 @@ def command(ctx: click.Context, /, **values: Any) -> None:
     except SweeperError as error:
         _fail(error)
     logs.configure(config.log_format, config.log_level)
+    policy = config.policy
+    if (
+        policy.action is not ActionMode.TOUCH
+        and policy.terminate_pods is PodsMode.POLICY
+        and policy.operator_version is None
+    ):
+        # Fail safe: keep what v1.9.4 keeps, and say what older releases would have deleted.
+        logging.getLogger(__name__).warning(
+            "--terminate-pods policy without --operator-version: following each job's "
+            "cleanPodPolicy as operator v1.9.4 does; releases v1.7.0 to v1.9.3 delete every pod "
+            "of a job failed by its deadline, so pods they would delete keep running",
+            extra={"terminate_pods": "policy", "operator_version": None},
+        )
+    policy = config.policy
+    if (
+        policy.action is not ActionMode.TOUCH
+        and policy.terminate_pods is PodsMode.POLICY
+        and policy.operator_version is None
+    ):
+        # Fail safe: keep what v1.9.4 keeps, and say what older releases would have deleted.
+        logging.getLogger(__name__).warning(
+            "--terminate-pods policy without --operator-version: following each job's "
+            "cleanPodPolicy as operator v1.9.4 does; releases v1.7.0 to v1.9.3 delete every pod "
+            "of a job failed by its deadline, so pods they would delete keep running",
+            extra={"terminate_pods": "policy", "operator_version": None},
+        )
     try:
         if config.explain is not None:
             code = run_explain(config, connect, sys.stdout)

@@ -34,6 +34,7 @@ from sweeper.config import (
 from sweeper.core.errors import ConfigError
 from sweeper.core.kinds import lookup
 from sweeper.core.model import ActionMode, PodsMode, Policy
+from sweeper.core.releases import Release, parse_release
 
 AUTO = "auto"
 
@@ -169,8 +170,14 @@ FLAGS: tuple[Flag, ...] = (
         "--terminate-pods",
         tuple(m.value for m in PodsMode),
         PodsMode.ACTIVE.value,
-        "Pods of a failed job to delete: active (Running, Pending), all, or policy (the "
-        "job's cleanPodPolicy).",
+        "Pods of a failed job to delete: active (Running, Pending), all, or policy (what "
+        "--operator-version keeps).",
+    ),
+    Flag(
+        ("--operator-version",),
+        "The Training Operator release the cluster runs, for --terminate-pods policy "
+        "(v1.7.0 to v1.9.3 delete every pod at the deadline; v1.9.4 follows cleanPodPolicy).",
+        metavar="vX.Y.Z",
     ),
     _durations(
         "--escalate-after",
@@ -419,6 +426,7 @@ def build_config(options: dict[str, Any]) -> Config:
             retouch_limit=options["retouch_limit"],
             max_actions=options["max_actions"],
             terminate_pods=PodsMode(options["terminate_pods"].lower()),
+            operator_version=_release(options.get("operator_version") or ""),
         ),
         clock=ClockMode(options["clock"].lower()),
         every=options["every"],
@@ -434,6 +442,15 @@ def build_config(options: dict[str, Any]) -> Config:
         explain=parse_reference(options["explain"]) if options["explain"] else None,
         watch=_watch_settings(options) if options.get("watch") else None,
     )
+
+
+def _release(text: str) -> Release | None:
+    if not text:
+        return None
+    try:
+        return parse_release(text)
+    except ValueError as error:
+        raise ConfigError(f"--operator-version: {error}") from error
 
 
 def _watch_settings(options: dict[str, Any]) -> WatchSettings:

@@ -132,7 +132,8 @@ startingDeadline: {{ int .Values.startingDeadlineSeconds }}
 {{- end }}
 
 {{/*
-The six Kubeflow v1 kinds and their plurals, in the order the sweeper's kind table uses.
+The Kubeflow v1 kinds and their plurals, in the order the sweeper's kind table uses (MXJob is
+served by operator releases up to v1.8.x only).
 */}}
 {{- define "sweeper.kindTable" -}}
 TFJob: tfjobs
@@ -141,6 +142,7 @@ XGBoostJob: xgboostjobs
 MPIJob: mpijobs
 PaddleJob: paddlejobs
 JAXJob: jaxjobs
+MXJob: mxjobs
 {{- end }}
 
 {{/*
@@ -148,7 +150,7 @@ Plurals of the kinds to sweep, as a YAML list under "plurals".
 */}}
 {{- define "sweeper.plurals" -}}
 {{- $table := include "sweeper.kindTable" . | fromYaml }}
-{{- $order := list "TFJob" "PyTorchJob" "XGBoostJob" "MPIJob" "PaddleJob" "JAXJob" }}
+{{- $order := list "TFJob" "PyTorchJob" "XGBoostJob" "MPIJob" "PaddleJob" "JAXJob" "MXJob" }}
 plurals:
 {{- range $kind := $order }}
 {{- if or (empty $.Values.kinds) (has $kind $.Values.kinds) }}
@@ -194,6 +196,9 @@ form so that an optional-value flag such as --dry-run cannot swallow the next ar
 {{- end }}
 {{- if ne $v.action "touch" }}
 - --terminate-pods={{ $v.terminatePods }}
+{{- with $v.operatorVersion }}
+- --operator-version={{ . }}
+{{- end }}
 {{- end }}
 {{- if not (kindIs "invalid" $v.maxActions) }}
 {{- if eq $v.mode "watch" }}

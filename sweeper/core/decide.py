@@ -30,6 +30,7 @@ from sweeper.core.model import (
     Skip,
     SkipReason,
     Why,
+    pods_mode,
 )
 from sweeper.core.plan import assemble
 
@@ -420,7 +421,7 @@ def _finished(job: Job, policy: Policy, overdue: float | None) -> Entry:
         job.finished == "Failed"
         and job.failed_by_deadline
         and policy.action in (ActionMode.FAIL, ActionMode.AUTO)
-        and policy.terminate_pods is not PodsMode.POLICY
+        and pods_mode(policy) is not PodsMode.POLICY
     ):
         # The v1.9.4 operator keeps the pods of a job it failed (cleanPodPolicy None), and a
         # sweeper interrupted between its status write and its deletes leaves pods too.
@@ -429,7 +430,7 @@ def _finished(job: Job, policy: Policy, overdue: float | None) -> Entry:
             ActionKind.TERMINATE_PODS,
             Why.FAILED_BY_DEADLINE,
             overdue,
-            f"failed by its deadline; {policy.terminate_pods.value} pods to terminate",
+            f"failed by its deadline; {pods_mode(policy).value} pods to terminate",
         )
     return Skip(job, SkipReason.FINISHED, overdue, job.finished or "")
 

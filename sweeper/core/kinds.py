@@ -69,8 +69,12 @@ XGBOOSTJOB = Kind("XGBoostJob", "xgboostjobs", "xgbReplicaSpecs")
 MPIJOB = Kind("MPIJob", "mpijobs", "mpiReplicaSpecs", legacy_clean_pod_policy=True)
 PADDLEJOB = Kind("PaddleJob", "paddlejobs", "paddleReplicaSpecs")
 JAXJOB = Kind("JAXJob", "jaxjobs", "jaxReplicaSpecs", checks_managed_by=False)
+# Served up to v1.8.x only (v1.9.0 removed it, kubeflow/trainer#2150); discovery finds it where
+# it is served. Its RunPolicy has no managedBy (added in v1.9.0, after MXJob was gone), so no
+# release ever skipped an MXJob for it: like JAXJob, it is judged whatever managedBy says.
+MXJOB = Kind("MXJob", "mxjobs", "mxReplicaSpecs", checks_managed_by=False)
 
-KINDS: tuple[Kind, ...] = (TFJOB, PYTORCHJOB, XGBOOSTJOB, MPIJOB, PADDLEJOB, JAXJOB)
+KINDS: tuple[Kind, ...] = (TFJOB, PYTORCHJOB, XGBOOSTJOB, MPIJOB, PADDLEJOB, JAXJOB, MXJOB)
 
 
 def lookup(text: str) -> Kind:

@@ -16,6 +16,7 @@ from enum import StrEnum
 from typing import Any
 
 from sweeper.core.jobs import Job, Owned
+from sweeper.core.releases import Release
 
 # A decoded JSON object, as the API server sends it.
 JSON = dict[str, Any]
@@ -93,6 +94,8 @@ class Policy:
             deadline with its own clock, which may not have reached it at the first touch).
         retouch_limit: ``--retouch-limit``: at most this many such quick touches per deadline;
             0 turns them off.
+        operator_version: ``--operator-version``, the release the cluster runs; ``None`` when
+            unknown. Only ``--terminate-pods policy`` reads it (:func:`pods_mode`).
     """
 
     action: ActionMode = ActionMode.TOUCH
@@ -102,6 +105,28 @@ class Policy:
     terminate_pods: PodsMode = PodsMode.ACTIVE
     retouch_after: float = 5.0
     retouch_limit: int = 3
+    operator_version: Release | None = None
+
+
+def pods_mode(policy: Policy) -> PodsMode:
+    """What ``--terminate-pods`` selects for a job failed by its deadline, with the release.
+
+    ``policy`` means what the operator keeps. v1.7.0 to v1.9.3 delete every pod at a deadline
+    failure whatever ``cleanPodPolicy`` says, so with one of them it selects ``all``. v1.9.4
+    follows ``cleanPodPolicy``; so does an unknown release, which never deletes a pod the
+    operator might keep (the run's log says that older releases would delete them all).
+
+    Returns:
+        ``all`` for ``policy`` with a release before v1.9.4; otherwise ``policy.terminate_pods``.
+    """
+    release = policy.operator_version
+    if (
+        policy.terminate_pods is PodsMode.POLICY
+        and release
+        and release.deletes_every_pod_on_deadline
+    ):
+        return PodsMode.ALL
+    return policy.terminate_pods
 
 
 @dataclass(frozen=True, slots=True)

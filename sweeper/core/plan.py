@@ -12,7 +12,17 @@ from dataclasses import replace
 from datetime import datetime
 
 from sweeper.core.jobs import Job, Owned
-from sweeper.core.model import Action, ActionKind, Entry, Plan, PodsMode, Policy, Skip, SkipReason
+from sweeper.core.model import (
+    Action,
+    ActionKind,
+    Entry,
+    Plan,
+    PodsMode,
+    Policy,
+    Skip,
+    SkipReason,
+    pods_mode,
+)
 
 
 def assemble(
@@ -56,7 +66,7 @@ def _with_targets(entry: Entry, pods: Mapping[str, Sequence[Owned]], policy: Pol
     found = pods.get(entry.job.uid)
     if found is None:
         return entry
-    chosen = tuple(pods_to_terminate(found, entry.job, policy.terminate_pods))
+    chosen = tuple(pods_to_terminate(found, entry.job, pods_mode(policy)))
     if not chosen:
         finished = entry.job.finished or "Failed"
         return Skip(

@@ -108,6 +108,20 @@ def test_token_is_mounted_explicitly_into_the_sweeper_only(render):
             id="fail-dry-run",
         ),
         pytest.param(
+            {"action": "fail", "terminatePods": "policy", "operatorVersion": "v1.9.3"},
+            [
+                "--action=fail",
+                "--grace=0",
+                "--terminate-pods=policy",
+                "--operator-version=v1.9.3",
+                "--timeout=55",
+                "--output=text",
+                "--log-format=json",
+                "--log-level=info",
+            ],
+            id="fail-policy-operator-version",
+        ),
+        pytest.param(
             {
                 "action": "auto",
                 "dryRun": "server",

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-PLURALS = ["tfjobs", "pytorchjobs", "xgboostjobs", "mpijobs", "paddlejobs", "jaxjobs"]
+PLURALS = ["tfjobs", "pytorchjobs", "xgboostjobs", "mpijobs", "paddlejobs", "jaxjobs", "mxjobs"]
 STATUS = [f"{p}/status" for p in PLURALS]
 
 

@@ -24,7 +24,13 @@ CHART = Path(__file__).resolve().parents[2] / "chart"
         pytest.param({"action": "delete"}, "at '/action': value must be one of", id="enum-action"),
         pytest.param({"terminatePods": "running"}, "at '/terminatePods'", id="enum-terminate-pods"),
         pytest.param({"dryRun": "yes"}, "at '/dryRun'", id="enum-dry-run"),
-        pytest.param({"kinds": ["MXJob"]}, "at '/kinds/0'", id="enum-kind"),
+        pytest.param({"kinds": ["TrainJob"]}, "at '/kinds/0'", id="enum-kind"),
+        pytest.param(
+            {"operatorVersion": "v1.9.5"}, "at '/operatorVersion'", id="operator-version-unknown"
+        ),
+        pytest.param(
+            {"operatorVersion": "1.9.4"}, "at '/operatorVersion'", id="operator-version-without-v"
+        ),
         pytest.param({"logFormat": "yaml"}, "at '/logFormat'", id="enum-log-format"),
         pytest.param({"output": "yaml"}, "at '/output'", id="enum-output"),
         pytest.param({"image": {"pullPolicy": "always"}}, "at '/image/pullPolicy'", id="enum-pull"),

@@ -40,8 +40,14 @@ def pytest_configure(config: pytest.Config) -> None:
     del config
     try:
         binaries.select(
-            operator=os.environ.get("SWEEPER_OPERATOR_VERSION") or None,
-            kubernetes=os.environ.get("SWEEPER_KUBERNETES_VERSION") or None,
+            # The SWEEPER_TEST_* names first: SWEEPER_OPERATOR_VERSION is also the sweeper's
+            # --operator-version twin (the sweeper subprocesses never see SWEEPER_*).
+            operator=os.environ.get("SWEEPER_TEST_OPERATOR_VERSION")
+            or os.environ.get("SWEEPER_OPERATOR_VERSION")
+            or None,
+            kubernetes=os.environ.get("SWEEPER_TEST_KUBERNETES_VERSION")
+            or os.environ.get("SWEEPER_KUBERNETES_VERSION")
+            or None,
         )
     except binaries.VersionError as e:
         raise pytest.UsageError(str(e)) from None

@@ -52,7 +52,7 @@ def parse_stamp(value: str) -> dt.datetime:
 
 def plural(kind: str) -> str:
     """``PyTorchJob`` -> ``pytorchjobs``."""
-    return jobs.KINDS[kind].plural
+    return jobs.kind_info(kind).plural
 
 
 def job_path(namespace: str, kind: str, name: str = "") -> str:
@@ -120,7 +120,7 @@ def operator_status(
     With ``finished`` (``Succeeded`` or ``Failed``), Running is flipped to False and that
     condition appended, with ``completionTime``, as the operator finishes a job.
     """
-    info = jobs.KINDS[kind]
+    info = jobs.kind_info(kind)
     types = {info.worker: 1} if info.master is None else {info.master: 1, info.worker: 1}
     conditions: list[Obj] = [
         _condition("Created", f"{kind}Created", f"{kind} is created.", started),
@@ -192,7 +192,7 @@ def create_replicas(
         "controller": True,
         "blockOwnerDeletion": True,
     }
-    container = jobs.KINDS[job["kind"]].container
+    container = jobs.kind_info(job["kind"]).container
     names = []
     for rtype, phases in replicas.items():
         for index, phase in enumerate(phases):

@@ -48,7 +48,12 @@ KINDS = (
     Kind("MPIJob", "mpiReplicaSpecs"),
     Kind("PaddleJob", "paddleReplicaSpecs"),
     Kind("JAXJob", "jaxReplicaSpecs"),
+    # Up to operator v1.8.x (kubeflow.org_mxjobs.yaml at v1.8.1); its RunPolicy has no managedBy.
+    Kind("MXJob", "mxReplicaSpecs"),
 )
+# The kinds whose controller never checks managedBy: JAXJob's (v1.9.x jaxjob_controller.go) and
+# MXJob's (gone before managedBy existed).
+IGNORE_MANAGED_BY = ("JAXJob", "MXJob")
 TRAINING_OPERATOR = "kubeflow.org/training-operator"
 EXCLUDE = "kubeflow-deadline-sweeper.github.io/exclude"
 TOUCHED_AT = "kubeflow-deadline-sweeper.github.io/touched-at"
@@ -227,7 +232,7 @@ class JobCase:
         return (
             self.managed_by is not None
             and self.managed_by != TRAINING_OPERATOR
-            and self.kind.name != "JAXJob"
+            and self.kind.name not in IGNORE_MANAGED_BY
         )
 
     def due(self, now: datetime, grace: float) -> bool:

@@ -26,6 +26,7 @@ from sweeper.core.kinds import (
     TOUCHED_AT_ANNOTATION,
 )
 from sweeper.core.model import ActionMode, PodsMode
+from sweeper.core.releases import Release
 from sweeper.stop import StopFlag
 from tests.cli_runner import runner
 from tests.unit.fakes import FakeWatchCluster, Request
@@ -42,6 +43,7 @@ ALL_ENV = [
     "SWEEPER_CLOCK",
     "SWEEPER_ACTION",
     "SWEEPER_TERMINATE_PODS",
+    "SWEEPER_OPERATOR_VERSION",
     "SWEEPER_ESCALATE_AFTER",
     "SWEEPER_RETOUCH_AFTER",
     "SWEEPER_RETOUCH_LIMIT",
@@ -237,6 +239,19 @@ FLAGS = [
         lambda c: c.policy.terminate_pods is PodsMode.POLICY,
         id="terminate-pods-env",
     ),
+    pytest.param([], {}, lambda c: c.policy.operator_version is None, id="operator-version-unset"),
+    pytest.param(
+        ["--operator-version", "v1.9.3"],
+        {},
+        lambda c: c.policy.operator_version == Release(1, 9, 3),
+        id="operator-version-flag",
+    ),
+    pytest.param(
+        [],
+        {"SWEEPER_OPERATOR_VERSION": "1.7.0"},
+        lambda c: c.policy.operator_version == Release(1, 7, 0),
+        id="operator-version-env-without-v",
+    ),
     pytest.param(
         [],
         {"SWEEPER_ESCALATE_AFTER": "5"},
@@ -316,7 +331,33 @@ def test_flags_and_environment_twins_build_the_config(
 USAGE_ERRORS = [
     pytest.param(["--action", "explode"], "invalid value for --action", id="unknown-action"),
     pytest.param(["--explode"], "No such option", id="unknown-flag"),
-    pytest.param(["--kind", "MXJob"], "unknown kind 'MXJob'", id="unknown-kind"),
+    pytest.param(["--kind", "TrainJob"], "unknown kind 'TrainJob'", id="unknown-kind"),
+    pytest.param(
+        ["--operator-version", "1.9"],
+        "--operator-version: '1.9' is not a release (expected vX.Y.Z",
+        id="operator-version-malformed",
+    ),
+    pytest.param(
+        ["--operator-version", "v1.9.4-rc.0"],
+        "--operator-version: 'v1.9.4-rc.0' is not a release",
+        id="operator-version-prerelease",
+    ),
+    pytest.param(
+        ["--operator-version", "v1.6.0"],
+        "--operator-version: v1.6.0 is not a Training Operator v1 release the sweeper knows "
+        "(v1.7.0, v1.8.0, v1.8.1, v1.9.0, v1.9.1, v1.9.2, v1.9.3, v1.9.4)",
+        id="operator-version-too-old",
+    ),
+    pytest.param(
+        ["--operator-version", "v1.9.5"],
+        "v1.9.5 is not a Training Operator v1 release",
+        id="operator-version-too-new",
+    ),
+    pytest.param(
+        ["--operator-version", "v1.8.7"],
+        "v1.8.7 is not a Training Operator v1 release",
+        id="operator-version-no-such-patch",
+    ),
     pytest.param(["-l", "a in b"], "invalid label selector 'a in b'", id="bad-selector"),
     pytest.param(["-n", "Not_A_Namespace"], "invalid namespace name", id="bad-namespace"),
     pytest.param(["--every", "10"], "--every and --for go together", id="every-without-for"),
@@ -669,3 +710,30 @@ def test_without_watch_there_are_no_watch_settings(harness: Harness) -> None:
     assert result.exit_code == 0
     assert harness.config is not None
     assert harness.config.watch is None
+
+
+def test_policy_without_a_release_says_what_older_releases_would_delete(harness: Harness) -> None:
+    result = harness.invoke("--action", "fail", "--terminate-pods", "policy", "--log-format=text")
+    assert result.exit_code == 0, result.output
+    assert "releases v1.7.0 to v1.9.3 delete every pod" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        pytest.param(
+            ["--action", "fail", "--terminate-pods", "policy", "--operator-version", "v1.9.3"],
+            id="known-release",
+        ),
+        pytest.param(
+            ["--action", "touch", "--terminate-pods", "policy"], id="touch-deletes-nothing"
+        ),
+        pytest.param(["--action", "auto"], id="active"),
+    ],
+)
+def test_no_release_warning_when_the_release_is_known_or_unused(
+    harness: Harness, args: list[str]
+) -> None:
+    result = harness.invoke(*args, "--log-format=text")
+    assert result.exit_code == 0, result.output
+    assert "--operator-version" not in result.stderr

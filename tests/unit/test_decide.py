@@ -26,8 +26,10 @@ from sweeper.core.model import (
     Skip,
     SkipReason,
     Why,
+    pods_mode,
 )
 from sweeper.core.plan import assemble, execution_order, pods_to_terminate, services_to_delete
+from sweeper.core.releases import Release
 from tests.unit.objects import KIND, NOW, ago, condition, deadline_failed, job, owned
 
 TOUCH = Policy()
@@ -445,6 +447,29 @@ CASES = [
         "finished",
         id="deadline-failed-explicit-None-policy-pods",
     ),
+    # v1.7.0 to v1.9.3 delete every pod at a deadline failure: none is kept, so policy cleans.
+    pytest.param(
+        job(conditions=deadline_failed(), clean_pod_policy="None"),
+        Policy(
+            action=ActionMode.FAIL,
+            terminate_pods=PodsMode.POLICY,
+            operator_version=Release(1, 9, 3),
+        ),
+        "terminate-pods",
+        "failed-by-deadline",
+        id="deadline-failed-policy-pods-on-v1.9.3",
+    ),
+    pytest.param(
+        job(conditions=deadline_failed()),
+        Policy(
+            action=ActionMode.AUTO,
+            terminate_pods=PodsMode.POLICY,
+            operator_version=Release(1, 9, 4),
+        ),
+        "skip",
+        "finished",
+        id="deadline-failed-policy-pods-on-v1.9.4",
+    ),
     pytest.param(
         job(conditions=deadline_failed(), annotations={EXCLUDE_ANNOTATION: "true"}),
         FAIL,
@@ -720,6 +745,33 @@ def test_pods_to_terminate(mode: PodsMode, run_policy: str | None, expected: lis
     parsed = parse_job(job(clean_pod_policy=run_policy), KIND["PyTorchJob"])
     chosen = pods_to_terminate(pods_in_phases(), parsed, mode)
     assert sorted(p.name for p in chosen) == sorted(expected)
+
+
+RELEASE_CASES = [
+    pytest.param(None, None, [], id="unknown-release-follows-absent-policy"),
+    pytest.param(None, "Running", ["p-pending", "p-running"], id="unknown-release-Running"),
+    pytest.param(Release(1, 9, 4), None, [], id="v1.9.4-keeps-with-None"),
+    pytest.param(Release(1, 9, 3), None, PHASES_LOWER, id="v1.9.3-deletes-all-with-None"),
+    pytest.param(Release(1, 9, 0), "Running", PHASES_LOWER, id="v1.9.0-deletes-all-with-Running"),
+    pytest.param(Release(1, 8, 1), "None", PHASES_LOWER, id="v1.8.1-deletes-all-with-None"),
+    pytest.param(Release(1, 7, 0), None, PHASES_LOWER, id="v1.7.0-deletes-all"),
+]
+
+
+@pytest.mark.parametrize(("release", "run_policy", "expected"), RELEASE_CASES)
+def test_policy_keeps_what_that_release_keeps(
+    release: Release | None, run_policy: str | None, expected: list[str]
+) -> None:
+    parsed = parse_job(job(clean_pod_policy=run_policy), KIND["PyTorchJob"])
+    policy = Policy(terminate_pods=PodsMode.POLICY, operator_version=release)
+    chosen = pods_to_terminate(pods_in_phases(), parsed, pods_mode(policy))
+    assert sorted(p.name for p in chosen) == sorted(expected)
+
+
+@pytest.mark.parametrize("mode", [PodsMode.ACTIVE, PodsMode.ALL])
+@pytest.mark.parametrize("release", [None, Release(1, 7, 0), Release(1, 9, 4)])
+def test_the_release_changes_only_policy(mode: PodsMode, release: Release | None) -> None:
+    assert pods_mode(Policy(terminate_pods=mode, operator_version=release)) is mode
 
 
 MPI_CASES = [

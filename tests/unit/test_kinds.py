@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sweeper.core.kinds import JAXJOB, KINDS, MPIJOB, PYTORCHJOB, lookup
+from sweeper.core.kinds import JAXJOB, KINDS, MPIJOB, MXJOB, PYTORCHJOB, lookup
 
 LOOKUPS = [
     ("PyTorchJob", PYTORCHJOB),
@@ -13,6 +13,7 @@ LOOKUPS = [
     ("pytorchjobs.kubeflow.org", PYTORCHJOB),
     (" MPIJob ", MPIJOB),
     ("JAXJOBS", JAXJOB),
+    ("mxjobs.kubeflow.org", MXJOB),
 ]
 
 
@@ -23,7 +24,7 @@ def test_lookup(text: str, kind: object) -> None:
 
 def test_unknown_kinds_list_the_valid_ones() -> None:
     with pytest.raises(KeyError, match="expected one of TFJob, PyTorchJob, XGBoostJob"):
-        lookup("MXJob")
+        lookup("TrainJob")
 
 
 def test_the_table_matches_operator_md() -> None:
@@ -34,6 +35,7 @@ def test_the_table_matches_operator_md() -> None:
         ("MPIJob", "mpijobs", "mpiReplicaSpecs"),
         ("PaddleJob", "paddlejobs", "paddleReplicaSpecs"),
         ("JAXJob", "jaxjobs", "jaxReplicaSpecs"),
+        ("MXJob", "mxjobs", "mxReplicaSpecs"),
     ]
-    assert [k.name for k in KINDS if not k.checks_managed_by] == ["JAXJob"]
+    assert [k.name for k in KINDS if not k.checks_managed_by] == ["JAXJob", "MXJob"]
     assert [k.name for k in KINDS if k.legacy_clean_pod_policy] == ["MPIJob"]
