@@ -86,17 +86,20 @@ class Running:
         """Turn the main loop now: a change of a job no timer cares for (no deadline)."""
         self.fake.emit("MODIFIED", job(name="waker", deadline=None))
 
-    def settle(self) -> None:
+    def settle(self, tracked: int | None = None) -> None:
         """Wait until the main loop has applied, and fired, everything delivered so far.
 
         The loop applies messages in order and submits what is due in the turn that applied
         them: an overdue job added now is read in the turn after everything before it. It is
         gone by then (a deletion whose event is still on its way), so nothing acts on it.
-        Only a replica that leads fires anything: a follower settles on its tracked gauge.
+        Only a replica that leads fires anything: a follower settles on its tracked gauge,
+        once it reads ``tracked`` (what the test expects after its own changes).
         """
         self.markers += 1
         name = f"marker-{self.markers}"
         if not self.watcher.leading():
+            if tracked is not None:
+                wait_for(lambda: self.metric("deadline_sweeper_tracked_jobs") == tracked, "jobs")
             before = self.metric("deadline_sweeper_tracked_jobs")
             self.fake.emit("MODIFIED", job(name=name, started_ago=0, deadline=10**6))
             wait_for(lambda: self.metric("deadline_sweeper_tracked_jobs") > before, "the loop")
@@ -215,6 +218,7 @@ def running(
     identity: str = "me",
     resync: float = 3600.0,
     timing: Timing = QUICK_LEASE,
+    hook: Callable[[Request], None] | None = None,
     **config: Any,
 ) -> Running:
     """A watcher over ``fake`` (PyTorchJob only, unless ``kinds`` says), not started yet."""
@@ -234,7 +238,7 @@ def running(
     flag = StopFlag(math.inf, made.timeout)
     out = io.StringIO()
     watcher = Watcher(made, settings, fake, flag, out, monotonic=clock)
-    result = Running(fake, watcher, flag, clock, out, port)
+    result = Running(fake, watcher, flag, clock, out, port, hook=hook)
 
     def stamp(request: Request) -> None:
         result.log.append(Stamped(request, clock.now))
