@@ -204,6 +204,11 @@ def wait_for(predicate: Callable[[], bool], what: str, timeout: float = WAIT_S) 
         time.sleep(0.002)
 
 
+def tracked(run: Running, jobs: int) -> None:
+    """Wait until the tracked-jobs gauge reads ``jobs`` (the loop sets it on every turn)."""
+    wait_for(lambda: run.metric("deadline_sweeper_tracked_jobs") == jobs, f"{jobs} tracked job(s)")
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))

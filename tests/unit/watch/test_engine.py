@@ -17,7 +17,7 @@ from sweeper.core.kinds import KINDS, TOUCHED_AT_ANNOTATION
 from sweeper.k8s.cluster import WatchEvent
 from tests.unit.objects import NOW, job, stamp
 from tests.unit.watch.conftest import Start
-from tests.unit.watch.harness import fake_cluster, running, wait_for
+from tests.unit.watch.harness import fake_cluster, running, tracked, wait_for
 
 NO_RETOUCH = Policy(retouch_limit=0)
 
@@ -73,7 +73,7 @@ def test_a_job_added_by_an_event_is_armed_and_touched(start: Start) -> None:
 
     fake.emit("ADDED", job(name="new", started_ago=3590))  # due in 10 s
     run.settle()
-    assert run.metric("deadline_sweeper_tracked_jobs") == 1
+    tracked(run, 1)
     assert run.requests("patch") == []
 
     run.advance(11)  # the server clock's lower bound is a little behind: 10 s is not enough
@@ -86,11 +86,11 @@ def test_a_deleted_job_is_never_read_at_its_deadline(start: Start) -> None:
     fake = fake_cluster(job(name="gone", started_ago=3000))
     run = start(fake, policy=NO_RETOUCH).listed()
     run.settle()
-    assert run.metric("deadline_sweeper_tracked_jobs") == 1
+    tracked(run, 1)
 
     fake.emit("DELETED", job(name="gone"))
     run.settle()
-    assert run.metric("deadline_sweeper_tracked_jobs") == 0
+    tracked(run, 0)
     run.advance(3600)
     run.wake()
     run.settle()

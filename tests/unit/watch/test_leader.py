@@ -15,7 +15,7 @@ from sweeper.watch.elector import micro_time
 from tests.unit.fakes import FakeCluster, Request
 from tests.unit.objects import NOW, job
 from tests.unit.watch.conftest import Start
-from tests.unit.watch.harness import Running, fake_cluster, wait_for
+from tests.unit.watch.harness import Running, fake_cluster, tracked, wait_for
 
 NO_RETOUCH = Policy(retouch_limit=0)
 LEASE = ("sweeper", "kubeflow-deadline-sweeper")
@@ -72,7 +72,7 @@ def test_a_follower_never_writes_to_jobs_while_another_replica_holds_the_lease(
     run.settle()
 
     assert not leading(run)
-    assert run.metric("deadline_sweeper_tracked_jobs") == 1  # its timer is kept, armed
+    tracked(run, 1)  # its timer is kept, armed
     assert [s for s in run.log if s.request.method in ("patch", "get", "update-lease")] == []
     assert run.stop() == EXIT_OK
     assert spec(fake)["holderIdentity"] == "other"  # not ours to release

@@ -13,7 +13,7 @@ from sweeper.core.errors import ApiError, RequestRef
 from sweeper.core.kinds import KINDS
 from tests.unit.objects import job
 from tests.unit.watch.conftest import Start
-from tests.unit.watch.harness import Running, fake_cluster, wait_for
+from tests.unit.watch.harness import Running, fake_cluster, tracked, wait_for
 
 NO_RETOUCH = Policy(retouch_limit=0)
 TFJOB = next(kind for kind in KINDS if kind.name == "TFJob")
@@ -76,7 +76,7 @@ def test_410_gone_lists_again_and_drops_the_jobs_that_vanished_meanwhile(start: 
     fake = fake_cluster(job(name="vanishes", started_ago=3000), job(name="stays", started_ago=0))
     run = start(fake, policy=NO_RETOUCH).listed()
     run.settle()
-    assert run.metric("deadline_sweeper_tracked_jobs") == 2
+    tracked(run, 2)
 
     fake.miss("DELETED", job(name="vanishes"))
     fake.miss("ADDED", job(name="came"))  # overdue
@@ -89,7 +89,7 @@ def test_410_gone_lists_again_and_drops_the_jobs_that_vanished_meanwhile(start: 
     run.wake()
     run.settle()
     assert run.requests("get", "vanishes") == []
-    assert run.metric("deadline_sweeper_tracked_jobs") == 2  # "stays", and "came" touched
+    tracked(run, 2)  # "stays", and "came" touched
     run.stop()
 
 
