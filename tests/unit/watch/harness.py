@@ -218,7 +218,7 @@ def free_port() -> int:
 def running(
     fake: FakeCluster,
     *,
-    clock: Clock | None = None,
+    monotonic: Clock | None = None,
     leader_elect: bool = False,
     identity: str = "me",
     resync: float = 3600.0,
@@ -227,7 +227,7 @@ def running(
     **config: Any,
 ) -> Running:
     """A watcher over ``fake`` (PyTorchJob only, unless ``kinds`` says), not started yet."""
-    clock = clock or Clock()
+    clock = monotonic or Clock()
     port = free_port()
     settings = WatchSettings(
         leader_elect=leader_elect,

@@ -7,17 +7,26 @@ SIGTERM to end it, the cluster boundary (tests/unit/fakes.py) and its probes on 
 
 from __future__ import annotations
 
+import io
+import os
+import signal
+import threading
 from datetime import timedelta
 
 import pytest
 
+from sweeper.config import ClockMode, Config, WatchSettings
+from sweeper.core import clock
 from sweeper.core.decide import Policy
 from sweeper.core.errors import EXIT_OK, ApiError, ClusterUnavailable, Interrupted, RequestRef
 from sweeper.core.kinds import KINDS, TOUCHED_AT_ANNOTATION
 from sweeper.k8s.cluster import WatchEvent
+from sweeper.oneshot.run import StopFlag
+from sweeper.watch.engine import watch
+from tests.unit.fakes import FakeCluster
 from tests.unit.objects import NOW, job, stamp
 from tests.unit.watch.conftest import Start
-from tests.unit.watch.harness import fake_cluster, running, tracked, wait_for
+from tests.unit.watch.harness import PYTORCH, QUICK_LEASE, fake_cluster, running, tracked, wait_for
 
 NO_RETOUCH = Policy(retouch_limit=0)
 
@@ -247,3 +256,43 @@ def test_a_resync_pass_catches_what_no_stream_heard_of_and_reports_it(start: Sta
     wait_for(lambda: run.metric("deadline_sweeper_resyncs_total", result="ok") >= 1, "a pass")
     run.stop()
     assert "missed" in run.out.getvalue()  # the pass's report, as a one-shot pass writes it
+
+
+def test_with_the_local_clock_the_decision_instant_is_the_local_clock(start: Start) -> None:
+    fake = fake_cluster(job(name="train"))  # overdue on any clock after 2024
+    run = start(fake, clock=ClockMode.LOCAL, policy=NO_RETOUCH).listed()
+    before = clock.local_now().replace(microsecond=0)
+
+    wait_for(lambda: run.requests("patch", "train") != [], "the touch")
+
+    written = clock.parse_rfc3339(touched_at(fake.job("pytorchjobs", "team-a", "train")))
+    assert written is not None
+    assert written >= before > NOW  # not the server's (the fake's Date says NOW)
+    run.stop()
+
+
+def test_sigterm_ends_the_watch_mode_with_0_after_releasing_the_lease() -> None:
+    # The entry point, as the CLI calls it: its own stop flag, signal handlers, and close.
+    fake = fake_cluster(job(name="train"))
+    settings = WatchSettings(
+        leader_elect=True, identity="me", timing=QUICK_LEASE, health_port=0, lease_namespace="ns"
+    )
+    config = Config(watch=settings, kinds=(PYTORCH,), policy=NO_RETOUCH)
+
+    def connect(_config: Config, *, stop: StopFlag) -> FakeCluster:
+        return fake
+
+    def terminate_once_acting() -> None:
+        try:
+            wait_for(lambda: any(r.method == "patch" for r in fake.requests), "the touch")
+        finally:
+            os.kill(os.getpid(), signal.SIGTERM)
+            fake.close_streams()
+
+    killer = threading.Thread(target=terminate_once_acting, daemon=True)
+    killer.start()
+    assert watch(config, connect, io.StringIO()) == EXIT_OK
+    killer.join()
+
+    assert fake.closed == 1
+    assert fake.leases[("ns", "kubeflow-deadline-sweeper")]["spec"]["holderIdentity"] == ""
