@@ -296,3 +296,14 @@ def test_sigterm_ends_the_watch_mode_with_0_after_releasing_the_lease() -> None:
 
     assert fake.closed == 1
     assert fake.leases[("ns", "kubeflow-deadline-sweeper")]["spec"]["holderIdentity"] == ""
+
+
+def test_a_resync_pass_that_cannot_list_is_counted_and_the_next_one_comes(start: Start) -> None:
+    fake = fake_cluster()
+    run = start(fake, resync=0.05).listed()
+    unavailable = ApiError(RequestRef("list", "pytorchjobs", None, None), 503)
+    fake.fail("list", "pytorchjobs", unavailable, unavailable)
+
+    wait_for(lambda: run.metric("deadline_sweeper_resyncs_total", result="failed") >= 1, "failure")
+    wait_for(lambda: run.metric("deadline_sweeper_resyncs_total", result="ok") >= 1, "a good one")
+    run.stop()

@@ -8,9 +8,11 @@ retry period is a real wait, so these tests use 20 ms (harness.QUICK_LEASE).
 
 from __future__ import annotations
 
+import threading
+
 from sweeper.config import DryRun
 from sweeper.core.decide import Policy
-from sweeper.core.errors import EXIT_OK, ApiError, RequestRef
+from sweeper.core.errors import EXIT_INTERRUPTED, EXIT_OK, ApiError, RequestRef
 from sweeper.watch.elector import micro_time
 from tests.unit.fakes import FakeCluster, Request
 from tests.unit.objects import NOW, job
@@ -195,3 +197,36 @@ def test_a_stop_while_following_releases_nothing(start: Start) -> None:
 
     assert run.stop() == EXIT_OK
     assert fake.leases[LEASE]["metadata"]["resourceVersion"] == version
+
+
+def test_a_stop_with_a_lease_request_stuck_leaves_the_lease_to_expire_exit_4(
+    start: Start,
+) -> None:
+    # Releasing while our own renewal may still land would let two replicas lead at once.
+    stuck = threading.Event()
+    unstick = threading.Event()
+
+    def hang_a_renewal(request: Request) -> None:
+        if request.method == "update-lease" and not stuck.is_set():
+            stuck.set()
+            unstick.wait(5)
+
+    fake = fake_cluster()
+    run = start(fake, leader_elect=True, request_timeout=0.05, hook=hang_a_renewal)
+    wait_for(stuck.is_set, "a renewal in flight")
+    try:
+        assert run.stop() == EXIT_INTERRUPTED
+        assert spec(fake)["holderIdentity"] == "me"  # not released
+    finally:
+        unstick.set()
+
+
+def test_a_follower_runs_no_resync_pass(start: Start) -> None:
+    fake = fake_cluster(job(name="train"))
+    held_by(fake, "other")
+    run = start(fake, leader_elect=True, resync=0.01).listed()
+    wait_for(lambda: len(run.requests("get-lease")) >= 10, "some Lease rounds")
+
+    assert len(run.requests("list")) == 1  # the stream's; no pass listed
+    assert run.requests("patch") == []
+    run.stop()
