@@ -4,24 +4,38 @@ It fakes the project's boundary (sweeper.k8s.cluster.Cluster), never the Kuberne
 objects as decoded JSON, applies merge patches the way the API server does for the fields the
 sweeper writes, checks ``resourceVersion`` and delete preconditions, and records every request.
 Faults are injected per (method, object name) as exceptions to raise, in order.
+
+It also speaks the watch mode's boundary (``WatchCluster``), as the API server does: every
+change a test makes with :meth:`FakeCluster.emit` (and every write the sweeper makes to a job)
+takes the next cluster-wide resourceVersion and goes to the open watch streams; a watch opened
+from a resourceVersion replays the changes after it, or fails with 410 Gone once
+:meth:`FakeCluster.compact` forgot them; the test can send bookmarks, close, stall or break the
+open streams. An idle stream blocks (never a busy loop) until one of those, or until
+:meth:`FakeCluster.close_streams`. Leases are stored with resourceVersion preconditions: a
+create of an existing Lease and an update with a stale resourceVersion are 409 Conflict.
+Nothing here reads a clock or sleeps: the tests drive time through the watcher's injected one.
 """
 
 from __future__ import annotations
 
 import contextlib
 import copy
+import threading
+from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sweeper.core.errors import Conflict, NotFound, RequestRef
+from sweeper.core.errors import ApiError, Conflict, Gone, NotFound, RequestRef, WatchStalled
 from sweeper.core.jobs import parse_job
 from sweeper.core.kinds import KINDS, VERSION
 from sweeper.core.model import JSON
 from sweeper.k8s.cluster import Answer, Discovery, JobPage, Page, ServedKind, WatchEvent
 
 WRITE_VERBS = ("patch", "patch-status", "delete-pod", "delete-service", "create-event")
+JOB_WRITES = ("patch", "patch-status")
+LEASE_RESOURCE = "leases.coordination.k8s.io"
 
 
 @dataclass
@@ -46,10 +60,19 @@ class FakeCluster:
     before: Callable[[Request], None] | None = None
     closed: int = 0
     endpoint: str = 'server https://fake.invalid, context "fake"'
-    # The watch boundary, as far as the unit tests drive it: each watch_jobs call replays
-    # these events (scripted by the test) and ends, as a stream the server closed does.
+    # The watch boundary. ``watch_events``, when set, is a fixed script every watch_jobs call
+    # replays before it ends (a stream the server closed); otherwise streams follow the
+    # cluster's changes (see the module docstring).
     home_namespace: str = "default"
     watch_events: list[WatchEvent] = field(default_factory=list)
+    revision: int = 100  # the cluster-wide resourceVersion: the last change's
+    history: list[tuple[int, WatchEvent, ServedKind]] = field(default_factory=list)
+    compacted: int = 0  # a watch from before this resourceVersion is 410 Gone
+    leases: dict[tuple[str, str], JSON] = field(default_factory=dict)
+    _open: list[_LiveStream] = field(default_factory=list, init=False, repr=False)
+    _changed: threading.Condition = field(
+        default_factory=threading.Condition, init=False, repr=False
+    )
 
     def close(self) -> None:
         self.closed += 1
@@ -121,7 +144,8 @@ class FakeCluster:
             self._record("list", namespace, served.kind.plural)
             page, matching = matching[:page_size], matching[page_size:]
             jobs = [parse_job(item, served.kind, served.version) for item in page]
-            yield JobPage(jobs, self.date)
+            # The list's resourceVersion (where a watch starts) comes with the last page.
+            yield JobPage(jobs, self.date, "" if matching else str(self.revision))
 
     def get_job(self, served: ServedKind, namespace: str, name: str) -> JSON:
         self._record("get", namespace, name)
@@ -143,7 +167,7 @@ class FakeCluster:
                 annotations.pop(key, None)
             else:
                 annotations[key] = value
-        _bump(raw)
+        self._bump(served, raw)
 
     def patch_job_status(
         self, served: ServedKind, namespace: str, name: str, patch: JSON, *, dry_run: bool
@@ -156,7 +180,7 @@ class FakeCluster:
         if dry_run:
             return
         raw.setdefault("status", {}).update(copy.deepcopy(patch["status"]))
-        _bump(raw)
+        self._bump(served, raw)
 
     def list_pods(self, namespace: str, selector: str) -> list[JSON]:
         self._record("list-pods", namespace, selector)
@@ -210,11 +234,179 @@ class FakeCluster:
         *,
         timeout_s: int,
         read_timeout_s: float,
-    ) -> Iterator[_Stream]:
+    ) -> Iterator[_Stream | _LiveStream]:
         self._record("watch", namespace, served.kind.plural, body=resource_version)
-        yield _Stream(self.date, [copy.deepcopy(event) for event in self.watch_events])
+        if self.watch_events:
+            yield _Stream(self.date, [copy.deepcopy(event) for event in self.watch_events])
+            return
+        if not resource_version.isdigit():
+            # The sweeper always watches from what a list or an event said.
+            ref = RequestRef("watch", served.kind.resource, namespace, None)
+            raise ApiError(ref, 400, f"invalid resourceVersion {resource_version!r}")
+        since = int(resource_version)
+
+        def wanted(kind: ServedKind, event: WatchEvent) -> bool:
+            meta = event.object["metadata"]
+            return (
+                kind.kind == served.kind
+                and namespace in (None, meta["namespace"])
+                and _matches(event.object, selector)
+            )
+
+        with self._changed:
+            stream = _LiveStream(self.date, self._changed, wanted)
+            if since < self.compacted:
+                ref = RequestRef("watch", served.kind.resource, namespace, None)
+                stream.items.append(Gone(ref, 410, "too old resource version"))
+            else:
+                for revision, event, kind in self.history:
+                    if revision > since and wanted(kind, event):
+                        stream.items.append(copy.deepcopy(event))
+            self._open.append(stream)
+        try:
+            yield stream
+        finally:
+            with self._changed:
+                self._open.remove(stream)
+
+    def get_lease(self, namespace: str, name: str) -> Answer:
+        self._record("get-lease", namespace, name)
+        with self._changed:
+            lease = self.leases.get((namespace, name))
+            if lease is None:
+                raise NotFound(RequestRef("get", LEASE_RESOURCE, namespace, name), 404)
+            return Answer(copy.deepcopy(lease), self.date)
+
+    def create_lease(self, namespace: str, body: JSON) -> Answer:
+        self._record("create-lease", namespace, body["metadata"]["name"], body=body)
+        name = body["metadata"]["name"]
+        with self._changed:
+            if (namespace, name) in self.leases:  # 409 AlreadyExists
+                raise Conflict(RequestRef("create", LEASE_RESOURCE, namespace, name), 409)
+            if "resourceVersion" in body["metadata"]:  # the server refuses one on create
+                ref = RequestRef("create", LEASE_RESOURCE, namespace, name)
+                raise ApiError(
+                    ref, 400, "resourceVersion should not be set on objects to be created"
+                )
+            return self._store_lease(namespace, name, body)
+
+    def update_lease(self, namespace: str, name: str, body: JSON) -> Answer:
+        self._record("update-lease", namespace, name, body=body)
+        with self._changed:
+            stored = self.leases.get((namespace, name))
+            if stored is None:
+                raise NotFound(RequestRef("update", LEASE_RESOURCE, namespace, name), 404)
+            if body["metadata"].get("resourceVersion") != stored["metadata"]["resourceVersion"]:
+                raise Conflict(RequestRef("update", LEASE_RESOURCE, namespace, name), 409)
+            return self._store_lease(namespace, name, body)
+
+    # --- the watch boundary, as the test drives it ------------------------------------------
+
+    def emit(self, kind: str, raw: JSON) -> JSON:
+        """Change a job as its owner or the operator would: ADDED, MODIFIED or DELETED.
+
+        The stored job (deleted for DELETED) takes the next resourceVersion, and the event
+        goes to every open stream that watches its kind, namespace and labels.
+        """
+        served = next(s for s in self.served if s.kind.name == raw["kind"])
+        key = (served.kind.plural, raw["metadata"]["namespace"], raw["metadata"]["name"])
+        with self._changed:
+            self.revision += 1
+            raw = copy.deepcopy(raw)
+            raw["metadata"]["resourceVersion"] = str(self.revision)
+            if kind == "DELETED":
+                self.jobs.pop(key, None)
+            else:
+                self.jobs[key] = copy.deepcopy(raw)
+            self._publish(served, WatchEvent(kind, raw))
+        return raw
+
+    def miss(self, kind: str, raw: JSON) -> JSON:
+        """Change a job while no open stream hears of it (a watch that was down, say).
+
+        Until :meth:`compact`, a watch opened from before it still replays it.
+        """
+        with self._changed:
+            streams, self._open = self._open, []
+            try:
+                return self.emit(kind, raw)
+            finally:
+                self._open = streams
+
+    def expire_streams(self) -> None:
+        """Compact, and end every open stream with 410 Gone (it fell behind the window)."""
+        self.compact()
+        self._to_streams(Gone(RequestRef("watch", "jobs", None, None), 410, "too old"))
+
+    def bookmark(self) -> None:
+        """Send every open stream a BOOKMARK at the current resourceVersion."""
+        self._to_streams(
+            WatchEvent("BOOKMARK", {"metadata": {"resourceVersion": str(self.revision)}})
+        )
+
+    def send(self, event: WatchEvent) -> None:
+        """Send every open stream an event as is (a hostile or malformed one, say)."""
+        self._to_streams(event)
+
+    def compact(self) -> None:
+        """Forget the changes so far (etcd's compaction): a watch from before now is Gone."""
+        with self._changed:
+            self.compacted = self.revision
+            self.history.clear()
+
+    def close_streams(self) -> None:
+        """End every open stream, as the server does at its timeout or a restart."""
+        self._to_streams(_CLOSE)
+
+    def stall_streams(self) -> None:
+        """Make every open stream time out on its read (nothing came, not even a bookmark)."""
+        ref = RequestRef("watch", "jobs", None, None)
+        self._to_streams(WatchStalled(ref, None, "no event within the read timeout"))
+
+    def break_streams(self, error: BaseException) -> None:
+        """Make every open stream raise (an ERROR event, a reset connection)."""
+        self._to_streams(error)
+
+    def open_streams(self) -> int:
+        with self._changed:
+            return len(self._open)
+
+    def set_lease(self, namespace: str, name: str, spec: JSON) -> JSON:
+        """Write a Lease as another replica would (a new resourceVersion)."""
+        with self._changed:
+            body = {"metadata": {"name": name, "namespace": namespace}, "spec": spec}
+            return self._store_lease(namespace, name, body).object
 
     # --- internals -----------------------------------------------------------------------
+
+    def _store_lease(self, namespace: str, name: str, body: JSON) -> Answer:
+        self.revision += 1
+        lease = copy.deepcopy(body)
+        lease.setdefault("apiVersion", "coordination.k8s.io/v1")
+        lease.setdefault("kind", "Lease")
+        lease["metadata"]["resourceVersion"] = str(self.revision)
+        self.leases[(namespace, name)] = lease
+        return Answer(copy.deepcopy(lease), self.date)
+
+    def _bump(self, served: ServedKind, raw: JSON) -> None:
+        # A write is a change like any other: the next resourceVersion, and a MODIFIED event.
+        with self._changed:
+            self.revision += 1
+            raw["metadata"]["resourceVersion"] = str(self.revision)
+            self._publish(served, WatchEvent("MODIFIED", copy.deepcopy(raw)))
+
+    def _publish(self, served: ServedKind, event: WatchEvent) -> None:
+        self.history.append((self.revision, event, served))
+        for stream in self._open:
+            if stream.wanted(served, event):
+                stream.items.append(copy.deepcopy(event))
+        self._changed.notify_all()
+
+    def _to_streams(self, item: WatchEvent | BaseException | object) -> None:
+        with self._changed:
+            for stream in self._open:
+                stream.items.append(item)
+            self._changed.notify_all()
 
     def _existing(self, served: ServedKind, namespace: str, name: str, verb: str) -> JSON:
         raw = self.jobs.get((served.kind.plural, namespace, name))
@@ -249,9 +441,35 @@ class _Stream:
         return iter(self.events)
 
 
-def _bump(raw: JSON) -> None:
-    meta = raw["metadata"]
-    meta["resourceVersion"] = str(int(meta["resourceVersion"]) + 1)
+_CLOSE = object()
+
+
+class _LiveStream:
+    """An open watch: the events queued for it, in order, then whatever the test sends."""
+
+    def __init__(
+        self,
+        server_date: datetime | None,
+        changed: threading.Condition,
+        wanted: Callable[[ServedKind, WatchEvent], bool],
+    ) -> None:
+        self.server_date = server_date
+        self.items: deque[WatchEvent | BaseException | object] = deque()
+        self.wanted = wanted
+        self._changed = changed
+
+    def __iter__(self) -> Iterator[WatchEvent]:
+        while True:
+            with self._changed:
+                while not self.items:
+                    self._changed.wait()
+                item = self.items.popleft()
+            if item is _CLOSE:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            assert isinstance(item, WatchEvent)
+            yield item
 
 
 def _matches(raw: JSON, selector: str | None) -> bool:

@@ -1,0 +1,167 @@
+"""The watch streams over the unit fake: list, then watch from the list's resourceVersion;
+bookmarks move it; a closed stream resumes from the last one seen; 410 Gone lists again and
+drops what vanished meanwhile; a stalled or failing stream is reopened after a backoff.
+
+The backoffs after a stall or an error are real waits (the engine waits on its stop flag, not
+on the injected clock): a quarter to half a second for the first failure.
+"""
+
+from __future__ import annotations
+
+from sweeper.core.errors import ApiError, RequestRef
+from sweeper.core.kinds import KINDS
+from sweeper.core.model import Policy
+from tests.unit.objects import job
+from tests.unit.watch.conftest import Start
+from tests.unit.watch.harness import Running, fake_cluster, tracked, wait_for
+
+NO_RETOUCH = Policy(retouch_limit=0)
+TFJOB = next(kind for kind in KINDS if kind.name == "TFJob")
+
+
+def watched_from(run: Running) -> list[str]:
+    return [str(s.request.body) for s in run.requests("watch")]
+
+
+def test_the_watch_starts_from_the_lists_resource_version(start: Start) -> None:
+    fake = fake_cluster(job(name="a"), job(name="b", started_ago=0))
+    fake.revision = 4711
+    run = start(fake).listed()
+
+    assert [s.request.method for s in run.log[:3]] == ["discover", "list", "watch"]
+    assert watched_from(run) == ["4711"]
+    run.stop()
+
+
+def test_a_closed_stream_reopens_from_the_last_resource_version_it_saw(start: Start) -> None:
+    fake = fake_cluster()
+    run = start(fake, policy=NO_RETOUCH).listed()
+    seen = fake.emit("ADDED", job(name="a", started_ago=0))
+
+    run.settle()
+    opened = len(run.requests("watch"))
+    fake.close_streams()
+    wait_for(lambda: len(run.requests("watch")) > opened, "the reopened watch")
+
+    reopened_from = int(watched_from(run)[-1])
+    assert reopened_from >= int(seen["metadata"]["resourceVersion"])
+    assert run.requests("list") and len(run.requests("list")) == 1, "no relist after a close"
+    assert run.metric("deadline_sweeper_watch_restarts_total", reason="closed") >= 1
+    run.stop()
+
+
+def test_changes_made_while_the_stream_was_closed_are_replayed(start: Start) -> None:
+    fake = fake_cluster()
+    run = start(fake, policy=NO_RETOUCH).listed()
+    fake.miss("ADDED", job(name="meanwhile"))  # no open stream hears of it
+    fake.close_streams()
+
+    wait_for(lambda: run.requests("patch", "meanwhile") != [], "the touch")
+    run.stop()
+
+
+def test_a_bookmark_moves_the_resource_version_the_watch_resumes_from(start: Start) -> None:
+    fake = fake_cluster()
+    run = start(fake).listed()  # PyTorchJob only
+    fake.emit("ADDED", job(TFJOB, name="elsewhere"))  # the cluster's resourceVersion moves
+    fake.bookmark()
+    fake.close_streams()  # after the bookmark: the stream reads them in order
+
+    wait_for(lambda: len(run.requests("watch")) == 2, "the reopened watch")
+    assert watched_from(run) == ["100", "101"]  # no event of its own moved it
+    run.stop()
+
+
+def test_410_gone_lists_again_and_drops_the_jobs_that_vanished_meanwhile(start: Start) -> None:
+    fake = fake_cluster(job(name="vanishes", started_ago=3000), job(name="stays", started_ago=0))
+    run = start(fake, policy=NO_RETOUCH).listed()
+    run.settle()
+    tracked(run, 2)
+
+    fake.miss("DELETED", job(name="vanishes"))
+    fake.miss("ADDED", job(name="came"))  # overdue
+    fake.expire_streams()  # 410: the stream's resourceVersion is out of the window
+
+    wait_for(lambda: len(run.requests("list")) == 2, "the relist")
+    wait_for(lambda: run.requests("patch", "came") != [], "the new job's touch")
+    assert run.metric("deadline_sweeper_watch_relists_total") == 1
+    run.advance(700)  # past the vanished job's deadline
+    run.wake()
+    run.settle()
+    assert run.requests("get", "vanishes") == []
+    tracked(run, 2)  # "stays", and "came" touched
+    run.stop()
+
+
+def test_a_watch_from_a_compacted_resource_version_is_gone_and_relists(start: Start) -> None:
+    fake = fake_cluster()
+    run = start(fake).listed()
+    fake.compact()
+    fake.miss("ADDED", job(name="x", started_ago=0))
+    fake.compact()  # the stream's own resourceVersion is older than the window now
+    fake.close_streams()
+
+    wait_for(lambda: len(run.requests("list")) == 2, "the relist")
+    run.stop()
+
+
+def test_a_stalled_stream_is_reopened_from_where_it_was(start: Start) -> None:
+    fake = fake_cluster()
+    run = start(fake).listed()
+    fake.stall_streams()
+
+    wait_for(lambda: len(run.requests("watch")) == 2, "the reopened watch")
+    assert watched_from(run)[1] == watched_from(run)[0]
+    assert run.metric("deadline_sweeper_watch_restarts_total", reason="stalled") == 1
+    assert len(run.requests("list")) == 1
+    run.stop()
+
+
+def test_a_failing_stream_backs_off_and_reopens(start: Start) -> None:
+    fake = fake_cluster()
+    run = start(fake).listed()
+    fake.fail("watch", "pytorchjobs", ApiError(RequestRef("watch", "pytorchjobs", None, None), 503))
+    fake.break_streams(ApiError(RequestRef("watch", "pytorchjobs", None, None), None))
+
+    wait_for(lambda: len(run.requests("watch")) == 3, "the third watch")
+    assert run.metric("deadline_sweeper_watch_restarts_total", reason="error") == 2
+    assert run.fake.open_streams() == 1
+    run.stop()
+
+
+def test_a_stream_that_breaks_on_a_bug_is_logged_and_reopened(start: Start) -> None:
+    fake = fake_cluster()
+    run = start(fake).listed()
+    fake.break_streams(RuntimeError("a bug below the boundary"))
+
+    wait_for(lambda: len(run.requests("watch")) == 2, "the reopened watch")
+    assert run.metric("deadline_sweeper_watch_restarts_total", reason="error") == 1
+    run.stop()
+
+
+def test_a_list_that_fails_is_tried_again_and_readiness_waits_for_it(start: Start) -> None:
+    fake = fake_cluster(job(name="train"))
+    fake.fail("list", "pytorchjobs", ApiError(RequestRef("list", "pytorchjobs", None, None), 500))
+    run = start(fake, policy=NO_RETOUCH)
+
+    wait_for(lambda: run.get("/readyz")[0] == 200, "the second list")
+    assert len(run.requests("list")) == 2
+    wait_for(lambda: run.requests("patch", "train") != [], "the touch")
+    run.stop()
+
+
+def test_a_selector_limits_what_the_stream_delivers(start: Start) -> None:
+    fake = fake_cluster()
+    run = start(fake, selector="team=a", policy=NO_RETOUCH).listed()
+    other = job(name="other")
+    other["metadata"]["labels"] = {"team": "b"}
+    mine = job(name="mine")
+    mine["metadata"]["labels"] = {"team": "a"}
+    fake.emit("ADDED", other)
+    fake.emit("ADDED", mine)
+
+    wait_for(lambda: run.requests("patch", "mine") != [], "the touch")
+    # Applied in order: had "other" reached a timer, it would have been read by now.
+    assert run.requests("get", "other") == []
+    assert {s.request.body for s in run.requests("watch")} == {"100"}
+    run.stop()
