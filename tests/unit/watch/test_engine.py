@@ -112,6 +112,7 @@ def test_a_job_changed_before_its_deadline_is_armed_at_its_new_deadline(start: S
     fake = fake_cluster(job(name="train", started_ago=3000))  # due in 600 s
     run = start(fake, policy=NO_RETOUCH).listed()
     fake.emit("MODIFIED", job(name="train", started_ago=3000, deadline=7200))  # due in 4200 s
+    run.settle()  # the change is applied before the clock passes the old deadline
 
     run.advance(601)
     run.wake()
