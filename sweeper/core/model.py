@@ -1,7 +1,7 @@
 """The plan and its outcomes: the types every mode decides and reports in (pure: no I/O).
 
 :mod:`sweeper.core.decide` makes a :class:`Plan` of :class:`Action` and :class:`Skip` entries
-under a :class:`Policy`; the executor (:mod:`sweeper.act`) turns each entry into an
+under a :class:`Policy`; the executor (:mod:`sweeper.act.executor`) turns each entry into an
 :class:`Outcome`; the one-shot report, the watch loop and the metrics read them. They live
 here, below the decision and all three readers, so that reading a plan or a result never climbs
 the house, and the settings (:mod:`sweeper.config`) hold a :class:`Policy` without importing

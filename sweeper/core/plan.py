@@ -42,7 +42,8 @@ def assemble(
         now: The instant they were judged at.
         policy: The knobs they were judged with.
         pods: The pods that may belong to the jobs failed by their deadline, by controller
-            uid, from one pod listing per namespace scope (:func:`sweeper.cleanup.pods_by_owner`).
+            uid, from one pod listing per namespace scope
+            (:func:`sweeper.act.cleanup.pods_by_owner`).
             A ``terminate-pods`` whose job's uid is a key gets its pods chosen here
             (:func:`pods_to_terminate`): with none to delete it is a ``finished`` skip, so a
             clean-up that can find nothing takes no ``--max-actions`` slot and no request. A

@@ -18,8 +18,8 @@ from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import TYPE_CHECKING, Protocol, TextIO
 
-from sweeper.act import Claim, Executor
-from sweeper.cleanup import pods_by_owner
+from sweeper.act.cleanup import pods_by_owner
+from sweeper.act.executor import Claim, Executor
 from sweeper.config import Config, OutputFormat
 from sweeper.core import clock
 from sweeper.core.errors import (
@@ -214,7 +214,7 @@ def sweep(
 ) -> PassOutcome:
     """Run one pass: discover, list, decide, act, report.
 
-    ``claim`` holds each job while its action runs (see :class:`sweeper.act.Executor`).
+    ``claim`` holds each job while its action runs (see :class:`sweeper.act.executor.Executor`).
 
     Returns:
         The pass's error count and what stopped it, if anything.

@@ -12,7 +12,7 @@ import threading
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
-from sweeper.act import Executor
+from sweeper.act.executor import Executor
 from sweeper.config import ClockMode, Config
 from sweeper.core import clock
 from sweeper.core.decide import ALWAYS, due_at, judge

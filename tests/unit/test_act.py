@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from sweeper.act import Executor, refused
-from sweeper.cleanup import pods_by_owner
+from sweeper.act.cleanup import pods_by_owner
+from sweeper.act.executor import Executor, refused
 from sweeper.config import DryRun
 from sweeper.core.decide import decide
 from sweeper.core.errors import ApiError, Interrupted, NotFound, RequestRef, SweeperError

@@ -55,4 +55,3 @@ def test_the_house_has_at_most_eight_layers_and_each_folder_is_one() -> None:
     parts = {part.strip() for layer in layers for part in layer.split("|")}
     assert set(FOLDERS) <= parts
     assert all((PACKAGE / folder / "__init__.py").is_file() for folder in FOLDERS)
-

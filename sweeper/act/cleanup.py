@@ -1,6 +1,6 @@
 """A failed job's pod and service clean-up, and what the executor's writers share.
 
-:mod:`sweeper.act` decides the order of a plan's writes and turns each action's
+:mod:`sweeper.act.executor` decides the order of a plan's writes and turns each action's
 :class:`Progress` into its outcome; the writes below the job itself live here: deleting the
 pods (and their same-named services) of a job failed by its deadline, after its Failed status
 is written (docs/operator.md, "Ordering when failing a job by hand"), and the Event recorded

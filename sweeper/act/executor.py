@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from http import HTTPStatus
 
-from sweeper.cleanup import PodCleaner, Progress, Writing
+from sweeper.act.cleanup import PodCleaner, Progress, Writing
 from sweeper.config import DryRun
 from sweeper.core.clock import human
 from sweeper.core.decide import judge
