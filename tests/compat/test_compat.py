@@ -228,7 +228,6 @@ def test_a_resumed_job_is_never_failed_on_its_old_start_time(pair, pair_jobs):
         lambda v: v.start_time is not None and v.start_time > first.start_time,
         "the operator to reset startTime on the resume",
     )
-    job.wait(lambda v: v.is_true("Running"), "the resumed job to run again")
     after_reset = entry_for(pair.sweep("--action", "fail", "-n", job.namespace), job)
 
     assert (while_suspended["decision"], while_suspended["reason"]) == ("skip", "suspended")
