@@ -48,6 +48,9 @@ SWEEPER_KNOWS_OPERATOR_VERSION = False
 SWEEPER_SWEEPS_MXJOB = False
 
 ADS = 8
+# The resume scenario's deadline: long enough that the checks after the startTime reset (a
+# sweeper start each, seconds on a loaded machine) are still before the new deadline.
+RESUME_ADS = 30
 # Every pod Running at 1 s, then nothing changes: nothing wakes the operator at the deadline.
 STABLE = [Transition(1, "Running")]
 TOUCH_MARKER = "kubeflow-deadline-sweeper.github.io/touched-at"
@@ -210,13 +213,13 @@ def test_mxjob_where_served(pair, pair_jobs):
 
 
 def test_a_resumed_job_is_never_failed_on_its_old_start_time(pair, pair_jobs):
-    job = pair_jobs("PyTorchJob", ads=ADS, timeline=STABLE)
+    job = pair_jobs("PyTorchJob", ads=RESUME_ADS, timeline=STABLE)
     first = job.started()
     assert first.start_time is not None
     suspend(pair, job, True)
     job.wait(lambda v: v.is_true("Suspended"), "the operator to mark the job Suspended")
     poll(lambda: not job.pods(), what="the operator to delete the suspended job's pods")
-    old_deadline = first.start_time + dt.timedelta(seconds=ADS)
+    old_deadline = first.start_time + dt.timedelta(seconds=RESUME_ADS)
     delay = (old_deadline + dt.timedelta(seconds=2) - dt.datetime.now(dt.UTC)).total_seconds()
     if delay > 0:
         time.sleep(delay)
