@@ -288,6 +288,7 @@ class ControlPlane(AdminClient, processes.StopsOnExit):
             return [
                 # Without it the apiserver looks for a default route, which a sandbox may lack.
                 "--advertise-address=127.0.0.1",
+                *_loopback_endpoint_args(binaries.version("kube-apiserver")),
                 "--authorization-mode=RBAC",
                 # No kube-controller-manager creates `default` ServiceAccounts for pods to use.
                 "--disable-admission-plugins=ServiceAccount",
@@ -351,3 +352,15 @@ class ControlPlane(AdminClient, processes.StopsOnExit):
             what="namespace default",
             watch=self.processes,
         )
+
+
+def _loopback_endpoint_args(version: str) -> list[str]:
+    """What lets a kube-apiserver of ``version`` advertise 127.0.0.1 without a node.
+
+    From 1.37 the endpoint reconciler refuses a loopback advertise address ("cannot use public
+    IP 127.0.0.1 with endpoint reconciler"); without a node nothing reaches the ``kubernetes``
+    Service's endpoints anyway, so 1.37 and later run without the reconciler. Earlier minors
+    keep their default, the one the pinned 1.36 has always run with.
+    """
+    minor = int(version.lstrip("v").split(".")[1])
+    return ["--endpoint-reconciler-type=none"] if minor >= 37 else []  # noqa: PLR2004

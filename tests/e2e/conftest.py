@@ -5,10 +5,12 @@ the whole session. Without the binaries the tests skip locally, and fail in CI (
 where a skipped e2e suite would hide everything it exists to prove.
 
 Other versions than the pinned ones (Training Operator v1.9.4, Kubernetes 1.36.3) come from
-``SWEEPER_OPERATOR_VERSION`` and ``SWEEPER_KUBERNETES_VERSION``, read here and only here, e.g.
-``SWEEPER_OPERATOR_VERSION=v1.7.0 SWEEPER_KUBERNETES_VERSION=v1.32.13 pytest -m e2e ...``
-(build them first: ``scripts/build-binaries --operator-version v1.7.0 --kubernetes-version
-v1.32.13``). Tests that start a control plane in a subprocess of their own use the pinned ones.
+``SWEEPER_TEST_OPERATOR_VERSION`` and ``SWEEPER_TEST_KUBERNETES_VERSION``, read here and only
+here (``SWEEPER_TEST_``: ``SWEEPER_OPERATOR_VERSION`` is the sweeper's own
+``--operator-version``), e.g. ``SWEEPER_TEST_OPERATOR_VERSION=v1.7.0
+SWEEPER_TEST_KUBERNETES_VERSION=v1.32.13 pytest -m e2e ...`` (build them first:
+``scripts/build-binaries --operator-version v1.7.0 --kubernetes-version v1.32.13``). Tests that
+start a control plane in a subprocess of their own use the pinned ones.
 """
 
 from __future__ import annotations
@@ -40,14 +42,8 @@ def pytest_configure(config: pytest.Config) -> None:
     del config
     try:
         binaries.select(
-            # The SWEEPER_TEST_* names first: SWEEPER_OPERATOR_VERSION is also the sweeper's
-            # --operator-version twin (the sweeper subprocesses never see SWEEPER_*).
-            operator=os.environ.get("SWEEPER_TEST_OPERATOR_VERSION")
-            or os.environ.get("SWEEPER_OPERATOR_VERSION")
-            or None,
-            kubernetes=os.environ.get("SWEEPER_TEST_KUBERNETES_VERSION")
-            or os.environ.get("SWEEPER_KUBERNETES_VERSION")
-            or None,
+            operator=os.environ.get("SWEEPER_TEST_OPERATOR_VERSION") or None,
+            kubernetes=os.environ.get("SWEEPER_TEST_KUBERNETES_VERSION") or None,
         )
     except binaries.VersionError as e:
         raise pytest.UsageError(str(e)) from None

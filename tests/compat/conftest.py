@@ -1,0 +1,273 @@
+"""Fixtures of the compat tier: one control plane and one real operator per version pair.
+
+The tier (``-m compat``) runs the same scenarios on every (Training Operator, Kubernetes) pair
+of ``PAIRS``, each release's real binaries from the cache that ``scripts/build-binaries``
+fills. The ``pair`` fixture is parametrized over the pairs at module scope: pytest groups the
+tests by pair, so each pair's control plane and operator start once, serve that pair's tests,
+and stop before the next pair starts (the versions are process-wide: ``binaries.select``).
+
+Which pairs run: ``SWEEPER_TEST_COMPAT_PAIRS``, ``all`` (the default), ``ci`` (the subset
+``scripts/test`` runs in CI, see ``scripts/test-compat``) or pair ids separated by commas
+(``v1.9.3-k8s-v1.37.2``); ``-k v1.9.3`` narrows further, as usual.
+
+The tier is not part of the default run: its tests are deselected unless the ``-m``
+expression names ``compat`` (``pytest -m compat tests/compat``), so ``pytest`` alone and the
+main tiers of ``scripts/test`` keep their time budget. Each pair's wall time (start of its
+control plane to the end of its operator) is printed in the terminal summary: a figure, not
+an assertion.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from devcluster import BinaryMissing, ControlPlane, binaries, jobs
+from devcluster.kubelet import Kubelet, Transition
+from devcluster.operator import Operator, served_schemes
+from tests.e2e import clusters, workloads
+from tests.e2e.conftest_operator import RunningJob
+
+
+def release(version: str) -> tuple[int, ...]:
+    """``v1.9.3`` as ``(1, 9, 3)``, for comparing releases."""
+    return tuple(int(part) for part in version.lstrip("v").split(".")[:3])
+
+
+@dataclass(frozen=True)
+class Pair:
+    """One (Training Operator, Kubernetes) pair the tier runs.
+
+    Attributes:
+        operator: Training Operator release, e.g. ``v1.9.3``.
+        kubernetes: kube-apiserver release, e.g. ``v1.37.2``.
+        ci: Whether ``scripts/test`` runs it in CI (the subset; ``--all`` runs every pair).
+        why: Why the pair is in the matrix.
+    """
+
+    operator: str
+    kubernetes: str
+    ci: bool
+    why: str
+
+    @property
+    def id(self) -> str:
+        """The pytest id, e.g. ``v1.9.3-k8s-v1.37.2`` (what ``-k`` matches)."""
+        return f"{self.operator}-k8s-{self.kubernetes}"
+
+    @property
+    def deletes_every_pod_on_deadline(self) -> bool:
+        """v1.7.0 to v1.9.3 delete all pods on a deadline failure; v1.9.4 keeps cleanPodPolicy.
+
+        kubeflow/trainer#3419, fixed in v1.9.4 by #3420 (``pkg/controller.v1/common/job.go``).
+        """
+        return release(self.operator) < (1, 9, 4)
+
+    @property
+    def serves_mxjob(self) -> bool:
+        """MXJob is served up to v1.8.x (removed in v1.9.0 by #2150)."""
+        return "mxjob" in served_schemes(self.operator)
+
+
+# Each operator on the newest minor it runs on (1.37 for all four), and v1.9.4, the pinned one,
+# on every minor managed clusters run in late 2026. Patch releases: the ones the cache holds.
+NEWEST = "v1.37.2"
+PAIRS: tuple[Pair, ...] = (
+    Pair("v1.7.0", NEWEST, ci=True, why="first with suspend and <Kind>Failed; RHOAI 2.x base"),
+    Pair("v1.8.1", NEWEST, ci=True, why="first with webhooks; last with MXJob"),
+    Pair("v1.9.3", NEWEST, ci=True, why="Charmed Kubeflow 1.10/1.11, RHOAI 3.x; deletes pods"),
+    Pair("v1.9.4", NEWEST, ci=False, why="the last v1 release on the newest minor"),
+    Pair("v1.9.4", "v1.32.13", ci=True, why="the oldest minor of extended support"),
+    Pair("v1.9.4", "v1.34.4", ci=True, why="the middle of the range"),
+    Pair("v1.9.4", "v1.36.3", ci=False, why="the pinned pair: the main e2e tier runs it"),
+)
+
+_PAIRS_ENV = "SWEEPER_TEST_COMPAT_PAIRS"
+
+
+def selected_pairs(spec: str | None) -> list[Pair]:
+    """The pairs ``SWEEPER_TEST_COMPAT_PAIRS`` asks for (``all``, ``ci`` or ids).
+
+    Raises:
+        pytest.UsageError: An id that is not in ``PAIRS`` (one line names them).
+    """
+    spec = (spec or "all").strip()
+    if spec == "all":
+        return list(PAIRS)
+    if spec == "ci":
+        return [p for p in PAIRS if p.ci]
+    by_id = {p.id: p for p in PAIRS}
+    wanted = [part.strip() for part in spec.split(",") if part.strip()]
+    unknown = [w for w in wanted if w not in by_id]
+    if unknown:
+        raise pytest.UsageError(
+            f"{_PAIRS_ENV}: unknown pair {', '.join(unknown)}; use all, ci or some of "
+            f"{', '.join(by_id)}"
+        )
+    return [by_id[w] for w in wanted]
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Parametrize ``pair`` over the selected pairs, at module scope (one cluster a pair)."""
+    if "pair" in metafunc.fixturenames:
+        pairs = selected_pairs(os.environ.get(_PAIRS_ENV))
+        metafunc.parametrize(
+            "pair", pairs, ids=[p.id for p in pairs], indirect=True, scope="module"
+        )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Leave the compat tier out of runs whose ``-m`` does not name it (the default run)."""
+    if "compat" in (config.getoption("markexpr", "") or ""):
+        return
+    here = Path(__file__).parent
+    deselected = [item for item in items if here in item.path.parents]
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+        items[:] = [item for item in items if here not in item.path.parents]
+
+
+@dataclass
+class PairCluster:
+    """A pair's running control plane and operator, shared by that pair's tests.
+
+    Attributes:
+        pair: The versions.
+        cp: The control plane (kube-apiserver of ``pair.kubernetes``, the release's CRDs).
+        operator: The running Training Operator of ``pair.operator``.
+        kubeconfig: The sweeper's kubeconfig (user ``sweeper``, ``system:masters``).
+    """
+
+    pair: Pair
+    cp: ControlPlane
+    operator: Operator
+    kubeconfig: Path
+
+    def sweep(self, *args: str) -> Any:
+        """Run the sweeper with ``-o json``; it must exit 0. Returns its single pass."""
+        completed = clusters.run_sweeper(self.kubeconfig, *args, "-o", "json")
+        assert completed.returncode == 0, (
+            f"sweeper {' '.join(args)} exited {completed.returncode}: {completed.stderr[-2000:]}"
+        )
+        [report] = workloads.passes(completed.stdout)
+        return report
+
+
+@dataclass
+class _Timings:
+    lines: list[str] = field(default_factory=list)
+
+
+_timings_key = pytest.StashKey[_Timings]()
+
+
+@pytest.fixture
+def pair(request: pytest.FixtureRequest) -> Iterator[PairCluster]:
+    """The pair's control plane and operator (module scope through ``pytest_generate_tests``).
+
+    Missing binaries skip the tier locally and fail it in CI, like the e2e tier; the message
+    names the ``scripts/build-binaries`` command that builds them.
+    """
+    versions: Pair = request.param
+    binaries.select(operator=versions.operator, kubernetes=versions.kubernetes)
+    began = time.monotonic()
+    try:
+        clusters.require_binaries("etcd", "kube-apiserver", "training-operator")
+        cp = clusters.start_control_plane()
+        with cp:
+            plane = time.monotonic() - began
+            try:
+                operator = Operator.start(cp)
+            except BinaryMissing as e:
+                clusters.binaries_missing(e)
+                raise  # unreachable: binaries_missing always raises
+            ready = time.monotonic() - began
+            with operator:
+                kubeconfig = cp.user_kubeconfig(clusters.SWEEPER_USER, ["system:masters"])
+                yield PairCluster(versions, cp, operator, kubeconfig)
+        timings = request.config.stash.setdefault(_timings_key, _Timings())
+        timings.lines.append(
+            f"{versions.id}: {time.monotonic() - began:.0f} s wall (control plane "
+            f"{plane:.0f} s, operator ready at {ready:.0f} s)"
+        )
+    finally:
+        binaries.select()
+
+
+def pytest_terminal_summary(
+    terminalreporter: pytest.TerminalReporter, config: pytest.Config
+) -> None:
+    """Print each pair's wall time (figures, never assertions)."""
+    timings = config.stash.get(_timings_key, None)
+    if timings and timings.lines:
+        terminalreporter.section("compat tier: wall time per pair")
+        for line in timings.lines:
+            terminalreporter.write_line(line)
+
+
+@pytest.fixture
+def pair_jobs(pair: PairCluster) -> Iterator[Callable[..., RunningJob]]:
+    """Factory: ``pair_jobs(kind, ads=..., timeline=[...])``, a job and its kubelet.
+
+    Each job gets its own namespace; teardown stops the kubelets and deletes everything.
+    """
+    api = pair.cp.api()
+    created: list[RunningJob] = []
+
+    def create(
+        kind: str,
+        *,
+        ads: int | None,
+        timeline: Sequence[Transition],
+        name: str = "train",
+        clean_pod_policy: str | None = None,
+    ) -> RunningJob:
+        namespace = pair.cp.create_namespace(f"compat-{kind.lower()}")
+        body = jobs.manifest(
+            kind, name, active_deadline_seconds=ads, clean_pod_policy=clean_pod_policy
+        )
+        jobs.create(api, namespace, body)
+        kubelet = Kubelet(api, namespace, name, timeline).start()
+        running = RunningJob(api, kind, namespace, name, kubelet)
+        created.append(running)
+        return running
+
+    yield create
+    for running in created:
+        running.kubelet.stop()
+    for running in created:
+        jobs.delete_everything(api, running.kind, running.namespace, running.name)
+        pair.cp.request("DELETE", f"/api/v1/namespaces/{running.namespace}", expect=(200, 202, 404))
+    for running in created:
+        assert not running.kubelet.errors, (
+            f"the kubelet of {running.name} hit API errors: {running.kubelet.errors}"
+        )
+
+
+def overdue(created: Sequence[RunningJob], *, after: float = 3) -> None:
+    """Wait until every job runs with stable pods and is ``after`` s past its deadline.
+
+    Asserts the premise of every deadline scenario: the operator alone has failed none of
+    them (kubeflow/trainer#3358, in every v1 release).
+    """
+    deadlines = []
+    for job in created:
+        view = job.started()
+        job.wait(lambda v: v.is_true("Running"), f"{job.kind} {job.name} to be Running")
+        assert view.deadline is not None
+        deadlines.append(view.deadline)
+    moment = max(deadlines) + dt.timedelta(seconds=after)
+    delay = (moment - dt.datetime.now(dt.UTC)).total_seconds()
+    if delay > 0:
+        time.sleep(delay)
+    missed = {f"{job.kind} {job.name}": not job.view().failed for job in created}
+    assert all(missed.values()), (
+        f"premise: with stable pods the operator alone misses the deadline: {missed}"
+    )
