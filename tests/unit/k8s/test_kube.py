@@ -21,8 +21,8 @@ from sweeper.core.kinds import MPI_OPERATOR_VERSION, MPIJOB, PYTORCHJOB, TFJOB
 from sweeper.k8s import client, kube
 from sweeper.k8s.cluster import ServedKind
 from sweeper.k8s.transport import NoResponse, Response, Transport
+from tests.unit.k8s.test_transport import FakeSend, FakeStop
 from tests.unit.objects import job
-from tests.unit.test_transport import FakeSend, FakeStop
 
 PYTORCH = ServedKind(PYTORCHJOB, "v1")
 DATE = "Wed, 01 May 2024 12:00:00 GMT"
