@@ -323,19 +323,6 @@ def command(ctx: click.Context, /, **values: Any) -> None:
             "of a job failed by its deadline, so pods they would delete keep running",
             extra={"terminate_pods": "policy", "operator_version": None},
         )
-    policy = config.policy
-    if (
-        policy.action is not ActionMode.TOUCH
-        and policy.terminate_pods is PodsMode.POLICY
-        and policy.operator_version is None
-    ):
-        # Fail safe: keep what v1.9.4 keeps, and say what older releases would have deleted.
-        logging.getLogger(__name__).warning(
-            "--terminate-pods policy without --operator-version: following each job's "
-            "cleanPodPolicy as operator v1.9.4 does; releases v1.7.0 to v1.9.3 delete every pod "
-            "of a job failed by its deadline, so pods they would delete keep running",
-            extra={"terminate_pods": "policy", "operator_version": None},
-        )
     try:
         if config.explain is not None:
             code = run_explain(config, connect, sys.stdout)
