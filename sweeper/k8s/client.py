@@ -236,6 +236,8 @@ class ClientStream:
                     header_params=headers,
                     auth_settings=["BearerToken"],
                     _preload_content=False,
+                    # Without it, 31-35 wrap the response in (data, status, headers).
+                    _return_http_data_only=True,
                     _request_timeout=timeout,
                 )
         except k8s_client.ApiException as error:

@@ -528,6 +528,8 @@ def test_legacy_stream_opens_with_connect_and_read_timeouts() -> None:
     _args, kwargs = api.calls[0]
     assert kwargs["_request_timeout"] == (3.0, 7.0)
     assert kwargs["_preload_content"] is False
+    # Without it, clients 31-35 return (response, status, headers) and the watch cannot read it.
+    assert kwargs["_return_http_data_only"] is True
 
 
 LEGACY_OPEN_FAILURES = [
