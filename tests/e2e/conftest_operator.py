@@ -15,6 +15,7 @@ allowed in the top-level conftest. Provides:
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -153,14 +154,18 @@ def operator(control_plane: ControlPlane) -> Iterator[Operator]:
         yield op
 
 
-@pytest.fixture
-def kubeflow_jobs(control_plane: ControlPlane) -> Iterator[Callable[..., RunningJob]]:
-    """Factory: ``kubeflow_jobs(kind, ads=..., timeline=[...])`` creates a job and its kubelet.
+@contextlib.contextmanager
+def job_factory(cp: ControlPlane, prefix: str) -> Iterator[Callable[..., RunningJob]]:
+    """Factory: ``create(kind, ads=..., timeline=[...])`` makes a job and its kubelet.
 
-    Each job gets its own namespace. At teardown every kubelet stops and every job, pod and
-    service is deleted (nothing garbage-collects them without kube-controller-manager).
+    The one job factory of the e2e and compat tiers (``kubeflow_jobs`` here, ``pair_jobs`` in
+    ``tests/compat``). Each job gets its own namespace ``<prefix>-<kind>-…`` unless one is
+    given (Kueue's LocalQueue is namespaced, so its jobs share one); ``shape`` edits the
+    manifest before it is created (labels, resource requests). At the end every kubelet stops
+    and every job, pod and service is deleted (nothing garbage-collects them without
+    kube-controller-manager), then the namespaces.
     """
-    api = control_plane.api()
+    api = cp.api()
     created: list[RunningJob] = []
 
     def create(
@@ -170,11 +175,15 @@ def kubeflow_jobs(control_plane: ControlPlane) -> Iterator[Callable[..., Running
         timeline: Sequence[Transition],
         name: str = "train",
         clean_pod_policy: str | None = None,
+        namespace: str | None = None,
+        shape: Callable[[dict[str, Any]], None] | None = None,
     ) -> RunningJob:
-        namespace = control_plane.create_namespace(f"op-{kind.lower()}")
+        namespace = namespace or cp.create_namespace(f"{prefix}-{kind.lower()}")
         body = jobs.manifest(
             kind, name, active_deadline_seconds=ads, clean_pod_policy=clean_pod_policy
         )
+        if shape is not None:
+            shape(body)
         jobs.create(api, namespace, body)
         kubelet = Kubelet(api, namespace, name, timeline).start()
         running = RunningJob(api, kind, namespace, name, kubelet)
@@ -186,13 +195,22 @@ def kubeflow_jobs(control_plane: ControlPlane) -> Iterator[Callable[..., Running
         running.kubelet.stop()
     for running in created:
         jobs.delete_everything(api, running.kind, running.namespace, running.name)
-        control_plane.request(
-            "DELETE", f"/api/v1/namespaces/{running.namespace}", expect=(200, 202, 404)
-        )
+    for namespace in dict.fromkeys(running.namespace for running in created):
+        cp.request("DELETE", f"/api/v1/namespaces/{namespace}", expect=(200, 202, 404))
     for running in created:
         assert not running.kubelet.errors, (
             f"the kubelet of {running.name} hit API errors: {running.kubelet.errors}"
         )
+
+
+@pytest.fixture
+def kubeflow_jobs(control_plane: ControlPlane) -> Iterator[Callable[..., RunningJob]]:
+    """Factory: ``kubeflow_jobs(kind, ads=..., timeline=[...])`` creates a job and its kubelet.
+
+    Each job gets its own namespace; see ``job_factory`` for what teardown removes.
+    """
+    with job_factory(control_plane, "op") as create:
+        yield create
 
 
 @dataclass
