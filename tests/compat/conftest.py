@@ -8,7 +8,9 @@ and stop before the next pair starts (the versions are process-wide: ``binaries.
 
 Which pairs run: ``SWEEPER_TEST_COMPAT_PAIRS``, ``all`` (the default), ``ci`` (the subset
 ``scripts/test`` runs in CI, see ``scripts/test-compat``) or pair ids separated by commas
-(``v1.9.3-k8s-v1.37.2``); ``-k v1.9.3`` narrows further, as usual.
+(``v1.9.3-k8s-v1.37.2``); ``-k v1.9.3`` narrows further, as usual. The Kueue tests
+(``test_kueue.py``) run on the one pair marked ``kueue`` when it is selected, with their own
+control plane, operator and Kueue.
 
 The tier is not part of the default run: its tests are deselected unless the ``-m``
 expression names ``compat`` (``pytest -m compat tests/compat``), so ``pytest`` alone and the
@@ -30,10 +32,9 @@ from typing import Any
 import pytest
 
 from devcluster import BinaryMissing, ControlPlane, binaries, jobs
-from devcluster.kubelet import Kubelet, Transition
 from devcluster.operator import Operator, served_schemes
 from tests.e2e import clusters, workloads
-from tests.e2e.conftest_operator import RunningJob
+from tests.e2e.conftest_operator import RunningJob, job_factory, poll
 
 
 def release(version: str) -> tuple[int, ...]:
@@ -50,12 +51,14 @@ class Pair:
         kubernetes: kube-apiserver release, e.g. ``v1.37.2``.
         ci: Whether ``scripts/test`` runs it in CI (the subset; ``--all`` runs every pair).
         why: Why the pair is in the matrix.
+        kueue: Whether the Kueue tests (``test_kueue.py``, marker ``kueue``) run on it.
     """
 
     operator: str
     kubernetes: str
     ci: bool
     why: str
+    kueue: bool = False
 
     @property
     def id(self) -> str:
@@ -82,7 +85,14 @@ NEWEST = "v1.37.2"
 PAIRS: tuple[Pair, ...] = (
     Pair("v1.7.0", NEWEST, ci=True, why="first with suspend and <Kind>Failed; RHOAI 2.x base"),
     Pair("v1.8.1", NEWEST, ci=True, why="first with webhooks; last with MXJob"),
-    Pair("v1.9.3", NEWEST, ci=True, why="Charmed Kubeflow 1.10/1.11, RHOAI 3.x; deletes pods"),
+    # Kueue v0.17.0 pins trainer v1.9.3 in its go.mod: its Kueue tests run on this pair.
+    Pair(
+        "v1.9.3",
+        NEWEST,
+        ci=True,
+        why="Charmed Kubeflow 1.10/1.11, RHOAI 3.x; deletes pods; Kueue's pinned operator",
+        kueue=True,
+    ),
     Pair("v1.9.4", NEWEST, ci=False, why="the last v1 release on the newest minor"),
     Pair("v1.9.4", "v1.32.13", ci=True, why="the oldest minor of extended support"),
     Pair("v1.9.4", "v1.34.4", ci=True, why="the middle of the range"),
@@ -115,9 +125,14 @@ def selected_pairs(spec: str | None) -> list[Pair]:
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """Parametrize ``pair`` over the selected pairs, at module scope (one cluster a pair)."""
+    """Parametrize ``pair`` over the selected pairs, at module scope (one cluster a pair).
+
+    A module marked ``kueue`` runs on the selected pairs that have ``kueue`` set (one).
+    """
     if "pair" in metafunc.fixturenames:
         pairs = selected_pairs(os.environ.get(_PAIRS_ENV))
+        if metafunc.definition.get_closest_marker("kueue") is not None:
+            pairs = [p for p in pairs if p.kueue]
         metafunc.parametrize(
             "pair", pairs, ids=[p.id for p in pairs], indirect=True, scope="module"
         )
@@ -216,39 +231,11 @@ def pytest_terminal_summary(
 def pair_jobs(pair: PairCluster) -> Iterator[Callable[..., RunningJob]]:
     """Factory: ``pair_jobs(kind, ads=..., timeline=[...])``, a job and its kubelet.
 
-    Each job gets its own namespace; teardown stops the kubelets and deletes everything.
+    Each job gets its own namespace (or the one given); teardown stops the kubelets and
+    deletes everything (``tests.e2e.conftest_operator.job_factory``).
     """
-    api = pair.cp.api()
-    created: list[RunningJob] = []
-
-    def create(
-        kind: str,
-        *,
-        ads: int | None,
-        timeline: Sequence[Transition],
-        name: str = "train",
-        clean_pod_policy: str | None = None,
-    ) -> RunningJob:
-        namespace = pair.cp.create_namespace(f"compat-{kind.lower()}")
-        body = jobs.manifest(
-            kind, name, active_deadline_seconds=ads, clean_pod_policy=clean_pod_policy
-        )
-        jobs.create(api, namespace, body)
-        kubelet = Kubelet(api, namespace, name, timeline).start()
-        running = RunningJob(api, kind, namespace, name, kubelet)
-        created.append(running)
-        return running
-
-    yield create
-    for running in created:
-        running.kubelet.stop()
-    for running in created:
-        jobs.delete_everything(api, running.kind, running.namespace, running.name)
-        pair.cp.request("DELETE", f"/api/v1/namespaces/{running.namespace}", expect=(200, 202, 404))
-    for running in created:
-        assert not running.kubelet.errors, (
-            f"the kubelet of {running.name} hit API errors: {running.kubelet.errors}"
-        )
+    with job_factory(pair.cp, "compat") as create:
+        yield create
 
 
 def overdue(created: Sequence[RunningJob], *, after: float = 3) -> None:
@@ -270,4 +257,32 @@ def overdue(created: Sequence[RunningJob], *, after: float = 3) -> None:
     missed = {f"{job.kind} {job.name}": not job.view().failed for job in created}
     assert all(missed.values()), (
         f"premise: with stable pods the operator alone misses the deadline: {missed}"
+    )
+
+
+def reconciled(pair: PairCluster, job: RunningJob, poke: Callable[[], None]) -> None:
+    """Make the operator reconcile ``job`` (``poke`` updates it) and wait until it is done.
+
+    Every release logs the job's name when it reconciles it (the name is unique in the pair);
+    once a new such line is in the log and the controller's queue is empty, the reconcile that
+    the update caused has ended.
+    """
+    scheme = job.kind.lower()
+    before = pair.operator.log_since_start().count(job.name)
+    poke()
+    poll(
+        lambda: pair.operator.log_since_start().count(job.name) > before,
+        what=f"the operator to reconcile {job.namespace}/{job.name}",
+    )
+    poll(lambda: pair.operator.idle(scheme), what=f"the {scheme} controller to be idle")
+
+
+def annotate(pair: PairCluster, job: RunningJob, key: str, value: str) -> None:
+    """A merge patch of one annotation: the request a sweeper touch makes."""
+    plural = jobs.ALL_KINDS[job.kind].plural
+    pair.cp.request(
+        "PATCH",
+        f"/apis/kubeflow.org/v1/namespaces/{job.namespace}/{plural}/{job.name}",
+        {"metadata": {"annotations": {key: value}}},
+        content_type="application/merge-patch+json",
     )

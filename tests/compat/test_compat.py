@@ -23,14 +23,13 @@ from __future__ import annotations
 
 import datetime as dt
 import time
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from devcluster import jobs
 from devcluster.kubelet import Transition
-from tests.compat.conftest import PairCluster, overdue
+from tests.compat.conftest import PairCluster, annotate, overdue, reconciled
 from tests.e2e.conftest_operator import (
     OPERATOR_DEADLINE_MESSAGE,
     SWEEPER_DEADLINE_MESSAGE,
@@ -66,34 +65,6 @@ def failed_condition(job: jobs.JobView) -> tuple[Any, ...]:
 
 def names(pods: list[Any]) -> list[str]:
     return sorted(p.metadata.name for p in pods)
-
-
-def reconciled(pair: PairCluster, job: RunningJob, poke: Callable[[], None]) -> None:
-    """Make the operator reconcile ``job`` (``poke`` updates it) and wait until it is done.
-
-    Every release logs the job's name when it reconciles it (the name is unique in the pair);
-    once a new such line is in the log and the controller's queue is empty, the reconcile that
-    the update caused has ended.
-    """
-    scheme = job.kind.lower()
-    before = pair.operator.log_since_start().count(job.name)
-    poke()
-    poll(
-        lambda: pair.operator.log_since_start().count(job.name) > before,
-        what=f"the operator to reconcile {job.namespace}/{job.name}",
-    )
-    poll(lambda: pair.operator.idle(scheme), what=f"the {scheme} controller to be idle")
-
-
-def annotate(pair: PairCluster, job: RunningJob, key: str, value: str) -> None:
-    """A merge patch of one annotation: the request a sweeper touch makes."""
-    plural = jobs.ALL_KINDS[job.kind].plural
-    pair.cp.request(
-        "PATCH",
-        f"/apis/kubeflow.org/v1/namespaces/{job.namespace}/{plural}/{job.name}",
-        {"metadata": {"annotations": {key: value}}},
-        content_type="application/merge-patch+json",
-    )
 
 
 def suspend(pair: PairCluster, job: RunningJob, value: bool) -> None:

@@ -1,0 +1,295 @@
+"""The real Kueue controller (v0.17.0) as a subprocess beside the Training Operator.
+
+The compat tier's Kueue tests (``tests/compat/test_kueue.py``) run it against a
+``ControlPlane`` to show what the sweeper does to Kueue-managed jobs: admitted, preempted
+(Kueue sets ``runPolicy.suspend``), re-admitted. The set-up follows Kueue's own start-up code
+(``cmd/kueue/main.go`` and ``pkg/config`` at v0.17.0):
+
+- its CRDs (``config/components/crd/bases``) are installed from the cache, where
+  ``scripts/build-binaries kueue`` copies them from the Go module (never the repository). The
+  conversion webhook that Kueue's kustomization adds between v1beta1 and v1beta2 is left out:
+  everything here speaks v1beta2, the storage version;
+- the ``Configuration`` (``config.kueue.x-k8s.io/v1beta2``, ``--config``) enables the
+  ``kubeflow.org/pytorchjob`` integration only, turns leader election and the visibility server
+  off, and puts metrics, health probes and the webhook server on free loopback ports;
+- ``internalCertManagement`` is disabled: the webhook server reads a certificate that the
+  devcluster CA issues for 127.0.0.1 from a certificate directory of the control plane's
+  working directory. With it disabled, Kueue also reads a metrics certificate from the
+  hard-coded ``/etc/kueue/metrics/certs`` and exits when it is missing, so the harness writes
+  one there as well (atomically; any valid one will do, nothing here checks the metrics TLS);
+- its mutating and validating webhooks (``config/components/webhook/manifests.yaml``) are
+  registered for Kueue's own resources and the PyTorchJob only (the others' integrations are
+  off, and an unserved path with ``failurePolicy: Fail`` would refuse those objects), with each
+  ``clientConfig`` rewritten to ``url: https://127.0.0.1:<port><path>`` and the CA bundle.
+  ``stop`` removes them before it stops the process, so that no job update is refused after;
+- ``/readyz`` answers 200 once the webhook server serves.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import datetime as dt
+import logging
+import os
+import urllib.error
+import urllib.request
+from http import HTTPStatus
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+from devcluster import binaries
+from devcluster.admin import ApiError
+from devcluster.processes import ADDRESS_IN_USE, Process, StopsOnExit, free_port, tail, wait_until
+
+if TYPE_CHECKING:
+    from devcluster.controlplane import ControlPlane
+
+log = logging.getLogger(__name__)
+
+NAME = "kueue"
+NAMESPACE = "kueue-system"
+# What Kueue reads when internalCertManagement is off (cmd/kueue/main.go: metricsCertPath).
+METRICS_CERT_DIR = Path("/etc/kueue/metrics/certs")
+# Kueue's integration name for the Training Operator's PyTorchJob (pkg/controller/jobs/kubeflow).
+PYTORCHJOB = "kubeflow.org/pytorchjob"
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+MULTIKUEUE = "kueue.x-k8s.io/multikueue"
+# Webhook configurations are cluster-scoped: these names are this harness's.
+MUTATING = "devcluster-kueue-mutating"
+VALIDATING = "devcluster-kueue-validating"
+_ADMISSION = "/apis/admissionregistration.k8s.io/v1"
+_START_ATTEMPTS = 3  # a free port can be taken between free_port() and Kueue's bind
+
+
+class KueueError(RuntimeError):
+    """Kueue could not be started, or stopped running; the message has its log tail."""
+
+
+def manifests_dir() -> Path:
+    """Where ``scripts/build-binaries kueue`` puts the CRDs and webhooks, beside the binary."""
+    return binaries.path(NAME).parent
+
+
+def crd_files() -> list[Path]:
+    """Kueue's CRD manifests from the cache.
+
+    Raises:
+        binaries.BinaryMissing: They have not been copied yet; the message says how.
+    """
+    files = sorted((manifests_dir() / "crds").glob("kueue.x-k8s.io_*.yaml"))
+    if not files or not (manifests_dir() / "webhooks.yaml").is_file():
+        raise binaries.BinaryMissing(
+            f"no Kueue CRDs or webhooks in {manifests_dir()}; run scripts/build-binaries kueue "
+            "(needs Go 1.26) to copy them from Kueue's Go module"
+        )
+    return files
+
+
+def configuration(*, webhook_port: int, metrics_port: int, probe_port: int, cert_dir: Path) -> str:
+    """The ``Configuration`` Kueue starts with (``--config``), as YAML."""
+    config = {
+        "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+        "kind": "Configuration",
+        "namespace": NAMESPACE,
+        "manageJobsWithoutQueueName": False,
+        "leaderElection": {"leaderElect": False},
+        "internalCertManagement": {"enable": False},
+        "webhook": {"host": "127.0.0.1", "port": webhook_port, "certDir": str(cert_dir)},
+        "metrics": {"bindAddress": f"127.0.0.1:{metrics_port}"},
+        "health": {"healthProbeBindAddress": f"127.0.0.1:{probe_port}"},
+        "integrations": {"frameworks": [PYTORCHJOB]},
+        # Its own aggregated API server would listen on 0.0.0.0 and wants an APIService.
+        "featureGates": {"VisibilityOnDemand": False},
+    }
+    return yaml.safe_dump(config, sort_keys=False)
+
+
+def _wanted(webhook: dict[str, Any]) -> bool:
+    # Kueue's own resources and the one integration that is on.
+    rules = webhook.get("rules") or []
+    return any(
+        "kueue.x-k8s.io" in rule.get("apiGroups", []) or "pytorchjobs" in rule.get("resources", [])
+        for rule in rules
+    )
+
+
+def webhook_configurations(
+    manifests: str, *, port: int, ca_pem: bytes
+) -> list[tuple[str, dict[str, Any]]]:
+    """Kueue's webhook configurations, pointed at ``https://127.0.0.1:<port>``.
+
+    Args:
+        manifests: ``config/components/webhook/manifests.yaml`` of the Kueue module.
+        port: Where Kueue's webhook server listens.
+        ca_pem: The CA that issued its serving certificate.
+
+    Returns:
+        (resource plural, body) pairs, mutating first.
+    """
+    names = {
+        "MutatingWebhookConfiguration": ("mutatingwebhookconfigurations", MUTATING),
+        "ValidatingWebhookConfiguration": ("validatingwebhookconfigurations", VALIDATING),
+    }
+    bundle = base64.b64encode(ca_pem).decode("ascii")
+    out = []
+    for document in yaml.safe_load_all(manifests):
+        if not document or document.get("kind") not in names:
+            continue
+        plural, name = names[document["kind"]]
+        hooks = [dict(hook) for hook in document.get("webhooks", []) if _wanted(hook)]
+        for hook in hooks:
+            path = hook["clientConfig"]["service"]["path"]
+            hook["clientConfig"] = {"url": f"https://127.0.0.1:{port}{path}", "caBundle": bundle}
+        body = {**document, "metadata": {"name": name}, "webhooks": hooks}
+        out.append((plural, body))
+    out.sort(key=lambda pair: pair[0] != "mutatingwebhookconfigurations")
+    return out
+
+
+class Kueue(StopsOnExit):
+    """One running Kueue controller against a control plane.
+
+    Attributes:
+        cp: The control plane (with the Training Operator's CRDs installed).
+        version: Its release, e.g. ``v0.17.0``.
+        log_path: Its stdout and stderr, in the control plane's working directory.
+    """
+
+    def __init__(self, cp: ControlPlane) -> None:
+        self.cp = cp
+        self.version = binaries.version(NAME)
+        self.binary = binaries.find(NAME)
+        self.workdir = Path(cp.workdir) / "kueue"
+        self.log_path = self.workdir / "kueue.log"
+        self._process: Process | None = None
+        self._probe_port = 0
+        self._registered: list[tuple[str, str]] = []
+
+    @classmethod
+    def start(cls, cp: ControlPlane, *, timeout: float = 120.0) -> Kueue:
+        """Install the CRDs, start Kueue, register its webhooks and wait until it serves.
+
+        Raises:
+            devcluster.binaries.BinaryMissing: Kueue or its manifests are not in the cache.
+            KueueError: It exited or did not become ready; the message has its log tail.
+        """
+        crds = crd_files()
+        kueue = cls(cp)
+        try:
+            cp.install_crds(crds)
+            cp.request(
+                "POST",
+                "/api/v1/namespaces",
+                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}},
+                expect=(201, 409),
+            )
+            kueue._write_certificates()
+            kueue._launch(timeout)
+        except BaseException:
+            kueue.stop()
+            raise
+        return kueue
+
+    def stop(self, grace: float = 15.0) -> None:
+        """Remove the webhooks, then stop the process. Safe to call twice."""
+        for plural, name in self._registered:
+            with contextlib.suppress(ApiError, OSError):
+                self.cp.request("DELETE", f"{_ADMISSION}/{plural}/{name}", expect=(200, 404))
+        self._registered = []
+        if self._process is not None:
+            self._process.stop(grace)
+            self._process = None
+
+    @property
+    def running(self) -> bool:
+        """Whether the process is alive."""
+        return self._process is not None and self._process.poll() is None
+
+    @property
+    def ready(self) -> bool:
+        """Whether the process is alive and its ``/readyz`` answers 200 right now."""
+        if not self.running:
+            return False
+        try:
+            with urllib.request.urlopen(
+                f"http://127.0.0.1:{self._probe_port}/readyz", timeout=2
+            ) as r:
+                return bool(r.status == HTTPStatus.OK)
+        except (urllib.error.URLError, OSError):
+            return False
+
+    def log_tail(self, lines: int = 40) -> str:
+        """The last lines of Kueue's log, for error messages."""
+        return tail(self.log_path, lines)
+
+    # --- internals ------------------------------------------------------------------------------
+
+    def _write_certificates(self) -> None:
+        serving = self.cp.ca.serving_cert(["127.0.0.1"])
+        for directory in (self.workdir / "certs", METRICS_CERT_DIR):
+            directory.mkdir(parents=True, exist_ok=True)
+            for name, data in (("tls.crt", serving.cert_pem), ("tls.key", serving.key_pem)):
+                # Written whole, then renamed: a Kueue already watching the directory never
+                # reads half a file.
+                partial = directory / f".{name}.{os.getpid()}"
+                partial.write_bytes(data)
+                partial.chmod(0o600)
+                partial.replace(directory / name)
+
+    def _launch(self, timeout: float) -> None:
+        last: KueueError | None = None
+        for _ in range(_START_ATTEMPTS):
+            webhook, metrics, probe = free_port(), free_port(), free_port()
+            self._probe_port = probe
+            config = self.workdir / "config.yaml"
+            config.write_text(
+                configuration(
+                    webhook_port=webhook,
+                    metrics_port=metrics,
+                    probe_port=probe,
+                    cert_dir=self.workdir / "certs",
+                ),
+                encoding="utf-8",
+            )
+            with self.log_path.open("ab") as f:
+                f.write(f"=== devcluster: kueue start at {dt.datetime.now(dt.UTC)}\n".encode())
+                offset = f.tell()
+            env = {k: v for k, v in os.environ.items() if k in {"PATH", "HOME", "LANG", "TZ"}}
+            env["KUBECONFIG"] = str(self.cp.kubeconfig)
+            argv = [str(self.binary), f"--config={config}", "--zap-log-level=info"]
+            self._process = Process.start(NAME, argv, self.log_path, env)
+            try:
+                self._register_webhooks(webhook)
+                wait_until(
+                    lambda: self.ready,
+                    timeout=timeout,
+                    what="kueue /readyz",
+                    watch=[self._process],
+                )
+            except (TimeoutError, ChildProcessError) as e:
+                self.stop()
+                last = KueueError(
+                    f"kueue did not become ready: {e}\n"
+                    f"--- {self.log_path} (tail) ---\n{self.log_tail()}"
+                )
+                with self.log_path.open("rb") as f:
+                    f.seek(offset)
+                    if ADDRESS_IN_USE in f.read().decode("utf-8", "replace"):
+                        continue
+                raise last from e
+            log.info("kueue %s ready (webhooks on 127.0.0.1:%d)", self.version, webhook)
+            return
+        assert last is not None  # noqa: S101 - the loop ran at least once
+        raise last
+
+    def _register_webhooks(self, port: int) -> None:
+        manifests = (manifests_dir() / "webhooks.yaml").read_text(encoding="utf-8")
+        for plural, body in webhook_configurations(manifests, port=port, ca_pem=self.cp.ca_pem):
+            name = body["metadata"]["name"]
+            self.cp.request("DELETE", f"{_ADMISSION}/{plural}/{name}", expect=(200, 404))
+            self.cp.request("POST", f"{_ADMISSION}/{plural}", body)
+            self._registered.append((plural, name))
