@@ -32,9 +32,6 @@ import contextlib
 import datetime as dt
 import logging
 import os
-import urllib.error
-import urllib.request
-from http import HTTPStatus
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -42,7 +39,15 @@ import yaml
 
 from devcluster import binaries
 from devcluster.admin import ApiError
-from devcluster.processes import ADDRESS_IN_USE, Process, StopsOnExit, free_port, tail, wait_until
+from devcluster.processes import (
+    ADDRESS_IN_USE,
+    Process,
+    StopsOnExit,
+    answers_ok,
+    free_port,
+    tail,
+    wait_until,
+)
 
 if TYPE_CHECKING:
     from devcluster.controlplane import ControlPlane
@@ -212,15 +217,7 @@ class Kueue(StopsOnExit):
     @property
     def ready(self) -> bool:
         """Whether the process is alive and its ``/readyz`` answers 200 right now."""
-        if not self.running:
-            return False
-        try:
-            with urllib.request.urlopen(
-                f"http://127.0.0.1:{self._probe_port}/readyz", timeout=2
-            ) as r:
-                return bool(r.status == HTTPStatus.OK)
-        except (urllib.error.URLError, OSError):
-            return False
+        return self.running and answers_ok(self._probe_port)
 
     def log_tail(self, lines: int = 40) -> str:
         """The last lines of Kueue's log, for error messages."""

@@ -36,7 +36,6 @@ import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
-from http import HTTPStatus
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -45,6 +44,7 @@ from devcluster.processes import (
     ADDRESS_IN_USE,
     Process,
     StopsOnExit,
+    answers_ok,
     free_port,
     tail,
     wait_until,
@@ -307,15 +307,7 @@ class Operator(StopsOnExit):
     @property
     def ready(self) -> bool:
         """Whether the process is alive and its ``/readyz`` answers 200 right now."""
-        if not self.running:
-            return False
-        try:
-            with urllib.request.urlopen(
-                f"http://127.0.0.1:{self._probe_port}/readyz", timeout=2
-            ) as r:
-                return bool(r.status == HTTPStatus.OK)
-        except (urllib.error.URLError, OSError):
-            return False
+        return self.running and answers_ok(self._probe_port)
 
     @property
     def pid(self) -> int | None:

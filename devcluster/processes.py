@@ -28,7 +28,10 @@ import socket
 import subprocess
 import threading
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from http import HTTPStatus
 from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Self
@@ -61,6 +64,15 @@ def free_port() -> int:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
         return port
+
+
+def answers_ok(port: int, path: str = "/readyz") -> bool:
+    """Whether a GET of ``path`` on ``127.0.0.1:port`` answers 200 right now (a probe)."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=2) as r:
+            return bool(r.status == HTTPStatus.OK)
+    except (urllib.error.URLError, OSError):
+        return False
 
 
 # What etcd and kube-apiserver log when a port was taken between free_port() and their bind.

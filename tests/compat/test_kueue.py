@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 
-from devcluster import BinaryMissing, jobs
+from devcluster import BinaryMissing, audit, jobs
 from devcluster.kubelet import Transition
 from devcluster.kueue import MULTIKUEUE, PRIORITY_LABEL, QUEUE_LABEL, Kueue
 from tests.compat.conftest import PairCluster, annotate, reconciled
@@ -136,16 +136,26 @@ def queues(pair: PairCluster, kueue: Kueue) -> Iterator[Queues]:
         )
 
 
-def queued(queue: str, priority: str) -> Callable[[dict[str, Any]], None]:
-    """Shape a manifest as a Kueue user writes it: the queue and priority labels, CPU requests."""
+def queued_job(
+    pair_jobs: Callable[..., RunningJob], queues: Queues, priority: str, *, ads: int | None
+) -> RunningJob:
+    """A PyTorchJob ``kueue-<priority>`` as a Kueue user writes it: queue and priority labels
+    and CPU requests, in the LocalQueue's namespace."""
 
     def shape(body: dict[str, Any]) -> None:
-        body["metadata"]["labels"] = {QUEUE_LABEL: queue, PRIORITY_LABEL: priority}
+        body["metadata"]["labels"] = {QUEUE_LABEL: queues.local_queue, PRIORITY_LABEL: priority}
         for replica in body["spec"]["pytorchReplicaSpecs"].values():
             for container in replica["template"]["spec"]["containers"]:
                 container["resources"] = {"requests": {"cpu": str(CPU_PER_POD)}}
 
-    return shape
+    return pair_jobs(
+        "PyTorchJob",
+        ads=ads,
+        timeline=STABLE,
+        name=f"kueue-{priority}",
+        namespace=queues.namespace,
+        shape=shape,
+    )
 
 
 def suspended_by_spec(job: RunningJob) -> bool:
@@ -183,34 +193,20 @@ def delete_with_its_workload(pair: PairCluster, job: RunningJob) -> None:
 def sweeper_writes(pair: PairCluster, since: int) -> list[Any]:
     """The sweeper's requests since ``since`` that could change something."""
     events = pair.cp.audit_events(user=clusters.SWEEPER_USER, since=since)
-    return [e for e in events if e.get("verb") not in {"get", "list", "watch"}]
+    return [e for e in events if audit.is_write(e)]
 
 
 def test_a_preempted_and_readmitted_job_is_failed_only_on_its_new_start_time(
     pair, kueue, queues, pair_jobs
 ):
-    low = pair_jobs(
-        "PyTorchJob",
-        ads=LOW_ADS,
-        timeline=STABLE,
-        name="kueue-low",
-        namespace=queues.namespace,
-        shape=queued(queues.local_queue, "low"),
-    )
+    low = queued_job(pair_jobs, queues, "low", ads=LOW_ADS)
     # Admitted: Kueue's webhook suspended it at creation, Kueue's admission let it go.
     first = low.started()
     assert first.start_time is not None
     assert not suspended_by_spec(low)
     assert condition_true(workload_of(pair, low), "Admitted")
 
-    high = pair_jobs(
-        "PyTorchJob",
-        ads=None,
-        timeline=STABLE,
-        name="kueue-high",
-        namespace=queues.namespace,
-        shape=queued(queues.local_queue, "high"),
-    )
+    high = queued_job(pair_jobs, queues, "high", ads=None)
     # Preempted: Kueue suspends the low job, the operator marks it Suspended and removes its
     # pods, and the high one gets the quota.
     low.wait(
