@@ -21,6 +21,7 @@ an assertion.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import os
 import time
@@ -32,6 +33,7 @@ from typing import Any
 import pytest
 
 from devcluster import BinaryMissing, ControlPlane, binaries, jobs
+from devcluster.kueue import Kueue
 from devcluster.operator import Operator, served_schemes
 from tests.e2e import clusters, workloads
 from tests.e2e.conftest_operator import RunningJob, job_factory, poll
@@ -158,12 +160,18 @@ class PairCluster:
         cp: The control plane (kube-apiserver of ``pair.kubernetes``, the release's CRDs).
         operator: The running Training Operator of ``pair.operator``.
         kubeconfig: The sweeper's kubeconfig (user ``sweeper``, ``system:masters``).
+        beside: What a module starts beside the operator for the pair's lifetime, stopped
+            before the operator (a module-scoped fixture cannot depend on ``pair``, which is
+            parametrized at module scope but declared for functions).
+        kueue: Kueue once ``test_kueue.py``'s fixture started it (in ``beside``).
     """
 
     pair: Pair
     cp: ControlPlane
     operator: Operator
     kubeconfig: Path
+    beside: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
+    kueue: Kueue | None = None
 
     def sweep(self, *args: str) -> Any:
         """Run the sweeper with ``-o json``; it must exit 0. Returns its single pass."""
@@ -206,7 +214,9 @@ def pair(request: pytest.FixtureRequest) -> Iterator[PairCluster]:
             ready = time.monotonic() - began
             with operator:
                 kubeconfig = cp.user_kubeconfig(clusters.SWEEPER_USER, ["system:masters"])
-                yield PairCluster(versions, cp, operator, kubeconfig)
+                cluster = PairCluster(versions, cp, operator, kubeconfig)
+                with cluster.beside:
+                    yield cluster
         timings = request.config.stash.setdefault(_timings_key, _Timings())
         timings.lines.append(
             f"{versions.id}: {time.monotonic() - began:.0f} s wall (control plane "

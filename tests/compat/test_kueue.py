@@ -53,17 +53,20 @@ LOW_ADS = 20
 STABLE = [Transition(1, "Running")]
 
 
-@pytest.fixture(scope="module")
-def kueue(pair: PairCluster) -> Iterator[Kueue]:
-    """Kueue beside the pair's operator, for this module (skips or fails like the tier)."""
-    try:
-        clusters.require_binaries("kueue")
-        running = Kueue.start(pair.cp)
-    except BinaryMissing as e:
-        clusters.binaries_missing(e)
-        raise  # unreachable: binaries_missing always raises
-    with running:
-        yield running
+@pytest.fixture
+def kueue(pair: PairCluster) -> Kueue:
+    """Kueue beside the pair's operator: started once a pair, stopped before its operator.
+
+    Skips locally and fails in CI when Kueue is not built, like the rest of the tier.
+    """
+    if pair.kueue is None:
+        try:
+            clusters.require_binaries("kueue")
+            pair.kueue = pair.beside.enter_context(Kueue.start(pair.cp))
+        except BinaryMissing as e:
+            clusters.binaries_missing(e)
+            raise  # unreachable: binaries_missing always raises
+    return pair.kueue
 
 
 @dataclass(frozen=True)
