@@ -286,6 +286,14 @@ class Operator(StopsOnExit):
                     (CERT_DIR / name).unlink()
         self._lock.release()
 
+    def pause(self, grace: float = 15.0) -> None:
+        """Stop the operator process but keep the machine lock and certificates.
+
+        For a test that keeps the operator down for a while: ``restart()`` then brings it back
+        without waiting for another harness's operator, which ``stop()`` would let in.
+        """
+        self._terminate(grace)
+
     def restart(self, timeout: float = 180.0) -> None:
         """Stop the operator process and start a new one with the same certificates.
 

@@ -227,7 +227,7 @@ def test_a_preempted_and_readmitted_job_is_failed_only_on_its_new_start_time(
 
     # Re-admitted while the operator is down: suspend is false, the job still Suspended=True
     # with the old startTime, past the old deadline.
-    pair.operator.stop()
+    pair.operator.pause()
     try:
         delete_with_its_workload(pair, high)
         poll(lambda: not suspended_by_spec(low), what="Kueue to re-admit the low job")
