@@ -182,6 +182,12 @@ def condition_true(workload: dict[str, Any] | None, kind: str) -> bool:
     return any(c.get("type") == kind and c.get("status") == "True" for c in conditions)
 
 
+def admitted_workloads(pair: PairCluster, queues: Queues) -> int:
+    """How many Workloads the ClusterQueue counts as admitted (holding its quota)."""
+    queue = pair.cp.request("GET", f"{KUEUE_API}/clusterqueues/{queues.cluster_queue}")
+    return int((queue.get("status") or {}).get("admittedWorkloads", 0))
+
+
 def delete_with_its_workload(pair: PairCluster, job: RunningJob) -> None:
     """Delete a job, its pods and services, and its Workload, as the garbage collector would."""
     workload = workload_of(pair, job)
@@ -256,10 +262,14 @@ def test_a_preempted_and_readmitted_job_is_failed_only_on_its_new_start_time(
     condition = failed.condition("Failed") or {}
     assert condition.get("reason") == "PyTorchJobFailed"
     assert condition.get("message") == SWEEPER_DEADLINE_MESSAGE.format(name=low.name)
-    # Kueue treats Failed as finished: the Workload is Finished and its quota free.
+    # Kueue treats Failed as finished: the Workload is Finished and its quota given back.
     poll(
         lambda: condition_true(workload_of(pair, low), "Finished"),
         what="Kueue to mark the low job's Workload Finished",
+    )
+    poll(
+        lambda: admitted_workloads(pair, queues) == 0,
+        what="the ClusterQueue to count no admitted Workload",
     )
     reconciled(pair, low, lambda: annotate(pair, low, "compat.test/poke", "1"))
     assert low.view().conditions == failed.conditions, "the operator rewrote the sweeper's Failed"
