@@ -13,9 +13,13 @@ and ``pkg/cert`` at v1.9.4):
   ``training-operator.<namespace>.svc``; anything less and it writes new material;
 - it waits for ``tls.crt`` in the hard-coded ``/tmp/k8s-webhook-server/serving-certs``,
   where the webhook server also reads ``tls.crt``/``tls.key``. The harness writes the same
-  material as the Secret there. That directory is shared by the whole machine, so **only one
-  operator per machine runs at a time**: ``Operator.start`` takes an exclusive file lock
-  (``LOCK_PATH``) and waits for it, and ``stop`` releases it;
+  material as the Secret there. That directory is shared by the whole machine. As root (CI,
+  the node tier) each operator gets one of its own: it runs in a mount namespace of its own
+  (``unshare --mount``) where a directory in its control plane's workdir is bind-mounted on
+  ``/tmp/k8s-webhook-server``, so operators run side by side (two pytest-xdist workers, a
+  benchmark beside the suite). Without root **only one operator per machine runs at a time**:
+  ``Operator.start`` takes an exclusive file lock (``LOCK_PATH``) and waits for it, and
+  ``stop`` releases it;
 - no ValidatingWebhookConfiguration is created: nothing can reach the webhook server, and its
   ``failurePolicy: Fail`` would reject every job update, the sweeper's touches included. The
   rotator only logs that it did not find one;
@@ -32,10 +36,13 @@ import fcntl
 import logging
 import os
 import re
+import shutil
+import subprocess
 import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -59,6 +66,28 @@ log = logging.getLogger(__name__)
 # path under $TMPDIR, so the harness pins TMPDIR=/tmp for the child as well.
 CERT_DIR = Path("/tmp/k8s-webhook-server/serving-certs")
 LOCK_PATH = Path("/tmp/k8s-webhook-server.lock")
+# In a private mount namespace, this shell bind-mounts its $0 on the hard-coded directory's
+# parent, then becomes the operator ("$@"): the operator's pid is the child's.
+_BIND_AND_EXEC = 'mount --bind "$0" /tmp/k8s-webhook-server && exec "$@"'
+
+
+@cache
+def private_cert_dirs() -> bool:
+    """Whether each operator can have a certificate directory of its own (root, ``unshare``).
+
+    Tried once per process: ``unshare --mount`` and a bind mount on a scratch directory.
+    """
+    if os.geteuid() != 0 or not (shutil.which("unshare") and shutil.which("mount")):
+        return False
+    CERT_DIR.parent.mkdir(parents=True, exist_ok=True)
+    probe = ["unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c"]
+    probe += [_BIND_AND_EXEC, str(CERT_DIR.parent), "true"]
+    try:
+        done = subprocess.run(probe, capture_output=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0
+
 
 SECRET_NAME = "training-operator-webhook-cert"  # noqa: S105 - a name, not a secret
 SERVICE_NAME = "training-operator"
@@ -229,6 +258,10 @@ class Operator(StopsOnExit):
         self.binary = binary or binaries.find("training-operator")
         self.log_path = Path(cp.workdir) / "training-operator.log"
         self.certificates = webhook_certificates(namespace)
+        # Root: a certificate directory of its own (see the module docstring); else the lock.
+        self._private = private_cert_dirs()
+        self.cert_root = Path(cp.workdir) / "k8s-webhook-server" if self._private else None
+        self.cert_dir = self.cert_root / "serving-certs" if self.cert_root else CERT_DIR
         self._lock = MachineLock()
         self._process: Process | None = None
         self._probe_port = 0
@@ -265,7 +298,8 @@ class Operator(StopsOnExit):
             OperatorError: It exited or did not become ready; the message has its log tail.
         """
         operator = cls(cp, namespace, schemes=schemes)
-        operator._lock.acquire(lock_timeout)
+        if not operator._private:
+            operator._lock.acquire(lock_timeout)
         try:
             operator._prepare_cluster()
             operator._launch(timeout)
@@ -301,7 +335,8 @@ class Operator(StopsOnExit):
         keeps the operator down for a while and then brings it back.
         """
         self._terminate()
-        self._lock.acquire(600.0)
+        if not self._private:
+            self._lock.acquire(600.0)
         self._prepare_cluster()
         self._launch(timeout)
 
@@ -436,13 +471,13 @@ class Operator(StopsOnExit):
             if e.status != 409:  # noqa: PLR2004
                 raise
             core.replace_namespaced_secret(SECRET_NAME, self.namespace, secret)
-        CERT_DIR.mkdir(parents=True, exist_ok=True)
+        self.cert_dir.mkdir(parents=True, exist_ok=True)
         for name, data in (
             ("tls.crt", self.certificates.tls_crt),
             ("tls.key", self.certificates.tls_key),
             ("ca.crt", self.certificates.ca_crt),
         ):
-            path = CERT_DIR / name
+            path = self.cert_dir / name
             path.write_bytes(data)
             path.chmod(0o600)
 
@@ -471,6 +506,9 @@ class Operator(StopsOnExit):
         ]
         if set(self.schemes) != set(served_schemes(self.version)):
             argv += [f"--enable-scheme={s}" for s in self.schemes]
+        if self.cert_root is not None:
+            private = ["unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c"]
+            return [*private, _BIND_AND_EXEC, str(self.cert_root), *argv]
         return argv
 
     def _launch(self, timeout: float) -> None:

@@ -24,11 +24,10 @@ from pathlib import Path
 import pytest
 
 from devcluster import ControlPlane, binaries
+from tests import summary
 from tests.e2e import clusters
 from tests.e2e.clusters import RunSweeper
 from tests.e2e.conftest_operator import figures, kubeflow_jobs, operator  # noqa: F401
-
-_timings_key = pytest.StashKey[str]()
 
 SweepAs = Callable[..., clusters.Sweep]
 
@@ -53,21 +52,15 @@ def pytest_configure(config: pytest.Config) -> None:
 def control_plane(request: pytest.FixtureRequest) -> Iterator[ControlPlane]:
     """One control plane (etcd, kube-apiserver, CRDs established) for the whole session."""
     cp = clusters.start_control_plane()
-    request.config.stash[_timings_key] = (
-        f"{cp.server} (kube-apiserver {binaries.version('kube-apiserver')}, Training Operator "
-        f"{binaries.version('training-operator')} CRDs) started in {cp.describe_timings()}"
+    summary.record(
+        request.config,
+        "devcluster",
+        f"control plane {cp.server} (kube-apiserver {binaries.version('kube-apiserver')}, "
+        f"Training Operator {binaries.version('training-operator')} CRDs) started in "
+        f"{cp.describe_timings()}",
     )
     with cp:
         yield cp
-
-
-def pytest_terminal_summary(
-    terminalreporter: pytest.TerminalReporter, config: pytest.Config
-) -> None:
-    """Print how long the session's control plane took to start (a figure, not an assertion)."""
-    timings = config.stash.get(_timings_key, None)
-    if timings:
-        terminalreporter.write_line(f"devcluster: control plane {timings}")
 
 
 @pytest.fixture

@@ -19,15 +19,16 @@ import contextlib
 import datetime as dt
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import pytest
 
-from devcluster import BinaryMissing, ControlPlane, jobs
+from devcluster import BinaryMissing, ControlPlane, binaries, jobs
 from devcluster.jobs import JobView
 from devcluster.kubelet import Kubelet, Transition
 from devcluster.operator import Operator
+from tests import summary
 from tests.e2e import clusters, workloads
 
 T = TypeVar("T")
@@ -213,34 +214,22 @@ def kubeflow_jobs(control_plane: ControlPlane) -> Iterator[Callable[..., Running
         yield create
 
 
-@dataclass
+@dataclass(frozen=True)
 class Figures:
-    """Measured facts of the operator suite, printed at the end of the session."""
+    """Measured facts of the operator suite, printed at the end of the run (``tests.summary``)."""
 
-    lines: list[str] = field(default_factory=list)
+    config: pytest.Config
 
     def add(self, scenario: str, text: str) -> None:
         """Record one figure, e.g. ``add("2 operator alone", "deadline -> Failed 15 s")``."""
-        self.lines.append(f"{scenario}: {text}")
-
-
-class _FiguresReporter:
-    def __init__(self, figures: Figures) -> None:
-        self.figures = figures
-
-    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
-        if self.figures.lines:
-            terminalreporter.section("Training Operator v1.9.4: measured")
-            for line in self.figures.lines:
-                terminalreporter.write_line(line)
+        section = f"Training Operator {binaries.version('training-operator')}: measured"
+        summary.record(self.config, section, f"{scenario}: {text}")
 
 
 @pytest.fixture(scope="session")
 def figures(pytestconfig: pytest.Config) -> Figures:
     """Where scenarios record what they measured (shown in the terminal summary)."""
-    recorded = Figures()
-    pytestconfig.pluginmanager.register(_FiguresReporter(recorded), "operator-figures")
-    return recorded
+    return Figures(pytestconfig)
 
 
 def sweeper_passes(stdout: str) -> list[dict[str, Any]]:

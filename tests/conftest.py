@@ -1,0 +1,79 @@
+"""Suite-wide hooks: how the tests spread over pytest-xdist workers, and their figures.
+
+``scripts/test`` runs the suite on two workers (``-n 2``): each worker is a session of its own,
+with its own control plane, operator and namespaces, so tests never see another worker's
+objects. The node tier shares one real node (one network namespace, one containerd), so the
+scheduler below sends it to one worker as one unit. Without ``-n`` (a single
+file, a debugger) everything runs in one process, as before.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests import summary
+
+_NODE = Path(__file__).parent / "node"
+_NODE_PREFIX = "tests/node/"  # how node ids of the node tier start (ids are rootdir-relative)
+_WORKER_KEY = "summary"
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Spread tests one by one, except the node tier, which goes to one worker as one unit.
+
+    pytest-xdist's own ``--dist loadgroup`` does not group on pytest 9 (the worker's nodeid
+    rename has no effect), so the grouping is this scheduler's: each test is its own unit of
+    work, and every test under ``tests/node/`` shares one.
+    """
+    from xdist.scheduler import (  # type: ignore[import-untyped]  # noqa: PLC0415 - only under -n
+        LoadScopeScheduling,
+    )
+
+    class NodeTierTogether(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            return _NODE_PREFIX if nodeid.startswith(_NODE_PREFIX) else nodeid
+
+    return NodeTierTogether(config, log)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Start the node tier first.
+
+    It is the longest stretch of the run (minutes of CronJob schedules): at the front, one
+    worker takes it while the other works through the rest; at the end it would leave one
+    worker idle.
+    """
+    del config
+    node = [item for item in items if _NODE in item.path.parents]
+    if node:
+        items[:] = node + [item for item in items if _NODE not in item.path.parents]
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """On a worker, hand the recorded figures to the controller."""
+    output: dict[str, Any] | None = getattr(session.config, "workeroutput", None)
+    if output is not None:
+        output[_WORKER_KEY] = summary.recorded(session.config)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: object) -> None:
+    """On the controller, take a finished worker's figures (pytest-xdist's hook)."""
+    del error
+    sections = getattr(node, "workeroutput", {}).get(_WORKER_KEY)
+    if sections:
+        summary.merge(node.config, sections)
+
+
+def pytest_terminal_summary(
+    terminalreporter: pytest.TerminalReporter, config: pytest.Config
+) -> None:
+    """Print every section of figures the run recorded, on any worker."""
+    for section, lines in summary.recorded(config).items():
+        terminalreporter.section(section)
+        for line in lines:
+            terminalreporter.write_line(line)
