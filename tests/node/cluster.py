@@ -131,16 +131,17 @@ def values_file(node: Node, values: Obj) -> Path:
 def chart_values(node: Node, **overrides: Any) -> Obj:
     """The chart's values for the node: its own image, loaded on the node, never pulled.
 
-    ``intervalSeconds: 20``: a run every minute making passes at 0, 20 and 40 s (a job that
-    becomes overdue during a run is acted on in that run). Not 10: its last pass starts at
-    50 s and the Job's ``activeDeadlineSeconds`` is 58, so a sweeper pod that takes more than
-    a few seconds to start (six of them starting at once on a loaded machine) has its run
-    killed as ``DeadlineExceeded``.
+    ``intervalSeconds: 30``: a run every minute making passes at 0 and 30 s (a job that
+    becomes overdue during a run is acted on in that run). The Job's
+    ``activeDeadlineSeconds`` (58) counts from the Job's start, the passes from the sweeper's:
+    with 10 (last pass at 50 s) or 20 (at 40 s), pod start, interpreter start and the last
+    pass did not fit in what was left with six sweeper pods starting at once on this loaded
+    machine, and the runs failed ``DeadlineExceeded``.
     """
     image = node.images["sweeper"]
     values: Obj = {
         "image": {"repository": image.repository, "tag": image.tag, "pullPolicy": "Never"},
-        "intervalSeconds": 20,
+        "intervalSeconds": 30,
         "output": "json",
         "logFormat": "json",
     }
@@ -332,7 +333,10 @@ def running_pods(node: Node, namespace: str, job: str) -> list[Obj]:
 
 
 def running_containers(node: Node) -> set[str]:
-    """Names (``io.kubernetes.pod.name`` label) of the pods with a running task in containerd."""
+    """The pods with a running task in containerd, as ``namespace/name`` (their CRI labels).
+
+    With the namespace: every scenario's training pods have the same names.
+    """
     ctr = [str(binaries.find("ctr")), "--address", str(node.containerd_socket), "-n", "k8s.io"]
     tasks = subprocess.run([*ctr, "tasks", "list"], capture_output=True, text=True, check=True)
     ids = [
@@ -347,5 +351,8 @@ def running_containers(node: Node) -> set[str]:
         )
         if info.returncode == 0:
             labels = json.loads(info.stdout).get("Labels", {})
-            names.add(labels.get("io.kubernetes.pod.name", ""))
+            names.add(
+                f"{labels.get('io.kubernetes.pod.namespace', '')}/"
+                f"{labels.get('io.kubernetes.pod.name', '')}"
+            )
     return names

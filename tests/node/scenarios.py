@@ -3,7 +3,7 @@
 A scenario is one test's world on the node: a restricted namespace for the chart, one for a
 training job whose two pods really run, a label of its own and one release. Its slow part is
 the CronJob's minute-granular schedule (up to a minute before the first run) and the run
-itself (about 45 s: passes at 0, 20 and 40 s, see ``cluster.chart_values``); one scenario
+itself (about 40 s: passes at 0 and 30 s, see ``cluster.chart_values``); one scenario
 after another, those waits add up to most of the node tier. ``start_all`` therefore creates
 every scenario's training job first, waits for all their pods together, then installs every
 release at once: the real CronJob controller starts all the first runs in the same minute, and
@@ -48,9 +48,9 @@ class Scenario:
         label: The value of the job's ``node-test`` label (the release's selector).
         job: The training job's name (a TFJob).
         values: The chart values it was installed with.
-        pods: The names of the job's pods once they all ran.
-        containers: The pods with a running container in containerd once every scenario's
-            pods ran, before any release was installed.
+        pods: The job's pods once they all ran, as ``namespace/name``.
+        containers: The pods with a running container in containerd (``namespace/name``) once
+            every scenario's pods ran, before any release was installed.
         seconds_to_run: From the job's creation until its pods all ran.
         problem: Why it could not be set up; None when it was.
     """
@@ -162,7 +162,9 @@ def _wait_for_pods(node: Node, scenarios: Iterable[Scenario]) -> None:
         for name, scenario in list(waiting.items()):
             running = cluster.running_pods(node, scenario.train_ns, scenario.job)
             if len(running) == 2:  # a TFJob's chief and worker
-                scenario.pods = frozenset(p["metadata"]["name"] for p in running)
+                scenario.pods = frozenset(
+                    f"{scenario.train_ns}/{p['metadata']['name']}" for p in running
+                )
                 scenario.seconds_to_run = time.monotonic() - scenario.created
                 del waiting[name]
         if not waiting:

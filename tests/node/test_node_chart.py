@@ -30,7 +30,7 @@ TOUCHED_AT = "kubeflow-deadline-sweeper.github.io/touched-at"
 # Seconds. Past once every pod is ready, even with all the scenarios' pods starting at once (a
 # pod becoming ready makes the operator reconcile its job: past the deadline by then, it would
 # fail the job itself and leave the sweeper nothing to prove), and overdue by the last pass of
-# the first run (at 40 s), whenever in its minute the first run starts.
+# the first run (at 30 s), whenever in its minute the first run starts.
 DEADLINE = 30
 
 
