@@ -14,6 +14,7 @@ import secrets
 import subprocess
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -82,8 +83,14 @@ def explain_namespace(node: Node, namespace: str) -> str:
     """The pods' phases and the events of a namespace, for failure messages."""
     pods = node.control_plane.request("GET", f"/api/v1/namespaces/{namespace}/pods")["items"]
     lines = [f"pod {p['metadata']['name']}: {p['status'].get('phase')}" for p in pods]
-    lines += [f"event {e['reason']}: {e['message']}" for e in node_events(node, namespace)]
+    lines += [describe_event(e) for e in node_events(node, namespace)]
     return "\n".join(lines) or f"nothing in {namespace}"
+
+
+def describe_event(event: Obj) -> str:
+    """One event as a line, with its time: a failure's explanation says what happened when."""
+    at = event.get("lastTimestamp") or event.get("eventTime") or "?"
+    return f"event {at} {event['reason']}: {event['message']}"
 
 
 def run_tool(node: Node, tool: str, *args: str) -> str:
@@ -122,11 +129,19 @@ def values_file(node: Node, values: Obj) -> Path:
 
 
 def chart_values(node: Node, **overrides: Any) -> Obj:
-    """The chart's values for the node: its own image, loaded on the node, never pulled."""
+    """The chart's values for the node: its own image, loaded on the node, never pulled.
+
+    ``intervalSeconds: 30``: a run every minute making passes at 0 and 30 s (a job that
+    becomes overdue during a run is acted on in that run). The Job's
+    ``activeDeadlineSeconds`` (58) counts from the Job's start, the passes from the sweeper's:
+    with 10 (last pass at 50 s) or 20 (at 40 s), pod start, interpreter start and the last
+    pass did not fit in what was left with six sweeper pods starting at once on this loaded
+    machine, and the runs failed ``DeadlineExceeded``.
+    """
     image = node.images["sweeper"]
     values: Obj = {
         "image": {"repository": image.repository, "tag": image.tag, "pullPolicy": "Never"},
-        "intervalSeconds": 10,
+        "intervalSeconds": 30,
         "output": "json",
         "logFormat": "json",
     }
@@ -155,12 +170,24 @@ class Scratch:
 
     def clean(self) -> None:
         """Uninstall the releases, then delete the namespaces (their pods stop)."""
-        for release, namespace in self.releases:
-            run(self.node, "helm", "uninstall", release, "-n", namespace, "--wait", check=False)
-        for name in self.namespaces:
-            self.node.control_plane.request(
-                "DELETE", f"/api/v1/namespaces/{name}", expect=(200, 202, 404)
+        remove(self.node, self.releases, self.namespaces)
+
+
+def remove(node: Node, releases: list[tuple[str, str]], namespaces: list[str]) -> None:
+    """Uninstall ``(release, namespace)`` pairs at once, then delete ``namespaces``.
+
+    Idempotent: a release or namespace already gone is fine. Without ``--wait``: the
+    uninstall deletes the CronJob (so it starts no further run) and the cluster-wide RBAC;
+    what is left in the namespaces goes with them.
+    """
+    with ThreadPoolExecutor(max_workers=max(1, len(releases))) as pool:
+        list(
+            pool.map(
+                lambda r: run(node, "helm", "uninstall", r[0], "-n", r[1], check=False), releases
             )
+        )
+    for name in namespaces:
+        node.control_plane.request("DELETE", f"/api/v1/namespaces/{name}", expect=(200, 202, 404))
 
 
 def install(node: Node, release: str, namespace: str, values: Obj, *, upgrade: bool = False) -> str:
@@ -189,26 +216,41 @@ def finished(job: Obj) -> str | None:
     return None
 
 
-def wait_for_run(node: Node, namespace: str, cronjob: str, timeout: float = 240) -> Obj:
+def wait_for_run(
+    node: Node,
+    namespace: str,
+    cronjob: str,
+    timeout: float = 240,
+    explain: Callable[[], str] | None = None,
+) -> Obj:
     """Wait for the CronJob's first run to finish (schedule + pod start + the run); return it."""
 
     def probe() -> Obj | None:
         jobs = cronjob_jobs(node, namespace, cronjob)
         return jobs[0] if jobs and finished(jobs[0]) else None
 
-    return poll(probe, timeout=timeout, what=f"a finished run of CronJob {namespace}/{cronjob}")
+    return poll(
+        probe,
+        timeout=timeout,
+        what=f"a finished run of CronJob {namespace}/{cronjob}",
+        explain=explain,
+    )
 
 
 def explain_run(node: Node, namespace: str, run: Obj) -> str:
     """A CronJob run's conditions, its pods' container states and logs, for failure messages."""
     name = run["metadata"]["name"]
-    lines = [f"job {name}: {run.get('status', {}).get('conditions')}"]
+    status = run.get("status", {})
+    lines = [
+        f"job {name}: created {run['metadata'].get('creationTimestamp')}, started "
+        f"{status.get('startTime')}: {status.get('conditions')}"
+    ]
     for pod in pods_of(node, namespace, f"job-name={name}"):
         for status in pod["status"].get("containerStatuses", []):
             lines.append(f"pod {pod['metadata']['name']}: {status.get('state')}")
         logs = run_tool(node, "kubectl", "logs", "-n", namespace, pod["metadata"]["name"])
         lines.append(logs[-3000:])
-    lines += [f"event {e['reason']}: {e['message']}" for e in node_events(node, namespace)]
+    lines += [describe_event(e) for e in node_events(node, namespace)]
     return "\n".join(lines)
 
 
@@ -291,7 +333,10 @@ def running_pods(node: Node, namespace: str, job: str) -> list[Obj]:
 
 
 def running_containers(node: Node) -> set[str]:
-    """Names (``io.kubernetes.pod.name`` label) of the pods with a running task in containerd."""
+    """The pods with a running task in containerd, as ``namespace/name`` (their CRI labels).
+
+    With the namespace: every scenario's training pods have the same names.
+    """
     ctr = [str(binaries.find("ctr")), "--address", str(node.containerd_socket), "-n", "k8s.io"]
     tasks = subprocess.run([*ctr, "tasks", "list"], capture_output=True, text=True, check=True)
     ids = [
@@ -306,5 +351,8 @@ def running_containers(node: Node) -> set[str]:
         )
         if info.returncode == 0:
             labels = json.loads(info.stdout).get("Labels", {})
-            names.add(labels.get("io.kubernetes.pod.name", ""))
+            names.add(
+                f"{labels.get('io.kubernetes.pod.namespace', '')}/"
+                f"{labels.get('io.kubernetes.pod.name', '')}"
+            )
     return names

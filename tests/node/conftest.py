@@ -17,7 +17,7 @@ from devcluster import BinaryMissing
 from devcluster.node import Node
 from devcluster.operator import Operator
 from tests.e2e import clusters
-from tests.node import cluster
+from tests.node import cluster, scenarios
 
 _timings_key = pytest.StashKey[str]()
 
@@ -43,22 +43,20 @@ def node_operator(node: Node) -> Iterator[Operator]:
         yield op
 
 
-@pytest.fixture
-def scratch(node: Node) -> Iterator[cluster.Scratch]:
-    """Namespaces and chart releases of one test, removed afterwards.
-
-    A release left installed would keep starting runs every minute for the rest of the
-    session, loading the node and the machine; a namespace left behind keeps its containers.
-    """
-    made = cluster.Scratch(node)
-    yield made
-    made.clean()
+def pytest_configure(config: pytest.Config) -> None:
+    """Register ``scenario``: the chart test's scenario, set up with the others at once."""
+    config.addinivalue_line(
+        "markers",
+        "scenario(name): the scenario of tests.node.scenarios this node test asserts on",
+    )
 
 
 def pytest_terminal_summary(
     terminalreporter: pytest.TerminalReporter, config: pytest.Config
 ) -> None:
-    """Print how long the node took to start (a figure, not an assertion)."""
+    """Print how long the node took to start and the scenarios' pods (figures, not assertions)."""
     timings = config.stash.get(_timings_key, None)
     if timings:
         terminalreporter.write_line(f"devcluster: node {timings}")
+    for line in config.stash.get(scenarios.FIGURES, []):
+        terminalreporter.write_line(f"node scenarios: {line}")
