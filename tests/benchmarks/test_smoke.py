@@ -84,20 +84,24 @@ def test_startup_prints_its_figures() -> None:
 @pytest.mark.operator
 def test_lateness_prints_its_figures() -> None:
     clusters.require_binaries("etcd", "kube-apiserver", "training-operator")
+    # The shortest window that still proves the claim: two deadlines 10 and 12 s after the
+    # jobs start, a pass every 10 s (the chart's smallest interval), and 6 s past the last
+    # deadline + interval for the last pass and the operator's Failed. Both swept jobs fail.
     figures = run_benchmark(
         "lateness",
         "--jobs",
         "2",
         "--spread",
-        "4",
+        "2",
         "--first-deadline",
-        "20",
+        "10",
         "--settle",
-        "15",
+        "6",
         timeout=900,
     )
     assert figures.keys() >= LATENESS_KEYS, sorted(LATENESS_KEYS - figures.keys())
     assert figures["jobs"] == figures["operator_alone_jobs"] == "2"
+    assert figures["not_failed"] == "0", figures
 
 
 WATCH_TOUCH_KEYS = {
@@ -116,8 +120,20 @@ WATCH_TOUCH_KEYS = {
 @pytest.mark.operator
 def test_watch_touch_prints_its_figures_and_the_operator_fails_every_job() -> None:
     clusters.require_binaries("etcd", "kube-apiserver", "training-operator")
+    # First deadline 15 s after the start: time enough for the operator to start three jobs
+    # (the script refuses a run where it did not); 8 s past the last deadline for the touch
+    # and the operator's Failed.
     figures = run_benchmark(
-        "watch_touch", "--jobs", "3", "--spread", "2", "--first-deadline", "40", timeout=900
+        "watch_touch",
+        "--jobs",
+        "3",
+        "--spread",
+        "2",
+        "--first-deadline",
+        "15",
+        "--settle",
+        "8",
+        timeout=900,
     )
     assert figures.keys() >= WATCH_TOUCH_KEYS, sorted(WATCH_TOUCH_KEYS - figures.keys())
     assert (figures["not_failed"], figures["failed_by_operator"]) == ("0", "3")
@@ -142,25 +158,26 @@ WATCH_SOAK_KEYS = {
 
 @pytest.mark.e2e
 def test_watch_soak_prints_its_figures_and_enforces_every_due_job() -> None:
-    # Half a minute of churn instead of thirty, sampled every second: the keys, and that
-    # every job that came due was failed and no other job was written to.
+    # 12 s of churn instead of thirty minutes (six buckets of 2 s, sampled every 0.5 s), jobs
+    # deleted 14 s after their creation (so deletions run while the last ones come due): the
+    # keys, and that every job that came due was failed and no other job was written to.
     clusters.require_binaries("etcd", "kube-apiserver")
     figures = run_benchmark(
         "watch_soak",
         "--minutes",
-        "0.5",
+        "0.2",
         "--rate",
         "4",
         "--deadline-min",
         "3",
         "--deadline-max",
-        "8",
+        "6",
         "--lifetime",
-        "25",
+        "14",
         "--settle",
         "5",
         "--sample-every",
-        "1",
+        "0.5",
         timeout=300,
     )
     assert figures.keys() >= WATCH_SOAK_KEYS, sorted(WATCH_SOAK_KEYS - figures.keys())
