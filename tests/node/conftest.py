@@ -16,17 +16,16 @@ import pytest
 from devcluster import BinaryMissing
 from devcluster.node import Node
 from devcluster.operator import Operator
+from tests import summary
 from tests.e2e import clusters
 from tests.node import cluster, scenarios
-
-_timings_key = pytest.StashKey[str]()
 
 
 @pytest.fixture(scope="session")
 def node(request: pytest.FixtureRequest) -> Iterator[Node]:
     """One real node (and its control plane) for the whole session."""
     started = cluster.start_node()
-    request.config.stash[_timings_key] = f"started in {started.describe_timings()}"
+    summary.record(request.config, "devcluster", f"node started in {started.describe_timings()}")
     with started:
         yield started
 
@@ -50,13 +49,3 @@ def pytest_configure(config: pytest.Config) -> None:
         "scenario(name): the scenario of tests.node.scenarios this node test asserts on",
     )
 
-
-def pytest_terminal_summary(
-    terminalreporter: pytest.TerminalReporter, config: pytest.Config
-) -> None:
-    """Print how long the node took to start and the scenarios' pods (figures, not assertions)."""
-    timings = config.stash.get(_timings_key, None)
-    if timings:
-        terminalreporter.write_line(f"devcluster: node {timings}")
-    for line in config.stash.get(scenarios.FIGURES, []):
-        terminalreporter.write_line(f"node scenarios: {line}")
