@@ -18,7 +18,7 @@ from devcluster.node import Node
 from devcluster.operator import Operator
 from tests import summary
 from tests.e2e import clusters
-from tests.node import cluster, scenarios
+from tests.node import cluster
 
 
 @pytest.fixture(scope="session")
@@ -48,4 +48,3 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers",
         "scenario(name): the scenario of tests.node.scenarios this node test asserts on",
     )
-

@@ -32,8 +32,6 @@ Values = Callable[[Node, str, str], Obj]
 """The chart values of a scenario, from the node, its training namespace and its selector."""
 
 T = TypeVar("T")
-FIGURES = pytest.StashKey[list[str]]()
-"""Lines the terminal summary prints: how long the scenarios' pods took to run."""
 _PODS_TIMEOUT = 240.0  # all the scenarios' pods, started together on a loaded machine
 
 

@@ -20,9 +20,10 @@ import pytest
 
 from devcluster.node import Node
 from devcluster.operator import Operator
+from tests import summary
 from tests.node import cluster
 from tests.node.cluster import Obj
-from tests.node.scenarios import FIGURES, Scenario, Values, describe, start_all
+from tests.node.scenarios import Scenario, Values, describe, start_all
 
 pytestmark = [pytest.mark.e2e, pytest.mark.node]
 
@@ -82,7 +83,7 @@ def scenarios(
         made = start_all(
             node, scratch, {n: v for n, v in VALUES.items() if n in wanted}, deadline=DEADLINE
         )
-        request.config.stash.setdefault(FIGURES, []).append(describe(made))
+        summary.record(request.config, "node scenarios", describe(made))
         yield made
     finally:
         scratch.clean()
