@@ -87,6 +87,7 @@ def test_versions_come_from_the_wrapper_modules():
         "containerd-shim-runc-v2": "v2.4.2",
         "ctr": "v2.4.2",
         "runc": "v1.5.3",
+        "kueue": "v0.17.0",
     }
 
 

@@ -17,7 +17,7 @@ from devcluster.kubelet import staggered
 from devcluster.operator import Operator
 from tests.e2e.conftest_operator import RunningJob
 from tests.e2e.test_operator_sweeper import TOUCH_MARKER, assert_failed_by_operator
-from tests.e2e.watchers import Watcher
+from tests.e2e.watchers import Watcher, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.operator]
 
@@ -43,6 +43,8 @@ def test_the_watchers_touch_at_the_deadline_makes_the_operator_fail_the_job(
         touched_at = jobs.parse_time(failed.annotations.get(TOUCH_MARKER))
         assert touched_at is not None, watcher.explain()
         assert touched_at >= deadline.replace(microsecond=0), "touched before the deadline"
+        # The operator can fail the job before the watcher has logged the touch it answered.
+        wait_for(lambda: any(e.get("action") for e in watcher.logs()), "the touch logged", watcher)
         actions = [e for e in watcher.logs() if e.get("action")]
         assert [(e["action"], e["result"]) for e in actions] == [("touch", "done")], (
             watcher.explain()
@@ -81,6 +83,11 @@ def test_a_touch_the_operators_clock_finds_early_is_repeated_until_the_operator_
         failed = job.wait_failed(timeout=120)
 
         assert_failed_by_operator(failed)
+        wait_for(
+            lambda: len([e for e in watcher.logs() if e.get("action") == "touch"]) >= 2,
+            "the first and a quick touch logged",
+            watcher,
+        )
         touches = [e for e in watcher.logs() if e.get("action") == "touch"]
         assert [e["result"] for e in touches][:2] == ["done", "done"], watcher.explain()
         assert 2 <= len(touches) <= 4, watcher.explain()  # the first, and at most 3 quick ones
