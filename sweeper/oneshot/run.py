@@ -13,7 +13,6 @@ import contextlib
 import gc
 import logging
 import math
-import time
 from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import Protocol, TextIO
@@ -35,15 +34,9 @@ from sweeper.core.plan import assemble
 from sweeper.core.tally import Tally
 from sweeper.k8s.cluster import Cluster
 from sweeper.oneshot import listing, report
-from sweeper.stop import StopFlag, signals_stop
+from sweeper.stop import StopFlag, monotonic_now, signals_stop
 
 log = logging.getLogger(__name__)
-
-
-def _monotonic() -> float:
-    # Looked up at each call, like sweeper.k8s.kube does: a test that patches time.monotonic
-    # (freezegun) then moves every deadline of the run together.
-    return time.monotonic()
 
 
 class Connect(Protocol):
@@ -70,7 +63,7 @@ def run(
         ConfigError: The configuration is unusable (exit 2).
         ClusterUnavailable: The cluster could not be listed (exit 3).
     """
-    monotonic = monotonic or _monotonic
+    monotonic = monotonic or monotonic_now
     started = monotonic()
     last: list[Tally] = []  # the tally of the last pass that decided
     try:
@@ -222,7 +215,7 @@ def sweep(
         ConfigError: The server rejected the label selector (exit 2).
         ClusterUnavailable: Discovery or a list failed for good (exit 3).
     """
-    began = (monotonic or _monotonic)()
+    began = (monotonic or monotonic_now)()
     stopped: SweeperError | None = None
     unavailable: ClusterUnavailable | None = None
     listed: listing.Listing | None = None
@@ -251,7 +244,7 @@ def sweep(
         ).execute(plan)
         ledger.resolve(execution.outcomes)
         stopped = execution.stopped_by
-    duration_s = (monotonic or _monotonic)() - began
+    duration_s = (monotonic or monotonic_now)() - began
     reason = stopped or unavailable
     counts = _report(number, config, out, ledger, now=now, duration_s=duration_s, stopped_by=reason)
     if unavailable is not None:
