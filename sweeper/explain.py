@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -27,7 +26,7 @@ from sweeper.core.model import Entry
 from sweeper.core.scope import RunScope
 from sweeper.k8s.cluster import Cluster, ServedKind
 from sweeper.oneshot.run import Connect
-from sweeper.stop import StopFlag
+from sweeper.stop import StopFlag, monotonic_now
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +71,7 @@ def run_explain(config: Config, connect: Connect, out: TextIO) -> int:
     """
     assert config.explain is not None  # noqa: S101 - the CLI calls this only with --explain
     namespace, name = config.explain
-    cluster = connect(config, stop=StopFlag(time.monotonic() + config.timeout, config.timeout))
+    cluster = connect(config, stop=StopFlag(monotonic_now() + config.timeout, config.timeout))
     with contextlib.closing(cluster):
         try:
             discovery = cluster.discover()

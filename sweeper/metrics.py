@@ -32,11 +32,10 @@ from prometheus_client import CollectorRegistry, Gauge, Histogram, generate_late
 from prometheus_client import Counter as PromCounter
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, pushadd_to_gateway
 
-from sweeper.core.decide import current_touch
 from sweeper.core.errors import EXIT_OK
-from sweeper.core.jobs import Job
 from sweeper.core.kinds import KINDS
-from sweeper.core.model import Action, ActionKind, Outcome, Result, SkipReason
+from sweeper.core.model import ActionKind, Outcome, Result, SkipReason
+from sweeper.core.tally import FAILED_BY, Tally
 
 log = logging.getLogger(__name__)
 
@@ -115,13 +114,11 @@ METRICS = (
     DEADLINE_FAILED,
 )
 
-DECISIONS = (*(kind.value for kind in ActionKind), "skip")
+_SKIP = "skip"
+_ACTION_NAMES = tuple(kind.value for kind in ActionKind)
+DECISIONS = (*_ACTION_NAMES, _SKIP)
 RESULTS = tuple(result.value for result in Result if result is not Result.SKIPPED)
-# Only "operator" for weeks, with no action: the operator enforces deadlines by itself.
-FAILED_BY = ("operator", "operator-after-touch", "sweeper")
 _KIND_NAMES = tuple(kind.name for kind in KINDS)
-# Overdue, not acted on this pass, and still the sweeper's to enforce.
-_STILL_OVERDUE = (SkipReason.RECENTLY_TOUCHED, SkipReason.OVER_MAX_ACTIONS)
 
 Labels = tuple[str, ...]
 
@@ -145,7 +142,7 @@ def _zeros(*axes: Sequence[str]) -> Counter[Labels]:
 
 
 def figures(
-    outcomes: PassValues | Iterable[Outcome] | None,
+    outcomes: Tally | Iterable[Outcome] | None,
     *,
     exit_code: int,
     ended_at: datetime,
@@ -154,9 +151,10 @@ def figures(
     """Compute every metric of a run from its last pass. Pure.
 
     Args:
-        outcomes: The last pass's outcomes, or their :class:`PassValues` (a pass adds its
-            outcomes there one by one rather than keeping them all); ``None`` when no pass got
-            as far as deciding (then only the run's own metrics are in the figures).
+        outcomes: The last pass's :class:`~sweeper.core.tally.Tally` (the count its summary
+            reads too; a pass counts its outcomes there one by one rather than keeping them
+            all), or its outcomes; ``None`` when no pass got as far as deciding (then only the
+            run's own metrics are in the figures).
         exit_code: The run's exit code.
         ended_at: When the run ended (the local clock: the alert compares it with
             Prometheus' ``time()``).
@@ -174,65 +172,32 @@ def figures(
     if exit_code == EXIT_OK:
         values[LAST_SUCCESS.name] = {(): stamp}
     if outcomes is not None:
-        tally = outcomes if isinstance(outcomes, PassValues) else PassValues.of(outcomes)
-        values.update(tally.values())
+        values.update(_pass_values(outcomes if isinstance(outcomes, Tally) else Tally.of(outcomes)))
     return RunFigures(values)
 
 
-class PassValues:
-    """The job metrics of one pass, counted one outcome at a time."""
-
-    def __init__(self) -> None:
-        self._jobs = _zeros(_KIND_NAMES, DECISIONS)
-        self._skipped = _zeros(_KIND_NAMES, tuple(reason.value for reason in SkipReason))
-        self._actions = _zeros(_KIND_NAMES, tuple(kind.value for kind in ActionKind), RESULTS)
-        self._overdue = _zeros(_KIND_NAMES)
-        self._failed = _zeros(_KIND_NAMES, FAILED_BY)
-        self._worst = 0.0
-
-    @classmethod
-    def of(cls, outcomes: Iterable[Outcome]) -> PassValues:
-        """The values of a pass's outcomes, all at once."""
-        tally = cls()
-        for outcome in outcomes:
-            tally.add(outcome)
-        return tally
-
-    def add(self, outcome: Outcome) -> None:
-        """Count one outcome."""
-        entry = outcome.entry
-        job = entry.job
-        kind = job.kind.name
-        self._jobs[kind, entry.decision] += 1
-        if isinstance(entry, Action):
-            self._actions[kind, entry.decision, outcome.result.value] += 1
-        else:
-            self._skipped[kind, entry.reason] += 1
-        if job.finished is None and (isinstance(entry, Action) or entry.why in _STILL_OVERDUE):
-            self._overdue[kind,] += 1
-            self._worst = max(self._worst, entry.seconds_overdue or 0.0)
-        if job.failed_by_deadline:
-            self._failed[kind, _failed_by(job)] += 1
-
-    def values(self) -> dict[str, Mapping[Labels, float]]:
-        """The values, by metric name."""
-        return {
-            JOBS.name: self._jobs,
-            SKIPPED.name: self._skipped,
-            ACTIONS.name: self._actions,
-            OVERDUE.name: self._overdue,
-            MAX_OVERDUE.name: {(): self._worst},
-            DEADLINE_FAILED.name: self._failed,
-        }
-
-
-def _failed_by(job: Job) -> str:
-    if job.failed_by_sweeper:
-        return "sweeper"
-    # A touch from before the deadline (before a suspend and resume) woke nothing.
-    if current_touch(job) is not None:
-        return "operator-after-touch"
-    return "operator"
+def _pass_values(tally: Tally) -> dict[str, Mapping[Labels, float]]:
+    """The job metrics of one pass, by metric name: its tally, by kind, zeros filled in."""
+    jobs = _zeros(_KIND_NAMES, DECISIONS)
+    actions = _zeros(_KIND_NAMES, _ACTION_NAMES, RESULTS)
+    for (kind, decision, result), n in tally.outcomes.items():
+        jobs[kind, decision] += n
+        if decision != _SKIP:
+            actions[kind, decision, result] += n
+    skipped = _zeros(_KIND_NAMES, tuple(reason.value for reason in SkipReason))
+    skipped.update(tally.skipped)
+    overdue = _zeros(_KIND_NAMES)
+    overdue.update({(kind,): n for kind, n in tally.overdue.items()})
+    failed = _zeros(_KIND_NAMES, FAILED_BY)
+    failed.update(tally.deadline_failed)
+    return {
+        JOBS.name: jobs,
+        SKIPPED.name: skipped,
+        ACTIONS.name: actions,
+        OVERDUE.name: overdue,
+        MAX_OVERDUE.name: {(): tally.max_overdue_s},
+        DEADLINE_FAILED.name: failed,
+    }
 
 
 def register(registry: CollectorRegistry, names: Iterable[str] | None = None) -> dict[str, Gauge]:

@@ -24,9 +24,15 @@ StopReason = Callable[[], SweeperError | None]
 """Says why the work must stop now (:class:`Interrupted`, :class:`RunTimeout`...), or ``None``."""
 
 
-def _monotonic() -> float:
-    # Looked up at each call, like sweeper.k8s.kube does: a test that patches time.monotonic
-    # (freezegun) then moves every deadline of the run together.
+def monotonic_now() -> float:
+    """Read the monotonic clock a run's deadlines are on (the default of every such clock).
+
+    ``time.monotonic`` is looked up at each call, as :mod:`sweeper.k8s.kube` does: a test that
+    patches it (freezegun) then moves every deadline of the run together.
+
+    Returns:
+        Seconds on the monotonic clock.
+    """
     return time.monotonic()
 
 
@@ -45,7 +51,7 @@ class StopFlag:
         self.event = threading.Event()
         self.deadline = deadline
         self._timeout = timeout
-        self._monotonic = monotonic or _monotonic
+        self._monotonic = monotonic or monotonic_now
         self._signal: str | None = None
 
     def request(self, name: str) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from http import HTTPStatus
 
@@ -66,9 +66,9 @@ def list_pass(
         RunTimeout: ``--timeout`` ran out.
     """
     listing = Listing(config, stop_reason, fresh())
-    served = _discover(cluster, config, listing)
+    covered = _discover(cluster, config, listing)
     try:
-        listing.list_all(cluster, served)
+        listing.list_all(cluster, covered)
     except StartOver as cause:
         # A continue token expired (a very long list), or a kind vanished mid-list:
         # what was judged is dropped, and the pass lists everything again, once.
@@ -77,7 +77,7 @@ def list_pass(
         listing = Listing(config, stop_reason, fresh())
         listing.discovery_date = discovery_date
         try:
-            listing.list_all(cluster, served)
+            listing.list_all(cluster, covered)
         except StartOver as again:
             raise ClusterUnavailable(
                 f"{again} (the list expired again after starting over)"
@@ -85,7 +85,7 @@ def list_pass(
     return listing
 
 
-def _discover(cluster: Cluster, config: Config, listing: Listing) -> list[ServedKind]:
+def _discover(cluster: Cluster, config: Config, listing: Listing) -> RunScope[ServedKind]:
     try:
         discovery = cluster.discover()
     except ApiError as error:
@@ -93,10 +93,12 @@ def _discover(cluster: Cluster, config: Config, listing: Listing) -> list[Served
     listing.discovery_date = discovery.server_date
     if not discovery.served:
         log.info("the cluster serves no Kubeflow job kinds (group kubeflow.org)")
-    scope = RunScope.of(discovery.served, config.kinds)
+    scope = RunScope.of(
+        discovery.served, config.kinds, config.namespaces, config.exclude_namespaces
+    )
     for kind in scope.missing:
         log.info("%s is not served by this cluster; skipped", kind.name, extra={"kind": kind.name})
-    return list(scope.kinds)
+    return scope
 
 
 class StartOver(Exception):  # noqa: N818 - a signal to the pass, not an error it reports
@@ -138,10 +140,10 @@ class Listing:
         self.local_date: datetime | None = None
         self._now: datetime | None = None
 
-    def list_all(self, cluster: Cluster, served: Sequence[ServedKind]) -> None:
-        """List and judge every job of the served kinds, in order (kind, then namespace)."""
+    def list_all(self, cluster: Cluster, covered: RunScope[ServedKind]) -> None:
+        """List and judge every job the pass covers, in order (kind, then namespace)."""
         config = self.config
-        lists = [(kind, namespace) for kind in served for namespace in config.namespaces or (None,)]
+        lists = covered.lists
         with readahead.ReadAhead[JobPage](workers=_READERS, depth=_DEPTH, name="list") as ahead:
             for kind, namespace in lists:
                 ahead.submit(
@@ -151,21 +153,26 @@ class Listing:
                     ),
                 )
             for kind, namespace in lists:
-                self._list_one(cluster, kind, ahead.pages((kind, namespace)))
+                self._list_one(cluster, covered, kind, ahead.pages((kind, namespace)))
 
-    def _list_one(self, cluster: Cluster, served: ServedKind, pages: Iterator[JobPage]) -> None:
+    def _list_one(
+        self,
+        cluster: Cluster,
+        covered: RunScope[ServedKind],
+        served: ServedKind,
+        pages: Iterator[JobPage],
+    ) -> None:
         config = self.config
-        excluded = frozenset(config.exclude_namespaces)
         judged = False
         try:
             for page in pages:
                 if self.server_date is None:
                     self._saw(page.server_date)
                 jobs = page.jobs
-                if excluded:
+                if covered.excluded:
                     # The list API cannot leave a namespace out; the jobs are dropped here,
                     # before any decision: an excluded namespace is never acted on nor reported.
-                    jobs = [job for job in jobs if job.namespace not in excluded]
+                    jobs = [job for job in jobs if covered.kept(job.namespace)]
                 self._judge(jobs)
                 judged = True
                 cause = self._stop_reason()

@@ -17,8 +17,7 @@ import itertools
 import json
 import logging
 import zlib
-from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TextIO
@@ -26,6 +25,7 @@ from typing import Any, TextIO
 from sweeper.config import ClockMode, DryRun, OutputFormat
 from sweeper.core.clock import format_rfc3339, human
 from sweeper.core.model import Action, ActionKind, ActionMode, Outcome, Result, SkipReason
+from sweeper.core.tally import Tally, has_errors
 from sweeper.logs import MAX_LINE_BYTES
 
 log = logging.getLogger(__name__)
@@ -61,15 +61,6 @@ class PassReport:
     outcomes: Sequence[Outcome]
     duration_s: float
     stopped_by: str | None = None
-
-
-def has_errors(outcome: Outcome) -> bool:
-    """Whether an outcome counts as an error (exit code 1).
-
-    Returns:
-        True when its action failed or any of its requests did.
-    """
-    return outcome.result is Result.ERROR or bool(outcome.errors)
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +105,36 @@ class Summary:
             "stopped_by": self.stopped_by,
         }
 
+    @classmethod
+    def of(cls, tally: Tally, duration_s: float, stopped_by: str | None) -> Summary:
+        """A pass's summary from its tally (every kind summed).
+
+        Args:
+            tally: The pass's outcomes, counted.
+            duration_s: Seconds the pass took.
+            stopped_by: What stopped the pass early, if anything.
+
+        Returns:
+            The summary.
+        """
+        decisions, skipped = tally.decisions(), tally.reasons()
+        return cls(
+            jobs=tally.jobs,
+            touch=decisions[ActionKind.TOUCH.value],
+            fail=decisions[ActionKind.FAIL.value],
+            terminate_pods=decisions[ActionKind.TERMINATE_PODS.value],
+            skip=decisions["skip"],
+            skipped={
+                reason.value: skipped[reason.value]
+                for reason in SkipReason
+                if skipped[reason.value]
+            },
+            results=dict(sorted(tally.results().items())),
+            errors=tally.errors,
+            duration_s=round(duration_s, 3),
+            stopped_by=stopped_by,
+        )
+
     def actions(self, kind: ActionKind) -> int:
         """How many actions of one kind were planned."""
         return {
@@ -125,50 +146,7 @@ class Summary:
 
 def summary(report: PassReport) -> Summary:
     """Count a pass's decisions, skip reasons, results and errors. Pure."""
-    tally = Tally()
-    for outcome in report.outcomes:
-        tally.add(outcome)
-    return tally.summary(report.duration_s, report.stopped_by)
-
-
-class Tally:
-    """What :func:`summary` counts, counted one outcome at a time."""
-
-    def __init__(self) -> None:
-        self.jobs = 0
-        self.errors = 0
-        self._decisions: Counter[str] = Counter()
-        self._skipped: Counter[str] = Counter()
-        self._results: Counter[str] = Counter()
-
-    def add(self, outcome: Outcome) -> None:
-        """Count one outcome."""
-        self.jobs += 1
-        self._decisions[outcome.entry.decision] += 1
-        self._results[outcome.result.value] += 1
-        if not isinstance(outcome.entry, Action):
-            self._skipped[outcome.entry.reason] += 1
-        self.errors += has_errors(outcome)
-
-    def summary(self, duration_s: float, stopped_by: str | None) -> Summary:
-        """The counts so far, as a pass's summary."""
-        decisions, skipped = self._decisions, self._skipped
-        return Summary(
-            jobs=self.jobs,
-            touch=decisions[ActionKind.TOUCH.value],
-            fail=decisions[ActionKind.FAIL.value],
-            terminate_pods=decisions[ActionKind.TERMINATE_PODS.value],
-            skip=decisions["skip"],
-            skipped={
-                reason.value: skipped[reason.value]
-                for reason in SkipReason
-                if skipped[reason.value]
-            },
-            results=dict(sorted(self._results.items())),
-            errors=self.errors,
-            duration_s=round(duration_s, 3),
-            stopped_by=stopped_by,
-        )
+    return Summary.of(Tally.of(report.outcomes), report.duration_s, report.stopped_by)
 
 
 class Ledger:
@@ -184,18 +162,15 @@ class Ledger:
     - ``-o text``: nothing, as the table lists actions and errors and counts the skips;
     - ``-o wide``: the outcome itself, as every job gets a row for a person to read.
 
-    Every outcome is counted (:attr:`tally`) and handed to ``on_outcome`` (a pass's metrics).
+    Every outcome is counted, by kind (:attr:`tally`): the pass's summary and, with
+    ``--pushgateway``, its metrics.
 
     Args:
         output: The pass's output format.
-        on_outcome: Called with every outcome, settled or resolved.
     """
 
-    def __init__(
-        self, output: OutputFormat, on_outcome: Callable[[Outcome], None] | None = None
-    ) -> None:
+    def __init__(self, output: OutputFormat) -> None:
         self._output = output
-        self._on_outcome = on_outcome
         self.tally = Tally()
         self.kept: list[Outcome] = []
         # -o wide: every outcome, None where one is expected.
@@ -207,7 +182,7 @@ class Ledger:
 
     def settle(self, outcome: Outcome) -> None:
         """Add a final outcome (a skip's), at the next place in listing order."""
-        self._count(outcome)
+        self.tally.add(outcome)
         if self._output is OutputFormat.JSON:
             self._lines.append(_record_lines(outcome))
             if len(self._lines) >= _RECORDS_PER_WRITE:
@@ -229,7 +204,7 @@ class Ledger:
         if len(outcomes) != self._expected:
             raise ValueError(f"{len(outcomes)} outcomes for {self._expected} expected places")
         for outcome in outcomes:
-            self._count(outcome)
+            self.tally.add(outcome)
         if self._output is OutputFormat.WIDE:
             # Wide keeps every outcome: the resolved ones go back to their places.
             resolved = iter(outcomes)
@@ -252,11 +227,6 @@ class Ledger:
     def compressed_bytes(self) -> int:
         """The size of the compressed records held so far (``-o json``)."""
         return sum(len(segment) for segment in self._segments if isinstance(segment, bytes))
-
-    def _count(self, outcome: Outcome) -> None:
-        self.tally.add(outcome)
-        if self._on_outcome is not None:
-            self._on_outcome(outcome)
 
     def _flush(self) -> None:
         if self._lines:

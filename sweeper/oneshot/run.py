@@ -13,10 +13,9 @@ import contextlib
 import gc
 import logging
 import math
-import time
 from collections.abc import Callable, Iterator
 from datetime import datetime
-from typing import TYPE_CHECKING, Protocol, TextIO
+from typing import Protocol, TextIO
 
 from sweeper.act.cleanup import pods_by_owner
 from sweeper.act.executor import Claim, Executor
@@ -32,20 +31,12 @@ from sweeper.core.errors import (
 )
 from sweeper.core.model import Plan
 from sweeper.core.plan import assemble
+from sweeper.core.tally import Tally
 from sweeper.k8s.cluster import Cluster
 from sweeper.oneshot import listing, report
-from sweeper.stop import StopFlag, signals_stop
-
-if TYPE_CHECKING:
-    from sweeper.metrics import PassValues
+from sweeper.stop import StopFlag, monotonic_now, signals_stop
 
 log = logging.getLogger(__name__)
-
-
-def _monotonic() -> float:
-    # Looked up at each call, like sweeper.k8s.kube does: a test that patches time.monotonic
-    # (freezegun) then moves every deadline of the run together.
-    return time.monotonic()
 
 
 class Connect(Protocol):
@@ -72,9 +63,9 @@ def run(
         ConfigError: The configuration is unusable (exit 2).
         ClusterUnavailable: The cluster could not be listed (exit 3).
     """
-    monotonic = monotonic or _monotonic
+    monotonic = monotonic or monotonic_now
     started = monotonic()
-    last: list[PassValues] = []  # the metric values of the last pass that decided
+    last: list[Tally] = []  # the tally of the last pass that decided
     try:
         code = _run(config, connect, out, monotonic=monotonic, started=started, last=last)
     except SweeperError as error:
@@ -84,7 +75,7 @@ def run(
     return code
 
 
-def _push_metrics(config: Config, last: list[PassValues], code: int, duration_s: float) -> None:
+def _push_metrics(config: Config, last: list[Tally], code: int, duration_s: float) -> None:
     if config.pushgateway is None:
         return
     # Imported only when pushing: prometheus_client adds 90 ms to every start.
@@ -110,7 +101,7 @@ def _run(
     *,
     monotonic: Callable[[], float],
     started: float,
-    last: list[PassValues],
+    last: list[Tally],
 ) -> int:
     flag = StopFlag(started + config.timeout, config.timeout, monotonic)
     with signals_stop(flag):
@@ -132,7 +123,7 @@ def _passes(
     *,
     started: float,
     monotonic: Callable[[], float],
-    last: list[PassValues],
+    last: list[Tally],
 ) -> int:
     code = EXIT_OK
     number = 0
@@ -143,8 +134,8 @@ def _passes(
         # calls sweep() from a thread, and a pause there would stop it for the whole process.
         with collector_paused():
             outcome = sweep(number, config, cluster, flag, out, monotonic=monotonic)
-        if outcome.values is not None:
-            last[:] = [outcome.values]
+        if outcome.tally is not None:
+            last[:] = [outcome.tally]
         if outcome.errors:
             code = EXIT_ACTIONS_FAILED
         if outcome.stopped_by is not None:
@@ -171,15 +162,16 @@ class PassOutcome:
     Args:
         errors: How many jobs had errors.
         stopped_by: What stopped the pass early, if anything.
-        values: The pass's metric values, when the run pushes metrics and the pass decided.
+        tally: The pass's outcomes counted by kind (what its metrics are pushed from), when it
+            decided.
     """
 
     def __init__(
-        self, errors: int, stopped_by: SweeperError | None, values: PassValues | None = None
+        self, errors: int, stopped_by: SweeperError | None, tally: Tally | None = None
     ) -> None:
         self.errors = errors
         self.stopped_by = stopped_by
-        self.values = values
+        self.tally = tally
 
 
 @contextlib.contextmanager
@@ -223,20 +215,16 @@ def sweep(
         ConfigError: The server rejected the label selector (exit 2).
         ClusterUnavailable: Discovery or a list failed for good (exit 3).
     """
-    began = (monotonic or _monotonic)()
-    values: list[PassValues | None] = [None]  # the metric tally of the listing's ledger
-
-    def fresh() -> report.Ledger:
-        values[0] = _pass_values(config)
-        return report.Ledger(config.output, on_outcome=values[0].add if values[0] else None)
-
+    began = (monotonic or monotonic_now)()
     stopped: SweeperError | None = None
     unavailable: ClusterUnavailable | None = None
     listed: listing.Listing | None = None
     now: datetime | None = None
     plan: Plan | None = None
     try:
-        listed = listing.list_pass(cluster, config, flag.reason, fresh)
+        listed = listing.list_pass(
+            cluster, config, flag.reason, lambda: report.Ledger(config.output)
+        )
         now = listed.now()
         plan = _plan(cluster, config, listed, now)
     except (Interrupted, RunTimeout) as cause:
@@ -256,12 +244,12 @@ def sweep(
         ).execute(plan)
         ledger.resolve(execution.outcomes)
         stopped = execution.stopped_by
-    duration_s = (monotonic or _monotonic)() - began
+    duration_s = (monotonic or monotonic_now)() - began
     reason = stopped or unavailable
     counts = _report(number, config, out, ledger, now=now, duration_s=duration_s, stopped_by=reason)
     if unavailable is not None:
         raise unavailable
-    return PassOutcome(counts.errors, stopped, values[0] if plan is not None else None)
+    return PassOutcome(counts.errors, stopped, ledger.tally if plan is not None else None)
 
 
 def _report(
@@ -289,7 +277,7 @@ def _report(
         duration_s=duration_s,
         stopped_by=str(stopped_by or "") or None,
     )
-    counts = ledger.tally.summary(pass_report.duration_s, pass_report.stopped_by)
+    counts = report.Summary.of(ledger.tally, pass_report.duration_s, pass_report.stopped_by)
     if config.output is OutputFormat.JSON:
         report.write_json(out, pass_report, counts, ledger.records())
     else:
@@ -314,13 +302,3 @@ def _plan(cluster: Cluster, config: Config, listed: listing.Listing, now: dateti
     plan = assemble(listed.actions, now, config.policy, pods)
     listed.actions = []
     return plan
-
-
-def _pass_values(config: Config) -> PassValues | None:
-    """A pass's metric tally, when the run pushes metrics."""
-    if config.pushgateway is None:
-        return None
-    # Imported only when pushing: prometheus_client adds 90 ms to every start.
-    from sweeper.metrics import PassValues  # noqa: PLC0415
-
-    return PassValues()

@@ -22,7 +22,8 @@ from sweeper.core.decide import due_at
 from sweeper.core.errors import ApiError, Gone, WatchStalled
 from sweeper.core.jobs import parse_job
 from sweeper.core.model import JSON
-from sweeper.k8s.cluster import WatchCluster
+from sweeper.core.scope import RunScope
+from sweeper.k8s.cluster import ServedKind, WatchCluster
 from sweeper.k8s.transport import RetryPolicy
 from sweeper.metrics import WatchMetrics
 from sweeper.watch.health import Health
@@ -85,6 +86,12 @@ class Streams:
         self.metrics = metrics
         self.health = health
         self.monotonic = monotonic
+        # Whose jobs are kept: --exclude-namespace as every mode reads it. The watch API cannot
+        # leave a namespace out either, so its jobs are dropped here: never tracked, so never
+        # acted on. (The kinds and namespaces watched are the engine's scopes.)
+        self.covered: RunScope[ServedKind] = RunScope.of(
+            (), namespaces=config.namespaces, excluded=config.exclude_namespaces
+        )
 
     def run(self, scope: Scope) -> None:
         """List, then watch, one scope until the run stops; never raises."""
@@ -148,8 +155,7 @@ class Streams:
         """
         due: dict[JobKey, datetime | None] = {}
         version = ""
-        policy = self.config.policy
-        excluded = frozenset(self.config.exclude_namespaces)
+        policy, kept = self.config.policy, self.covered.kept
         pages = iter(
             self.cluster.list_job_views(
                 scope.served, scope.namespace, self.config.selector, self.config.page_size
@@ -162,8 +168,8 @@ class Streams:
                 break
             self.saw_date(page.server_date, sent, self.monotonic())
             for job in page.jobs:
-                if job.namespace in excluded:
-                    continue  # --exclude-namespace: never tracked, so never acted on
+                if not kept(job.namespace):
+                    continue
                 try:
                     due[JobKey(job.kind.name, job.namespace, job.name)] = due_at(job, policy)
                 except Exception:  # noqa: BLE001 - one object never stops a kind's listing
@@ -183,8 +189,7 @@ class Streams:
         Returns:
             The last resourceVersion seen, where the next watch resumes.
         """
-        policy = self.config.policy
-        excluded = frozenset(self.config.exclude_namespaces)
+        policy, kept = self.config.policy, self.covered.kept
         sent = self.monotonic()
         with self.cluster.watch_jobs(
             scope.served,
@@ -204,8 +209,8 @@ class Streams:
                     continue
                 try:
                     job = parse_job(obj, scope.served.kind, scope.served.version)
-                    if job.namespace in excluded:
-                        continue  # the watch API cannot leave a namespace out either
+                    if not kept(job.namespace):
+                        continue
                     key = JobKey(job.kind.name, job.namespace, job.name)
                     due = None if event.type == "DELETED" else due_at(job, policy)
                 except Exception:  # noqa: BLE001 - one object never stops a stream

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import socket
+import threading
+from collections.abc import Iterator
 from datetime import timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -15,6 +19,7 @@ from sweeper.core.decide import decide
 from sweeper.core.jobs import parse_job
 from sweeper.core.kinds import KINDS, TOUCHED_AT_ANNOTATION
 from sweeper.core.model import Outcome, Policy, Result
+from sweeper.core.tally import Tally
 from tests.unit.objects import KIND, NOW, ago, condition, deadline_failed, job
 from tests.unit.test_cli import Harness
 
@@ -83,6 +88,13 @@ def test_the_figures_of_a_pass(
 ) -> None:
     run = metrics.figures(a_pass(), exit_code=1, ended_at=ENDED, duration_s=2.5)
     assert value(run, metric, *labels) == expected
+
+
+def test_a_pass_tally_gives_the_figures_its_outcomes_give() -> None:
+    # The one-shot run pushes the tally its summary was counted in, not its outcomes.
+    found = a_pass()
+    tallied = metrics.figures(Tally.of(found), exit_code=1, ended_at=ENDED, duration_s=2.5)
+    assert tallied == metrics.figures(found, exit_code=1, ended_at=ENDED, duration_s=2.5)
 
 
 @pytest.mark.parametrize(
@@ -179,3 +191,62 @@ def test_the_watch_modes_overdue_gauge_has_the_pushed_gauges_name_and_kind_label
         (metrics.OVERDUE.name, (("kind", kind.name),)): (2 if kind.name == "TFJob" else 0)
         for kind in KINDS
     }
+
+
+class _Gateway(BaseHTTPRequestHandler):
+    """A Pushgateway on loopback that keeps the bodies pushed to it."""
+
+    bodies: list[str]
+
+    def do_POST(self) -> None:
+        self.bodies.append(self.rfile.read(int(self.headers["Content-Length"])).decode())
+        self.send_response(202)
+        self.end_headers()
+
+    def log_message(self, *_: object) -> None:
+        pass
+
+
+@pytest.fixture
+def gateway() -> Iterator[tuple[str, list[str]]]:
+    bodies: list[str] = []
+    handler = type("Gateway", (_Gateway,), {"bodies": bodies})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", bodies
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_run_pushes_the_counts_its_summary_reports(gateway: tuple[str, list[str]]) -> None:
+    url, bodies = gateway
+    harness = Harness()
+    harness.fake.add_job(job(name="late"))  # touched
+    harness.fake.add_job(job(name="young", started_ago=60))
+    harness.fake.add_job(job(name="tf-young", kind="TFJob", started_ago=60))
+    harness.fake.add_job(job(name="done", conditions=[condition("Succeeded")]))
+
+    result = harness.invoke("--pushgateway", url, "-o", "json")
+
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)["summary"]
+    (body,) = bodies
+    labels_of = {metric.name: metric.labels for metric in metrics.METRICS}
+    pushed = {
+        (s.name, tuple(s.labels[label] for label in labels_of[s.name])): s.value
+        for family in text_string_to_metric_families(body)
+        for s in family.samples
+    }
+    jobs = {labels: n for (name, labels), n in pushed.items() if name == metrics.JOBS.name}
+    assert {labels: n for labels, n in jobs.items() if n} == {
+        ("PyTorchJob", "touch"): 1,
+        ("PyTorchJob", "skip"): 2,
+        ("TFJob", "skip"): 1,
+    }
+    assert sum(jobs.values()) == summary["jobs"] == 4
+    assert pushed[metrics.ACTIONS.name, ("PyTorchJob", "touch", "done")] == 1
+    assert pushed[metrics.SKIPPED.name, ("TFJob", "not-yet-due")] == 1
+    assert pushed[metrics.OVERDUE.name, ("PyTorchJob",)] == 1

@@ -6,6 +6,7 @@ import gc
 import io
 import json
 import logging
+import time
 from datetime import timedelta
 from typing import Any
 
@@ -358,6 +359,24 @@ def test_a_timeout_during_the_pass_reports_and_exits_five() -> None:
     code, passes = sweep(fake, Config(output=OutputFormat.JSON, timeout=1), Ticker(step=0.3))
     assert code == 5
     assert passes[0]["summary"]["stopped_by"] == "--timeout (1s) reached"
+
+
+def test_without_a_clock_the_run_and_its_stop_flag_read_time_monotonic_at_each_call(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # One default clock for the run, its passes and its StopFlag: patching time.monotonic
+    # (as freezegun does) moves them all together, the --timeout included.
+    ticker = Ticker(step=0.3)
+    monkeypatch.setattr(time, "monotonic", ticker)
+    fake = server_at(NOW, job(name="a"), job(name="b"))
+    out = io.StringIO()
+
+    code = run(Config(output=OutputFormat.JSON, timeout=1), lambda c, *, stop: fake, out)
+
+    (document,) = documents(out.getvalue())
+    assert code == 5
+    assert document["summary"]["stopped_by"] == "--timeout (1s) reached"
+    assert document["summary"]["duration_s"] >= 0.3
 
 
 def test_no_pass_starts_at_or_after_the_timeout() -> None:

@@ -1,0 +1,137 @@
+"""The tally: a pass's outcomes by kind, read summed (the summary) and by kind (metrics)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from sweeper.core.decide import decide
+from sweeper.core.jobs import parse_job
+from sweeper.core.kinds import TOUCHED_AT_ANNOTATION
+from sweeper.core.model import Action, Outcome, Policy, Result
+from sweeper.core.tally import Tally, failed_by, has_errors
+from tests.unit.objects import KIND, NOW, ago, condition, deadline_failed, job
+
+
+def outcomes(*raws: dict[str, Any], policy: Policy | None = None) -> list[Outcome]:
+    plan = decide([parse_job(r, KIND[r["kind"]]) for r in raws], NOW, policy or Policy())
+    return [
+        Outcome(e, Result.SKIPPED if e.decision == "skip" else Result.DONE) for e in plan.entries
+    ]
+
+
+def a_pass() -> list[Outcome]:
+    found = outcomes(
+        job(name="late", started_ago=7200),  # 1 h overdue: touched
+        job(name="later", kind="TFJob", started_ago=9000),  # 1 h 30 overdue: touched, fails
+        job(name="touched", annotations={TOUCHED_AT_ANNOTATION: ago(30)}),  # recently touched
+        job(name="young", started_ago=60),  # not yet due
+        job(name="young-tf", kind="TFJob", started_ago=60),
+        job(name="by-operator", conditions=deadline_failed("by-operator")),
+        job(name="by-sweeper", conditions=deadline_failed("by-sweeper", by_sweeper=True)),
+        job(name="done", conditions=[condition("Succeeded")]),
+    )
+    return [
+        replace(o, result=Result.ERROR, errors=("cannot patch: forbidden (403)",))
+        if o.entry.job.name == "later"
+        else o
+        for o in found
+    ]
+
+
+def test_the_outcomes_are_counted_by_kind_decision_and_result() -> None:
+    tally = Tally.of(a_pass())
+
+    assert tally.jobs == 8
+    assert tally.outcomes == Counter(
+        {
+            ("PyTorchJob", "touch", "done"): 1,
+            ("PyTorchJob", "skip", "skipped"): 5,
+            ("TFJob", "touch", "error"): 1,
+            ("TFJob", "skip", "skipped"): 1,
+        }
+    )
+    assert tally.skipped == Counter(
+        {
+            ("PyTorchJob", "recently-touched"): 1,
+            ("PyTorchJob", "not-yet-due"): 1,
+            ("PyTorchJob", "finished"): 3,
+            ("TFJob", "not-yet-due"): 1,
+        }
+    )
+
+
+def test_summed_over_kinds_it_is_the_summary_of_the_pass() -> None:
+    tally = Tally.of(a_pass())
+
+    assert tally.decisions() == Counter({"touch": 2, "skip": 6})
+    assert tally.results() == Counter({"done": 1, "error": 1, "skipped": 6})
+    assert tally.reasons() == Counter({"finished": 3, "not-yet-due": 2, "recently-touched": 1})
+    assert tally.errors == 1
+
+
+def test_overdue_counts_the_unfinished_jobs_acted_on_or_still_the_sweepers() -> None:
+    tally = Tally.of(a_pass())
+
+    # late and touched (PyTorchJob), later (TFJob); not the young nor the finished ones.
+    assert tally.overdue == Counter({"PyTorchJob": 2, "TFJob": 1})
+    assert tally.max_overdue_s == 5400
+
+
+def test_over_max_actions_is_still_overdue() -> None:
+    found = outcomes(job(name="a"), job(name="b"), policy=Policy(max_actions=1))
+    tally = Tally.of(found)
+
+    assert [o.entry.reason for o in found] == ["overdue", "over-max-actions"]
+    assert tally.overdue == Counter({"PyTorchJob": 2})
+
+
+def test_an_empty_pass_counts_nothing() -> None:
+    tally = Tally.of([])
+
+    assert (tally.jobs, tally.errors, tally.max_overdue_s) == (0, 0, 0.0)
+    assert not (tally.decisions() or tally.results() or tally.reasons() or tally.overdue)
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        pytest.param(job(conditions=deadline_failed()), "operator", id="operator"),
+        pytest.param(
+            job(conditions=deadline_failed(by_sweeper=True)), "sweeper", id="sweeper-said-so"
+        ),
+        pytest.param(
+            job(conditions=deadline_failed(), annotations={TOUCHED_AT_ANNOTATION: ago(600)}),
+            "operator-after-touch",
+            id="touched-this-deadline",
+        ),
+        pytest.param(
+            job(conditions=deadline_failed(), annotations={TOUCHED_AT_ANNOTATION: ago(7300)}),
+            "operator",
+            id="a-touch-before-the-deadline-woke-nothing",
+        ),
+    ],
+)
+def test_who_failed_a_job_by_its_deadline(raw: dict[str, Any], expected: str) -> None:
+    (outcome,) = outcomes(raw)
+    assert failed_by(outcome.entry.job) == expected
+    assert Tally.of([outcome]).deadline_failed == Counter({("PyTorchJob", expected): 1})
+
+
+@pytest.mark.parametrize(
+    ("result", "errors", "expected"),
+    [
+        pytest.param(Result.DONE, (), False, id="done"),
+        pytest.param(Result.ERROR, (), True, id="failed-action"),
+        pytest.param(Result.DONE, ("cannot delete pod: 500",), True, id="failed-request"),
+    ],
+)
+def test_an_error_is_a_failed_action_or_a_failed_request(
+    result: Result, errors: tuple[str, ...], expected: bool
+) -> None:
+    (outcome,) = outcomes(job())
+    assert isinstance(outcome.entry, Action)
+    assert has_errors(replace(outcome, result=result, errors=errors)) is expected
