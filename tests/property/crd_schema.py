@@ -51,17 +51,25 @@ _STAND_INS = {"MXJob": "PyTorchJob"}
 
 
 @functools.cache
+def _crds() -> dict[str, dict[str, Any]]:
+    """Every real CRD by its kind, each file parsed once (they are large)."""
+    crds = (
+        yaml.load(path.read_text(encoding="utf-8"), Loader=yaml.CSafeLoader)
+        for path in operator_crds.crd_files()
+    )
+    return {crd["spec"]["names"]["kind"]: crd for crd in crds}
+
+
+@functools.cache
 def status_schema(kind: str) -> dict[str, Any]:
     """The ``status`` schema of ``kind`` at ``kubeflow.org/v1`` from its real CRD."""
     kind = _STAND_INS.get(kind, kind)
-    for path in operator_crds.crd_files():
-        crd = yaml.load(path.read_text(encoding="utf-8"), Loader=yaml.CSafeLoader)
-        if crd["spec"]["names"]["kind"] != kind:
-            continue
-        version = next(v for v in crd["spec"]["versions"] if v["name"] == "v1")
-        schema: dict[str, Any] = version["schema"]["openAPIV3Schema"]["properties"]["status"]
-        return schema
-    raise LookupError(f"no CRD for kind {kind}")
+    crd = _crds().get(kind)
+    if crd is None:
+        raise LookupError(f"no CRD for kind {kind}")
+    version = next(v for v in crd["spec"]["versions"] if v["name"] == "v1")
+    schema: dict[str, Any] = version["schema"]["openAPIV3Schema"]["properties"]["status"]
+    return schema
 
 
 def validation_errors(kind: str, status: dict[str, Any]) -> list[str]:
