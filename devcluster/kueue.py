@@ -16,7 +16,11 @@ The compat tier's Kueue tests (``tests/compat/test_kueue.py``) run it against a
   devcluster CA issues for 127.0.0.1 from a certificate directory of the control plane's
   working directory. With it disabled, Kueue also reads a metrics certificate from the
   hard-coded ``/etc/kueue/metrics/certs`` and exits when it is missing, so the harness writes
-  one there as well (atomically; any valid one will do, nothing here checks the metrics TLS);
+  one (any valid one will do, nothing here checks the metrics TLS). As root it goes into
+  Kueue's working directory, bind-mounted on that path in a mount namespace of Kueue's own
+  (``processes.private_mounts``; where ``/etc/kueue`` does not exist the namespace alone has
+  it), so nothing is left on the machine; without root the harness writes the real directory
+  (which only root can);
 - its mutating and validating webhooks (``config/components/webhook/manifests.yaml``) are
   registered for Kueue's own resources and the PyTorchJob only (the others' integrations are
   off, and an unserved path with ``failurePolicy: Fail`` would refuse those objects), with each
@@ -29,7 +33,6 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import datetime as dt
 import logging
 import os
 from pathlib import Path
@@ -37,17 +40,8 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from devcluster import binaries
+from devcluster import binaries, processes
 from devcluster.admin import ApiError
-from devcluster.processes import (
-    ADDRESS_IN_USE,
-    Process,
-    StopsOnExit,
-    answers_ok,
-    free_port,
-    tail,
-    wait_until,
-)
 
 if TYPE_CHECKING:
     from devcluster.controlplane import ControlPlane
@@ -67,7 +61,6 @@ MULTIKUEUE = "kueue.x-k8s.io/multikueue"
 MUTATING = "devcluster-kueue-mutating"
 VALIDATING = "devcluster-kueue-validating"
 _ADMISSION = "/apis/admissionregistration.k8s.io/v1"
-_START_ATTEMPTS = 3  # a free port can be taken between free_port() and Kueue's bind
 
 
 class KueueError(RuntimeError):
@@ -155,13 +148,15 @@ def webhook_configurations(
     return out
 
 
-class Kueue(StopsOnExit):
+class Kueue(processes.Controller):
     """One running Kueue controller against a control plane.
 
     Attributes:
         cp: The control plane (with the Training Operator's CRDs installed).
         version: Its release, e.g. ``v0.17.0``.
         log_path: Its stdout and stderr, in the control plane's working directory.
+        metrics_cert_dir: Where the harness writes the metrics certificate: a directory of
+            ``workdir`` that Kueue sees at ``METRICS_CERT_DIR`` (root), or that path itself.
     """
 
     def __init__(self, cp: ControlPlane) -> None:
@@ -170,8 +165,11 @@ class Kueue(StopsOnExit):
         self.binary = binaries.find(NAME)
         self.workdir = Path(cp.workdir) / "kueue"
         self.log_path = self.workdir / "kueue.log"
-        self._process: Process | None = None
-        self._probe_port = 0
+        self._private = processes.private_mounts_available()
+        self.metrics_cert_dir = (
+            self.workdir / "metrics-certs" if self._private else METRICS_CERT_DIR
+        )
+        self._launcher = processes.Launcher(NAME, self.log_path, error=KueueError)
         self._registered: list[tuple[str, str]] = []
 
     @classmethod
@@ -201,33 +199,14 @@ class Kueue(StopsOnExit):
 
     def stop(self, grace: float = 15.0) -> None:
         """Remove the webhooks, then stop the process. Safe to call twice."""
-        for plural, name in self._registered:
-            with contextlib.suppress(ApiError, OSError):
-                self.cp.request("DELETE", f"{_ADMISSION}/{plural}/{name}", expect=(200, 404))
-        self._registered = []
-        if self._process is not None:
-            self._process.stop(grace)
-            self._process = None
-
-    @property
-    def running(self) -> bool:
-        """Whether the process is alive."""
-        return self._process is not None and self._process.poll() is None
-
-    @property
-    def ready(self) -> bool:
-        """Whether the process is alive and its ``/readyz`` answers 200 right now."""
-        return self.running and answers_ok(self._probe_port)
-
-    def log_tail(self, lines: int = 40) -> str:
-        """The last lines of Kueue's log, for error messages."""
-        return tail(self.log_path, lines)
+        self._unregister_webhooks()
+        self._launcher.stop(grace)
 
     # --- internals ------------------------------------------------------------------------------
 
     def _write_certificates(self) -> None:
         serving = self.cp.ca.serving_cert(["127.0.0.1"])
-        for directory in (self.workdir / "certs", METRICS_CERT_DIR):
+        for directory in (self.workdir / "certs", self.metrics_cert_dir):
             directory.mkdir(parents=True, exist_ok=True)
             for name, data in (("tls.crt", serving.cert_pem), ("tls.key", serving.key_pem)):
                 # Written whole, then renamed: a Kueue already watching the directory never
@@ -238,10 +217,11 @@ class Kueue(StopsOnExit):
                 partial.replace(directory / name)
 
     def _launch(self, timeout: float) -> None:
-        last: KueueError | None = None
-        for _ in range(_START_ATTEMPTS):
-            webhook, metrics, probe = free_port(), free_port(), free_port()
-            self._probe_port = probe
+        webhook = 0
+
+        def command() -> processes.Command:
+            nonlocal webhook
+            webhook, metrics, probe = (processes.free_port() for _ in range(3))
             config = self.workdir / "config.yaml"
             config.write_text(
                 configuration(
@@ -252,36 +232,27 @@ class Kueue(StopsOnExit):
                 ),
                 encoding="utf-8",
             )
-            with self.log_path.open("ab") as f:
-                f.write(f"=== devcluster: kueue start at {dt.datetime.now(dt.UTC)}\n".encode())
-                offset = f.tell()
             env = {k: v for k, v in os.environ.items() if k in {"PATH", "HOME", "LANG", "TZ"}}
             env["KUBECONFIG"] = str(self.cp.kubeconfig)
-            argv = [str(self.binary), f"--config={config}", "--zap-log-level=info"]
-            self._process = Process.start(NAME, argv, self.log_path, env)
-            try:
-                self._register_webhooks(webhook)
-                wait_until(
-                    lambda: self.ready,
-                    timeout=timeout,
-                    what="kueue /readyz",
-                    watch=[self._process],
-                )
-            except (TimeoutError, ChildProcessError) as e:
-                self.stop()
-                last = KueueError(
-                    f"kueue did not become ready: {e}\n"
-                    f"--- {self.log_path} (tail) ---\n{self.log_tail()}"
-                )
-                with self.log_path.open("rb") as f:
-                    f.seek(offset)
-                    if ADDRESS_IN_USE in f.read().decode("utf-8", "replace"):
-                        continue
-                raise last from e
-            log.info("kueue %s ready (webhooks on 127.0.0.1:%d)", self.version, webhook)
-            return
-        assert last is not None  # noqa: S101 - the loop ran at least once
-        raise last
+            return processes.Command(self._argv(config), env, probe)
+
+        def ready(process: processes.Process) -> None:
+            self._register_webhooks(webhook)
+            processes.wait_until(
+                lambda: self.ready, timeout=timeout, what="kueue /readyz", watch=[process]
+            )
+
+        self._launcher.launch(command, ready, on_failure=self._unregister_webhooks)
+        log.info("kueue %s ready (webhooks on 127.0.0.1:%d)", self.version, webhook)
+
+    def _argv(self, config: Path) -> list[str]:
+        argv = [str(self.binary), f"--config={config}", "--zap-log-level=info"]
+        if not self._private:
+            return argv
+        binds = {METRICS_CERT_DIR: self.metrics_cert_dir}
+        scratch = self.workdir / "mounts"
+        scratch.mkdir(parents=True, exist_ok=True)
+        return processes.private_mounts(binds, argv, scratch=scratch)
 
     def _register_webhooks(self, port: int) -> None:
         manifests = (manifests_dir() / "webhooks.yaml").read_text(encoding="utf-8")
@@ -290,3 +261,9 @@ class Kueue(StopsOnExit):
             self.cp.request("DELETE", f"{_ADMISSION}/{plural}/{name}", expect=(200, 404))
             self.cp.request("POST", f"{_ADMISSION}/{plural}", body)
             self._registered.append((plural, name))
+
+    def _unregister_webhooks(self) -> None:
+        for plural, name in self._registered:
+            with contextlib.suppress(ApiError, OSError):
+                self.cp.request("DELETE", f"{_ADMISSION}/{plural}/{name}", expect=(200, 404))
+        self._registered = []

@@ -15,11 +15,11 @@ and ``pkg/cert`` at v1.9.4):
   where the webhook server also reads ``tls.crt``/``tls.key``. The harness writes the same
   material as the Secret there. That directory is shared by the whole machine. As root (CI,
   the node tier) each operator gets one of its own: it runs in a mount namespace of its own
-  (``unshare --mount``) where a directory in its control plane's workdir is bind-mounted on
-  ``/tmp/k8s-webhook-server``, so operators run side by side (two pytest-xdist workers, a
-  benchmark beside the suite). Without root **only one operator per machine runs at a time**:
-  ``Operator.start`` takes an exclusive file lock (``LOCK_PATH``) and waits for it, and
-  ``stop`` releases it;
+  (``processes.private_mounts``) where a directory in its control plane's workdir is
+  bind-mounted on ``/tmp/k8s-webhook-server``, so operators run side by side (two pytest-xdist
+  workers, a benchmark beside the suite). Without root **only one operator per machine runs at
+  a time**: ``Operator.start`` takes an exclusive file lock (``LOCK_PATH``) and waits for it,
+  and ``stop`` releases it;
 - no ValidatingWebhookConfiguration is created: nothing can reach the webhook server, and its
   ``failurePolicy: Fail`` would reject every job update, the sweeper's touches included. The
   rotator only logs that it did not find one;
@@ -36,24 +36,22 @@ import fcntl
 import logging
 import os
 import re
-import shutil
-import subprocess
 import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from devcluster import binaries, pki
 from devcluster.processes import (
-    ADDRESS_IN_USE,
+    Command,
+    Controller,
+    Launcher,
     Process,
-    StopsOnExit,
-    answers_ok,
     free_port,
-    tail,
+    private_mounts,
+    private_mounts_available,
     wait_until,
 )
 
@@ -66,28 +64,6 @@ log = logging.getLogger(__name__)
 # path under $TMPDIR, so the harness pins TMPDIR=/tmp for the child as well.
 CERT_DIR = Path("/tmp/k8s-webhook-server/serving-certs")
 LOCK_PATH = Path("/tmp/k8s-webhook-server.lock")
-# In a private mount namespace, this shell bind-mounts its $0 on the hard-coded directory's
-# parent, then becomes the operator ("$@"): the operator's pid is the child's.
-_BIND_AND_EXEC = 'mount --bind "$0" /tmp/k8s-webhook-server && exec "$@"'
-
-
-@cache
-def private_cert_dirs() -> bool:
-    """Whether each operator can have a certificate directory of its own (root, ``unshare``).
-
-    Tried once per process: ``unshare --mount`` and a bind mount on a scratch directory.
-    """
-    if os.geteuid() != 0 or not (shutil.which("unshare") and shutil.which("mount")):
-        return False
-    CERT_DIR.parent.mkdir(parents=True, exist_ok=True)
-    probe = ["unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c"]
-    probe += [_BIND_AND_EXEC, str(CERT_DIR.parent), "true"]
-    try:
-        done = subprocess.run(probe, capture_output=True, timeout=30, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return done.returncode == 0
-
 
 SECRET_NAME = "training-operator-webhook-cert"  # noqa: S105 - a name, not a secret
 SERVICE_NAME = "training-operator"
@@ -113,8 +89,6 @@ def served_schemes(version: str) -> tuple[str, ...]:
 # The rotator refreshes anything that expires within 90 days; stay well clear of that
 # (for the CA and the server certificate alike).
 _VALIDITY = dt.timedelta(days=365)
-
-_START_ATTEMPTS = 3  # a free port can be taken between free_port() and the operator's bind
 
 
 class OperatorError(RuntimeError):
@@ -229,7 +203,7 @@ class MachineLock:
             os.close(fd)
 
 
-class Operator(StopsOnExit):
+class Operator(Controller):
     """One running Training Operator (v1.9.4 unless another is selected), watching every namespace.
 
     Attributes:
@@ -259,17 +233,20 @@ class Operator(StopsOnExit):
         self.log_path = Path(cp.workdir) / "training-operator.log"
         self.certificates = webhook_certificates(namespace)
         # Root: a certificate directory of its own (see the module docstring); else the lock.
-        self._private = private_cert_dirs()
+        self._private = private_mounts_available()
         self.cert_root = Path(cp.workdir) / "k8s-webhook-server" if self._private else None
         self.cert_dir = self.cert_root / "serving-certs" if self.cert_root else CERT_DIR
         self._lock = MachineLock()
-        self._process: Process | None = None
+        self._launcher = Launcher("training-operator", self.log_path, error=OperatorError)
         self._probe_port = 0
         self._metrics_port = 0
         # Where the webhook server listens (v1.8+), for a test that registers the webhooks.
         self.webhook_port = 0
-        self._log_offset = 0
-        self.starts = 0
+
+    @property
+    def starts(self) -> int:
+        """How many times the operator process was started (failed tries included)."""
+        return self._launcher.starts
 
     # --- lifecycle ------------------------------------------------------------------------------
 
@@ -343,29 +320,9 @@ class Operator(StopsOnExit):
     # --- state ----------------------------------------------------------------------------------
 
     @property
-    def running(self) -> bool:
-        """Whether the operator process is alive."""
-        return self._process is not None and self._process.poll() is None
-
-    @property
-    def ready(self) -> bool:
-        """Whether the process is alive and its ``/readyz`` answers 200 right now."""
-        return self.running and answers_ok(self._probe_port)
-
-    @property
-    def pid(self) -> int | None:
-        """The operator's pid while it runs."""
-        return self._process.pid if self.running and self._process else None
-
-    @property
     def metrics_url(self) -> str:
         """Where its Prometheus metrics are served."""
         return f"http://127.0.0.1:{self._metrics_port}/metrics"
-
-    @property
-    def processes(self) -> list[Process]:
-        """The running operator process, for ``scripts/devcluster down`` to kill if need be."""
-        return [self._process] if self._process is not None else []
 
     def metrics(self) -> str:
         """The operator's Prometheus metrics, as text."""
@@ -398,19 +355,6 @@ class Operator(StopsOnExit):
         working = _metric_sum(text, "controller_runtime_active_workers", "controller", scheme)
         return queued == 0 and working == 0
 
-    def log_since_start(self) -> str:
-        """The log written by the current (or last) run of the operator."""
-        try:
-            with self.log_path.open("rb") as f:
-                f.seek(self._log_offset)
-                return f.read().decode("utf-8", "replace")
-        except FileNotFoundError:
-            return ""
-
-    def log_tail(self, lines: int = 40) -> str:
-        """The last lines of the operator's log, for error messages."""
-        return tail(self.log_path, lines)
-
     def wait_for_log(self, pattern: str, *, timeout: float = 60.0) -> re.Match[str]:
         """Wait until the current run's log matches a regular expression.
 
@@ -438,7 +382,7 @@ class Operator(StopsOnExit):
                 matched,
                 timeout=timeout,
                 what=f"operator log line /{pattern}/",
-                watch=[self._process] if self._process else [],
+                watch=self.processes,
             )
         except (TimeoutError, ChildProcessError) as e:
             raise OperatorError(f"{e}\n--- {self.log_path} (tail) ---\n{self.log_tail()}") from e
@@ -507,74 +451,43 @@ class Operator(StopsOnExit):
         if set(self.schemes) != set(served_schemes(self.version)):
             argv += [f"--enable-scheme={s}" for s in self.schemes]
         if self.cert_root is not None:
-            private = ["unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c"]
-            return [*private, _BIND_AND_EXEC, str(self.cert_root), *argv]
+            # The target exists on the machine (as it always has), so the namespace needs a
+            # plain bind only: no overlay of /tmp, which holds the source itself.
+            CERT_DIR.parent.mkdir(parents=True, exist_ok=True)
+            binds = {CERT_DIR.parent: self.cert_root}
+            return private_mounts(binds, argv)
         return argv
 
     def _launch(self, timeout: float) -> None:
-        last: OperatorError | None = None
-        for _ in range(_START_ATTEMPTS):
-            self._metrics_port, self._probe_port, webhook_port = (
-                free_port(),
-                free_port(),
-                free_port(),
-            )
-            self.log_path.parent.mkdir(parents=True, exist_ok=True)
-            self.starts += 1
-            with self.log_path.open("ab") as f:
-                now = dt.datetime.now(dt.UTC).isoformat()
-                header = f"=== devcluster: training-operator start {self.starts} at {now}\n"
-                f.write(header.encode())
-                self._log_offset = f.tell()
-            self.webhook_port = webhook_port
-            self._process = Process.start(
-                "training-operator", self._argv(webhook_port), self.log_path, self._env()
-            )
-            try:
-                self._wait_ready(timeout)
-            except OperatorError as e:
-                self._terminate()
-                last = e
-                if ADDRESS_IN_USE in self.log_since_start():
-                    continue
-                raise
-            return
-        assert last is not None  # noqa: S101 - the loop ran at least once
-        raise last
+        def command() -> Command:
+            self._metrics_port, self._probe_port = free_port(), free_port()
+            self.webhook_port = free_port()
+            return Command(self._argv(self.webhook_port), self._env(), self._probe_port)
 
-    def _wait_ready(self, timeout: float) -> None:
+        self._launcher.launch(command, lambda process: self._wait_ready(process, timeout))
+
+    def _wait_ready(self, process: Process, timeout: float) -> None:
         deadline = time.monotonic() + timeout
-        watch = [self._process] if self._process else []
-        try:
-            wait_until(
-                lambda: self.ready, timeout=timeout, what="training-operator /readyz", watch=watch
-            )
-            # /readyz turns 200 when the certificates are ready; the job controllers are
-            # registered just after, in a goroutine. Wait for all of them so that "started"
-            # means "reconciling".
-            log = ""
+        wait_until(
+            lambda: self.ready, timeout=timeout, what="training-operator /readyz", watch=[process]
+        )
+        # /readyz turns 200 when the certificates are ready; the job controllers are
+        # registered just after, in a goroutine. Wait for all of them so that "started"
+        # means "reconciling".
 
-            def controllers_started() -> bool:
-                nonlocal log
-                log = self.log_since_start()
-                return all(_workers_started(log, scheme) for scheme in self.schemes)
+        def controllers_started() -> bool:
+            log = self.log_since_start()
+            return all(_workers_started(log, scheme) for scheme in self.schemes)
 
-            wait_until(
-                controllers_started,
-                timeout=max(1.0, deadline - time.monotonic()),
-                what="the job controllers' workers",
-                watch=watch,
-            )
-        except (TimeoutError, ChildProcessError) as e:
-            raise OperatorError(
-                f"training-operator did not become ready: {e}\n"
-                f"--- {self.log_path} (tail) ---\n{self.log_tail()}"
-            ) from e
+        wait_until(
+            controllers_started,
+            timeout=max(1.0, deadline - time.monotonic()),
+            what="the job controllers' workers",
+            watch=[process],
+        )
 
     def _terminate(self, grace: float = 15.0) -> None:
-        if self._process is not None:
-            self._process.stop(grace)
-            self._process = None
+        self._launcher.stop(grace)
 
 
 def _workers_started(log: str, scheme: str) -> bool:

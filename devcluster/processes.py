@@ -11,6 +11,12 @@ in order. Three layers make sure nothing outlives the harness:
    which Python would otherwise die of without running ``atexit``;
 3. ``PR_SET_PDEATHSIG`` on Linux: the kernel sends the child SIGKILL if the harness itself is
    killed with SIGKILL and so cannot clean up.
+
+The controllers the harness runs beside the control plane (the Training Operator, Kueue) start
+through one ``Launcher``: a header in the log, the child, a wait for its readiness check, and
+on failure its log tail in the error (another try when a port was taken). As root, a child can
+run in a mount namespace of its own (``private_mounts``), where a directory of the harness's is
+bind-mounted on a path the controller hard-codes, so nothing is shared or left on the machine.
 """
 
 from __future__ import annotations
@@ -20,17 +26,23 @@ import atexit
 import contextlib
 import ctypes
 import ctypes.util
+import datetime as dt
 import itertools
 import logging
 import os
+import shlex
+import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import threading
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from functools import cache
 from http import HTTPStatus
 from pathlib import Path
 from types import FrameType, TracebackType
@@ -300,6 +312,266 @@ def wait_until(
             raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}{detail}")
         time.sleep(interval)
         interval = min(interval * 1.5, max_interval)
+
+
+# --- controllers: start until ready, in a mount namespace of their own ---------------------
+
+
+@dataclass(frozen=True)
+class Command:
+    """What one start of a controller runs.
+
+    Attributes:
+        argv: The command line.
+        env: The whole environment.
+        health_port: Where its ``/readyz`` answers on 127.0.0.1 (``Launcher.ready``).
+    """
+
+    argv: list[str]
+    env: dict[str, str]
+    health_port: int
+
+
+class Launcher:
+    """Starts one controller binary as a child, again on each ``launch``, until it is ready.
+
+    What every controller of the harness needs around its own argv, environment and readiness
+    check: each start appends a header to the log and remembers where that run's part begins
+    (``log_since_start``); a child that does not become ready is stopped and reported with its
+    log tail; a run whose log says a port was taken (``ADDRESS_IN_USE``) is tried again with a
+    new ``Command``, since ``command`` picks its free ports afresh each time.
+
+    Attributes:
+        name: Short name for messages and the log header, e.g. ``kueue``.
+        log_path: The child's stdout and stderr, appended across starts.
+        process: The current child, or None before the first start and after ``stop``.
+        starts: How many starts were tried, failed ones included.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        log_path: Path,
+        *,
+        error: Callable[[str], Exception],
+        attempts: int = 3,
+    ) -> None:
+        self.name = name
+        self.log_path = log_path
+        self.process: Process | None = None
+        self.starts = 0
+        self._error = error
+        self._attempts = attempts
+        self._offset = 0
+        self._health_port = 0
+
+    @property
+    def running(self) -> bool:
+        """Whether the current child is alive."""
+        return self.process is not None and self.process.poll() is None
+
+    @property
+    def ready(self) -> bool:
+        """Whether the child is alive and its ``/readyz`` answers 200 right now."""
+        return self.running and answers_ok(self._health_port)
+
+    def launch(
+        self,
+        command: Callable[[], Command],
+        ready: Callable[[Process], None],
+        *,
+        on_failure: Callable[[], None] = lambda: None,
+    ) -> Process:
+        """Start the child and wait until ``ready`` returns; a port taken means another try.
+
+        Args:
+            command: The argv and environment of one start, with fresh ports each call.
+            ready: Returns once the child serves; raises ``TimeoutError`` or
+                ``ChildProcessError`` (``wait_until``'s) when it does not.
+            on_failure: Undoes what ``ready`` set up around the child (webhooks, say); runs
+                before the child is stopped, on any failure.
+
+        Raises:
+            Exception: ``error`` with the child's log tail, when it did not become ready.
+        """
+        last: Exception | None = None
+        for _ in range(self._attempts):
+            launched = command()
+            self._health_port = launched.health_port
+            self._header()
+            self.process = Process.start(self.name, launched.argv, self.log_path, launched.env)
+            try:
+                ready(self.process)
+            except BaseException as e:
+                on_failure()
+                self.stop()
+                if not isinstance(e, TimeoutError | ChildProcessError):
+                    raise
+                last = self._error(
+                    f"{self.name} did not become ready: {e}\n"
+                    f"--- {self.log_path} (tail) ---\n{self.log_tail()}"
+                )
+                last.__cause__ = e
+                if ADDRESS_IN_USE in self.log_since_start():
+                    continue
+                raise last from e
+            return self.process
+        assert last is not None  # noqa: S101 - the loop ran at least once
+        raise last
+
+    def stop(self, grace: float = 15.0) -> None:
+        """Stop the current child (its whole process group); safe to call twice."""
+        if self.process is not None:
+            self.process.stop(grace)
+            self.process = None
+
+    def log_since_start(self) -> str:
+        """The log written by the current (or last) start of the child."""
+        try:
+            with self.log_path.open("rb") as f:
+                f.seek(self._offset)
+                return f.read().decode("utf-8", "replace")
+        except FileNotFoundError:
+            return ""
+
+    def log_tail(self, lines: int = 40) -> str:
+        """The last lines of the child's log, for error messages."""
+        return tail(self.log_path, lines)
+
+    def _header(self) -> None:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self.starts += 1
+        with self.log_path.open("ab") as f:
+            now = dt.datetime.now(dt.UTC).isoformat()
+            f.write(f"=== devcluster: {self.name} start {self.starts} at {now}\n".encode())
+            self._offset = f.tell()
+
+
+class Controller(StopsOnExit):
+    """A harness object that runs one controller through a ``Launcher``: its state, read through.
+
+    Subclasses set ``_launcher`` in their constructor and say the rest: what to start, what
+    ready means, what ``stop`` undoes besides the process.
+    """
+
+    _launcher: Launcher
+
+    @property
+    def running(self) -> bool:
+        """Whether the process is alive."""
+        return self._launcher.running
+
+    @property
+    def ready(self) -> bool:
+        """Whether the process is alive and its ``/readyz`` answers 200 right now."""
+        return self._launcher.ready
+
+    @property
+    def pid(self) -> int | None:
+        """The controller's pid while it runs."""
+        process = self._launcher.process
+        return process.pid if process is not None and self.running else None
+
+    @property
+    def processes(self) -> list[Process]:
+        """The running process, for ``scripts/devcluster down`` to kill if need be."""
+        return [self._launcher.process] if self._launcher.process is not None else []
+
+    def log_since_start(self) -> str:
+        """The log written by the current (or last) run of the process."""
+        return self._launcher.log_since_start()
+
+    def log_tail(self, lines: int = 40) -> str:
+        """The last lines of the process's log, for error messages."""
+        return self._launcher.log_tail(lines)
+
+
+_UNSHARE = ("unshare", "--mount", "--propagation", "private", "--")
+
+
+def private_mounts(
+    binds: Mapping[Path, Path], argv: Sequence[str], *, scratch: Path | None = None
+) -> list[str]:
+    """A command line that runs ``argv`` with each path of ``binds`` showing another directory.
+
+    The child gets a mount namespace of its own (``unshare --mount``, private propagation), in
+    which each target (the key) is bind-mounted from its source (the value), and then becomes
+    ``argv`` (``exec``: the pid started is the controller's). Nothing changes outside it, and
+    the mounts go with the child. A target that does not exist on the machine is made inside
+    the namespace only: its nearest existing ancestor is covered by an overlay whose upper
+    layer lives on a tmpfs mounted on ``scratch``, the target is created in it, then bound.
+    The overlay shows the ancestor's own file system: mounts below the ancestor are not carried
+    into it (none of the paths a controller here reads).
+
+    Args:
+        binds: Target path → source directory; sources must exist.
+        argv: The controller's command line.
+        scratch: An empty directory the child's tmpfs covers; needed for missing targets only.
+
+    Returns:
+        The whole command line (root only; see ``private_mounts_available``).
+
+    Raises:
+        ValueError: A target is missing and no ``scratch`` was given.
+    """
+    missing = [target for target in binds if not target.exists()]
+    covered = list(dict.fromkeys(_nearest_existing(target) for target in missing))
+    steps: list[str] = []
+    if covered:
+        if scratch is None:
+            raise ValueError(f"private_mounts: {', '.join(map(str, missing))} needs a scratch")
+        steps += _overlays(covered, scratch)
+    for target, source in binds.items():
+        if target in missing:
+            steps.append(f"mkdir -p {shlex.quote(str(target))}")
+        steps.append(f"mount --bind {shlex.quote(str(source))} {shlex.quote(str(target))}")
+    script = " && ".join([*steps, 'exec "$@"'])
+    return [*_UNSHARE, "/bin/sh", "-c", script, "devcluster-mounts", *argv]
+
+
+def _overlays(ancestors: Sequence[Path], scratch: Path) -> list[str]:
+    # A tmpfs on scratch holds each overlay's upper and work directories: what is created in
+    # an ancestor lands there, never on the machine's file system.
+    q = shlex.quote
+    steps = [f"mount -t tmpfs devcluster {q(str(scratch))}"]
+    for number, ancestor in enumerate(ancestors):
+        upper, work = scratch / f"{number}-upper", scratch / f"{number}-work"
+        options = f"lowerdir={ancestor},upperdir={upper},workdir={work}"
+        steps.append(f"mkdir {q(str(upper))} {q(str(work))}")
+        steps.append(f"mount -t overlay devcluster -o {q(options)} {q(str(ancestor))}")
+    return steps
+
+
+def _nearest_existing(path: Path) -> Path:
+    return next(parent for parent in path.parents if parent.exists())
+
+
+@cache
+def private_mounts_available() -> bool:
+    """Whether ``private_mounts`` works here: root, ``unshare`` and ``mount``, tried once.
+
+    The trial is one child that binds a directory on an existing one and on a missing one
+    (the overlay), and checks that both show the source's file; a scratch directory holds it.
+    """
+    if os.geteuid() != 0 or not (shutil.which("unshare") and shutil.which("mount")):
+        return False
+    with tempfile.TemporaryDirectory(prefix="devcluster-mounts-") as tmp:
+        root = Path(tmp)
+        source, there, covered, scratch = (root / d for d in ("source", "there", "covered", "s"))
+        for directory in (source, there, covered, scratch):
+            directory.mkdir()
+        (source / "probe").write_bytes(b"")
+        missing = covered / "missing" / "deep"
+        check = ["/bin/sh", "-c", 'test -f "$0/probe" && test -f "$1/probe"', str(there)]
+        check.append(str(missing))
+        argv = private_mounts({there: source, missing: source}, check, scratch=scratch)
+        try:
+            done = subprocess.run(argv, capture_output=True, timeout=30, check=False)
+        except (OSError, subprocess.TimeoutExpired):
+            return False
+    if done.returncode != 0:
+        log.debug("no private mounts: %s", done.stderr.decode("utf-8", "replace").strip())
+    return done.returncode == 0
 
 
 # --- cleanups at exit -------------------------------------------------------------------------
