@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import weakref
+from pathlib import Path
 
 import pytest
 
@@ -94,3 +95,100 @@ def test_a_failing_probe_is_not_kept_alive_by_wait_until() -> None:
         assert all(ref() is None for ref in refs), "a failed probe's frame outlived the wait"
     finally:
         gc.enable()
+
+
+# --- Launcher: one controller started until it is ready -----------------------------------------
+
+
+class Attempts:
+    """A controller whose first starts print ``lines`` and exit, then one that keeps running."""
+
+    def __init__(self, *failures: str) -> None:
+        self.failures = list(failures)
+        self.commands = 0
+        self.events: list[str] = []
+
+    def command(self) -> processes.Command:
+        self.commands += 1
+        if self.failures:
+            line = self.failures.pop(0)
+            return processes.Command(["/bin/sh", "-c", f"echo '{line}'; exit 3"], {}, 0)
+        return processes.Command(["/bin/sh", "-c", "echo serving; exec sleep 60"], {}, 0)
+
+    def ready(self, process: processes.Process) -> None:
+        # Ready once it said so; an exit first is wait_until's ChildProcessError.
+        processes.wait_until(
+            lambda: "serving" in process.log_path.read_text(encoding="utf-8").split("===")[-1],
+            timeout=20,
+            what="the controller",
+            interval=0.01,
+            watch=[process],
+        )
+
+    def on_failure(self) -> None:
+        self.events.append("undone")
+
+
+def test_a_start_whose_port_was_taken_is_tried_again_with_a_fresh_command(
+    tmp_path: Path,
+) -> None:
+    launcher = processes.Launcher("ctl", tmp_path / "ctl.log", error=StartError)
+    attempts = Attempts(f"listen tcp 127.0.0.1:1: bind: {processes.ADDRESS_IN_USE}")
+
+    try:
+        process = launcher.launch(attempts.command, attempts.ready, on_failure=attempts.on_failure)
+
+        assert (attempts.commands, launcher.starts, attempts.events) == (2, 2, ["undone"])
+        assert launcher.running
+        assert launcher.process is process
+        assert launcher.log_since_start().startswith("serving")
+        headers = launcher.log_path.read_text(encoding="utf-8").count("=== devcluster: ctl start")
+        assert headers == 2
+    finally:
+        launcher.stop()
+    assert launcher.process is None
+    assert not launcher.running
+
+
+def test_a_child_that_exits_otherwise_is_reported_with_its_log_tail_once(tmp_path: Path) -> None:
+    launcher = processes.Launcher("ctl", tmp_path / "ctl.log", error=StartError)
+    attempts = Attempts("flag provided but not defined: -x", "never reached")
+
+    with pytest.raises(
+        StartError, match=r"^ctl did not become ready: ctl exited with code 3"
+    ) as info:
+        launcher.launch(attempts.command, attempts.ready, on_failure=attempts.on_failure)
+
+    assert "flag provided but not defined: -x" in str(info.value)
+    assert isinstance(info.value.__cause__, ChildProcessError)
+    assert (attempts.commands, attempts.events, launcher.process) == (1, ["undone"], None)
+
+
+def test_every_try_taken_by_a_port_ends_in_the_last_error(tmp_path: Path) -> None:
+    launcher = processes.Launcher("ctl", tmp_path / "ctl.log", error=StartError, attempts=2)
+    taken = f"bind: {processes.ADDRESS_IN_USE}"
+    attempts = Attempts(taken, taken, "never reached")
+
+    with pytest.raises(StartError, match=processes.ADDRESS_IN_USE):
+        launcher.launch(attempts.command, attempts.ready)
+
+    assert (attempts.commands, launcher.starts) == (2, 2)
+
+
+def test_any_other_failure_of_the_readiness_check_stops_the_child_and_passes_through(
+    tmp_path: Path,
+) -> None:
+    launcher = processes.Launcher("ctl", tmp_path / "ctl.log", error=StartError)
+    attempts = Attempts()
+    started: list[processes.Process] = []
+
+    def ready(process: processes.Process) -> None:
+        started.append(process)
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        launcher.launch(attempts.command, ready, on_failure=attempts.on_failure)
+
+    assert attempts.events == ["undone"]
+    assert started[0].poll() is not None, "the child was left running"
+    assert launcher.process is None
