@@ -18,7 +18,7 @@ The compat tier's Kueue tests (``tests/compat/test_kueue.py``) run it against a
   hard-coded ``/etc/kueue/metrics/certs`` and exits when it is missing, so the harness writes
   one (any valid one will do, nothing here checks the metrics TLS). As root it goes into
   Kueue's working directory, bind-mounted on that path in a mount namespace of Kueue's own
-  (``processes.private_mounts``; where ``/etc/kueue`` does not exist the namespace alone has
+  (``mounts.private_mounts``; where ``/etc/kueue`` does not exist the namespace alone has
   it), so nothing is left on the machine; without root the harness writes the real directory
   (which only root can);
 - its mutating and validating webhooks (``config/components/webhook/manifests.yaml``) are
@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from devcluster import binaries, processes
+from devcluster import binaries, mounts, processes
 from devcluster.admin import ApiError
 
 if TYPE_CHECKING:
@@ -165,7 +165,7 @@ class Kueue(processes.Controller):
         self.binary = binaries.find(NAME)
         self.workdir = Path(cp.workdir) / "kueue"
         self.log_path = self.workdir / "kueue.log"
-        self._private = processes.private_mounts_available()
+        self._private = mounts.private_mounts_available()
         self.metrics_cert_dir = (
             self.workdir / "metrics-certs" if self._private else METRICS_CERT_DIR
         )
@@ -252,7 +252,7 @@ class Kueue(processes.Controller):
         binds = {METRICS_CERT_DIR: self.metrics_cert_dir}
         scratch = self.workdir / "mounts"
         scratch.mkdir(parents=True, exist_ok=True)
-        return processes.private_mounts(binds, argv, scratch=scratch)
+        return mounts.private_mounts(binds, argv, scratch=scratch)
 
     def _register_webhooks(self, port: int) -> None:
         manifests = (manifests_dir() / "webhooks.yaml").read_text(encoding="utf-8")

@@ -15,7 +15,7 @@ and ``pkg/cert`` at v1.9.4):
   where the webhook server also reads ``tls.crt``/``tls.key``. The harness writes the same
   material as the Secret there. That directory is shared by the whole machine. As root (CI,
   the node tier) each operator gets one of its own: it runs in a mount namespace of its own
-  (``processes.private_mounts``) where a directory in its control plane's workdir is
+  (``mounts.private_mounts``) where a directory in its control plane's workdir is
   bind-mounted on ``/tmp/k8s-webhook-server``, so operators run side by side (two pytest-xdist
   workers, a benchmark beside the suite). Without root **only one operator per machine runs at
   a time**: ``Operator.start`` takes an exclusive file lock (``LOCK_PATH``) and waits for it,
@@ -44,14 +44,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from devcluster import binaries, pki
+from devcluster.mounts import private_mounts, private_mounts_available
 from devcluster.processes import (
     Command,
     Controller,
     Launcher,
     Process,
     free_port,
-    private_mounts,
-    private_mounts_available,
     wait_until,
 )
 

@@ -1,4 +1,4 @@
-"""devcluster.processes: a controller in a mount namespace of its own, and the probe for it.
+"""devcluster.mounts: a controller in a mount namespace of its own, and the probe for it.
 
 ``private_mounts`` is what lets two harness operators run side by side (each its own
 ``/tmp/k8s-webhook-server``) and what keeps Kueue's metrics certificate off the machine (its
@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from devcluster import binaries, kueue, operator, processes
+from devcluster import binaries, kueue, mounts, operator
 
 UNSHARE = ["unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c"]
 
@@ -35,9 +35,9 @@ def script_of(argv: list[str]) -> list[list[str]]:
 @pytest.fixture
 def probe_afresh() -> Iterator[None]:
     """The probe's once-per-process answer forgotten before and after the test."""
-    processes.private_mounts_available.cache_clear()
+    mounts.private_mounts_available.cache_clear()
     yield
-    processes.private_mounts_available.cache_clear()
+    mounts.private_mounts_available.cache_clear()
 
 
 # --- the argv -----------------------------------------------------------------------------------
@@ -47,7 +47,7 @@ def test_an_existing_target_is_bound_then_the_shell_becomes_the_controller(tmp_p
     target, source = tmp_path / "target dir", tmp_path / "source"
     target.mkdir()
 
-    argv = processes.private_mounts({target: source}, ["/bin/ctl", "--flag=1"])
+    argv = mounts.private_mounts({target: source}, ["/bin/ctl", "--flag=1"])
 
     assert script_of(argv) == [["mount", "--bind", str(source), str(target)], ["exec", "$@"]]
     assert argv[-2:] == ["/bin/ctl", "--flag=1"]
@@ -60,7 +60,7 @@ def test_a_missing_target_is_made_in_an_overlay_of_its_nearest_existing_ancestor
     ancestor.mkdir()
     first, second = ancestor / "kueue" / "metrics" / "certs", ancestor / "kueue" / "other"
 
-    argv = processes.private_mounts({first: source, second: source}, ["ctl"], scratch=scratch)
+    argv = mounts.private_mounts({first: source, second: source}, ["ctl"], scratch=scratch)
 
     upper, work = scratch / "0-upper", scratch / "0-work"
     assert script_of(argv) == [
@@ -85,7 +85,7 @@ def test_a_missing_target_is_made_in_an_overlay_of_its_nearest_existing_ancestor
 
 def test_a_missing_target_without_a_scratch_directory_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="needs a scratch"):
-        processes.private_mounts({tmp_path / "missing": tmp_path}, ["ctl"])
+        mounts.private_mounts({tmp_path / "missing": tmp_path}, ["ctl"])
 
 
 def test_the_operator_binds_its_certificate_root_on_the_hard_coded_parent(
@@ -121,7 +121,7 @@ def test_kueue_reads_its_metrics_certificate_from_its_workdir_when_it_can(
     etc.mkdir()
     hard_coded = etc / "kueue" / "metrics" / "certs"
     monkeypatch.setattr(kueue, "METRICS_CERT_DIR", hard_coded)
-    monkeypatch.setattr(processes, "private_mounts_available", lambda: private)
+    monkeypatch.setattr(mounts, "private_mounts_available", lambda: private)
     monkeypatch.setattr(binaries, "find", lambda name: tmp_path / name)
     cp: Any = SimpleNamespace(kubeconfig=tmp_path / "kubeconfig", workdir=tmp_path)
     the_kueue = kueue.Kueue(cp)
@@ -155,7 +155,7 @@ def test_without_root_there_are_no_private_mounts_and_nothing_is_tried(
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
     monkeypatch.setattr(subprocess, "run", refuse_to_run)
 
-    assert processes.private_mounts_available() is False
+    assert mounts.private_mounts_available() is False
 
 
 @pytest.mark.usefixtures("probe_afresh")
@@ -166,7 +166,7 @@ def test_without_unshare_there_are_no_private_mounts_and_nothing_is_tried(
     monkeypatch.setattr(shutil, "which", lambda name: None if name == "unshare" else "/bin/x")
     monkeypatch.setattr(subprocess, "run", refuse_to_run)
 
-    assert processes.private_mounts_available() is False
+    assert mounts.private_mounts_available() is False
 
 
 @pytest.mark.usefixtures("probe_afresh")
@@ -193,8 +193,8 @@ def test_the_probe_tries_once_per_process_and_believes_the_trial(
     monkeypatch.setattr(shutil, "which", lambda name: f"/usr/bin/{name}")
     monkeypatch.setattr(subprocess, "run", run)
 
-    assert processes.private_mounts_available() is available
-    assert processes.private_mounts_available() is available
+    assert mounts.private_mounts_available() is available
+    assert mounts.private_mounts_available() is available
     [trial] = trials
     steps = script_of(trial)
     assert any(step[:3] == ["mount", "-t", "overlay"] for step in steps), "a missing target"
@@ -205,14 +205,14 @@ def test_the_probe_tries_once_per_process_and_believes_the_trial(
 
 
 def run_in_namespace(binds: dict[Path, Path], scratch: Path, shell: str) -> str:
-    argv = processes.private_mounts(binds, ["/bin/sh", "-c", shell], scratch=scratch)
+    argv = mounts.private_mounts(binds, ["/bin/sh", "-c", shell], scratch=scratch)
     done = subprocess.run(argv, capture_output=True, timeout=30, check=True, text=True)
     return done.stdout
 
 
 @pytest.mark.usefixtures("probe_afresh")
 def test_as_root_a_missing_target_exists_in_the_namespace_only(tmp_path: Path) -> None:
-    if not processes.private_mounts_available():
+    if not mounts.private_mounts_available():
         pytest.skip("no private mounts here (needs root, unshare and overlayfs)")
     source, scratch = tmp_path / "source", tmp_path / "scratch"
     for directory in (source, scratch):
