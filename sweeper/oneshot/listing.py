@@ -35,10 +35,12 @@ log = logging.getLogger(__name__)
 
 # Date headers have whole-second resolution: a skew below this is noise.
 _SKEW_RESOLUTION_S = 1.0
-# Lists read at once, and pages of each that may wait (sweeper.oneshot.readahead): two keep the
-# API server busy while this process decodes and judges (docs/benchmarks.md).
+# Lists read at once, and pages (of every list together) that may wait for the pass
+# (sweeper.oneshot.readahead): two readers keep the API server busy on both cores while this
+# process decodes and judges, and eight pages let them run ahead past a long list (some 200 KB
+# of views a page of 500; docs/benchmarks.md).
 _READERS = 2
-_DEPTH = 2
+_AHEAD = 8
 
 
 def list_pass(
@@ -144,7 +146,7 @@ class Listing:
         """List and judge every job the pass covers, in order (kind, then namespace)."""
         config = self.config
         lists = covered.lists
-        with readahead.ReadAhead[JobPage](workers=_READERS, depth=_DEPTH, name="list") as ahead:
+        with readahead.ReadAhead[JobPage](workers=_READERS, ahead=_AHEAD, name="list") as ahead:
             for kind, namespace in lists:
                 ahead.submit(
                     (kind, namespace),

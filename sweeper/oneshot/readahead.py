@@ -16,19 +16,24 @@ Nothing changes but the timing:
 - the same errors, at the same place: an error ends its list's pages there, and is raised
   from the caller's iteration of that list when the caller gets to it.
 
-Memory stays flat: a list's queue holds at most ``depth`` pages, and at most ``workers``
-lists are read at once, so at most ``workers * (depth + 1)`` pages exist beyond the one the
-caller holds, however many jobs the cluster has.
+Memory stays flat: at most ``ahead`` pages wait for the caller, in every list together, plus
+one of the list the caller is on when that list has none waiting (so the caller is never left
+waiting on a list whose reader waits for room), plus one being read per reader thread: a bound
+set by ``ahead`` and ``workers``, however many jobs or lists the cluster has. Within that bound
+a reader goes as far ahead as it can, across the end of a list into the next one it takes, so
+both readers stay busy while the caller works through a long list (docs/benchmarks.md).
 
-Threads are safe here because the readers share nothing but the iterators they are given:
-the Kubernetes client's connection pool is thread-safe, and each list's iterator is driven
-by one thread from start to end.
+Threads are safe here because the readers share nothing but the iterators they are given and
+the lists' pages: the Kubernetes client's connection pool is thread-safe, each list's iterator
+is driven by one thread from start to end, and the pages, their count and the caller's list
+are read and changed only under one lock (a condition every change notifies).
 """
 
 from __future__ import annotations
 
 import queue
 import threading
+from collections import deque
 from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -36,13 +41,10 @@ from typing import Generic, TypeVar
 
 T = TypeVar("T")
 
-# How often a blocked reader looks whether the reading was cancelled.
-_POLL_S = 0.05
-
 
 @dataclass(frozen=True, slots=True)
 class _End:
-    """The last item of a list's queue: the list ended, with ``error`` if it failed."""
+    """The last item of a list's pages: the list ended, with ``error`` if it failed."""
 
     error: BaseException | None = None
 
@@ -50,7 +52,8 @@ class _End:
 @dataclass(slots=True)
 class _List(Generic[T]):
     open: Callable[[], Iterator[T]]
-    pages: queue.Queue[T | _End] = field(default_factory=queue.Queue)
+    # Guarded by ReadAhead._room.
+    pages: deque[T | _End] = field(default_factory=deque)
 
 
 class ReadAhead(Generic[T]):
@@ -58,7 +61,7 @@ class ReadAhead(Generic[T]):
 
     Args:
         workers: How many lists are read at once.
-        depth: How many pages of a list may wait for the caller.
+        ahead: How many pages, of every list together, may wait for the caller.
         name: The threads' name prefix.
 
     Use::
@@ -74,16 +77,20 @@ class ReadAhead(Generic[T]):
     close their iterators.
     """
 
-    def __init__(self, *, workers: int = 2, depth: int = 2, name: str = "read-ahead") -> None:
-        if workers < 1 or depth < 1:
-            raise ValueError("workers and depth must be at least 1")
-        self._depth = depth
+    def __init__(self, *, workers: int = 2, ahead: int = 8, name: str = "read-ahead") -> None:
+        if workers < 1 or ahead < 1:
+            raise ValueError("workers and ahead must be at least 1")
+        self._ahead = ahead
         self._name = name
         self._workers = workers
         self._lists: dict[Hashable, _List[T]] = {}
         self._waiting: queue.SimpleQueue[_List[T] | None] = queue.SimpleQueue()
         self._threads: list[threading.Thread] = []
         self._cancelled = threading.Event()
+        # Guards every list's pages, the count and the caller's list; notified at every change.
+        self._room = threading.Condition()
+        self._queued = 0
+        self._current: _List[T] | None = None
 
     def __enter__(self) -> ReadAhead[T]:
         return self
@@ -105,7 +112,7 @@ class ReadAhead(Generic[T]):
         """
         if key in self._lists:
             raise ValueError(f"list {key!r} was submitted twice")
-        entry: _List[T] = _List(open_list, queue.Queue(maxsize=self._depth))
+        entry: _List[T] = _List(open_list)
         self._lists[key] = entry
         self._waiting.put(entry)
         if len(self._threads) < self._workers:
@@ -122,8 +129,18 @@ class ReadAhead(Generic[T]):
             BaseException: Whatever reading the list raised, after the pages before it.
         """
         entry = self._lists[key]
+        with self._room:
+            # Its reader may be waiting for room: the caller's list always gets a place.
+            self._current = entry
+            self._room.notify_all()
         while True:
-            item = entry.pages.get()
+            with self._room:
+                while not entry.pages:
+                    self._room.wait()
+                item = entry.pages.popleft()
+                if not isinstance(item, _End):
+                    self._queued -= 1
+                    self._room.notify_all()
             if isinstance(item, _End):
                 if item.error is not None:
                     raise item.error
@@ -139,8 +156,11 @@ class ReadAhead(Generic[T]):
         self._cancelled.set()
         for _ in self._threads:
             self._waiting.put(None)
-        for entry in self._lists.values():
-            _drain(entry.pages)
+        with self._room:
+            for entry in self._lists.values():
+                entry.pages.clear()
+            self._queued = 0
+            self._room.notify_all()
 
     def _read(self) -> None:
         while not self._cancelled.is_set():
@@ -155,7 +175,7 @@ class ReadAhead(Generic[T]):
         try:
             iterator = entry.open()
             for page in iterator:
-                if not self._put(entry.pages, page):
+                if not self._put(entry, page):
                     return
         except BaseException as error:  # noqa: BLE001 - handed to the caller, raised there
             end = _End(error)
@@ -163,21 +183,26 @@ class ReadAhead(Generic[T]):
             close = getattr(iterator, "close", None)
             if close is not None:
                 close()
-        self._put(entry.pages, end)
+        self._put(entry, end)
 
-    def _put(self, pages: queue.Queue[T | _End], item: T | _End) -> bool:
-        while not self._cancelled.is_set():
-            try:
-                pages.put(item, timeout=_POLL_S)
-            except queue.Full:
-                continue
-            return True
-        return False
+    def _put(self, entry: _List[T], item: T | _End) -> bool:
+        """Add ``item`` to its list once there is room; False when the reading was cancelled.
 
-
-def _drain(pages: queue.Queue[T | _End]) -> None:
-    while True:
-        try:
-            pages.get_nowait()
-        except queue.Empty:
-            return
+        An end takes no place (it holds no page). A page takes one of the ``ahead`` places, or
+        the caller's list's own place when that list has nothing waiting: so the caller's list
+        always moves, whatever the readers of later lists hold.
+        """
+        with self._room:
+            while not self._cancelled.is_set():
+                if (
+                    isinstance(item, _End)
+                    or self._queued < self._ahead
+                    or (entry is self._current and not entry.pages)
+                ):
+                    entry.pages.append(item)
+                    if not isinstance(item, _End):
+                        self._queued += 1
+                    self._room.notify_all()
+                    return True
+                self._room.wait()
+            return False
