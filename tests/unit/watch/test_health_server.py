@@ -6,9 +6,11 @@ configuration error (exit 2) naming the address and the option, never "internal 
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import urllib.request
 from collections.abc import Iterator
+from http.server import ThreadingHTTPServer
 
 import pytest
 
@@ -45,6 +47,17 @@ def held_ipv6_port() -> Iterator[int]:
         holder.bind(("::1", 0))
         holder.listen()
         yield int(holder.getsockname()[1])
+
+
+@contextlib.contextmanager
+def listening(address: str) -> Iterator[ThreadingHTTPServer]:
+    """``serve`` on a free port of ``address`` for the block; the port is freed after it."""
+    server = serve(address, 0, Health(streams=0), Metrics())
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def status(where: str, path: str) -> int:
@@ -108,15 +121,11 @@ def test_the_probes_answer_and_closing_frees_the_port() -> None:
 
 @needs_ipv6
 def test_an_ipv6_address_listens_on_ipv6() -> None:
-    server = serve("::1", 0, Health(streams=0), Metrics())
-    try:
+    with listening("::1") as server:
         host, port = server.server_address[:2]
         assert host == "::1"
         assert status(f"[::1]:{port}", "/readyz") == 200
         assert status(f"[::1]:{port}", "/metrics") == 200
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 @needs_ipv6
@@ -124,15 +133,11 @@ def test_an_ipv6_listener_takes_ipv4_clients_too_so_the_unspecified_address_is_d
     # "::" itself listens on every interface, which a unit test does not: the IPv4-mapped
     # loopback binds only with IPV6_V6ONLY off (EINVAL otherwise), the setting that makes "::"
     # take IPv4 clients as Go's listeners (kubelet's, kube-proxy's) do.
-    server = serve("::ffff:127.0.0.1", 0, Health(streams=0), Metrics())
-    try:
+    with listening("::ffff:127.0.0.1") as server:
         host, port = server.server_address[:2]
         assert host == "::ffff:127.0.0.1"  # an IPv6 socket (an IPv4 one would say 127.0.0.1)
         assert server.socket.getsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY) == 0
         assert status(f"127.0.0.1:{port}", "/healthz") == 200
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 @needs_ipv6
