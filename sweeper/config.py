@@ -7,6 +7,7 @@ with one line naming the offending option.
 
 from __future__ import annotations
 
+import ipaddress
 import re
 import urllib.parse
 from dataclasses import dataclass, field
@@ -152,6 +153,54 @@ def check_url(url: str) -> None:
         )
 
 
+_LABEL = r"[A-Za-z0-9](?:[-A-Za-z0-9]{0,61}[A-Za-z0-9])?"
+_HOST_NAME = re.compile(rf"{_LABEL}(?:\.{_LABEL})*")
+
+
+def _is_host_name(text: str) -> bool:
+    # RFC 1123 labels; a numeric last label is a mistyped IPv4 address (10.0.0.300), no name.
+    return (
+        len(text) <= 253  # noqa: PLR2004 - DNS's limit
+        and _HOST_NAME.fullmatch(text) is not None
+        and not text.rsplit(".", 1)[-1].isdigit()
+    )
+
+
+def parse_address(text: str) -> str:
+    """Read ``--health-address`` as kubelet's ``--address`` reads one, host names kept.
+
+    An IPv4 literal (``0.0.0.0``), an IPv6 literal bare or in brackets (``::``, ``::1``,
+    ``[::1]``, ``fe80::1%eth0``) or a host name (``localhost``, bound on IPv4 as before). No
+    port: that is ``--health-port``.
+
+    Args:
+        text: The value.
+
+    Returns:
+        The address as a socket binds it: an IPv6 literal without its brackets.
+
+    Raises:
+        ConfigError: Not an address (a port given with it, a malformed IPv6 literal, brackets
+            around anything else): one line naming the option and its twin.
+    """
+    address = text.strip()
+    bracketed = address.startswith("[") and address.endswith("]")
+    bare = address[1:-1] if bracketed else address
+    try:
+        literal = ipaddress.ip_address(bare)
+    except ValueError:
+        literal = None
+    if literal is not None and (literal.version == 6 or not bracketed):  # noqa: PLR2004 - IPv6
+        return bare
+    if not bracketed and _is_host_name(address):
+        return address
+    raise ConfigError(
+        f"invalid address {text!r} (--health-address/SWEEPER_HEALTH_ADDRESS): expected an IPv4 "
+        "or IPv6 address (0.0.0.0, ::, ::1 or [::1]) or a host name, without a port "
+        "(that is --health-port)"
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class WatchSettings:
     """The settings of ``sweeper --watch`` (the long-running mode).
@@ -192,6 +241,11 @@ class WatchSettings:
             raise ConfigError("--watch-timeout must be positive")
         if not 0 <= self.health_port <= 65535:  # noqa: PLR2004 - the port range
             raise ConfigError("--health-port must be between 0 and 65535")
+        if parse_address(self.health_address) != self.health_address:
+            raise ConfigError(
+                f"--health-address {self.health_address!r}: the settings take the address as a "
+                "socket binds it (an IPv6 address without brackets: parse_address)"
+            )
         if self.lease_namespace is not None and not _NAMESPACE.fullmatch(self.lease_namespace):
             raise ConfigError(
                 f"invalid namespace name {self.lease_namespace!r} (--lease-namespace)"

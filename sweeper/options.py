@@ -29,6 +29,7 @@ from sweeper.config import (
     OutputFormat,
     Timing,
     WatchSettings,
+    parse_address,
     parse_reference,
 )
 from sweeper.core.errors import ConfigError
@@ -308,7 +309,7 @@ FLAGS: tuple[Flag, ...] = (
     _durations("--retry-period", default="2s", help="--watch: time between Lease attempts."),
     Flag(
         ("--health-address",),
-        "--watch: address of /healthz, /readyz and /metrics.",
+        "--watch: address of /healthz, /readyz and /metrics (IPv4 or IPv6; :: is dual-stack).",
         default="0.0.0.0",  # noqa: S104 - probes
         metavar="ADDR",
     ),
@@ -467,7 +468,7 @@ def _watch_settings(options: dict[str, Any]) -> WatchSettings:
             renew_deadline=options["renew_deadline"],
             retry_period=options["retry_period"],
         ),
-        health_address=options["health_address"],
+        health_address=parse_address(options["health_address"]),
         health_port=options["health_port"],
     )
 

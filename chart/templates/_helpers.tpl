@@ -94,23 +94,43 @@ Schedule arithmetic, as YAML (read it with `include "sweeper.timing" . | fromYam
   period          seconds between two scheduled runs
   schedule        the cron expression
   every/for       passes inside one run (only when intervalSeconds < 60)
-  timeout         --timeout: the sweeper stops itself (exit 5) 5 s before the next run is due
   activeDeadline  the Job's activeDeadlineSeconds: Kubernetes kills a run that is still going
                   2 s before the next one is due. It must stay below the period: with
                   concurrencyPolicy Forbid a hung run would otherwise make every later run skip.
+  timeout         --timeout: the sweeper stops itself (exit 5), startupAllowanceSeconds + 1 s
+                  before activeDeadline
   startingDeadline how late a run may still start (a missed schedule, a slow previous run)
-Intervals below a minute: every minute, passes every N s while fewer than 60 - N/2 s have
-passed, so a run makes exactly 60/N passes and the last one starts N s before the next run.
+
+Two clocks: activeDeadlineSeconds counts from the Job's startTime, which is set before the pod is
+scheduled, its image pulled and Python started; --every, --for and --timeout count from the
+sweeper's own start. A run whose sweeper starts L s after its Job therefore ends at L + timeout
+(+ the report and the exit, under 1 s) on the Job's clock, and must end before activeDeadline:
+  timeout = activeDeadline - startupAllowanceSeconds - 1
+so any start-up up to startupAllowanceSeconds ends with the sweeper's own, clean, exit instead of
+DeadlineExceeded (a failed Job, a pod killed mid-pass). The sweeper cannot see L (the pod has no
+way to read its Job's startTime), so the allowance is a budget set here, not measured per run:
+measured pod start-up is 1 s with the image on the node (docs/benchmarks.md, the node lateness
+run), and interpreter start adds about half a second; the default 5 leaves room for a loaded node.
+A start-up longer than the allowance (an image pull on a new node) can still be killed.
+
+The trade-off: the allowance comes out of the last pass's time. Intervals below a minute run
+every minute and pass every N s while fewer than min(60 - N/2, timeout) s have passed, so a run
+makes exactly 60/N passes and the last one starts N s before the next run (a job is never more
+than about N s late, the property the passes exist for); that last pass, at 60 - N s, must end
+before --timeout, and at least 2 s are kept for it. With intervalSeconds 10 that leaves
+57 - 50 - 2 = 5 s of allowance at most (the default); 12 allows 7, 15 allows 10. Rather than
+lose a pass (20 s between two checks where 10 were asked for), a larger allowance is refused.
 */}}
 {{- define "sweeper.timing" -}}
 {{- $n := int .Values.intervalSeconds }}
+{{- $allowance := int .Values.startupAllowanceSeconds }}
 {{- $subMinute := list 10 12 15 20 30 }}
 {{- $minutes := list 1 2 3 4 5 6 10 12 15 20 30 60 }}
 {{- $period := 60 }}
 {{- $schedule := "* * * * *" }}
+{{- $lastStart := 0 }}
 {{- if has $n $subMinute }}
-every: {{ $n }}
-for: {{ sub 60 (div $n 2) }}
+{{- $lastStart = sub 60 $n }}
 {{- else if and (eq (int (mod $n 60)) 0) (has (int (div $n 60)) $minutes) }}
 {{- $period = $n }}
 {{- $m := int (div $n 60) }}
@@ -120,10 +140,20 @@ for: {{ sub 60 (div $n 2) }}
 {{- else }}
 {{- fail (printf "intervalSeconds must divide a minute (10, 12, 15, 20, 30) or be a whole number of minutes that divides an hour (60, 120, 180, 240, 300, 360, 600, 720, 900, 1200, 1800, 3600); got %v" .Values.intervalSeconds) }}
 {{- end }}
+{{- $deadline := sub $period 2 }}
+{{- $timeout := sub (sub $deadline $allowance) 1 }}
+{{- $most := sub (sub (sub $deadline 1) $lastStart) 2 }}
+{{- if gt $allowance $most }}
+{{- fail (printf "startupAllowanceSeconds %d leaves the last pass of a run (at %d s) less than 2 s before --timeout (%d s); with intervalSeconds %d it can be at most %d" $allowance $lastStart $timeout $n $most) }}
+{{- end }}
+{{- if has $n $subMinute }}
+every: {{ $n }}
+for: {{ min (sub 60 (div $n 2)) $timeout }}
+{{- end }}
 period: {{ $period }}
 schedule: {{ $schedule | quote }}
-timeout: {{ sub $period 5 }}
-activeDeadline: {{ sub $period 2 }}
+timeout: {{ $timeout }}
+activeDeadline: {{ $deadline }}
 {{- if kindIs "invalid" .Values.startingDeadlineSeconds }}
 startingDeadline: {{ min (div $period 2) 300 }}
 {{- else }}

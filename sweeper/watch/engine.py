@@ -56,7 +56,7 @@ from sweeper.metrics import WatchMetrics
 from sweeper.stop import StopFlag, signals_stop
 from sweeper.watch.elector import Elector
 from sweeper.watch.fire import DecisionClock, Fire
-from sweeper.watch.health import Health, serve
+from sweeper.watch.health import Health, host_port, serve
 from sweeper.watch.inbox import Ending, Event, Fired, Inbox, JobKey, Listed, Message, Scope
 from sweeper.watch.leader import Leader
 from sweeper.watch.resync import Claims, Resync
@@ -474,7 +474,8 @@ def _serve(
     if not settings.health_port:
         return None
     server = serve(settings.health_address, settings.health_port, health, metrics)
-    log.info("serving /healthz, /readyz and /metrics on %s:%d", *server.server_address[:2])
+    host, port = server.server_address[:2]
+    log.info("serving /healthz, /readyz and /metrics on %s", host_port(str(host), int(port)))
     return server
 
 

@@ -4,12 +4,20 @@
 watch completed its first list (its view of the jobs is whole), ``/metrics`` the Prometheus
 text format rendered by :mod:`sweeper.metrics`, which defines every ``deadline_sweeper_*``
 name (the Pushgateway push uses the same definitions).
+
+The address family follows the address, as a Go listener's does (kubelet, kube-proxy): an IPv6
+literal listens on an IPv6 socket, with ``IPV6_V6ONLY`` off, so ``::`` takes IPv4 clients too
+(dual-stack) on any host that has dual-stack sockets, whatever its ``net.ipv6.bindv6only``;
+an IPv4 literal or a host name listens on IPv4, as before.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import ipaddress
 import logging
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -133,8 +141,9 @@ def serve(address: str, port: int, health: Health, metrics: Exposition) -> Threa
         def log_message(self, format: str, *args: object) -> None:
             log.debug("health: " + format, *args)
 
+    kind = _IPv6Server if _is_ipv6(address) else ThreadingHTTPServer
     try:
-        server = ThreadingHTTPServer((address, port), Handler)
+        server = kind((address, port), Handler)
     except OSError as error:
         raise ConfigError(_cannot_listen(address, port, error)) from error
     server.daemon_threads = True
@@ -143,8 +152,44 @@ def serve(address: str, port: int, health: Health, metrics: Exposition) -> Threa
     return server
 
 
+def host_port(address: str, port: int) -> str:
+    """``address:port`` as a URL writes it: an IPv6 address in brackets (``[::1]:8080``).
+
+    Args:
+        address: An IPv4 or IPv6 address (without brackets) or a host name.
+        port: The port.
+
+    Returns:
+        The text for logs and messages.
+    """
+    return f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
+
+
+class _IPv6Server(ThreadingHTTPServer):
+    """The server on an IPv6 socket that takes IPv4 clients too where it listens on ``::``.
+
+    ``IPV6_V6ONLY`` is set off explicitly: Linux's default (``net.ipv6.bindv6only=0``) can be
+    changed per host, and Go's listeners, which users compare with, are dual-stack on ``::``.
+    A host without dual-stack sockets keeps an IPv6-only listener rather than none.
+    """
+
+    address_family = socket.AF_INET6
+
+    def server_bind(self) -> None:
+        with contextlib.suppress(OSError, AttributeError):  # no IPV6_V6ONLY on this platform
+            self.socket.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+        super().server_bind()
+
+
+def _is_ipv6(address: str) -> bool:
+    try:
+        return ipaddress.ip_address(address).version == 6  # noqa: PLR2004 - IP version 6
+    except ValueError:
+        return False  # an IPv4 address or a host name: IPv4, as before
+
+
 def _cannot_listen(address: str, port: int, error: OSError) -> str:
-    where = f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
+    where = host_port(address, port)
     reason = error.strerror or str(error)
     if error.errno == errno.EADDRINUSE:
         return (

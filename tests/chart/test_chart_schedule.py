@@ -10,16 +10,27 @@ import pytest
 
 SCHEMA = Path(__file__).resolve().parents[2] / "chart" / "values.schema.json"
 ALLOWED: list[int] = json.loads(SCHEMA.read_text())["properties"]["intervalSeconds"]["enum"]
+MOST_ALLOWANCE: int = json.loads(SCHEMA.read_text())["properties"]["startupAllowanceSeconds"][
+    "maximum"
+]
+# The documented default of startupAllowanceSeconds: the seconds from a run's Job start
+# (activeDeadlineSeconds' origin) to the sweeper's (--for's and --timeout's) that a run must
+# survive. Measured pod start-up is 1 s with the image on the node, plus Python's start.
+DEFAULT_ALLOWANCE = 5
+# From --timeout to the process gone: the report and the exit.
+EXIT_S = 1
+# What the last pass of a run keeps, at least, before --timeout.
+LAST_PASS_S = 2
 
 
 @pytest.mark.parametrize(
     ("interval", "expected"),
     [
-        pytest.param(30, ("* * * * *", ["--every=30", "--for=45"], 55, 58, 30), id="30s"),
-        pytest.param(10, ("* * * * *", ["--every=10", "--for=55"], 55, 58, 30), id="10s"),
-        pytest.param(60, ("* * * * *", [], 55, 58, 30), id="60s"),
-        pytest.param(300, ("*/5 * * * *", [], 295, 298, 150), id="300s"),
-        pytest.param(3600, ("0 * * * *", [], 3595, 3598, 300), id="3600s"),
+        pytest.param(30, ("* * * * *", ["--every=30", "--for=45"], 52, 58, 30), id="30s"),
+        pytest.param(10, ("* * * * *", ["--every=10", "--for=52"], 52, 58, 30), id="10s"),
+        pytest.param(60, ("* * * * *", [], 52, 58, 30), id="60s"),
+        pytest.param(300, ("*/5 * * * *", [], 292, 298, 150), id="300s"),
+        pytest.param(3600, ("0 * * * *", [], 3592, 3598, 300), id="3600s"),
     ],
 )
 def test_interval_sets_schedule_passes_and_bounds(render, interval, expected):
@@ -63,6 +74,71 @@ def test_every_allowed_interval_is_enforced_evenly_and_ends_before_the_next_run(
 
     # The sweeper gives up first, then Kubernetes, and both before the next run is due.
     assert timeout < rendered.job_spec["activeDeadlineSeconds"] < period
+
+
+def _pass_starts(interval: int, every: int | None, for_: int | None, timeout: int) -> list[int]:
+    """When the passes of a run start, on the sweeper's clock (sweeper/oneshot/run.py)."""
+    if every is None or for_ is None:
+        return [0]
+    return [k * every for k in range(math.ceil(for_ / every)) if k * every < timeout]
+
+
+def _most_allowance(interval: int) -> int:
+    """The largest allowance the template takes: the last pass keeps LAST_PASS_S."""
+    last_start = 60 - interval if interval < 60 else 0
+    return max(interval, 60) - 2 - EXIT_S - last_start - LAST_PASS_S
+
+
+def _allowances() -> list[object]:
+    cases: list[object] = []
+    for interval in ALLOWED:
+        for allowance in (None, 0, 2, min(_most_allowance(interval), MOST_ALLOWANCE)):
+            name = "default" if allowance is None else f"{allowance}s"
+            cases.append(pytest.param(interval, allowance, id=f"{interval}s-allowance-{name}"))
+    return cases
+
+
+@pytest.mark.parametrize(("interval", "allowance"), _allowances())
+def test_a_run_that_starts_late_within_the_allowance_ends_before_the_job_deadline(
+    render, interval, allowance
+):
+    values: dict[str, int] = {"intervalSeconds": interval}
+    if allowance is not None:
+        values["startupAllowanceSeconds"] = allowance
+    rendered = render(values)
+    tolerated = DEFAULT_ALLOWANCE if allowance is None else allowance
+    args = rendered.args
+    every, for_, timeout = _flag(args, "every"), _flag(args, "for"), _flag(args, "timeout")
+    assert timeout is not None
+    deadline = rendered.job_spec["activeDeadlineSeconds"]
+    starts = _pass_starts(interval, every, for_, timeout)
+
+    # Every pass of a normal start is kept: 60/N below a minute, one otherwise.
+    assert starts == (list(range(0, 60, interval)) if interval < 60 else [0])
+    assert starts[-1] + LAST_PASS_S <= timeout
+    # On the Job's clock, a sweeper that starts `late` seconds after its Job ends at the latest
+    # at late + --timeout (no pass starts at or after it, a pass in progress is cut there),
+    # and is gone a second later: before Kubernetes' deadline, for every start-up allowed.
+    for late in range(tolerated + 1):
+        assert late + timeout + EXIT_S <= deadline, f"killed when starting {late} s late"
+    # And the deadline still ends a hung run before the next one is due.
+    assert deadline < max(interval, 60)
+
+
+@pytest.mark.parametrize("interval", [10, 12, 15, 20, 30, 60])
+def test_an_allowance_that_leaves_the_last_pass_no_time_is_refused_naming_its_limit(
+    render_error, interval
+):
+    most = _most_allowance(interval)
+    error = render_error({"intervalSeconds": interval, "startupAllowanceSeconds": most + 1})
+
+    assert f"startupAllowanceSeconds {most + 1} leaves the last pass of a run" in error
+    assert f"with intervalSeconds {interval} it can be at most {most}" in error
+
+
+def test_the_default_allowance_is_the_documented_one():
+    values = (SCHEMA.parent / "values.yaml").read_text(encoding="utf-8")
+    assert f"\nstartupAllowanceSeconds: {DEFAULT_ALLOWANCE}\n" in values
 
 
 @pytest.mark.parametrize("interval", [45, 90, 420, 7200], ids=["45s", "90s", "7min", "2h"])

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import signal
+import socket
 import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
@@ -277,3 +278,30 @@ def test_a_second_watch_on_a_busy_probes_port_exits_2_naming_the_option(
     )
     assert "Traceback" not in stderr
     assert first.probe("/readyz") == 200  # the first one is untouched
+
+
+def _ipv6_loopback() -> bool:
+    try:
+        with socket.socket(socket.AF_INET6) as probe:
+            probe.bind(("::1", 0))
+    except OSError:
+        return False
+    return socket.has_ipv6
+
+
+@pytest.mark.skipif(not _ipv6_loopback(), reason="no IPv6 loopback on this host (cannot bind ::1)")
+def test_the_probes_and_metrics_answer_on_the_ipv6_loopback(
+    control_plane, namespace, sweeper_kubeconfig, tmp_path
+):
+    watcher = Watcher(
+        sweeper_kubeconfig, tmp_path, "-n", namespace, "--no-leader-elect", address="::1"
+    )
+    try:
+        watcher.wait_ready()
+        assert watcher.probe("/healthz") == 200
+        assert "deadline_sweeper_tracked_jobs" in watcher.metrics()
+        messages = [e.get("message") for e in watcher.logs()]
+        serving = f"serving /healthz, /readyz and /metrics on [::1]:{watcher.port}"
+        assert serving in messages, watcher.explain()
+    finally:
+        assert watcher.stop() == 0, watcher.explain()

@@ -22,9 +22,9 @@ from tests.e2e.clusters import sweeper_executable
 PATIENCE_S = 60.0
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
+def free_port(address: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET6 if ":" in address else socket.AF_INET) as probe:
+        probe.bind((address, 0))
         return int(probe.getsockname()[1])
 
 
@@ -39,8 +39,11 @@ class Watcher:
         name: str = "w",
         clock_ahead_s: float = 0.0,
         port: int | None = None,
+        address: str = "127.0.0.1",
     ) -> None:
-        self.port = port or free_port()
+        self.port = port or free_port(address)
+        # The probes' URL authority: an IPv6 address in brackets.
+        self.where = f"[{address}]:{self.port}" if ":" in address else f"{address}:{self.port}"
         self.log_path = workdir / f"watch-{name}-{self.port}.log"
         env = {
             k: v
@@ -58,7 +61,7 @@ class Watcher:
             str(kubeconfig),
             "--watch",
             "--health-address",
-            "127.0.0.1",
+            address,
             "--health-port",
             str(self.port),
             "--identity",
@@ -72,7 +75,7 @@ class Watcher:
 
     def probe(self, path: str) -> int | None:
         try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=2) as answer:
+            with urllib.request.urlopen(f"http://{self.where}{path}", timeout=2) as answer:
                 return int(answer.status)
         except urllib.error.HTTPError as error:
             return int(error.code)
@@ -80,7 +83,7 @@ class Watcher:
             return None
 
     def metrics(self) -> str:
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=2) as answer:
+        with urllib.request.urlopen(f"http://{self.where}/metrics", timeout=2) as answer:
             return str(answer.read().decode())
 
     def wait_ready(self) -> None:

@@ -136,7 +136,10 @@ def chart_values(node: Node, **overrides: Any) -> Obj:
     ``activeDeadlineSeconds`` (58) counts from the Job's start, the passes from the sweeper's:
     with 10 (last pass at 50 s) or 20 (at 40 s), pod start, interpreter start and the last
     pass did not fit in what was left with six sweeper pods starting at once on this loaded
-    machine, and the runs failed ``DeadlineExceeded``.
+    machine, and the runs failed ``DeadlineExceeded``. The chart now ends ``--timeout``
+    ``startupAllowanceSeconds`` (5) + 1 s before that deadline (52 s); 30 keeps 22 s for the
+    last pass beyond it, where 10 keeps 2, so a start-up slower than 5 s here would still fail
+    a run at 10.
     """
     image = node.images["sweeper"]
     values: Obj = {

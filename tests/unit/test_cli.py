@@ -17,7 +17,7 @@ from freezegun import freeze_time
 
 from sweeper import __version__
 from sweeper.cli import Seams, command
-from sweeper.config import ClockMode, Config, DryRun, LogFormat, OutputFormat
+from sweeper.config import ClockMode, Config, DryRun, LogFormat, OutputFormat, WatchSettings
 from sweeper.core.errors import ApiError, ConfigError, Gone, RequestRef
 from sweeper.core.kinds import (
     LEGACY_TOUCHED_AT_ANNOTATION,
@@ -642,6 +642,30 @@ WATCH_FLAGS = [
         ),
     ),
     ("watch-env", [], {"SWEEPER_WATCH": "true"}, lambda w: w.leader_elect),
+    (
+        "health-address-ipv6-bracketed",
+        ["--watch", "--health-address", "[::1]"],
+        {},
+        lambda w: w.health_address == "::1",
+    ),
+    (
+        "health-address-ipv6-twin",
+        ["--watch"],
+        {"SWEEPER_HEALTH_ADDRESS": "::"},
+        lambda w: w.health_address == "::",
+    ),
+    (
+        "health-address-ipv6-bracketed-twin",
+        ["--watch"],
+        {"SWEEPER_HEALTH_ADDRESS": "[::]"},
+        lambda w: w.health_address == "::",
+    ),
+    (
+        "health-address-host-name",
+        ["--watch", "--health-address", "localhost"],
+        {},
+        lambda w: w.health_address == "localhost",
+    ),
     ("identity-default-is-unique", ["--watch"], {}, lambda w: "_" in w.identity),
     (
         "watch-settings-env",
@@ -703,6 +727,36 @@ def test_watch_flags_and_their_twins_build_the_watch_settings(
     (config,) = seen
     assert config.watch is not None
     assert check(config.watch)
+
+
+@pytest.mark.parametrize(
+    ("args", "env"),
+    [
+        pytest.param(["--health-address", "[::1]:8080"], {}, id="bracketed-with-port"),
+        pytest.param(["--health-address", "127.0.0.1:8080"], {}, id="ipv4-with-port"),
+        pytest.param(["--health-address", "::1::2"], {}, id="two-double-colons"),
+        pytest.param(["--health-address", "[::1"], {}, id="unclosed-bracket"),
+        pytest.param(["--health-address", "[127.0.0.1]"], {}, id="bracketed-ipv4"),
+        pytest.param(["--health-address", "10.0.0.300"], {}, id="ipv4-out-of-range"),
+        pytest.param([], {"SWEEPER_HEALTH_ADDRESS": "fe80::zz"}, id="twin-bad-ipv6"),
+    ],
+)
+def test_a_bad_health_address_is_one_line_and_exit_2_before_connecting(
+    harness: Harness, args: list[str], env: dict[str, str]
+) -> None:
+    result = harness.invoke("--watch", *args, env=env)
+
+    assert result.exit_code == 2, result.output
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("sweeper: error: invalid address ")
+    assert "(--health-address/SWEEPER_HEALTH_ADDRESS)" in line
+    assert harness.config is None
+
+
+def test_watch_settings_take_the_address_without_brackets() -> None:
+    with pytest.raises(ConfigError, match="without brackets"):
+        WatchSettings(health_address="[::1]")
+    assert WatchSettings(health_address="::1").health_address == "::1"
 
 
 def test_without_watch_there_are_no_watch_settings(harness: Harness) -> None:

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import json
 import socket
-import threading
 from collections.abc import Iterator
 from datetime import timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import pytest
@@ -20,6 +19,7 @@ from sweeper.core.jobs import parse_job
 from sweeper.core.kinds import KINDS, TOUCHED_AT_ANNOTATION
 from sweeper.core.model import Outcome, Policy, Result
 from sweeper.core.tally import Tally
+from tests.unit.loopback import serving
 from tests.unit.objects import KIND, NOW, ago, condition, deadline_failed, job
 from tests.unit.test_cli import Harness
 
@@ -210,15 +210,8 @@ class _Gateway(BaseHTTPRequestHandler):
 @pytest.fixture
 def gateway() -> Iterator[tuple[str, list[str]]]:
     bodies: list[str] = []
-    handler = type("Gateway", (_Gateway,), {"bodies": bodies})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", bodies
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(type("Gateway", (_Gateway,), {"bodies": bodies})) as url:
+        yield url, bodies
 
 
 def test_a_run_pushes_the_counts_its_summary_reports(gateway: tuple[str, list[str]]) -> None:

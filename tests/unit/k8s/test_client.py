@@ -24,6 +24,7 @@ from sweeper.core.errors import ApiError, ConfigError, RequestRef, WatchStalled
 from sweeper.k8s import client
 from sweeper.k8s.transport import Response
 from tests.unit.k8s.test_transport import FakeStop
+from tests.unit.loopback import serving
 
 REF = RequestRef("watch", "pytorchjobs.kubeflow.org", "a")
 DATE = "Wed, 01 May 2024 12:00:00 GMT"
@@ -386,15 +387,11 @@ class QuietServer(ThreadingHTTPServer):
 def server() -> Iterator[tuple[str, threading.Event]]:
     release = threading.Event()
     handler = type("BoundHandler", (Handler,), {"release": release})
-    httpd = QuietServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=httpd.serve_forever, args=(0.01,), daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}", release
-    finally:
-        release.set()
-        httpd.shutdown()
-        httpd.server_close()
+    with serving(handler, server=QuietServer, poll=0.01) as url:
+        try:
+            yield url, release
+        finally:
+            release.set()  # a stalled answer ends before the server shuts down
 
 
 def api_for(host: str) -> k8s_client.ApiClient:

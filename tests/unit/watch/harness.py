@@ -67,6 +67,8 @@ class Running:
     out: io.StringIO
     port: int
     log: list[Stamped] = field(default_factory=list)
+    # The probes' address: the loopback of the family the watcher listens on.
+    host: str = "127.0.0.1"
     code: int | None = None
     error: BaseException | None = None
     thread: threading.Thread | None = None
@@ -123,7 +125,7 @@ class Running:
 
     def get(self, path: str) -> tuple[int, str]:
         try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=2) as a:
+            with urllib.request.urlopen(f"http://{self._where}{path}", timeout=2) as a:
                 return a.status, a.read().decode()
         except urllib.error.HTTPError as error:
             return error.code, error.read().decode()
@@ -175,10 +177,14 @@ class Running:
         if self.error is not None:
             raise self.error
         try:
-            with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+            with socket.create_connection((self.host, self.port), timeout=0.2):
                 return True
         except OSError:
             return False
+
+    @property
+    def _where(self) -> str:
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
 
 
 def stop_now(run: Running) -> None:
@@ -209,9 +215,10 @@ def tracked(run: Running, jobs: int) -> None:
     wait_for(lambda: run.metric("deadline_sweeper_tracked_jobs") == jobs, f"{jobs} tracked job(s)")
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
+def free_port(host: str = "127.0.0.1") -> int:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family) as probe:
+        probe.bind((host, 0))
         return int(probe.getsockname()[1])
 
 
@@ -224,17 +231,18 @@ def running(
     resync: float = 3600.0,
     timing: Timing = QUICK_LEASE,
     hook: Callable[[Request], None] | None = None,
+    health_address: str = "127.0.0.1",
     **config: Any,
 ) -> Running:
     """A watcher over ``fake`` (PyTorchJob only, unless ``kinds`` says), not started yet."""
     clock = monotonic or Clock()
-    port = free_port()
+    port = free_port(health_address)
     settings = WatchSettings(
         leader_elect=leader_elect,
         identity=identity,
         timing=timing,
         resync=resync,
-        health_address="127.0.0.1",
+        health_address=health_address,
         health_port=port,
         lease_namespace="sweeper",
     )
@@ -243,7 +251,7 @@ def running(
     flag = StopFlag(math.inf, made.timeout)
     out = io.StringIO()
     watcher = Watcher(made, settings, fake, flag, out, monotonic=clock)
-    result = Running(fake, watcher, flag, clock, out, port, hook=hook)
+    result = Running(fake, watcher, flag, clock, out, port, hook=hook, host=health_address)
 
     def stamp(request: Request) -> None:
         result.log.append(Stamped(request, clock.now))

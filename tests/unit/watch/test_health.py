@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import logging
 import socket
 import threading
 
@@ -15,6 +16,7 @@ from sweeper.core.errors import ConfigError
 from sweeper.core.kinds import KINDS
 from sweeper.watch.health import STALE_LOOP_S, Health, serve
 from tests.unit.fakes import Request
+from tests.unit.loopback import needs_ipv6
 from tests.unit.objects import job
 from tests.unit.watch.conftest import Start
 from tests.unit.watch.harness import PYTORCH, Clock, fake_cluster, wait_for
@@ -71,6 +73,18 @@ def test_the_probes_stop_listening_when_the_watcher_stops(start: Start) -> None:
     run.stop()
     with pytest.raises(OSError), socket.create_connection(("127.0.0.1", run.port), timeout=1):
         pass
+
+
+@needs_ipv6
+def test_a_watcher_on_the_ipv6_loopback_serves_there_and_logs_the_address_in_brackets(
+    start: Start, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="sweeper.watch.engine")
+    run = start(fake_cluster(job(name="a", started_ago=0)), health_address="::1").listed()
+
+    assert run.get("/readyz") == (200, "ok\n")
+    assert f"serving /healthz, /readyz and /metrics on [::1]:{run.port}" in caplog.messages
+    run.stop()
 
 
 def test_liveness_fails_once_the_loop_has_not_turned_for_the_stale_limit() -> None:
