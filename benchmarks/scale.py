@@ -19,13 +19,16 @@ line: ``jobs``, ``sweeper_median_s``, ``floor_median_s``, ``ratio_vs_floor``,
 sweeper's runs, each its own high-water mark: see ``benchmarks.measure``), ``list_requests``
 (the sweeper's list requests in one pass, from the audit log), ``floor_list_requests`` and
 ``list_requests_expected``, then CPU seconds, extremes, the bytes the floor read per pass, the
-set-up time and the load average; with several sizes, ``rss_growth_pct`` last. Wall times
+set-up time and the load average; ``ratio_vs_floor_paired`` (the median over rounds of each
+round's own sweeper-to-floor ratio, steadier under a changing load) and each contender's
+``*_rounds_s``; with several sizes, ``rss_growth_pct`` last. Wall times
 depend on what else the machine runs: compare the ratios within one run, and read the CPU
 seconds beside them.
 
 ``--candidate DIR`` adds a contender to every round: the sweeper package in DIR (a copy of
 ``sweeper/`` with a change to try, or the code before one), run as ``python -m sweeper`` from
-DIR; its figures are prefixed ``candidate_``.
+DIR; its figures are prefixed ``candidate_``, and ``candidate_vs_sweeper_paired`` is the median
+of its wall time over the sweeper's, round by round.
 
 ``--kubectl-up-to N`` leaves kubectl out above N jobs (its figures print as ``-``): at 50,000
 jobs one kubectl round takes a minute and some 4 GB.
@@ -343,6 +346,16 @@ class _Bench:
             figures[f"{name}_max_s"] = max(r.wall_s for r in runs)
             # CPU seconds of the client alone: what the client costs, whatever the load.
             figures[f"{name}_cpu_median_s"] = measure.median([r.cpu_s for r in runs])
+        # Paired within each round (the contenders ran one after the other, A B C): a slow
+        # spell of the machine weighs on both sides of a round's ratio, so these medians move
+        # less with the load than the ratio of the medians above.
+        for name in contenders:
+            prefix = "" if name == "sweeper" else f"{name}_"
+            figures[f"{prefix}ratio_vs_floor_paired"] = _paired(passes[name], passes["floor"])
+        if self.candidate:
+            figures["candidate_vs_sweeper_paired"] = _paired(passes["candidate"], passes["sweeper"])
+        for name in [*contenders, "floor"]:
+            figures[f"{name}_rounds_s"] = " ".join(f"{r.wall_s:.3f}" for r in passes[name])
         figures["floor_peak_rss_mb"] = max(r.peak_rss_mb for r in passes["floor"])
         figures["floor_mb_read"] = " ".join(f"{b / 2**20:.1f}" for b in sorted(floor_bytes))
         figures.update(
@@ -388,6 +401,11 @@ class _Bench:
         measure.print_figures(
             {"profiled_pass_s": result.wall_s, "profile": str(directory / "scale.txt")}
         )
+
+
+def _paired(runs: list[measure.Run], against: list[measure.Run]) -> float:
+    """The median, over rounds, of one contender's wall time over another's in the same round."""
+    return measure.median([a.wall_s / b.wall_s for a, b in zip(runs, against, strict=True)])
 
 
 def _credentials(kubeconfig: Path, directory: Path) -> tuple[Path, Path, Path]:

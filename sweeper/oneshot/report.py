@@ -16,7 +16,6 @@ import dataclasses
 import itertools
 import json
 import logging
-import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -157,8 +156,8 @@ class Ledger:
     action holds its place (:meth:`expect`) until the executor has run it (:meth:`resolve`).
     Of a settled outcome the ledger keeps what the output prints:
 
-    - ``-o json``: its record, compressed with its neighbours (zlib: a tenth of the text, some
-      35 bytes a job where the views, decisions and outcomes took some 700);
+    - ``-o json``: its record line, as the report prints it (some 350 bytes a job, where the
+      views, decisions and outcomes took some 700);
     - ``-o text``: nothing, as the table lists actions and errors and counts the skips;
     - ``-o wide``: the outcome itself, as every job gets a row for a person to read.
 
@@ -175,26 +174,22 @@ class Ledger:
         self.kept: list[Outcome] = []
         # -o wide: every outcome, None where one is expected.
         self._wide: list[Outcome | None] = []
-        # -o json: compressed runs of record lines, and the places of the expected outcomes.
-        self._segments: list[bytes | int] = []
-        self._lines: list[str] = []
+        # -o json: the record lines, and the places of the expected outcomes.
+        self._records: list[str | int] = []
         self._expected = 0
 
     def settle(self, outcome: Outcome) -> None:
         """Add a final outcome (a skip's), at the next place in listing order."""
         self.tally.add(outcome)
         if self._output is OutputFormat.JSON:
-            self._lines.append(_record_lines(outcome))
-            if len(self._lines) >= _RECORDS_PER_WRITE:
-                self._flush()
+            self._records.append(_record_lines(outcome))
         elif self._output is OutputFormat.WIDE:
             self._wide.append(outcome)
 
     def expect(self) -> None:
         """Hold the next place for an outcome :meth:`resolve` will supply."""
         if self._output is OutputFormat.JSON:
-            self._flush()
-            self._segments.append(self._expected)
+            self._records.append(self._expected)
         elif self._output is OutputFormat.WIDE:
             self._wide.append(None)
         self._expected += 1
@@ -216,23 +211,8 @@ class Ledger:
 
     def records(self) -> Iterator[str]:
         """``-o json``'s record lines, in listing order (after :meth:`resolve`)."""
-        self._flush()
-        for segment in self._segments:
-            if isinstance(segment, int):
-                yield _record_lines(self.kept[segment])
-            else:
-                yield from zlib.decompress(segment).decode().split("\0")
-
-    @property
-    def compressed_bytes(self) -> int:
-        """The size of the compressed records held so far (``-o json``)."""
-        return sum(len(segment) for segment in self._segments if isinstance(segment, bytes))
-
-    def _flush(self) -> None:
-        if self._lines:
-            # JSON text never holds a NUL (a string's is escaped), so one separates records.
-            self._segments.append(zlib.compress("\0".join(self._lines).encode(), 1))
-            self._lines = []
+        for record in self._records:
+            yield _record_lines(self.kept[record]) if isinstance(record, int) else record
 
 
 def job_record(outcome: Outcome) -> dict[str, Any]:

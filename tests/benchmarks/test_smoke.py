@@ -26,6 +26,7 @@ SCALE_KEYS = {
     "sweeper_peak_rss_mb",
     "floor_median_s",
     "ratio_vs_floor",
+    "ratio_vs_floor_paired",
     "floor_list_requests",
     "floor_mb_read",
     "list_requests",

@@ -298,14 +298,11 @@ def test_a_ledger_reports_byte_for_byte_what_the_outcomes_report(
     assert vars(ledger.tally) == vars(Tally.of(report.outcomes))
 
 
-def test_a_json_ledger_keeps_no_skip_and_a_few_bytes_a_job() -> None:
+def test_a_json_ledger_keeps_no_skip_outcome() -> None:
+    # A skip's record line is kept as text; its outcome (the view, the decision) is dropped.
     report = mixed_pass(2000, every=100)
     ledger = through_ledger(report, OutputFormat.JSON)
     assert ledger.kept == [o for o in report.outcomes if isinstance(o.entry, Action)]
-    stored = ledger.compressed_bytes
-    text = sum(len(line) for line in map(json.dumps, map(job_record, report.outcomes)))
-    assert stored < text / 5
-    assert stored / len(report.outcomes) < 100
 
 
 def test_a_text_ledger_keeps_only_the_actions() -> None:
