@@ -36,9 +36,9 @@ log = logging.getLogger(__name__)
 # Date headers have whole-second resolution: a skew below this is noise.
 _SKEW_RESOLUTION_S = 1.0
 # Lists read at once, and pages (of every list together) that may wait for the pass
-# (sweeper.oneshot.readahead): two readers keep the API server busy on both cores while this
-# process decodes and judges, and eight pages let them run ahead past a long list (some 200 KB
-# of views a page of 500; docs/benchmarks.md).
+# (sweeper.oneshot.readahead): two readers keep the API server busy while this process decodes
+# and judges (a third measured no better), and eight pages let a reader go on into the next list
+# while the pass is on another, at some 200 KB of views a page of 500 (docs/benchmarks.md).
 _READERS = 2
 _AHEAD = 8
 
