@@ -162,7 +162,7 @@ def host_port(address: str, port: int) -> str:
     Returns:
         The text for logs and messages.
     """
-    return f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
+    return f"[{address}]:{port}" if _is_ipv6(address) else f"{address}:{port}"
 
 
 class _IPv6Server(ThreadingHTTPServer):
