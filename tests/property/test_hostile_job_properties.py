@@ -50,6 +50,7 @@ from sweeper.watch import engine
 from sweeper.watch.inbox import JobKey, Scope
 from tests.property.strategies import (
     EXCLUDE,
+    KINDS,
     LARGEST_VALID_DEADLINE,
     TOUCHED_AT,
     JobCase,
@@ -403,11 +404,16 @@ class Hostile:
 
 
 @st.composite
-def hostile_jobs(draw: st.DrawFn, now: datetime, grace: float) -> Hostile:
-    """A job with some of its fields given hostile values, or not a job object at all."""
+def hostile_jobs(draw: st.DrawFn, now: datetime, grace: float, kind_name: str) -> Hostile:
+    """A job of that kind with some of its fields given hostile values, or not a job object at all.
+
+    Of the page's kind, as every item of a real list is: the fields the twin reads depend on it
+    (MPIJob's legacy ``spec.cleanPodPolicy``).
+    """
     # Most of them overdue before the damage: the jobs whose arithmetic goes furthest.
     case = draw(job_cases(now, grace, overdue=draw(st.integers(0, 3)) > 0))
-    case = replace(case, name="hostile", namespace=HOSTILE_NAMESPACE)
+    kind = next(k for k in KINDS if k.name == kind_name)
+    case = replace(case, kind=kind, name="hostile", namespace=HOSTILE_NAMESPACE)
     original = case.raw()
     if draw(st.integers(0, 19)) == 0:
         raw = draw(not_a_mapping)  # not an object at all
@@ -489,7 +495,7 @@ def scenes(draw: st.DrawFn) -> Scene:
     now = draw(clocks)
     grace = policy.grace if policy.grace < 10**6 else 0.0
     goods = draw(good_jobs(now, grace))
-    hostile = draw(hostile_jobs(now, grace))
+    hostile = draw(hostile_jobs(now, grace, str(goods[0]["kind"])))
     position = draw(st.integers(0, len(goods)))
     return Scene(goods, hostile, position, now, policy)
 
