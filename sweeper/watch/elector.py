@@ -41,6 +41,7 @@ from sweeper.core.clock import parse_rfc3339
 from sweeper.core.errors import ConfigError
 
 LEASE_API_VERSION = "coordination.k8s.io/v1"
+INT32_MAX = 2**31 - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,7 +151,7 @@ def _int32(value: object) -> int:
     # float holds) reads as absent, so the elector's float arithmetic never overflows.
     if isinstance(value, bool) or not isinstance(value, int):
         return 0
-    return value if -(2**31) <= value < 2**31 else 0
+    return value if -(2**31) <= value <= INT32_MAX else 0
 
 
 def lease_body(
@@ -309,7 +310,9 @@ class Elector:
         if old.holder == self.identity:
             record = replace(fresh, acquire_time=old.acquire_time, transitions=old.transitions)
         else:
-            record = replace(fresh, transitions=old.transitions + 1)
+            # An int32 in the API: a count at its limit (anyone may write a Lease) stays there,
+            # or no replica could ever take the Lease.
+            record = replace(fresh, transitions=min(old.transitions + 1, INT32_MAX))
         return Update(record, current.resource_version)
 
     def succeeded(self, written: Lease, sent: float, now: float) -> None:

@@ -8,8 +8,10 @@ before every attempt of a write (retries included) whether it still leads, bound
 attempt to end before another replica may take over. A leader that cannot renew within the
 renew deadline stops writing at once and is a candidate again, its view kept warm: when the
 API server is back (an outage, a restart) it takes the Lease back at once if the record still
-names it, or waits for it like any follower. These two (no exit on a lapse, and a standby that
-polls aligned to the Lease's expiry) are the sweeper's own, beyond client-go's algorithm.
+names it, or waits for it like any follower. The timing is client-go's (the leader renews every
+retry period; every other round is followed by a jittered retry period, whatever it ended
+with) plus one fast path: a standby that saw the Lease expiring within a retry period tries at
+its expiry. No exit on a lapse, and that fast path, are the sweeper's own.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from sweeper.config import WatchSettings
+from sweeper.config import JITTER_FACTOR, WatchSettings
 from sweeper.core import clock
 from sweeper.core.errors import ApiError, Conflict, Interrupted, NotFound
 from sweeper.k8s.cluster import WatchCluster
@@ -31,8 +33,9 @@ from sweeper.watch.inbox import Inbox, Leadership, SawDate
 
 log = logging.getLogger(__name__)
 
-# A candidate whose Lease request got no answer tries again this soon (not a retry period).
-LEASE_RETRY_UNREACHABLE_S = 0.5
+# A standby waiting for a Lease to expire tries this long after the expiry it computed, so
+# that its clock has surely passed it.
+EXPIRY_MARGIN_S = 0.01
 
 
 class Leader:
@@ -124,7 +127,6 @@ class Leader:
                     self.metrics.leader.set(0)
                     was_leading = False
                     self.inbox.put(Leadership(leading=False))
-            unreachable = False
             try:
                 self._round(namespace, name, read_first=read_first)
                 read_first = False
@@ -135,7 +137,6 @@ class Leader:
                 continue  # a signal cut a retry wait short: stopping (the loop ends)
             except ApiError as error:
                 log.warning("Lease %s/%s: %s", namespace, name, error)
-                unreachable = error.status is None
             leading = self.leading()
             if leading != was_leading:
                 self.metrics.leader.set(1 if leading else 0)
@@ -151,27 +152,26 @@ class Leader:
             if not leading and self.elector.holder and self.elector.holder != holder:
                 holder = self.elector.holder
                 log.info("the leader is %s", holder, extra={"leader": holder})
-            self.stopping.wait(self._delay(leading=leading, unreachable=unreachable))
+            self.stopping.wait(self._delay(leading=leading))
         # Released by the engine (release), once the work the Lease guards has finished.
 
-    def _delay(self, *, leading: bool, unreachable: bool) -> float:
-        delay = self.settings.timing.retry_period
-        if not leading:
-            with self._lock:
-                left = self.elector.expires_in(self.monotonic())
-            if left is not None:
-                # A standby polls every retry period (so it sees a renewal at most that
-                # late) and tries again the moment the Lease it saw expires, rather than on
-                # client-go's jittered grid: the takeover comes within the lease duration
-                # plus one retry period of the leader's last renewal.
-                delay = min(delay, left + 0.01)
-            elif self.elector.holder != self.settings.identity:
-                delay *= 1 + 1.2 * random.random()  # noqa: S311 - client-go's jitter
-        if unreachable and not leading:
-            # The API server is down: the first attempt after it is back takes the Lease
-            # (or learns who has it) sooner; a refused connection costs the server nothing.
-            delay = min(delay, LEASE_RETRY_UNREACHABLE_S)
-        return delay
+    def _delay(self, *, leading: bool) -> float:
+        """client-go's rule, and one fast path for a Lease about to expire.
+
+        The leader renews every retry period; any other round, whatever it ended with (a
+        wait, a refused take, no answer), is followed by a retry period with client-go's
+        jitter. A standby that saw the Lease valid but expiring within that period tries again
+        the moment it expires instead, so a takeover comes within the lease duration of the
+        leader's last renewal rather than up to a jittered retry period after it.
+        """
+        period = self.settings.timing.retry_period
+        if leading:
+            return period
+        with self._lock:
+            left = self.elector.expires_in(self.monotonic())
+        if left is not None and 0 < left < period:
+            return left + EXPIRY_MARGIN_S
+        return period * (1 + JITTER_FACTOR * random.random())  # noqa: S311 - spread, not crypto
 
     def _round(self, namespace: str, name: str, *, read_first: bool) -> None:
         wall = clock.local_now()

@@ -288,6 +288,7 @@ class FakeCluster:
                 raise ApiError(
                     ref, 400, "resourceVersion should not be set on objects to be created"
                 )
+            _check_lease_integers("create", namespace, name, body)
             return self._store_lease(namespace, name, body)
 
     def update_lease(self, namespace: str, name: str, body: JSON) -> Answer:
@@ -298,6 +299,7 @@ class FakeCluster:
                 raise NotFound(RequestRef("update", LEASE_RESOURCE, namespace, name), 404)
             if body["metadata"].get("resourceVersion") != stored["metadata"]["resourceVersion"]:
                 raise Conflict(RequestRef("update", LEASE_RESOURCE, namespace, name), 409)
+            _check_lease_integers("update", namespace, name, body)
             return self._store_lease(namespace, name, body)
 
     # --- the watch boundary, as the test drives it ------------------------------------------
@@ -470,6 +472,15 @@ class _LiveStream:
                 raise item
             assert isinstance(item, WatchEvent)
             yield item
+
+
+def _check_lease_integers(verb: str, namespace: str, name: str, body: JSON) -> None:
+    # The Lease's integers are int32: kube-apiserver cannot decode a larger one (400).
+    for field_name in ("leaseDurationSeconds", "leaseTransitions"):
+        value = body["spec"].get(field_name)
+        if isinstance(value, int) and not -(2**31) <= value < 2**31:
+            ref = RequestRef(verb, LEASE_RESOURCE, namespace, name)
+            raise ApiError(ref, 400, f"spec.{field_name}: cannot unmarshal into an int32")
 
 
 def _matches(raw: JSON, selector: str | None) -> bool:

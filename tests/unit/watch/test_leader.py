@@ -8,16 +8,21 @@ retry period is a real wait, so these tests use 20 ms (harness.QUICK_LEASE).
 
 from __future__ import annotations
 
+import queue
 import threading
 
-from sweeper.config import DryRun
+import pytest
+
+from sweeper.config import DryRun, WatchSettings
 from sweeper.core.errors import EXIT_INTERRUPTED, EXIT_OK, ApiError, RequestRef
 from sweeper.core.model import Policy
+from sweeper.metrics import WatchMetrics
 from sweeper.watch.elector import micro_time
+from sweeper.watch.leader import Leader
 from tests.unit.fakes import FakeCluster, Request
 from tests.unit.objects import NOW, job
 from tests.unit.watch.conftest import Start
-from tests.unit.watch.harness import Running, fake_cluster, tracked, wait_for
+from tests.unit.watch.harness import Clock, Running, fake_cluster, tracked, wait_for
 
 NO_RETOUCH = Policy(retouch_limit=0)
 LEASE = ("sweeper", "kubeflow-deadline-sweeper")
@@ -230,3 +235,83 @@ def test_a_follower_runs_no_resync_pass(start: Start) -> None:
     assert len(run.requests("list")) == 1  # the stream's; no pass listed
     assert run.requests("patch") == []
     run.stop()
+
+
+# --- B2: a refused take waits a retry period; leaseTransitions stays an int32 ----------------
+
+
+class SimulatedWaits(threading.Event):
+    """The Lease thread's stop event, on simulated time: each wait moves the clock instead.
+
+    The thread runs ``rounds`` rounds, then stops; ``waits`` keeps every delay it asked for.
+    """
+
+    def __init__(self, clock: Clock, rounds: int) -> None:
+        super().__init__()
+        self.clock = clock
+        self.rounds = rounds
+        self.waits: list[float] = []
+
+    def wait(self, timeout: float | None = None) -> bool:
+        assert timeout is not None
+        self.waits.append(timeout)
+        self.clock.now += timeout
+        if len(self.waits) >= self.rounds:
+            self.set()
+        return self.is_set()
+
+
+def lease_thread(fake: FakeCluster, rounds: int) -> tuple[Leader, SimulatedWaits]:
+    """A Lease thread over the fake, default timing (retry period 2 s), on simulated time."""
+    clock = Clock()
+    stopping = SimulatedWaits(clock, rounds)
+    settings = WatchSettings(leader_elect=True, identity="me", lease_namespace=LEASE[0])
+    leader = Leader(
+        fake,
+        settings,
+        queue.Queue(),
+        elects=True,
+        saw_date=lambda *_: None,
+        stopping=stopping,
+        metrics=WatchMetrics(),
+        monotonic=clock,
+    )
+    return leader, stopping
+
+
+@pytest.mark.parametrize(
+    "status",
+    [
+        pytest.param(503, id="overloaded-api-server"),
+        pytest.param(403, id="rbac-without-update"),
+        pytest.param(None, id="unreachable"),
+    ],
+)
+def test_a_follower_whose_take_is_refused_tries_again_a_retry_period_later(
+    status: int | None,
+) -> None:
+    fake = FakeCluster(date=NOW)
+    held_by(fake, "gone-replica")  # never renewed: expired 15 s after our first read
+    refused = ApiError(RequestRef("update", "leases", *LEASE), status)
+    fake.fail("update-lease", LEASE[1], *(refused for _ in range(1000)))
+    leader, stopping = lease_thread(fake, rounds=100)
+
+    leader.run()
+
+    takes = [r for r in fake.requests if r.method == "update-lease"]
+    simulated = sum(stopping.waits)
+    assert len(takes) >= 10  # the Lease expired early on, and every take was refused
+    # client-go: a candidate tries every retry period (2 s), with jitter, whatever failed.
+    assert len(takes) <= simulated / 2.0 + 1, (len(takes), simulated)
+    assert spec(fake)["holderIdentity"] == "gone-replica"
+
+
+def test_a_lease_at_the_int32_limit_of_transitions_is_taken_without_overflowing() -> None:
+    fake = FakeCluster(date=NOW)
+    held_by(fake, "gone-replica", transitions=2**31 - 1)  # anyone may write a Lease
+    leader, _stopping = lease_thread(fake, rounds=20)
+
+    leader.run()
+
+    assert spec(fake)["holderIdentity"] == "me"
+    assert spec(fake)["leaseTransitions"] == 2**31 - 1  # kept at the limit, not 2**31
