@@ -1,11 +1,12 @@
 """The watch's streams: per scope, a thread lists, then watches, and says when jobs fall due.
 
 One **stream** per served kind and namespace (or cluster-wide): list, then watch from the list's
-resourceVersion with bookmarks; a closed stream resumes from the last resourceVersion seen,
-after a jittered backoff; 410 Gone lists again; a stream silent past ``--watch-timeout`` is
-reopened. It turns each object into the instant the job becomes due
-(:func:`sweeper.core.decide.due_at`) and queues that, never the object itself: the main loop
-owns the timers.
+resourceVersion with bookmarks; a closed stream resumes from the last resourceVersion seen, at
+once after a regular close, after a jittered backoff after a failure (a stream that ended within
+a second with no event counts as one, as in client-go's reflector); 410 Gone lists again; a
+stream silent past ``--watch-timeout`` is reopened. It turns each object into the instant the
+job becomes due (:func:`sweeper.core.decide.due_at`) and queues that, never the object itself:
+the main loop owns the timers.
 """
 
 from __future__ import annotations
@@ -44,6 +45,10 @@ _BACKOFF = RetryPolicy(backoff_base_s=BACKOFF_BASE_S, backoff_cap_s=BACKOFF_CAP_
 _BACKOFF_UNREACHABLE = RetryPolicy(
     backoff_base_s=BACKOFF_BASE_S, backoff_cap_s=BACKOFF_UNREACHABLE_CAP_S
 )
+# A stream that ends sooner than this with no event (bookmarks included) is a failure, as
+# client-go's reflector counts a "very short watch": the server's own close comes after
+# minutes (the watch timeout), so one this short was cut by something in between.
+SHORT_WATCH_S = 1.0
 # Failures counted at most: the step is at either cap long before (0.5 s * 2**16), and the
 # count of a stream failing for days never overflows a float.
 _FAILURES_COUNTED = 17
@@ -109,6 +114,13 @@ class Streams:
                 version = self.follow(scope, version)
                 failures, refused = 0, False
                 self.metrics.watch_restarts.labels("closed").inc()
+            except _ShortWatch:
+                # Something between us and the API server (a proxy, a gateway, a load
+                # balancer) ends every stream at once: each reopen would follow at once too.
+                log.warning("watch of %s ended at once with no event; reopening", scope)
+                self.metrics.watch_restarts.labels("short").inc()
+                failures += 1
+                self._backoff(failures)
             except Gone:
                 log.info("watch of %s: resourceVersion too old (410); listing again", scope)
                 self.metrics.relists.inc()
@@ -188,9 +200,13 @@ class Streams:
 
         Returns:
             The last resourceVersion seen, where the next watch resumes.
+
+        Raises:
+            _ShortWatch: The stream ended within :data:`SHORT_WATCH_S` with no event at all.
         """
         policy, kept = self.config.policy, self.covered.kept
         sent = self.monotonic()
+        seen = False
         with self.cluster.watch_jobs(
             scope.served,
             scope.namespace,
@@ -203,6 +219,7 @@ class Streams:
             for event in stream:
                 if self.stopping.is_set():
                     break
+                seen = True
                 obj = event.object
                 version = _resource_version(obj) or version
                 if event.type == "BOOKMARK":
@@ -221,7 +238,13 @@ class Streams:
                     _unreadable(scope, named.get("namespace"), named.get("name"), event.type)
                     continue
                 self.inbox.put(Event(key, due))
+        if not seen and self.monotonic() - sent < SHORT_WATCH_S and not self.stopping.is_set():
+            raise _ShortWatch
         return version
+
+
+class _ShortWatch(Exception):  # noqa: N818 - a stream's ending, not an error raised to callers
+    """A watch that ended within :data:`SHORT_WATCH_S` with no event."""
 
 
 def _resource_version(obj: JSON) -> str | None:

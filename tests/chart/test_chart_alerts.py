@@ -388,6 +388,13 @@ def lateness_buckets(slow: bool) -> dict[str, str]:
         ),
         pytest.param(
             WATCH,
+            # Streams cut at once by something in between (a proxy): a storm, not a timeout.
+            {scraped("deadline_sweeper_watch_restarts_total", reason="short"): "0+2x40"},
+            [("DeadlineSweeperWatchRestarts", "30m", True)],
+            id="short-watch-storm",
+        ),
+        pytest.param(
+            WATCH,
             lateness_buckets(slow=True),
             [("DeadlineSweeperLateEnforcement", "30m", True)],
             id="late-enforcement",

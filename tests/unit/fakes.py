@@ -61,10 +61,10 @@ class FakeCluster:
     closed: int = 0
     endpoint: str = 'server https://fake.invalid, context "fake"'
     # The watch boundary. ``watch_events``, when set, is a fixed script every watch_jobs call
-    # replays before it ends (a stream the server closed); otherwise streams follow the
-    # cluster's changes (see the module docstring).
+    # replays before it ends (a stream the server closed; ``[]`` ends each at once); otherwise
+    # streams follow the cluster's changes (see the module docstring).
     home_namespace: str = "default"
-    watch_events: list[WatchEvent] = field(default_factory=list)
+    watch_events: list[WatchEvent] | None = None
     revision: int = 100  # the cluster-wide resourceVersion: the last change's
     history: list[tuple[int, WatchEvent, ServedKind]] = field(default_factory=list)
     compacted: int = 0  # a watch from before this resourceVersion is 410 Gone
@@ -236,7 +236,7 @@ class FakeCluster:
         read_timeout_s: float,
     ) -> Iterator[_Stream | _LiveStream]:
         self._record("watch", namespace, served.kind.plural, body=resource_version)
-        if self.watch_events:
+        if self.watch_events is not None:
             yield _Stream(self.date, [copy.deepcopy(event) for event in self.watch_events])
             return
         if not resource_version.isdigit():

@@ -8,12 +8,22 @@ on the injected clock): a quarter to half a second for the first failure.
 
 from __future__ import annotations
 
+import math
+import queue
+import threading
+
+from sweeper.config import Config, WatchSettings
 from sweeper.core.errors import ApiError, RequestRef
-from sweeper.core.kinds import KINDS
+from sweeper.core.kinds import KINDS, VERSION
 from sweeper.core.model import Policy
+from sweeper.k8s.cluster import ServedKind
+from sweeper.metrics import WatchMetrics
+from sweeper.watch.health import Health
+from sweeper.watch.inbox import Scope
+from sweeper.watch.streams import Streams
 from tests.unit.objects import job
 from tests.unit.watch.conftest import Start
-from tests.unit.watch.harness import Running, fake_cluster, tracked, wait_for
+from tests.unit.watch.harness import PYTORCH, Clock, Running, fake_cluster, tracked, wait_for
 
 NO_RETOUCH = Policy(retouch_limit=0)
 TFJOB = next(kind for kind in KINDS if kind.name == "TFJob")
@@ -164,4 +174,75 @@ def test_a_selector_limits_what_the_stream_delivers(start: Start) -> None:
     # Applied in order: had "other" reached a timer, it would have been read by now.
     assert run.requests("get", "other") == []
     assert {s.request.body for s in run.requests("watch")} == {"100"}
+    run.stop()
+
+
+# --- B4: a stream that ends at once, with no event, is a failure and backs off ------------------
+
+
+class CountedWaits(threading.Event):
+    """A stream thread's stop event: its backoffs are counted, not waited; set at the 10th."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.waits: list[float] = []
+
+    def wait(self, timeout: float | None = None) -> bool:
+        assert timeout is not None
+        self.waits.append(timeout)
+        if len(self.waits) == 10:
+            self.set()
+        return self.is_set()
+
+
+def test_a_stream_the_server_ends_at_once_is_a_failure_and_backs_off() -> None:
+    # A proxy that does not keep streaming answers open: every watch is an empty 200.
+    fake = fake_cluster()
+    fake.watch_events = []
+    stopping = CountedWaits()
+    metrics = WatchMetrics()
+    settings = WatchSettings(health_port=0)
+    config = Config(watch=settings, kinds=(PYTORCH,))
+    streams = Streams(
+        fake,
+        config,
+        settings,
+        queue.Queue(),
+        saw_date=lambda *_: None,
+        stopping=stopping,
+        metrics=metrics,
+        health=Health(streams=1),
+        monotonic=Clock(),  # never moves: every watch lasted less than a second
+    )
+
+    # Without a backoff the thread would never wait: stop it at the 100th watch instead.
+    fake.before = lambda request: stopping.set() if len(fake.requests) > 100 else None
+    streams.run(Scope(ServedKind(PYTORCH, VERSION), None))
+
+    watches = [r for r in fake.requests if r.method == "watch"]
+    assert len(watches) == 10
+    # client-go's reflector: a watch under a second with no event is an error, backed off
+    # as any failing stream is (0.5 s doubling up to 30 s, equal jitter).
+    assert len(stopping.waits) == 10
+    for n, wait in enumerate(stopping.waits, start=1):
+        assert wait >= min(30.0, 0.5 * 2 ** (n - 1)) / 2, (n, stopping.waits)
+    assert restarts(metrics, "short") == 10
+    assert restarts(metrics, "closed") is None
+
+
+def restarts(metrics: WatchMetrics, reason: str) -> float | None:
+    return metrics.registry.get_sample_value(
+        "deadline_sweeper_watch_restarts_total", {"reason": reason}
+    )
+
+
+def test_a_stream_that_delivered_a_bookmark_is_a_regular_close(start: Start) -> None:
+    fake = fake_cluster()
+    run = start(fake).listed()
+    fake.bookmark()
+    fake.close_streams()
+
+    wait_for(lambda: len(run.requests("watch")) == 2, "the reopened watch")
+    assert run.metric("deadline_sweeper_watch_restarts_total", reason="closed") == 1
+    assert math.isnan(run.metric("deadline_sweeper_watch_restarts_total", reason="short"))
     run.stop()
