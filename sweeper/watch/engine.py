@@ -363,9 +363,14 @@ class Watcher:
                 except queue.Empty:
                     message = None
             now = self.now()
+            leading = self.leading()
             self.metrics.tracked.set(len(self.timers))
-            self.metrics.set_overdue(Counter(key.kind for key in self.timers.due_keys(now)))
-            if self.leading():
+            # What this replica would act on and has not: a standby acts on nothing, and the
+            # timers it keeps for a takeover (some due for as long as their job exists) are
+            # not overdue work of its own.
+            overdue = self.timers.due_keys(now) if leading else []
+            self.metrics.set_overdue(Counter(key.kind for key in overdue))
+            if leading:
                 for key, due in self.timers.pop_due(now):
                     if self.flag.event.is_set() or not self.leading():
                         self.timers.arm(key, due)  # not ours to handle any more: keep it

@@ -15,12 +15,12 @@ import pytest
 
 from sweeper.config import DryRun, WatchSettings
 from sweeper.core.errors import EXIT_INTERRUPTED, EXIT_OK, ApiError, RequestRef
-from sweeper.core.model import Policy
+from sweeper.core.model import ActionMode, Policy
 from sweeper.metrics import WatchMetrics
 from sweeper.watch.elector import micro_time
 from sweeper.watch.leader import Leader
 from tests.unit.fakes import FakeCluster, Request
-from tests.unit.objects import NOW, job
+from tests.unit.objects import NOW, deadline_failed, job
 from tests.unit.watch.conftest import Start
 from tests.unit.watch.harness import Clock, Running, fake_cluster, tracked, wait_for
 
@@ -315,3 +315,20 @@ def test_a_lease_at_the_int32_limit_of_transitions_is_taken_without_overflowing(
 
     assert spec(fake)["holderIdentity"] == "me"
     assert spec(fake)["leaseTransitions"] == 2**31 - 1  # kept at the limit, not 2**31
+
+
+def test_a_standby_reports_no_overdue_jobs_it_is_not_the_one_to_handle(start: Start) -> None:
+    # Jobs failed by their deadline are armed to look for their pods (fail, auto); only the
+    # leader takes those timers, so on a standby they would stay due as long as the jobs exist.
+    names = ("a", "b", "c")
+    fake = fake_cluster(*(job(name=n, conditions=deadline_failed(n)) for n in names))
+    fake.add_job(job(name="running-late"))
+    held_by(fake, "leader-pod")
+    run = start(fake, leader_elect=True, policy=Policy(action=ActionMode.AUTO)).listed()
+    wait_for(lambda: run.requests("get-lease") != [], "the first Lease read")
+    run.settle(tracked=4)
+
+    assert not leading(run)
+    assert run.metric("deadline_sweeper_overdue_jobs", kind="PyTorchJob") == 0
+    assert run.requests("get") == []  # the leader's to handle, not ours
+    run.stop()
