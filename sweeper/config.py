@@ -15,7 +15,7 @@ from enum import StrEnum
 
 from sweeper.core.errors import ConfigError
 from sweeper.core.kinds import Kind
-from sweeper.core.model import Policy
+from sweeper.core.model import ActionMode, Policy
 
 # client-go's JitterFactor: a waiting candidate retries after retry_period * (1 + 1.2 * r).
 JITTER_FACTOR = 1.2
@@ -343,13 +343,19 @@ class Config:
             raise ConfigError("--pushgateway-job must not be empty")
 
     def _check_quick_retouch(self) -> None:
+        # touched-at records whole seconds: a re-touch within the second of the last touch
+        # writes the same value, which changes nothing (no watch event re-arms the job's
+        # timer, and the report would claim a write that did not happen). Both spacings of
+        # re-touches are held to a second: --retouch-after, and --escalate-after under touch.
         if self.policy.retouch_limit > 0 and self.policy.retouch_after < 1:
-            # touched-at records whole seconds: a quick touch within the second of the last
-            # one writes the same value, which changes nothing (no watch event re-arms the
-            # job's timer, and the report would claim a write that did not happen).
             raise ConfigError(
                 "--retouch-after must be at least 1s while --retouch-limit is above 0 "
                 "(the touched-at annotation records whole seconds)"
+            )
+        if self.policy.action is ActionMode.TOUCH and self.policy.escalate_after < 1:
+            raise ConfigError(
+                "--escalate-after must be at least 1s under --action touch, where it spaces "
+                "the re-touches (the touched-at annotation records whole seconds)"
             )
 
     def _check_namespaces(self) -> None:

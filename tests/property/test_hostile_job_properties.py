@@ -42,7 +42,7 @@ from sweeper.config import ClockMode, Config, WatchSettings
 from sweeper.core.decide import decide, due_at, judge
 from sweeper.core.jobs import Job, parse_job
 from sweeper.core.kinds import lookup
-from sweeper.core.model import Entry, Policy, SkipReason
+from sweeper.core.model import ActionMode, Entry, Policy, SkipReason
 from sweeper.k8s import decode
 from sweeper.k8s.cluster import ServedKind, WatchCluster, WatchEvent
 from sweeper.stop import StopFlag
@@ -559,11 +559,16 @@ def test_a_hostile_job_changes_no_decision_or_timer_of_the_others(scene: Scene) 
 
 
 def watch_policy(policy: Policy) -> Policy:
-    """The policy as ``--watch`` accepts it: no per-pass cap, quick re-touches a second apart."""
+    """The policy as ``--watch`` accepts it: no per-pass cap, re-touches a second apart."""
     retouch_after = policy.retouch_after
     if policy.retouch_limit > 0 and retouch_after < 1:
         retouch_after = 1.0
-    return replace(policy, max_actions=None, retouch_after=retouch_after)
+    escalate_after = policy.escalate_after
+    if policy.action is ActionMode.TOUCH and escalate_after < 1:
+        escalate_after = 1.0
+    return replace(
+        policy, max_actions=None, retouch_after=retouch_after, escalate_after=escalate_after
+    )
 
 
 def watcher_for(scene: Scene, cluster: FakeCluster) -> engine.Watcher:

@@ -18,7 +18,7 @@ import pytest
 from sweeper.cli import Seams, command
 from sweeper.config import Config, WatchSettings
 from sweeper.core.errors import ApiError, ConfigError, RequestRef
-from sweeper.core.model import Policy
+from sweeper.core.model import ActionMode, Policy
 from sweeper.stop import StopFlag
 from sweeper.watch.engine import Watcher
 from sweeper.watch.inbox import Event, Fired, JobKey
@@ -105,6 +105,27 @@ def test_sub_second_retouch_after_is_a_usage_error_exit_two() -> None:
 
 def test_retouch_after_is_free_when_quick_touches_are_off() -> None:
     assert Config(policy=Policy(retouch_after=0.5, retouch_limit=0)).policy.retouch_after == 0.5
+
+
+@pytest.mark.parametrize("seconds", [0.0, 0.5, 0.999])
+def test_sub_second_escalate_after_is_refused_under_touch(seconds: float) -> None:
+    # Under touch, --escalate-after is the spacing of re-touches: the same whole second again.
+    with pytest.raises(ConfigError, match="--escalate-after must be at least 1s"):
+        Config(policy=Policy(action=ActionMode.TOUCH, escalate_after=seconds, retouch_limit=0))
+
+
+def test_sub_second_escalate_after_under_touch_is_a_usage_error_exit_two() -> None:
+    result = runner().invoke(
+        command, ["--watch", "--escalate-after", "0"], obj=Seams(connect=_never_connect)
+    )
+    assert result.exit_code == 2
+    assert "--escalate-after must be at least 1s under --action touch" in result.stderr
+
+
+@pytest.mark.parametrize("action", [ActionMode.AUTO, ActionMode.FAIL])
+def test_escalate_after_may_be_zero_where_it_is_no_re_touch(action: ActionMode) -> None:
+    # auto fails at once past the deadline (no second touch); fail never touches.
+    assert Config(policy=Policy(action=action, escalate_after=0)).policy.escalate_after == 0
 
 
 # --- S3: a failing fire backs off, per job, up to a cap ----------------------------------------
