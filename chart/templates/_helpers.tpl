@@ -216,6 +216,9 @@ form so that an optional-value flag such as --dry-run cannot swallow the next ar
 {{- end }}
 - --grace={{ int $v.grace }}
 {{- if ne $v.action "fail" }}
+{{- if and (eq $v.action "touch") (lt (int $v.escalateAfter) 1) }}
+{{- fail "escalateAfter spaces the re-touches of action touch and must be at least 1: the touched-at annotation records whole seconds, so a re-touch in the same second writes nothing (the sweeper refuses it, exit 2)" }}
+{{- end }}
 - --escalate-after={{ int $v.escalateAfter }}
 {{- if not (kindIs "invalid" $v.retouchAfter) }}
 - --retouch-after={{ int $v.retouchAfter }}
@@ -238,6 +241,7 @@ form so that an optional-value flag such as --dry-run cannot swallow the next ar
 {{- end }}
 {{- $watch := and (eq $v.mode "watch") (not .oneShot) }}
 {{- if $watch }}
+{{- include "sweeper.checkLeaseTiming" $v.watch }}
 - --watch
 - --resync={{ int $v.watch.resyncSeconds }}
 - --watch-timeout={{ int $v.watch.watchTimeoutSeconds }}
@@ -263,6 +267,25 @@ form so that an optional-value flag such as --dry-run cannot swallow the next ar
 - --pushgateway-job={{ include "sweeper.pushgatewayJob" $root }}
 {{- end }}
 {{- include "sweeper.extraArgs" $v.extraArgs }}
+{{- end }}
+
+{{/*
+The Lease timings together, as the sweeper checks them at start (client-go's ordering): each
+value passes the schema alone, but a combination that breaks the ordering would exit 2 on every
+start. leaseDuration > renewDeadline: the leader stops writing before a standby may take over;
+renewDeadline > 1.2 x retryPeriod: the leader gets at least one jittered retry before its
+deadline (compared as 5 x renewDeadline > 6 x retryPeriod, in integers).
+*/}}
+{{- define "sweeper.checkLeaseTiming" -}}
+{{- $lease := int .leaseDurationSeconds }}
+{{- $renew := int .renewDeadlineSeconds }}
+{{- $retry := int .retryPeriodSeconds }}
+{{- if le $lease $renew }}
+{{- fail (printf "watch.leaseDurationSeconds (%d) must be longer than watch.renewDeadlineSeconds (%d): the leader must stop writing before a standby may take the Lease" $lease $renew) }}
+{{- end }}
+{{- if le (mul 5 $renew) (mul 6 $retry) }}
+{{- fail (printf "watch.renewDeadlineSeconds (%d) must be longer than 1.2 x watch.retryPeriodSeconds (%d): the leader needs a retry, jittered, before its renew deadline" $renew $retry) }}
+{{- end }}
 {{- end }}
 
 {{/*

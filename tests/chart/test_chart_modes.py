@@ -193,3 +193,44 @@ def test_cronjob_mode_still_takes_max_actions(render):
     cronjob = render({"maxActions": 5}).one("CronJob")
     args = cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["args"]
     assert "--max-actions=5" in args
+
+
+@pytest.mark.parametrize(
+    ("timing", "message"),
+    [
+        pytest.param(
+            {"leaseDurationSeconds": 10},
+            "watch.leaseDurationSeconds (10) must be longer than watch.renewDeadlineSeconds (10)",
+            id="lease-not-above-renew-deadline",
+        ),
+        pytest.param(
+            {"renewDeadlineSeconds": 6, "retryPeriodSeconds": 5},
+            "watch.renewDeadlineSeconds (6) must be longer than 1.2 x watch.retryPeriodSeconds (5)",
+            id="renew-deadline-at-jittered-retry",
+        ),
+    ],
+)
+def test_watch_mode_refuses_lease_timings_the_sweeper_refuses(render_error, timing, message):
+    # Each value passes the schema alone; the sweeper would exit 2 on every start.
+    assert message in render_error({"mode": "watch", "watch": timing})
+
+
+def test_lease_timings_at_the_edge_of_the_ordering_render(render):
+    # renewDeadline 6 with retryPeriod 4: 6 > 4.8, so the sweeper's Timing accepts it too.
+    values = {
+        "mode": "watch",
+        "watch": {"leaseDurationSeconds": 7, "renewDeadlineSeconds": 6, "retryPeriodSeconds": 4},
+    }
+    args = render(values).one("Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert {"--lease-duration=7", "--renew-deadline=6", "--retry-period=4"} <= set(args)
+
+
+def test_touch_refuses_an_escalate_after_below_a_second(render_error):
+    message = render_error({"action": "touch", "escalateAfter": 0})
+    assert "escalateAfter spaces the re-touches of action touch and must be at least 1" in message
+
+
+def test_auto_takes_an_escalate_after_of_zero(render):
+    cronjob = render({"action": "auto", "escalateAfter": 0}).one("CronJob")
+    args = cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--escalate-after=0" in args
