@@ -12,8 +12,9 @@ it only through its inbox (:mod:`sweeper.watch.inbox`):
   at once (exit 4), leaving the Lease to expire.
 - the **resync** (:mod:`sweeper.watch.resync`): a full pass of the one-shot code every
   ``--resync`` seconds, on the leader, as a safety net for anything a stream missed.
-- the **main loop** owns the timers (:class:`sweeper.core.schedule.Schedule`): it applies queued
-  messages, and when a timer is due (and this replica leads) hands the job to the **fire pool**
+- the **main loop** keeps the book of jobs (:mod:`sweeper.watch.agenda`: each job's timer, who
+  acts on it, its failures): it applies queued messages, and when a timer is due (and this
+  replica leads) hands the job to the **fire pool**
   (:mod:`sweeper.watch.fire`), which reads the job again, judges it with the current time and
   lets the executor act, with the one-shot mode's guards. Followers keep their timers armed,
   so a takeover acts on every overdue job at once.
@@ -28,13 +29,11 @@ import contextlib
 import logging
 import math
 import queue
-import random
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime, timedelta
+from datetime import datetime
 from http.server import ThreadingHTTPServer
 from typing import Protocol, TextIO
 
@@ -45,37 +44,25 @@ from sweeper.core.errors import (
     ApiError,
     ClusterUnavailable,
     Interrupted,
-    RunTimeout,
     SweeperError,
 )
-from sweeper.core.schedule import Schedule
 from sweeper.core.scope import RunScope
 from sweeper.k8s.cluster import Discovery, ServedKind, WatchCluster
-from sweeper.k8s.transport import RetryPolicy
 from sweeper.metrics import WatchMetrics
 from sweeper.stop import StopFlag, signals_stop
+from sweeper.watch.agenda import Agenda
 from sweeper.watch.elector import Elector
 from sweeper.watch.fire import DecisionClock, Fire
 from sweeper.watch.health import Health, host_port, serve
-from sweeper.watch.inbox import Ending, Event, Fired, Inbox, JobKey, Listed, Message, Scope
+from sweeper.watch.inbox import Inbox, Listed, Message, Scope
 from sweeper.watch.leader import Leader
-from sweeper.watch.resync import Claims, Resync
+from sweeper.watch.resync import Resync
 from sweeper.watch.streams import Streams
 
 log = logging.getLogger(__name__)
 
 # The main loop turns at least this often, to notice a stepped local clock and leadership.
 MAX_SLEEP_S = 1.0
-# A fired job whose action failed is tried again about this much later (or at the next
-# event), and twice as late after each further failure, up to the cap: an action that keeps
-# failing (a webhook refusing every update, a 403) costs the API server one GET and one write
-# per job every few minutes, not every few seconds. A success or a change of the job (its
-# next event) starts the count over. The transport's backoff, with equal jitter.
-RETRY_FAILED_S = 5.0
-RETRY_FAILED_CAP_S = 300.0
-_FIRE_BACKOFF = RetryPolicy(backoff_base_s=2 * RETRY_FAILED_S, backoff_cap_s=RETRY_FAILED_CAP_S)
-# Failures counted at most (2**20 steps is far past the cap; no float overflow however long).
-_FAILURES_COUNTED = 20
 # Jobs acted on at once: deadlines come in bursts (jobs submitted together with the same
 # activeDeadlineSeconds), and each action is a few round trips that must not queue up.
 FIRE_WORKERS = 8
@@ -167,7 +154,7 @@ class Watcher:
         self.monotonic = monotonic
         self.metrics = WatchMetrics()
         self.health = Health(streams=1)
-        self.timers: Schedule[JobKey] = Schedule()
+        self.agenda = Agenda(now=lambda: self.now())  # noqa: PLW0108 - late-bound
         self.served: dict[str, ServedKind] = {}
         self.inbox: Inbox = queue.Queue()
         self._clock = DecisionClock(config.clock, monotonic)
@@ -205,21 +192,19 @@ class Watcher:
             stop_reason=self.stop_reason,
         )
         self._pool = ThreadPoolExecutor(max_workers=FIRE_WORKERS, thread_name_prefix="fire")
-        # Jobs being acted on, by a timer or by a resync pass: one actor per job at a time.
-        self._claims = Claims()
         self._resync = Resync(
             config,
             settings,
             cluster,
             out,
-            claims=self._claims,
+            agenda=self.agenda,
             inbox=self.inbox,
             leading=self.leading,
-            flag_for_pass=lambda: _LeaderFlag(self),
+            stop_reason=self.stop_reason,
             stopping=flag.event,
             metrics=self.metrics,
+            monotonic=monotonic,
         )
-        self._arming = _Arming(self.timers, now=lambda: self.now())  # noqa: PLW0108 - late-bound
         self.metrics.clock_offset.labels("low").set_function(lambda: self._clock.offset("low"))
         self.metrics.clock_offset.labels("high").set_function(lambda: self._clock.offset("high"))
 
@@ -348,9 +333,8 @@ class Watcher:
         while not self.flag.event.is_set():
             self.health.beat()
             timeout = MAX_SLEEP_S
-            next_due = self.timers.next_due()
-            leading = self.leading()
-            if next_due is not None and leading:
+            next_due = self.agenda.next_due()
+            if next_due is not None and self.leading():
                 timeout = min(timeout, max((next_due - self.now()).total_seconds(), 0.0))
             try:
                 message = self.inbox.get(timeout=timeout)
@@ -364,106 +348,21 @@ class Watcher:
                     message = None
             now = self.now()
             leading = self.leading()
-            self.metrics.tracked.set(len(self.timers))
+            self.metrics.tracked.set(len(self.agenda))
             # What this replica would act on and has not: a standby acts on nothing, and the
             # timers it keeps for a takeover (some due for as long as their job exists) are
             # not overdue work of its own.
-            overdue = self.timers.due_keys(now) if leading else []
-            self.metrics.set_overdue(Counter(key.kind for key in overdue))
+            self.metrics.set_overdue(self.agenda.overdue(now) if leading else {})
             if leading:
-                for key, due in self.timers.pop_due(now):
-                    if self.flag.event.is_set() or not self.leading():
-                        self.timers.arm(key, due)  # not ours to handle any more: keep it
-                    elif not self._take(key):
-                        self._arming.deferred[key] = due  # looked at again once the fire ends
-                    else:
-                        self._pool.submit(self._fire.run, key, due)
-
-    def _take(self, key: JobKey) -> bool:
-        return self._claims.take(key)
+                # A fire re-checks before its write: one whose replica stopped leading (or
+                # was signalled) meanwhile writes nothing, and its timer is kept as it was.
+                for key, due in self.agenda.take_due(now):
+                    self._pool.submit(self._fire.run, key, due)
 
     def _apply(self, message: Message) -> None:
-        if isinstance(message, Fired):
-            self._claims.release(message.key)
-        self._arming.apply(message)
-
-
-class _Arming:
-    """What each message does to the timers, and each job's retry backoff after a failure.
-
-    Args:
-        timers: The main loop's timers.
-        now: The decision clock.
-    """
-
-    def __init__(self, timers: Schedule[JobKey], now: Callable[[], datetime]) -> None:
-        self.timers = timers
-        self._now = now
-        self.deferred: dict[JobKey, datetime] = {}  # due while another actor had the job
-        self.failures: dict[JobKey, int] = {}  # consecutive failed fires, per job
-
-    def apply(self, message: Message) -> None:
-        """Arm, re-arm or drop the timers a message is about."""
-        if isinstance(message, Event):
-            self.failures.pop(message.key, None)  # the job changed: its backoff starts over
-            self.timers.arm(message.key, message.due)
-        elif isinstance(message, Listed):
-            for key, due in message.due.items():
-                self.timers.arm(key, due)
-            if message.relist:
-                scope, listed = message.scope, message.due
-                vanished = self.timers.drop_where(lambda k: scope.holds(k) and k not in listed)
-                for key in vanished:
-                    self.failures.pop(key, None)
-                if vanished:
-                    log.info(
-                        "relisted %s: %d vanished job(s) dropped", message.scope, len(vanished)
-                    )
-        elif isinstance(message, Fired):
-            retry = self._retry(message)
-            for rearm in (retry, self.deferred.pop(message.key, None)):
-                current = self.timers.when(message.key)
-                # The earlier wins: an extra look re-reads and judges again; a missed one
-                # would be a deadline not enforced.
-                if rearm is not None and (current is None or rearm < current):
-                    self.timers.arm(message.key, rearm)
-        # Leadership only wakes the loop up.
-
-    def _retry(self, fired: Fired) -> datetime | None:
-        """When to look at a fired job again: its backoff after a failure, else as it said."""
-        if fired.ending is Ending.SETTLED:
-            self.failures.pop(fired.key, None)
-        if fired.ending is not Ending.FAILED:
-            return fired.rearm
-        failures = min(self.failures.get(fired.key, 0) + 1, _FAILURES_COUNTED)
-        self.failures[fired.key] = failures
-        delay = _FIRE_BACKOFF.backoff(failures, random.uniform)
-        return self._now() + _seconds(delay)
-
-
-class _LeaderFlag(StopFlag):
-    """A resync pass's stop flag: a signal, this replica no longer leading, or ``--timeout``.
-
-    ``--timeout`` bounds each pass from its start, as it bounds a one-shot run: no page is
-    judged and no write starts once it is reached (the request in flight completes, within
-    ``--request-timeout``); the pass is reported as stopped, and the next one comes a
-    ``--resync`` later. Timer fires are not passes: ``--request-timeout`` bounds theirs.
-    """
-
-    def __init__(self, watcher: Watcher) -> None:
-        timeout = watcher.config.timeout
-        super().__init__(watcher.monotonic() + timeout, timeout, watcher.monotonic)
-        self.event = watcher.flag.event
-        self._watcher = watcher
-
-    def reason(self) -> SweeperError | None:
-        """Say whether the pass must stop: the watch's reasons first, then ``--timeout``."""
-        cause = self._watcher.stop_reason()
-        if cause is not None:
-            return cause
-        if self._monotonic() >= self.deadline:
-            return RunTimeout(f"--timeout ({self._timeout:g}s) reached in resync pass")
-        return None
+        gone = self.agenda.apply(message)
+        if gone and isinstance(message, Listed):
+            log.info("relisted %s: %d vanished job(s) dropped", message.scope, len(gone))
 
 
 def _scopes(config: Config, discovery: Discovery) -> list[Scope]:
@@ -482,7 +381,3 @@ def _serve(
     host, port = server.server_address[:2]
     log.info("serving /healthz, /readyz and /metrics on %s", host_port(str(host), int(port)))
     return server
-
-
-def _seconds(value: float) -> timedelta:
-    return timedelta(seconds=value)

@@ -2,7 +2,8 @@
 
 A safety net for anything a stream missed; as kube-janitor runs the same clean-up for
 ``--once`` and for its loop, both modes make the same decisions by construction. A job is
-acted on by one actor at a time, its timer's fire or the pass (:class:`Claims`).
+acted on by one actor at a time, its timer's fire or the pass
+(:class:`sweeper.watch.agenda.Agenda`).
 """
 
 from __future__ import annotations
@@ -10,65 +11,21 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import TextIO
 
 from sweeper.config import Config, WatchSettings
-from sweeper.core.errors import SweeperError
+from sweeper.core.errors import RunTimeout, SweeperError
 from sweeper.core.model import Action
 from sweeper.k8s.cluster import Cluster
 from sweeper.metrics import WatchMetrics
 from sweeper.oneshot.run import sweep
 from sweeper.stop import StopFlag
+from sweeper.watch.agenda import Agenda
 from sweeper.watch.inbox import Ending, Fired, Inbox, JobKey
 
 log = logging.getLogger(__name__)
-
-
-class Claims:
-    """Which jobs are being acted on, by a timer's fire or by a resync pass."""
-
-    def __init__(self) -> None:
-        self.in_flight: set[JobKey] = set()
-        self._lock = threading.Lock()
-        # During a resync pass, the jobs its timers took since the pass began listing: the
-        # pass's view of them is older than the timer's, so the pass leaves them alone.
-        self._fired_in_pass: set[JobKey] | None = None
-
-    def take(self, key: JobKey) -> bool:
-        """Take a job for its timer's fire; ``False`` while another actor has it."""
-        with self._lock:
-            if key in self.in_flight:
-                return False
-            self.in_flight.add(key)
-            if self._fired_in_pass is not None:
-                self._fired_in_pass.add(key)
-            return True
-
-    def release(self, key: JobKey) -> None:
-        """Let a job go (its actor is done with it)."""
-        with self._lock:
-            self.in_flight.discard(key)
-
-    @contextlib.contextmanager
-    def passing(self) -> Iterator[None]:
-        """Note the jobs timers take while a resync pass runs."""
-        with self._lock:
-            self._fired_in_pass = set()
-        try:
-            yield
-        finally:
-            with self._lock:
-                self._fired_in_pass = None
-
-    def take_for_pass(self, key: JobKey) -> bool:
-        """Take a job for a resync pass's action, unless its timer has it or had it."""
-        with self._lock:
-            seen = self._fired_in_pass is not None and key in self._fired_in_pass
-            ours = not seen and key not in self.in_flight
-            if ours:
-                self.in_flight.add(key)
-            return ours
 
 
 class Resync:
@@ -79,12 +36,13 @@ class Resync:
         settings: The watch settings (``--resync``).
         cluster: The cluster.
         out: Where the passes' reports go.
-        claims: Who acts on which job.
+        agenda: Who acts on which job.
         inbox: Told when a pass is done with a job (the main loop re-arms its timer).
         leading: Whether this replica leads (only the leader runs passes).
-        flag_for_pass: A new pass's stop flag.
+        stop_reason: The watch's reasons to stop writing (a signal, no longer leading).
         stopping: Set on SIGTERM or SIGINT: the thread ends.
         metrics: The watch metrics (resyncs).
+        monotonic: The clock ``--timeout`` is counted on.
     """
 
     def __init__(
@@ -94,23 +52,25 @@ class Resync:
         cluster: Cluster,
         out: TextIO,
         *,
-        claims: Claims,
+        agenda: Agenda,
         inbox: Inbox,
         leading: Callable[[], bool],
-        flag_for_pass: Callable[[], StopFlag],
+        stop_reason: Callable[[], SweeperError | None],
         stopping: threading.Event,
         metrics: WatchMetrics,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.config = config
         self.settings = settings
         self.cluster = cluster
         self.out = out
-        self.claims = claims
+        self.agenda = agenda
         self.inbox = inbox
         self.leading = leading
-        self.flag_for_pass = flag_for_pass
+        self.stop_reason = stop_reason
         self.stopping = stopping
         self.metrics = metrics
+        self.monotonic = monotonic
 
     def run(self) -> None:
         """A pass every ``--resync`` seconds while leading, until the run stops."""
@@ -123,8 +83,8 @@ class Resync:
 
     def pass_once(self, number: int) -> None:
         """Run pass ``number``; a failed pass is logged and counted, never raised."""
-        flag = self.flag_for_pass()
-        with self.claims.passing():
+        flag = _PassFlag(self.config.timeout, self.stop_reason, self.stopping, self.monotonic)
+        with self.agenda.passing():
             try:
                 outcome = sweep(
                     number, self.config, self.cluster, flag, self.out, claim=self._claim
@@ -145,10 +105,40 @@ class Resync:
         """
         job = action.job
         key = JobKey(job.kind.name, job.namespace, job.name)
-        ours = self.claims.take_for_pass(key)
+        ours = self.agenda.take_for_pass(key)
         try:
             yield ours
         finally:
             if ours:
                 # Through the main loop, which re-arms a timer that came due meanwhile.
                 self.inbox.put(Fired(key, None, Ending.RELEASED))
+
+
+class _PassFlag(StopFlag):
+    """A resync pass's stop flag: a signal, this replica no longer leading, or ``--timeout``.
+
+    ``--timeout`` bounds each pass from its start, as it bounds a one-shot run: no page is
+    judged and no write starts once it is reached (the request in flight completes, within
+    ``--request-timeout``); the pass is reported as stopped, and the next one comes a
+    ``--resync`` later. Timer fires are not passes: ``--request-timeout`` bounds theirs.
+    """
+
+    def __init__(
+        self,
+        timeout: float,
+        stop_reason: Callable[[], SweeperError | None],
+        stopping: threading.Event,
+        monotonic: Callable[[], float],
+    ) -> None:
+        super().__init__(monotonic() + timeout, timeout, monotonic)
+        self.event = stopping
+        self._stop_reason = stop_reason
+
+    def reason(self) -> SweeperError | None:
+        """Say whether the pass must stop: the watch's reasons first, then ``--timeout``."""
+        cause = self._stop_reason()
+        if cause is not None:
+            return cause
+        if self._monotonic() >= self.deadline:
+            return RunTimeout(f"--timeout ({self._timeout:g}s) reached in resync pass")
+        return None

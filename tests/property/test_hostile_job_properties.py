@@ -591,7 +591,7 @@ def watcher_for(scene: Scene, cluster: FakeCluster) -> engine.Watcher:
 def timers(watcher: engine.Watcher) -> dict[JobKey, datetime | None]:
     while not watcher.inbox.empty():
         watcher._apply(watcher.inbox.get_nowait())
-    return {key: watcher.timers.when(key) for key in watcher.timers}
+    return {key: watcher.agenda.when(key) for key in watcher.agenda}
 
 
 def expected_timers(views: list[Job], policy: Policy) -> dict[JobKey, datetime | None]:

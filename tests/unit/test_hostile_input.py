@@ -193,7 +193,7 @@ def watcher(fake: FakeCluster, policy: Policy) -> engine.Watcher:
 def armed(w: engine.Watcher) -> dict[str, datetime]:
     while not w.inbox.empty():
         w._apply(w.inbox.get_nowait())
-    return {key.name: due for key in w.timers if (due := w.timers.when(key)) is not None}
+    return {key.name: due for key in w.agenda if (due := w.agenda.when(key)) is not None}
 
 
 def test_a_touch_near_the_year_9999_blinds_no_kind_in_watch_mode() -> None:

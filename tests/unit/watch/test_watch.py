@@ -17,10 +17,9 @@ from typing import Any
 import pytest
 
 from sweeper.config import Config, DryRun, OutputFormat, Timing, WatchSettings
-from sweeper.oneshot.run import sweep
 from sweeper.stop import StopFlag
 from sweeper.watch.elector import Lease, Record
-from sweeper.watch.engine import Watcher, _LeaderFlag
+from sweeper.watch.engine import Watcher
 from tests.unit.fakes import FakeCluster, Request
 from tests.unit.objects import NOW, job
 
@@ -98,13 +97,16 @@ def test_a_resync_pass_that_outlasts_the_timeout_stops_and_is_reported_so() -> N
 
     cluster.before = slow_list
     resyncing = watcher(clock, leader_elect=False, timeout=45.0, cluster=cluster)
-    out = io.StringIO()
-    flag = _LeaderFlag(resyncing)
-    assert flag.reason() is None
 
-    outcome = sweep(1, resyncing.config, cluster, flag, out)
+    resyncing._resync.pass_once(1)
 
-    assert outcome.stopped_by is not None
-    assert "--timeout (45s) reached" in str(outcome.stopped_by)
-    assert json.loads(out.getvalue())["summary"]["stopped_by"] == str(outcome.stopped_by)
+    assert isinstance(resyncing.out, io.StringIO)
+    summary = json.loads(resyncing.out.getvalue())["summary"]
+    assert "--timeout (45s) reached" in summary["stopped_by"]
+    assert (
+        resyncing.metrics.registry.get_sample_value(
+            "deadline_sweeper_resyncs_total", {"result": "stopped"}
+        )
+        == 1
+    )
     assert cluster.writes == []

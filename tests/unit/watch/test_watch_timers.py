@@ -18,15 +18,18 @@ import pytest
 from sweeper.cli import Seams, command
 from sweeper.config import Config, WatchSettings
 from sweeper.core.errors import ApiError, ConfigError, RequestRef
+from sweeper.core.kinds import KINDS, VERSION
 from sweeper.core.model import ActionMode, Policy
+from sweeper.k8s.cluster import ServedKind
 from sweeper.stop import StopFlag
 from sweeper.watch.engine import Watcher
-from sweeper.watch.inbox import Event, Fired, JobKey
+from sweeper.watch.inbox import Event, Fired, JobKey, Listed, Scope
 from tests.cli_runner import runner
 from tests.unit.fakes import FakeWatchCluster, Request
 from tests.unit.objects import NOW, job
 
 KEY = JobKey("PyTorchJob", "team-a", "train")
+SCOPE = Scope(ServedKind(next(k for k in KINDS if k.name == "PyTorchJob"), VERSION), None)
 
 
 def watcher(fake: FakeWatchCluster, monkeypatch: pytest.MonkeyPatch, **config: Any) -> Watcher:
@@ -44,13 +47,18 @@ def refused() -> ApiError:
     return ApiError(RequestRef("patch", "pytorchjobs.kubeflow.org", "team-a", "train"), 403)
 
 
+def take(w: Watcher, key: JobKey = KEY) -> bool:
+    """The loop's turn at ``NOW`` with the job's timer due: whether its fire took the job."""
+    w.agenda.apply(Listed(SCOPE, {key: NOW}, relist=False))
+    return key in [taken for taken, _due in w.agenda.take_due(NOW)]
+
+
 def fire(w: Watcher, key: JobKey = KEY) -> datetime | None:
     """Fire the key's timer as the main loop would; return when its timer is armed next."""
-    w.timers.drop(key)  # the loop took it (pop_due) and marked it in flight
-    w._claims.in_flight.add(key)
+    assert take(w, key)
     w._fire.run(key, NOW)
     w._apply(w.inbox.get_nowait())
-    return w.timers.when(key)
+    return w.agenda.when(key)
 
 
 def delay(armed: datetime | None) -> float:
@@ -184,8 +192,8 @@ def test_a_deleted_job_leaves_no_failure_count_behind(monkeypatch: pytest.Monkey
     fire(w)
     fire(w)
     w._apply(Event(KEY, None))  # DELETED
-    assert w._arming.failures == {}
-    assert w.timers.when(KEY) is None
+    assert w.agenda.failures(KEY) == 0
+    assert w.agenda.when(KEY) is None
 
 
 # --- S4: a resync pass and a timer never act on one job at once --------------------------------
@@ -202,7 +210,7 @@ def test_a_resync_pass_leaves_alone_a_job_its_timer_is_acting_on(
     fake.add_job(job())
     fake.add_job(job(name="other"))
     w = watcher(fake, monkeypatch)
-    assert w._take(KEY)  # the timer's fire is in flight
+    assert take(w)  # the timer's fire is in flight
     w._resync.pass_once(1)
     assert [r.name for r in touches(fake)] == ["other"]
     assert isinstance(w.out, io.StringIO)
@@ -218,13 +226,16 @@ def test_a_resync_pass_leaves_alone_a_job_its_timer_took_since_the_pass_listed(
     fake.add_job(job())
     w = watcher(fake, monkeypatch)
 
+    fired: list[bool] = []
+
     def timer_fires_during_the_listing(request: Request) -> None:
-        if request.method == "list" and KEY not in w._claims.in_flight:
-            assert w._take(KEY)
+        if request.method == "list" and not fired:
+            fired.append(take(w))
             w._apply(Fired(KEY, None))
 
     fake.before = timer_fires_during_the_listing
     w._resync.pass_once(1)
+    assert fired == [True]
     assert touches(fake) == []
 
 
@@ -238,15 +249,15 @@ def test_a_timer_waits_while_a_resync_pass_acts_on_its_job_then_looks_again(
 
     def timer_comes_due_during_the_touch(request: Request) -> None:
         if request.method == "patch":
-            taken.append(w._take(KEY))
+            taken.append(take(w))
 
     fake.before = timer_comes_due_during_the_touch
     w._resync.pass_once(1)
     assert taken == [False]  # the main loop defers it (as for a fire in flight)
-    w._arming.deferred[KEY] = NOW
+    assert w.agenda.when(KEY) is None
     w._apply(w.inbox.get_nowait())  # the pass let the job go
-    assert w._take(KEY)
-    assert w.timers.when(KEY) == NOW  # the deferred look is armed again
+    assert w.agenda.when(KEY) == NOW  # the deferred look is armed again
+    assert take(w)
 
 
 def test_an_action_not_started_is_no_failure_of_the_job(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -257,5 +268,5 @@ def test_an_action_not_started_is_no_failure_of_the_job(monkeypatch: pytest.Monk
     w = watcher(fake, monkeypatch)
     w.flag.request("SIGTERM")
     assert fire(w) == NOW
-    assert w._arming.failures == {}
+    assert w.agenda.failures(KEY) == 0
     assert touches(fake) == []

@@ -1,0 +1,172 @@
+"""Who may act on each job, and when to look at it again: the watch's one book of jobs.
+
+Per job it holds the timer (the instant to look again, :class:`sweeper.core.schedule.Schedule`),
+the actor acting on it now (its timer's fire or a resync pass), a look that came due meanwhile,
+and the count of its consecutive failed fires (their backoff). The main loop arms, takes and
+releases; the resync thread asks whether its pass may act on a job. One lock covers it all,
+so an actor and the timer that comes due while it acts can never drift apart.
+
+A pass leaves alone a job its timer took since the pass began listing: the timer judged it on
+a newer read, and the pass's touch would move the annotation back to the pass's older instant.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterator
+from datetime import datetime, timedelta
+
+from sweeper.core.schedule import Schedule
+from sweeper.k8s.transport import RetryPolicy
+from sweeper.watch.inbox import Ending, Event, Fired, JobKey, Listed, Message
+
+# A fired job whose action failed is tried again about this much later (or at the next
+# event), and twice as late after each further failure, up to the cap: an action that keeps
+# failing (a webhook refusing every update, a 403) costs the API server one GET and one write
+# per job every few minutes, not every few seconds. A success or a change of the job (its
+# next event) starts the count over. The transport's backoff, with equal jitter.
+RETRY_FAILED_S = 5.0
+RETRY_FAILED_CAP_S = 300.0
+_FIRE_BACKOFF = RetryPolicy(backoff_base_s=2 * RETRY_FAILED_S, backoff_cap_s=RETRY_FAILED_CAP_S)
+# Failures counted at most (2**20 steps is far past the cap; no float overflow however long).
+_FAILURES_COUNTED = 20
+
+
+class Agenda:
+    """The timers, the actors and the failure counts of the jobs a replica watches.
+
+    Args:
+        now: The decision clock (a failed fire's backoff counts from it).
+    """
+
+    def __init__(self, now: Callable[[], datetime]) -> None:
+        self._now = now
+        self._lock = threading.Lock()
+        self._timers: Schedule[JobKey] = Schedule()
+        # Jobs an actor holds, each with the earliest look that came due meanwhile.
+        self._held: dict[JobKey, datetime | None] = {}
+        self._failures: dict[JobKey, int] = {}
+        # While a resync pass runs: the jobs timers took since it began listing.
+        self._taken_in_pass: set[JobKey] | None = None
+
+    def __len__(self) -> int:
+        return len(self._timers)
+
+    def __iter__(self) -> Iterator[JobKey]:
+        return iter(self._timers)
+
+    def when(self, key: JobKey) -> datetime | None:
+        """The instant a job's timer is armed for, ``None`` when it has none."""
+        return self._timers.when(key)
+
+    def next_due(self) -> datetime | None:
+        """The earliest armed instant (what the main loop sleeps until)."""
+        with self._lock:
+            return self._timers.next_due()
+
+    def overdue(self, now: datetime) -> Counter[str]:
+        """The jobs due at ``now`` and not taken yet, by kind (the overdue gauge)."""
+        with self._lock:
+            return Counter(key.kind for key in self._timers.due_keys(now))
+
+    # --- the main loop ---------------------------------------------------------------------
+
+    def apply(self, message: Message) -> list[JobKey]:
+        """Arm, re-arm or drop the timers a message is about; an actor's end frees its job.
+
+        Returns:
+            The jobs a relist found gone (their timers and counts dropped).
+        """
+        with self._lock:
+            if isinstance(message, Event):
+                self._failures.pop(message.key, None)  # the job changed: backoff starts over
+                self._timers.arm(message.key, message.due)
+            elif isinstance(message, Listed):
+                for key, due in message.due.items():
+                    self._timers.arm(key, due)
+                if message.relist:
+                    scope, listed = message.scope, message.due
+                    gone = self._timers.drop_where(lambda k: scope.holds(k) and k not in listed)
+                    for key in gone:
+                        self._failures.pop(key, None)
+                    return gone
+            elif isinstance(message, Fired):
+                self._release(message)
+            # Leadership only wakes the loop up.
+            return []
+
+    def take_due(self, now: datetime) -> list[tuple[JobKey, datetime]]:
+        """Take every due timer for its fire, except those of jobs another actor holds.
+
+        A timer that comes due while an actor holds its job is looked at again once the actor
+        lets the job go.
+
+        Returns:
+            The jobs to fire, each with the instant its timer was armed for.
+        """
+        with self._lock:
+            fire: list[tuple[JobKey, datetime]] = []
+            for key, due in self._timers.pop_due(now):
+                if key in self._held:
+                    deferred = self._held[key]
+                    self._held[key] = due if deferred is None else min(deferred, due)
+                    continue
+                self._held[key] = None
+                if self._taken_in_pass is not None:
+                    self._taken_in_pass.add(key)
+                fire.append((key, due))
+            return fire
+
+    def _release(self, fired: Fired) -> None:
+        deferred = self._held.pop(fired.key, None)
+        for rearm in (self._retry(fired), deferred):
+            current = self._timers.when(fired.key)
+            # The earlier wins: an extra look re-reads and judges again; a missed one would be
+            # a deadline not enforced.
+            if rearm is not None and (current is None or rearm < current):
+                self._timers.arm(fired.key, rearm)
+
+    def _retry(self, fired: Fired) -> datetime | None:
+        """When to look at a fired job again: its backoff after a failure, else as it said."""
+        if fired.ending is Ending.SETTLED:
+            self._failures.pop(fired.key, None)
+        if fired.ending is not Ending.FAILED:
+            return fired.rearm
+        failures = min(self._failures.get(fired.key, 0) + 1, _FAILURES_COUNTED)
+        self._failures[fired.key] = failures
+        delay = _FIRE_BACKOFF.backoff(failures, random.uniform)
+        return self._now() + timedelta(seconds=delay)
+
+    def failures(self, key: JobKey) -> int:
+        """Consecutive failed fires of a job (0 after a success, a change, or its deletion)."""
+        with self._lock:
+            return self._failures.get(key, 0)
+
+    # --- the resync thread -----------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def passing(self) -> Iterator[None]:
+        """Note the jobs timers take while a resync pass runs."""
+        with self._lock:
+            self._taken_in_pass = set()
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._taken_in_pass = None
+
+    def take_for_pass(self, key: JobKey) -> bool:
+        """Hold a job for a resync pass's action, unless its timer has it or took it.
+
+        The pass lets it go through the inbox (a :class:`Fired` with ``RELEASED``), so that
+        the main loop re-arms a look that came due meanwhile.
+        """
+        with self._lock:
+            taken = self._taken_in_pass is not None and key in self._taken_in_pass
+            if taken or key in self._held:
+                return False
+            self._held[key] = None
+            return True
