@@ -4,7 +4,8 @@ The engine (:class:`Watcher`) starts the threads and runs the main loop; the thr
 it only through its inbox (:mod:`sweeper.watch.inbox`):
 
 - one **stream** per served kind and namespace (:mod:`sweeper.watch.streams`): list, then
-  watch, queueing the instant each job becomes due;
+  watch, queueing the instant each job becomes due; the served kinds are discovered again
+  before every resync, and the streams follow;
 - the **lease** (:mod:`sweeper.watch.leader`): with ``--leader-elect``, only the leader writes
   to jobs;
 - **SIGTERM or SIGINT** (how a Deployment stops its pods): no new write starts, the writes in
@@ -197,6 +198,7 @@ class Watcher:
             settings,
             cluster,
             out,
+            rediscover=self._rediscover,
             agenda=self.agenda,
             inbox=self.inbox,
             leading=self.leading,
@@ -263,17 +265,8 @@ class Watcher:
             return EXIT_OK
         except ApiError as error:
             raise ClusterUnavailable(f"{error} ({self.cluster.endpoint})") from error
-        scopes = _scopes(self.config, discovery)
-        for scope in scopes:
-            self.served[scope.served.kind.name] = scope.served
-        self.health.expect(len(scopes))
         server = _serve(self.settings, self.health, self.metrics)
-        threads = [
-            threading.Thread(
-                target=self.streams.run, args=(scope,), name=f"watch {scope}", daemon=True
-            )
-            for scope in scopes
-        ]
+        threads = []
         if self.elects:
             threads.append(threading.Thread(target=self.leader.run, name="lease", daemon=True))
         elif self.settings.leader_elect:
@@ -283,12 +276,8 @@ class Watcher:
                 extra={"dry_run": str(self.config.dry_run)},
             )
         threads.append(threading.Thread(target=self._resync.run, name="resync", daemon=True))
-        log.info(
-            "watching %d stream(s); identity %s",
-            len(scopes),
-            self.settings.identity,
-            extra={"identity": self.settings.identity, "streams": len(scopes)},
-        )
+        log.info("identity %s", self.settings.identity, extra={"identity": self.settings.identity})
+        self._watch(discovery)
         for thread in threads:
             thread.start()
         try:
@@ -299,6 +288,22 @@ class Watcher:
                 server.shutdown()
                 server.server_close()
         return EXIT_OK if drained else EXIT_INTERRUPTED
+
+    def _watch(self, discovery: Discovery) -> None:
+        """Watch what discovery found: a stream per served kind and namespace, and no other."""
+        scopes = _scopes(self.config, discovery)
+        for scope in scopes:
+            self.served[scope.served.kind.name] = scope.served
+        self.streams.watch(scopes)
+
+    def _rediscover(self) -> None:
+        """Discover again (before each resync): start or end streams as the kinds changed."""
+        try:
+            discovery = self.cluster.discover()
+        except ApiError as error:
+            log.warning("discovery failed: %s; the streams stay as they are", error)
+            return
+        self._watch(discovery)
 
     def _drain(self, threads: list[threading.Thread]) -> bool:
         """Let the work in flight finish, then release the Lease, in that order.

@@ -1,5 +1,8 @@
 """The resync: a full pass of the one-shot code every ``--resync`` seconds, on the leader.
 
+Before each, on every replica, discovery runs again, so that the streams follow the kinds the
+cluster serves.
+
 A safety net for anything a stream missed; as kube-janitor runs the same clean-up for
 ``--once`` and for its loop, both modes make the same decisions by construction. A job is
 acted on by one actor at a time, its timer's fire or the pass
@@ -36,6 +39,8 @@ class Resync:
         settings: The watch settings (``--resync``).
         cluster: The cluster.
         out: Where the passes' reports go.
+        rediscover: Discovers the served kinds again before each pass, on every replica (the
+            streams follow what is served).
         agenda: Who acts on which job.
         inbox: Told when a pass is done with a job (the main loop re-arms its timer).
         leading: Whether this replica leads (only the leader runs passes).
@@ -52,6 +57,7 @@ class Resync:
         cluster: Cluster,
         out: TextIO,
         *,
+        rediscover: Callable[[], None],
         agenda: Agenda,
         inbox: Inbox,
         leading: Callable[[], bool],
@@ -64,6 +70,7 @@ class Resync:
         self.settings = settings
         self.cluster = cluster
         self.out = out
+        self.rediscover = rediscover
         self.agenda = agenda
         self.inbox = inbox
         self.leading = leading
@@ -73,9 +80,10 @@ class Resync:
         self.monotonic = monotonic
 
     def run(self) -> None:
-        """A pass every ``--resync`` seconds while leading, until the run stops."""
+        """Every ``--resync`` seconds: discover again, then a pass while leading."""
         number = 0
         while not self.stopping.wait(self.settings.resync):
+            self.rediscover()
             if not self.leading():
                 continue
             number += 1

@@ -97,6 +97,50 @@ class Streams:
         self.covered: RunScope[ServedKind] = RunScope.of(
             (), namespaces=config.namespaces, excluded=config.exclude_namespaces
         )
+        self._lock = threading.Lock()
+        self._threads: dict[Scope, threading.Thread] = {}
+        self._retired: set[Scope] = set()  # their threads end at their next turn
+        self._kinds: list[str] | None = None  # the served kinds watched, as last logged
+
+    def watch(self, scopes: list[Scope]) -> None:
+        """Run a stream for each scope, and end the streams of scopes no longer given.
+
+        Called with the discovery at start-up and again before every resync: a kind served
+        later (an operator upgrade, CRDs installed after the sweeper) gets its stream, and the
+        stream of a kind no longer served ends (its timers dropped) instead of failing with
+        404 for ever.
+
+        Args:
+            scopes: The scopes to watch now.
+        """
+        wanted = set(scopes)
+        kinds = sorted({scope.served.kind.name for scope in scopes})
+        if self._kinds is None:
+            self.health.expect(len(scopes))  # /readyz: the streams found at start-up
+        if kinds != self._kinds:
+            self._kinds = kinds
+            log.info(
+                "watching %s: %d stream(s)",
+                ", ".join(kinds) or "no served kind",
+                len(scopes),
+                extra={"kinds": ",".join(kinds), "streams": len(scopes)},
+            )
+        with self._lock:
+            retired = [s for s in self._threads if s not in wanted and s not in self._retired]
+            self._retired = {s for s in self._threads if s not in wanted}
+            for scope in scopes:
+                thread = self._threads.get(scope)
+                if thread is None or not thread.is_alive():
+                    thread = threading.Thread(
+                        target=self.run, args=(scope,), name=f"watch {scope}", daemon=True
+                    )
+                    self._threads[scope] = thread
+                    thread.start()
+        for scope in retired:
+            log.info("%s no longer served: its stream ends", scope)
+
+    def _ended(self, scope: Scope) -> bool:
+        return self.stopping.is_set() or scope in self._retired
 
     def run(self, scope: Scope) -> None:
         """List, then watch, one scope until the run stops; never raises."""
@@ -104,7 +148,7 @@ class Streams:
         failures = 0
         refused = False  # the last failure got no answer at all
         listed_once = False
-        while not self.stopping.is_set():
+        while not self._ended(scope):
             try:
                 if version is None:
                     version = self.list_one(scope, relist=listed_once)
@@ -147,6 +191,9 @@ class Streams:
                 self.metrics.watch_restarts.labels("error").inc()
                 failures += 1
                 self._backoff(failures)
+        if not self.stopping.is_set():
+            # Retired: its kind is no longer served, and with it every job of the scope.
+            self.inbox.put(Listed(scope, {}, relist=True))
 
     def _backoff(self, failures: int, *, unreachable: bool = False) -> None:
         policy = _BACKOFF_UNREACHABLE if unreachable else _BACKOFF
@@ -217,7 +264,7 @@ class Streams:
         ) as stream:
             self.saw_date(stream.server_date, sent, self.monotonic())
             for event in stream:
-                if self.stopping.is_set():
+                if self._ended(scope):
                     break
                 seen = True
                 obj = event.object
@@ -238,7 +285,7 @@ class Streams:
                     _unreadable(scope, named.get("namespace"), named.get("name"), event.type)
                     continue
                 self.inbox.put(Event(key, due))
-        if not seen and self.monotonic() - sent < SHORT_WATCH_S and not self.stopping.is_set():
+        if not seen and self.monotonic() - sent < SHORT_WATCH_S and not self._ended(scope):
             raise _ShortWatch
         return version
 

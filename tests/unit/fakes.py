@@ -133,6 +133,7 @@ class FakeCluster:
     def list_job_views(
         self, served: ServedKind, namespace: str | None, selector: str | None, page_size: int
     ) -> Iterator[JobPage]:
+        self._served_or_404("list", served, namespace)
         matching = [
             copy.deepcopy(raw)
             for (plural, ns, _), raw in sorted(self.jobs.items())
@@ -236,6 +237,7 @@ class FakeCluster:
         read_timeout_s: float,
     ) -> Iterator[_Stream | _LiveStream]:
         self._record("watch", namespace, served.kind.plural, body=resource_version)
+        self._served_or_404("watch", served, namespace)
         if self.watch_events is not None:
             yield _Stream(self.date, [copy.deepcopy(event) for event in self.watch_events])
             return
@@ -409,6 +411,11 @@ class FakeCluster:
             for stream in self._open:
                 stream.items.append(item)
             self._changed.notify_all()
+
+    def _served_or_404(self, verb: str, served: ServedKind, namespace: str | None) -> None:
+        # A kind whose CRD is gone (or not yet installed) answers 404, as kube-apiserver does.
+        if served.kind not in {s.kind for s in self.served}:
+            raise NotFound(RequestRef(verb, served.kind.resource, namespace, None), 404)
 
     def _existing(self, served: ServedKind, namespace: str, name: str, verb: str) -> JSON:
         raw = self.jobs.get((served.kind.plural, namespace, name))

@@ -8,11 +8,14 @@ on the injected clock): a quarter to half a second for the first failure.
 
 from __future__ import annotations
 
+import logging
 import math
 import queue
 import threading
 
-from sweeper.config import Config, WatchSettings
+import pytest
+
+from sweeper.config import Config, DryRun, WatchSettings
 from sweeper.core.errors import ApiError, RequestRef
 from sweeper.core.kinds import KINDS, VERSION
 from sweeper.core.model import Policy
@@ -27,6 +30,7 @@ from tests.unit.watch.harness import PYTORCH, Clock, Running, fake_cluster, trac
 
 NO_RETOUCH = Policy(retouch_limit=0)
 TFJOB = next(kind for kind in KINDS if kind.name == "TFJob")
+JAXJOB = next(kind for kind in KINDS if kind.name == "JAXJob")
 
 
 def watched_from(run: Running) -> list[str]:
@@ -245,4 +249,32 @@ def test_a_stream_that_delivered_a_bookmark_is_a_regular_close(start: Start) -> 
     wait_for(lambda: len(run.requests("watch")) == 2, "the reopened watch")
     assert run.metric("deadline_sweeper_watch_restarts_total", reason="closed") == 1
     assert math.isnan(run.metric("deadline_sweeper_watch_restarts_total", reason="short"))
+    run.stop()
+
+
+# --- B6: the streams follow the served kinds, rediscovered before every resync -----------------
+
+
+def test_a_kind_served_later_gets_a_stream_and_one_no_longer_served_loses_its_own(
+    start: Start, caplog: pytest.LogCaptureFixture
+) -> None:
+    # An operator upgrade: JAXJob comes (CRDs installed after the sweeper), PyTorchJob goes.
+    pytorch, jax = (ServedKind(kind, VERSION) for kind in (PYTORCH, JAXJOB))
+    fake = fake_cluster(job(name="pt", started_ago=0))
+    fake.served = (pytorch,)
+    with caplog.at_level(logging.INFO, logger="sweeper.watch"):
+        run = start(fake, kinds=(), resync=0.05, policy=NO_RETOUCH, dry_run=DryRun.CLIENT)
+        run.listed()
+        tracked(run, 1)
+
+        fake.served = (jax,)
+        fake.add_job(job(JAXJOB, name="jx", started_ago=0))
+        fake.add_job(job(JAXJOB, name="jx-2", started_ago=0))
+        fake.close_streams()  # the PyTorchJob CRD is deleted: its watches end
+        wait_for(lambda: run.requests("watch", "jaxjobs") != [], "the new kind's stream")
+        tracked(run, 2)  # the JAXJobs armed, the PyTorchJob's timer dropped with its stream
+
+    watched = [r.getMessage() for r in caplog.records if r.getMessage().startswith("watching")]
+    assert watched[:2] == ["watching PyTorchJob: 1 stream(s)", "watching JAXJob: 1 stream(s)"]
+    assert any("pytorchjobs in all namespaces no longer served" in m for m in caplog.messages)
     run.stop()
