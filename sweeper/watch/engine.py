@@ -280,10 +280,16 @@ class Watcher:
         self._watch(discovery)
         for thread in threads:
             thread.start()
+        gave_up = False
         try:
             self._loop()
+        except KeyboardInterrupt:
+            # A second signal before the loop saw the first gives up at once, as one during
+            # the drain does: no drain, and the Lease is left to expire.
+            gave_up = True
+            raise
         finally:
-            drained = self._drain(threads)
+            drained = not gave_up and self._drain(threads)
             if server is not None:
                 server.shutdown()
                 server.server_close()

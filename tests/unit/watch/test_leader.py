@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import queue
 import threading
+from dataclasses import dataclass
 
 import pytest
 
@@ -17,12 +18,21 @@ from sweeper.config import DryRun, WatchSettings
 from sweeper.core.errors import EXIT_INTERRUPTED, EXIT_OK, ApiError, RequestRef
 from sweeper.core.model import ActionMode, Policy
 from sweeper.metrics import WatchMetrics
+from sweeper.stop import StopFlag
 from sweeper.watch.elector import micro_time
 from sweeper.watch.leader import Leader
 from tests.unit.fakes import FakeCluster, Request
 from tests.unit.objects import NOW, deadline_failed, job
 from tests.unit.watch.conftest import Start
-from tests.unit.watch.harness import Clock, Running, fake_cluster, tracked, wait_for
+from tests.unit.watch.harness import (
+    Clock,
+    Running,
+    fake_cluster,
+    running,
+    stop_now,
+    tracked,
+    wait_for,
+)
 
 NO_RETOUCH = Policy(retouch_limit=0)
 LEASE = ("sweeper", "kubeflow-deadline-sweeper")
@@ -332,3 +342,45 @@ def test_a_standby_reports_no_overdue_jobs_it_is_not_the_one_to_handle(start: St
     assert run.metric("deadline_sweeper_overdue_jobs", kind="PyTorchJob") == 0
     assert run.requests("get") == []  # the leader's to handle, not ours
     run.stop()
+
+
+# --- S1: a second signal before the loop saw the first gives up at once ----------------------
+
+
+@dataclass
+class SecondSignalClock(Clock):
+    """The injected clock; once armed, the main loop's next reading is where both signals land.
+
+    A signal handler runs in the main thread: the first sets the stop flag, the second raises
+    ``KeyboardInterrupt``. Both landing before the loop's next check of the flag is the window.
+    """
+
+    flag: StopFlag | None = None
+
+    def __call__(self) -> float:
+        if self.flag is not None and threading.current_thread() is threading.main_thread():
+            flag, self.flag = self.flag, None
+            flag.request("SIGTERM")
+            raise KeyboardInterrupt
+        return self.now
+
+
+def test_a_second_signal_before_the_loop_saw_the_first_leaves_the_lease_to_expire() -> None:
+    fake = fake_cluster(job(name="train"))
+    clock = SecondSignalClock()
+    run = running(fake, monotonic=clock, leader_elect=True, policy=NO_RETOUCH)
+
+    def signals_once_acting() -> None:
+        wait_for(lambda: run.requests("patch", "train") != [], "the touch")
+        clock.flag = run.flag
+
+    signaller = threading.Thread(target=signals_once_acting, daemon=True)
+    signaller.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run.watcher.run()  # in the main thread, where signal handlers run
+    finally:
+        stop_now(run)
+    signaller.join()
+
+    assert spec(fake)["holderIdentity"] == "me"  # not released: no drain after a second signal
