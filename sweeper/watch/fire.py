@@ -158,7 +158,7 @@ class Fire:
         )
         execution = executor.execute(Plan(now=now, policy=policy, entries=(entry,)))
         outcome = execution.outcomes[0]
-        return _ended(key, due, outcome.result)
+        return _ended(key, due, outcome)
 
     def _outcome(self, outcome: Outcome) -> None:
         report.log_outcome(outcome, self.config.dry_run)
@@ -169,11 +169,12 @@ class Fire:
             ).inc()
 
 
-def _ended(key: JobKey, due: datetime, result: Result) -> Fired:
-    if result is Result.NOT_STARTED:
+def _ended(key: JobKey, due: datetime, outcome: Outcome) -> Fired:
+    if outcome.result is Result.NOT_STARTED:
         return Fired(key, due, Ending.NOT_TRIED)  # not this job's failure: no backoff
-    if result is Result.ERROR:
-        # Tried again after the job's backoff (or by the next event, or by the resync).
+    if outcome.result is Result.ERROR or outcome.errors:
+        # Tried again after the job's backoff (or by the next event, or by the resync); so is
+        # an action done in part (some pods deleted, one refused): the re-read judges again.
         return Fired(key, None, Ending.FAILED)
     return Fired(key, None)  # done: the job's next event (our own write's, too) re-arms it
 

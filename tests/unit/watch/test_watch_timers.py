@@ -26,7 +26,7 @@ from sweeper.watch.engine import Watcher
 from sweeper.watch.inbox import Event, Fired, JobKey, Listed, Scope
 from tests.cli_runner import runner
 from tests.unit.fakes import FakeWatchCluster, Request
-from tests.unit.objects import NOW, job
+from tests.unit.objects import NOW, deadline_failed, job, owned
 
 KEY = JobKey("PyTorchJob", "team-a", "train")
 SCOPE = Scope(ServedKind(next(k for k in KINDS if k.name == "PyTorchJob"), VERSION), None)
@@ -194,6 +194,23 @@ def test_a_deleted_job_leaves_no_failure_count_behind(monkeypatch: pytest.Monkey
     w._apply(Event(KEY, None))  # DELETED
     assert w.agenda.failures(KEY) == 0
     assert w.agenda.when(KEY) is None
+
+
+def test_a_clean_up_that_deleted_some_pods_and_failed_on_others_is_tried_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # S7: the fire ends "done" with errors; a dropped timer would leave the rest to the resync.
+    fake = FakeWatchCluster(date=NOW)
+    failed = fake.add_job(job(conditions=deadline_failed()))
+    for pod in ("train-worker-0", "train-worker-1"):
+        fake.add_pod(owned(pod, failed))
+    gone = ApiError(RequestRef("delete", "pods", "team-a", "train-worker-1"), 500)
+    fake.fail("delete-pod", "train-worker-1", gone)
+    w = watcher(fake, monkeypatch, policy=Policy(action=ActionMode.FAIL))
+
+    assert delay(fire(w)) <= 10.0  # the job's backoff after a failure, as for any failed fire
+    assert fire(w) is None  # the other pod deleted this time: nothing left to look at
+    assert set(fake.pods) == set()
 
 
 # --- S4: a resync pass and a timer never act on one job at once --------------------------------
