@@ -46,6 +46,7 @@ class DecisionClock:
         self._monotonic = monotonic
         self._server = ServerClock()
         self._lock = threading.Lock()
+        self._said_local = False
 
     def saw_date(self, date: datetime | None, sent: float, received: float) -> None:
         """Feed one response's ``Date`` header to the server clock estimate.
@@ -71,7 +72,12 @@ class DecisionClock:
             return clock.local_now()
         with self._lock:
             estimate = self._server.now(self._monotonic())
-        return estimate or clock.local_now()
+            if estimate is not None:
+                return estimate
+            said, self._said_local = self._said_local, True
+        if not said:  # once: a proxy that strips Date headers strips them all
+            log.warning("no Date header from the API server yet; using the local clock")
+        return clock.local_now()
 
     def offset(self, bound: str) -> float:
         """The ``low`` or ``high`` bound of the server clock minus the local one, in seconds."""

@@ -9,17 +9,19 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import math
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
-from sweeper.config import Config, DryRun, OutputFormat, Timing, WatchSettings
+from sweeper.config import ClockMode, Config, DryRun, OutputFormat, Timing, WatchSettings
 from sweeper.stop import StopFlag
 from sweeper.watch.elector import Lease, Record
 from sweeper.watch.engine import Watcher
+from sweeper.watch.fire import DecisionClock
 from tests.unit.fakes import FakeCluster, Request
 from tests.unit.objects import NOW, job
 
@@ -110,3 +112,19 @@ def test_a_resync_pass_that_outlasts_the_timeout_stops_and_is_reported_so() -> N
         == 1
     )
     assert cluster.writes == []
+
+
+def test_the_server_clock_says_once_when_it_falls_back_to_the_local_clock(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # S8: no Date header seen (a proxy strips them): --clock server decides by the local clock.
+    decision = DecisionClock(ClockMode.SERVER, Clock())
+    with caplog.at_level(logging.WARNING, logger="sweeper.watch.fire"):
+        decision.now()
+        decision.now()
+        decision.saw_date(NOW, 100.0, 100.1)
+        assert decision.now() < NOW + timedelta(seconds=1)  # the server's, once seen
+
+    assert [r.getMessage() for r in caplog.records] == [
+        "no Date header from the API server yet; using the local clock"
+    ]
