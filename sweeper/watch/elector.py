@@ -32,6 +32,7 @@ Lease. This module is the client-go algorithm on the sweeper's own cluster bound
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -155,32 +156,48 @@ def _int32(value: object) -> int:
 
 
 def lease_body(
-    namespace: str, name: str, record: Record, resource_version: str | None = None
+    namespace: str,
+    name: str,
+    record: Record,
+    resource_version: str | None = None,
+    base: Mapping[str, object] | None = None,
 ) -> dict[str, object]:
     """Build the Lease object to create, or to replace (with its resourceVersion).
+
+    An update replaces the whole object, so it is written over the Lease as last read or
+    written (``base``), as client-go updates the object it got: labels, annotations, owner
+    references and spec fields this sweeper does not know (``preferredHolder``, ``strategy``)
+    stay as others wrote them.
 
     Args:
         namespace: The Lease's namespace.
         name: Its name.
         record: The spec to write.
         resource_version: The precondition of an update; ``None`` for a create.
+        base: The Lease the update was decided on, ``None`` for a fresh object.
 
     Returns:
         The object.
     """
-    metadata: dict[str, object] = {"name": name, "namespace": namespace}
+    body = copy.deepcopy(dict(base)) if base is not None else {}
+    old_meta, old_spec = body.get("metadata"), body.get("spec")
+    metadata = dict(old_meta) if isinstance(old_meta, Mapping) else {}
+    spec = dict(old_spec) if isinstance(old_spec, Mapping) else {}
+    metadata.update(name=name, namespace=namespace)
+    metadata.pop("resourceVersion", None)
     if resource_version is not None:
         metadata["resourceVersion"] = resource_version
-    spec: dict[str, object] = {
-        "holderIdentity": record.holder,
-        "leaseDurationSeconds": record.duration_s,
-        "leaseTransitions": record.transitions,
-    }
-    if record.acquire_time is not None:
-        spec["acquireTime"] = micro_time(record.acquire_time)
-    if record.renew_time is not None:
-        spec["renewTime"] = micro_time(record.renew_time)
-    return {"apiVersion": LEASE_API_VERSION, "kind": "Lease", "metadata": metadata, "spec": spec}
+    spec.update(
+        holderIdentity=record.holder,
+        leaseDurationSeconds=record.duration_s,
+        leaseTransitions=record.transitions,
+    )
+    for key, moment in (("acquireTime", record.acquire_time), ("renewTime", record.renew_time)):
+        spec.pop(key, None)
+        if moment is not None:
+            spec[key] = micro_time(moment)
+    body.update(apiVersion=LEASE_API_VERSION, kind="Lease", metadata=metadata, spec=spec)
+    return body
 
 
 class Elector:

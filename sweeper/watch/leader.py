@@ -21,7 +21,7 @@ import math
 import random
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from sweeper.config import JITTER_FACTOR, WatchSettings
 from sweeper.core import clock
@@ -74,6 +74,8 @@ class Leader:
         self.monotonic = monotonic
         self.elector = Elector(settings.identity, settings.timing)
         self._lock = threading.Lock()
+        # The Lease as last read or written: an update is written over it (lease_body).
+        self._seen: Mapping[str, object] | None = None
 
     @property
     def namespace(self) -> str:
@@ -183,6 +185,7 @@ class Leader:
                 answer = self.cluster.get_lease(namespace, name)
                 current: Lease | None = parse_lease(answer.object)
                 self.saw_date(answer.server_date, sent, self.monotonic())
+                self._seen = answer.object
             except NotFound:
                 current = None
             with self._lock:
@@ -193,10 +196,10 @@ class Leader:
         if isinstance(step, Create):
             answer = self.cluster.create_lease(namespace, lease_body(namespace, name, step.record))
         else:
-            answer = self.cluster.update_lease(
-                namespace, name, lease_body(namespace, name, step.record, step.resource_version)
-            )
+            body = lease_body(namespace, name, step.record, step.resource_version, self._seen)
+            answer = self.cluster.update_lease(namespace, name, body)
         received = self.monotonic()
+        self._seen = answer.object
         self.saw_date(answer.server_date, sent, received)
         with self._lock:
             self.elector.succeeded(parse_lease(answer.object), sent, received)
@@ -238,9 +241,8 @@ class Leader:
         if step is None:
             return
         try:
-            self.cluster.update_lease(
-                namespace, name, lease_body(namespace, name, step.record, step.resource_version)
-            )
+            body = lease_body(namespace, name, step.record, step.resource_version, self._seen)
+            self.cluster.update_lease(namespace, name, body)
             log.info("released the Lease %s/%s", namespace, name)
         except ApiError as error:
             log.warning("could not release the Lease %s/%s: %s", namespace, name, error)

@@ -384,3 +384,32 @@ def test_a_second_signal_before_the_loop_saw_the_first_leaves_the_lease_to_expir
     signaller.join()
 
     assert spec(fake)["holderIdentity"] == "me"  # not released: no drain after a second signal
+
+
+# --- S2: a Lease write keeps what others wrote beside the record ------------------------------
+
+
+def test_taking_and_renewing_the_lease_keeps_its_labels_annotations_and_other_fields(
+    start: Start,
+) -> None:
+    fake = fake_cluster()
+    held_by(fake, "other")
+    lease = fake.leases[LEASE]
+    lease["metadata"]["labels"] = {"team": "ml-platform"}
+    lease["metadata"]["annotations"] = {"example.com/owner": "sre"}
+    lease["spec"]["preferredHolder"] = "me"  # a newer field this sweeper does not know
+    run = start(fake, leader_elect=True).listed()
+    wait_for(lambda: run.requests("get-lease") != [], "the first Lease read")
+
+    run.advance(16)  # expired: taken over
+    wait_for(lambda: leading(run), "the Lease")
+    renewals = len(run.requests("update-lease"))
+    wait_for(lambda: len(run.requests("update-lease")) > renewals + 1, "two renewals")
+
+    kept = fake.leases[LEASE]
+    assert kept["spec"]["holderIdentity"] == "me"
+    assert kept["metadata"]["labels"] == {"team": "ml-platform"}
+    assert kept["metadata"]["annotations"] == {"example.com/owner": "sre"}
+    assert kept["spec"]["preferredHolder"] == "me"
+    run.stop()
+    assert fake.leases[LEASE]["metadata"]["labels"] == {"team": "ml-platform"}  # released too
