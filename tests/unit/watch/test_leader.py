@@ -373,6 +373,7 @@ def test_a_second_signal_before_the_loop_saw_the_first_leaves_the_lease_to_expir
     def signals_once_acting() -> None:
         wait_for(lambda: run.requests("patch", "train") != [], "the touch")
         clock.flag = run.flag
+        run.wake()  # the loop's next turn reads the clock
 
     signaller = threading.Thread(target=signals_once_acting, daemon=True)
     signaller.start()
