@@ -126,6 +126,7 @@ class Streams:
                 extra={"kinds": ",".join(kinds), "streams": len(scopes)},
             )
         with self._lock:
+            self._threads = {s: t for s, t in self._threads.items() if s in wanted or t.is_alive()}
             retired = [s for s in self._threads if s not in wanted and s not in self._retired]
             self._retired = {s for s in self._threads if s not in wanted}
             for scope in scopes:
