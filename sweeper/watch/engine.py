@@ -306,7 +306,7 @@ class Watcher:
         """Discover again (before each resync): start or end streams as the kinds changed."""
         try:
             discovery = self.cluster.discover()
-        except ApiError as error:
+        except SweeperError as error:  # a signal cutting its retries short, too
             log.warning("discovery failed: %s; the streams stay as they are", error)
             return
         self._watch(discovery)

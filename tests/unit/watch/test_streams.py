@@ -16,7 +16,7 @@ import threading
 import pytest
 
 from sweeper.config import Config, DryRun, WatchSettings
-from sweeper.core.errors import ApiError, RequestRef
+from sweeper.core.errors import ApiError, Interrupted, RequestRef
 from sweeper.core.kinds import KINDS, VERSION
 from sweeper.core.model import Policy
 from sweeper.k8s.cluster import ServedKind
@@ -277,4 +277,17 @@ def test_a_kind_served_later_gets_a_stream_and_one_no_longer_served_loses_its_ow
     watched = [r.getMessage() for r in caplog.records if r.getMessage().startswith("watching")]
     assert watched[:2] == ["watching PyTorchJob: 1 stream(s)", "watching JAXJob: 1 stream(s)"]
     assert any("pytorchjobs in all namespaces no longer served" in m for m in caplog.messages)
+    run.stop()
+
+
+def test_a_rediscovery_that_fails_keeps_the_streams_and_the_resyncs_go_on(start: Start) -> None:
+    fake = fake_cluster()
+    run = start(fake, resync=0.05).listed()
+    unavailable = ApiError(RequestRef("get", "kubeflow.org", None, None), 503)
+    fake.fail("discover", None, Interrupted("interrupted by SIGTERM"), unavailable)
+
+    wait_for(lambda: len(run.requests("discover")) >= 4, "two failed rediscoveries, then more")
+    wait_for(lambda: run.metric("deadline_sweeper_resyncs_total", result="ok") >= 2, "passes")
+    assert len(run.requests("watch")) == 1  # the stream kept as it was
+    assert run.fake.open_streams() == 1
     run.stop()
