@@ -294,7 +294,7 @@ def lease_thread(fake: FakeCluster, rounds: int) -> tuple[Leader, SimulatedWaits
     [
         pytest.param(503, id="overloaded-api-server"),
         pytest.param(403, id="rbac-without-update"),
-        pytest.param(None, id="unreachable"),
+        pytest.param(400, id="refused-as-malformed"),
     ],
 )
 def test_a_follower_whose_take_is_refused_tries_again_a_retry_period_later(
@@ -314,6 +314,22 @@ def test_a_follower_whose_take_is_refused_tries_again_a_retry_period_later(
     # client-go: a candidate tries every retry period (2 s), with jitter, whatever failed.
     assert len(takes) <= simulated / 2.0 + 1, (len(takes), simulated)
     assert spec(fake)["holderIdentity"] == "gone-replica"
+
+
+def test_a_candidate_that_gets_no_answer_tries_again_within_half_a_second() -> None:
+    # The API server is down (a refused connection costs it nothing): the first attempt after
+    # its return takes the Lease, so the jobs due during the outage are acted on at once.
+    fake = FakeCluster(date=NOW)
+    held_by(fake, "me")  # a leader that lapsed during the outage: the record still names it
+    unreachable = ApiError(RequestRef("get", "leases", *LEASE), None)
+    fake.fail("get-lease", LEASE[1], *(unreachable for _ in range(10)))
+    leader, stopping = lease_thread(fake, rounds=12)
+
+    leader.run()
+
+    assert stopping.waits[:10] == [0.5] * 10
+    methods = [r.method for r in fake.requests]
+    assert methods[:12] == ["get-lease"] * 11 + ["update-lease"]  # taken back at the first answer
 
 
 def test_a_lease_at_the_int32_limit_of_transitions_is_taken_without_overflowing() -> None:
