@@ -76,20 +76,22 @@ class Duration(click.ParamType):  # type: ignore[type-arg]
     """A duration, read by :func:`sweeper.options.parse_duration` (the one parser).
 
     Args:
-        positive: Zero is refused too.
+        value: What the option takes (zero or not, its upper bound).
     """
 
     name = "duration"
 
-    def __init__(self, *, positive: bool = False) -> None:
-        self.positive = positive
+    def __init__(self, value: options.Duration) -> None:
+        self.value = value
 
     def convert(
         self, value: Any, param: click.Parameter | None, ctx: click.Context | None
     ) -> float:
         """Turn the text (``30s``, ``1h``, ``90``...) into seconds."""
         try:
-            return options.parse_duration(value, positive=self.positive)
+            return options.parse_duration(
+                value, positive=self.value.positive, longest=self.value.longest
+            )
         except ValueError as error:
             self.fail(str(error), param, ctx)
 
@@ -246,7 +248,7 @@ _Decorated = TypeVar("_Decorated", bound=Callable[..., Any])
 def _type(value: options.Value) -> Any:
     # The click type of each kind of value sweeper.options declares.
     if isinstance(value, options.Duration):
-        return Duration(positive=value.positive)
+        return Duration(value)
     if isinstance(value, options.Count):
         return click.IntRange(value.minimum, value.maximum)
     if isinstance(value, options.Choice):

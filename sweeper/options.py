@@ -40,11 +40,16 @@ from sweeper.core.releases import Release, parse_release
 AUTO = "auto"
 
 
+# Python's waits and socket timeouts overflow past some 292 years (threading.TIMEOUT_MAX).
+LONGEST_WAIT = 365 * 24 * 3600.0
+
+
 @dataclass(frozen=True, slots=True)
 class Duration:
-    """A duration, in seconds (:func:`parse_duration`); ``positive`` refuses zero too."""
+    """A duration (:func:`parse_duration`); ``longest`` is ``None`` for one never waited for."""
 
     positive: bool = True
+    longest: float | None = LONGEST_WAIT
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,8 +115,11 @@ class Flag:
         return ("SWEEPER_" + long.split("/")[0].removeprefix("--").replace("-", "_").upper(),)
 
 
-def _durations(*names: str, default: str | None, help: str, positive: bool = True) -> Flag:
-    return Flag(names, help, Duration(positive), default, metavar="DURATION")
+def _durations(
+    *names: str, default: str | None, help: str, positive: bool = True, waited: bool = True
+) -> Flag:
+    value = Duration(positive, LONGEST_WAIT if waited else None)
+    return Flag(names, help, value, default, metavar="DURATION")
 
 
 def _choice(names: str, words: tuple[str, ...], default: str, help: str) -> Flag:
@@ -152,7 +160,11 @@ FLAGS: tuple[Flag, ...] = (
     Flag(("-l", "--selector"), "Label selector the jobs must match.", metavar="SEL"),
     Flag(("--page-size",), "Jobs per list request.", Count(1), 500),
     _durations(
-        "--grace", default="0s", help="Tolerance past the deadline before acting.", positive=False
+        "--grace",
+        default="0s",
+        help="Tolerance past the deadline before acting.",
+        positive=False,
+        waited=False,
     ),
     _choice(
         "--clock",
@@ -186,12 +198,14 @@ FLAGS: tuple[Flag, ...] = (
         help="Time after the sweeper's touch before auto fails a job "
         "(and before touch touches it again).",
         positive=False,
+        waited=False,
     ),
     _durations(
         "--retouch-after",
         default="5s",
         help="Touch a job again this soon when a touch written near its deadline did not fail "
         "it (the operator judges with its own clock).",
+        waited=False,
     ),
     Flag(
         ("--retouch-limit",),
@@ -323,7 +337,7 @@ FLAGS: tuple[Flag, ...] = (
 )
 
 
-def parse_duration(value: object, *, positive: bool) -> float:
+def parse_duration(value: object, *, positive: bool, longest: float | None = None) -> float:
     """Read a duration as kubectl takes one (``30s``, ``5m``, ``1h30m``, ``250ms``) or seconds.
 
     The one duration parser of the command line: every duration flag and twin goes through it.
@@ -331,13 +345,14 @@ def parse_duration(value: object, *, positive: bool) -> float:
     Args:
         value: ``30s``, ``1h``, ``90``... (a number is taken as seconds).
         positive: Zero is refused too.
+        longest: The most it may be, ``None`` for no bound.
 
     Returns:
         Seconds, finite.
 
     Raises:
-        ValueError: Not a duration, not finite, negative (or zero when ``positive``); the
-            message is the usage error's wording.
+        ValueError: Not a duration, not finite, negative (or zero when ``positive``), longer
+            than ``longest``; the message is the usage error's wording.
     """
     if isinstance(value, int | float):
         seconds = float(value)
@@ -356,6 +371,8 @@ def parse_duration(value: object, *, positive: bool) -> float:
         raise ValueError(f"{value!r} is not a finite duration")
     if seconds < 0 or (positive and seconds == 0):
         raise ValueError(f"{value!r} must be {'positive' if positive else 'zero or more'}")
+    if longest is not None and seconds > longest:
+        raise ValueError(f"{value!r} must be at most {longest / 3600:g}h (a year)")
     return seconds
 
 
@@ -474,11 +491,7 @@ def _watch_settings(options: dict[str, Any]) -> WatchSettings:
 
 
 def stderr_is_tty() -> bool:
-    """Whether a person is likely reading stderr.
-
-    Returns:
-        True when stderr is a terminal.
-    """
+    """Whether a person is likely reading stderr: it is a terminal."""
     try:
         return sys.stderr.isatty()
     except (AttributeError, ValueError):  # replaced or closed stream
