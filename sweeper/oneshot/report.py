@@ -25,7 +25,7 @@ from sweeper.config import ClockMode, DryRun, OutputFormat
 from sweeper.core.clock import format_rfc3339, human
 from sweeper.core.model import Action, ActionKind, ActionMode, Outcome, Result, SkipReason
 from sweeper.core.tally import Tally, has_errors
-from sweeper.logs import MAX_LINE_BYTES
+from sweeper.logs import MAX_LINE_BYTES, shorten
 
 log = logging.getLogger(__name__)
 
@@ -244,11 +244,25 @@ def job_record(outcome: Outcome) -> dict[str, Any]:
 
 
 def _record_lines(outcome: Outcome) -> str:
-    line = _encode(job_record(outcome))
-    if len(line) * 4 < MAX_LINE_BYTES or len(line.encode()) < MAX_LINE_BYTES - 8:
+    record = job_record(outcome)
+    line = _encode(record)
+    if _fits(line):
         return "    " + line
+    # A string longer than a line may be (a server's message, a field no webhook checks) is
+    # cut down as the logs cut theirs; the pods and services deleted are all kept.
+    shortened = shorten(record, lists=False)
+    if shortened != record:
+        record = shortened | {"truncated": True}
+        line = _encode(record)
+        if _fits(line):
+            return "    " + line
     # Hundreds of deleted pods: one value per line instead.
-    return "    " + json.dumps(job_record(outcome), indent=2).replace("\n", "\n    ")
+    return "    " + json.dumps(record, indent=2).replace("\n", "\n    ")
+
+
+def _fits(line: str) -> bool:
+    # Room for the record's indent and its comma.
+    return len(line) * 4 < MAX_LINE_BYTES or len(line.encode()) < MAX_LINE_BYTES - 8
 
 
 def write_json(

@@ -114,6 +114,32 @@ def test_no_json_line_exceeds_16_kib_even_for_a_job_with_thousands_of_pods() -> 
     assert max(len(line.encode()) for line in out.getvalue().splitlines()) < MAX_LINE_BYTES
 
 
+@pytest.mark.parametrize(
+    "where",
+    [
+        pytest.param("detail", id="a-skip-detail-quoting-a-long-managedBy"),
+        pytest.param("errors", id="a-server-error-message"),
+    ],
+)
+def test_no_json_line_exceeds_16_kib_for_a_long_string_and_the_record_says_it_was_cut(
+    where: str,
+) -> None:
+    report = pass_report(job(name="long"), job(name="short"))
+    long, short = report.outcomes
+    text = "x" * 20_000 + "\N{SNOWMAN}" * 5_000
+    long = replace(long, detail=text) if where == "detail" else replace(long, errors=(text,))
+    out = io.StringIO()
+    write_json(out, replace(report, outcomes=[long, short]))
+    assert max(len(line.encode()) for line in out.getvalue().splitlines()) <= MAX_LINE_BYTES
+    first, second = json.loads(out.getvalue())["jobs"]
+    value = first[where] if where == "detail" else first[where][0]
+    assert value.startswith("x" * 1000)
+    assert value.endswith(" more characters]")
+    assert (first["truncated"], first["name"], first["uid"]) == (True, "long", long.entry.job.uid)
+    assert "truncated" not in second
+    assert second == job_record(short)
+
+
 def test_the_empty_json_document() -> None:
     out = io.StringIO()
     write_json(out, pass_report())
