@@ -89,6 +89,7 @@ def test_summary_counts_decisions_skip_reasons_results_and_errors() -> None:
         "errors": 1,
         "duration_s": 0.25,
         "stopped_by": None,
+        "unlisted": [],
     }
     assert summary_line(counts) == (
         "4 jobs: 2 touch, 0 fail, 0 terminate-pods, 2 skip (no-deadline 1, not-yet-due 1); "
