@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from http import HTTPStatus
 from typing import Any, TextIO
 
 from sweeper.config import ClockMode, Config, OutputFormat
@@ -27,6 +29,8 @@ from sweeper.core.scope import RunScope
 from sweeper.k8s.cluster import Cluster, ServedKind
 from sweeper.oneshot.run import Connect
 from sweeper.stop import StopFlag, monotonic_now
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,13 +84,21 @@ def run_explain(config: Config, connect: Connect, out: TextIO) -> int:
             )
             # In discovery's order (not --kind's): the order it always looked in and printed.
             served = [s for s in discovery.served if s in covered.kinds]
-            found = [(s, raw) for s in served if (raw := _get(cluster, s, namespace, name))]
+            refused: list[ApiError] = []
+            found = [
+                (s, raw) for s in served if (raw := _get(cluster, s, namespace, name, refused))
+            ]
             scopes = [
                 _scope(config, covered, cluster, s, namespace=namespace, name=name)
                 for s, _ in found
             ]
         except ApiError as error:
             raise ClusterUnavailable(f"{error} ({cluster.endpoint})") from error
+    if refused and not found:
+        # The job may be of a kind it may not read: "no such job" would be a guess.
+        raise ClusterUnavailable(f"{refused[0]} ({cluster.endpoint})") from refused[0]
+    for refusal in refused:
+        log.warning("%s; explaining the job found in another kind", refusal)
     if not found:
         kinds = ", ".join(s.kind.name for s in served) or "none served"
         raise ConfigError(f'no Kubeflow job "{namespace}/{name}" (looked in: {kinds})')
@@ -119,10 +131,18 @@ def run_explain(config: Config, connect: Connect, out: TextIO) -> int:
     return EXIT_OK
 
 
-def _get(cluster: Cluster, served: ServedKind, namespace: str, name: str) -> Any:
+def _get(
+    cluster: Cluster, served: ServedKind, namespace: str, name: str, refused: list[ApiError]
+) -> Any:
+    # Per-kind RBAC (the chart's kinds) refuses the kinds it does not grant: 403 like 404.
     try:
         return cluster.get_job(served, namespace, name)
     except NotFound:
+        return None
+    except ApiError as error:
+        if error.status != HTTPStatus.FORBIDDEN:
+            raise
+        refused.append(error)
         return None
 
 

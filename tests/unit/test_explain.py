@@ -8,9 +8,11 @@ from typing import Any
 import pytest
 
 from sweeper.core.decide import RULES, explain, judge
+from sweeper.core.errors import ApiError, RequestRef
 from sweeper.core.jobs import parse_job
 from sweeper.core.kinds import EXCLUDE_ANNOTATION, LEGACY_EXCLUDE_ANNOTATION, TOUCHED_AT_ANNOTATION
 from sweeper.core.model import ActionMode, Policy
+from sweeper.k8s.cluster import ServedKind
 from tests.unit.objects import KIND, NOW, ago, condition, deadline_failed, job
 from tests.unit.test_cli import Harness
 
@@ -187,3 +189,51 @@ def test_explain_errors_are_one_line_and_exit_two(reference: str, message: str) 
     result = Harness().invoke("--explain", reference)
     assert result.exit_code == 2
     assert result.stderr.startswith(f"sweeper: error: {message}")
+
+
+def refuse_gets_but_of(harness: Harness, plural: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Answer 403 to the GET of every kind but ``plural``, as RBAC granting one kind does."""
+    get_job = harness.fake.get_job
+
+    def refusing(served: ServedKind, namespace: str, name: str) -> Any:
+        if served.kind.plural != plural:
+            ref = RequestRef("get", served.kind.resource, namespace, name)
+            raise ApiError(ref, 403, "forbidden by RBAC")
+        return get_job(served, namespace, name)
+
+    monkeypatch.setattr(harness.fake, "get_job", refusing)
+
+
+def test_a_kind_rbac_refuses_does_not_stop_explaining_a_job_of_a_kind_it_grants(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The chart's kinds: [PyTorchJob] grants no other kind; the first other kind's 403 used to
+    # end --explain with exit 3 (issue 31, S4).
+    harness = Harness()
+    harness.fake.add_job(job(name="train", namespace="team-a"))
+    refuse_gets_but_of(harness, "pytorchjobs", monkeypatch)
+
+    result = harness.invoke("--explain", "team-a/train", "--log-format", "text")
+
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[0].startswith("PyTorchJob team-a/train at ")
+    assert result.stdout.splitlines()[-2] == "Decision: touch (overdue): 1h00m past its deadline"
+    assert (
+        "WARNING cannot get tfjobs.kubeflow.org 'train' in namespace \"team-a\": forbidden (403): "
+        "forbidden by RBAC; explaining the job found in another kind" in result.stderr
+    )
+
+
+def test_a_job_found_in_no_kind_while_some_were_refused_is_exit_three_naming_the_refusal(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    harness = Harness()
+    refuse_gets_but_of(harness, "pytorchjobs", monkeypatch)
+
+    result = harness.invoke("--explain", "team-a/train")
+
+    assert result.exit_code == 3
+    assert result.stderr.splitlines()[-1] == (
+        "sweeper: error: cannot get tfjobs.kubeflow.org 'train' in namespace \"team-a\": "
+        'forbidden (403): forbidden by RBAC (server https://fake.invalid, context "fake")'
+    )
