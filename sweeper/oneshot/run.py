@@ -38,6 +38,11 @@ from sweeper.stop import StopFlag, monotonic_now, signals_stop
 
 log = logging.getLogger(__name__)
 
+# The least the metrics push gets, --timeout reached or not: a run cut short by --timeout
+# pushes its exit code 5 all the same. The chart's timing keeps this second between --timeout
+# and the Job's activeDeadlineSeconds (chart/templates/_helpers.tpl, sweeper.timing).
+PUSH_FLOOR_S = 1.0
+
 
 class Connect(Protocol):
     """Builds the cluster for a run (``sweeper.k8s.client.connect``, or a fake in tests)."""
@@ -77,8 +82,10 @@ def run(
 
 
 def _push_metrics(config: Config, last: list[Tally], code: int, duration_s: float) -> None:
+    """Push the run's metrics within what is left of ``--timeout`` (at least PUSH_FLOOR_S)."""
     if config.pushgateway is None:
         return
+    left = config.timeout - duration_s
     # Imported only when pushing: prometheus_client adds 90 ms to every start.
     from sweeper import metrics  # noqa: PLC0415
 
@@ -90,9 +97,8 @@ def _push_metrics(config: Config, last: list[Tally], code: int, duration_s: floa
         ended_at=clock.local_now(),
         duration_s=duration_s,
     )
-    metrics.push(
-        config.pushgateway, config.pushgateway_job, figures, timeout=config.request_timeout
-    )
+    timeout = min(config.request_timeout, max(PUSH_FLOOR_S, left))
+    metrics.push(config.pushgateway, config.pushgateway_job, figures, timeout=timeout)
 
 
 def _run(

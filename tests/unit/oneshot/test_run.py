@@ -363,6 +363,40 @@ def test_a_timeout_during_the_pass_reports_and_exits_five() -> None:
     assert passes[0]["summary"]["stopped_by"] == "--timeout (1s) reached"
 
 
+@pytest.mark.parametrize(
+    ("timeout", "step", "code", "push_timeout"),
+    [
+        # --timeout reached: the push still gets its floor, not --request-timeout (10 s), which
+        # outlasted the chart's activeDeadlineSeconds and lost the run's metrics (B5).
+        pytest.param(1, 0.3, 5, 1.0, id="timeout-reached-the-floor"),
+        pytest.param(3, 0.0, 0, 3.0, id="what-is-left-of-the-timeout"),
+        pytest.param(45, 0.0, 0, 10.0, id="at-most-the-request-timeout"),
+    ],
+)
+def test_the_metrics_push_gets_what_is_left_of_the_timeout(
+    monkeypatch: pytest.MonkeyPatch, timeout: float, step: float, code: int, push_timeout: float
+) -> None:
+    from sweeper import metrics  # noqa: PLC0415 - as the run imports it, only to push
+
+    pushed: list[float] = []
+
+    def push(url: str, job: str, run: metrics.RunFigures, *, timeout: float) -> bool:
+        pushed.append(timeout)
+        return True
+
+    monkeypatch.setattr(metrics, "push", push)
+    fake = server_at(NOW, job(name="a"), job(name="b"))
+    config = Config(
+        output=OutputFormat.JSON,
+        timeout=timeout,
+        request_timeout=10,
+        pushgateway="http://127.0.0.1:9",
+    )
+
+    assert sweep(fake, config, Ticker(step=step))[0] == code
+    assert pushed == [push_timeout]
+
+
 def test_without_a_clock_the_run_and_its_stop_flag_read_time_monotonic_at_each_call(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
