@@ -23,6 +23,7 @@ import pytest
 from devcluster import ControlPlane
 from tests.e2e import clusters
 from tests.e2e import workloads as w
+from tests.e2e.watchers import Watcher
 
 pytestmark = pytest.mark.e2e
 
@@ -299,3 +300,26 @@ def test_a_namespace_whose_role_is_gone_is_named_and_the_others_are_still_swept(
         "untouched": "done",
         "touched": "done",
     }
+
+
+def test_a_watching_replica_is_ready_without_the_stream_of_a_namespace_whose_role_is_gone(
+    control_plane, overdue, tmp_path
+):
+    # /readyz waited for every stream's first list, so with one namespace refused a replica
+    # that restarted (a rollout) never became Ready (issue 31, B3). A dry run: no Lease RBAC.
+    gone = f"{overdue}-gone"
+    grants = GRANTS[("touch", "--dry-run")] | {Grant("jobs", "watch")}
+    kubeconfig = as_service_account(control_plane, overdue, grants)
+    watcher = Watcher(
+        kubeconfig, tmp_path, "-n", overdue, "-n", gone, "--kind", "PyTorchJob", "--dry-run"
+    )
+    try:
+        watcher.wait_ready()
+        refused = [
+            line["message"]
+            for line in watcher.logs()
+            if f'in namespace "{gone}": forbidden (403)' in line.get("message", "")
+        ]
+        assert refused, watcher.explain()
+    finally:
+        watcher.stop()
