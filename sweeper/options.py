@@ -27,6 +27,9 @@ from sweeper.config import (
     OutputFormat,
     Timing,
     WatchSettings,
+    check_namespaces,
+    check_selector,
+    check_url,
     parse_address,
     parse_reference,
 )
@@ -76,8 +79,22 @@ def _choice(
     return Flag(tuple(names.split()), help, choice, default, to=to, read=lambda v: enum(v.lower()))
 
 
-def _unique(values: tuple[str, ...]) -> tuple[str, ...]:
-    return tuple(dict.fromkeys(values))
+def _namespaces(flag: str) -> Callable[[tuple[str, ...]], tuple[str, ...]]:
+    def read(names: tuple[str, ...]) -> tuple[str, ...]:
+        check_namespaces(names, flag)
+        return tuple(dict.fromkeys(names))
+
+    return read
+
+
+def _checked(check: Callable[[str], None]) -> Callable[[str | None], str | None]:
+    # A free text the check accepts, as it is; unset stays None.
+    def read(text: str | None) -> str | None:
+        if text is not None:
+            check(text)
+        return text
+
+    return read
 
 
 def _kinds(names: tuple[str, ...]) -> tuple[Kind, ...]:
@@ -122,7 +139,7 @@ FLAGS: tuple[Flag, ...] = (
         metavar="NS",
         multiple=True,
         to="namespaces",
-        read=_unique,
+        read=_namespaces("--namespace"),
     ),
     Flag(
         ("-A", "--all-namespaces"),
@@ -135,7 +152,7 @@ FLAGS: tuple[Flag, ...] = (
         metavar="NS",
         multiple=True,
         to="exclude_namespaces",
-        read=_unique,
+        read=_namespaces("--exclude-namespace"),
     ),
     Flag(
         ("--kind", "kinds"),
@@ -145,7 +162,13 @@ FLAGS: tuple[Flag, ...] = (
         to="kinds",
         read=_kinds,
     ),
-    Flag(("-l", "--selector"), "Label selector the jobs must match.", metavar="SEL", to="selector"),
+    Flag(
+        ("-l", "--selector"),
+        "Label selector the jobs must match.",
+        metavar="SEL",
+        to="selector",
+        read=_checked(check_selector),
+    ),
     Flag(("--page-size",), "Jobs per list request.", Count(1), 500, to="page_size"),
     _durations(
         "--grace",
@@ -272,6 +295,7 @@ FLAGS: tuple[Flag, ...] = (
         "it ends (a failed push is logged; the exit code stays).",
         metavar="URL",
         to="pushgateway",
+        read=_checked(check_url),
     ),
     Flag(
         ("--pushgateway-job",),
@@ -329,6 +353,7 @@ FLAGS: tuple[Flag, ...] = (
         metavar="NS",
         shown_default="the pod's, else the kubeconfig context's",
         to="watch.lease_namespace",
+        read=_checked(lambda name: check_namespaces((name,), "--lease-namespace")),
     ),
     Flag(
         ("--identity",),

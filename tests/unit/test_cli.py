@@ -17,7 +17,7 @@ from freezegun import freeze_time
 
 from sweeper import __version__
 from sweeper.cli import Seams, command
-from sweeper.config import ClockMode, Config, DryRun, LogFormat, OutputFormat, WatchSettings
+from sweeper.config import ClockMode, Config, DryRun, LogFormat, OutputFormat
 from sweeper.core.errors import ApiError, ConfigError, Gone, RequestRef
 from sweeper.core.kinds import (
     LEGACY_TOUCHED_AT_ANNOTATION,
@@ -848,12 +848,6 @@ def test_a_bad_health_address_is_one_line_and_exit_2_before_connecting(
     assert line.startswith("sweeper: error: invalid address ")
     assert "(--health-address/SWEEPER_HEALTH_ADDRESS)" in line
     assert harness.config is None
-
-
-def test_watch_settings_take_the_address_without_brackets() -> None:
-    with pytest.raises(ConfigError, match="without brackets"):
-        WatchSettings(health_address="[::1]")
-    assert WatchSettings(health_address="::1").health_address == "::1"
 
 
 def test_without_watch_there_are_no_watch_settings(harness: Harness) -> None:
