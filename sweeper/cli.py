@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from sweeper import __version__, logs, options
+from sweeper import __version__, flag, logs, options
 from sweeper.config import Config, DryRun
 from sweeper.core.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, SweeperError
 from sweeper.core.model import ActionMode, PodsMode
@@ -73,23 +73,25 @@ class DryRunChoice(click.ParamType):  # type: ignore[type-arg]
 
 
 class Duration(click.ParamType):  # type: ignore[type-arg]
-    """A duration, read by :func:`sweeper.options.parse_duration` (the one parser).
+    """A duration, read by :func:`sweeper.flag.parse_duration` (the one parser).
 
     Args:
-        positive: Zero is refused too.
+        value: What the option takes (zero or not, its upper bound).
     """
 
     name = "duration"
 
-    def __init__(self, *, positive: bool = False) -> None:
-        self.positive = positive
+    def __init__(self, value: flag.Duration) -> None:
+        self.value = value
 
     def convert(
         self, value: Any, param: click.Parameter | None, ctx: click.Context | None
     ) -> float:
         """Turn the text (``30s``, ``1h``, ``90``...) into seconds."""
         try:
-            return options.parse_duration(value, positive=self.positive)
+            return flag.parse_duration(
+                value, positive=self.value.positive, longest=self.value.longest
+            )
         except ValueError as error:
             self.fail(str(error), param, ctx)
 
@@ -148,7 +150,7 @@ def _bad_value(error: click.BadParameter) -> str:
     param, ctx = error.param, error.ctx
     if param is None or ctx is None or param.name is None:
         return error.format_message()
-    flag = max(param.opts, key=len)
+    name = max(param.opts, key=len)
     variable = error.variable if isinstance(error, EmptyValue) else None
     if (
         variable is None
@@ -159,7 +161,7 @@ def _bad_value(error: click.BadParameter) -> str:
             (n for n in param.variables(ctx) if (os.environ.get(n) or "").strip()), None
         )
     origin = f" (from {variable})" if variable else ""
-    return f"invalid value for {flag}{origin}: {error.message}"
+    return f"invalid value for {name}{origin}: {error.message}"
 
 
 # Empty like an unset variable, as kubectl and client-go read it: a shell's `export
@@ -243,43 +245,43 @@ class Option(click.Option):
 _Decorated = TypeVar("_Decorated", bound=Callable[..., Any])
 
 
-def _type(value: options.Value) -> Any:
+def _type(value: flag.Value) -> Any:
     # The click type of each kind of value sweeper.options declares.
-    if isinstance(value, options.Duration):
-        return Duration(positive=value.positive)
-    if isinstance(value, options.Count):
+    if isinstance(value, flag.Duration):
+        return Duration(value)
+    if isinstance(value, flag.Count):
         return click.IntRange(value.minimum, value.maximum)
-    if isinstance(value, options.Choice):
+    if isinstance(value, flag.Choice):
         return click.Choice(value.words, case_sensitive=False)
-    if isinstance(value, options.DryRunWord):
+    if isinstance(value, flag.DryRunWord):
         return DryRunChoice()
     return None
 
 
-def _option(flag: options.Flag) -> Callable[[_Decorated], _Decorated]:
-    settings: dict[str, Any] = {"default": flag.default, "help": flag.help}
-    if isinstance(flag.value, options.Switch):
-        if "/" not in flag.names[0]:
+def _option(row: flag.Flag) -> Callable[[_Decorated], _Decorated]:
+    settings: dict[str, Any] = {"default": row.default, "help": row.help}
+    if isinstance(row.value, flag.Switch):
+        if "/" not in row.names[0]:
             settings["is_flag"] = True
-    elif flag.value is not None:
-        settings["type"] = _type(flag.value)
-    if flag.bare is not None:
-        settings.update(is_flag=False, flag_value=flag.bare)
-    if flag.metavar is not None:
-        settings["metavar"] = flag.metavar
-    if flag.multiple:
+    elif row.value is not None:
+        settings["type"] = _type(row.value)
+    if row.bare is not None:
+        settings.update(is_flag=False, flag_value=row.bare)
+    if row.metavar is not None:
+        settings["metavar"] = row.metavar
+    if row.multiple:
         settings["multiple"] = True
-    if flag.shown_default is not None:
-        settings["show_default"] = flag.shown_default
-    twins = flag.variables
+    if row.shown_default is not None:
+        settings["show_default"] = row.shown_default
+    twins = row.variables
     env: str | list[str] = twins[0] if len(twins) == 1 else list(twins)
-    return click.option(*flag.names, cls=Option, envvar=env, show_envvar=True, **settings)
+    return click.option(*row.names, cls=Option, envvar=env, show_envvar=True, **settings)
 
 
 def _options(function: _Decorated) -> _Decorated:
     # In reverse: the last decorator applied is the first option of --help.
-    for flag in reversed(options.FLAGS):
-        function = _option(flag)(function)
+    for row in reversed(options.FLAGS):
+        function = _option(row)(function)
     return function
 
 

@@ -1,8 +1,10 @@
 """The run's settings: one frozen, validated object built at the edge (``sweeper.options``).
 
 Nothing here reads the environment; the CLI resolves flags and their ``SWEEPER_*`` twins and
-hands the values over. Validation raises :class:`~sweeper.core.errors.ConfigError` (exit code 2)
-with one line naming the offending option.
+hands the values over, each checked where its flag's row reads it (``sweeper.options``, with
+the checks of names, selectors and URLs defined here). :class:`Config` checks what no single
+flag can, how they combine. Each refusal is a :class:`~sweeper.core.errors.ConfigError` (exit
+code 2), one line naming the option.
 """
 
 from __future__ import annotations
@@ -109,6 +111,17 @@ def check_selector(selector: str) -> None:
     """
     if not _SELECTOR.fullmatch(selector):
         raise ConfigError(f"invalid label selector {selector!r} (--selector)")
+
+
+def check_namespaces(names: tuple[str, ...], flag: str) -> None:
+    """Check namespace names as the API server does (RFC 1123 labels).
+
+    Raises:
+        ConfigError: One is not a namespace name; the line names it and ``flag``.
+    """
+    for name in names:
+        if not _NAMESPACE.fullmatch(name):
+            raise ConfigError(f"invalid namespace name {name!r} ({flag})")
 
 
 DEFAULT_PUSHGATEWAY_JOB = "kubeflow-deadline-sweeper"
@@ -229,30 +242,6 @@ class WatchSettings:
     health_address: str = "0.0.0.0"  # noqa: S104 - a pod's probes and scrape come from outside
     health_port: int = 8080
 
-    def __post_init__(self) -> None:
-        """Validate.
-
-        Raises:
-            ConfigError: A value is out of range.
-        """
-        if self.resync <= 0:
-            raise ConfigError("--resync must be positive")
-        if self.watch_timeout <= 0:
-            raise ConfigError("--watch-timeout must be positive")
-        if not 0 <= self.health_port <= 65535:  # noqa: PLR2004 - the port range
-            raise ConfigError("--health-port must be between 0 and 65535")
-        if parse_address(self.health_address) != self.health_address:
-            raise ConfigError(
-                f"--health-address {self.health_address!r}: the settings take the address as a "
-                "socket binds it (an IPv6 address without brackets: parse_address)"
-            )
-        if self.lease_namespace is not None and not _NAMESPACE.fullmatch(self.lease_namespace):
-            raise ConfigError(
-                f"invalid namespace name {self.lease_namespace!r} (--lease-namespace)"
-            )
-        if not self.identity:
-            raise ConfigError("--identity must not be empty")
-
 
 @dataclass(frozen=True, slots=True)
 class Config:
@@ -308,39 +297,18 @@ class Config:
     watch: WatchSettings | None = None
 
     def __post_init__(self) -> None:
-        """Validate the combination of settings.
+        """Check what no single flag can: how the settings combine.
+
+        Each value was checked where it was read, by its flag's row (``sweeper.options``: its
+        bounds, as click applies them to the flag and its twin alike, and its ``read``).
 
         Raises:
-            ConfigError: A value is out of range or settings contradict each other.
+            ConfigError: Settings contradict each other.
         """
-        if self.page_size < 1:
-            raise ConfigError("--page-size must be at least 1")
-        if self.policy.grace < 0:
-            raise ConfigError("--grace must not be negative")
-        if self.policy.escalate_after < 0:
-            raise ConfigError("--escalate-after must not be negative")
-        if self.policy.retouch_after <= 0:
-            raise ConfigError("--retouch-after must be positive")
         self._check_quick_retouch()
-        if self.policy.retouch_limit < 0:
-            raise ConfigError("--retouch-limit must not be negative")
-        if self.policy.max_actions is not None and self.policy.max_actions < 0:
-            raise ConfigError("--max-actions must not be negative")
-        if self.request_timeout <= 0:
-            raise ConfigError("--request-timeout must be positive")
-        if self.timeout <= 0:
-            raise ConfigError("--timeout must be positive")
-        if self.log_level not in LOG_LEVELS:
-            raise ConfigError(f"--log-level must be one of {', '.join(LOG_LEVELS)}")
-        self._check_namespaces()
-        if self.selector is not None:
-            check_selector(self.selector)
+        self._check_exclusions()
         self._check_repetition()
         self._check_explain()
-        if self.pushgateway is not None:
-            check_url(self.pushgateway)
-        if not self.pushgateway_job:
-            raise ConfigError("--pushgateway-job must not be empty")
 
     def _check_quick_retouch(self) -> None:
         # touched-at records whole seconds: a re-touch within the second of the last touch
@@ -358,13 +326,8 @@ class Config:
                 "the re-touches (the touched-at annotation records whole seconds)"
             )
 
-    def _check_namespaces(self) -> None:
-        for namespace in self.namespaces:
-            if not _NAMESPACE.fullmatch(namespace):
-                raise ConfigError(f"invalid namespace name {namespace!r} (--namespace)")
+    def _check_exclusions(self) -> None:
         for namespace in self.exclude_namespaces:
-            if not _NAMESPACE.fullmatch(namespace):
-                raise ConfigError(f"invalid namespace name {namespace!r} (--exclude-namespace)")
             if namespace in self.namespaces:
                 raise ConfigError(
                     f"namespace {namespace!r} is both included (-n) and excluded "
@@ -396,7 +359,3 @@ class Config:
                 "--watch acts on each job at its deadline; it does not take --max-actions "
                 "(a cap per pass)"
             )
-        if self.every is None or self.for_seconds is None:
-            return
-        if self.every <= 0 or self.for_seconds <= 0:
-            raise ConfigError("--every and --for must be positive")

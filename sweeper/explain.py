@@ -4,29 +4,37 @@ Reads the job (every served kind, or those of ``--kind``), takes the pass's inst
 would, and walks the decision's rules (:func:`sweeper.core.decide.explain`, the same table
 :func:`~sweeper.core.decide.judge` applies), printing each with the value it saw and its outcome.
 The run's own scope comes first: ``--exclude-namespace``, ``-n`` and ``-l`` (the selector is
-matched by the API server, by listing the namespace with it). Writes nothing.
+matched by the API server, by listing the namespace with it). A clean-up of a job failed by its
+deadline is planned as a pass plans it, from the job's pods: the pods it would delete, or a
+``finished`` skip when none is left. Writes nothing.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from http import HTTPStatus
 from typing import Any, TextIO
 
+from sweeper.act.cleanup import pods_by_owner
 from sweeper.config import ClockMode, Config, OutputFormat
 from sweeper.core import clock
 from sweeper.core.clock import format_rfc3339, human
 from sweeper.core.decide import Step, explain
 from sweeper.core.errors import EXIT_OK, ApiError, ClusterUnavailable, ConfigError, NotFound
 from sweeper.core.jobs import parse_job
-from sweeper.core.model import Entry
+from sweeper.core.model import Action, ActionKind, Entry
+from sweeper.core.plan import assemble
 from sweeper.core.scope import RunScope
 from sweeper.k8s.cluster import Cluster, ServedKind
 from sweeper.oneshot.run import Connect
 from sweeper.stop import StopFlag, monotonic_now
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,37 +88,45 @@ def run_explain(config: Config, connect: Connect, out: TextIO) -> int:
             )
             # In discovery's order (not --kind's): the order it always looked in and printed.
             served = [s for s in discovery.served if s in covered.kinds]
-            found = [(s, raw) for s in served if (raw := _get(cluster, s, namespace, name))]
+            refused: list[ApiError] = []
+            found = [
+                (s, raw) for s in served if (raw := _get(cluster, s, namespace, name, refused))
+            ]
             scopes = [
                 _scope(config, covered, cluster, s, namespace=namespace, name=name)
                 for s, _ in found
             ]
         except ApiError as error:
             raise ClusterUnavailable(f"{error} ({cluster.endpoint})") from error
-    if not found:
-        kinds = ", ".join(s.kind.name for s in served) or "none served"
-        raise ConfigError(f'no Kubeflow job "{namespace}/{name}" (looked in: {kinds})')
-    if config.clock is ClockMode.SERVER and discovery.server_date is not None:
-        now, whose = discovery.server_date, "server"
-    else:
-        now, whose = clock.local_now(), "local"
-    explanations = []
-    for (served_kind, raw), scope in zip(found, scopes, strict=True):
-        job = parse_job(raw, served_kind.kind, served_kind.version)
-        steps, entry = explain(job, now, config.policy)
-        keep = all(passes for _, _, passes in scope)
-        explanations.append(
-            Explanation(
-                served_kind.kind.name,
-                namespace,
-                name,
-                now,
-                whose,
-                scope,
-                steps,
-                entry if keep else None,
+        if refused and not found:
+            # The job may be of a kind it may not read: "no such job" would be a guess.
+            raise ClusterUnavailable(f"{refused[0]} ({cluster.endpoint})") from refused[0]
+        for refusal in refused:
+            log.warning("%s; explaining the job found in another kind", refusal)
+        if not found:
+            kinds = ", ".join(s.kind.name for s in served) or "none served"
+            raise ConfigError(f'no Kubeflow job "{namespace}/{name}" (looked in: {kinds})')
+        if config.clock is ClockMode.SERVER and discovery.server_date is not None:
+            now, whose = discovery.server_date, "server"
+        else:
+            now, whose = clock.local_now(), "local"
+        explanations = []
+        for (served_kind, raw), scope in zip(found, scopes, strict=True):
+            job = parse_job(raw, served_kind.kind, served_kind.version)
+            steps, entry = explain(job, now, config.policy)
+            keep = all(passes for _, _, passes in scope)
+            explanations.append(
+                Explanation(
+                    served_kind.kind.name,
+                    namespace,
+                    name,
+                    now,
+                    whose,
+                    scope,
+                    steps,
+                    _as_planned(cluster, config, entry, now) if keep else None,
+                )
             )
-        )
     if config.output is OutputFormat.JSON:
         out.write(json.dumps([as_json(e) for e in explanations], indent=2) + "\n")
     else:
@@ -119,10 +135,28 @@ def run_explain(config: Config, connect: Connect, out: TextIO) -> int:
     return EXIT_OK
 
 
-def _get(cluster: Cluster, served: ServedKind, namespace: str, name: str) -> Any:
+def _as_planned(cluster: Cluster, config: Config, entry: Entry, now: datetime) -> Entry:
+    # A pass lists the pods of a job failed by its deadline before planning its clean-up, and
+    # a clean-up with no pod to delete is a skip (finished) there: the same here.
+    if not isinstance(entry, Action) or entry.kind is not ActionKind.TERMINATE_PODS:
+        return entry
+    pods = pods_by_owner(cluster, [entry], (entry.job.namespace,))
+    (planned,) = assemble([entry], now, config.policy, pods).entries
+    return planned
+
+
+def _get(
+    cluster: Cluster, served: ServedKind, namespace: str, name: str, refused: list[ApiError]
+) -> Any:
+    # Per-kind RBAC (the chart's kinds) refuses the kinds it does not grant: 403 like 404.
     try:
         return cluster.get_job(served, namespace, name)
     except NotFound:
+        return None
+    except ApiError as error:
+        if error.status != HTTPStatus.FORBIDDEN:
+            raise
+        refused.append(error)
         return None
 
 
@@ -191,6 +225,8 @@ def as_text(explanation: Explanation) -> str:
         lines.append("Decision: none; the run's scope leaves this job out.")
     else:
         lines.append(f"Decision: {_decision(e.entry)}")
+        if isinstance(e.entry, Action) and e.entry.targets is not None:
+            lines.append(f"Pods it would delete: {', '.join(p.name for p in e.entry.targets)}")
         if e.entry.decision != "skip":
             lines.append("(--max-actions may still defer it behind more overdue jobs)")
     return "\n".join(lines) + "\n"
@@ -224,4 +260,7 @@ def as_json(explanation: Explanation) -> dict[str, Any]:
         "detail": None if entry is None else entry.detail,
         "seconds_overdue": None if entry is None else entry.seconds_overdue,
         "overdue": None if entry is None else human(entry.seconds_overdue),
+        "pods": [p.name for p in entry.targets]
+        if isinstance(entry, Action) and entry.targets is not None
+        else None,
     }

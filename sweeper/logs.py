@@ -99,7 +99,7 @@ class BoundedFormatter(logging.Formatter):
         except ValueError:
             document = None
         if isinstance(document, dict):
-            shortened = {key: _shorten(value) for key, value in document.items()}
+            shortened = {key: shorten(value) for key, value in document.items()}
             shortened["truncated"] = True
             line = json.dumps(shortened)
             if len(line.encode()) <= self._limit:
@@ -109,15 +109,20 @@ class BoundedFormatter(logging.Formatter):
         return cut + marker
 
 
-def _shorten(value: Any) -> Any:
+def shorten(value: Any, *, lists: bool = True) -> Any:
+    """Cut a JSON value's long strings down, and with ``lists`` its long lists, saying so.
+
+    Returns:
+        The value, a string kept to its first 1024 characters and the count of the others.
+    """
     if isinstance(value, str) and len(value) > _KEEP_CHARS:
         return value[:_KEEP_CHARS] + f"...[{len(value) - _KEEP_CHARS} more characters]"
-    if isinstance(value, list) and len(value) > 8:  # noqa: PLR2004 - a few show the pattern
-        return [_shorten(v) for v in value[:8]] + [f"...[{len(value) - 8} more]"]
+    if lists and isinstance(value, list) and len(value) > 8:  # noqa: PLR2004 - a few show it
+        return [shorten(v) for v in value[:8]] + [f"...[{len(value) - 8} more]"]
     if isinstance(value, list):
-        return [_shorten(v) for v in value]
+        return [shorten(v, lists=lists) for v in value]
     if isinstance(value, dict):
-        return {k: _shorten(v) for k, v in value.items()}
+        return {k: shorten(v, lists=lists) for k, v in value.items()}
     return value
 
 

@@ -1,12 +1,11 @@
 """The command line's surface as data, and its values turned into one :class:`Config`.
 
 No click here (``sweeper.cli`` is its only importer): :data:`FLAGS` lists every option in
-``--help`` order with its names, ``SWEEPER_*`` twin, default, value and help, and
-:mod:`sweeper.cli` turns each into a click option. What a value means is decided here:
-:func:`parse_duration` and :func:`parse_dry_run` read one value each, :func:`build_config`
-assembles the parsed options into the frozen :class:`~sweeper.config.Config` (which validates
-their combination). A new flag is one :class:`Flag` row, one line of :func:`build_config`
-and a field of the config.
+``--help`` order, each a :class:`~sweeper.flag.Flag` row with its names, ``SWEEPER_*`` twin,
+default, value, help, and where its value goes; :mod:`sweeper.cli` turns each into a click
+option, and :func:`build_config` puts each parsed value where its row says (``to``, through
+``read``) in the frozen :class:`~sweeper.config.Config`, which validates their combination.
+A new flag is one row here, and the attribute it fills.
 """
 
 from __future__ import annotations
@@ -14,10 +13,9 @@ from __future__ import annotations
 import socket
 import sys
 import uuid
-from dataclasses import dataclass
+from collections.abc import Callable
+from enum import StrEnum
 from typing import Any
-
-import durationpy
 
 from sweeper.config import (
     DEFAULT_PUSHGATEWAY_JOB,
@@ -29,93 +27,101 @@ from sweeper.config import (
     OutputFormat,
     Timing,
     WatchSettings,
+    check_namespaces,
+    check_selector,
+    check_url,
     parse_address,
     parse_reference,
 )
 from sweeper.core.errors import ConfigError
-from sweeper.core.kinds import lookup
+from sweeper.core.kinds import Kind, lookup
 from sweeper.core.model import ActionMode, PodsMode, Policy
 from sweeper.core.releases import Release, parse_release
+from sweeper.flag import (
+    LONGEST_WAIT,
+    Choice,
+    Count,
+    DryRunWord,
+    Duration,
+    Flag,
+    Switch,
+)
 
 AUTO = "auto"
 
 
-@dataclass(frozen=True, slots=True)
-class Duration:
-    """A duration, in seconds (:func:`parse_duration`); ``positive`` refuses zero too."""
-
-    positive: bool = True
-
-
-@dataclass(frozen=True, slots=True)
-class Count:
-    """An integer from ``minimum`` to ``maximum`` (``None``: no upper bound)."""
-
-    minimum: int
-    maximum: int | None = None
+def _durations(
+    *names: str,
+    default: str | None,
+    help: str,
+    to: str,
+    positive: bool = True,
+    waited: bool = True,
+) -> Flag:
+    value = Duration(positive, LONGEST_WAIT if waited else None)
+    return Flag(names, help, value, default, metavar="DURATION", to=to)
 
 
-@dataclass(frozen=True, slots=True)
-class Choice:
-    """One of fixed words, in any case."""
-
-    words: tuple[str, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class DryRunWord:
-    """``--dry-run``'s words (:func:`parse_dry_run`)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Switch:
-    """A flag that takes no value (``--watch``; ``--a/--no-a`` when its names say so)."""
-
-
-Value = Duration | Count | Choice | DryRunWord | Switch | None  # None: free text
+def _choice(
+    names: str,
+    words: type[StrEnum] | tuple[str, ...],
+    default: str,
+    help: str,
+    *,
+    to: str,
+    read: Callable[[Any], Any] | None = None,
+) -> Flag:
+    # An enum's words are its values, read back in any case; other words as read says.
+    if isinstance(words, tuple):
+        return Flag(tuple(names.split()), help, Choice(words), default, to=to, read=read)
+    enum = words
+    choice = Choice(tuple(m.value for m in enum))
+    return Flag(tuple(names.split()), help, choice, default, to=to, read=lambda v: enum(v.lower()))
 
 
-@dataclass(frozen=True, slots=True)
-class Flag:
-    """One option of the command.
+def _namespaces(flag: str) -> Callable[[tuple[str, ...]], tuple[str, ...]]:
+    def read(names: tuple[str, ...]) -> tuple[str, ...]:
+        check_namespaces(names, flag)
+        return tuple(dict.fromkeys(names))
 
-    Attributes:
-        names: The flags, then the parameter's name when it differs from the long flag's.
-        help: The ``--help`` text.
-        value: What it takes; ``None`` for free text.
-        default: The default, as the user would type it.
-        metavar: The value's name in ``--help`` (a duration's is ``DURATION``).
-        env: Its environment variables; ``SWEEPER_<LONG FLAG>`` when empty.
-        multiple: Repeatable.
-        shown_default: ``--help``'s wording of a default that is not a value.
-        bare: The value of the flag given without one (``--dry-run`` means ``client``).
-    """
-
-    names: tuple[str, ...]
-    help: str
-    value: Value = None
-    default: object = None
-    metavar: str | None = None
-    env: tuple[str, ...] = ()
-    multiple: bool = False
-    shown_default: str | None = None
-    bare: str | None = None
-
-    @property
-    def variables(self) -> tuple[str, ...]:
-        """The environment twins: ``env``, else the one the long flag names."""
-        if self.env:
-            return self.env
-        long = max((n for n in self.names if n.startswith("--")), key=len)
-        return ("SWEEPER_" + long.split("/")[0].removeprefix("--").replace("-", "_").upper(),)
+    return read
 
 
-def _durations(*names: str, default: str | None, help: str, positive: bool = True) -> Flag:
-    return Flag(names, help, Duration(positive), default, metavar="DURATION")
+def _checked(check: Callable[[str], None]) -> Callable[[str | None], str | None]:
+    # A free text the check accepts, as it is; unset stays None.
+    def read(text: str | None) -> str | None:
+        if text is not None:
+            check(text)
+        return text
+
+    return read
 
 
-def _choice(names: str, words: tuple[str, ...], default: str, help: str) -> Flag:
-    return Flag(tuple(names.split()), help, Choice(words), default)
+def _kinds(names: tuple[str, ...]) -> tuple[Kind, ...]:
+    try:
+        return tuple(dict.fromkeys(lookup(name) for name in names))
+    except KeyError as error:
+        raise ConfigError(f"{error.args[0]} (--kind)") from error
+
+
+def _log_format(word: str) -> LogFormat:
+    if word.lower() == AUTO:
+        # kubectl's habit: people at a terminal read text, log collectors parse JSON.
+        return LogFormat.TEXT if stderr_is_tty() else LogFormat.JSON
+    return LogFormat(word.lower())
+
+
+def _release(text: str | None) -> Release | None:
+    if not text:
+        return None
+    try:
+        return parse_release(text)
+    except ValueError as error:
+        raise ConfigError(f"--operator-version: {error}") from error
+
+
+def _identity(text: str | None) -> str:
+    return text or f"{socket.gethostname()}_{uuid.uuid4().hex[:10]}"
 
 
 FLAGS: tuple[Flag, ...] = (
@@ -124,13 +130,16 @@ FLAGS: tuple[Flag, ...] = (
         "Kubeconfig file (default: KUBECONFIG, ~/.kube/config, else in-cluster).",
         metavar="PATH",
         env=("SWEEPER_KUBECONFIG", "KUBECONFIG"),
+        to="kubeconfig",
     ),
-    Flag(("--context",), "Kubeconfig context to use.", metavar="NAME"),
+    Flag(("--context",), "Kubeconfig context to use.", metavar="NAME", to="context"),
     Flag(
         ("-n", "--namespace", "namespaces"),
         "Only this namespace (repeatable; default: all namespaces, never listed).",
         metavar="NS",
         multiple=True,
+        to="namespaces",
+        read=_namespaces("--namespace"),
     ),
     Flag(
         ("-A", "--all-namespaces"),
@@ -142,56 +151,80 @@ FLAGS: tuple[Flag, ...] = (
         "Leave this namespace's jobs alone (repeatable).",
         metavar="NS",
         multiple=True,
+        to="exclude_namespaces",
+        read=_namespaces("--exclude-namespace"),
     ),
     Flag(
         ("--kind", "kinds"),
         "Only this kind, e.g. PyTorchJob or pytorchjobs (repeatable; default: all).",
         metavar="KIND",
         multiple=True,
+        to="kinds",
+        read=_kinds,
     ),
-    Flag(("-l", "--selector"), "Label selector the jobs must match.", metavar="SEL"),
-    Flag(("--page-size",), "Jobs per list request.", Count(1), 500),
+    Flag(
+        ("-l", "--selector"),
+        "Label selector the jobs must match.",
+        metavar="SEL",
+        to="selector",
+        read=_checked(check_selector),
+    ),
+    Flag(("--page-size",), "Jobs per list request.", Count(1), 500, to="page_size"),
     _durations(
-        "--grace", default="0s", help="Tolerance past the deadline before acting.", positive=False
+        "--grace",
+        default="0s",
+        help="Tolerance past the deadline before acting.",
+        to="policy.grace",
+        positive=False,
+        waited=False,
     ),
     _choice(
         "--clock",
-        tuple(m.value for m in ClockMode),
+        ClockMode,
         ClockMode.SERVER.value,
         "Whose clock decides: the API server's Date header, or this machine's.",
+        to="clock",
     ),
     _choice(
         "--action",
-        tuple(m.value for m in ActionMode),
+        ActionMode,
         ActionMode.TOUCH.value,
         "touch: annotate so the operator fails it; fail: fail it as the operator would; "
         "auto: touch, then fail if still running --escalate-after later.",
+        to="policy.action",
     ),
     _choice(
         "--terminate-pods",
-        tuple(m.value for m in PodsMode),
+        PodsMode,
         PodsMode.ACTIVE.value,
         "Pods of a failed job to delete: active (Running, Pending), all, or policy (what "
         "--operator-version keeps).",
+        to="policy.terminate_pods",
     ),
     Flag(
         ("--operator-version",),
         "The Training Operator release the cluster runs, for --terminate-pods policy "
         "(v1.7.0 to v1.9.3 delete every pod at the deadline; v1.9.4 follows cleanPodPolicy).",
         metavar="vX.Y.Z",
+        to="policy.operator_version",
+        read=_release,
     ),
     _durations(
         "--escalate-after",
         default="2m",
         help="Time after the sweeper's touch before auto fails a job "
         "(and before touch touches it again).",
+        to="policy.escalate_after",
         positive=False,
+        waited=False,
     ),
     _durations(
         "--retouch-after",
         default="5s",
         help="Touch a job again this soon when a touch written near its deadline did not fail "
         "it (the operator judges with its own clock).",
+        to="policy.retouch_after",
+        waited=False,
     ),
     Flag(
         ("--retouch-limit",),
@@ -199,6 +232,7 @@ FLAGS: tuple[Flag, ...] = (
         Count(0),
         3,
         metavar="N",
+        to="policy.retouch_limit",
     ),
     Flag(
         ("--max-actions",),
@@ -206,10 +240,17 @@ FLAGS: tuple[Flag, ...] = (
         Count(0),
         metavar="N",
         shown_default="unlimited",
+        to="policy.max_actions",
     ),
-    _durations("--every", default=None, help="Start a pass every DURATION (needs --for)."),
     _durations(
-        "--for", "for_seconds", default=None, help="Start passes during DURATION (needs --every)."
+        "--every", default=None, help="Start a pass every DURATION (needs --for).", to="every"
+    ),
+    _durations(
+        "--for",
+        "for_seconds",
+        default=None,
+        help="Start passes during DURATION (needs --every).",
+        to="for_seconds",
     ),
     Flag(
         ("--dry-run",),
@@ -217,32 +258,44 @@ FLAGS: tuple[Flag, ...] = (
         "(server). Bare --dry-run means client.",
         DryRunWord(),
         bare="client",
+        to="dry_run",
     ),
     _choice(
         "-o --output",
-        tuple(f.value for f in OutputFormat),
+        OutputFormat,
         OutputFormat.TEXT.value,
         "Report on stdout: text (actions, errors, skips counted by reason), wide (text "
         "with every job), json (one document per pass).",
+        to="output",
     ),
     _choice(
         "--log-format",
         (AUTO, *(f.value for f in LogFormat)),
         AUTO,
         "Log format on stderr; auto: text on a terminal, JSON otherwise.",
+        to="log_format",
+        read=_log_format,
     ),
-    _choice("--log-level", LOG_LEVELS, "INFO", "Log level."),
-    _durations("--request-timeout", default="10s", help="Timeout of each HTTP request."),
+    _choice("--log-level", LOG_LEVELS, "INFO", "Log level.", to="log_level", read=str.upper),
+    _durations(
+        "--request-timeout",
+        default="10s",
+        help="Timeout of each HTTP request.",
+        to="request_timeout",
+    ),
     _durations(
         "--timeout",
         default="45s",
         help="Bound on the whole run (exit 5 when reached); --watch: on each resync pass.",
+        to="timeout",
     ),
     Flag(
         ("--pushgateway",),
         "Push the run's deadline_sweeper_* metrics to this Prometheus Pushgateway when "
         "it ends (a failed push is logged; the exit code stays).",
         metavar="URL",
+        to="pushgateway",
+        read=_checked(check_url),
     ),
     Flag(
         ("--pushgateway-job",),
@@ -250,12 +303,15 @@ FLAGS: tuple[Flag, ...] = (
         "sweeper sharing a Pushgateway.",
         default=DEFAULT_PUSHGATEWAY_JOB,
         metavar="NAME",
+        to="pushgateway_job",
     ),
     Flag(
         ("--explain",),
         "Print, for one job, every rule of the decision in order with the value it saw "
         "and its outcome, then exit (writes nothing).",
         metavar="NAMESPACE/NAME",
+        to="explain",
+        read=lambda text: parse_reference(text) if text else None,
     ),
     Flag(
         ("--watch",),
@@ -264,11 +320,17 @@ FLAGS: tuple[Flag, ...] = (
         Switch(),
         False,
     ),
-    _durations("--resync", default="5m", help="--watch: time between full passes (a safety net)."),
+    _durations(
+        "--resync",
+        default="5m",
+        help="--watch: time between full passes (a safety net).",
+        to="watch.resync",
+    ),
     _durations(
         "--watch-timeout",
         default="90s",
         help="--watch: reopen a watch stream silent for this long (bookmarks come every minute).",
+        to="watch.watch_timeout",
     ),
     Flag(
         ("--leader-elect/--no-leader-elect",),
@@ -276,42 +338,57 @@ FLAGS: tuple[Flag, ...] = (
         "never with --dry-run, which writes no Lease either (each replica reports alone).",
         Switch(),
         True,
+        to="watch.leader_elect",
     ),
     Flag(
         ("--lease-name",),
         "--watch: the Lease's name.",
         default="kubeflow-deadline-sweeper",
         metavar="NAME",
+        to="watch.lease_name",
     ),
     Flag(
         ("--lease-namespace",),
         "--watch: the Lease's namespace.",
         metavar="NS",
         shown_default="the pod's, else the kubeconfig context's",
+        to="watch.lease_namespace",
+        read=_checked(lambda name: check_namespaces((name,), "--lease-namespace")),
     ),
     Flag(
         ("--identity",),
         "--watch: this replica's Lease holder identity.",
         metavar="ID",
         shown_default="hostname_random",
+        to="watch.identity",
+        read=_identity,
     ),
     _durations(
         "--lease-duration",
         default="15s",
         help="--watch: how long a Lease unrenewed is waited for before a takeover.",
+        to="watch.timing.lease_duration",
     ),
     _durations(
         "--renew-deadline",
         default="10s",
         help="--watch: the leader stops writing if it cannot renew within this (and takes the "
         "Lease back when it can, if nobody else did).",
+        to="watch.timing.renew_deadline",
     ),
-    _durations("--retry-period", default="2s", help="--watch: time between Lease attempts."),
+    _durations(
+        "--retry-period",
+        default="2s",
+        help="--watch: time between Lease attempts.",
+        to="watch.timing.retry_period",
+    ),
     Flag(
         ("--health-address",),
         "--watch: address of /healthz, /readyz and /metrics (IPv4 or IPv6; :: is dual-stack).",
         default="0.0.0.0",  # noqa: S104 - probes
         metavar="ADDR",
+        to="watch.health_address",
+        read=parse_address,
     ),
     Flag(
         ("--health-port",),
@@ -319,44 +396,9 @@ FLAGS: tuple[Flag, ...] = (
         Count(0, 65535),
         8080,
         metavar="PORT",
+        to="watch.health_port",
     ),
 )
-
-
-def parse_duration(value: object, *, positive: bool) -> float:
-    """Read a duration as kubectl takes one (``30s``, ``5m``, ``1h30m``, ``250ms``) or seconds.
-
-    The one duration parser of the command line: every duration flag and twin goes through it.
-
-    Args:
-        value: ``30s``, ``1h``, ``90``... (a number is taken as seconds).
-        positive: Zero is refused too.
-
-    Returns:
-        Seconds, finite.
-
-    Raises:
-        ValueError: Not a duration, not finite, negative (or zero when ``positive``); the
-            message is the usage error's wording.
-    """
-    if isinstance(value, int | float):
-        seconds = float(value)
-    else:
-        text = str(value).strip()
-        try:
-            seconds = float(text)
-        except ValueError:
-            try:
-                seconds = durationpy.from_str(text).total_seconds()
-            except durationpy.DurationError:
-                raise ValueError(
-                    f"{value!r} is not a duration (e.g. 30s, 5m, 1h30m, or seconds)"
-                ) from None
-    if seconds != seconds or seconds in (float("inf"), float("-inf")):  # noqa: PLR0124 - NaN
-        raise ValueError(f"{value!r} is not a finite duration")
-    if seconds < 0 or (positive and seconds == 0):
-        raise ValueError(f"{value!r} must be {'positive' if positive else 'zero or more'}")
-    return seconds
 
 
 # kubectl's own spellings, plus the usual booleans (true means client, false none).
@@ -390,7 +432,7 @@ def parse_dry_run(value: object) -> DryRun | None:
 
 
 def build_config(options: dict[str, Any]) -> Config:
-    """Turn the parsed options into the run's configuration.
+    """Turn the parsed options into the run's configuration, each where its flag's ``to`` says.
 
     Args:
         options: The parameters, by name (:data:`FLAGS`, each value parsed).
@@ -401,84 +443,24 @@ def build_config(options: dict[str, Any]) -> Config:
     Raises:
         ConfigError: A value is invalid (unknown kind, bad selector, contradictory options).
     """
-    try:
-        kinds = tuple(dict.fromkeys(lookup(kind) for kind in options["kinds"]))
-    except KeyError as error:
-        raise ConfigError(f"{error.args[0]} (--kind)") from error
     if options["all_namespaces"] and options["namespaces"]:
         raise ConfigError("-A/--all-namespaces and -n/--namespace contradict each other")
-    log_format = options["log_format"].lower()
-    if log_format == AUTO:
-        # kubectl's habit: people at a terminal read text, log collectors parse JSON.
-        log_format = LogFormat.TEXT if stderr_is_tty() else LogFormat.JSON
-    return Config(
-        kubeconfig=options["kubeconfig"] or None,
-        context=options["context"] or None,
-        namespaces=tuple(dict.fromkeys(options["namespaces"])),
-        exclude_namespaces=tuple(dict.fromkeys(options["exclude_namespaces"])),
-        kinds=kinds,
-        selector=options["selector"] or None,
-        page_size=options["page_size"],
-        policy=Policy(
-            action=ActionMode(options["action"].lower()),
-            grace=options["grace"],
-            escalate_after=options["escalate_after"],
-            retouch_after=options["retouch_after"],
-            retouch_limit=options["retouch_limit"],
-            max_actions=options["max_actions"],
-            terminate_pods=PodsMode(options["terminate_pods"].lower()),
-            operator_version=_release(options.get("operator_version") or ""),
-        ),
-        clock=ClockMode(options["clock"].lower()),
-        every=options["every"],
-        for_seconds=options["for_seconds"],
-        dry_run=options["dry_run"],
-        output=OutputFormat(options["output"].lower()),
-        log_format=LogFormat(log_format),
-        log_level=options["log_level"].upper(),
-        request_timeout=options["request_timeout"],
-        timeout=options["timeout"],
-        pushgateway=options["pushgateway"] or None,
-        pushgateway_job=options["pushgateway_job"],
-        explain=parse_reference(options["explain"]) if options["explain"] else None,
-        watch=_watch_settings(options) if options.get("watch") else None,
-    )
-
-
-def _release(text: str) -> Release | None:
-    if not text:
-        return None
-    try:
-        return parse_release(text)
-    except ValueError as error:
-        raise ConfigError(f"--operator-version: {error}") from error
-
-
-def _watch_settings(options: dict[str, Any]) -> WatchSettings:
-    identity = options.get("identity") or f"{socket.gethostname()}_{uuid.uuid4().hex[:10]}"
-    return WatchSettings(
-        resync=options["resync"],
-        watch_timeout=options["watch_timeout"],
-        leader_elect=options["leader_elect"],
-        lease_name=options["lease_name"],
-        lease_namespace=options["lease_namespace"] or None,
-        identity=identity,
-        timing=Timing(
-            lease_duration=options["lease_duration"],
-            renew_deadline=options["renew_deadline"],
-            retry_period=options["retry_period"],
-        ),
-        health_address=parse_address(options["health_address"]),
-        health_port=options["health_port"],
-    )
+    watching = bool(options["watch"])
+    parts: dict[str, dict[str, Any]] = {"": {}, "policy": {}, "watch": {}, "watch.timing": {}}
+    for flag in FLAGS:
+        if flag.to is None or (flag.to.startswith("watch.") and not watching):
+            continue
+        value = options[flag.param]
+        part, _, attribute = flag.to.rpartition(".")
+        parts[part][attribute] = flag.read(value) if flag.read else value
+    watch = None
+    if watching:
+        watch = WatchSettings(**parts["watch"], timing=Timing(**parts["watch.timing"]))
+    return Config(**parts[""], policy=Policy(**parts["policy"]), watch=watch)
 
 
 def stderr_is_tty() -> bool:
-    """Whether a person is likely reading stderr.
-
-    Returns:
-        True when stderr is a terminal.
-    """
+    """Whether a person is likely reading stderr: it is a terminal."""
     try:
         return sys.stderr.isatty()
     except (AttributeError, ValueError):  # replaced or closed stream

@@ -98,7 +98,7 @@ Schedule arithmetic, as YAML (read it with `include "sweeper.timing" . | fromYam
                   2 s before the next one is due. It must stay below the period: with
                   concurrencyPolicy Forbid a hung run would otherwise make every later run skip.
   timeout         --timeout: the sweeper stops itself (exit 5), startupAllowanceSeconds + 1 s
-                  before activeDeadline
+                  before activeDeadline (+ 1 s more with metrics.pushgateway.url: the push)
   startingDeadline how late a run may still start (a missed schedule, a slow previous run)
 
 Two clocks: activeDeadlineSeconds counts from the Job's startTime, which is set before the pod is
@@ -107,7 +107,11 @@ sweeper's own start. A run whose sweeper starts L s after its Job therefore ends
 (+ the report and the exit, under 1 s) on the Job's clock, and must end before activeDeadline:
   timeout = activeDeadline - startupAllowanceSeconds - 1
 so any start-up up to startupAllowanceSeconds ends with the sweeper's own, clean, exit instead of
-DeadlineExceeded (a failed Job, a pod killed mid-pass). The sweeper cannot see L (the pod has no
+DeadlineExceeded (a failed Job, a pod killed mid-pass). A run that pushes its metrics pushes them
+after --timeout too, for at least 1 s (the sweeper's PUSH_FLOOR_S; what is left of --timeout
+otherwise), so with metrics.pushgateway.url that second comes out of --timeout as well:
+  timeout = activeDeadline - startupAllowanceSeconds - 1 - 1
+and the run that --timeout stops still pushes its exit code 5. The sweeper cannot see L (the pod has no
 way to read its Job's startTime), so the allowance is a budget set here, not measured per run:
 measured pod start-up is 1 s with the image on the node (docs/benchmarks.md, the node lateness
 run), and interpreter start adds about half a second; the default 5 leaves room for a loaded node.
@@ -118,12 +122,15 @@ every minute and pass every N s while fewer than min(60 - N/2, timeout) s have p
 makes exactly 60/N passes and the last one starts N s before the next run (a job is never more
 than about N s late, the property the passes exist for); that last pass, at 60 - N s, must end
 before --timeout, and at least 2 s are kept for it. With intervalSeconds 10 that leaves
-57 - 50 - 2 = 5 s of allowance at most (the default); 12 allows 7, 15 allows 10. Rather than
-lose a pass (20 s between two checks where 10 were asked for), a larger allowance is refused.
+57 - 50 - 2 = 5 s of allowance at most (the default); 12 allows 7, 15 allows 10; one less each
+with the push. Rather than lose a pass (20 s between two checks where 10 were asked for), a
+larger allowance is refused.
 */}}
 {{- define "sweeper.timing" -}}
 {{- $n := int .Values.intervalSeconds }}
 {{- $allowance := int .Values.startupAllowanceSeconds }}
+{{- $push := 0 }}
+{{- if and .Values.metrics.pushgateway.url (ne .Values.mode "watch") }}{{ $push = 1 }}{{ end }}
 {{- $subMinute := list 10 12 15 20 30 }}
 {{- $minutes := list 1 2 3 4 5 6 10 12 15 20 30 60 }}
 {{- $period := 60 }}
@@ -141,10 +148,10 @@ lose a pass (20 s between two checks where 10 were asked for), a larger allowanc
 {{- fail (printf "intervalSeconds must divide a minute (10, 12, 15, 20, 30) or be a whole number of minutes that divides an hour (60, 120, 180, 240, 300, 360, 600, 720, 900, 1200, 1800, 3600); got %v" .Values.intervalSeconds) }}
 {{- end }}
 {{- $deadline := sub $period 2 }}
-{{- $timeout := sub (sub $deadline $allowance) 1 }}
-{{- $most := sub (sub (sub $deadline 1) $lastStart) 2 }}
+{{- $timeout := sub (sub (sub $deadline $allowance) 1) $push }}
+{{- $most := sub (sub (sub (sub $deadline 1) $push) $lastStart) 2 }}
 {{- if gt $allowance $most }}
-{{- fail (printf "startupAllowanceSeconds %d leaves the last pass of a run (at %d s) less than 2 s before --timeout (%d s); with intervalSeconds %d it can be at most %d" $allowance $lastStart $timeout $n $most) }}
+{{- fail (printf "startupAllowanceSeconds %d leaves the last pass of a run (at %d s) less than 2 s before --timeout (%d s); with intervalSeconds %d it can be at most %d%s" $allowance $lastStart $timeout $n $most (ternary " (1 s is kept for the metrics push, metrics.pushgateway.url)" "" (eq $push 1))) }}
 {{- end }}
 {{- if has $n $subMinute }}
 every: {{ $n }}

@@ -63,7 +63,8 @@ def list_pass(
 
     Raises:
         ConfigError: The server rejected the label selector (exit 2).
-        ClusterUnavailable: Discovery or a list failed for good (exit 3).
+        ClusterUnavailable: Discovery or a list failed for good (exit 3); a list that RBAC
+            refuses (403) is not one: it is kept in the listing's ``unlisted``.
         Interrupted: A signal arrived.
         RunTimeout: ``--timeout`` ran out.
     """
@@ -119,7 +120,10 @@ class Listing:
 
     A list that cannot be finished after some of its pages were judged (its ``continue``
     token expired, or its kind vanished) raises :class:`StartOver`: the pass then lists
-    everything again, once, on a fresh ledger (:func:`list_pass`).
+    everything again, once, on a fresh ledger (:func:`list_pass`). A list that RBAC refuses
+    (403: a namespace deleted with its Role, a kind outside the grant) is logged and kept in
+    :attr:`unlisted`, and the pass goes on: no decision about one list's jobs depends on
+    another's, so the jobs listed are acted on, and the run exits 3 at its end.
 
     Args:
         config: The run's settings.
@@ -137,6 +141,7 @@ class Listing:
         self._stop_reason = stop_reason
         self.ledger = ledger
         self.actions: list[Action] = []
+        self.unlisted: list[ClusterUnavailable] = []
         self.discovery_date: datetime | None = None
         self.server_date: datetime | None = None
         self.local_date: datetime | None = None
@@ -199,7 +204,15 @@ class Listing:
                     f"invalid label selector {config.selector!r} (--selector): "
                     f"{error.detail or 'rejected by the API server'}"
                 ) from error
-            raise ClusterUnavailable(f"{error} ({cluster.endpoint})") from error
+            unlisted = ClusterUnavailable(f"{error} ({cluster.endpoint})")
+            if error.status != HTTPStatus.FORBIDDEN:
+                raise unlisted from error
+            self.unlisted.append(unlisted)
+            log.error(  # noqa: TRY400 - the server's refusal, one line: no traceback
+                "%s; its jobs are not judged this pass",
+                unlisted,
+                extra={"kind": served.kind.name, "namespace": error.request.namespace},
+            )
 
     def _judge(self, jobs: list[Job]) -> None:
         # A skip's line (debug level) is logged here: with --log-level debug, a pass whose

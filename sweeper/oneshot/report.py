@@ -25,7 +25,7 @@ from sweeper.config import ClockMode, DryRun, OutputFormat
 from sweeper.core.clock import format_rfc3339, human
 from sweeper.core.model import Action, ActionKind, ActionMode, Outcome, Result, SkipReason
 from sweeper.core.tally import Tally, has_errors
-from sweeper.logs import MAX_LINE_BYTES
+from sweeper.logs import MAX_LINE_BYTES, shorten
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +50,7 @@ class PassReport:
             the counts and records coming from the ledger.
         duration_s: Seconds the pass took.
         stopped_by: What stopped the pass early (a signal, ``--timeout``), if anything.
+        unlisted: The lists RBAC refused, each as its error: their jobs were not judged.
     """
 
     number: int
@@ -60,6 +61,7 @@ class PassReport:
     outcomes: Sequence[Outcome]
     duration_s: float
     stopped_by: str | None = None
+    unlisted: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +79,7 @@ class Summary:
         errors: Jobs with an error (exit code 1).
         duration_s: Seconds the pass took, to the millisecond.
         stopped_by: What stopped the pass early, if anything.
+        unlisted: The lists RBAC refused (exit 3), each as its error.
     """
 
     jobs: int
@@ -89,6 +92,7 @@ class Summary:
     errors: int
     duration_s: float
     stopped_by: str | None
+    unlisted: tuple[str, ...] = ()
 
     def document(self) -> dict[str, Any]:
         """The JSON form, keyed by decision as the report spells them (``terminate-pods``)."""
@@ -102,16 +106,24 @@ class Summary:
             "errors": self.errors,
             "duration_s": self.duration_s,
             "stopped_by": self.stopped_by,
+            "unlisted": list(self.unlisted),
         }
 
     @classmethod
-    def of(cls, tally: Tally, duration_s: float, stopped_by: str | None) -> Summary:
+    def of(
+        cls,
+        tally: Tally,
+        duration_s: float,
+        stopped_by: str | None,
+        unlisted: tuple[str, ...] = (),
+    ) -> Summary:
         """A pass's summary from its tally (every kind summed).
 
         Args:
             tally: The pass's outcomes, counted.
             duration_s: Seconds the pass took.
             stopped_by: What stopped the pass early, if anything.
+            unlisted: The lists RBAC refused.
 
         Returns:
             The summary.
@@ -132,6 +144,7 @@ class Summary:
             errors=tally.errors,
             duration_s=round(duration_s, 3),
             stopped_by=stopped_by,
+            unlisted=unlisted,
         )
 
     def actions(self, kind: ActionKind) -> int:
@@ -145,7 +158,9 @@ class Summary:
 
 def summary(report: PassReport) -> Summary:
     """Count a pass's decisions, skip reasons, results and errors. Pure."""
-    return Summary.of(Tally.of(report.outcomes), report.duration_s, report.stopped_by)
+    return Summary.of(
+        Tally.of(report.outcomes), report.duration_s, report.stopped_by, report.unlisted
+    )
 
 
 class Ledger:
@@ -244,11 +259,25 @@ def job_record(outcome: Outcome) -> dict[str, Any]:
 
 
 def _record_lines(outcome: Outcome) -> str:
-    line = _encode(job_record(outcome))
-    if len(line) * 4 < MAX_LINE_BYTES or len(line.encode()) < MAX_LINE_BYTES - 8:
+    record = job_record(outcome)
+    line = _encode(record)
+    if _fits(line):
         return "    " + line
+    # A string longer than a line may be (a server's message, a field no webhook checks) is
+    # cut down as the logs cut theirs; the pods and services deleted are all kept.
+    shortened = shorten(record, lists=False)
+    if shortened != record:
+        record = shortened | {"truncated": True}
+        line = _encode(record)
+        if _fits(line):
+            return "    " + line
     # Hundreds of deleted pods: one value per line instead.
-    return "    " + json.dumps(job_record(outcome), indent=2).replace("\n", "\n    ")
+    return "    " + json.dumps(record, indent=2).replace("\n", "\n    ")
+
+
+def _fits(line: str) -> bool:
+    # Room for the record's indent and its comma.
+    return len(line) * 4 < MAX_LINE_BYTES or len(line.encode()) < MAX_LINE_BYTES - 8
 
 
 def write_json(
@@ -347,8 +376,10 @@ def write_text(
             stream.write("  ".join(cells).rstrip() + "\n")
     elif counts.jobs:
         stream.write("Nothing to do.\n")
-    else:
+    elif not counts.unlisted:
         stream.write("No Kubeflow jobs found.\n")
+    for unlisted in counts.unlisted:
+        stream.write(f"Not listed, its jobs not judged: {unlisted}\n")
     hidden = counts.jobs - len(shown)
     if hidden:
         by_reason = ", ".join(f"{reason} {n}" for reason, n in counts.skipped.items())
@@ -371,6 +402,8 @@ def summary_line(counts: Summary) -> str:
         f"{f' ({skipped})' if skipped else ''}; {counts.errors} errors; "
         f"{human(counts.duration_s)}"
     )
+    if counts.unlisted:
+        line += f"; lists refused: {len(counts.unlisted)}"
     if counts.stopped_by:
         line += f"; stopped: {counts.stopped_by}"
     return line

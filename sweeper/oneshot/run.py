@@ -13,7 +13,7 @@ import contextlib
 import gc
 import logging
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
 from typing import Protocol, TextIO
 
@@ -38,6 +38,11 @@ from sweeper.stop import StopFlag, monotonic_now, signals_stop
 
 log = logging.getLogger(__name__)
 
+# The least the metrics push gets, --timeout reached or not: a run cut short by --timeout
+# pushes its exit code 5 all the same. The chart's timing keeps this second between --timeout
+# and the Job's activeDeadlineSeconds (chart/templates/_helpers.tpl, sweeper.timing).
+PUSH_FLOOR_S = 1.0
+
 
 class Connect(Protocol):
     """Builds the cluster for a run (``sweeper.k8s.client.connect``, or a fake in tests)."""
@@ -61,7 +66,8 @@ def run(
 
     Raises:
         ConfigError: The configuration is unusable (exit 2).
-        ClusterUnavailable: The cluster could not be listed (exit 3).
+        ClusterUnavailable: The cluster could not be listed, or RBAC refused some of its lists
+            (exit 3, at the end of a run that acted on the jobs of the others).
     """
     monotonic = monotonic or monotonic_now
     started = monotonic()
@@ -76,8 +82,10 @@ def run(
 
 
 def _push_metrics(config: Config, last: list[Tally], code: int, duration_s: float) -> None:
+    """Push the run's metrics within what is left of ``--timeout`` (at least PUSH_FLOOR_S)."""
     if config.pushgateway is None:
         return
+    left = config.timeout - duration_s
     # Imported only when pushing: prometheus_client adds 90 ms to every start.
     from sweeper import metrics  # noqa: PLC0415
 
@@ -89,9 +97,8 @@ def _push_metrics(config: Config, last: list[Tally], code: int, duration_s: floa
         ended_at=clock.local_now(),
         duration_s=duration_s,
     )
-    metrics.push(
-        config.pushgateway, config.pushgateway_job, figures, timeout=config.request_timeout
-    )
+    timeout = min(config.request_timeout, max(PUSH_FLOOR_S, left))
+    metrics.push(config.pushgateway, config.pushgateway_job, figures, timeout=timeout)
 
 
 def _run(
@@ -126,6 +133,7 @@ def _passes(
     last: list[Tally],
 ) -> int:
     code = EXIT_OK
+    unlisted: list[ClusterUnavailable] = []
     number = 0
     slot = 0  # passes start on a fixed grid: started + slot * every
     while True:
@@ -138,22 +146,30 @@ def _passes(
             last[:] = [outcome.tally]
         if outcome.errors:
             code = EXIT_ACTIONS_FAILED
+        unlisted += outcome.unlisted
         if outcome.stopped_by is not None:
             return outcome.stopped_by.exit_code
         if config.every is None or config.for_seconds is None:
-            return code
+            break
         # A pass longer than --every skips the slots it overran rather than piling up.
         elapsed = monotonic() - started
         slot = max(slot + 1, math.ceil(elapsed / config.every))
         next_start = started + slot * config.every
         # No pass starts after --for, nor at or after --timeout (it could not finish).
         if slot * config.every >= config.for_seconds or next_start >= flag.deadline:
-            return code
+            break
         delay = next_start - monotonic()
         if flag.event.wait(max(0.0, delay)):
             stopped = flag.reason() or Interrupted("interrupted")
             log.warning("stopped between passes: %s", stopped)
             return stopped.exit_code
+    if unlisted:
+        # Each refused list was logged as it came; the run's one error line names the first.
+        more = len({str(u) for u in unlisted}) - 1
+        raise ClusterUnavailable(
+            f"{unlisted[0]}{f' (and {more} more lists refused, each logged)' if more else ''}"
+        )
+    return code
 
 
 class PassOutcome:
@@ -164,14 +180,20 @@ class PassOutcome:
         stopped_by: What stopped the pass early, if anything.
         tally: The pass's outcomes counted by kind (what its metrics are pushed from), when it
             decided.
+        unlisted: The lists RBAC refused; the pass judged the others' jobs.
     """
 
     def __init__(
-        self, errors: int, stopped_by: SweeperError | None, tally: Tally | None = None
+        self,
+        errors: int,
+        stopped_by: SweeperError | None,
+        tally: Tally | None = None,
+        unlisted: Sequence[ClusterUnavailable] = (),
     ) -> None:
         self.errors = errors
         self.stopped_by = stopped_by
         self.tally = tally
+        self.unlisted = unlisted
 
 
 @contextlib.contextmanager
@@ -209,7 +231,7 @@ def sweep(
     ``claim`` holds each job while its action runs (see :class:`sweeper.act.executor.Executor`).
 
     Returns:
-        The pass's error count and what stopped it, if anything.
+        The pass's error count, what stopped it, if anything, and the lists RBAC refused.
 
     Raises:
         ConfigError: The server rejected the label selector (exit 2).
@@ -246,10 +268,21 @@ def sweep(
         stopped = execution.stopped_by
     duration_s = (monotonic or monotonic_now)() - began
     reason = stopped or unavailable
-    counts = _report(number, config, out, ledger, now=now, duration_s=duration_s, stopped_by=reason)
+    unlisted = listed.unlisted if listed is not None else []
+    counts = _report(
+        number,
+        config,
+        out,
+        ledger,
+        now=now,
+        duration_s=duration_s,
+        stopped_by=reason,
+        unlisted=tuple(str(u) for u in unlisted),
+    )
     if unavailable is not None:
         raise unavailable
-    return PassOutcome(counts.errors, stopped, ledger.tally if plan is not None else None)
+    tally = ledger.tally if plan is not None else None
+    return PassOutcome(counts.errors, stopped, tally, unlisted)
 
 
 def _report(
@@ -261,6 +294,7 @@ def _report(
     now: datetime | None,
     duration_s: float,
     stopped_by: SweeperError | None,
+    unlisted: tuple[str, ...],
 ) -> report.Summary:
     """Write the pass's report (stdout) and its summary line (the log).
 
@@ -276,8 +310,11 @@ def _report(
         outcomes=ledger.kept,
         duration_s=duration_s,
         stopped_by=str(stopped_by or "") or None,
+        unlisted=unlisted,
     )
-    counts = report.Summary.of(ledger.tally, pass_report.duration_s, pass_report.stopped_by)
+    counts = report.Summary.of(
+        ledger.tally, pass_report.duration_s, pass_report.stopped_by, unlisted
+    )
     if config.output is OutputFormat.JSON:
         report.write_json(out, pass_report, counts, ledger.records())
     else:

@@ -97,7 +97,8 @@ class Resync:
                 outcome = sweep(
                     number, self.config, self.cluster, flag, self.out, claim=self._claim
                 )
-                result = "stopped" if outcome.stopped_by else ("errors" if outcome.errors else "ok")
+                failed = outcome.errors or outcome.unlisted
+                result = "stopped" if outcome.stopped_by else ("errors" if failed else "ok")
             except SweeperError as error:
                 log.warning("resync pass %d failed: %s", number, error)
                 result = "failed"

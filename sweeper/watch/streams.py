@@ -17,6 +17,7 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import datetime
+from http import HTTPStatus
 
 from sweeper.config import Config, WatchSettings
 from sweeper.core.decide import due_at
@@ -177,6 +178,11 @@ class Streams:
                 failures += 1
                 self._backoff(failures)
             except ApiError as error:
+                if error.status == HTTPStatus.FORBIDDEN:
+                    # RBAC refuses this scope (a namespace deleted with its Role, a kind outside
+                    # the grant): the other scopes' views are whole without it, so it does not
+                    # hold /readyz; it keeps being tried, backed off, and logged each time.
+                    self.health.listed(scope)
                 log.warning("watch of %s failed: %s", scope, error)
                 self.metrics.watch_restarts.labels("error").inc()
                 unreachable = error.status is None

@@ -21,6 +21,9 @@ DEFAULT_ALLOWANCE = 5
 EXIT_S = 1
 # What the last pass of a run keeps, at least, before --timeout.
 LAST_PASS_S = 2
+# What the metrics push gets at least after --timeout (sweeper/oneshot/run.py, PUSH_FLOOR_S).
+PUSH_S = 1
+PUSHGATEWAY = {"metrics": {"pushgateway": {"url": "http://pushgateway.monitoring:9091"}}}
 
 
 @pytest.mark.parametrize(
@@ -83,26 +86,35 @@ def _pass_starts(interval: int, every: int | None, for_: int | None, timeout: in
     return [k * every for k in range(math.ceil(for_ / every)) if k * every < timeout]
 
 
-def _most_allowance(interval: int) -> int:
+def _most_allowance(interval: int, push: int = 0) -> int:
     """The largest allowance the template takes: the last pass keeps LAST_PASS_S."""
     last_start = 60 - interval if interval < 60 else 0
-    return max(interval, 60) - 2 - EXIT_S - last_start - LAST_PASS_S
+    return max(interval, 60) - 2 - EXIT_S - push - last_start - LAST_PASS_S
 
 
 def _allowances() -> list[object]:
     cases: list[object] = []
     for interval in ALLOWED:
-        for allowance in (None, 0, 2, min(_most_allowance(interval), MOST_ALLOWANCE)):
-            name = "default" if allowance is None else f"{allowance}s"
-            cases.append(pytest.param(interval, allowance, id=f"{interval}s-allowance-{name}"))
+        for push in (0, PUSH_S):
+            most = min(_most_allowance(interval, push), MOST_ALLOWANCE)
+            for allowance in (None, 0, 2, most):
+                if allowance is None and most < DEFAULT_ALLOWANCE:
+                    continue  # refused at render time (below)
+                name = "default" if allowance is None else f"{allowance}s"
+                pushing = "-pushing" if push else ""
+                cases.append(
+                    pytest.param(
+                        interval, allowance, push, id=f"{interval}s-allowance-{name}{pushing}"
+                    )
+                )
     return cases
 
 
-@pytest.mark.parametrize(("interval", "allowance"), _allowances())
+@pytest.mark.parametrize(("interval", "allowance", "push"), _allowances())
 def test_a_run_that_starts_late_within_the_allowance_ends_before_the_job_deadline(
-    render, interval, allowance
+    render, interval, allowance, push
 ):
-    values: dict[str, int] = {"intervalSeconds": interval}
+    values: dict[str, object] = {"intervalSeconds": interval, **(PUSHGATEWAY if push else {})}
     if allowance is not None:
         values["startupAllowanceSeconds"] = allowance
     rendered = render(values)
@@ -118,22 +130,42 @@ def test_a_run_that_starts_late_within_the_allowance_ends_before_the_job_deadlin
     assert starts[-1] + LAST_PASS_S <= timeout
     # On the Job's clock, a sweeper that starts `late` seconds after its Job ends at the latest
     # at late + --timeout (no pass starts at or after it, a pass in progress is cut there),
-    # and is gone a second later: before Kubernetes' deadline, for every start-up allowed.
+    # pushes its metrics (exit 5 included) for at least PUSH_S more, and is gone a second
+    # later: before Kubernetes' deadline, for every start-up allowed.
+    assert ("--pushgateway=http://pushgateway.monitoring:9091" in args) == bool(push)
     for late in range(tolerated + 1):
-        assert late + timeout + EXIT_S <= deadline, f"killed when starting {late} s late"
+        ends = late + timeout + push + EXIT_S
+        assert ends <= deadline, f"killed when starting {late} s late"
     # And the deadline still ends a hung run before the next one is due.
     assert deadline < max(interval, 60)
 
 
+@pytest.mark.parametrize("push", [0, PUSH_S], ids=["", "pushing"])
 @pytest.mark.parametrize("interval", [10, 12, 15, 20, 30, 60])
 def test_an_allowance_that_leaves_the_last_pass_no_time_is_refused_naming_its_limit(
-    render_error, interval
+    render_error, interval, push
 ):
-    most = _most_allowance(interval)
-    error = render_error({"intervalSeconds": interval, "startupAllowanceSeconds": most + 1})
+    most = _most_allowance(interval, push)
+    error = render_error(
+        {
+            "intervalSeconds": interval,
+            "startupAllowanceSeconds": most + 1,
+            **(PUSHGATEWAY if push else {}),
+        }
+    )
 
     assert f"startupAllowanceSeconds {most + 1} leaves the last pass of a run" in error
     assert f"with intervalSeconds {interval} it can be at most {most}" in error
+    assert ("kept for the metrics push" in error) == bool(push)
+
+
+def test_a_run_that_pushes_its_metrics_keeps_a_second_for_the_push_after_its_timeout(render):
+    # The push after a run that --timeout stopped outlasted activeDeadlineSeconds: the pod was
+    # killed, and the run's exit code 5 never reached the Pushgateway (issue 31, B5).
+    rendered = render({"intervalSeconds": 60, **PUSHGATEWAY})
+
+    assert "--timeout=51" in rendered.args
+    assert rendered.job_spec["activeDeadlineSeconds"] == 58
 
 
 def test_the_default_allowance_is_the_documented_one():

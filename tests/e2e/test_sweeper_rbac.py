@@ -23,6 +23,7 @@ import pytest
 from devcluster import ControlPlane
 from tests.e2e import clusters
 from tests.e2e import workloads as w
+from tests.e2e.watchers import Watcher
 
 pytestmark = pytest.mark.e2e
 
@@ -251,6 +252,74 @@ def test_a_refused_list_exits_3_with_the_servers_reason(control_plane, overdue):
         rf'sweeper: error: cannot list (\w+jobs)\.kubeflow\.org in namespace "{overdue}": '
         rf'forbidden \(403\): \1\.kubeflow\.org is forbidden: User "system:serviceaccount:'
         rf'{overdue}:{SA}" cannot list resource "\1" in API group "kubeflow\.org" in the '
-        rf'namespace "{overdue}" \(server https://\S+, context "\S+"\)',
+        rf'namespace "{overdue}" \(server https://\S+, context "\S+"\)'
+        r"( \(and \d+ more lists refused, each logged\))?",
         last,
     ), last
+
+
+def test_a_namespace_whose_role_is_gone_is_named_and_the_others_are_still_swept(
+    control_plane, overdue
+):
+    # The chart's namespaces: [team-a, team-b] makes a Role in each; team-b deleted takes its
+    # Role along, and every list there is 403. That list alone stopped every pass (exit 3,
+    # nothing touched in team-a either, issue 31 B3). A namespace never created stands in for
+    # the deleted one: without kube-controller-manager a namespace never finishes deleting.
+    gone = f"{overdue}-gone"
+    kubeconfig = as_service_account(control_plane, overdue, GRANTS[("touch", None)])
+    user = f"system:serviceaccount:{overdue}:{SA}"
+    args = ["-n", overdue, "-n", gone, "--kind", "PyTorchJob", "--action", "touch", "-o", "json"]
+
+    run = clusters.sweep(control_plane, kubeconfig, user, *args)
+
+    assert run.result.returncode == 3, run.explain()
+    refused = [
+        (e["verb"], e["objectRef"].get("namespace"))
+        for e in run.requests
+        if e["responseStatus"]["code"] == 403
+    ]
+    assert refused == [("list", gone)], run.explain()
+    error = (
+        f'cannot list pytorchjobs.kubeflow.org in namespace "{gone}": forbidden (403): '
+        f'pytorchjobs.kubeflow.org is forbidden: User "{user}" cannot list resource '
+        f'"pytorchjobs" in API group "kubeflow.org" in the namespace "{gone}"'
+    )
+    last = run.result.stderr.splitlines()[-1]
+    assert re.fullmatch(
+        rf'sweeper: error: {re.escape(error)} \(server https://\S+, context "\S+"\)', last
+    ), run.explain()
+    records = [json.loads(r) for r in run.result.stderr.splitlines() if r.startswith("{")]
+    errors = [r for r in records if r["level"] == "ERROR"]
+    assert [(r["namespace"], r["message"].startswith(error)) for r in errors] == [(gone, True)]
+    (report,) = w.passes(run.result.stdout)
+    assert [u.startswith(error) for u in report["summary"]["unlisted"]] == [True]
+    for name in ("untouched", "touched"):
+        annotations = w.get_job(control_plane, overdue, "PyTorchJob", name)["metadata"]
+        assert w.TOUCHED_AT in annotations["annotations"], run.explain()
+    assert {j["name"]: j["result"] for j in report["jobs"]} == {
+        "untouched": "done",
+        "touched": "done",
+    }
+
+
+def test_a_watching_replica_is_ready_without_the_stream_of_a_namespace_whose_role_is_gone(
+    control_plane, overdue, tmp_path
+):
+    # /readyz waited for every stream's first list, so with one namespace refused a replica
+    # that restarted (a rollout) never became Ready (issue 31, B3). A dry run: no Lease RBAC.
+    gone = f"{overdue}-gone"
+    grants = GRANTS[("touch", "--dry-run")] | {Grant("jobs", "watch")}
+    kubeconfig = as_service_account(control_plane, overdue, grants)
+    watcher = Watcher(
+        kubeconfig, tmp_path, "-n", overdue, "-n", gone, "--kind", "PyTorchJob", "--dry-run"
+    )
+    try:
+        watcher.wait_ready()
+        refused = [
+            line["message"]
+            for line in watcher.logs()
+            if f'in namespace "{gone}": forbidden (403)' in line.get("message", "")
+        ]
+        assert refused, watcher.explain()
+    finally:
+        watcher.stop()

@@ -17,7 +17,7 @@ from freezegun import freeze_time
 
 from sweeper import __version__
 from sweeper.cli import Seams, command
-from sweeper.config import ClockMode, Config, DryRun, LogFormat, OutputFormat, WatchSettings
+from sweeper.config import ClockMode, Config, DryRun, LogFormat, OutputFormat
 from sweeper.core.errors import ApiError, ConfigError, Gone, RequestRef
 from sweeper.core.kinds import (
     LEGACY_TOUCHED_AT_ANNOTATION,
@@ -433,6 +433,103 @@ def test_a_forbidden_list_exits_three_naming_verb_resource_and_namespace(
     )
 
 
+def refuse_lists(fake: FakeWatchCluster, namespace: str | None, plural: str) -> None:
+    """Answer 403 to every list of ``plural`` in ``namespace`` (``None``: cluster-wide), as RBAC."""
+
+    def before(request: Request) -> None:
+        if (request.method, request.namespace, request.name) == ("list", namespace, plural):
+            kind = f"{plural}.kubeflow.org"
+            raise ApiError(RequestRef("list", kind, namespace), 403, f"{kind} is forbidden")
+
+    fake.before = before
+
+
+@pytest.mark.parametrize(
+    ("args", "refused", "listed", "touched"),
+    [
+        pytest.param(
+            ["-n", "a", "-n", "b", "--kind", "PyTorchJob"],
+            ("b", "pytorchjobs"),
+            'in namespace "b"',
+            [("a", "due-in-a")],
+            id="a-namespace-deleted-with-its-role",
+        ),
+        pytest.param(
+            ["--kind", "TFJob", "--kind", "PyTorchJob"],
+            (None, "tfjobs"),
+            "in all namespaces",
+            [("a", "due-in-a"), ("b", "due-in-b")],
+            id="a-kind-outside-the-grant",
+        ),
+    ],
+)
+def test_a_list_rbac_refuses_is_named_and_the_jobs_of_the_others_are_still_acted_on(
+    harness: Harness,
+    args: list[str],
+    refused: tuple[str | None, str],
+    listed: str,
+    touched: list[tuple[str, str]],
+) -> None:
+    # One refused list used to stop every pass everywhere: exit 3, nothing acted on.
+    harness.fake.add_job(job(namespace="a", name="due-in-a"))
+    harness.fake.add_job(job("TFJob", namespace="b", name="due-in-b"))
+    harness.fake.add_job(job(namespace="b", name="due-in-b"))
+    refuse_lists(harness.fake, *refused)
+
+    result = harness.invoke(*args, "-o", "json")
+
+    assert result.exit_code == 3
+    kind = f"{refused[1]}.kubeflow.org"
+    error = (
+        f"cannot list {kind} {listed}: forbidden (403): {kind} is forbidden "
+        '(server https://fake.invalid, context "fake")'
+    )
+    assert result.stderr.splitlines()[-1] == f"sweeper: error: {error}"
+    logged = [json.loads(line) for line in result.stderr.splitlines() if line.startswith("{")]
+    assert [(r["level"], r["message"]) for r in logged if r["level"] == "ERROR"] == [
+        ("ERROR", f"{error}; its jobs are not judged this pass")
+    ]
+    report = json.loads(result.stdout)
+    assert report["summary"]["unlisted"] == [error]
+    patched = [(r.namespace, r.name) for r in harness.fake.writes if r.method == "patch"]
+    assert patched == touched
+    done = [(j["namespace"], j["name"]) for j in report["jobs"] if j["result"] == "done"]
+    assert done == touched
+
+
+def test_refused_lists_are_lines_of_the_text_report_and_the_error_line_counts_them(
+    harness: Harness,
+) -> None:
+    refuse_lists(harness.fake, "b", "pytorchjobs")
+    before = harness.fake.before
+    assert before is not None
+
+    def also_c(request: Request) -> None:
+        before(request)
+        if (request.method, request.namespace) == ("list", "c"):
+            raise ApiError(RequestRef("list", "pytorchjobs.kubeflow.org", "c"), 403)
+
+    harness.fake.before = also_c
+
+    result = harness.invoke("-n", "b", "-n", "c", "--kind", "PyTorchJob")
+
+    assert result.exit_code == 3
+    refused = 'cannot list pytorchjobs.kubeflow.org in namespace "{}": forbidden (403)'
+    lines = result.stdout.splitlines()
+    assert [line for line in lines if line.startswith("Not listed")] == [
+        f"Not listed, its jobs not judged: {refused.format('b')}: pytorchjobs.kubeflow.org "
+        'is forbidden (server https://fake.invalid, context "fake")',
+        f"Not listed, its jobs not judged: {refused.format('c')} "
+        '(server https://fake.invalid, context "fake")',
+    ]
+    assert "No Kubeflow jobs found." not in result.stdout
+    assert lines[-1].endswith("; lists refused: 2")
+    assert result.stderr.splitlines()[-1] == (
+        f"sweeper: error: {refused.format('b')}: pytorchjobs.kubeflow.org is forbidden "
+        '(server https://fake.invalid, context "fake") (and 1 more lists refused, each logged)'
+    )
+
+
 def test_failed_actions_exit_one(harness: Harness) -> None:
     harness.fake.add_job(job())
     harness.fake.fail("patch", None, ApiError(RequestRef("patch", "pytorchjobs"), 403))
@@ -751,12 +848,6 @@ def test_a_bad_health_address_is_one_line_and_exit_2_before_connecting(
     assert line.startswith("sweeper: error: invalid address ")
     assert "(--health-address/SWEEPER_HEALTH_ADDRESS)" in line
     assert harness.config is None
-
-
-def test_watch_settings_take_the_address_without_brackets() -> None:
-    with pytest.raises(ConfigError, match="without brackets"):
-        WatchSettings(health_address="[::1]")
-    assert WatchSettings(health_address="::1").health_address == "::1"
 
 
 def test_without_watch_there_are_no_watch_settings(harness: Harness) -> None:

@@ -61,6 +61,56 @@ def test_a_bad_duration_is_one_usage_line(args: list[str], message: str) -> None
     assert result.stderr.startswith(f"sweeper: error: invalid value for {args[0]}: {message}")
 
 
+# Every duration that becomes a wait (a socket timeout, a thread's sleep, a Lease's clock):
+# 1e10 s used to overflow Python's waits (exit 70, or a dead thread in --watch).
+WAITS = (
+    "--every",
+    "--for",
+    "--request-timeout",
+    "--timeout",
+    "--resync",
+    "--watch-timeout",
+    "--lease-duration",
+    "--renew-deadline",
+    "--retry-period",
+)
+
+
+@pytest.mark.parametrize("flag", WAITS)
+@pytest.mark.parametrize("text", ["1e10", "8761h"])
+def test_a_wait_longer_than_a_year_is_one_usage_line(flag: str, text: str) -> None:
+    harness = Harness()
+    result = harness.invoke(flag, text)
+    assert result.exit_code == 2
+    assert result.stderr == (
+        f"sweeper: error: invalid value for {flag}: '{text}' must be at most 8760h (a year) "
+        "(see sweeper --help)\n"
+    )
+    assert harness.config is None
+
+
+def test_a_year_is_the_longest_wait_and_its_twin_is_bounded_too() -> None:
+    harness = Harness()
+    assert harness.invoke("--timeout", "8760h").exit_code == 0
+    assert harness.config is not None
+    assert harness.config.timeout == 365 * 24 * 3600
+    result = Harness().invoke(env={"SWEEPER_REQUEST_TIMEOUT": "1e10"})
+    assert result.exit_code == 2
+    assert result.stderr.startswith(
+        "sweeper: error: invalid value for --request-timeout (from SWEEPER_REQUEST_TIMEOUT): "
+        "'1e10' must be at most 8760h"
+    )
+
+
+@pytest.mark.parametrize("flag", ["--grace", "--escalate-after", "--retouch-after"])
+def test_a_duration_never_waited_for_has_no_upper_bound(flag: str) -> None:
+    # A huge --grace means "never due", a huge --escalate-after "never escalate".
+    harness = Harness()
+    harness.fake.add_job(job())
+    result = harness.invoke(flag, "1e10", "--dry-run")
+    assert result.exit_code == 0, result.output
+
+
 @pytest.mark.parametrize(
     ("args", "line"),
     [

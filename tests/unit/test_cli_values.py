@@ -7,12 +7,15 @@ writing touch pass over every namespace before (issue 19, item 11).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 
 import click
 import pytest
 
-from sweeper import cli
+from sweeper import cli, options
+from sweeper.config import Config, Timing, WatchSettings
+from sweeper.core.model import Policy
 from tests.unit.objects import job
 from tests.unit.test_cli import Harness
 
@@ -36,6 +39,30 @@ def test_every_option_is_the_programs_own_and_has_a_sweeper_twin() -> None:
     for option in OPTIONS:
         assert isinstance(option, cli.Option), flag(option)
         assert any(v.startswith("SWEEPER_") for v in variables(option)), flag(option)
+
+
+def settings(cls: type, prefix: str = "") -> set[str]:
+    """Every attribute a flag may fill, as a row's ``to`` names it (``policy.grace``)."""
+    nested = {"policy": Policy, "watch": WatchSettings, "timing": Timing}
+    found: set[str] = set()
+    for field in dataclasses.fields(cls):
+        if field.name in nested:
+            found |= settings(nested[field.name], f"{prefix}{field.name}.")
+        else:
+            found.add(prefix + field.name)
+    return found
+
+
+def test_each_flag_is_declared_once_and_fills_one_setting_no_other_flag_fills() -> None:
+    # One row per flag (sweeper.options.FLAGS) is the whole declaration: click's option, its
+    # twin, and where build_config puts its value. A setting no row fills would keep its
+    # default whatever the command line says; two rows for one would race.
+    rows = {row.param: row for row in options.FLAGS}
+    assert {option.name for option in OPTIONS} == set(rows)
+    filled = [row.to for row in options.FLAGS if row.to is not None]
+    assert sorted(filled) == sorted(set(filled))
+    assert set(filled) == settings(Config)
+    assert {name for name, row in rows.items() if row.to is None} == {"all_namespaces", "watch"}
 
 
 def empty_on_the_command_line() -> Iterator[object]:

@@ -8,10 +8,12 @@ from typing import Any
 import pytest
 
 from sweeper.core.decide import RULES, explain, judge
+from sweeper.core.errors import ApiError, RequestRef
 from sweeper.core.jobs import parse_job
 from sweeper.core.kinds import EXCLUDE_ANNOTATION, LEGACY_EXCLUDE_ANNOTATION, TOUCHED_AT_ANNOTATION
 from sweeper.core.model import ActionMode, Policy
-from tests.unit.objects import KIND, NOW, ago, condition, deadline_failed, job
+from sweeper.k8s.cluster import ServedKind
+from tests.unit.objects import KIND, NOW, ago, condition, deadline_failed, job, owned
 from tests.unit.test_cli import Harness
 
 CASES = [
@@ -187,3 +189,108 @@ def test_explain_errors_are_one_line_and_exit_two(reference: str, message: str) 
     result = Harness().invoke("--explain", reference)
     assert result.exit_code == 2
     assert result.stderr.startswith(f"sweeper: error: {message}")
+
+
+def refuse_gets_but_of(harness: Harness, plural: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Answer 403 to the GET of every kind but ``plural``, as RBAC granting one kind does."""
+    get_job = harness.fake.get_job
+
+    def refusing(served: ServedKind, namespace: str, name: str) -> Any:
+        if served.kind.plural != plural:
+            ref = RequestRef("get", served.kind.resource, namespace, name)
+            raise ApiError(ref, 403, "forbidden by RBAC")
+        return get_job(served, namespace, name)
+
+    monkeypatch.setattr(harness.fake, "get_job", refusing)
+
+
+def test_a_kind_rbac_refuses_does_not_stop_explaining_a_job_of_a_kind_it_grants(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The chart's kinds: [PyTorchJob] grants no other kind; the first other kind's 403 used to
+    # end --explain with exit 3 (issue 31, S4).
+    harness = Harness()
+    harness.fake.add_job(job(name="train", namespace="team-a"))
+    refuse_gets_but_of(harness, "pytorchjobs", monkeypatch)
+
+    result = harness.invoke("--explain", "team-a/train", "--log-format", "text")
+
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[0].startswith("PyTorchJob team-a/train at ")
+    assert result.stdout.splitlines()[-2] == "Decision: touch (overdue): 1h00m past its deadline"
+    assert (
+        "WARNING cannot get tfjobs.kubeflow.org 'train' in namespace \"team-a\": forbidden (403): "
+        "forbidden by RBAC; explaining the job found in another kind" in result.stderr
+    )
+
+
+def test_a_job_found_in_no_kind_while_some_were_refused_is_exit_three_naming_the_refusal(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    harness = Harness()
+    refuse_gets_but_of(harness, "pytorchjobs", monkeypatch)
+
+    result = harness.invoke("--explain", "team-a/train")
+
+    assert result.exit_code == 3
+    assert result.stderr.splitlines()[-1] == (
+        "sweeper: error: cannot get tfjobs.kubeflow.org 'train' in namespace \"team-a\": "
+        'forbidden (403): forbidden by RBAC (server https://fake.invalid, context "fake")'
+    )
+
+
+@pytest.mark.parametrize(
+    ("pods", "decision", "deleted"),
+    [
+        pytest.param(
+            [],
+            "Decision: skip (finished): Failed; no pods left to terminate",
+            None,
+            id="no-pod-left",
+        ),
+        pytest.param(
+            [("w-0", "Succeeded", False), ("w-1", "Running", True)],
+            "Decision: skip (finished): Failed; no pods left to terminate",
+            None,
+            id="only-finished-or-terminating-pods",
+        ),
+        pytest.param(
+            [("w-0", "Running", False), ("w-1", "Pending", False), ("w-2", "Succeeded", False)],
+            "Decision: terminate-pods (failed-by-deadline): failed by its deadline; "
+            "active pods to terminate",
+            "Pods it would delete: w-0, w-1",
+            id="active-pods-left",
+        ),
+    ],
+)
+def test_explain_gives_the_decision_a_run_makes_for_a_job_failed_by_its_deadline(
+    pods: list[tuple[str, str, bool]], decision: str, deleted: str | None
+) -> None:
+    # --explain said "terminate-pods" where every pass said "skip (finished)": it never looked
+    # at the pods (issue 31, B8).
+    harness = Harness()
+    failed = harness.fake.add_job(job(name="train", conditions=deadline_failed()))
+    for name, phase, deleting in pods:
+        harness.fake.add_pod(owned(name, failed, phase=phase, deleting=deleting))
+    run = Harness(harness.fake).invoke("--action", "auto", "-o", "wide", "--dry-run")
+    explained = harness.invoke("--explain", "team-a/train", "--action", "auto")
+
+    assert explained.exit_code == 0, explained.output
+    lines = explained.stdout.splitlines()
+    assert [line for line in lines if line.startswith(("Decision:", "Pods it"))] == [
+        decision,
+        *([deleted] if deleted else []),
+    ]
+    assert ("--max-actions may still defer it" in explained.stdout) == (deleted is not None)
+    (row,) = [line for line in run.stdout.splitlines() if " train " in line]
+    assert decision.removeprefix("Decision: ").split(":")[0] in row
+
+
+def test_explain_in_json_names_the_pods_a_clean_up_would_delete() -> None:
+    harness = Harness()
+    failed = harness.fake.add_job(job(name="train", conditions=deadline_failed()))
+    harness.fake.add_pod(owned("w-0", failed))
+    result = harness.invoke("--explain", "team-a/train", "--action", "fail", "-o", "json")
+    (document,) = json.loads(result.stdout)
+    assert (document["decision"], document["pods"]) == ("terminate-pods", ["w-0"])
+    assert harness.fake.writes == []

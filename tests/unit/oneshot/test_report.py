@@ -89,6 +89,7 @@ def test_summary_counts_decisions_skip_reasons_results_and_errors() -> None:
         "errors": 1,
         "duration_s": 0.25,
         "stopped_by": None,
+        "unlisted": [],
     }
     assert summary_line(counts) == (
         "4 jobs: 2 touch, 0 fail, 0 terminate-pods, 2 skip (no-deadline 1, not-yet-due 1); "
@@ -112,6 +113,32 @@ def test_no_json_line_exceeds_16_kib_even_for_a_job_with_thousands_of_pods() -> 
     assert len(document["jobs"]) == 301
     assert document["jobs"][0]["deleted"]["pods"] == list(pods)
     assert max(len(line.encode()) for line in out.getvalue().splitlines()) < MAX_LINE_BYTES
+
+
+@pytest.mark.parametrize(
+    "where",
+    [
+        pytest.param("detail", id="a-skip-detail-quoting-a-long-managedBy"),
+        pytest.param("errors", id="a-server-error-message"),
+    ],
+)
+def test_no_json_line_exceeds_16_kib_for_a_long_string_and_the_record_says_it_was_cut(
+    where: str,
+) -> None:
+    report = pass_report(job(name="long"), job(name="short"))
+    long, short = report.outcomes
+    text = "x" * 20_000 + "\N{SNOWMAN}" * 5_000
+    long = replace(long, detail=text) if where == "detail" else replace(long, errors=(text,))
+    out = io.StringIO()
+    write_json(out, replace(report, outcomes=[long, short]))
+    assert max(len(line.encode()) for line in out.getvalue().splitlines()) <= MAX_LINE_BYTES
+    first, second = json.loads(out.getvalue())["jobs"]
+    value = first[where] if where == "detail" else first[where][0]
+    assert value.startswith("x" * 1000)
+    assert value.endswith(" more characters]")
+    assert (first["truncated"], first["name"], first["uid"]) == (True, "long", long.entry.job.uid)
+    assert "truncated" not in second
+    assert second == job_record(short)
 
 
 def test_the_empty_json_document() -> None:

@@ -207,9 +207,11 @@ def test_lists_read_ahead_keep_the_listing_order_and_max_actions_ranks_across_th
     assert {j["reason"] for j in jobs if j["name"] not in acted} == {"over-max-actions"}
 
 
-def test_a_list_failing_after_others_were_judged_acts_on_nothing() -> None:
+def test_a_list_failing_for_good_after_others_were_judged_acts_on_nothing() -> None:
+    # A server error that outlasts the retries is the server failing, not one list withheld
+    # from the sweeper: the pass stops before any write, as before. A 403 is (test_cli.py).
     fake = server_at(NOW, job(name="overdue"), job("TFJob", name="other"))
-    fake.fail("list", "tfjobs", ApiError(RequestRef("list", "tfjobs.kubeflow.org"), 403))
+    fake.fail("list", "tfjobs", ApiError(RequestRef("list", "tfjobs.kubeflow.org"), 503))
     with pytest.raises(ClusterUnavailable):
         sweep(fake, Config(output=OutputFormat.JSON, policy=Policy(ActionMode.FAIL)))
     assert fake.writes == []
@@ -359,6 +361,40 @@ def test_a_timeout_during_the_pass_reports_and_exits_five() -> None:
     code, passes = sweep(fake, Config(output=OutputFormat.JSON, timeout=1), Ticker(step=0.3))
     assert code == 5
     assert passes[0]["summary"]["stopped_by"] == "--timeout (1s) reached"
+
+
+@pytest.mark.parametrize(
+    ("timeout", "step", "code", "push_timeout"),
+    [
+        # --timeout reached: the push still gets its floor, not --request-timeout (10 s), which
+        # outlasted the chart's activeDeadlineSeconds and lost the run's metrics (B5).
+        pytest.param(1, 0.3, 5, 1.0, id="timeout-reached-the-floor"),
+        pytest.param(3, 0.0, 0, 3.0, id="what-is-left-of-the-timeout"),
+        pytest.param(45, 0.0, 0, 10.0, id="at-most-the-request-timeout"),
+    ],
+)
+def test_the_metrics_push_gets_what_is_left_of_the_timeout(
+    monkeypatch: pytest.MonkeyPatch, timeout: float, step: float, code: int, push_timeout: float
+) -> None:
+    from sweeper import metrics  # noqa: PLC0415 - as the run imports it, only to push
+
+    pushed: list[float] = []
+
+    def push(url: str, job: str, run: metrics.RunFigures, *, timeout: float) -> bool:
+        pushed.append(timeout)
+        return True
+
+    monkeypatch.setattr(metrics, "push", push)
+    fake = server_at(NOW, job(name="a"), job(name="b"))
+    config = Config(
+        output=OutputFormat.JSON,
+        timeout=timeout,
+        request_timeout=10,
+        pushgateway="http://127.0.0.1:9",
+    )
+
+    assert sweep(fake, config, Ticker(step=step))[0] == code
+    assert pushed == [push_timeout]
 
 
 def test_without_a_clock_the_run_and_its_stop_flag_read_time_monotonic_at_each_call(

@@ -12,7 +12,7 @@ import threading
 
 import pytest
 
-from sweeper.core.errors import ConfigError
+from sweeper.core.errors import ApiError, ConfigError, RequestRef
 from sweeper.core.kinds import KINDS
 from sweeper.watch.health import STALE_LOOP_S, Health, serve
 from tests.unit.fakes import Request
@@ -40,6 +40,21 @@ def test_readyz_waits_for_every_streams_first_list_healthz_does_not(start: Start
     release.set()
     wait_for(lambda: run.get("/readyz")[0] == 200, "readiness")
     assert run.get("/readyz?verbose=1") == (200, "ok\n")  # a probe's query string is ignored
+    run.stop()
+
+
+def test_a_stream_rbac_refuses_does_not_keep_the_replica_unready(start: Start) -> None:
+    # A namespace deleted with its Role, a kind outside the grant: every list of that scope is
+    # 403. /readyz stayed 503 for good, so a restarted replica (a rollout) never took over
+    # (issue 31, B3); the other streams' jobs are watched all the same.
+    def refuse_tfjobs(request: Request) -> None:
+        if request.method == "list" and request.name == "tfjobs":
+            raise ApiError(RequestRef("list", "tfjobs.kubeflow.org"), 403, "forbidden by RBAC")
+
+    run = start(fake_cluster(job(name="train")), kinds=(PYTORCH, TFJOB), hook=refuse_tfjobs)
+
+    wait_for(lambda: run.get("/readyz")[0] == 200, "readiness without the refused stream")
+    assert run.requests("list", "tfjobs") != []
     run.stop()
 
 

@@ -1,0 +1,143 @@
+"""One option of the command line, as data: its names, what it takes, and where it goes.
+
+:data:`sweeper.options.FLAGS` is a table of :class:`Flag` rows; :mod:`sweeper.cli` turns each
+into a click option (its value kind into a click type, :func:`parse_duration` for durations)
+and :func:`sweeper.options.build_config` puts each value where the row says. No click here, and
+nothing of the sweeper's: the rows' words come from the layers above.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import durationpy
+
+# Python's waits and socket timeouts overflow past some 292 years (threading.TIMEOUT_MAX).
+LONGEST_WAIT = 365 * 24 * 3600.0
+
+
+@dataclass(frozen=True, slots=True)
+class Duration:
+    """A duration (:func:`parse_duration`); ``longest`` is ``None`` for one never waited for."""
+
+    positive: bool = True
+    longest: float | None = LONGEST_WAIT
+
+
+@dataclass(frozen=True, slots=True)
+class Count:
+    """An integer from ``minimum`` to ``maximum`` (``None``: no upper bound)."""
+
+    minimum: int
+    maximum: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Choice:
+    """One of fixed words, in any case."""
+
+    words: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class DryRunWord:
+    """``--dry-run``'s words (:func:`parse_dry_run`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Switch:
+    """A flag that takes no value (``--watch``; ``--a/--no-a`` when its names say so)."""
+
+
+Value = Duration | Count | Choice | DryRunWord | Switch | None  # None: free text
+
+
+@dataclass(frozen=True, slots=True)
+class Flag:
+    """One option of the command.
+
+    Attributes:
+        names: The flags, then the parameter's name when it differs from the long flag's.
+        help: The ``--help`` text.
+        value: What it takes; ``None`` for free text.
+        default: The default, as the user would type it.
+        metavar: The value's name in ``--help`` (a duration's is ``DURATION``).
+        env: Its environment variables; ``SWEEPER_<LONG FLAG>`` when empty.
+        multiple: Repeatable.
+        shown_default: ``--help``'s wording of a default that is not a value.
+        bare: The value of the flag given without one (``--dry-run`` means ``client``).
+        to: Where :func:`build_config` puts the value: a :class:`Config` attribute, or one of
+            its ``policy``, ``watch`` or ``watch.timing`` (``"policy.grace"``); ``None`` for a
+            flag that only steers the others (``-A``, ``--watch``).
+        read: Turns the parsed value (``None`` when unset) into the attribute's; as it is by
+            default. It raises :class:`ConfigError` for a value it refuses.
+    """
+
+    names: tuple[str, ...]
+    help: str
+    value: Value = None
+    default: object = None
+    metavar: str | None = None
+    env: tuple[str, ...] = ()
+    multiple: bool = False
+    shown_default: str | None = None
+    bare: str | None = None
+    to: str | None = None
+    read: Callable[[Any], Any] | None = None
+
+    @property
+    def param(self) -> str:
+        """The parameter's name, as click derives it from the names."""
+        if not self.names[-1].startswith("-"):
+            return self.names[-1]
+        long = next(n for n in self.names if n.startswith("--"))
+        return long.split("/")[0].removeprefix("--").replace("-", "_")
+
+    @property
+    def variables(self) -> tuple[str, ...]:
+        """The environment twins: ``env``, else the one the long flag names."""
+        if self.env:
+            return self.env
+        long = max((n for n in self.names if n.startswith("--")), key=len)
+        return ("SWEEPER_" + long.split("/")[0].removeprefix("--").replace("-", "_").upper(),)
+
+
+def parse_duration(value: object, *, positive: bool, longest: float | None = None) -> float:
+    """Read a duration as kubectl takes one (``30s``, ``5m``, ``1h30m``, ``250ms``) or seconds.
+
+    The one duration parser of the command line: every duration flag and twin goes through it.
+
+    Args:
+        value: ``30s``, ``1h``, ``90``... (a number is taken as seconds).
+        positive: Zero is refused too.
+        longest: The most it may be, ``None`` for no bound.
+
+    Returns:
+        Seconds, finite.
+
+    Raises:
+        ValueError: Not a duration, not finite, negative (or zero when ``positive``), longer
+            than ``longest``; the message is the usage error's wording.
+    """
+    if isinstance(value, int | float):
+        seconds = float(value)
+    else:
+        text = str(value).strip()
+        try:
+            seconds = float(text)
+        except ValueError:
+            try:
+                seconds = durationpy.from_str(text).total_seconds()
+            except durationpy.DurationError:
+                raise ValueError(
+                    f"{value!r} is not a duration (e.g. 30s, 5m, 1h30m, or seconds)"
+                ) from None
+    if seconds != seconds or seconds in (float("inf"), float("-inf")):  # noqa: PLR0124 - NaN
+        raise ValueError(f"{value!r} is not a finite duration")
+    if seconds < 0 or (positive and seconds == 0):
+        raise ValueError(f"{value!r} must be {'positive' if positive else 'zero or more'}")
+    if longest is not None and seconds > longest:
+        raise ValueError(f"{value!r} must be at most {longest / 3600:g}h (a year)")
+    return seconds
