@@ -250,7 +250,7 @@ def _type(value: options.Value) -> Any:
     if isinstance(value, options.Count):
         return click.IntRange(value.minimum, value.maximum)
     if isinstance(value, options.Choice):
-        return click.Choice(value.words, case_sensitive=False)
+        return click.Choice(value.words, case_sensitive=not value.any_case)
     if isinstance(value, options.DryRunWord):
         return DryRunChoice()
     return None

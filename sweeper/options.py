@@ -57,9 +57,14 @@ class Count:
 
 @dataclass(frozen=True, slots=True)
 class Choice:
-    """One of fixed words, in any case."""
+    """One of fixed words.
+
+    Taken exactly as written, as the chart's schema takes them (``fail``, not ``Fail``); the log
+    levels in any case (``any_case``), as Python's logging names them either way.
+    """
 
     words: tuple[str, ...]
+    any_case: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,8 +119,10 @@ def _durations(*names: str, default: str | None, help: str, positive: bool = Tru
     return Flag(names, help, Duration(positive), default, metavar="DURATION")
 
 
-def _choice(names: str, words: tuple[str, ...], default: str, help: str) -> Flag:
-    return Flag(tuple(names.split()), help, Choice(words), default)
+def _choice(
+    names: str, words: tuple[str, ...], default: str, help: str, *, any_case: bool = False
+) -> Flag:
+    return Flag(tuple(names.split()), help, Choice(words, any_case), default)
 
 
 FLAGS: tuple[Flag, ...] = (
@@ -231,7 +238,7 @@ FLAGS: tuple[Flag, ...] = (
         AUTO,
         "Log format on stderr; auto: text on a terminal, JSON otherwise.",
     ),
-    _choice("--log-level", LOG_LEVELS, "INFO", "Log level."),
+    _choice("--log-level", LOG_LEVELS, "INFO", "Log level.", any_case=True),
     _durations("--request-timeout", default="10s", help="Timeout of each HTTP request."),
     _durations(
         "--timeout",
