@@ -192,7 +192,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     packages = [*python_packages(args.root), *debian_packages(args.root)]
     sbom = document(args.name, packages)
-    args.output.write_text(json.dumps(sbom, indent=1) + "\n", encoding="utf-8")
+    partial = args.output.with_name(args.output.name + ".tmp")
+    partial.write_text(json.dumps(sbom, indent=1) + "\n", encoding="utf-8")
+    partial.replace(args.output)  # never a half-written SBOM beside the archive
     python = sum(p.ecosystem == "pypi" for p in packages)
     print(
         f"sbom: {args.output}: {python} Python and {len(packages) - python} Debian packages",
