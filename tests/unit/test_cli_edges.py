@@ -129,7 +129,7 @@ def test_a_server_that_never_answers_says_so_after_each_silent_attempt(tmp_path:
             command,
             [
                 *("--dry-run", "--kubeconfig", str(kubeconfig)),
-                *("--request-timeout", "1s", "--log-format", "text"),
+                *("--request-timeout", "300ms", "--log-format", "text"),
             ],
         )
     assert result.exit_code == 3
