@@ -26,13 +26,16 @@ WORKDIR /src
 # copied into the runtime stage.
 RUN python -m venv --without-pip /opt/venv
 
-# Dependencies first, read from pyproject.toml alone (cached until it changes).
-COPY pyproject.toml ./
-RUN python -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]))' > /tmp/requirements.txt \
-    && pip --python /opt/venv/bin/python install -r /tmp/requirements.txt
+# Dependencies first, from the lock alone (cached until it changes): requirements.txt pins every
+# package at one version with the hashes of its files (scripts/lock refreshes it from
+# pyproject.toml's ranges). pip refuses a file whose hash differs, and --no-deps anything the
+# lock does not name, so two builds of one commit install the same packages or fail.
+COPY requirements.txt ./
+RUN pip --python /opt/venv/bin/python install --require-hashes --no-deps --only-binary :all: \
+    -r requirements.txt
 
 # Then the code: build the wheel and install it without touching the dependencies again.
-COPY README.md ./
+COPY pyproject.toml README.md ./
 COPY sweeper ./sweeper
 RUN pip wheel --no-deps --wheel-dir /tmp/dist . \
     && pip --python /opt/venv/bin/python install --no-deps /tmp/dist/*.whl \

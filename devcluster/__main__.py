@@ -9,6 +9,7 @@ Commands:
                       / ``WORKLOAD_IMAGE=`` lines naming the images loaded on it
     down              stop it and remove its temporary directories
     status            say whether it runs (exit 0) or not (exit 1)
+    pods-running NAMESPACE/NAME  that job's pods Running, without a node (``devcluster.running``)
     run [--node] [--operator] [--operator-version V] [--kubernetes-version V]
                       run it in the foreground until SIGINT/SIGTERM (``up`` starts this)
 
@@ -21,13 +22,14 @@ one that cannot be built, fails in one line (exit 2).
 ``up`` starts ``run`` as a detached supervisor process that owns the ``ControlPlane`` (and
 the extras, such as the Training Operator) and writes a state file once everything is ready;
 ``down`` asks that supervisor to stop, so the usual clean-up code runs, and falls back to
-killing the recorded process groups if it does not answer.
+killing the recorded process groups if it does not answer. The state is the checkout's own.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import hashlib
 import json
 import logging
 import os
@@ -41,13 +43,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from devcluster import binaries, operator_crds, processes
+from devcluster import binaries, operator_crds, processes, running
 from devcluster import node as node_module
 from devcluster import operator as operator_module
 from devcluster.controlplane import ControlPlane
 
 log = logging.getLogger("devcluster")
 
+CHECKOUT = Path(__file__).resolve().parents[1]
 _UP_TIMEOUT = 600.0  # a node on a busy 2-core machine takes minutes
 _DOWN_TIMEOUT = 30.0
 
@@ -63,10 +66,11 @@ class Extra(Protocol):
         """Stop it; called once, before the control plane stops."""
 
 
-def state_dir() -> Path:
-    """``~/.cache/kubeflow-deadline-sweeper/devcluster`` (honours ``XDG_CACHE_HOME``)."""
+def state_dir(checkout: Path = CHECKOUT) -> Path:
+    """``~/.cache/.../devcluster/<folder>-<hash of its path>``: no clone stops another's."""
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return cache / "kubeflow-deadline-sweeper" / "devcluster"
+    key = hashlib.sha256(str(checkout.resolve()).encode()).hexdigest()[:8]
+    return cache / "kubeflow-deadline-sweeper" / "devcluster" / f"{checkout.name}-{key}"
 
 
 def _state_file() -> Path:
@@ -460,6 +464,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     commands.add_parser("down", help="stop it and remove its temporary files")
     commands.add_parser("status", help="exit 0 if it runs")
+    running.add_command(commands)
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     args = parser.parse_args(argv)
     logging.basicConfig(
@@ -486,6 +491,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return cmd_run(args.operator, args.node)
     if args.command == "down":
         return cmd_down()
+    if args.command == "pods-running":
+        return running.main(_stable_kubeconfig(), args.job, args.timeout)
     return cmd_status()
 
 

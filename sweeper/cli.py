@@ -252,7 +252,7 @@ def _type(value: flag.Value) -> Any:
     if isinstance(value, flag.Count):
         return click.IntRange(value.minimum, value.maximum)
     if isinstance(value, flag.Choice):
-        return click.Choice(value.words, case_sensitive=False)
+        return click.Choice(value.words, case_sensitive=not value.any_case)
     if isinstance(value, flag.DryRunWord):
         return DryRunChoice()
     return None

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -36,6 +37,11 @@ from sweeper.stop import StopFlag, monotonic_now
 
 log = logging.getLogger(__name__)
 
+# The text's width, a terminal's and a code review's; what a rule saw wraps to fit it, in a
+# column of at least _MIN_SEEN.
+_COLUMNS = 100
+_MIN_SEEN = 30
+
 
 @dataclass(frozen=True, slots=True)
 class Explanation:
@@ -50,6 +56,7 @@ class Explanation:
         scope: The run's filters, each as (name, what it saw, passes?).
         steps: The decision's rules.
         entry: The decision (``None`` when the run's scope leaves the job out).
+        max_actions: ``--max-actions``, which may defer an action in a pass.
     """
 
     kind: str
@@ -60,6 +67,7 @@ class Explanation:
     scope: tuple[tuple[str, str, bool], ...]
     steps: tuple[Step, ...]
     entry: Entry | None
+    max_actions: int | None = None
 
 
 def run_explain(config: Config, connect: Connect, out: TextIO) -> int:
@@ -125,6 +133,7 @@ def run_explain(config: Config, connect: Connect, out: TextIO) -> int:
                     scope,
                     steps,
                     _as_planned(cluster, config, entry, now) if keep else None,
+                    config.policy.max_actions,
                 )
             )
     if config.output is OutputFormat.JSON:
@@ -217,18 +226,33 @@ def as_text(explanation: Explanation) -> str:
         (f"scope: {name}", seen, "passes" if passes else "leaves the job out")
         for name, seen, passes in e.scope
     ]
-    rows += [(step.rule, step.seen, _outcome(step)) for step in e.steps]
-    width = [max(len(r[i]) for r in rows) for i in range(2)]
+    # The deciding rule's detail is the Decision line's: the table names the decision alone.
+    rows += [(step.rule, step.seen, _outcome(step).partition(": ")[0]) for step in e.steps]
+    rule_width = max(len(rule) for rule, _, _ in rows)
+    outcome_width = max(len(outcome) for _, _, outcome in rows)
+    # What a rule saw is wrapped so that a line fits a terminal of _COLUMNS; a word longer
+    # than its column (an annotation key) is kept whole.
+    room = max(_COLUMNS - len("NNN. ") - rule_width - 2 - 2 - outcome_width, _MIN_SEEN)
+    seen_width = min(room, max(len(seen) for _, seen, _ in rows))
     for number, (rule, seen, outcome) in enumerate(rows, 1):
-        lines.append(f"{number:>3}. {rule.ljust(width[0])}  {seen.ljust(width[1])}  {outcome}")
+        first, *more = textwrap.wrap(
+            seen, seen_width, break_long_words=False, break_on_hyphens=False
+        ) or [""]
+        lines.append(
+            f"{number:>3}. {rule.ljust(rule_width)}  {first.ljust(seen_width)}  {outcome}".rstrip()
+        )
+        indent = " " * (len("NNN. ") + rule_width + 2)
+        lines += [f"{indent}{part}" for part in more]
     if e.entry is None:
         lines.append("Decision: none; the run's scope leaves this job out.")
     else:
         lines.append(f"Decision: {_decision(e.entry)}")
         if isinstance(e.entry, Action) and e.entry.targets is not None:
             lines.append(f"Pods it would delete: {', '.join(p.name for p in e.entry.targets)}")
-        if e.entry.decision != "skip":
-            lines.append("(--max-actions may still defer it behind more overdue jobs)")
+        if e.entry.decision != "skip" and e.max_actions is not None:
+            lines.append(
+                f"(--max-actions {e.max_actions} may still defer it behind more overdue jobs)"
+            )
     return "\n".join(lines) + "\n"
 
 

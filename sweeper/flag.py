@@ -36,9 +36,14 @@ class Count:
 
 @dataclass(frozen=True, slots=True)
 class Choice:
-    """One of fixed words, in any case."""
+    """One of fixed words.
+
+    Taken exactly as written, as the chart's schema takes them (``fail``, not ``Fail``); the log
+    levels in any case (``any_case``), as Python's logging names them either way.
+    """
 
     words: tuple[str, ...]
+    any_case: bool = False
 
 
 @dataclass(frozen=True, slots=True)

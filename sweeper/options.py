@@ -70,12 +70,13 @@ def _choice(
     *,
     to: str,
     read: Callable[[Any], Any] | None = None,
+    any_case: bool = False,
 ) -> Flag:
-    # An enum's words are its values, read back in any case; other words as read says.
+    # An enum's words are its values; other words as read says.
     if isinstance(words, tuple):
-        return Flag(tuple(names.split()), help, Choice(words), default, to=to, read=read)
+        return Flag(tuple(names.split()), help, Choice(words, any_case), default, to=to, read=read)
     enum = words
-    choice = Choice(tuple(m.value for m in enum))
+    choice = Choice(tuple(m.value for m in enum), any_case)
     return Flag(tuple(names.split()), help, choice, default, to=to, read=lambda v: enum(v.lower()))
 
 
@@ -276,7 +277,15 @@ FLAGS: tuple[Flag, ...] = (
         to="log_format",
         read=_log_format,
     ),
-    _choice("--log-level", LOG_LEVELS, "INFO", "Log level.", to="log_level", read=str.upper),
+    _choice(
+        "--log-level",
+        LOG_LEVELS,
+        "INFO",
+        "Log level.",
+        to="log_level",
+        read=str.upper,
+        any_case=True,
+    ),
     _durations(
         "--request-timeout",
         default="10s",

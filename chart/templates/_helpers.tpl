@@ -53,6 +53,14 @@ app.kubernetes.io/component: deadline-sweeper
 {{- end }}
 {{- end }}
 
+{{/*
+The image repository values.yaml names, where releases are published: the install notes warn
+while the chart is a prerelease (Chart.yaml, artifacthub.io/prerelease) and no image is there.
+*/}}
+{{- define "sweeper.defaultRepository" -}}
+ghcr.io/kubeflow-deadline-sweeper/kubeflow-deadline-sweeper
+{{- end }}
+
 {{- define "sweeper.image" -}}
 {{- $tag := default .Chart.AppVersion .Values.image.tag }}
 {{- if .Values.image.digest }}
@@ -214,6 +222,12 @@ form so that an optional-value flag such as --dry-run cannot swallow the next ar
 {{- end }}
 {{- range $v.namespaces }}
 - --namespace={{ . }}
+{{- end }}
+{{- range $v.excludeNamespaces }}
+{{- if has . $v.namespaces }}
+{{- fail (printf "namespace %q is both in namespaces and in excludeNamespaces" .) }}
+{{- end }}
+- --exclude-namespace={{ . }}
 {{- end }}
 {{- range $v.kinds }}
 - --kind={{ . }}

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import urllib3
+import yaml
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 
@@ -70,7 +71,7 @@ def connect(config: Config, *, stop: StopSignal) -> KubeCluster:
                 persist_config=False,
             )
         except Exception as error:
-            raise ConfigError(f"kubeconfig {source}: {one_line(error)}") from error
+            raise ConfigError(f"kubeconfig {source}: {_kubeconfig_fault(paths, error)}") from error
     elif os.environ.get("KUBERNETES_SERVICE_HOST"):
         if config.context:
             raise ConfigError("--context needs a kubeconfig; none was found")
@@ -82,7 +83,8 @@ def connect(config: Config, *, stop: StopSignal) -> KubeCluster:
             raise ConfigError(f"in-cluster configuration: {one_line(error)}") from error
     else:
         raise ConfigError(
-            "no kubeconfig found (use --kubeconfig or KUBECONFIG) and not running in a cluster"
+            "no kubeconfig found (--kubeconfig, KUBECONFIG, or ~/.kube/config) "
+            "and not running in a cluster"
         )
     # Retries are ours (bounded, with backoff); urllib3's would hide failures and time.
     configuration.retries = False
@@ -109,6 +111,31 @@ def connect(config: Config, *, stop: StopSignal) -> KubeCluster:
         home_namespace=_home_namespace(source, config.context),
         endpoint=f"server {configuration.host}, context {context}",
     )
+
+
+_YAML_NAMES = {"str": "a string", "list": "a list", "int": "a number", "float": "a number"}
+
+
+def _kubeconfig_fault(paths: list[str], error: Exception) -> str:
+    """What is wrong with a kubeconfig the client could not load, in one line.
+
+    The client reads any YAML document and then indexes it: a file that is a string or a list
+    (a path pasted in, a stray ``-``) fails inside it as ``'str' object does not support item
+    assignment``, which names nothing the user wrote.
+    """
+    for path in paths:
+        try:
+            document = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        except (OSError, ValueError, yaml.YAMLError):
+            continue  # the client's own message says it
+        if document is not None and not isinstance(document, dict):
+            found = _YAML_NAMES.get(type(document).__name__, "something else")
+            where = f"{path}: " if len(paths) > 1 else ""
+            return (
+                f"{where}not a kubeconfig (a YAML mapping with clusters, contexts and users; "
+                f"found {found})"
+            )
+    return one_line(error)
 
 
 def _current_context(source: str) -> str:

@@ -229,7 +229,18 @@ class Transport:
                 if self._stop.remaining() <= 0:
                     raise RunTimeout(_timeout_message(ref)) from failure
                 if failure.retryable and attempt < self._policy.attempts:
-                    self._wait(self._policy.backoff(attempt, self._jitter), ref)
+                    delay = self._policy.backoff(attempt, self._jitter)
+                    # A server that accepts and never answers would otherwise be silent for
+                    # attempts x --request-timeout: each silent attempt says so as it ends.
+                    log.warning(
+                        "no answer to %s: %s; trying again (attempt %d of %d)",
+                        ref.describe(),
+                        failure.detail,
+                        attempt + 1,
+                        self._policy.attempts,
+                        extra={"attempt": attempt, "request": ref.describe()},
+                    )
+                    self._wait(delay, ref)
                     continue
                 raise api_error(ref, None, failure.detail) from failure
             if succeeded(response.status) or (

@@ -63,8 +63,9 @@ def list_pass(
 
     Raises:
         ConfigError: The server rejected the label selector (exit 2).
-        ClusterUnavailable: Discovery or a list failed for good (exit 3); a list that RBAC
-            refuses (403) is not one: it is kept in the listing's ``unlisted``.
+        ClusterUnavailable: Discovery or a list failed for good, or the cluster serves no
+            Kubeflow job kind (exit 3); a list that RBAC refuses (403) is not one: it is kept
+            in the listing's ``unlisted``.
         Interrupted: A signal arrived.
         RunTimeout: ``--timeout`` ran out.
     """
@@ -95,7 +96,12 @@ def _discover(cluster: Cluster, config: Config, listing: Listing) -> RunScope[Se
         raise ClusterUnavailable(f"{error} ({cluster.endpoint})") from error
     listing.discovery_date = discovery.server_date
     if not discovery.served:
-        log.info("the cluster serves no Kubeflow job kinds (group kubeflow.org)")
+        # The wrong context, or a cluster without the operator: an empty report and exit 0
+        # would read as "no job is overdue".
+        raise ClusterUnavailable(
+            f"the cluster serves no Kubeflow job kind: is the Training Operator installed, "
+            f"and is this the right context? ({cluster.endpoint})"
+        )
     scope = RunScope.of(
         discovery.served, config.kinds, config.namespaces, config.exclude_namespaces
     )

@@ -12,7 +12,6 @@ decision as fields. People read durations as ``1h02m``; JSON keeps exact seconds
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import json
 import logging
@@ -376,14 +375,16 @@ def write_text(
             stream.write("  ".join(cells).rstrip() + "\n")
     elif counts.jobs:
         stream.write("Nothing to do.\n")
-    elif not counts.unlisted:
+    elif not counts.unlisted and not counts.stopped_by:
+        # A pass that stopped, or could not list everything, did not find "no jobs": the
+        # summary line and the unlisted lines say why.
         stream.write("No Kubeflow jobs found.\n")
     for unlisted in counts.unlisted:
         stream.write(f"Not listed, its jobs not judged: {unlisted}\n")
     hidden = counts.jobs - len(shown)
     if hidden:
         by_reason = ", ".join(f"{reason} {n}" for reason, n in counts.skipped.items())
-        stream.write(f"Skipped {hidden} jobs ({by_reason}); -o wide lists them.\n")
+        stream.write(f"Skipped {_count(hidden, 'job')} ({by_reason}); -o wide lists them.\n")
     stream.write(summary_line(counts) + "\n")
     stream.flush()
 
@@ -398,8 +399,8 @@ def summary_line(counts: Summary) -> str:
     skipped = ", ".join(f"{reason} {n}" for reason, n in counts.skipped.items())
     actions = ", ".join(f"{counts.actions(kind)} {kind.value}" for kind in ActionKind)
     line = (
-        f"{counts.jobs} jobs: {actions}, {counts.skip} skip"
-        f"{f' ({skipped})' if skipped else ''}; {counts.errors} errors; "
+        f"{_count(counts.jobs, 'job')}: {actions}, {counts.skip} skip"
+        f"{f' ({skipped})' if skipped else ''}; {_count(counts.errors, 'error')}; "
         f"{human(counts.duration_s)}"
     )
     if counts.unlisted:
@@ -407,6 +408,10 @@ def summary_line(counts: Summary) -> str:
     if counts.stopped_by:
         line += f"; stopped: {counts.stopped_by}"
     return line
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
 
 
 def log_outcome(outcome: Outcome, dry_run: DryRun | None) -> None:
@@ -462,7 +467,11 @@ def log_outcome(outcome: Outcome, dry_run: DryRun | None) -> None:
 
 
 def log_summary(report: PassReport, counts: Summary | None = None) -> None:
-    """Log the one summary line of a pass (``counts``: ``summary(report)``, if known)."""
+    """Log the one summary line of a pass (``counts``: ``summary(report)``, if known).
+
+    Its count fields are the ``summary`` of ``-o json``, keys included (``terminate-pods``, as
+    the decision is spelled), so one query reads both.
+    """
     counts = counts or summary(report)
     log.info(
         "pass %d: %s",
@@ -473,7 +482,7 @@ def log_summary(report: PassReport, counts: Summary | None = None) -> None:
             "now": _time(report.now),
             "clock": report.clock.value,
             "dry_run": report.dry_run.value if report.dry_run else None,
-            **dataclasses.asdict(counts),
+            **counts.document(),
         },
     )
 

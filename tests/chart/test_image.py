@@ -18,6 +18,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 import sweeper
 
@@ -96,7 +98,40 @@ def test_dependencies_are_installed_before_the_code_is_copied():
     install_deps = next(i for i, (k, a) in enumerate(steps) if k == "RUN" and "requirements" in a)
 
     assert install_deps < copy_code
-    assert [a for k, a in steps[:install_deps] if k == "COPY"] == ["pyproject.toml ./"]
+    assert [a for k, a in steps[:install_deps] if k == "COPY"] == ["requirements.txt ./"]
+
+
+def test_dependencies_come_from_the_lock_with_their_hashes_required():
+    steps = _instructions()
+    (install,) = [a for k, a in steps if k == "RUN" and "requirements" in a]
+    assert "--require-hashes" in install.split()
+    assert "--no-deps" in install.split()
+    assert install.split()[-2:] == ["-r", "requirements.txt"]
+
+
+def _pins() -> dict[str, tuple[str, list[str]]]:
+    """The lock's pins: normalised name -> (version, hashes)."""
+    pins: dict[str, tuple[str, list[str]]] = {}
+    text = (REPO / "requirements.txt").read_text().replace("\\\n", " ")
+    for line in text.splitlines():
+        if line and not line.startswith((" ", "#")):
+            pin, *options = line.split()
+            name, version = pin.split("==")
+            hashes = [o.removeprefix("--hash=") for o in options if o.startswith("--hash=")]
+            pins[canonicalize_name(name)] = (version, hashes)
+    return pins
+
+
+def test_the_lock_pins_every_dependency_within_pyprojects_ranges_with_hashes():
+    # scripts/lock resolves the lock from pyproject.toml: a range changed without refreshing it
+    # (or a hand-edited pin) fails here, offline.
+    pins = _pins()
+    for line in tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]:
+        requirement = Requirement(line)
+        version, _ = pins[canonicalize_name(requirement.name)]
+        assert requirement.specifier.contains(version), f"{requirement}: locked {version}"
+    for name, (_, hashes) in pins.items():
+        assert hashes and all(re.fullmatch(r"sha256:[0-9a-f]{64}", h) for h in hashes), name
 
 
 def test_runtime_stage_gets_only_the_virtual_environment_and_runs_as_a_numeric_user():
@@ -115,27 +150,38 @@ def test_runtime_stage_gets_only_the_virtual_environment_and_runs_as_a_numeric_u
 def test_build_context_is_an_allowlist():
     ignored = (REPO / ".dockerignore").read_text().splitlines()
 
-    assert ignored[ignored.index("*") + 1 : ignored.index("*") + 4] == [
+    assert ignored[ignored.index("*") + 1 : ignored.index("*") + 5] == [
         "!pyproject.toml",
+        "!requirements.txt",
         "!README.md",
         "!sweeper/",
     ]
 
 
+# The package index serves the dependencies, as for an image build: not the fast tier's, which
+# needs no network (-m "not e2e" leaves it out).
+@pytest.mark.e2e
+@pytest.mark.network
 def test_image_install_steps_produce_a_working_sweeper(tmp_path):
-    # The Dockerfile's steps, in its order. Dependencies come from the package index, so
-    # this test needs the same network access as an image build.
+    # The Dockerfile's steps, in its order: the lock with its hashes, then the wheel.
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check"]
     env = {**os.environ, "PIP_NO_INPUT": "1"}
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     python = venv / "bin" / "python"
 
-    requirements = tmp_path / "requirements.txt"
-    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
-    requirements.write_text("\n".join(project["dependencies"]))
+    lock = ["--require-hashes", "--no-deps", "--only-binary", ":all:"]
     subprocess.run(
-        [*pip, "--python", str(python), "install", "--quiet", "-r", str(requirements)],
+        [
+            *pip,
+            "--python",
+            str(python),
+            "install",
+            "--quiet",
+            *lock,
+            "-r",
+            REPO / "requirements.txt",
+        ],
         check=True,
         env=env,
     )

@@ -118,6 +118,17 @@ def test_the_image_is_built_for_both_architectures_and_signed(workflow: dict[Any
     assert "cosign attest --yes --type spdxjson" in _runs(workflow, "image")
 
 
+def test_the_projects_sbom_is_checked_against_the_lock_and_attached(
+    workflow: dict[Any, Any],
+) -> None:
+    runs = _runs(workflow, "image")
+
+    assert "python3 devcluster/sbom.py" in runs
+    assert "--lock requirements.txt" in runs
+    assert "for arch in amd64 arm64" in runs
+    assert '--type cyclonedx --predicate "sbom-$arch.cdx.json"' in runs
+
+
 def test_the_chart_is_published_as_an_oci_artifact(workflow: dict[Any, Any]) -> None:
     runs = _runs(workflow, "chart")
 

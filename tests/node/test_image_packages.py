@@ -12,17 +12,20 @@ skips locally without them and fails in CI.
 from __future__ import annotations
 
 import json
+import re
 import tarfile
 from pathlib import Path
 from typing import IO
 
 import pytest
 
+import sweeper
 from devcluster.node import NodeUnavailable, images
 from tests.node import cluster
 
 pytestmark = [pytest.mark.e2e, pytest.mark.node]
 
+REPO = Path(__file__).resolve().parents[2]
 STATUS_D = "var/lib/dpkg/status.d/"
 
 
@@ -98,3 +101,22 @@ def test_packages_whose_files_were_trimmed_away_are_not_listed(
     assert "tar" not in packages
     assert "bin/tar" not in image_files
     assert "usr/bin/dpkg" not in image_files
+
+
+def test_the_sbom_beside_the_archive_lists_every_locked_and_every_debian_package(
+    image_files: dict[str, bytes | None],
+) -> None:
+    """scripts/build-image writes sweeper.cdx.json next to sweeper.tar (devcluster/sbom.py)."""
+    sbom = json.loads(
+        (images()["sweeper"].archive.parent / "sweeper.cdx.json").read_text(encoding="utf-8")
+    )
+    assert (sbom["bomFormat"], sbom["specVersion"]) == ("CycloneDX", "1.5")
+    listed = {(c["purl"].split("/")[0], c["name"], c["version"]) for c in sbom["components"]}
+    lock = (REPO / "requirements.txt").read_text(encoding="utf-8")
+    pins = re.findall(r"^([a-z0-9][a-z0-9._-]*)==(\S+)", lock, re.MULTILINE)
+    assert len(pins) > 10
+    for name, version in pins:
+        assert ("pkg:pypi", re.sub(r"[-_.]+", "-", name), version) in listed, name
+    assert ("pkg:pypi", "kubeflow-deadline-sweeper", sweeper.__version__) in listed
+    for package, fields in _stanzas(image_files).items():
+        assert ("pkg:deb", package, fields["Version"]) in listed, package

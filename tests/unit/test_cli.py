@@ -602,7 +602,7 @@ def test_logs_go_to_stderr_as_json_lines_and_stdout_holds_only_the_report(
         "seconds_overdue": 3600.0,
         "dry_run": None,
     }
-    assert lines[-1]["message"].startswith("pass 1: 1 jobs: 1 touch")
+    assert lines[-1]["message"].startswith("pass 1: 1 job: 1 touch")
 
 
 def test_text_logs_for_humans(harness: Harness) -> None:

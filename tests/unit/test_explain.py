@@ -141,10 +141,36 @@ def test_the_cli_explains_a_job_and_writes_nothing() -> None:
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
     assert lines[0] == "PyTorchJob team-a/train at 2024-05-01T12:00:00Z (server clock)"
-    assert len(lines) == 1 + len(RULES) + 1 + 1
+    numbered = [line for line in lines if line[:4].strip().rstrip(".").isdigit()]
+    assert len(numbered) == len(RULES) + 1  # and the overdue step
     assert lines[-1] == "Decision: skip (not-yet-due): due in 59m00s"
-    assert "not-yet-due" in lines[-3] and lines[-3].endswith("skip (not-yet-due): due in 59m00s")
-    assert lines[-2].endswith("not reached")
+    assert "not-yet-due" in numbered[-2] and numbered[-2].endswith("skip (not-yet-due)")
+    assert numbered[-1].endswith("not reached")
+    assert harness.fake.writes == []
+
+
+@pytest.mark.parametrize(
+    ("args", "caveat"),
+    [
+        pytest.param([], None, id="max-actions-unset"),
+        pytest.param(
+            ["--max-actions", "3"],
+            "(--max-actions 3 may still defer it behind more overdue jobs)",
+            id="max-actions-set",
+        ),
+    ],
+)
+def test_the_text_fits_100_columns_and_names_max_actions_only_when_set(
+    args: list[str], caveat: str | None
+) -> None:
+    harness = Harness()
+    harness.fake.add_job(job(name="train", namespace="team-a"))
+    result = harness.invoke("--explain", "team-a/train", "--exclude-namespace", "x", *args)
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 100
+    assert [line for line in lines if "--max-actions" in line] == ([caveat] if caveat else [])
+    assert "kubeflow-deadline-sweeper.github.io/exclude" in result.stdout
     assert harness.fake.writes == []
 
 
@@ -217,7 +243,7 @@ def test_a_kind_rbac_refuses_does_not_stop_explaining_a_job_of_a_kind_it_grants(
 
     assert result.exit_code == 0, result.output
     assert result.stdout.splitlines()[0].startswith("PyTorchJob team-a/train at ")
-    assert result.stdout.splitlines()[-2] == "Decision: touch (overdue): 1h00m past its deadline"
+    assert result.stdout.splitlines()[-1] == "Decision: touch (overdue): 1h00m past its deadline"
     assert (
         "WARNING cannot get tfjobs.kubeflow.org 'train' in namespace \"team-a\": forbidden (403): "
         "forbidden by RBAC; explaining the job found in another kind" in result.stderr
@@ -281,7 +307,7 @@ def test_explain_gives_the_decision_a_run_makes_for_a_job_failed_by_its_deadline
         decision,
         *([deleted] if deleted else []),
     ]
-    assert ("--max-actions may still defer it" in explained.stdout) == (deleted is not None)
+    assert "--max-actions" not in explained.stdout  # unset: no pass would defer it
     (row,) = [line for line in run.stdout.splitlines() if " train " in line]
     assert decision.removeprefix("Decision: ").split(":")[0] in row
 

@@ -197,3 +197,14 @@ def test_the_flag_check_catches_an_unknown_flag() -> None:
 
 def test_words_count_as_wc_does() -> None:
     assert words("a  b\n`c` d-e\n") == 4
+
+
+def test_the_install_page_waits_for_a_run_as_the_quick_start_does() -> None:
+    # tests/e2e/test_first_hour.py runs the README's wait against a real kube-apiserver.
+    def waits(text: str) -> list[str]:
+        joined = re.sub(r"\\\n\s*", "", text)
+        return [ln for ln in code_lines(joined) if ln.startswith("kubectl ") and " wait " in ln]
+
+    install = (REPO / "docs" / "install.md").read_text(encoding="utf-8")
+    (readme,) = waits(README.read_text(encoding="utf-8"))
+    assert waits(install) == [readme]

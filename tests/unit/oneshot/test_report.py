@@ -93,7 +93,7 @@ def test_summary_counts_decisions_skip_reasons_results_and_errors() -> None:
     }
     assert summary_line(counts) == (
         "4 jobs: 2 touch, 0 fail, 0 terminate-pods, 2 skip (no-deadline 1, not-yet-due 1); "
-        "1 errors; 0.2s"
+        "1 error; 0.2s"
     )
 
 
@@ -180,7 +180,7 @@ def test_errors_are_listed_by_default() -> None:
     text = out.getvalue()
     assert "cannot patch: forbidden (403)" in text
     assert "young" not in text
-    assert "Skipped 1 jobs (not-yet-due 1)" in text
+    assert "Skipped 1 job (not-yet-due 1)" in text
 
 
 def test_a_pass_with_nothing_to_do_says_so() -> None:
