@@ -293,8 +293,10 @@ def _can_start(wanted: Wanted, node: bool) -> bool:
 
 def _mismatch(state: dict[str, Any], wanted: Wanted, node: bool, requested: dict[str, str]) -> str:
     """What the running cluster lacks of what was asked for (parts, versions), or ''."""
-    if not Wanted.from_state(state).covers(wanted) or (node and not state.get("node")):
-        return "already running without " + " ".join(wanted.flags() + ["--node"] * node)
+    lacks = [flag for flag in wanted.flags() if flag not in Wanted.from_state(state).flags()]
+    lacks += ["--node"] if node and not state.get("node") else []
+    if lacks:
+        return "already running without " + " ".join(lacks)
     running = state.get("versions") or {}
     asked = {
         name: version

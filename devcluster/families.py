@@ -86,12 +86,6 @@ class Wanted:
         wanted["--trainer"] = self.trainer
         return [flag for flag, on in wanted.items() if on]
 
-    def covers(self, other: Wanted) -> bool:
-        """Whether everything ``other`` asks for runs here."""
-        return all(
-            mine or not theirs for mine, theirs in zip(self.parts(), other.parts(), strict=True)
-        )
-
     def parts(self) -> tuple[bool, bool, bool]:
         """The three choices, in the order of ``flags``."""
         return (self.operator, self.mpi_operator, self.trainer)

@@ -137,12 +137,3 @@ def test_what_each_choice_needs_and_how_it_is_asked_for(
     assert wanted.binaries() == binaries
     assert wanted.flags() == flags
     assert Wanted.from_state(wanted.state()) == wanted
-
-
-def test_a_running_cluster_covers_what_it_runs_and_no_more() -> None:
-    running = Wanted(operator=True, mpi_operator=True)
-
-    assert running.covers(Wanted(mpi_operator=True))
-    assert running.covers(Wanted())
-    assert not running.covers(Wanted(trainer=True))
-    assert not Wanted.from_state({"operator": True}).covers(running)
