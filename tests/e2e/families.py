@@ -151,11 +151,12 @@ def delete_pod(cp: ControlPlane, pod: Obj) -> None:
 def jobset_delete_refused(cp: ControlPlane, namespace: str, name: str) -> bool:
     """Whether the API server refuses to delete this JobSet now (a dry run: nothing is deleted).
 
-    Admission runs on dry runs, so this is what a real delete would meet.
+    Admission runs on dry runs, so this is what a real delete would meet. False as well when
+    the JobSet is gone.
     """
     path = f"{JOBSETS.format(namespace=namespace)}/{name}?dryRun=All"
     try:
-        cp.request("DELETE", path, expect=(200, 202))
+        cp.request("DELETE", path, expect=(200, 202, 404))
     except ApiError as e:
         if e.status == 403:  # Forbidden: the policy's answer
             return True
