@@ -24,7 +24,8 @@ from tests.e2e.conftest_operator import poll
 
 pytestmark = [pytest.mark.e2e]
 
-ADS = 4
+# Long enough for the workers to be made Running before it, even on a busy machine.
+ADS = 6
 WORKERS = 2
 
 
@@ -40,6 +41,8 @@ def _failed_mpijob(cluster: MPICluster, namespace: str, clean_pod_policy: str | 
     )
     for pod in workers:
         families.make_running(cp, pod)
+    early = families.condition(families.get(cp, families.MPIJOBS, namespace, name), "Failed")
+    assert early is None, "premise: the workers ran before the deadline (a slow machine?)"
     poll(
         lambda: families.condition(families.get(cp, families.MPIJOBS, namespace, name), "Failed"),
         timeout=90,
