@@ -88,6 +88,9 @@ def test_versions_come_from_the_wrapper_modules():
         "ctr": "v2.4.2",
         "runc": "v1.5.3",
         "kueue": "v0.17.0",
+        "mpi-operator": "v0.8.2",
+        "trainer": "v2.3.0",
+        "jobset": "v0.12.0",
     }
 
 
