@@ -4,7 +4,9 @@ The premises the MPIJob family rests on: mpi-operator copies ``activeDeadlineSec
 its launcher Job, the real Job controller fails that Job at the deadline, and mpi-operator
 then marks the MPIJob Failed with a ``completionTime``; with no ``cleanPodPolicy`` (its
 in-memory default is ``None``) the Running workers stay, for good; and deleting them then is
-not undone. "For good" is checked across a full resync: a restarted mpi-operator lists every
+not undone; and with ``launcherCreationPolicy: WaitForWorkersReady``, a gang whose workers
+never all get ready has no launcher, so nothing enforces its deadline. "For good" and
+"nothing" are checked across a full resync: a restarted mpi-operator lists every
 MPIJob afresh and syncs it once, and a sync of a finished MPIJob is where it would clean up.
 
 Pods have no node here: the workers are made Running through ``pods/status``, and the launcher
@@ -13,6 +15,7 @@ stays Pending (the Job controller deletes it at the deadline either way).
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 
 import pytest
@@ -20,7 +23,8 @@ import pytest
 from devcluster import ControlPlane
 from tests.e2e import families
 from tests.e2e.conftest_families import MPICluster
-from tests.e2e.conftest_operator import poll
+from tests.e2e.conftest_operator import poll, sleep_until
+from tests.e2e.workloads import parse_stamp
 
 pytestmark = [pytest.mark.e2e]
 
@@ -121,3 +125,34 @@ def test_deleting_the_workers_of_a_failed_mpijob_is_not_undone(
     assert families.mpi_workers(cp, namespace, name) == [], "mpi-operator re-created a worker"
     mpijob = families.get(cp, families.MPIJOBS, namespace, name)
     assert families.condition(mpijob, "Failed") is not None, "the MPIJob stays Failed"
+
+
+def test_a_gang_waiting_for_its_workers_has_no_launcher_and_so_no_deadline(
+    mpi_cluster: MPICluster, family_namespace: str
+) -> None:
+    cp, namespace, name = mpi_cluster.cp, family_namespace, "gang"
+    body = families.mpijob(
+        name, ads=ADS, workers=WORKERS, launcher_creation_policy="WaitForWorkersReady"
+    )
+    families.create(cp, families.MPIJOBS, namespace, body)
+    workers = poll(
+        lambda: w if len(w := families.mpi_workers(cp, namespace, name)) == WORKERS else None,
+        what=f"mpi-operator to create {WORKERS} workers",
+    )
+    families.make_running(cp, workers[0])  # the other never gets ready
+    started = poll(
+        lambda: (
+            (families.get(cp, families.MPIJOBS, namespace, name) or {})
+            .get("status", {})
+            .get("startTime")
+        ),
+        what="mpi-operator to write the MPIJob's startTime",
+    )
+
+    sleep_until(parse_stamp(started) + dt.timedelta(seconds=ADS + 1))
+    _full_resync(mpi_cluster, namespace, name)
+
+    assert families.get(cp, families.JOBS, namespace, f"{name}-launcher") is None
+    mpijob = families.get(cp, families.MPIJOBS, namespace, name)
+    assert families.condition(mpijob, "Failed") is None, "nothing enforces the deadline"
+    assert _running_workers(cp, namespace, name) == [workers[0]["metadata"]["name"]]
