@@ -30,6 +30,7 @@ from tests.e2e.clusters import RunSweeper
 from tests.e2e.conftest_families import (  # noqa: F401
     family_control_plane,
     family_namespace,
+    family_sweep,
     mpi_cluster,
     trainer_cluster,
 )

@@ -10,7 +10,9 @@ shared by the other modules, must not see them.
 - ``mpi_cluster``: MPIJob v2beta1 served, kube-controller-manager and mpi-operator;
 - ``trainer_cluster``: kube-controller-manager, JobSet and Trainer v2 with their webhooks and
   the ``torch-distributed`` ClusterTrainingRuntime;
-- ``family_namespace``: a fresh namespace on the module's cluster.
+- ``family_namespace``: a fresh namespace on the module's cluster;
+- ``family_sweep``: the CLI run against the module's cluster (as ``sweep`` is against the
+  session's), returning a ``clusters.Sweep`` with the requests it made.
 
 Without the binaries the tests skip locally and fail in CI, as every e2e test does. Each
 module's tests go to one pytest-xdist worker together (``tests/conftest.py``), so a module
@@ -21,8 +23,9 @@ a second waits for the first (``devcluster.mpi_operator``).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
@@ -123,3 +126,26 @@ def family_namespace(family_control_plane: ControlPlane, request: pytest.Fixture
     """
     prefix = re.sub(r"[^a-z0-9]+", "-", request.node.name.lower()).strip("-")[:40].strip("-")
     return family_control_plane.create_namespace(prefix or "family")
+
+
+@pytest.fixture
+def family_sweep(family_control_plane: ControlPlane) -> Callable[..., clusters.Sweep]:
+    """Run the CLI against the module's cluster, as user ``sweeper`` (``system:masters``).
+
+    ``family_sweep("-n", ns, "--action", "fail")``; ``kubeconfig=`` and ``user=`` as for
+    ``sweep``.
+    """
+    default = family_control_plane.user_kubeconfig(clusters.SWEEPER_USER, ["system:masters"])
+
+    def run(
+        *args: str,
+        kubeconfig: Path | None = None,
+        user: str = clusters.SWEEPER_USER,
+        env: dict[str, str] | None = None,
+        timeout: float = 120,
+    ) -> clusters.Sweep:
+        return clusters.sweep(
+            family_control_plane, kubeconfig or default, user, *args, env=env, timeout=timeout
+        )
+
+    return run
