@@ -15,6 +15,8 @@ import pytest
 
 from devcluster import webhooks
 from devcluster.families import Wanted
+from devcluster.mpi_operator import MPIOperatorError
+from devcluster.operator import MachineLock
 from devcluster.trainer import JobSet, Trainer
 
 # The shape of JobSet's config/components/webhook/manifests.yaml.
@@ -137,3 +139,24 @@ def test_what_each_choice_needs_and_how_it_is_asked_for(
     assert wanted.binaries() == binaries
     assert wanted.flags() == flags
     assert Wanted.from_state(wanted.state()) == wanted
+
+
+def test_a_second_mpi_operator_waits_for_the_machine_lock_and_says_who_holds_it(
+    tmp_path: Path,
+) -> None:
+    lock = tmp_path / "mpi-operator.lock"
+    why = "its health port :8080 is hard-coded"
+    holder = MachineLock(lock, what="an mpi-operator", why=why, error=MPIOperatorError)
+    holder.acquire(timeout=1)
+    try:
+        with pytest.raises(MPIOperatorError, match=rf"an mpi-operator .*pid \d+.*{why}"):
+            MachineLock(lock, what="an mpi-operator", why=why, error=MPIOperatorError).acquire(
+                timeout=0
+            )
+    finally:
+        holder.release()
+
+    again = MachineLock(lock, what="an mpi-operator", why=why, error=MPIOperatorError)
+    again.acquire(timeout=1)
+    assert again.held
+    again.release()
