@@ -150,9 +150,9 @@ class WebhookController(processes.Controller):
         def command() -> processes.Command:
             self.webhook_port, probe = processes.free_port(), processes.free_port()
             config = self.workdir / "config.yaml"
-            text = self.configuration(webhook_port=self.webhook_port, probe_port=probe)
-            config.write_text(yaml.safe_dump(text, sort_keys=False), encoding="utf-8")
-            # -2: the trainer logs its deadline decisions at V(2).
+            document = self.configuration(webhook_port=self.webhook_port, probe_port=probe)
+            config.write_text(yaml.safe_dump(document, sort_keys=False), encoding="utf-8")
+            # V(2): where the trainer logs its deadline decisions (a refused delete included).
             argv = [str(self.binary), f"--config={config}", "--zap-log-level=2"]
             return processes.Command(argv, self.environment(), probe)
 
