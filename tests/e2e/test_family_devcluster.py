@@ -12,27 +12,18 @@ import json
 import os
 import re
 import subprocess
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from devcluster import binaries
-from tests.e2e.clusters import require_binaries
+from tests.e2e.clusters import require_binaries, wait_gone
 
 pytestmark = [pytest.mark.e2e]
 
 SCRIPT = binaries.REPO_ROOT / "scripts" / "devcluster"
 NEEDS = ("etcd", "kube-apiserver", "kubectl", "training-operator", "kube-controller-manager")
-
-
-def _gone(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, ProcessLookupError):
-        return True
-    return state == "Z"  # a zombie left for an init that does not reap
 
 
 def _kubectl(kubeconfig: Path, *args: str) -> Any:
@@ -103,9 +94,5 @@ def test_up_with_every_family_serves_mpijob_v2beta1_alone_beside_an_operator_wit
         )
 
     assert down.returncode == 0, down.stderr
-    pids = [state["pid"], *(p["pid"] for p in state["processes"])]
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and not all(_gone(pid) for pid in pids):
-        time.sleep(0.1)
-    assert [pid for pid in pids if not _gone(pid)] == []
+    assert wait_gone([state["pid"], *(p["pid"] for p in state["processes"])]) == []
     assert not Path(state["workdir"]).exists()
