@@ -1,7 +1,8 @@
 """``scripts/devcluster``: a local control plane for humans, kept running in the background.
 
 Commands:
-    up [--node] [--operator] [--operator-version V] [--kubernetes-version V]
+    up [--node] [--operator] [--mpi-operator] [--trainer] [--operator-version V]
+       [--kubernetes-version V]
                       start it in the background (or report the running one); print the
                       kubeconfig path and an ``export KUBECONFIG=...`` line on stdout; with
                       ``--node`` a real node as well (``devcluster.node``: controllers,
@@ -10,8 +11,13 @@ Commands:
     down              stop it and remove its temporary directories
     status            say whether it runs (exit 0) or not (exit 1)
     pods-running NAMESPACE/NAME  that job's pods Running, without a node (``devcluster.running``)
-    run [--node] [--operator] [--operator-version V] [--kubernetes-version V]
+    run [same options as up]
                       run it in the foreground until SIGINT/SIGTERM (``up`` starts this)
+
+``--mpi-operator`` serves MPIJob v2beta1 instead of v1 and runs kube-controller-manager (Job
+controller, garbage collector) and mpi-operator; ``--trainer`` runs kube-controller-manager,
+JobSet and Trainer v2 with their webhooks on loopback (``devcluster.families``). With
+``--operator`` as well, the Training Operator runs without its MPIJob controller.
 
 ``--operator-version`` (a Training Operator v1 release from v1.7.0; its CRDs are installed,
 and with ``--operator`` it runs) and ``--kubernetes-version`` (a release of a minor from 1.32
@@ -43,10 +49,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from devcluster import binaries, operator_crds, processes, running
+from devcluster import binaries, processes, running
 from devcluster import node as node_module
-from devcluster import operator as operator_module
 from devcluster.controlplane import ControlPlane
+from devcluster.families import Controllers, Wanted
 
 log = logging.getLogger("devcluster")
 
@@ -111,23 +117,16 @@ def _alive(pid: int, expect: str) -> bool:
     return expect in _cmdline(pid)
 
 
-# --- extras: the hook for --operator ------------------------------------------------------------
+# --- extras: the hook for --operator, --mpi-operator, --trainer ------------------------------
 
 
-def start_extras(cp: ControlPlane, *, operator: bool) -> list[Extra]:
-    """Start what runs on top of the control plane; the hook point for ``up --operator``.
-
-    Args:
-        cp: The running control plane.
-        operator: Start the real Training Operator through ``devcluster.operator``.
+def start_extras(cp: ControlPlane, wanted: Wanted, *, node: bool = False) -> list[Extra]:
+    """Start what runs on top of the control plane: the controllers ``wanted`` names.
 
     Returns:
         The started extras, stopped in reverse order before the control plane.
     """
-    extras: list[Extra] = []
-    if operator:
-        extras.append(operator_module.Operator.start(cp))
-    return extras
+    return [Controllers.start(cp, wanted, node=node)] if any(wanted.parts()) else []
 
 
 # --- run: the supervisor ------------------------------------------------------------------------
@@ -135,10 +134,11 @@ def start_extras(cp: ControlPlane, *, operator: bool) -> list[Extra]:
 
 def _versions() -> dict[str, str]:
     """The versions this process runs (selected or pinned), as the state file records them."""
-    return {name: binaries.version(name) for name in ("kube-apiserver", binaries.OPERATOR)}
+    names = ("kube-apiserver", binaries.OPERATOR, "mpi-operator", "trainer", "jobset")
+    return {name: binaries.version(name) for name in names}
 
 
-def cmd_run(operator: bool, node: bool = False) -> int:
+def cmd_run(wanted: Wanted, node: bool = False) -> int:
     """Run the control plane in the foreground; write the state file once ready.
 
     The versions are those ``main`` selected (``binaries.select``).
@@ -162,7 +162,7 @@ def cmd_run(operator: bool, node: bool = False) -> int:
         signal.signal(sig, lambda *_: stop.set())
     extras: list[Extra] = []
     try:
-        extras = start_extras(cp, operator=operator)
+        extras = start_extras(cp, wanted, node=node)
         shutil.copyfile(cp.kubeconfig, _stable_kubeconfig())
         _stable_kubeconfig().chmod(0o600)
         children = list(cp.processes) + (the_node.processes if the_node else [])
@@ -175,7 +175,7 @@ def cmd_run(operator: bool, node: bool = False) -> int:
             "workdir": str(cp.workdir),
             "audit_log": str(cp.audit_log),
             "timings": cp.timings,
-            "operator": operator,
+            **wanted.state(),
             "versions": _versions(),
             "node": node_module.describe(the_node) if the_node else None,
             "processes": [
@@ -226,16 +226,11 @@ def _print_ready(state: dict[str, Any], note: str) -> None:
     timings = state.get("timings", {})
     phases = ", ".join(f"{k} {v:.1f}s" for k, v in timings.items() if k != "total")
     versions = state.get("versions") or _versions()
-    operator = versions.get(binaries.OPERATOR, "")
     print(
         f"devcluster: {note}: kube-apiserver {versions.get('kube-apiserver', '')}"
         + f" at {state['server']}"
         + (f" (started in {timings['total']:.1f}s: {phases})" if "total" in timings else "")
-        + (
-            f", Training Operator {operator} running"
-            if state.get("operator")
-            else f", Training Operator {operator} CRDs"
-        )
+        + Wanted.from_state(state).describe(versions)
         + (f", node {node_module.NODE_NAME} Ready" if state.get("node") else ""),
         file=sys.stderr,
     )
@@ -247,26 +242,21 @@ def _print_ready(state: dict[str, Any], note: str) -> None:
         print(f"export WORKLOAD_IMAGE={images['workload']}")
 
 
-def _ensure_binaries(operator: bool, node: bool = False) -> int:
+def _ensure_binaries(wanted: Wanted, node: bool = False) -> int:
     """Build what the selected versions need and is missing; 0, or the build's exit code.
 
     The build's progress and its one-line reason for a failure go to stderr: stdout carries
     only the kubeconfig lines.
     """
-    names = ["etcd", "kube-apiserver"] + (["training-operator"] if operator else [])
-    names += list(node_module.NODE_BINARIES) if node else []
+    names = ["etcd", "kube-apiserver", *(node_module.NODE_BINARIES if node else ())]
     missing = []
     for name in names:
         try:
             binaries.find(name)
         except binaries.BinaryMissing:
             missing.append(name)
-    try:
-        operator_crds.crd_files()
-    except binaries.BinaryMissing:
-        # The CRDs come with the operator's build (from the same Go module).
-        if binaries.OPERATOR not in missing:
-            missing.append(binaries.OPERATOR)
+    # The controllers' binaries, and the manifests copied with each (the operator's CRDs always).
+    missing += [name for name in wanted.missing() if name not in missing]
     if not missing:
         return 0
     # The --operator-version / --kubernetes-version options that build the selected versions.
@@ -293,9 +283,9 @@ def _ensure_binaries(operator: bool, node: bool = False) -> int:
     return built.returncode
 
 
-def _can_start(operator: bool, node: bool) -> bool:
+def _can_start(wanted: Wanted, node: bool) -> bool:
     """Build what is missing and check the node's prerequisites; False once it said why not."""
-    if _ensure_binaries(operator, node) != 0:
+    if _ensure_binaries(wanted, node) != 0:
         return False
     if node:
         reasons = node_module.missing_prerequisites()
@@ -305,10 +295,12 @@ def _can_start(operator: bool, node: bool) -> bool:
     return True
 
 
-def _mismatch(state: dict[str, Any], operator: bool, node: bool, requested: dict[str, str]) -> str:
+def _mismatch(state: dict[str, Any], wanted: Wanted, node: bool, requested: dict[str, str]) -> str:
     """What the running cluster lacks of what was asked for (parts, versions), or ''."""
-    if (operator and not state.get("operator")) or (node and not state.get("node")):
-        return "already running without the operator or the node"
+    lacks = [flag for flag in wanted.flags() if flag not in Wanted.from_state(state).flags()]
+    lacks += ["--node"] if node and not state.get("node") else []
+    if lacks:
+        return "already running without " + " ".join(lacks)
     running = state.get("versions") or {}
     asked = {
         name: version
@@ -323,11 +315,11 @@ def _mismatch(state: dict[str, Any], operator: bool, node: bool, requested: dict
     return "already running: " + ", ".join(differ) if differ else ""
 
 
-def cmd_up(operator: bool, node: bool = False, requested: dict[str, str] | None = None) -> int:
+def cmd_up(wanted: Wanted, node: bool = False, requested: dict[str, str] | None = None) -> int:
     """Start the supervisor in the background unless one runs; print how to use it.
 
     Args:
-        operator: Also run the Training Operator.
+        wanted: The controllers to run on it.
         node: Also run a real node.
         requested: The versions asked for (``operator``, ``kubernetes``), already selected by
             ``main``; passed on to the supervisor.
@@ -335,7 +327,7 @@ def cmd_up(operator: bool, node: bool = False, requested: dict[str, str] | None 
     requested = requested or {}
     state = _read_state()
     if state is not None and _alive(state["pid"], "devcluster"):
-        mismatch = _mismatch(state, operator, node, requested)
+        mismatch = _mismatch(state, wanted, node, requested)
         if mismatch:
             print(f"devcluster: {mismatch}; run `down` first", file=sys.stderr)
             return 2
@@ -343,7 +335,7 @@ def cmd_up(operator: bool, node: bool = False, requested: dict[str, str] | None 
         return 0
     if state is not None:
         _clean_leftovers(state)
-    if not _can_start(operator, node):
+    if not _can_start(wanted, node):
         return 2
     state_dir().mkdir(parents=True, exist_ok=True)
     supervisor_log = _supervisor_log()
@@ -360,7 +352,7 @@ def cmd_up(operator: bool, node: bool = False, requested: dict[str, str] | None 
                 "-m",
                 "devcluster",
                 "run",
-                *(["--operator"] if operator else []),
+                *wanted.flags(),
                 *(["--node"] if node else []),
                 *(f"--{k}-version={v}" for k, v in requested.items()),
             ],
@@ -448,6 +440,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         sub = commands.add_parser(name, help=help_text)
         sub.add_argument("--operator", action="store_true", help="also run the Training Operator")
         sub.add_argument(
+            "--mpi-operator",
+            action="store_true",
+            help="also run mpi-operator (MPIJob v2beta1) and kube-controller-manager",
+        )
+        sub.add_argument(
+            "--trainer",
+            action="store_true",
+            help="also run Trainer v2 and JobSet (TrainJob) and kube-controller-manager",
+        )
+        sub.add_argument(
             "--node",
             action="store_true",
             help="also run a real node (kubelet, containerd, kube-proxy; needs root)",
@@ -486,9 +488,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         except binaries.VersionError as e:
             print(f"devcluster: {e}", file=sys.stderr)
             return 2
+        wanted = Wanted(args.operator, args.mpi_operator, args.trainer)
         if args.command == "up":
-            return cmd_up(args.operator, args.node, requested)
-        return cmd_run(args.operator, args.node)
+            return cmd_up(wanted, args.node, requested)
+        return cmd_run(wanted, args.node)
     if args.command == "down":
         return cmd_down()
     if args.command == "pods-running":

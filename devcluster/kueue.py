@@ -31,8 +31,6 @@ The compat tier's Kueue tests (``tests/compat/test_kueue.py``) run it against a
 
 from __future__ import annotations
 
-import base64
-import contextlib
 import logging
 import os
 from pathlib import Path
@@ -40,8 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from devcluster import binaries, mounts, processes
-from devcluster.admin import ApiError
+from devcluster import binaries, mounts, processes, webhooks
 
 if TYPE_CHECKING:
     from devcluster.controlplane import ControlPlane
@@ -60,7 +57,6 @@ MULTIKUEUE = "kueue.x-k8s.io/multikueue"
 # Webhook configurations are cluster-scoped: these names are this harness's.
 MUTATING = "devcluster-kueue-mutating"
 VALIDATING = "devcluster-kueue-validating"
-_ADMISSION = "/apis/admissionregistration.k8s.io/v1"
 
 
 class KueueError(RuntimeError):
@@ -128,24 +124,8 @@ def webhook_configurations(
     Returns:
         (resource plural, body) pairs, mutating first.
     """
-    names = {
-        "MutatingWebhookConfiguration": ("mutatingwebhookconfigurations", MUTATING),
-        "ValidatingWebhookConfiguration": ("validatingwebhookconfigurations", VALIDATING),
-    }
-    bundle = base64.b64encode(ca_pem).decode("ascii")
-    out = []
-    for document in yaml.safe_load_all(manifests):
-        if not document or document.get("kind") not in names:
-            continue
-        plural, name = names[document["kind"]]
-        hooks = [dict(hook) for hook in document.get("webhooks", []) if _wanted(hook)]
-        for hook in hooks:
-            path = hook["clientConfig"]["service"]["path"]
-            hook["clientConfig"] = {"url": f"https://127.0.0.1:{port}{path}", "caBundle": bundle}
-        body = {**document, "metadata": {"name": name}, "webhooks": hooks}
-        out.append((plural, body))
-    out.sort(key=lambda pair: pair[0] != "mutatingwebhookconfigurations")
-    return out
+    names = {"MutatingWebhookConfiguration": MUTATING, "ValidatingWebhookConfiguration": VALIDATING}
+    return webhooks.on_loopback(manifests, port=port, ca_pem=ca_pem, names=names, keep=_wanted)
 
 
 class Kueue(processes.Controller):
@@ -170,7 +150,7 @@ class Kueue(processes.Controller):
             self.workdir / "metrics-certs" if self._private else METRICS_CERT_DIR
         )
         self._launcher = processes.Launcher(NAME, self.log_path, error=KueueError)
-        self._registered: list[tuple[str, str]] = []
+        self._webhooks = webhooks.Registrations(cp)
 
     @classmethod
     def start(cls, cp: ControlPlane, *, timeout: float = 120.0) -> Kueue:
@@ -256,14 +236,7 @@ class Kueue(processes.Controller):
 
     def _register_webhooks(self, port: int) -> None:
         manifests = (manifests_dir() / "webhooks.yaml").read_text(encoding="utf-8")
-        for plural, body in webhook_configurations(manifests, port=port, ca_pem=self.cp.ca_pem):
-            name = body["metadata"]["name"]
-            self.cp.request("DELETE", f"{_ADMISSION}/{plural}/{name}", expect=(200, 404))
-            self.cp.request("POST", f"{_ADMISSION}/{plural}", body)
-            self._registered.append((plural, name))
+        self._webhooks.add(webhook_configurations(manifests, port=port, ca_pem=self.cp.ca_pem))
 
     def _unregister_webhooks(self) -> None:
-        for plural, name in self._registered:
-            with contextlib.suppress(ApiError, OSError):
-                self.cp.request("DELETE", f"{_ADMISSION}/{plural}/{name}", expect=(200, 404))
-        self._registered = []
+        self._webhooks.remove()

@@ -143,14 +143,32 @@ def webhook_certificates(namespace: str) -> WebhookCertificates:
 
 
 class MachineLock:
-    """An exclusive ``flock`` on ``LOCK_PATH``: one operator per machine.
+    """An exclusive ``flock`` on a file: one controller of a kind per machine.
 
-    The holder's pid is written into the file so that a waiting process can say who it waits
-    for. The kernel drops the lock when the holder exits, however it exits.
+    For a controller that hard-codes something machine-wide (the operator's certificate
+    directory, mpi-operator's health port). The holder's pid is written into the file so that a
+    waiting process can say who it waits for. The kernel drops the lock when the holder exits,
+    however it exits.
+
+    Attributes:
+        path: The lock file.
+        what: The controller, for the error message, e.g. ``a Training Operator``.
+        why: Why only one can run, for the error message.
+        error: The exception raised when the lock stays taken.
     """
 
-    def __init__(self, path: Path = LOCK_PATH) -> None:
+    def __init__(
+        self,
+        path: Path = LOCK_PATH,
+        *,
+        what: str = "a Training Operator",
+        why: str = f"the operator's certificate directory {CERT_DIR} is hard-coded",
+        error: type[Exception] = OperatorError,
+    ) -> None:
         self.path = path
+        self.what = what
+        self.why = why
+        self.error = error
         self._fd: int | None = None
 
     @property
@@ -162,7 +180,7 @@ class MachineLock:
         """Wait up to ``timeout`` seconds for the lock.
 
         Raises:
-            OperatorError: Another process kept it for the whole time.
+            Exception: ``error``: another process kept it for the whole time.
         """
         if self._fd is not None:
             return
@@ -177,17 +195,15 @@ class MachineLock:
                 if time.monotonic() > deadline:
                     holder = os.pread(fd, 64, 0).decode("ascii", "replace").strip() or "unknown"
                     os.close(fd)
-                    raise OperatorError(
-                        f"another Training Operator of this harness runs on this machine "
-                        f"(pid {holder}, "
-                        f"lock {self.path}); only one can run at a time because the operator's "
-                        f"certificate directory {CERT_DIR} is hard-coded (if it is yours: "
-                        "scripts/devcluster down)"
+                    raise self.error(
+                        f"{self.what} of this harness already runs on this machine "
+                        f"(pid {holder}, lock {self.path}); only one can run at a time because "
+                        f"{self.why} (if it is yours: scripts/devcluster down)"
                     ) from None
                 if not waiting:
                     waiting = True
                     holder = os.pread(fd, 64, 0).decode("ascii", "replace").strip() or "unknown"
-                    log.info("waiting for the operator lock %s, held by pid %s", self.path, holder)
+                    log.info("waiting for the lock %s, held by pid %s", self.path, holder)
                 time.sleep(0.5)
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)

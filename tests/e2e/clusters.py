@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -68,6 +69,23 @@ def empty_namespace(cp: ControlPlane, namespace: str) -> None:
     for service in cp.request("GET", f"/api/v1/namespaces/{namespace}/services")["items"]:
         name = service["metadata"]["name"]
         cp.request("DELETE", f"/api/v1/namespaces/{namespace}/services/{name}", expect=(200, 404))
+
+
+def gone(pid: int) -> bool:
+    """Whether a process no longer runs (a zombie left for an init that does not reap counts)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+    return state == "Z"
+
+
+def wait_gone(pids: list[int], timeout: float = 30) -> list[int]:
+    """Wait up to ``timeout`` seconds for the processes to end; return those still running."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and not all(gone(p) for p in pids):
+        time.sleep(0.1)
+    return [p for p in pids if not gone(p)]
 
 
 def sweeper_executable() -> Path:

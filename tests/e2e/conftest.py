@@ -27,6 +27,13 @@ from devcluster import ControlPlane, binaries
 from tests import summary
 from tests.e2e import clusters
 from tests.e2e.clusters import RunSweeper
+from tests.e2e.conftest_families import (  # noqa: F401
+    family_control_plane,
+    family_namespace,
+    family_sweep,
+    mpi_cluster,
+    trainer_cluster,
+)
 from tests.e2e.conftest_operator import figures, kubeflow_jobs, operator  # noqa: F401
 
 SweepAs = Callable[..., clusters.Sweep]

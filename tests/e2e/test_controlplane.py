@@ -10,7 +10,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import kubernetes.client
@@ -25,6 +24,7 @@ from tests.e2e.clusters import (
     binaries_missing,
     require_binaries,
     start_control_plane,
+    wait_gone,
 )
 
 pytestmark = pytest.mark.e2e
@@ -52,22 +52,6 @@ def who(api: kubernetes.client.ApiClient) -> kubernetes.client.V1UserInfo:
     return review.status.user_info
 
 
-def gone(pid: int) -> bool:
-    """Whether a process no longer runs (a zombie left for an init that does not reap counts)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, ProcessLookupError):
-        return True
-    return state == "Z"
-
-
-def wait_gone(pids: list[int], timeout: float = 30) -> list[int]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and not all(gone(p) for p in pids):
-        time.sleep(0.1)
-    return [p for p in pids if not gone(p)]
-
-
 # --- the build table ----------------------------------------------------------------------------
 
 
@@ -88,6 +72,9 @@ def test_versions_come_from_the_wrapper_modules():
         "ctr": "v2.4.2",
         "runc": "v1.5.3",
         "kueue": "v0.17.0",
+        "mpi-operator": "v0.8.2",
+        "trainer": "v2.3.0",
+        "jobset": "v0.12.0",
     }
 
 

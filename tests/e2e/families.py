@@ -1,0 +1,222 @@
+"""MPIJobs (v2beta1) and TrainJobs for the tests that run their real controllers.
+
+Plain functions for fixtures and tests (``conftest_families.py`` holds the fixtures): the
+manifests, reads of what the controllers made, pods made Running without a node (their status
+written through ``pods/status`` as a kubelet would, ``devcluster.kubelet.pod_status``), and a
+ValidatingAdmissionPolicy that makes the API server refuse JobSet deletes in one namespace.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import urllib.parse
+from collections.abc import Iterator
+from typing import Any
+
+from devcluster import ControlPlane, kubelet
+from devcluster.admin import ApiError
+from devcluster.trainer import RUNTIME
+
+Obj = dict[str, Any]
+
+MPIJOBS = "/apis/kubeflow.org/v2beta1/namespaces/{namespace}/mpijobs"
+TRAINJOBS = "/apis/trainer.kubeflow.org/v1alpha1/namespaces/{namespace}/trainjobs"
+JOBSETS = "/apis/jobset.x-k8s.io/v1alpha2/namespaces/{namespace}/jobsets"
+JOBS = "/apis/batch/v1/namespaces/{namespace}/jobs"
+PODS = "/api/v1/namespaces/{namespace}/pods"
+_ADMISSION = "/apis/admissionregistration.k8s.io/v1"
+# mpi-operator's pod labels (pkg/controller/mpi_job_controller.go at v0.8.2).
+MPI_JOB_NAME_LABEL = "training.kubeflow.org/job-name"
+MPI_JOB_ROLE_LABEL = "training.kubeflow.org/job-role"
+# What the Job controller writes when a Job passes activeDeadlineSeconds.
+JOB_DEADLINE_MESSAGE = "Job was active longer than specified deadline"
+# The trainer's (pkg/constants/constants.go at v2.3.0).
+TRAINJOB_DEADLINE_MESSAGE = "TrainJob exceeded its active deadline"
+_CONTAINER = {"image": "busybox:1.36", "command": ["sleep", "3600"]}
+
+
+def mpijob(
+    name: str,
+    *,
+    ads: int,
+    workers: int = 2,
+    clean_pod_policy: str | None = None,
+    launcher_creation_policy: str | None = None,
+) -> Obj:
+    """An MPIJob v2beta1 with a launcher and ``workers`` workers that sleep.
+
+    No ``cleanPodPolicy`` unless given: mpi-operator then defaults it to ``None`` in memory
+    (the stored object keeps no field), which is what most MPIJobs run with.
+    """
+    run_policy: Obj = {"activeDeadlineSeconds": ads}
+    if clean_pod_policy is not None:
+        run_policy["cleanPodPolicy"] = clean_pod_policy
+    spec: Obj = {
+        "slotsPerWorker": 1,
+        "runPolicy": run_policy,
+        "mpiReplicaSpecs": {
+            role: {
+                "replicas": replicas,
+                "template": {"spec": {"containers": [{"name": role.lower(), **_CONTAINER}]}},
+            }
+            for role, replicas in (("Launcher", 1), ("Worker", workers))
+        },
+    }
+    if launcher_creation_policy is not None:
+        spec["launcherCreationPolicy"] = launcher_creation_policy
+    return {
+        "apiVersion": "kubeflow.org/v2beta1",
+        "kind": "MPIJob",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+
+
+def trainjob(name: str, *, ads: int, runtime: str = RUNTIME) -> Obj:
+    """A TrainJob on a ClusterTrainingRuntime (the devcluster installs ``torch-distributed``)."""
+    return {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {"name": name},
+        "spec": {
+            "runtimeRef": {"name": runtime},
+            "activeDeadlineSeconds": ads,
+            "trainer": {"image": _CONTAINER["image"], "command": _CONTAINER["command"]},
+        },
+    }
+
+
+def create(cp: ControlPlane, collection: str, namespace: str, body: Obj) -> Obj:
+    """Create ``body`` in ``collection`` (``MPIJOBS``, ``TRAINJOBS``...) of ``namespace``."""
+    created: Obj = cp.request("POST", collection.format(namespace=namespace), body)
+    return created
+
+
+def get(cp: ControlPlane, collection: str, namespace: str, name: str) -> Obj | None:
+    """One object of ``collection``, or None when it does not exist."""
+    found: Obj = cp.request(
+        "GET", f"{collection.format(namespace=namespace)}/{name}", expect=(200, 404)
+    )
+    return None if found.get("kind") == "Status" else found
+
+
+def condition(obj: Obj | None, kind: str) -> Obj | None:
+    """The status condition of type ``kind`` when it is True, else None."""
+    conditions = ((obj or {}).get("status") or {}).get("conditions") or []
+    return next((c for c in conditions if c["type"] == kind and c["status"] == "True"), None)
+
+
+def pods(cp: ControlPlane, namespace: str, selector: str = "") -> list[Obj]:
+    """The pods of ``namespace`` matching a label selector, by name."""
+    query = f"?labelSelector={urllib.parse.quote(selector)}" if selector else ""
+    items: list[Obj] = cp.request("GET", PODS.format(namespace=namespace) + query)["items"]
+    return sorted(items, key=lambda pod: pod["metadata"]["name"])
+
+
+def mpi_workers(cp: ControlPlane, namespace: str, name: str) -> list[Obj]:
+    """The worker pods of one MPIJob (mpi-operator's labels)."""
+    return pods(cp, namespace, f"{MPI_JOB_NAME_LABEL}={name},{MPI_JOB_ROLE_LABEL}=worker")
+
+
+def make_running(cp: ControlPlane, pod: Obj) -> None:
+    """Report the pod Running and Ready through ``pods/status``, as its kubelet would."""
+    from kubernetes import client  # noqa: PLC0415 - only for the typed model kubelet reads
+
+    namespace, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
+    model = client.CoreV1Api(cp.api()).read_namespaced_pod(name, namespace)
+    status = kubelet.pod_status(model, "Running", dt.datetime.now(dt.UTC))
+    cp.request(
+        "PATCH",
+        f"{PODS.format(namespace=namespace)}/{name}/status",
+        {"status": status},
+        content_type="application/merge-patch+json",
+    )
+
+
+def delete_pod(cp: ControlPlane, pod: Obj) -> None:
+    """Delete one pod, on the condition that it is still the same object (uid precondition)."""
+    namespace, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
+    cp.request(
+        "DELETE",
+        f"{PODS.format(namespace=namespace)}/{name}",
+        {"preconditions": {"uid": pod["metadata"]["uid"]}},
+        expect=(200, 202),
+    )
+
+
+# --- JobSet deletes refused by the API server ----------------------------------------------------
+
+
+def jobset_delete_refused(cp: ControlPlane, namespace: str, name: str) -> bool:
+    """Whether the API server refuses to delete this JobSet now (a dry run: nothing is deleted).
+
+    Admission runs on dry runs, so this is what a real delete would meet. False as well when
+    the JobSet is gone.
+    """
+    path = f"{JOBSETS.format(namespace=namespace)}/{name}?dryRun=All"
+    try:
+        cp.request("DELETE", path, expect=(200, 202, 404))
+    except ApiError as e:
+        if e.status == 403:  # Forbidden: the policy's answer
+            return True
+        raise
+    return False
+
+
+@contextlib.contextmanager
+def refusing_jobset_deletes(cp: ControlPlane, namespace: str) -> Iterator[str]:
+    """A ValidatingAdmissionPolicy and binding that deny every DELETE of a JobSet in ``namespace``.
+
+    The real API server enforces it (as an admission webhook or a policy of a cluster admin
+    would refuse a controller's delete); it is removed on leaving the block. A new policy takes
+    effect a moment after it is created: wait for ``jobset_delete_refused`` before relying on it.
+
+    Yields:
+        The policy's (and binding's) name.
+    """
+    name = f"deny-jobset-delete-{namespace}"
+    policy = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": name},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {
+                "resourceRules": [
+                    {
+                        "apiGroups": ["jobset.x-k8s.io"],
+                        "apiVersions": ["*"],
+                        "operations": ["DELETE"],
+                        "resources": ["jobsets"],
+                    }
+                ]
+            },
+            "validations": [
+                {
+                    "expression": "false",
+                    "message": f"deleting JobSets is refused in namespace {namespace}",
+                    "reason": "Forbidden",
+                }
+            ],
+        },
+    }
+    binding = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": name},
+        "spec": {
+            "policyName": name,
+            "validationActions": ["Deny"],
+            "matchResources": {
+                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}}
+            },
+        },
+    }
+    cp.request("POST", f"{_ADMISSION}/validatingadmissionpolicies", policy)
+    try:
+        cp.request("POST", f"{_ADMISSION}/validatingadmissionpolicybindings", binding)
+        yield name
+    finally:
+        for plural in ("validatingadmissionpolicybindings", "validatingadmissionpolicies"):
+            cp.request("DELETE", f"{_ADMISSION}/{plural}/{name}", expect=(200, 404))
