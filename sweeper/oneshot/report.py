@@ -71,6 +71,7 @@ class Summary:
         touch: Touches planned.
         fail: Fails planned.
         terminate_pods: Pod clean-ups of jobs already failed by their deadline.
+        delete_jobset: JobSets deleted of TrainJobs already failed by their deadline.
         skip: Jobs left alone.
         skipped: Skips by reason, in :class:`~sweeper.core.decide.SkipReason` order, none at 0.
         results: Outcomes by result, by name.
@@ -83,6 +84,7 @@ class Summary:
     touch: int
     fail: int
     terminate_pods: int
+    delete_jobset: int
     skip: int
     skipped: dict[str, int]
     results: dict[str, int]
@@ -122,6 +124,7 @@ class Summary:
             touch=decisions[ActionKind.TOUCH.value],
             fail=decisions[ActionKind.FAIL.value],
             terminate_pods=decisions[ActionKind.TERMINATE_PODS.value],
+            delete_jobset=decisions[ActionKind.DELETE_JOBSET.value],
             skip=decisions["skip"],
             skipped={
                 reason.value: skipped[reason.value]
@@ -140,6 +143,7 @@ class Summary:
             ActionKind.TOUCH: self.touch,
             ActionKind.FAIL: self.fail,
             ActionKind.TERMINATE_PODS: self.terminate_pods,
+            ActionKind.DELETE_JOBSET: self.delete_jobset,
         }[kind]
 
 

@@ -42,7 +42,7 @@ CASES = [
     pytest.param(
         job(conditions=deadline_failed()),
         "finished",
-        "skip (finished)",
+        "terminate-pods (failed-by-deadline)",
         id="failed-by-the-operator",
     ),
     pytest.param(job(suspend=True), "suspended", "skip (suspended)", id="suspended"),
@@ -67,7 +67,7 @@ def test_explain_walks_every_rule_and_agrees_with_judge(
     view = parse_job(raw, KIND["PyTorchJob"])
     steps, entry = explain(view, NOW, Policy())
     assert entry == judge(view, NOW, Policy())
-    assert [s.rule for s in steps] == [r.name for r in RULES] + ["overdue"]
+    assert [s.rule for s in steps] == [r.name for r in RULES]
     (decider,) = [s for s in steps if s.entry is not None]
     assert decider.rule == deciding
     assert f"{entry.decision} ({entry.reason})" == decision.split(":", maxsplit=1)[0]
@@ -139,7 +139,7 @@ def test_the_cli_explains_a_job_and_writes_nothing() -> None:
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
     assert lines[0] == "PyTorchJob team-a/train at 2024-05-01T12:00:00Z (server clock)"
-    assert len(lines) == 1 + len(RULES) + 1 + 1
+    assert len(lines) == 1 + len(RULES) + 1
     assert lines[-1] == "Decision: skip (not-yet-due): due in 59m00s"
     assert "not-yet-due" in lines[-3] and lines[-3].endswith("skip (not-yet-due): due in 59m00s")
     assert lines[-2].endswith("not reached")
