@@ -188,6 +188,14 @@ FLAGS: tuple[Flag, ...] = (
         positive=False,
     ),
     _durations(
+        "--reclaim-grace",
+        default="2m",
+        help="Time a controller that frees a job's resources itself (Trainer v2) has after its "
+        "deadline failure before the sweeper deletes what it left running (a TrainJob's "
+        "JobSet); also how late past its deadline a running TrainJob is reported.",
+        positive=False,
+    ),
+    _durations(
         "--retouch-after",
         default="5s",
         help="Touch a job again this soon when a touch written near its deadline did not fail "
@@ -428,6 +436,7 @@ def build_config(options: dict[str, Any]) -> Config:
             max_actions=options["max_actions"],
             terminate_pods=PodsMode(options["terminate_pods"].lower()),
             operator_version=_release(options.get("operator_version") or ""),
+            reclaim_grace=options["reclaim_grace"],
         ),
         clock=ClockMode(options["clock"].lower()),
         every=options["every"],

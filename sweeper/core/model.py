@@ -149,9 +149,9 @@ class Action:
         why: Why.
         seconds_overdue: ``now - (startTime + activeDeadlineSeconds)``, ``None`` if unknown.
         detail: A short human explanation.
-        targets: For a ``terminate-pods`` planned from a pass's pod listing
-            (:func:`~sweeper.core.plan.assemble`), the pods to delete; ``None`` when the
-            executor lists them itself.
+        targets: For a ``terminate-pods`` or ``delete-jobset`` planned from a pass's listing
+            (:func:`~sweeper.core.plan.assemble`), the pods or the JobSet to delete; ``None``
+            when the executor reads them itself.
     """
 
     job: Job
@@ -251,6 +251,7 @@ class Outcome:
         body: The patch sent (or that would be sent) for touch and fail.
         pods: Names of the pods deleted (or that would be).
         services: Names of the services deleted (or that would be).
+        jobsets: Names of the JobSets deleted (or that would be).
         errors: One line per request that failed for this job.
         touch_refused: The API server's refusal of the touch, when ``auto`` failed the job
             instead (its operator's validating webhook rejects every update while it is down).
@@ -262,6 +263,7 @@ class Outcome:
     body: JSON | None = None
     pods: tuple[str, ...] = ()
     services: tuple[str, ...] = ()
+    jobsets: tuple[str, ...] = ()
     errors: tuple[str, ...] = ()
     touch_refused: str = ""
 

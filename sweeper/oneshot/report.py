@@ -225,7 +225,7 @@ def job_record(outcome: Outcome) -> dict[str, Any]:
     job = entry.job
     record: dict[str, Any] = {
         "kind": job.kind.name,
-        "apiVersion": f"kubeflow.org/{job.version}",
+        "apiVersion": f"{job.kind.group}/{job.version}",
         "namespace": job.namespace,
         "name": job.name,
         "uid": job.uid,
@@ -242,7 +242,9 @@ def job_record(outcome: Outcome) -> dict[str, Any]:
         record["touch_refused"] = outcome.touch_refused
     if isinstance(entry, Action):
         record["patch"] = outcome.body
-        if entry.kind is not ActionKind.TOUCH:
+        if entry.kind is ActionKind.DELETE_JOBSET:
+            record["deleted"] = {"jobsets": list(outcome.jobsets)}
+        elif entry.kind is not ActionKind.TOUCH:
             record["deleted"] = {"pods": list(outcome.pods), "services": list(outcome.services)}
     return record
 
@@ -309,7 +311,7 @@ def table_row(outcome: Outcome) -> tuple[str, ...]:
     if outcome.result is Result.SKIPPED:
         result = outcome.detail or entry.detail or "-"
     else:
-        parts = [outcome.result.value, outcome.detail, *outcome.errors]
+        parts = [outcome.result.value, outcome.detail, _deleted(outcome), *outcome.errors]
         result = ": ".join(part for part in parts if part)
     return (
         job.kind.name,
@@ -321,6 +323,19 @@ def table_row(outcome: Outcome) -> tuple[str, ...]:
         decision,
         result,
     )
+
+
+_NAMED = 3  # names a table cell shows of what a clean-up deleted; the rest are counted
+
+
+def _deleted(outcome: Outcome) -> str:
+    # What a clean-up deleted, or would delete in a dry run: the names, not only a count.
+    named = []
+    for what, names in (("pods", outcome.pods), ("jobset", outcome.jobsets)):
+        if names:
+            more = f" (+{len(names) - _NAMED} more)" if len(names) > _NAMED else ""
+            named.append(f"{what} {', '.join(names[:_NAMED])}{more}")
+    return "; ".join(named)
 
 
 def write_text(
