@@ -8,9 +8,9 @@ from typing import Any
 from sweeper.config import Config, DryRun, OutputFormat
 from sweeper.core.kinds import MPI_OPERATOR_VERSION, MPIJOB, TRAINER_VERSION, TRAINJOB
 from sweeper.k8s.cluster import ServedKind
+from sweeper.oneshot.run import run
 from tests.unit.fakes import FakeCluster
 from tests.unit.objects import NOW, jobset, mpijob, owned, trainjob
-from sweeper.oneshot.run import run
 from tests.unit.oneshot.test_run import Ticker, sweep
 
 SERVED = (ServedKind(MPIJOB, MPI_OPERATOR_VERSION), ServedKind(TRAINJOB, TRAINER_VERSION))
