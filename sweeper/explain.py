@@ -21,7 +21,7 @@ from datetime import datetime
 from http import HTTPStatus
 from typing import Any, TextIO
 
-from sweeper.act.cleanup import pods_by_owner
+from sweeper.act.cleanup import leftovers_by_owner
 from sweeper.config import ClockMode, Config, OutputFormat
 from sweeper.core import clock
 from sweeper.core.clock import format_rfc3339, human
@@ -145,13 +145,16 @@ def run_explain(config: Config, connect: Connect, out: TextIO) -> int:
 
 
 def _as_planned(cluster: Cluster, config: Config, entry: Entry, now: datetime) -> Entry:
-    # A pass lists the pods of a job failed by its deadline before planning its clean-up, and
-    # a clean-up with no pod to delete is a skip (finished) there: the same here.
-    if not isinstance(entry, Action) or entry.kind is not ActionKind.TERMINATE_PODS:
+    # A pass lists what a job failed by its deadline left (pods, a JobSet) before planning its
+    # clean-up, and a clean-up with nothing to delete is a skip (finished) there: the same here.
+    if not isinstance(entry, Action) or entry.kind not in _CLEAN_UPS:
         return entry
-    pods = pods_by_owner(cluster, [entry], (entry.job.namespace,))
-    (planned,) = assemble([entry], now, config.policy, pods).entries
+    leftovers = leftovers_by_owner(cluster, [entry], (entry.job.namespace,))
+    (planned,) = assemble([entry], now, config.policy, leftovers).entries
     return planned
+
+
+_CLEAN_UPS = (ActionKind.TERMINATE_PODS, ActionKind.DELETE_JOBSET)
 
 
 def _get(
@@ -248,7 +251,9 @@ def as_text(explanation: Explanation) -> str:
     else:
         lines.append(f"Decision: {_decision(e.entry)}")
         if isinstance(e.entry, Action) and e.entry.targets is not None:
-            lines.append(f"Pods it would delete: {', '.join(p.name for p in e.entry.targets)}")
+            what = "JobSet" if e.entry.kind is ActionKind.DELETE_JOBSET else "Pods"
+            names = ", ".join(p.name for p in e.entry.targets)
+            lines.append(f"{what} it would delete: {names}")
         if e.entry.decision != "skip" and e.max_actions is not None:
             lines.append(
                 f"(--max-actions {e.max_actions} may still defer it behind more overdue jobs)"

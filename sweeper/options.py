@@ -220,6 +220,16 @@ FLAGS: tuple[Flag, ...] = (
         waited=False,
     ),
     _durations(
+        "--reclaim-grace",
+        default="2m",
+        help="Time a controller that frees a job's resources itself (Trainer v2) has after its "
+        "deadline failure before the sweeper deletes what it left running (a TrainJob's "
+        "JobSet); also how late past its deadline a running TrainJob is reported.",
+        to="policy.reclaim_grace",
+        positive=False,
+        waited=False,
+    ),
+    _durations(
         "--retouch-after",
         default="5s",
         help="Touch a job again this soon when a touch written near its deadline did not fail "

@@ -177,31 +177,51 @@ startingDeadline: {{ int .Values.startingDeadlineSeconds }}
 {{- end }}
 
 {{/*
-The Kubeflow v1 kinds and their plurals, in the order the sweeper's kind table uses (MXJob is
-served by operator releases up to v1.8.x only).
+Each family's kinds and their plurals, in the order the sweeper's kind table uses (MXJob is
+served by operator releases up to v1.8.x only; MPIJob is the Training Operator's v1 or
+mpi-operator's v2beta1, whichever CRD the cluster has).
 */}}
 {{- define "sweeper.kindTable" -}}
-TFJob: tfjobs
-PyTorchJob: pytorchjobs
-XGBoostJob: xgboostjobs
-MPIJob: mpijobs
-PaddleJob: paddlejobs
-JAXJob: jaxjobs
-MXJob: mxjobs
+training-operator:
+  - [TFJob, tfjobs]
+  - [PyTorchJob, pytorchjobs]
+  - [XGBoostJob, xgboostjobs]
+  - [MPIJob, mpijobs]
+  - [PaddleJob, paddlejobs]
+  - [JAXJob, jaxjobs]
+  - [MXJob, mxjobs]
+mpi-operator:
+  - [MPIJob, mpijobs]
+trainer:
+  - [TrainJob, trainjobs]
 {{- end }}
 
 {{/*
-Plurals of the kinds to sweep, as a YAML list under "plurals".
+The kinds to sweep, as YAML: "kubeflow" (plurals in kubeflow.org), "trainer" (plurals in
+trainer.kubeflow.org), "names" (the kinds, for --kind) and "all" (whether every kind of every
+family is swept, so that no --kind is needed).
 */}}
 {{- define "sweeper.plurals" -}}
 {{- $table := include "sweeper.kindTable" . | fromYaml }}
-{{- $order := list "TFJob" "PyTorchJob" "XGBoostJob" "MPIJob" "PaddleJob" "JAXJob" "MXJob" }}
-plurals:
-{{- range $kind := $order }}
-{{- if or (empty $.Values.kinds) (has $kind $.Values.kinds) }}
-  - {{ get $table $kind }}
+{{- $kubeflow := list }}{{ $trainer := list }}{{ $names := list }}{{ $all := true }}
+{{- range $family := list "training-operator" "mpi-operator" "trainer" }}
+{{- range $row := get $table $family }}
+{{- $kind := index $row 0 }}{{ $plural := index $row 1 }}
+{{- $on := and (has $family $.Values.families) (or (empty $.Values.kinds) (has $kind $.Values.kinds)) }}
+{{- if not $on }}{{ $all = false }}{{ end }}
+{{- if and $on (not (has $kind $names)) }}
+{{- $names = append $names $kind }}
+{{- if eq $family "trainer" }}{{ $trainer = append $trainer $plural }}{{ else }}{{ $kubeflow = append $kubeflow $plural }}{{ end }}
 {{- end }}
 {{- end }}
+{{- end }}
+{{- if empty $names }}
+{{- fail "families and kinds select no kind: list a kind of a family in families" }}
+{{- end }}
+kubeflow: {{ toJson $kubeflow }}
+trainer: {{ toJson $trainer }}
+names: {{ toJson $names }}
+all: {{ and $all (empty .Values.kinds) }}
 {{- end }}
 
 {{/*
@@ -229,8 +249,11 @@ form so that an optional-value flag such as --dry-run cannot swallow the next ar
 {{- end }}
 - --exclude-namespace={{ . }}
 {{- end }}
-{{- range $v.kinds }}
+{{- $kinds := include "sweeper.plurals" $root | fromYaml }}
+{{- if not $kinds.all }}
+{{- range $kinds.names }}
 - --kind={{ . }}
+{{- end }}
 {{- end }}
 {{- with $v.selector }}
 - --selector={{ . }}
@@ -248,11 +271,12 @@ form so that an optional-value flag such as --dry-run cannot swallow the next ar
 - --retouch-limit={{ int $v.retouchLimit }}
 {{- end }}
 {{- end }}
-{{- if ne $v.action "touch" }}
 - --terminate-pods={{ $v.terminatePods }}
 {{- with $v.operatorVersion }}
 - --operator-version={{ . }}
 {{- end }}
+{{- if has "trainer" $v.families }}
+- --reclaim-grace={{ int $v.reclaimGraceSeconds }}
 {{- end }}
 {{- if not (kindIs "invalid" $v.maxActions) }}
 {{- if eq $v.mode "watch" }}
@@ -331,13 +355,18 @@ stray positional argument fails at install time instead of at every run.
 
 {{/*
 RBAC rules (a YAML list under "rules"): exactly the requests sweeper/k8s/kube.py makes for the
-chosen action, on the selected kinds. Discovery (GET /apis/kubeflow.org...) needs no grant:
-the built-in system:discovery role covers every authenticated user.
+chosen action and families, on the selected kinds. Discovery (GET /apis/kubeflow.org...) needs
+no grant: the built-in system:discovery role covers every authenticated user.
   list jobs                  every action (the pass)
   patch jobs                 touch, auto: the touch annotation (a JSON merge patch)
-  get jobs                   fail, auto: re-read the job just before failing it
-  patch <plural>/status      fail, auto: the Failed status, guarded by resourceVersion
-  list, delete pods/services fail, auto: the job's pods and their same-named services
+  get jobs                   fail, auto, mpi-operator: re-read the job just before failing it
+  patch <plural>/status      fail, auto: the Failed status, guarded by resourceVersion;
+                             mpi-operator: mpijobs/status, a gang with no launcher Job
+  list, delete pods/services every action: the pods a job failed by its deadline still runs
+                             (v1.9.4 and mpi-operator keep them), and their same-named services
+  get jobs.batch             mpi-operator: is there a launcher Job, before failing a gang
+  list, get, delete jobsets  trainer: the JobSet of a TrainJob failed by its deadline
+  list trainjobs             trainer: the pass (get and watch too in mode watch)
   create events (core v1)    every write records an event on the job
   watch jobs, get jobs       mode watch: the streams, and the re-read when a timer fires
   (the Lease's rules are in rbac-lease.yaml: a Role in the release's namespace only)
@@ -345,24 +374,30 @@ Client dry-run writes nothing, so it gets the reads only; a server-side dry run 
 like the real write, so it keeps the write verbs.
 */}}
 {{- define "sweeper.rules" -}}
-{{- $plurals := (include "sweeper.plurals" . | fromYaml).plurals }}
+{{- $kinds := include "sweeper.plurals" . | fromYaml }}
+{{- $plurals := $kinds.kubeflow }}
 {{- $writes := ne (include "sweeper.dryRun" .) "client" }}
 {{- $touches := ne .Values.action "fail" }}
 {{- $fails := ne .Values.action "touch" }}
 {{- $watches := eq .Values.mode "watch" }}
+{{- $mpi := and (has "mpi-operator" .Values.families) (has "mpijobs" $plurals) }}
 {{- $jobVerbs := list }}
-{{- if or $fails $watches }}{{ $jobVerbs = append $jobVerbs "get" }}{{ end }}
+{{- if or $fails $watches $mpi }}{{ $jobVerbs = append $jobVerbs "get" }}{{ end }}
 {{- $jobVerbs = append $jobVerbs "list" }}
 {{- if $watches }}{{ $jobVerbs = append $jobVerbs "watch" }}{{ end }}
 {{- if and $touches $writes }}{{ $jobVerbs = append $jobVerbs "patch" }}{{ end }}
 {{- $status := list }}
-{{- range $plurals }}{{ $status = append $status (printf "%s/status" .) }}{{ end -}}
+{{- if $fails }}
+{{- range $plurals }}{{ $status = append $status (printf "%s/status" .) }}{{ end }}
+{{- else if $mpi }}
+{{- $status = list "mpijobs/status" }}
+{{- end -}}
 rules:
+{{- if $plurals }}
   - apiGroups: ["kubeflow.org"]
     resources: {{ toJson $plurals }}
     verbs: {{ toJson $jobVerbs }}
-{{- if $fails }}
-{{- if $writes }}
+{{- if and $status $writes }}
   - apiGroups: ["kubeflow.org"]
     resources: {{ toJson $status }}
     verbs: ["patch"]
@@ -370,6 +405,19 @@ rules:
   - apiGroups: [""]
     resources: ["pods", "services"]
     verbs: {{ if $writes }}["list", "delete"]{{ else }}["list"]{{ end }}
+{{- end }}
+{{- if $mpi }}
+  - apiGroups: ["batch"]
+    resources: ["jobs"]
+    verbs: ["get"]
+{{- end }}
+{{- if $kinds.trainer }}
+  - apiGroups: ["trainer.kubeflow.org"]
+    resources: {{ toJson $kinds.trainer }}
+    verbs: {{ if $watches }}["get", "list", "watch"]{{ else }}["list"]{{ end }}
+  - apiGroups: ["jobset.x-k8s.io"]
+    resources: ["jobsets"]
+    verbs: {{ if $writes }}["get", "list", "delete"]{{ else }}["get", "list"]{{ end }}
 {{- end }}
 {{- if $writes }}
   - apiGroups: [""]

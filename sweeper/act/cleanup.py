@@ -4,14 +4,15 @@
 :class:`Progress` into its outcome; the writes below the job itself live here: deleting the
 pods (and their same-named services) of a job failed by its deadline, after its Failed status
 is written (docs/operator.md, "Ordering when failing a job by hand"), and the Event recorded
-after every action (:meth:`Writing.record_event`). :func:`pods_by_owner` lists a pass's pods
-once per scope, so the plan holds only the clean-ups that have something to delete.
+after every action (:meth:`Writing.record_event`). :func:`leftovers_by_owner` lists a pass's
+pods and JobSets once per scope, so the plan holds only the clean-ups that have something to
+delete. A TrainJob's JobSet is deleted as the trainer deletes it (:meth:`PodCleaner.delete_jobset`).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -22,7 +23,7 @@ from sweeper.core.kinds import COMPONENT, JOB_NAME_LABEL
 from sweeper.core.model import JSON, Action, ActionKind, Policy, Result, pods_mode
 from sweeper.core.patches import event_body
 from sweeper.core.plan import pods_to_terminate, services_to_delete
-from sweeper.k8s.cluster import Cluster
+from sweeper.k8s.cluster import Cluster, Page
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +36,7 @@ class Progress:
     wrote: bool = False
     pods: list[str] = field(default_factory=list)
     services: list[str] = field(default_factory=list)
+    jobsets: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     detail: str = ""
     # Set when a refused touch escalated to a fail: the outcome reports that action.
@@ -131,6 +133,47 @@ class PodCleaner:
         )
         return self._w.done
 
+    def delete_jobset(self, action: Action, now: datetime, progress: Progress) -> Result:
+        """Carry out a ``delete-jobset``: the JobSet the trainer failed to delete, then the event.
+
+        Only a JobSet that its TrainJob controls and that is not being deleted already, and
+        only while it still has the uid read (a precondition of the delete): a JobSet
+        re-created since is not the one left behind.
+
+        Returns:
+            The write's result; ``left-alone`` when no such JobSet is left.
+        """
+        job = action.job
+        targets = action.targets
+        if targets is None:
+            try:
+                found = parse_owned(self._w.cluster.get_jobset(job.namespace, job.name))
+            except NotFound:
+                found = None
+            targets = (found,) if found is not None else ()
+        chosen = [t for t in targets if t.controller_uid == job.uid and not t.deleting]
+        for jobset in chosen:
+            self._w.stop_if_asked()
+            if self._delete(self._w.cluster.delete_jobset, job, jobset, progress):
+                progress.jobsets.append(jobset.name)
+        if not progress.jobsets:
+            if progress.errors:
+                return Result.ERROR
+            progress.detail = "no JobSet of it left to delete"
+            return Result.LEFT_ALONE
+        self._w.record_event(
+            job,
+            progress,
+            now,
+            reason="DeadlineJobSetDeleted",
+            warning=True,
+            message=(
+                f"Deleted JobSet {', '.join(progress.jobsets)} of a TrainJob failed by its "
+                f"deadline, which the trainer controller left running ({COMPONENT})"
+            ),
+        )
+        return self._w.done
+
     def delete_pods(
         self,
         job: Job,
@@ -192,55 +235,59 @@ class PodCleaner:
         return True
 
 
-def pods_by_owner(
+def leftovers_by_owner(
     cluster: Cluster, actions: Iterable[Action], namespaces: Sequence[str]
 ) -> dict[str, tuple[Owned, ...]]:
-    """List the pods of the jobs a pass would clean up: one LIST per scope, not one per job.
+    """List what the jobs a pass would clean up left behind: one LIST per scope, not per job.
 
-    A job failed by its deadline stays ``terminate-pods`` for as long as it is kept, most of
-    them with no pod left (the operator deletes none of a Failed job's pods under
-    ``cleanPodPolicy: None``, the default, and never recreates any). Listing the operator's
-    pods (label ``training.kubeflow.org/job-name``) once per namespace scope, cluster-wide
-    for a cluster-wide pass and per namespace with ``--namespace`` (the RBAC each grants),
-    lets :func:`sweeper.core.plan.assemble` plan only the clean-ups that have something to
-    delete.
+    A job failed by its deadline stays ``terminate-pods`` (a TrainJob ``delete-jobset``) for
+    as long as it is kept, most of them with nothing left (their controllers delete nothing
+    more and re-create nothing). Listing the operators' pods (label
+    ``training.kubeflow.org/job-name``) and the JobSets once per namespace scope, cluster-wide
+    for a cluster-wide pass and per namespace with ``--namespace`` (the RBAC each grants), lets
+    :func:`sweeper.core.plan.assemble` plan only the clean-ups that have something to delete.
 
     Args:
         cluster: The cluster (a read: a client dry run sends it too).
-        actions: The pass's actions; only ``terminate-pods`` ones are looked at.
+        actions: The pass's actions; only ``terminate-pods`` and ``delete-jobset`` ones are
+            looked at.
         namespaces: ``--namespace``; empty for a cluster-wide pass.
 
     Returns:
-        For each such job whose scope was listed, the pods (views) whose controller
+        For each such job whose scope was listed, the pods or JobSets (views) whose controller
         ``ownerReference`` is its uid, possibly none. A scope whose list failed leaves its
-        jobs out, with a warning: each then lists its own pods when executed, as before.
+        jobs out, with a warning: each then reads its own when executed.
 
     Raises:
         Interrupted: A signal arrived while retrying the list.
         RunTimeout: ``--timeout`` ran out during the list.
     """
-    wanted: dict[str | None, set[str]] = {}
+    lists: dict[ActionKind, Callable[[str | None], Iterator[Page]]] = {
+        ActionKind.TERMINATE_PODS: lambda scope: cluster.list_pod_pages(scope, JOB_NAME_LABEL),
+        ActionKind.DELETE_JOBSET: cluster.list_jobset_pages,
+    }
+    wanted: dict[tuple[ActionKind, str | None], set[str]] = {}
     for action in actions:
-        if action.kind is ActionKind.TERMINATE_PODS:
+        if action.kind in lists:
             scope = action.job.namespace if namespaces else None
-            wanted.setdefault(scope, set()).add(action.job.uid)
+            wanted.setdefault((action.kind, scope), set()).add(action.job.uid)
     index: dict[str, tuple[Owned, ...]] = {}
-    for scope, uids in wanted.items():
+    for (kind, scope), uids in wanted.items():
         found: dict[str, list[Owned]] = {uid: [] for uid in uids}
         try:
-            for page in cluster.list_pod_pages(scope, JOB_NAME_LABEL):
+            for page in lists[kind](scope):
                 for view in _views(page.items):
                     if view.controller_uid in found:
                         found[view.controller_uid].append(view)
         except ApiError as error:
             log.warning(
-                "%s; the %d clean-up(s) there list their jobs' pods one by one",
+                "%s; the %d clean-up(s) there read their jobs' leftovers one by one",
                 error,
                 len(uids),
                 extra={"namespace": scope},
             )
             continue
-        index.update((uid, tuple(pods)) for uid, pods in found.items())
+        index.update((uid, tuple(owned)) for uid, owned in found.items())
     return index
 
 

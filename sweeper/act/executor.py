@@ -37,6 +37,7 @@ from sweeper.core.model import (
     Action,
     ActionKind,
     ActionMode,
+    Entry,
     Outcome,
     Plan,
     Policy,
@@ -161,6 +162,8 @@ class Executor:
                 result = self._jobs.touch(action, now, policy, progress)
             elif action.kind is ActionKind.FAIL:
                 result = self._jobs.fail(action, now, policy, progress)
+            elif action.kind is ActionKind.DELETE_JOBSET:
+                result = self._jobs.cleaner.delete_jobset(action, now, progress)
             else:
                 result = self._jobs.cleaner.terminate_pods(action, now, policy, progress)
         except _Stop as stop:
@@ -200,6 +203,7 @@ class Executor:
             body=progress.body,
             pods=tuple(progress.pods),
             services=tuple(progress.services),
+            jobsets=tuple(progress.jobsets),
             errors=tuple(progress.errors),
             touch_refused=progress.touch_refused,
         )
@@ -318,12 +322,11 @@ class _JobWriter:
                     part for part in ("already failed by its deadline", progress.detail) if part
                 )
                 return result
-            # After a refused touch, a job the re-read still finds due for a touch is failed.
-            wanted = (ActionKind.FAIL, ActionKind.TOUCH) if touch_refused else (ActionKind.FAIL,)
-            if not (isinstance(fresh, Action) and fresh.kind in wanted):
-                progress.detail = f"re-read: now {fresh.decision} ({fresh.reason})"
+            left = self._left_alone(fresh, job, touch_refused=touch_refused)
+            if left:
+                progress.detail = left
                 return Result.LEFT_ALONE
-            progress.body = status_patch(job.kind, raw, now)
+            progress.body = status_patch(job.kind, raw, now, job.version)
             self._w.stop_if_asked()
             try:
                 self._w.cluster.patch_job_status(
@@ -343,6 +346,21 @@ class _JobWriter:
         )
         return Result.ERROR
 
+    def _left_alone(self, fresh: Entry, job: Job, *, touch_refused: bool) -> str:
+        # Why the re-read job is no longer to be failed; empty when it still is.
+        # After a refused touch, a job the re-read still finds due for a touch is failed.
+        wanted = (ActionKind.FAIL, ActionKind.TOUCH) if touch_refused else (ActionKind.FAIL,)
+        if not (isinstance(fresh, Action) and fresh.kind in wanted):
+            return f"re-read: now {fresh.decision} ({fresh.reason})"
+        if fresh.why is Why.NO_LAUNCHER:
+            # mpi-operator names the launcher Job so and looks it up by that name alone.
+            try:
+                self._w.cluster.get_batch_job(job.namespace, f"{job.name}-launcher")
+            except NotFound:
+                return ""
+            return "its launcher Job exists: the Job controller enforces the deadline"
+        return ""
+
     def _failed_by_us(
         self, action: Action, job: Job, now: datetime, policy: Policy, progress: Progress
     ) -> Result:
@@ -356,7 +374,7 @@ class _JobWriter:
             now,
             reason="DeadlineExceeded",
             warning=True,
-            message=f"{failure_message(job.name)}: {_late(action)} past its deadline",
+            message=f"{failure_message(job.name, job.version)}: {_late(action)} past its deadline",
         )
         return self._w.done
 

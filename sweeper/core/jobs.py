@@ -15,12 +15,14 @@ from datetime import datetime, timedelta
 from sweeper.core.clock import parse_rfc3339
 from sweeper.core.kinds import (
     COMPONENT,
+    DEADLINE_EXCEEDED,
     DEADLINE_MESSAGE,
     EXCLUDE_ANNOTATION,
     LEGACY_EXCLUDE_ANNOTATION,
     LEGACY_TOUCHED_AT_ANNOTATION,
     MPI_OPERATOR_VERSION,
     TOUCHED_AT_ANNOTATION,
+    TRAINJOB,
     VERSION,
     Kind,
 )
@@ -40,14 +42,16 @@ class Job:
 
     Attributes:
         kind: The job's kind.
-        version: The API version it was listed at (``v1``, or ``v2beta1`` for mpi-operator).
+        version: The API version it was listed at (``v1``; ``v2beta1`` for mpi-operator's
+            MPIJob; ``v1alpha1`` for TrainJob).
         namespace: The job's namespace.
         name: The job's name.
         uid: ``metadata.uid``.
-        start_time: ``status.startTime``, set by the operator when it first starts (or resumes)
-            the job.
-        deadline_seconds: ``spec.runPolicy.activeDeadlineSeconds`` (negative values included:
-            the operator finds them already past).
+        start_time: Where the job's controller starts its deadline clock: ``status.startTime``
+            for the Training Operator and mpi-operator (set at the first start, reset on
+            resume); creation or the last resume for a TrainJob.
+        deadline_seconds: ``activeDeadlineSeconds`` (negative values included: the Training
+            Operator finds them already past).
         suspended: ``spec.runPolicy.suspend``.
         suspended_condition: Whether the status still has ``Suspended=True``. With
             ``suspend`` no longer true the job is resuming: the operator's next reconcile
@@ -63,6 +67,11 @@ class Job:
             in the metrics: when only the operator fails jobs any more, the tool can go).
         clean_pod_policy: The effective ``cleanPodPolicy`` as written, ``None`` when absent
             (for MPIJob ``spec.runPolicy.cleanPodPolicy`` wins over ``spec.cleanPodPolicy``).
+        completed: Whether ``status.completionTime`` is set (mpi-operator cleans up and stops
+            re-creating workers only then).
+        failed_at: When the ``Failed=True`` condition was written (``lastTransitionTime``).
+        launcher_waits: An MPIJob v2beta1 whose launcher is created only once every worker is
+            ready (``launcherCreationPolicy: WaitForWorkersReady``).
         malformed: The field that made the object unusable, ``None`` for a usable job.
     """
 
@@ -83,6 +92,9 @@ class Job:
     failed_by_deadline: bool = False
     failed_by_sweeper: bool = False
     clean_pod_policy: str | None = None
+    completed: bool = False
+    failed_at: datetime | None = None
+    launcher_waits: bool = False
     malformed: str | None = None
 
     @property
@@ -95,11 +107,6 @@ class Job:
         if self.start_time is None or self.deadline_seconds is None:
             return None
         return self.start_time + timedelta(seconds=max(self.deadline_seconds, 0))
-
-    @property
-    def operator_enforced(self) -> bool:
-        """Whether mpi-operator, not the Training Operator v1, owns this job's deadline."""
-        return self.version == MPI_OPERATOR_VERSION
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,11 +174,28 @@ def _parse(raw: object, kind: Kind, version: str, *, identity: tuple[str, str, s
             raise _Malformed(f"metadata.{key}")
     annotations = _mapping(meta, "annotations", "metadata.annotations")
     spec = _mapping(raw, "spec", "spec", required=True)
-    run_policy = _mapping(spec, "runPolicy", "spec.runPolicy")
     status = _mapping(raw, "status", "status")
-    finished, by_deadline, by_sweeper, suspended_condition = _conditions(status)
-    start_time = _time(status, "startTime", "status.startTime")
-    deadline_seconds = _deadline(run_policy)
+    seen = _conditions(status)
+    if kind is TRAINJOB:
+        # Trainer v2's clock: creation, or the last resume (trainjob_controller.go,
+        # reconcileDeadline); its own fields sit on spec, and the deadline failure is a reason.
+        policy: Mapping[str, object] = spec
+        prefix = "spec"
+        start_time = _time(meta, "creationTimestamp", "metadata.creationTimestamp")
+        if seen.resumed_at is not None and (start_time is None or seen.resumed_at > start_time):
+            start_time = seen.resumed_at
+        by_deadline, by_sweeper = seen.deadline_reason, seen.reason_by_sweeper
+    else:
+        policy = _mapping(spec, "runPolicy", "spec.runPolicy")
+        prefix = "spec.runPolicy"
+        start_time = _time(status, "startTime", "status.startTime")
+        # mpi-operator copies the launcher Job's reason; the Training Operator v1 writes a
+        # message of its own (docs/operator.md).
+        if version == MPI_OPERATOR_VERSION:
+            by_deadline, by_sweeper = seen.deadline_reason, seen.reason_by_sweeper
+        else:
+            by_deadline, by_sweeper = seen.message, seen.by_sweeper
+    deadline_seconds = _deadline(policy, f"{prefix}.activeDeadlineSeconds")
     if start_time is not None and deadline_seconds is not None:
         try:
             start_time + timedelta(seconds=max(deadline_seconds, 0))
@@ -185,17 +209,25 @@ def _parse(raw: object, kind: Kind, version: str, *, identity: tuple[str, str, s
         uid=uid,
         start_time=start_time,
         deadline_seconds=deadline_seconds,
-        suspended=_bool(run_policy, "suspend", "spec.runPolicy.suspend"),
-        suspended_condition=suspended_condition,
-        managed_by=_string(run_policy, "managedBy", "spec.runPolicy.managedBy"),
+        suspended=_bool(policy, "suspend", f"{prefix}.suspend"),
+        suspended_condition=seen.suspended,
+        managed_by=_string(policy, "managedBy", f"{prefix}.managedBy"),
         deleting=meta.get("deletionTimestamp") is not None,
         excluded=opted_out(annotations),
         # The sweeper's own memory; if someone garbled it, the next touch rewrites it.
         touched_at=last_touch(annotations),
-        finished=finished,
+        finished=seen.finished,
         failed_by_deadline=by_deadline,
         failed_by_sweeper=by_sweeper,
-        clean_pod_policy=_clean_pod_policy(kind, spec, run_policy),
+        clean_pod_policy=_clean_pod_policy(kind, version, spec, policy),
+        # Read only where a family's rules use them: the fast decoder of v1 lists skips them.
+        completed=version == MPI_OPERATOR_VERSION and status.get("completionTime") is not None,
+        failed_at=seen.failed_at if kind is TRAINJOB else None,
+        launcher_waits=(
+            version == MPI_OPERATOR_VERSION
+            and _string(spec, "launcherCreationPolicy", "spec.launcherCreationPolicy")
+            == "WaitForWorkersReady"
+        ),
     )
 
 
@@ -236,40 +268,53 @@ def _time(parent: Mapping[str, object], key: str, field: str) -> datetime | None
     return parsed
 
 
-def _deadline(run_policy: Mapping[str, object]) -> int | None:
-    value = run_policy.get("activeDeadlineSeconds")
+def _deadline(policy: Mapping[str, object], field: str) -> int | None:
+    value = policy.get("activeDeadlineSeconds")
     if value is None:
         return None
     # bool is an int in Python, never in the CRD schema.
     if isinstance(value, bool) or not isinstance(value, int):
-        raise _Malformed("spec.runPolicy.activeDeadlineSeconds")
+        raise _Malformed(field)
     if not -MAX_DEADLINE_SECONDS <= value <= MAX_DEADLINE_SECONDS:
         raise _Malformed(
-            f"spec.runPolicy.activeDeadlineSeconds: beyond {MAX_DEADLINE_SECONDS} either way, "
+            f"{field}: beyond {MAX_DEADLINE_SECONDS} either way, "
             "it overflows the operator's time.Duration"
         )
     return value
 
 
 def _clean_pod_policy(
-    kind: Kind, spec: Mapping[str, object], run_policy: Mapping[str, object]
+    kind: Kind, version: str, spec: Mapping[str, object], run_policy: Mapping[str, object]
 ) -> str | None:
+    if kind is TRAINJOB:
+        return None
     policy = _string(run_policy, "cleanPodPolicy", "spec.runPolicy.cleanPodPolicy")
-    if policy is None and kind.legacy_clean_pod_policy:
+    if policy is None and kind.legacy_clean_pod_policy and version != MPI_OPERATOR_VERSION:
         policy = _string(spec, "cleanPodPolicy", "spec.cleanPodPolicy")
     return policy
 
 
-def _conditions(status: Mapping[str, object]) -> tuple[str | None, bool, bool, bool]:
-    """Read the conditions: finished how, failed by the deadline, by the sweeper, suspended."""
+@dataclass(frozen=True, slots=True)
+class _Conditions:
+    finished: str | None = None
+    message: bool = False  # the Failed message is the Training Operator's deadline message
+    deadline_reason: bool = False  # the Failed reason is DeadlineExceeded
+    by_sweeper: bool = False  # ... and the sweeper wrote it
+    reason_by_sweeper: bool = False
+    suspended: bool = False
+    failed_at: datetime | None = None
+    resumed_at: datetime | None = None
+
+
+def _conditions(status: Mapping[str, object]) -> _Conditions:
     conditions = status.get("conditions")
     if conditions is None:
-        return None, False, False, False
+        return _Conditions()
     if not isinstance(conditions, list):
         raise _Malformed("status.conditions")
     finished: str | None = None
-    by_deadline = by_sweeper = False
-    suspended = False
+    message = reason = by_sweeper = reason_by_sweeper = suspended = False
+    failed_at = resumed_at = None
     for index, condition in enumerate(conditions):
         field = f"status.conditions[{index}]"
         if not isinstance(condition, Mapping):
@@ -280,15 +325,25 @@ def _conditions(status: Mapping[str, object]) -> tuple[str | None, bool, bool, b
             raise _Malformed(field)
         if ctype == "Suspended" and cstatus == "True":
             suspended = True
+        if ctype == "Suspended" and cstatus == "False":
+            resumed_at = parse_rfc3339(condition.get("lastTransitionTime"))
         if ctype in ("Succeeded", "Failed") and cstatus == "True":
             # Failed wins: it is the one that can carry the deadline.
             if finished != "Failed":
                 finished = ctype
-            message = condition.get("message")
-            if ctype == "Failed" and isinstance(message, str) and DEADLINE_MESSAGE in message:
-                by_deadline = True
-                by_sweeper = SWEEPER_MARK in message
-    return finished, by_deadline, by_sweeper, suspended
+            if ctype != "Failed":
+                continue
+            failed_at = parse_rfc3339(condition.get("lastTransitionTime"))
+            text = condition.get("message")
+            text = text if isinstance(text, str) else ""
+            # As the fast decoder reads v1 lists: any deadline Failed condition counts.
+            if DEADLINE_MESSAGE in text:
+                message, by_sweeper = True, SWEEPER_MARK in text
+            if condition.get("reason") == DEADLINE_EXCEEDED:
+                reason, reason_by_sweeper = True, SWEEPER_MARK in text
+    return _Conditions(
+        finished, message, reason, by_sweeper, reason_by_sweeper, suspended, failed_at, resumed_at
+    )
 
 
 def opted_out(annotations: Mapping[str, object]) -> bool:

@@ -10,8 +10,13 @@ from dataclasses import dataclass
 
 GROUP = "kubeflow.org"
 VERSION = "v1"
-# mpi-operator serves a different MPIJob at this version; it enforces the deadline itself.
+# mpi-operator's MPIJob: the same group, kind and plural as the Training Operator's, at this
+# version. Only one mpijobs.kubeflow.org CRD can exist, so a cluster serves one or the other.
 MPI_OPERATOR_VERSION = "v2beta1"
+TRAINER_GROUP = "trainer.kubeflow.org"
+TRAINER_VERSION = "v1alpha1"
+JOBSET_GROUP = "jobset.x-k8s.io"
+JOBSET_VERSION = "v1alpha2"
 
 # The project's own domain (its GitHub organisation's Pages site), not kubeflow.org: a key under
 # kubeflow.org reads as if Kubeflow shipped it. 35 characters, within a DNS subdomain's 253 and
@@ -30,6 +35,14 @@ JOB_NAME_LABEL = "training.kubeflow.org/job-name"
 
 # spec.runPolicy.managedBy values that mean "the Training Operator v1 manages this job".
 TRAINING_OPERATOR = "kubeflow.org/training-operator"
+# The same for mpi-operator (v2beta1 types.go, KubeflowJobController) and for Trainer v2's
+# TrainJob (spec.managedBy; MultiKueue's value is the only other one its CRD allows).
+MPI_OPERATOR = "kubeflow.org/mpi-operator"
+TRAINER = "trainer.kubeflow.org/trainjob-controller"
+MULTIKUEUE = "kueue.x-k8s.io/multikueue"
+# The reason both the batch/v1 Job controller (copied by mpi-operator into the MPIJob) and
+# Trainer v2 give a deadline failure.
+DEADLINE_EXCEEDED = "DeadlineExceeded"
 
 COMPONENT = "kubeflow-deadline-sweeper"
 
@@ -44,7 +57,7 @@ class Kind:
     Attributes:
         name: The kind, for example ``PyTorchJob``.
         plural: The resource name in URLs, for example ``pytorchjobs``.
-        replica_specs: The spec field holding the replica specs.
+        replica_specs: The spec field holding the replica specs (empty for TrainJob).
         checks_managed_by: Whether the operator honours ``spec.runPolicy.managedBy`` for this
             kind (JAXJob's controller does not check it).
         legacy_clean_pod_policy: Whether ``spec.cleanPodPolicy`` is a (losing) fallback for
@@ -56,17 +69,25 @@ class Kind:
     replica_specs: str
     checks_managed_by: bool = True
     legacy_clean_pod_policy: bool = False
+    group: str = GROUP
+    versions: tuple[str, ...] = (VERSION,)
 
     @property
     def resource(self) -> str:
         """The group-qualified resource, as RBAC and kubectl spell it (``tfjobs.kubeflow.org``)."""
-        return f"{self.plural}.{GROUP}"
+        return f"{self.plural}.{self.group}"
 
 
 TFJOB = Kind("TFJob", "tfjobs", "tfReplicaSpecs")
 PYTORCHJOB = Kind("PyTorchJob", "pytorchjobs", "pytorchReplicaSpecs")
 XGBOOSTJOB = Kind("XGBoostJob", "xgboostjobs", "xgbReplicaSpecs")
-MPIJOB = Kind("MPIJob", "mpijobs", "mpiReplicaSpecs", legacy_clean_pod_policy=True)
+MPIJOB = Kind(
+    "MPIJob",
+    "mpijobs",
+    "mpiReplicaSpecs",
+    legacy_clean_pod_policy=True,
+    versions=(VERSION, MPI_OPERATOR_VERSION),
+)
 PADDLEJOB = Kind("PaddleJob", "paddlejobs", "paddleReplicaSpecs")
 JAXJOB = Kind("JAXJob", "jaxjobs", "jaxReplicaSpecs", checks_managed_by=False)
 # Served up to v1.8.x only (v1.9.0 removed it, kubeflow/trainer#2150); discovery finds it where
@@ -74,7 +95,18 @@ JAXJOB = Kind("JAXJob", "jaxjobs", "jaxReplicaSpecs", checks_managed_by=False)
 # release ever skipped an MXJob for it: like JAXJob, it is judged whatever managedBy says.
 MXJOB = Kind("MXJob", "mxjobs", "mxReplicaSpecs", checks_managed_by=False)
 
-KINDS: tuple[Kind, ...] = (TFJOB, PYTORCHJOB, XGBOOSTJOB, MPIJOB, PADDLEJOB, JAXJOB, MXJOB)
+TRAINJOB = Kind("TrainJob", "trainjobs", "", group=TRAINER_GROUP, versions=(TRAINER_VERSION,))
+
+KINDS: tuple[Kind, ...] = (
+    TFJOB,
+    PYTORCHJOB,
+    XGBOOSTJOB,
+    MPIJOB,
+    PADDLEJOB,
+    JAXJOB,
+    MXJOB,
+    TRAINJOB,
+)
 
 
 def lookup(text: str) -> Kind:
@@ -87,7 +119,7 @@ def lookup(text: str) -> Kind:
         The matching kind.
 
     Raises:
-        KeyError: No Kubeflow v1 kind has that name; the message lists the valid ones.
+        KeyError: No known kind has that name; the message lists the valid ones.
     """
     wanted = text.strip().lower()
     for kind in KINDS:

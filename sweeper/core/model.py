@@ -44,6 +44,7 @@ class ActionKind(StrEnum):
     TOUCH = "touch"
     FAIL = "fail"
     TERMINATE_PODS = "terminate-pods"
+    DELETE_JOBSET = "delete-jobset"
 
 
 class Why(StrEnum):
@@ -53,6 +54,8 @@ class Why(StrEnum):
     ESCALATED = "escalated"
     RETOUCH = "touch-again"
     FAILED_BY_DEADLINE = "failed-by-deadline"
+    NO_LAUNCHER = "no-launcher"
+    JOBSET_LEFT = "jobset-left"
     TOUCH_REFUSED = "touch-refused"
 
 
@@ -61,10 +64,13 @@ class SkipReason(StrEnum):
 
     MALFORMED = "malformed"
     OPERATOR_ENFORCED = "operator-enforced"
+    MISCONFIGURED = "misconfigured"
     BEING_DELETED = "being-deleted"
     OPTED_OUT = "opted-out"
     MANAGED_ELSEWHERE = "managed-elsewhere"
     FINISHED = "finished"
+    RECLAIM_LATER = "reclaim-later"
+    CONTROLLER_LATE = "controller-late"
     SUSPENDED = "suspended"
     RESUMING = "resuming"
     NO_DEADLINE = "no-deadline"
@@ -96,6 +102,9 @@ class Policy:
             0 turns them off.
         operator_version: ``--operator-version``, the release the cluster runs; ``None`` when
             unknown. Only ``--terminate-pods policy`` reads it (:func:`pods_mode`).
+        reclaim_grace: ``--reclaim-grace``: how long a controller that ends jobs itself (Trainer
+            v2, mpi-operator) has to do so, or to clean up after its deadline failure, before
+            the sweeper reclaims what it left or reports it late.
     """
 
     action: ActionMode = ActionMode.TOUCH
@@ -106,6 +115,7 @@ class Policy:
     retouch_after: float = 5.0
     retouch_limit: int = 3
     operator_version: Release | None = None
+    reclaim_grace: float = 120.0
 
 
 def pods_mode(policy: Policy) -> PodsMode:
@@ -139,9 +149,9 @@ class Action:
         why: Why.
         seconds_overdue: ``now - (startTime + activeDeadlineSeconds)``, ``None`` if unknown.
         detail: A short human explanation.
-        targets: For a ``terminate-pods`` planned from a pass's pod listing
-            (:func:`~sweeper.core.plan.assemble`), the pods to delete; ``None`` when the
-            executor lists them itself.
+        targets: For a ``terminate-pods`` or ``delete-jobset`` planned from a pass's listing
+            (:func:`~sweeper.core.plan.assemble`), the pods or the JobSet to delete; ``None``
+            when the executor reads them itself.
     """
 
     job: Job
@@ -241,6 +251,7 @@ class Outcome:
         body: The patch sent (or that would be sent) for touch and fail.
         pods: Names of the pods deleted (or that would be).
         services: Names of the services deleted (or that would be).
+        jobsets: Names of the JobSets deleted (or that would be).
         errors: One line per request that failed for this job.
         touch_refused: The API server's refusal of the touch, when ``auto`` failed the job
             instead (its operator's validating webhook rejects every update while it is down).
@@ -252,6 +263,7 @@ class Outcome:
     body: JSON | None = None
     pods: tuple[str, ...] = ()
     services: tuple[str, ...] = ()
+    jobsets: tuple[str, ...] = ()
     errors: tuple[str, ...] = ()
     touch_refused: str = ""
 

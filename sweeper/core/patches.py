@@ -20,35 +20,43 @@ from typing import Any
 from sweeper.core.clock import format_rfc3339
 from sweeper.core.kinds import (
     COMPONENT,
+    DEADLINE_EXCEEDED,
     DEADLINE_MESSAGE,
-    GROUP,
     LEGACY_TOUCHED_AT_ANNOTATION,
+    MPI_OPERATOR_VERSION,
     TOUCHED_AT_ANNOTATION,
     Kind,
 )
 
 
-def failure_message(name: str) -> str:
-    """The ``Failed`` condition's message, the operator's own plus who enforced it.
+def failure_message(name: str, version: str = "") -> str:
+    """The ``Failed`` condition's message, the controller's own plus who enforced it.
 
     Returns:
         ``Job <name> has failed because it was active longer than specified deadline
-        (enforced by kubeflow-deadline-sweeper)``.
+        (enforced by kubeflow-deadline-sweeper)``; for an mpi-operator MPIJob, that it had no
+        launcher Job to enforce the deadline.
     """
+    if version == MPI_OPERATOR_VERSION:
+        return (
+            f"MPIJob {name} {DEADLINE_MESSAGE}, with no launcher Job to enforce it "
+            f"(enforced by {COMPONENT})"
+        )
     return f"Job {name} {DEADLINE_MESSAGE} (enforced by {COMPONENT})"
 
 
-def failed_reason(kind: Kind) -> str:
-    """The ``Failed`` condition's reason, as the operator spells it (``PyTorchJobFailed``).
+def failed_reason(kind: Kind, version: str = "") -> str:
+    """The ``Failed`` condition's reason, as the job's controller spells it.
 
     Returns:
-        ``<Kind>Failed``.
+        ``<Kind>Failed`` (the Training Operator v1); ``DeadlineExceeded`` for an mpi-operator
+        MPIJob, the reason it copies from its launcher Job's deadline failure.
     """
-    return f"{kind.name}Failed"
+    return DEADLINE_EXCEEDED if version == MPI_OPERATOR_VERSION else f"{kind.name}Failed"
 
 
 def failed_status(
-    kind: Kind, name: str, status: Mapping[str, Any] | None, now: datetime
+    kind: Kind, name: str, status: Mapping[str, Any] | None, now: datetime, version: str = ""
 ) -> dict[str, Any]:
     """Build the status fields that fail a job by its deadline.
 
@@ -57,6 +65,7 @@ def failed_status(
         name: The job's name.
         status: The job's current ``status`` (``None`` or empty when it has none).
         now: The instant of the pass.
+        version: The job's API version (mpi-operator's MPIJob spells its failure otherwise).
 
     Returns:
         ``{"conditions": [...], "completionTime": ...}``, ``completionTime`` only when the job
@@ -78,8 +87,8 @@ def failed_status(
         {
             "type": "Failed",
             "status": "True",
-            "reason": failed_reason(kind),
-            "message": failure_message(name),
+            "reason": failed_reason(kind, version),
+            "message": failure_message(name, version),
             "lastUpdateTime": stamp,
             "lastTransitionTime": stamp,
         }
@@ -90,7 +99,9 @@ def failed_status(
     return document
 
 
-def status_patch(kind: Kind, raw_job: Mapping[str, Any], now: datetime) -> dict[str, Any]:
+def status_patch(
+    kind: Kind, raw_job: Mapping[str, Any], now: datetime, version: str = ""
+) -> dict[str, Any]:
     """Build the whole merge patch sent to ``.../<plural>/<name>/status``.
 
     Args:
@@ -98,6 +109,7 @@ def status_patch(kind: Kind, raw_job: Mapping[str, Any], now: datetime) -> dict[
         raw_job: The job as just read (its ``resourceVersion`` guards the write: a job changed
             since makes the API answer 409 Conflict).
         now: The instant of the pass.
+        version: The job's API version.
 
     Returns:
         ``{"metadata": {"resourceVersion": ...}, "status": failed_status(...)}``.
@@ -105,7 +117,9 @@ def status_patch(kind: Kind, raw_job: Mapping[str, Any], now: datetime) -> dict[
     meta = raw_job.get("metadata") or {}
     return {
         "metadata": {"resourceVersion": meta.get("resourceVersion")},
-        "status": failed_status(kind, str(meta.get("name", "")), raw_job.get("status"), now),
+        "status": failed_status(
+            kind, str(meta.get("name", "")), raw_job.get("status"), now, version
+        ),
     }
 
 
@@ -165,7 +179,7 @@ def event_body(
         # A generated name: two kinds may have jobs of the same name in one namespace.
         "metadata": {"generateName": f"{name[:200]}.", "namespace": namespace},
         "involvedObject": {
-            "apiVersion": f"{GROUP}/{version}",
+            "apiVersion": f"{kind.group}/{version}",
             "kind": kind.name,
             "namespace": namespace,
             "name": name,

@@ -41,14 +41,14 @@ def assemble(
         entries: The judged entries, in listing order.
         now: The instant they were judged at.
         policy: The knobs they were judged with.
-        pods: The pods that may belong to the jobs failed by their deadline, by controller
-            uid, from one pod listing per namespace scope
-            (:func:`sweeper.act.cleanup.pods_by_owner`).
-            A ``terminate-pods`` whose job's uid is a key gets its pods chosen here
+        pods: What may be left of the jobs failed by their deadline (pods, or a TrainJob's
+            JobSet), by controller uid, from one listing per namespace scope
+            (:func:`sweeper.act.cleanup.leftovers_by_owner`). A ``terminate-pods`` or
+            ``delete-jobset`` whose job's uid is a key gets its targets chosen here
             (:func:`pods_to_terminate`): with none to delete it is a ``finished`` skip, so a
             clean-up that can find nothing takes no ``--max-actions`` slot and no request. A
             uid that is not a key (its scope could not be listed) keeps the action, and the
-            executor lists that job's pods itself.
+            executor reads that job's leftovers itself.
 
     Returns:
         The plan, with ``max_actions`` applied over all the entries.
@@ -61,29 +61,33 @@ def assemble(
     return Plan(now=now, policy=policy, entries=tuple(listed))
 
 
-def _with_targets(entry: Entry, pods: Mapping[str, Sequence[Owned]], policy: Policy) -> Entry:
-    if not isinstance(entry, Action) or entry.kind is not ActionKind.TERMINATE_PODS:
+def _with_targets(entry: Entry, owned: Mapping[str, Sequence[Owned]], policy: Policy) -> Entry:
+    if not isinstance(entry, Action) or entry.kind not in _CLEAN_UPS:
         return entry
-    found = pods.get(entry.job.uid)
+    found = owned.get(entry.job.uid)
     if found is None:
         return entry
-    chosen = tuple(pods_to_terminate(found, entry.job, pods_mode(policy)))
+    if entry.kind is ActionKind.DELETE_JOBSET:
+        chosen = tuple(o for o in found if o.controller_uid == entry.job.uid and not o.deleting)
+        left = "its JobSet is gone"
+    else:
+        chosen = tuple(pods_to_terminate(found, entry.job, pods_mode(policy)))
+        left = "no pods left to terminate"
     if not chosen:
         finished = entry.job.finished or "Failed"
-        return Skip(
-            entry.job,
-            SkipReason.FINISHED,
-            entry.seconds_overdue,
-            f"{finished}; no pods left to terminate",
-        )
+        return Skip(entry.job, SkipReason.FINISHED, entry.seconds_overdue, f"{finished}; {left}")
     return replace(entry, targets=chosen)
+
+
+# What a job's controller left behind: the actions a pass plans from one listing per scope.
+_CLEAN_UPS = (ActionKind.TERMINATE_PODS, ActionKind.DELETE_JOBSET)
 
 
 def _priority(entries: Sequence[Entry], index: int) -> tuple[int, float, int]:
     # Touches and fails before pod clean-ups, then the most overdue first, then listing order.
     entry = entries[index]
     assert isinstance(entry, Action)  # noqa: S101 - only actions are ranked
-    cleanup = 1 if entry.kind is ActionKind.TERMINATE_PODS else 0
+    cleanup = 1 if entry.kind in _CLEAN_UPS else 0
     return (cleanup, -(entry.seconds_overdue or 0.0), index)
 
 

@@ -27,7 +27,7 @@ class ServedKind:
 
     Attributes:
         kind: The kind.
-        version: ``v1``, or ``v2beta1`` for an mpi-operator MPIJob.
+        version: ``v1``; ``v2beta1`` for an mpi-operator MPIJob, ``v1alpha1`` for a TrainJob.
     """
 
     kind: Kind
@@ -36,7 +36,7 @@ class ServedKind:
 
 @dataclass(frozen=True, slots=True)
 class Discovery:
-    """What API discovery found in the ``kubeflow.org`` group.
+    """What API discovery found in the ``kubeflow.org`` and ``trainer.kubeflow.org`` groups.
 
     Attributes:
         served: The known kinds the cluster serves, in the kind table's order.
@@ -147,6 +147,22 @@ class Cluster(Protocol):
 
     def create_event(self, namespace: str, event: JSON, *, dry_run: bool) -> None:
         """Create a core/v1 Event."""
+        ...
+
+    def list_jobset_pages(self, namespace: str | None) -> Iterator[Page]:
+        """List the ``jobset.x-k8s.io`` JobSets page by page, in one namespace or all."""
+        ...
+
+    def get_jobset(self, namespace: str, name: str) -> JSON:
+        """Read one JobSet (:class:`~sweeper.core.errors.NotFound` if none)."""
+        ...
+
+    def delete_jobset(self, namespace: str, name: str, uid: str, *, dry_run: bool) -> None:
+        """Delete a JobSet in the background, provided it still has that uid."""
+        ...
+
+    def get_batch_job(self, namespace: str, name: str) -> JSON:
+        """Read one batch/v1 Job (:class:`~sweeper.core.errors.NotFound` if none)."""
         ...
 
     def close(self) -> None:

@@ -18,8 +18,8 @@ class Write:
     """A write a :class:`RecordingCluster` kept instead of sending.
 
     Attributes:
-        verb: ``patch``, ``patch-status``, ``delete-pod``, ``delete-service`` or
-            ``create-event``.
+        verb: ``patch``, ``patch-status``, ``delete-pod``, ``delete-service``,
+            ``delete-jobset`` or ``create-event``.
         namespace: The object's namespace.
         name: The object's name (the involved object's, for an event).
         body: The patch or the event; ``None`` for deletes.
@@ -94,6 +94,22 @@ class RecordingCluster:
     def delete_service(self, namespace: str, name: str, uid: str, *, dry_run: bool) -> None:
         """Record (see :class:`sweeper.k8s.cluster.Cluster`)."""
         self.writes.append(Write("delete-service", namespace, name))
+
+    def list_jobset_pages(self, namespace: str | None) -> Iterator[Page]:
+        """Pass through (see :class:`sweeper.k8s.cluster.Cluster`)."""
+        return self._cluster.list_jobset_pages(namespace)
+
+    def get_jobset(self, namespace: str, name: str) -> JSON:
+        """Pass through (see :class:`sweeper.k8s.cluster.Cluster`)."""
+        return self._cluster.get_jobset(namespace, name)
+
+    def get_batch_job(self, namespace: str, name: str) -> JSON:
+        """Pass through (see :class:`sweeper.k8s.cluster.Cluster`)."""
+        return self._cluster.get_batch_job(namespace, name)
+
+    def delete_jobset(self, namespace: str, name: str, uid: str, *, dry_run: bool) -> None:
+        """Record (see :class:`sweeper.k8s.cluster.Cluster`)."""
+        self.writes.append(Write("delete-jobset", namespace, name))
 
     def create_event(self, namespace: str, event: JSON, *, dry_run: bool) -> None:
         """Record (see :class:`sweeper.k8s.cluster.Cluster`)."""

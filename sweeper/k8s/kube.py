@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 from sweeper.core.clock import parse_http_date
 from sweeper.core.errors import RequestRef, api_error
-from sweeper.core.kinds import GROUP, KINDS, MPI_OPERATOR_VERSION, MPIJOB, VERSION
+from sweeper.core.kinds import JOBSET_GROUP, JOBSET_VERSION, KINDS
 from sweeper.core.model import JSON
 from sweeper.k8s import answers, decode
 from sweeper.k8s.cluster import Answer, Discovery, JobPage, Page, ServedKind, Stream, WatchEvent
@@ -29,6 +29,8 @@ from sweeper.k8s.transport import Transport, one_line, status_message, succeeded
 MERGE_PATCH = "application/merge-patch+json"
 LEASES = "/apis/coordination.k8s.io/v1"
 LEASE_RESOURCE = "leases.coordination.k8s.io"
+_JOBSETS = f"/apis/{JOBSET_GROUP}/{JOBSET_VERSION}"
+_JOBSET_RESOURCE = f"jobsets.{JOBSET_GROUP}"
 
 
 class Opener(Protocol):
@@ -84,7 +86,9 @@ class _WatchRequests:
                 None,
                 "this cluster connection cannot watch",
             )
-        path = _collection(f"/apis/{GROUP}/{served.version}", namespace, served.kind.plural)
+        path = _collection(
+            f"/apis/{served.kind.group}/{served.version}", namespace, served.kind.plural
+        )
         ref = RequestRef("watch", served.kind.resource, namespace)
         query = [
             ("watch", "1"),
@@ -148,11 +152,87 @@ class _WatchRequests:
         return Answer(answers.one_object(response, ref), parse_http_date(response.date))
 
 
-class KubeCluster(_WatchRequests):
+class _CleanUpRequests:
+    """:class:`KubeCluster`'s requests for what a family's controller leaves behind.
+
+    A TrainJob's JobSet and an MPIJob's launcher Job, and the paging and the guarded delete
+    they share with the pods'. The attributes are :class:`KubeCluster`'s.
+    """
+
+    _transport: Transport
+
+    def _pages(
+        self, path: str, ref: RequestRef, selector: str | None, page_size: int
+    ) -> Iterator[Page]:
+        token: str | None = None
+        while True:
+            query = _list_query(page_size, selector, token)
+            response = self._transport.request("GET", path, ref, query=query)
+            date = parse_http_date(response.date)
+            items, token, version = answers.list_page(response, ref)
+            del response  # the raw bytes are as big as the page; drop them before yielding
+            yield Page(items, date, version)
+            items.clear()  # the consumer is done with this page: free it before the next
+            if not token:
+                return
+
+    def _delete(
+        self, path: str, ref: RequestRef, uid: str, *, dry_run: bool, propagation: str = ""
+    ) -> None:
+        body: JSON = {
+            "apiVersion": "v1",
+            "kind": "DeleteOptions",
+            "preconditions": {"uid": uid},
+        }
+        if propagation:
+            body["propagationPolicy"] = propagation
+        if dry_run:
+            body["dryRun"] = ["All"]
+        answers.decoded(
+            self._transport.request(
+                "DELETE", path, ref, body=body, content_type="application/json", dry_run=dry_run
+            ),
+            ref,
+        )
+
+    def list_jobset_pages(self, namespace: str | None) -> Iterator[Page]:
+        """List JobSets page by page (see :class:`sweeper.k8s.cluster.Cluster`).
+
+        The trainer gives its JobSets no label: every JobSet of the scope is listed, and the
+        caller keeps those a TrainJob controls.
+        """
+        path = _collection(_JOBSETS, namespace, "jobsets")
+        ref = RequestRef("list", _JOBSET_RESOURCE, namespace)
+        yield from self._pages(path, ref, None, 500)
+
+    def get_jobset(self, namespace: str, name: str) -> JSON:
+        """Read one JobSet (see :class:`sweeper.k8s.cluster.Cluster`)."""
+        ref = RequestRef("get", _JOBSET_RESOURCE, namespace, name)
+        path = _object(_JOBSETS, namespace, "jobsets", name)
+        return answers.one_object(self._transport.request("GET", path, ref), ref)
+
+    def delete_jobset(self, namespace: str, name: str, uid: str, *, dry_run: bool) -> None:
+        """Delete a JobSet if its uid still matches (see :class:`sweeper.k8s.cluster.Cluster`).
+
+        Background propagation, as the trainer's own delete: the garbage collector removes
+        its Jobs and pods, and the sweeper's request returns at once.
+        """
+        ref = RequestRef("delete", _JOBSET_RESOURCE, namespace, name)
+        path = _object(_JOBSETS, namespace, "jobsets", name)
+        self._delete(path, ref, uid, dry_run=dry_run, propagation="Background")
+
+    def get_batch_job(self, namespace: str, name: str) -> JSON:
+        """Read one batch/v1 Job (see :class:`sweeper.k8s.cluster.Cluster`)."""
+        ref = RequestRef("get", "jobs.batch", namespace, name)
+        path = _object("/apis/batch/v1", namespace, "jobs", name)
+        return answers.one_object(self._transport.request("GET", path, ref), ref)
+
+
+class KubeCluster(_WatchRequests, _CleanUpRequests):
     """:class:`sweeper.k8s.cluster.Cluster` as requests: paths, queries, bodies, pages, decoding.
 
     The watch mode's requests (:class:`sweeper.k8s.cluster.WatchCluster`) come from
-    :class:`_WatchRequests`.
+    :class:`_WatchRequests`, those about a job's leftovers from :class:`_CleanUpRequests`.
 
     Args:
         transport: Sends the requests (retries, ``--timeout``, errors).
@@ -184,44 +264,48 @@ class KubeCluster(_WatchRequests):
     # --- discovery and lists ---------------------------------------------------------------
 
     def discover(self) -> Discovery:
-        """Find the Kubeflow kinds the cluster serves (see :class:`sweeper.k8s.cluster.Cluster`).
+        """Find the job kinds the cluster serves (see :class:`sweeper.k8s.cluster.Cluster`).
 
         Returns:
-            The served kinds; MPIJob at ``v2beta1`` only when ``v1`` does not serve it.
+            The served kinds, each at the first of its versions the cluster serves (MPIJob:
+            ``v1`` from the Training Operator, else ``v2beta1`` from mpi-operator; only one
+            MPIJob CRD can exist).
         """
-        ref = RequestRef("discover", f"API group {GROUP}", cluster_scoped=True)
-        response = self._transport.request("GET", f"/apis/{GROUP}", ref, missing_ok=True)
-        date = parse_http_date(response.date)
-        if response.status == HTTPStatus.NOT_FOUND:
-            return Discovery((), date)
-        versions = {
-            v.get("version")
-            for v in answers.entries(response, ref, "versions")
-            if isinstance(v, dict)
-        }
-        plurals: dict[str, set[str]] = {}
-        for version in (VERSION, MPI_OPERATOR_VERSION):
-            if version not in versions:
+        groups = sorted({kind.group for kind in KINDS})
+        plurals: dict[tuple[str, str], set[str]] = {}
+        date = None
+        for group in groups:
+            ref = RequestRef("discover", f"API group {group}", cluster_scoped=True)
+            response = self._transport.request("GET", f"/apis/{group}", ref, missing_ok=True)
+            date = parse_http_date(response.date) or date
+            if response.status == HTTPStatus.NOT_FOUND:
                 continue
-            resources = RequestRef(
-                "discover", f"API resources of {GROUP}/{version}", cluster_scoped=True
-            )
-            listing = self._transport.request(
-                "GET", f"/apis/{GROUP}/{version}", resources, missing_ok=True
-            )
-            if listing.status == HTTPStatus.NOT_FOUND:
-                continue
-            plurals[version] = {
-                str(r.get("name"))
-                for r in answers.entries(listing, resources, "resources")
-                if isinstance(r, dict)
+            versions = {
+                v.get("version")
+                for v in answers.entries(response, ref, "versions")
+                if isinstance(v, dict)
             }
+            wanted = {v for kind in KINDS if kind.group == group for v in kind.versions}
+            for version in sorted(wanted & versions):
+                resources = RequestRef(
+                    "discover", f"API resources of {group}/{version}", cluster_scoped=True
+                )
+                listing = self._transport.request(
+                    "GET", f"/apis/{group}/{version}", resources, missing_ok=True
+                )
+                if listing.status == HTTPStatus.NOT_FOUND:
+                    continue
+                plurals[group, version] = {
+                    str(r.get("name"))
+                    for r in answers.entries(listing, resources, "resources")
+                    if isinstance(r, dict)
+                }
         served = []
         for kind in KINDS:
-            if kind.plural in plurals.get(VERSION, ()):
-                served.append(ServedKind(kind, VERSION))
-            elif kind is MPIJOB and kind.plural in plurals.get(MPI_OPERATOR_VERSION, ()):
-                served.append(ServedKind(kind, MPI_OPERATOR_VERSION))
+            for version in kind.versions:
+                if kind.plural in plurals.get((kind.group, version), ()):
+                    served.append(ServedKind(kind, version))
+                    break
         return Discovery(tuple(served), date)
 
     def list_job_views(
@@ -237,7 +321,9 @@ class KubeCluster(_WatchRequests):
         Yields:
             Pages of views.
         """
-        path = _collection(f"/apis/{GROUP}/{served.version}", namespace, served.kind.plural)
+        path = _collection(
+            f"/apis/{served.kind.group}/{served.version}", namespace, served.kind.plural
+        )
         ref = RequestRef("list", served.kind.resource, namespace)
         token: str | None = None
         while True:
@@ -254,24 +340,11 @@ class KubeCluster(_WatchRequests):
             if not token:
                 return
 
-    def _pages(
-        self, path: str, ref: RequestRef, selector: str | None, page_size: int
-    ) -> Iterator[Page]:
-        token: str | None = None
-        while True:
-            query = _list_query(page_size, selector, token)
-            response = self._transport.request("GET", path, ref, query=query)
-            date = parse_http_date(response.date)
-            items, token, version = answers.list_page(response, ref)
-            del response  # the raw bytes are as big as the page; drop them before yielding
-            yield Page(items, date, version)
-            items.clear()  # the consumer is done with this page: free it before the next
-            if not token:
-                return
-
     def get_job(self, served: ServedKind, namespace: str, name: str) -> JSON:
         """Read one job (see :class:`sweeper.k8s.cluster.Cluster`)."""
-        path = _object(f"/apis/{GROUP}/{served.version}", namespace, served.kind.plural, name)
+        path = _object(
+            f"/apis/{served.kind.group}/{served.version}", namespace, served.kind.plural, name
+        )
         ref = RequestRef("get", served.kind.resource, namespace, name)
         return answers.one_object(self._transport.request("GET", path, ref), ref)
 
@@ -305,7 +378,9 @@ class KubeCluster(_WatchRequests):
         self, served: ServedKind, namespace: str, name: str, patch: JSON, *, dry_run: bool
     ) -> None:
         """Merge-patch a job (see :class:`sweeper.k8s.cluster.Cluster`)."""
-        path = _object(f"/apis/{GROUP}/{served.version}", namespace, served.kind.plural, name)
+        path = _object(
+            f"/apis/{served.kind.group}/{served.version}", namespace, served.kind.plural, name
+        )
         ref = RequestRef("patch", served.kind.resource, namespace, name)
         answers.decoded(
             self._transport.request(
@@ -318,7 +393,9 @@ class KubeCluster(_WatchRequests):
         self, served: ServedKind, namespace: str, name: str, patch: JSON, *, dry_run: bool
     ) -> None:
         """Merge-patch a job's status subresource (see :class:`sweeper.k8s.cluster.Cluster`)."""
-        path = _object(f"/apis/{GROUP}/{served.version}", namespace, served.kind.plural, name)
+        path = _object(
+            f"/apis/{served.kind.group}/{served.version}", namespace, served.kind.plural, name
+        )
         ref = RequestRef("patch", f"{served.kind.resource}/status", namespace, name)
         path = f"{path}/status"
         answers.decoded(
@@ -339,21 +416,8 @@ class KubeCluster(_WatchRequests):
     def _delete_core(
         self, plural: str, namespace: str, name: str, uid: str, *, dry_run: bool
     ) -> None:
-        body: JSON = {
-            "apiVersion": "v1",
-            "kind": "DeleteOptions",
-            "preconditions": {"uid": uid},
-        }
-        if dry_run:
-            body["dryRun"] = ["All"]
         ref = RequestRef("delete", plural, namespace, name)
-        path = _object("/api/v1", namespace, plural, name)
-        answers.decoded(
-            self._transport.request(
-                "DELETE", path, ref, body=body, content_type="application/json", dry_run=dry_run
-            ),
-            ref,
-        )
+        self._delete(_object("/api/v1", namespace, plural, name), ref, uid, dry_run=dry_run)
 
     def create_event(self, namespace: str, event: JSON, *, dry_run: bool) -> None:
         """Create a core/v1 Event (see :class:`sweeper.k8s.cluster.Cluster`)."""

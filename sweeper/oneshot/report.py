@@ -72,6 +72,7 @@ class Summary:
         touch: Touches planned.
         fail: Fails planned.
         terminate_pods: Pod clean-ups of jobs already failed by their deadline.
+        delete_jobset: JobSets deleted of TrainJobs already failed by their deadline.
         skip: Jobs left alone.
         skipped: Skips by reason, in :class:`~sweeper.core.decide.SkipReason` order, none at 0.
         results: Outcomes by result, by name.
@@ -85,6 +86,7 @@ class Summary:
     touch: int
     fail: int
     terminate_pods: int
+    delete_jobset: int
     skip: int
     skipped: dict[str, int]
     results: dict[str, int]
@@ -116,23 +118,14 @@ class Summary:
         stopped_by: str | None,
         unlisted: tuple[str, ...] = (),
     ) -> Summary:
-        """A pass's summary from its tally (every kind summed).
-
-        Args:
-            tally: The pass's outcomes, counted.
-            duration_s: Seconds the pass took.
-            stopped_by: What stopped the pass early, if anything.
-            unlisted: The lists RBAC refused.
-
-        Returns:
-            The summary.
-        """
+        """A pass's summary from its tally (every kind summed)."""
         decisions, skipped = tally.decisions(), tally.reasons()
         return cls(
             jobs=tally.jobs,
             touch=decisions[ActionKind.TOUCH.value],
             fail=decisions[ActionKind.FAIL.value],
             terminate_pods=decisions[ActionKind.TERMINATE_PODS.value],
+            delete_jobset=decisions[ActionKind.DELETE_JOBSET.value],
             skip=decisions["skip"],
             skipped={
                 reason.value: skipped[reason.value]
@@ -152,6 +145,7 @@ class Summary:
             ActionKind.TOUCH: self.touch,
             ActionKind.FAIL: self.fail,
             ActionKind.TERMINATE_PODS: self.terminate_pods,
+            ActionKind.DELETE_JOBSET: self.delete_jobset,
         }[kind]
 
 
@@ -235,7 +229,7 @@ def job_record(outcome: Outcome) -> dict[str, Any]:
     job = entry.job
     record: dict[str, Any] = {
         "kind": job.kind.name,
-        "apiVersion": f"kubeflow.org/{job.version}",
+        "apiVersion": f"{job.kind.group}/{job.version}",
         "namespace": job.namespace,
         "name": job.name,
         "uid": job.uid,
@@ -252,7 +246,9 @@ def job_record(outcome: Outcome) -> dict[str, Any]:
         record["touch_refused"] = outcome.touch_refused
     if isinstance(entry, Action):
         record["patch"] = outcome.body
-        if entry.kind is not ActionKind.TOUCH:
+        if entry.kind is ActionKind.DELETE_JOBSET:
+            record["deleted"] = {"jobsets": list(outcome.jobsets)}
+        elif entry.kind is not ActionKind.TOUCH:
             record["deleted"] = {"pods": list(outcome.pods), "services": list(outcome.services)}
     return record
 
@@ -333,7 +329,7 @@ def table_row(outcome: Outcome) -> tuple[str, ...]:
     if outcome.result is Result.SKIPPED:
         result = outcome.detail or entry.detail or "-"
     else:
-        parts = [outcome.result.value, outcome.detail, *outcome.errors]
+        parts = [outcome.result.value, outcome.detail, _deleted(outcome), *outcome.errors]
         result = ": ".join(part for part in parts if part)
     return (
         job.kind.name,
@@ -345,6 +341,19 @@ def table_row(outcome: Outcome) -> tuple[str, ...]:
         decision,
         result,
     )
+
+
+_NAMED = 3  # names a table cell shows of what a clean-up deleted; the rest are counted
+
+
+def _deleted(outcome: Outcome) -> str:
+    # What a clean-up deleted, or would delete in a dry run: the names, not only a count.
+    named = []
+    for what, names in (("pods", outcome.pods), ("jobset", outcome.jobsets)):
+        if names:
+            more = f" (+{len(names) - _NAMED} more)" if len(names) > _NAMED else ""
+            named.append(f"{what} {', '.join(names[:_NAMED])}{more}")
+    return "; ".join(named)
 
 
 def write_text(

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
 from typing import Protocol, TextIO
 
-from sweeper.act.cleanup import pods_by_owner
+from sweeper.act.cleanup import leftovers_by_owner
 from sweeper.act.executor import Claim, Executor
 from sweeper.config import Config, OutputFormat
 from sweeper.core import clock
@@ -335,7 +335,7 @@ def _plan(cluster: Cluster, config: Config, listed: listing.Listing, now: dateti
         Interrupted: A signal arrived while retrying the pod list.
         RunTimeout: ``--timeout`` ran out during it.
     """
-    pods = pods_by_owner(cluster, listed.actions, config.namespaces)
+    pods = leftovers_by_owner(cluster, listed.actions, config.namespaces)
     plan = assemble(listed.actions, now, config.policy, pods)
     listed.actions = []
     return plan

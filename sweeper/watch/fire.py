@@ -154,7 +154,10 @@ class Fire:
         if not isinstance(entry, Action):
             # Changed since the event, or the server clock is not surely there yet.
             return Fired(key, due_at(job, policy))
-        if entry.kind is not ActionKind.TERMINATE_PODS and due != ALWAYS:
+        if (
+            entry.kind not in (ActionKind.TERMINATE_PODS, ActionKind.DELETE_JOBSET)
+            and due != ALWAYS
+        ):
             self.metrics.lateness.observe(max((now - due).total_seconds(), 0.0))
         executor = Executor(
             self.cluster,

@@ -17,8 +17,12 @@ def rule(group: str, resources: list[str], verbs: list[str]) -> dict[str, object
 
 
 EVENTS = rule("", ["events"], ["create"])
+# A job failed by its deadline has its pods reclaimed whatever the action (v1.9.4 keeps them).
+PODS = rule("", ["pods", "services"], ["list", "delete"])
+V1 = {"families": ["training-operator"]}
 TOUCH = [
     rule("kubeflow.org", PLURALS, ["list", "patch"]),
+    PODS,
     EVENTS,
 ]
 FAIL = [
@@ -33,7 +37,10 @@ AUTO = [
     rule("", ["pods", "services"], ["list", "delete"]),
     EVENTS,
 ]
-READ_ONLY_TOUCH = [rule("kubeflow.org", PLURALS, ["list"])]
+READ_ONLY_TOUCH = [
+    rule("kubeflow.org", PLURALS, ["list"]),
+    rule("", ["pods", "services"], ["list"]),
+]
 READ_ONLY_FAIL = [
     rule("kubeflow.org", PLURALS, ["get", "list"]),
     rule("", ["pods", "services"], ["list"]),
@@ -54,19 +61,85 @@ READ_ONLY_FAIL = [
     ],
 )
 def test_cluster_role_grants_exactly_what_the_action_needs(render, values, rules):
-    rendered = render(values)
+    rendered = render({**V1, **values})
 
     assert rendered.one("ClusterRole")["rules"] == rules
 
 
 def test_listed_kinds_narrow_every_rule(render):
-    rendered = render({"action": "auto", "kinds": ["MPIJob", "PyTorchJob"]})
+    rendered = render({**V1, "action": "auto", "kinds": ["MPIJob", "PyTorchJob"]})
 
     assert rendered.one("ClusterRole")["rules"] == [
         rule("kubeflow.org", ["pytorchjobs", "mpijobs"], ["get", "list", "patch"]),
         rule("kubeflow.org", ["pytorchjobs/status", "mpijobs/status"], ["patch"]),
         rule("", ["pods", "services"], ["list", "delete"]),
         EVENTS,
+    ]
+
+
+MPI = [
+    rule("kubeflow.org", ["mpijobs"], ["get", "list", "patch"]),
+    rule("kubeflow.org", ["mpijobs/status"], ["patch"]),
+    PODS,
+    rule("batch", ["jobs"], ["get"]),
+    EVENTS,
+]
+TRAINER = [
+    rule("trainer.kubeflow.org", ["trainjobs"], ["list"]),
+    rule("jobset.x-k8s.io", ["jobsets"], ["get", "list", "delete"]),
+    EVENTS,
+]
+
+
+@pytest.mark.parametrize(
+    ("values", "rules"),
+    [
+        pytest.param({"families": ["mpi-operator"]}, MPI, id="mpi-operator"),
+        pytest.param({"families": ["trainer"]}, TRAINER, id="trainer"),
+        pytest.param(
+            {"families": ["trainer"], "mode": "watch"},
+            [
+                rule("trainer.kubeflow.org", ["trainjobs"], ["get", "list", "watch"]),
+                *TRAINER[1:],
+            ],
+            id="trainer-watch",
+        ),
+        pytest.param(
+            {"families": ["trainer"], "dryRun": True},
+            [
+                rule("trainer.kubeflow.org", ["trainjobs"], ["list"]),
+                rule("jobset.x-k8s.io", ["jobsets"], ["get", "list"]),
+            ],
+            id="trainer-dry-run-deletes-nothing",
+        ),
+        pytest.param(
+            {"families": ["training-operator", "mpi-operator", "trainer"], "kinds": ["TFJob"]},
+            [rule("kubeflow.org", ["tfjobs"], ["list", "patch"]), PODS, EVENTS],
+            id="kinds-narrow-the-families",
+        ),
+    ],
+)
+def test_each_family_gets_the_grant_its_clean_up_needs_and_no_other(render, values, rules):
+    rendered = render(values)
+
+    assert rendered.one("ClusterRole")["rules"] == rules
+
+
+def test_no_jobset_delete_unless_the_trainer_family_is_on(render):
+    rendered = render({"families": ["training-operator", "mpi-operator"]})
+    rules = rendered.one("ClusterRole")["rules"]
+
+    assert not [r for r in rules if "jobsets" in r["resources"]]
+    assert not [r for r in rules if "trainjobs" in r["resources"]]
+    assert "--reclaim-grace=120" not in rendered.args
+
+
+def test_a_family_selection_sweeps_its_kinds_only(render):
+    assert "--kind=TrainJob" in render({"families": ["trainer"]}).args
+    assert [a for a in render().args if a.startswith("--kind")] == []
+    assert [a for a in render(V1).args if a.startswith("--kind")] == [
+        f"--kind={k}"
+        for k in ("TFJob", "PyTorchJob", "XGBoostJob", "MPIJob", "PaddleJob", "JAXJob", "MXJob")
     ]
 
 
@@ -90,7 +163,7 @@ def test_cluster_role_binding_binds_the_release_service_account(render):
 def test_namespaced_mode_grants_a_role_per_namespace_and_nothing_cluster_wide(
     render, action, rules
 ):
-    rendered = render({"action": action, "namespaces": ["team-a", "team-b"]})
+    rendered = render({**V1, "action": action, "namespaces": ["team-a", "team-b"]})
 
     assert rendered.of_kind("ClusterRole") == []
     assert rendered.of_kind("ClusterRoleBinding") == []

@@ -24,7 +24,9 @@ CHART = Path(__file__).resolve().parents[2] / "chart"
         pytest.param({"action": "delete"}, "at '/action': value must be one of", id="enum-action"),
         pytest.param({"terminatePods": "running"}, "at '/terminatePods'", id="enum-terminate-pods"),
         pytest.param({"dryRun": "yes"}, "at '/dryRun'", id="enum-dry-run"),
-        pytest.param({"kinds": ["TrainJob"]}, "at '/kinds/0'", id="enum-kind"),
+        pytest.param({"kinds": ["JobSet"]}, "at '/kinds/0'", id="enum-kind"),
+        pytest.param({"families": ["kueue"]}, "at '/families/0'", id="enum-family"),
+        pytest.param({"families": []}, "families", id="no-family"),
         pytest.param(
             {"operatorVersion": "v1.9.5"}, "at '/operatorVersion'", id="operator-version-unknown"
         ),

@@ -379,8 +379,20 @@ def permissions(rules: list[Obj]) -> list[tuple[str, str, str]]:
 def _cases() -> list[Any]:
     """Every permission the chart grants for each action (one kind, so each one is used)."""
     plural = "pytorchjobs"
+    # Every action reclaims the pods a job failed by its deadline keeps (v1.9.4).
+    pods = [
+        ("", "pods", "list"),
+        ("", "pods", "delete"),
+        ("", "services", "list"),
+        ("", "services", "delete"),
+    ]
     granted = {
-        "touch": [(GROUP, plural, "list"), (GROUP, plural, "patch"), ("", "events", "create")],
+        "touch": [
+            (GROUP, plural, "list"),
+            (GROUP, plural, "patch"),
+            *pods,
+            ("", "events", "create"),
+        ],
         "fail": [
             (GROUP, plural, "get"),
             (GROUP, plural, "list"),
@@ -417,6 +429,11 @@ def test_any_one_permission_removed_fails_with_the_documented_code_and_names_it(
     )
     if action == "auto":
         overdue_job(control_plane, namespace, tag, pods=True, fresh=True)  # this one is touched
+    if action == "touch":
+        left = workloads.failed_by_its_deadline(
+            control_plane, namespace, f"failed-{tag}", labels={LABEL: tag}
+        )
+        workloads.create_replicas(control_plane, left, {"Master": ["Running"]})
     chart = install(
         namespace, {"action": action, "kinds": ["PyTorchJob"], "selector": f"{LABEL}={tag}"}
     )

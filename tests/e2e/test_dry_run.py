@@ -20,7 +20,6 @@ something to write (``auto`` touches the first, and fails the second: it is more
 
 from __future__ import annotations
 
-import copy
 import datetime as dt
 import urllib.parse
 from collections.abc import Iterator
@@ -45,15 +44,6 @@ PLANNED = {
     "fail": {"untouched": "fail", "touched": "fail"},
     "auto": {"untouched": "touch", "touched": "fail"},
 }
-DEADLINE_MESSAGE = "Job {name} has failed because it was active longer than specified deadline"
-
-
-def failed_by_its_deadline(cp: ControlPlane, namespace: str, name: str) -> w.Obj:
-    """A job the operator failed by its deadline, whose pods it left running (v1.9.4)."""
-    job = w.create_job(cp, namespace, name, finished="Failed")
-    status = copy.deepcopy(job["status"])
-    status["conditions"][-1]["message"] = DEADLINE_MESSAGE.format(name=name)
-    return w.set_status(cp, namespace, "PyTorchJob", name, status)
 
 
 @pytest.fixture
@@ -67,7 +57,7 @@ def every_path(control_plane: ControlPlane, namespace: str) -> str:
     ]:
         job = w.create_job(control_plane, namespace, name, deadline=deadline, annotations=marks)
         w.create_replicas(control_plane, job, {"Master": ["Running"], "Worker": ["Pending"]})
-    done = failed_by_its_deadline(control_plane, namespace, "failed-by-deadline")
+    done = w.failed_by_its_deadline(control_plane, namespace, "failed-by-deadline")
     w.create_replicas(control_plane, done, {"Master": ["Running"], "Worker": ["Succeeded"]})
     return namespace
 

@@ -151,6 +151,24 @@ def _condition(ctype: str, reason: str, message: str, at: str) -> Obj:
     }
 
 
+DEADLINE_MESSAGE = "Job {name} has failed because it was active longer than specified deadline"
+
+
+def failed_by_its_deadline(
+    cp: ControlPlane,
+    namespace: str,
+    name: str,
+    *,
+    kind: str = "PyTorchJob",
+    labels: Mapping[str, str] | None = None,
+) -> Obj:
+    """A job the operator failed by its deadline, whose pods it left running (v1.9.4)."""
+    job = create_job(cp, namespace, name, kind=kind, labels=labels, finished="Failed")
+    status = json.loads(json.dumps(job["status"]))
+    status["conditions"][-1]["message"] = DEADLINE_MESSAGE.format(name=name)
+    return set_status(cp, namespace, kind, name, status)
+
+
 def set_status(cp: ControlPlane, namespace: str, kind: str, name: str, status: Obj) -> Obj:
     """Replace a job's status through ``/status`` (a merge patch whose lists replace)."""
     job: Obj = cp.request(

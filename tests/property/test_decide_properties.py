@@ -114,8 +114,8 @@ def test_pods_are_only_terminated_for_a_job_already_failed_by_its_deadline(
     entry = judged(case, now, policy)
 
     if isinstance(entry, Action) and entry.kind is ActionKind.TERMINATE_PODS:
+        # Whatever the action: the operator's own deadline failure keeps pods on v1.9.4.
         assert case.failed_by_deadline
-        assert policy.action in (ActionMode.FAIL, ActionMode.AUTO)
         assert not (case.deleting or case.excluded or case.managed_elsewhere)
 
 

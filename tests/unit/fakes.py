@@ -29,11 +29,18 @@ from typing import Any
 
 from sweeper.core.errors import ApiError, Conflict, Gone, NotFound, RequestRef, WatchStalled
 from sweeper.core.jobs import parse_job
-from sweeper.core.kinds import KINDS, VERSION
+from sweeper.core.kinds import KINDS
 from sweeper.core.model import JSON
 from sweeper.k8s.cluster import Answer, Discovery, JobPage, Page, ServedKind, WatchEvent
 
-WRITE_VERBS = ("patch", "patch-status", "delete-pod", "delete-service", "create-event")
+WRITE_VERBS = (
+    "patch",
+    "patch-status",
+    "delete-pod",
+    "delete-service",
+    "delete-jobset",
+    "create-event",
+)
 JOB_WRITES = ("patch", "patch-status")
 LEASE_RESOURCE = "leases.coordination.k8s.io"
 
@@ -49,11 +56,13 @@ class Request:
 
 @dataclass
 class FakeCluster:
-    served: tuple[ServedKind, ...] = tuple(ServedKind(k, VERSION) for k in KINDS)
+    served: tuple[ServedKind, ...] = tuple(ServedKind(k, k.versions[0]) for k in KINDS)
     date: datetime | None = None
     jobs: dict[tuple[str, str, str], JSON] = field(default_factory=dict)
     pods: dict[tuple[str, str], JSON] = field(default_factory=dict)
     services: dict[tuple[str, str], JSON] = field(default_factory=dict)
+    jobsets: dict[tuple[str, str], JSON] = field(default_factory=dict)
+    batch_jobs: dict[tuple[str, str], JSON] = field(default_factory=dict)
     events: list[JSON] = field(default_factory=list)
     requests: list[Request] = field(default_factory=list)
     faults: dict[tuple[str, str | None], list[BaseException]] = field(default_factory=dict)
@@ -217,6 +226,38 @@ class FakeCluster:
     def delete_service(self, namespace: str, name: str, uid: str, *, dry_run: bool) -> None:
         self._record("delete-service", namespace, name, dry_run=dry_run)
         self._delete(self.services, namespace, name, uid, dry_run=dry_run)
+
+    def list_jobset_pages(self, namespace: str | None) -> Iterator[Page]:
+        self._record("list-jobset-pages", namespace)
+        yield Page(
+            [
+                copy.deepcopy(j)
+                for (ns, _), j in sorted(self.jobsets.items())
+                if namespace in (None, ns)
+            ],
+            self.date,
+        )
+
+    def get_jobset(self, namespace: str, name: str) -> JSON:
+        self._record("get-jobset", namespace, name)
+        return self._stored(self.jobsets, "jobsets.jobset.x-k8s.io", namespace, name)
+
+    def delete_jobset(self, namespace: str, name: str, uid: str, *, dry_run: bool) -> None:
+        self._record("delete-jobset", namespace, name, dry_run=dry_run)
+        self._delete(self.jobsets, namespace, name, uid, dry_run=dry_run)
+
+    def get_batch_job(self, namespace: str, name: str) -> JSON:
+        self._record("get-batch-job", namespace, name)
+        return self._stored(self.batch_jobs, "jobs.batch", namespace, name)
+
+    @staticmethod
+    def _stored(
+        store: dict[tuple[str, str], JSON], resource: str, namespace: str, name: str
+    ) -> JSON:
+        found = store.get((namespace, name))
+        if found is None:
+            raise NotFound(RequestRef("get", resource, namespace, name), 404)
+        return copy.deepcopy(found)
 
     def create_event(self, namespace: str, event: JSON, *, dry_run: bool) -> None:
         self._record(

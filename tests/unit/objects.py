@@ -178,3 +178,130 @@ def owned(
     if phase is not None:
         obj["status"] = {"phase": phase}
     return obj
+
+
+def mpijob(
+    name: str = "mpi",
+    namespace: str = "team-a",
+    *,
+    deadline: int | None = 600,
+    started_ago: float | None = 900,
+    waits: bool = False,
+    failed: str | None = None,
+    completed: bool = True,
+    clean_pod_policy: str | None = None,
+    suspend: bool | None = None,
+) -> dict[str, Any]:
+    """An mpi-operator MPIJob (``kubeflow.org/v2beta1``) as v0.8.x stores it.
+
+    ``failed``: the reason of a ``Failed=True`` condition (``DeadlineExceeded`` is what the
+    launcher Job's deadline gives), with ``completionTime`` when ``completed``.
+    """
+    run_policy: dict[str, Any] = {}
+    if deadline is not None:
+        run_policy["activeDeadlineSeconds"] = deadline
+    if clean_pod_policy is not None:
+        run_policy["cleanPodPolicy"] = clean_pod_policy
+    if suspend is not None:
+        run_policy["suspend"] = suspend
+    status: dict[str, Any] = {"conditions": [condition("Created", reason="MPIJobCreated")]}
+    if started_ago is not None:
+        status["startTime"] = ago(started_ago)
+    if failed is not None:
+        message = (
+            "Job was active longer than specified deadline"
+            if failed == "DeadlineExceeded"
+            else "MPIJob has failed"
+        )
+        status["conditions"].append(condition("Failed", message=message, reason=failed))
+        if completed:
+            status["completionTime"] = ago(60)
+    return {
+        "apiVersion": "kubeflow.org/v2beta1",
+        "kind": "MPIJob",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "uid": f"uid-{name}",
+            "resourceVersion": "1",
+        },
+        "spec": {
+            "runPolicy": run_policy,
+            "launcherCreationPolicy": "WaitForWorkersReady" if waits else "AtStartup",
+            "mpiReplicaSpecs": {"Launcher": {"replicas": 1}, "Worker": {"replicas": 2}},
+        },
+        "status": status,
+    }
+
+
+def trainjob(
+    name: str = "tj",
+    namespace: str = "team-a",
+    *,
+    deadline: int | None = 600,
+    created_ago: float = 900,
+    failed: str | None = None,
+    failed_ago: float = 300,
+    managed_by: str | None = None,
+    suspend: bool | None = None,
+    resumed_ago: float | None = None,
+) -> dict[str, Any]:
+    """A Trainer v2 TrainJob (``trainer.kubeflow.org/v1alpha1``) as v2.3.0 stores it."""
+    spec: dict[str, Any] = {"runtimeRef": {"name": "torch-distributed"}}
+    if deadline is not None:
+        spec["activeDeadlineSeconds"] = deadline
+    if managed_by is not None:
+        spec["managedBy"] = managed_by
+    if suspend is not None:
+        spec["suspend"] = suspend
+    conditions: list[dict[str, Any]] = []
+    if resumed_ago is not None:
+        resumed = condition("Suspended", "False", reason="Resumed")
+        resumed["lastTransitionTime"] = ago(resumed_ago)
+        conditions.append(resumed)
+    if failed is not None:
+        failure = condition(
+            "Failed", message="TrainJob exceeded its active deadline", reason=failed
+        )
+        failure["lastTransitionTime"] = ago(failed_ago)
+        conditions.append(failure)
+    return {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "uid": f"uid-{name}",
+            "creationTimestamp": ago(created_ago),
+            "resourceVersion": "1",
+        },
+        "spec": spec,
+        "status": {"conditions": conditions},
+    }
+
+
+def jobset(owner: dict[str, Any], *, deleting: bool = False, owner_uid: str = "") -> dict[str, Any]:
+    """The JobSet the trainer made for a TrainJob: its name, no label, owned by it."""
+    meta = owner["metadata"]
+    obj: dict[str, Any] = {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {
+            "name": meta["name"],
+            "namespace": meta["namespace"],
+            "uid": f"uid-jobset-{meta['name']}",
+            "ownerReferences": [
+                {
+                    "apiVersion": "trainer.kubeflow.org/v1alpha1",
+                    "kind": "TrainJob",
+                    "name": meta["name"],
+                    "uid": owner_uid or meta["uid"],
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
+        },
+    }
+    if deleting:
+        obj["metadata"]["deletionTimestamp"] = ago(5)
+    return obj

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from sweeper.act.cleanup import pods_by_owner
+from sweeper.act.cleanup import leftovers_by_owner
 from sweeper.act.executor import Executor, refused
 from sweeper.config import DryRun
 from sweeper.core.decide import decide
@@ -588,7 +588,7 @@ def test_a_clean_up_planned_with_its_pods_deletes_those_without_listing_pods() -
     fake = cluster_with(raw)
     with_pods(fake, raw, {"w-0": "Running", "w-1": "Running"})
     jobs = [parse_job(raw, KIND["PyTorchJob"])]
-    index = pods_by_owner(fake, decide(jobs, NOW, FAIL).actions, ())
+    index = leftovers_by_owner(fake, decide(jobs, NOW, FAIL).actions, ())
     plan = decide(jobs, NOW, FAIL, index)
 
     outcome = Executor(fake, dry_run=None).execute(plan).outcomes[0]
@@ -598,7 +598,7 @@ def test_a_clean_up_planned_with_its_pods_deletes_those_without_listing_pods() -
     assert fake.methods().count("list-pod-pages") == 1
 
 
-def test_pods_by_owner_lists_once_per_scope_and_indexes_every_clean_up() -> None:
+def test_leftovers_by_owner_lists_once_per_scope_and_indexes_every_clean_up() -> None:
     failed = [
         job(name=f"f-{i}", namespace=ns, conditions=deadline_failed(f"f-{i}"))
         for i, ns in enumerate(["a", "a", "b"])
@@ -609,7 +609,7 @@ def test_pods_by_owner_lists_once_per_scope_and_indexes_every_clean_up() -> None
         [parse_job(r, KIND["PyTorchJob"]) for r in fake.jobs.values()], NOW, FAIL
     ).actions
 
-    cluster_wide = pods_by_owner(fake, actions, ())
+    cluster_wide = leftovers_by_owner(fake, actions, ())
     assert [(r.method, r.namespace, r.name) for r in fake.requests] == [
         ("list-pod-pages", None, "training.kubeflow.org/job-name")
     ]
@@ -619,7 +619,7 @@ def test_pods_by_owner_lists_once_per_scope_and_indexes_every_clean_up() -> None
         failed[2]["metadata"]["uid"]: [],
     }
     fake.requests.clear()
-    assert pods_by_owner(fake, actions, ("a", "b", "c")) == cluster_wide
+    assert leftovers_by_owner(fake, actions, ("a", "b", "c")) == cluster_wide
     assert sorted(r.namespace or "" for r in fake.requests) == ["a", "b"]
 
 
@@ -628,7 +628,7 @@ def test_a_pod_list_that_fails_leaves_its_clean_ups_to_list_their_own() -> None:
     fake = cluster_with(raw)
     fake.fail("list-pod-pages", None, ApiError(RequestRef("list", "pods"), 403))
     actions = decide([parse_job(raw, KIND["PyTorchJob"])], NOW, FAIL).actions
-    assert pods_by_owner(fake, actions, ()) == {}
+    assert leftovers_by_owner(fake, actions, ()) == {}
 
 
 def test_a_terminating_pod_is_not_deleted_again_nor_reported() -> None:

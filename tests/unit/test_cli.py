@@ -331,7 +331,7 @@ def test_flags_and_environment_twins_build_the_config(
 USAGE_ERRORS = [
     pytest.param(["--action", "explode"], "invalid value for --action", id="unknown-action"),
     pytest.param(["--explode"], "No such option", id="unknown-flag"),
-    pytest.param(["--kind", "TrainJob"], "unknown kind 'TrainJob'", id="unknown-kind"),
+    pytest.param(["--kind", "JobSet"], "unknown kind 'JobSet'", id="unknown-kind"),
     pytest.param(
         ["--operator-version", "1.9"],
         "--operator-version: '1.9' is not a release (expected vX.Y.Z",

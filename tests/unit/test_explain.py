@@ -44,7 +44,7 @@ CASES = [
     pytest.param(
         job(conditions=deadline_failed()),
         "finished",
-        "skip (finished)",
+        "terminate-pods (failed-by-deadline)",
         id="failed-by-the-operator",
     ),
     pytest.param(job(suspend=True), "suspended", "skip (suspended)", id="suspended"),
@@ -69,7 +69,7 @@ def test_explain_walks_every_rule_and_agrees_with_judge(
     view = parse_job(raw, KIND["PyTorchJob"])
     steps, entry = explain(view, NOW, Policy())
     assert entry == judge(view, NOW, Policy())
-    assert [s.rule for s in steps] == [r.name for r in RULES] + ["overdue"]
+    assert [s.rule for s in steps] == [r.name for r in RULES]
     (decider,) = [s for s in steps if s.entry is not None]
     assert decider.rule == deciding
     assert f"{entry.decision} ({entry.reason})" == decision.split(":", maxsplit=1)[0]
@@ -142,7 +142,7 @@ def test_the_cli_explains_a_job_and_writes_nothing() -> None:
     lines = result.stdout.splitlines()
     assert lines[0] == "PyTorchJob team-a/train at 2024-05-01T12:00:00Z (server clock)"
     numbered = [line for line in lines if line[:4].strip().rstrip(".").isdigit()]
-    assert len(numbered) == len(RULES) + 1  # and the overdue step
+    assert len(numbered) == len(RULES)  # the family's last rule included
     assert lines[-1] == "Decision: skip (not-yet-due): due in 59m00s"
     assert "not-yet-due" in numbered[-2] and numbered[-2].endswith("skip (not-yet-due)")
     assert numbered[-1].endswith("not reached")

@@ -44,7 +44,7 @@ JOBS = ("train-a", "train-b")
 
 # What each request is, by method and path (the classes the sweeper sends).
 ROUTES = [
-    ("discover-group", "GET", r"^/apis/kubeflow\.org$"),
+    ("discover-group", "GET", r"^/apis/(trainer\.)?kubeflow\.org$"),
     ("discover-resources", "GET", r"^/apis/kubeflow\.org/v1$"),
     ("list-jobs", "GET", r"^/apis/kubeflow\.org/v1(/namespaces/[^/]+)?/pytorchjobs$"),
     ("get-job", "GET", r"/pytorchjobs/[^/]+$"),

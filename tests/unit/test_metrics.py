@@ -61,10 +61,13 @@ def value(run: metrics.RunFigures, metric: metrics.Metric, *labels: str) -> floa
     ("metric", "labels", "expected"),
     [
         pytest.param(metrics.JOBS, ("PyTorchJob", "touch"), 1, id="jobs-touched"),
-        pytest.param(metrics.JOBS, ("PyTorchJob", "skip"), 6, id="jobs-skipped"),
+        pytest.param(metrics.JOBS, ("PyTorchJob", "skip"), 3, id="jobs-skipped"),
+        pytest.param(
+            metrics.JOBS, ("PyTorchJob", "terminate-pods"), 3, id="jobs-deadline-failed-reclaimed"
+        ),
         pytest.param(metrics.JOBS, ("MPIJob", "fail"), 0, id="zeros-are-pushed"),
         pytest.param(metrics.SKIPPED, ("PyTorchJob", "recently-touched"), 1, id="skip-reason"),
-        pytest.param(metrics.SKIPPED, ("PyTorchJob", "finished"), 4, id="finished"),
+        pytest.param(metrics.SKIPPED, ("PyTorchJob", "finished"), 1, id="finished"),
         pytest.param(metrics.ACTIONS, ("PyTorchJob", "touch", "done"), 1, id="action-done"),
         pytest.param(metrics.ACTIONS, ("TFJob", "touch", "error"), 1, id="action-error"),
         pytest.param(metrics.OVERDUE, ("PyTorchJob",), 2, id="overdue-acted-or-touched"),

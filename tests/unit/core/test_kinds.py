@@ -24,7 +24,7 @@ def test_lookup(text: str, kind: object) -> None:
 
 def test_unknown_kinds_list_the_valid_ones() -> None:
     with pytest.raises(KeyError, match="expected one of TFJob, PyTorchJob, XGBoostJob"):
-        lookup("TrainJob")
+        lookup("JobSet")
 
 
 def test_the_table_matches_operator_md() -> None:
@@ -36,6 +36,10 @@ def test_the_table_matches_operator_md() -> None:
         ("PaddleJob", "paddlejobs", "paddleReplicaSpecs"),
         ("JAXJob", "jaxjobs", "jaxReplicaSpecs"),
         ("MXJob", "mxjobs", "mxReplicaSpecs"),
+        ("TrainJob", "trainjobs", ""),
     ]
+    assert {k.name: k.group for k in KINDS if k.group != "kubeflow.org"} == {
+        "TrainJob": "trainer.kubeflow.org"
+    }
     assert [k.name for k in KINDS if not k.checks_managed_by] == ["JAXJob", "MXJob"]
     assert [k.name for k in KINDS if k.legacy_clean_pod_policy] == ["MPIJob"]

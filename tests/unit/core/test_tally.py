@@ -49,7 +49,8 @@ def test_the_outcomes_are_counted_by_kind_decision_and_result() -> None:
     assert tally.outcomes == Counter(
         {
             ("PyTorchJob", "touch", "done"): 1,
-            ("PyTorchJob", "skip", "skipped"): 5,
+            ("PyTorchJob", "terminate-pods", "done"): 2,
+            ("PyTorchJob", "skip", "skipped"): 3,
             ("TFJob", "touch", "error"): 1,
             ("TFJob", "skip", "skipped"): 1,
         }
@@ -58,7 +59,7 @@ def test_the_outcomes_are_counted_by_kind_decision_and_result() -> None:
         {
             ("PyTorchJob", "recently-touched"): 1,
             ("PyTorchJob", "not-yet-due"): 1,
-            ("PyTorchJob", "finished"): 3,
+            ("PyTorchJob", "finished"): 1,
             ("TFJob", "not-yet-due"): 1,
         }
     )
@@ -67,9 +68,9 @@ def test_the_outcomes_are_counted_by_kind_decision_and_result() -> None:
 def test_summed_over_kinds_it_is_the_summary_of_the_pass() -> None:
     tally = Tally.of(a_pass())
 
-    assert tally.decisions() == Counter({"touch": 2, "skip": 6})
-    assert tally.results() == Counter({"done": 1, "error": 1, "skipped": 6})
-    assert tally.reasons() == Counter({"finished": 3, "not-yet-due": 2, "recently-touched": 1})
+    assert tally.decisions() == Counter({"touch": 2, "terminate-pods": 2, "skip": 4})
+    assert tally.results() == Counter({"done": 3, "error": 1, "skipped": 4})
+    assert tally.reasons() == Counter({"finished": 1, "not-yet-due": 2, "recently-touched": 1})
     assert tally.errors == 1
 
 

@@ -229,4 +229,3 @@ def test_items_null_is_an_empty_page() -> None:
 def test_views_keep_the_kind_and_version_listed() -> None:
     page = decode.decode_jobs(body([job("MPIJob")]), KIND["MPIJob"], "v2beta1")
     assert (page.jobs[0].kind, page.jobs[0].version) == (KIND["MPIJob"], "v2beta1")
-    assert page.jobs[0].operator_enforced

@@ -17,7 +17,7 @@ from kubernetes import client as k8s_client
 from sweeper.config import Config
 from sweeper.core.errors import ConfigError
 from sweeper.core.jobs import parse_job
-from sweeper.core.kinds import MPI_OPERATOR_VERSION, MPIJOB, PYTORCHJOB, TFJOB
+from sweeper.core.kinds import MPI_OPERATOR_VERSION, MPIJOB, PYTORCHJOB, TFJOB, TRAINJOB
 from sweeper.k8s import client, kube
 from sweeper.k8s.cluster import ServedKind
 from sweeper.k8s.transport import NoResponse, Response, Transport
@@ -45,15 +45,21 @@ def resources(*plurals: str) -> Response:
     return ok({"resources": [{"name": p} for p in plurals] + [{"name": "pytorchjobs/status"}]})
 
 
+NO_TRAINER = ok(status=404)  # the second group asked: trainer.kubeflow.org
+
 DISCOVERIES = [
-    pytest.param([ok(status=404)], [], id="no-kubeflow-group"),
+    pytest.param([ok(status=404), NO_TRAINER], [], id="no-kubeflow-group"),
     pytest.param(
-        [ok({"versions": [{"version": "v1"}]}), resources("tfjobs", "pytorchjobs", "mpijobs")],
+        [
+            ok({"versions": [{"version": "v1"}]}),
+            resources("tfjobs", "pytorchjobs", "mpijobs"),
+            NO_TRAINER,
+        ],
         [(TFJOB, "v1"), (PYTORCHJOB, "v1"), (MPIJOB, "v1")],
         id="v1-kinds-in-table-order",
     ),
     pytest.param(
-        [ok({"versions": [{"version": "v2beta1"}]}), resources("mpijobs")],
+        [ok({"versions": [{"version": "v2beta1"}]}), resources("mpijobs"), NO_TRAINER],
         [(MPIJOB, MPI_OPERATOR_VERSION)],
         id="mpi-operator-mpijob-only",
     ),
@@ -62,14 +68,24 @@ DISCOVERIES = [
             ok({"versions": [{"version": "v1"}, {"version": "v2beta1"}]}),
             resources("mpijobs"),
             resources("mpijobs"),
+            NO_TRAINER,
         ],
         [(MPIJOB, "v1")],
         id="v1-mpijob-wins",
     ),
     pytest.param(
-        [ok({"versions": [{"version": "v1"}]}), ok(status=404)],
+        [ok({"versions": [{"version": "v1"}]}), ok(status=404), NO_TRAINER],
         [],
         id="version-vanished",
+    ),
+    pytest.param(
+        [
+            ok(status=404),
+            ok({"versions": [{"version": "v1alpha1"}]}),
+            resources("trainjobs", "clustertrainingruntimes"),
+        ],
+        [(TRAINJOB, "v1alpha1")],
+        id="trainer-v2-only",
     ),
 ]
 

@@ -83,6 +83,7 @@ def test_summary_counts_decisions_skip_reasons_results_and_errors() -> None:
         "touch": 2,
         "fail": 0,
         "terminate-pods": 0,
+        "delete-jobset": 0,
         "skip": 2,
         "skipped": {"no-deadline": 1, "not-yet-due": 1},
         "results": {"done": 1, "error": 1, "skipped": 2},
@@ -92,8 +93,8 @@ def test_summary_counts_decisions_skip_reasons_results_and_errors() -> None:
         "unlisted": [],
     }
     assert summary_line(counts) == (
-        "4 jobs: 2 touch, 0 fail, 0 terminate-pods, 2 skip (no-deadline 1, not-yet-due 1); "
-        "1 error; 0.2s"
+        "4 jobs: 2 touch, 0 fail, 0 terminate-pods, 0 delete-jobset, "
+        "2 skip (no-deadline 1, not-yet-due 1); 1 error; 0.2s"
     )
 
 

@@ -581,11 +581,25 @@ def test_with_namespaces_the_pods_are_listed_in_each_namespace_with_a_clean_up()
     assert sorted(lists) == ["a", "c"]
 
 
-def test_touch_mode_lists_no_pods() -> None:
-    fake = server_at(NOW, deadline_failed_job("failed", failed_ago=60), job(name="due"))
+def test_touch_mode_reclaims_the_pods_the_operator_kept_at_its_deadline_failure() -> None:
+    # v1.9.4 fails a touched job and keeps its pods (cleanPodPolicy absent means None): the
+    # defaults must still give the GPUs back.
+    fake = server_at(NOW)
+    failed = fake.add_job(deadline_failed_job("failed", failed_ago=60))
+    fake.add_pod(owned("failed-worker-0", failed))
+    fake.add_pod(owned("failed-worker-1", failed, phase="Succeeded"))
+    fake.add_job(job(name="due"))
+
     code, _ = sweep(fake)
+
     assert code == 0
-    assert "list-pod-pages" not in fake.methods()
+    writes = [(r.method, r.name) for r in fake.writes]
+    assert writes == [
+        ("patch", "due"),
+        ("create-event", "due"),
+        ("delete-pod", "failed-worker-0"),
+        ("create-event", "failed"),
+    ]
 
 
 # --- terminating pods (C4) ----------------------------------------------------------------

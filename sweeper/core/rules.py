@@ -1,0 +1,263 @@
+"""How a family's rules are written, walked and timed; the rules every family shares. Pure.
+
+A family (:mod:`sweeper.core.families`) judges a job with an ordered tuple of :class:`Rule`:
+the first that decides wins, and its last rule always decides. ``--explain`` walks the same
+tuple (:func:`walk`), and a watch timer is armed from it (:func:`premise_due`): a rule with a
+``premise`` decides the same whatever the clock, so only the rules after the premises read it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from sweeper.core.clock import human
+from sweeper.core.jobs import Job
+from sweeper.core.kinds import EXCLUDE_ANNOTATION, LEGACY_EXCLUDE_ANNOTATION
+from sweeper.core.model import (
+    Action,
+    ActionKind,
+    Entry,
+    PodsMode,
+    Policy,
+    Skip,
+    SkipReason,
+    Why,
+    pods_mode,
+)
+
+Decider = Callable[[Job, datetime, Policy, "float | None"], "Entry | None"]
+Seer = Callable[[Job, datetime, Policy, "float | None"], str]
+
+# The instant of a job that is due whatever the time (what a controller left behind once the
+# job is finished): before every other instant.
+ALWAYS = datetime.min.replace(tzinfo=UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """One rule of a family's decision.
+
+    Attributes:
+        name: The skip reason it gives, or the name of the family's last rule.
+        seen: What the rule looks at, rendered for ``--explain`` (never raises).
+        decide: The entry when the rule decides, ``None`` to let the job through.
+        premise: For a rule that decides whatever the clock, whether it decides for the job;
+            ``None`` for a rule that reads the clock (:func:`premise_due` relies on every
+            premise rule coming before the first that reads it).
+    """
+
+    name: str
+    seen: Seer
+    decide: Decider
+    premise: Callable[[Job], bool] | None = None
+
+
+def skip_if(
+    reason: SkipReason,
+    seen: Seer,
+    test: Callable[[Job], bool],
+    detail: Callable[[Job], str] | None = None,
+    *,
+    with_overdue: bool = True,
+) -> Rule:
+    """A rule that skips the job, whatever the clock, when ``test`` holds."""
+
+    def decide(job: Job, _now: datetime, _policy: Policy, overdue: float | None) -> Entry | None:
+        if not test(job):
+            return None
+        return Skip(job, reason, overdue if with_overdue else None, detail(job) if detail else "")
+
+    return Rule(reason.value, seen, decide, premise=test)
+
+
+def stamp(moment: datetime | None) -> str:
+    """An instant as the API writes it, or ``unset``."""
+    return "unset" if moment is None else moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def later(moment: datetime, seconds: float) -> datetime | None:
+    """``moment + seconds``; ``None`` ("never") past ``datetime.max`` or timedelta's range."""
+    try:
+        return moment + timedelta(seconds=seconds)
+    except OverflowError:
+        return None
+
+
+def reached(now: datetime, moment: datetime | None) -> bool:
+    """Whether ``now`` is at or after ``moment`` (never, for ``None``)."""
+    return moment is not None and now >= moment
+
+
+def overdue_seconds(job: Job, now: datetime) -> float | None:
+    """``now - deadline`` as reported: rounded to the millisecond, never for a comparison."""
+    deadline = job.deadline
+    return None if deadline is None else round((now - deadline).total_seconds(), 3)
+
+
+# The rules that open every family's table: what no controller acts on either.
+MALFORMED = skip_if(
+    SkipReason.MALFORMED,
+    lambda job, *_: f"unreadable {job.malformed}" if job.malformed else "every field readable",
+    lambda job: job.malformed is not None,
+    lambda job: job.malformed or "",
+    with_overdue=False,
+)
+BEING_DELETED = skip_if(
+    SkipReason.BEING_DELETED,
+    lambda job, *_: "deletionTimestamp set" if job.deleting else "no deletionTimestamp",
+    lambda job: job.deleting,
+)
+OPTED_OUT = skip_if(
+    SkipReason.OPTED_OUT,
+    lambda job, *_: (
+        f"{EXCLUDE_ANNOTATION} or the old {LEGACY_EXCLUDE_ANNOTATION}: "
+        + ("true" if job.excluded else "not true")
+    ),
+    lambda job: job.excluded,
+)
+
+
+def managed_elsewhere(own: str, *, checked: Callable[[Job], bool] = lambda _job: True) -> Rule:
+    """Skip a job whose ``managedBy`` names another controller than ``own``.
+
+    Args:
+        own: The family's controller, as ``managedBy`` names it.
+        checked: Whether the family's controller reads ``managedBy`` for this job at all.
+    """
+
+    def test(job: Job) -> bool:
+        return checked(job) and job.managed_by is not None and job.managed_by != own
+
+    return skip_if(
+        SkipReason.MANAGED_ELSEWHERE,
+        lambda job, *_: (
+            f"managedBy {job.managed_by or 'unset'}"
+            + ("" if checked(job) else " (not used by this kind)")
+        ),
+        test,
+        lambda job: job.managed_by or "",
+    )
+
+
+SUSPENDED = skip_if(
+    SkipReason.SUSPENDED,
+    lambda job, *_: f"suspend {'true' if job.suspended else 'false'}",
+    lambda job: job.suspended,
+)
+# Resumed (e.g. re-admitted by Kueue) but not reconciled yet: the operator flips Suspended to
+# False and resets startTime to now before its deadline check, so the startTime read here is
+# stale and the job is not overdue.
+RESUMING = skip_if(
+    SkipReason.RESUMING,
+    lambda job, *_: (
+        "condition Suspended=True" if job.suspended_condition else "no Suspended=True condition"
+    ),
+    lambda job: job.suspended_condition,
+    lambda _job: "Suspended=True but suspend is not set: the operator restarts its clock on resume",
+    with_overdue=False,
+)
+NO_DEADLINE = skip_if(
+    SkipReason.NO_DEADLINE,
+    lambda job, *_: (
+        "activeDeadlineSeconds unset"
+        if job.deadline_seconds is None
+        else f"activeDeadlineSeconds {job.deadline_seconds} ({human(job.deadline_seconds)})"
+    ),
+    lambda job: job.deadline_seconds is None,
+    with_overdue=False,
+)
+NOT_STARTED = skip_if(
+    SkipReason.NOT_STARTED,
+    lambda job, *_: f"startTime {stamp(job.start_time)}",
+    lambda job: job.deadline is None,
+    with_overdue=False,
+)
+
+
+def reclaim_pods(job: Job, policy: Policy, overdue: float | None) -> Entry:
+    """Reclaim the pods a job failed by its deadline still runs, as ``--terminate-pods`` says.
+
+    The deadline wins over ``cleanPodPolicy: None``, written or not (docs/decisions.md): both
+    operators that keep pods after a deadline failure (the Training Operator v1.9.4 and
+    mpi-operator) default to ``None``, and a deadline exists to give the GPUs back.
+    ``--terminate-pods policy`` keeps what the job's controller keeps.
+    """
+    mode = pods_mode(policy)
+    if mode is PodsMode.POLICY:
+        return Skip(
+            job, SkipReason.FINISHED, overdue, "Failed; --terminate-pods policy keeps its pods"
+        )
+    return Action(
+        job,
+        ActionKind.TERMINATE_PODS,
+        Why.FAILED_BY_DEADLINE,
+        overdue,
+        f"failed by its deadline; {mode.value} pods to terminate",
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One rule as ``--explain`` shows it.
+
+    Attributes:
+        rule: The rule's name.
+        seen: What it looked at.
+        entry: What it decided; ``None`` when it let the job through or was not reached.
+        reached: Whether an earlier rule had already decided.
+    """
+
+    rule: str
+    seen: str
+    entry: Entry | None
+    reached: bool
+
+
+def judge_by(rules: tuple[Rule, ...], job: Job, now: datetime, policy: Policy) -> Entry:
+    """The entry of the first rule that decides (the last rule always does)."""
+    overdue = overdue_seconds(job, now)
+    for rule in rules:
+        entry = rule.decide(job, now, policy, overdue)
+        if entry is not None:
+            return entry
+    raise AssertionError(f"the last rule ({rules[-1].name}) did not decide")  # pragma: no cover
+
+
+def walk(
+    rules: tuple[Rule, ...], job: Job, now: datetime, policy: Policy
+) -> tuple[tuple[Step, ...], Entry]:
+    """Walk every rule in order, as :func:`judge_by` does, keeping what each saw.
+
+    Rules after the deciding one are not evaluated (their premises may not hold), only shown.
+    """
+    overdue = overdue_seconds(job, now)
+    steps: list[Step] = []
+    decided: Entry | None = None
+    for rule in rules:
+        seen = rule.seen(job, now, policy, overdue)
+        if decided is not None:
+            steps.append(Step(rule.name, seen, None, reached=False))
+            continue
+        decided = rule.decide(job, now, policy, overdue)
+        steps.append(Step(rule.name, seen, decided, reached=True))
+    assert decided is not None  # noqa: S101 - the last rule always decides
+    return tuple(steps), decided
+
+
+def premise_due(rules: tuple[Rule, ...], job: Job, policy: Policy) -> tuple[bool, datetime | None]:
+    """What the clock-free rules say of the job's due instant.
+
+    Returns:
+        ``(True, ALWAYS)`` when a clock-free rule acts on the job, ``(True, None)`` when one
+        skips it (at every instant), ``(False, None)`` when the rules that read the clock
+        decide.
+    """
+    for rule in rules:
+        if rule.premise is None:
+            break
+        if rule.premise(job):
+            acts = isinstance(rule.decide(job, ALWAYS, policy, None), Action)
+            return True, ALWAYS if acts else None
+    return False, None

@@ -1,0 +1,152 @@
+"""A pass over mpi-operator's MPIJobs and Trainer's TrainJobs: what each family reclaims."""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+from sweeper.config import Config, DryRun, OutputFormat
+from sweeper.core.kinds import MPI_OPERATOR_VERSION, MPIJOB, TRAINER_VERSION, TRAINJOB
+from sweeper.k8s.cluster import ServedKind
+from sweeper.oneshot.run import run
+from tests.unit.fakes import FakeCluster
+from tests.unit.objects import NOW, jobset, mpijob, owned, trainjob
+from tests.unit.oneshot.test_run import Ticker, sweep
+
+SERVED = (ServedKind(MPIJOB, MPI_OPERATOR_VERSION), ServedKind(TRAINJOB, TRAINER_VERSION))
+JSON_OUT = Config(output=OutputFormat.JSON)
+
+
+def cluster(*raws: dict[str, Any]) -> FakeCluster:
+    fake = FakeCluster(served=SERVED, date=NOW)
+    for raw in raws:
+        fake.add_job(raw)
+    return fake
+
+
+def writes(fake: FakeCluster) -> list[tuple[str, str | None]]:
+    return [(r.method, r.name) for r in fake.writes]
+
+
+def test_the_workers_mpi_operator_keeps_after_the_deadline_are_deleted_not_its_finished_ones() -> (
+    None
+):
+    fake = cluster()
+    raw = fake.add_job(mpijob(failed="DeadlineExceeded"))
+    fake.add_pod(owned("mpi-worker-0", raw))
+    fake.add_pod(owned("mpi-worker-1", raw, phase="Pending"))
+    fake.add_pod(owned("mpi-worker-2", raw, phase="Succeeded"))
+    # The launcher's pod is the launcher Job's, not the MPIJob's.
+    fake.add_pod(owned("mpi-launcher-x", raw, owner_uid="uid-launcher-job"))
+
+    code, [report] = sweep(fake, JSON_OUT)
+
+    assert code == 0
+    assert writes(fake) == [
+        ("delete-pod", "mpi-worker-0"),
+        ("delete-pod", "mpi-worker-1"),
+        ("create-event", "mpi"),
+    ]
+    (record,) = report["jobs"]
+    assert (record["apiVersion"], record["decision"], record["result"]) == (
+        "kubeflow.org/v2beta1",
+        "terminate-pods",
+        "done",
+    )
+    assert fake.events[0]["involvedObject"]["apiVersion"] == "kubeflow.org/v2beta1"
+
+
+def test_a_gang_without_a_launcher_is_failed_as_mpi_operator_records_it_then_its_workers_go() -> (
+    None
+):
+    fake = cluster()
+    raw = fake.add_job(mpijob(waits=True))
+    fake.add_pod(owned("mpi-worker-0", raw))
+
+    code, [report] = sweep(fake, JSON_OUT)
+
+    assert code == 0
+    assert writes(fake) == [
+        ("patch-status", "mpi"),
+        ("delete-pod", "mpi-worker-0"),
+        ("create-event", "mpi"),
+    ]
+    (status,) = [r.body for r in fake.writes if r.method == "patch-status"]
+    assert status["metadata"]["resourceVersion"] == "1"  # changed since: 409, read again
+    failed = status["status"]["conditions"][-1]
+    assert (failed["type"], failed["status"], failed["reason"]) == (
+        "Failed",
+        "True",
+        "DeadlineExceeded",
+    )
+    assert "no launcher Job" in failed["message"]
+    assert "completionTime" in status["status"]
+    assert report["jobs"][0]["reason"] == "no-launcher"
+
+
+def test_a_gang_whose_launcher_exists_is_left_to_the_job_controller() -> None:
+    fake = cluster(mpijob(waits=True))
+    fake.batch_jobs[("team-a", "mpi-launcher")] = {"metadata": {"name": "mpi-launcher"}}
+
+    code, [report] = sweep(fake, JSON_OUT)
+
+    assert code == 0
+    assert writes(fake) == []
+    assert report["jobs"][0]["result"] == "left-alone"
+    assert "launcher Job exists" in report["jobs"][0]["detail"]
+
+
+def test_the_jobset_the_trainer_left_is_deleted_with_its_uid_and_an_event() -> None:
+    fake = cluster()
+    raw = fake.add_job(trainjob(failed="DeadlineExceeded", failed_ago=300))
+    fake.jobsets[("team-a", "tj")] = jobset(raw)
+
+    code, [report] = sweep(fake, JSON_OUT)
+
+    assert code == 0
+    assert writes(fake) == [("delete-jobset", "tj"), ("create-event", "tj")]
+    assert fake.jobsets == {}
+    (record,) = report["jobs"]
+    assert (record["decision"], record["deleted"]) == ("delete-jobset", {"jobsets": ["tj"]})
+    event = fake.events[0]
+    assert (event["reason"], event["involvedObject"]["apiVersion"]) == (
+        "DeadlineJobSetDeleted",
+        "trainer.kubeflow.org/v1alpha1",
+    )
+    assert fake.methods().count("list-jobset-pages") == 1
+
+
+def test_a_jobset_that_is_gone_deleting_or_someone_elses_is_never_deleted() -> None:
+    fake = cluster()
+    gone = fake.add_job(trainjob("gone", failed="DeadlineExceeded"))
+    going = fake.add_job(trainjob("going", failed="DeadlineExceeded"))
+    fake.jobsets[("team-a", "going")] = jobset(going, deleting=True)
+    other = fake.add_job(trainjob("other", failed="DeadlineExceeded"))
+    fake.jobsets[("team-a", "other")] = jobset(other, owner_uid="uid-someone-else")
+    del gone
+
+    code, [report] = sweep(fake, JSON_OUT)
+
+    assert code == 0
+    assert writes(fake) == []
+    assert {(j["name"], j["reason"], j["detail"]) for j in report["jobs"]} == {
+        (name, "finished", "Failed; its JobSet is gone") for name in ("gone", "going", "other")
+    }
+
+
+def test_a_dry_run_names_the_jobset_it_would_delete_and_writes_nothing() -> None:
+    fake = cluster()
+    raw = fake.add_job(trainjob(failed="DeadlineExceeded", failed_ago=300))
+    fake.jobsets[("team-a", "tj")] = jobset(raw)
+
+    out = io.StringIO()
+    code = run(
+        Config(dry_run=DryRun.CLIENT), lambda _config, *, stop: fake, out, monotonic=Ticker()
+    )
+
+    assert code == 0
+    assert writes(fake) == []
+    assert ("team-a", "tj") in fake.jobsets
+    (row,) = [line for line in out.getvalue().splitlines() if line.startswith("TrainJob")]
+    assert "delete-jobset (jobset-left)" in row
+    assert row.endswith("planned: jobset tj")
