@@ -33,9 +33,11 @@ from prometheus_client import Counter as PromCounter
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, pushadd_to_gateway
 
 from sweeper.core.errors import EXIT_OK
+from sweeper.core.families import family_of
 from sweeper.core.kinds import KINDS
 from sweeper.core.model import ActionKind, Outcome, Result, SkipReason
 from sweeper.core.tally import FAILED_BY, Tally
+from sweeper.core.tally import RECLAIMED as RECLAIMED_WHAT
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +102,12 @@ DEADLINE_FAILED = Metric(
     "sweeper.",
     ("kind", "by"),
 )
+RECLAIMED = Metric(
+    f"{PREFIX}reclaimed",
+    "What the last pass's clean-ups deleted of jobs failed by their deadline (pods, a "
+    "TrainJob's JobSet), by family, kind and what: GPUs their controllers left held.",
+    ("family", "kind", "what"),
+)
 
 METRICS = (
     LAST_RUN,
@@ -112,6 +120,7 @@ METRICS = (
     OVERDUE,
     MAX_OVERDUE,
     DEADLINE_FAILED,
+    RECLAIMED,
 )
 
 _SKIP = "skip"
@@ -119,6 +128,10 @@ _ACTION_NAMES = tuple(kind.value for kind in ActionKind)
 DECISIONS = (*_ACTION_NAMES, _SKIP)
 RESULTS = tuple(result.value for result in Result if result is not Result.SKIPPED)
 _KIND_NAMES = tuple(kind.name for kind in KINDS)
+# Every (family, kind) pair a family may list, each with its series from the start.
+_FAMILY_KINDS = tuple(
+    (family_of(kind, version).name, kind.name) for kind in KINDS for version in kind.versions
+)
 
 Labels = tuple[str, ...]
 
@@ -190,6 +203,10 @@ def _pass_values(tally: Tally) -> dict[str, Mapping[Labels, float]]:
     overdue.update({(kind,): n for kind, n in tally.overdue.items()})
     failed = _zeros(_KIND_NAMES, FAILED_BY)
     failed.update(tally.deadline_failed)
+    reclaimed: Counter[Labels] = Counter(
+        {(family, kind, what): 0 for family, kind in _FAMILY_KINDS for what in RECLAIMED_WHAT}
+    )
+    reclaimed.update(tally.reclaimed)
     return {
         JOBS.name: jobs,
         SKIPPED.name: skipped,
@@ -197,6 +214,7 @@ def _pass_values(tally: Tally) -> dict[str, Mapping[Labels, float]]:
         OVERDUE.name: overdue,
         MAX_OVERDUE.name: {(): tally.max_overdue_s},
         DEADLINE_FAILED.name: failed,
+        RECLAIMED.name: reclaimed,
     }
 
 
@@ -285,6 +303,11 @@ WATCH_ACTIONS = Metric(
 WATCH_OVERDUE = Metric(
     OVERDUE.name, "Jobs whose timer is due and not yet handled, by kind.", OVERDUE.labels
 )
+WATCH_RECLAIMED = Metric(
+    RECLAIMED.name,
+    "What the clean-ups deleted of jobs failed by their deadline, by family, kind and what.",
+    RECLAIMED.labels,
+)
 LATENESS = Metric(
     f"{PREFIX}lateness_seconds",
     "Seconds between the instant a job became due and the sweeper's decision to act.",
@@ -319,6 +342,7 @@ class WatchMetrics:
             return Gauge(metric.name, metric.help, metric.labels, registry=registry)
 
         self.actions = counter(WATCH_ACTIONS)
+        self.reclaimed = counter(WATCH_RECLAIMED)
         self.lateness = Histogram(
             LATENESS.name, LATENESS.help, buckets=LATENESS_BUCKETS, registry=registry
         )

@@ -14,12 +14,15 @@ from collections import Counter
 from collections.abc import Iterable
 
 from sweeper.core.decide import current_touch
+from sweeper.core.families import family_of
 from sweeper.core.jobs import Job
 from sweeper.core.model import Action, Outcome, Result, SkipReason
 
 # Who failed a job by its deadline: only "operator" for weeks, with no action, as the operator
 # enforces deadlines by itself.
 FAILED_BY = ("operator", "operator-after-touch", "sweeper")
+# What a clean-up deletes: a job's pods, a TrainJob's JobSet.
+RECLAIMED = ("pods", "jobsets")
 # Overdue, not acted on this pass, and still the sweeper's to enforce.
 _STILL_OVERDUE = (SkipReason.RECENTLY_TOUCHED, SkipReason.OVER_MAX_ACTIONS)
 
@@ -46,6 +49,8 @@ class Tally:
             ``--max-actions``).
         max_overdue_s: How long past its deadline the most overdue of those is (0 when none).
         deadline_failed: Jobs failed by their deadline, by (kind name, who: :data:`FAILED_BY`).
+        reclaimed: What the clean-ups deleted (or, in a dry run, would delete), by (family,
+            kind name, :data:`RECLAIMED`): what the jobs' controllers left holding GPUs.
     """
 
     def __init__(self) -> None:
@@ -56,6 +61,7 @@ class Tally:
         self.overdue: Counter[str] = Counter()
         self.max_overdue_s = 0.0
         self.deadline_failed: Counter[tuple[str, str]] = Counter()
+        self.reclaimed: Counter[tuple[str, str, str]] = Counter()
 
     @classmethod
     def of(cls, outcomes: Iterable[Outcome]) -> Tally:
@@ -80,6 +86,10 @@ class Tally:
             self.max_overdue_s = max(self.max_overdue_s, entry.seconds_overdue or 0.0)
         if job.failed_by_deadline:
             self.deadline_failed[kind, failed_by(job)] += 1
+        family = family_of(job.kind, job.version).name
+        for what, names in (("pods", outcome.pods), ("jobsets", outcome.jobsets)):
+            if names:
+                self.reclaimed[family, kind, what] += len(names)
         self.errors += has_errors(outcome)
 
     def decisions(self) -> Counter[str]:

@@ -17,6 +17,7 @@ from sweeper.config import ClockMode, Config
 from sweeper.core import clock
 from sweeper.core.decide import ALWAYS, due_at, judge
 from sweeper.core.errors import ApiError, NotFound, SweeperError
+from sweeper.core.families import family_of
 from sweeper.core.jobs import parse_job
 from sweeper.core.model import Action, ActionKind, Outcome, Plan, Result
 from sweeper.k8s.cluster import Cluster, ServedKind
@@ -173,9 +174,12 @@ class Fire:
         report.log_outcome(outcome, self.config.dry_run)
         entry = outcome.entry
         if isinstance(entry, Action):
-            self.metrics.actions.labels(
-                entry.job.kind.name, entry.kind.value, outcome.result.value
-            ).inc()
+            job = entry.job
+            self.metrics.actions.labels(job.kind.name, entry.kind.value, outcome.result.value).inc()
+            family = family_of(job.kind, job.version).name
+            for what, names in (("pods", outcome.pods), ("jobsets", outcome.jobsets)):
+                if names:
+                    self.metrics.reclaimed.labels(family, job.kind.name, what).inc(len(names))
 
 
 def _ended(key: JobKey, due: datetime, outcome: Outcome) -> Fired:

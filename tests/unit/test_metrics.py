@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import socket
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import timedelta
 from http.server import BaseHTTPRequestHandler
 from typing import Any
@@ -138,8 +139,22 @@ def test_the_exposition_has_a_fixed_set_of_series_and_no_job_labels() -> None:
     assert series[0] == series[1]
     assert {f.name for f in families[0]} == {m.name for m in metrics.METRICS}
     labels = {key for fam in families[0] for s in fam.samples for key in s.labels}
-    assert labels == {"kind", "decision", "reason", "action", "result", "by"}
+    assert labels == {"kind", "decision", "reason", "action", "result", "by", "family", "what"}
     assert all(f.name.startswith("deadline_sweeper_") for f in families[0])
+
+
+def test_what_the_clean_ups_deleted_is_counted_by_family_kind_and_what() -> None:
+    found = a_pass()
+    cleaned = [
+        replace(o, pods=("w-0", "w-1"))
+        for o in found
+        if o.entry.decision == "terminate-pods" and o.entry.job.name == "by-operator"
+    ]
+    run = metrics.figures(cleaned, exit_code=0, ended_at=ENDED, duration_s=1)
+
+    assert value(run, metrics.RECLAIMED, "training-operator", "PyTorchJob", "pods") == 2
+    assert value(run, metrics.RECLAIMED, "mpi-operator", "MPIJob", "pods") == 0
+    assert value(run, metrics.RECLAIMED, "trainer", "TrainJob", "jobsets") == 0
 
 
 def closed_port() -> int:
