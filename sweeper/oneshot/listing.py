@@ -26,6 +26,7 @@ from sweeper.core.errors import (
     SweeperError,
 )
 from sweeper.core.jobs import Job
+from sweeper.core.kinds import MPI_OPERATOR_VERSION
 from sweeper.core.model import Action, Skip, settled
 from sweeper.core.scope import RunScope
 from sweeper.k8s.cluster import Cluster, JobPage, ServedKind
@@ -107,6 +108,15 @@ def _discover(cluster: Cluster, config: Config, listing: Listing) -> RunScope[Se
     )
     for kind in scope.missing:
         log.info("%s is not served by this cluster; skipped", kind.name, extra={"kind": kind.name})
+    for served in scope.kinds:
+        if served.version == MPI_OPERATOR_VERSION:
+            # Only one mpijobs.kubeflow.org CRD can exist: say whose MPIJob this cluster has.
+            log.info(
+                "MPIJob is served at %s/%s: mpi-operator's; judged by its family",
+                served.kind.group,
+                served.version,
+                extra={"kind": served.kind.name},
+            )
     return scope
 
 

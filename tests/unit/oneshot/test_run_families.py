@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import io
+import logging
 from typing import Any
+
+import pytest
 
 from sweeper.config import Config, DryRun, OutputFormat
 from sweeper.core.kinds import MPI_OPERATOR_VERSION, MPIJOB, TRAINER_VERSION, TRAINJOB
@@ -150,3 +153,11 @@ def test_a_dry_run_names_the_jobset_it_would_delete_and_writes_nothing() -> None
     (row,) = [line for line in out.getvalue().splitlines() if line.startswith("TrainJob")]
     assert "delete-jobset (jobset-left)" in row
     assert row.endswith("planned: jobset tj")
+
+
+def test_the_run_says_whose_mpijob_the_cluster_serves(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO)
+    code, _ = sweep(cluster(mpijob()), JSON_OUT)
+
+    assert code == 0
+    assert "MPIJob is served at kubeflow.org/v2beta1: mpi-operator's" in caplog.text
