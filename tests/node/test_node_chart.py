@@ -213,6 +213,16 @@ def test_touch_runs_in_cluster_and_the_operator_fails_the_job(
     failed = _failed_by_deadline(node, s)
     assert "deadline" in failed["message"]
     assert TOUCHED_AT in cluster.get_job(node, s.train_ns, s.job)["metadata"]["annotations"]
+    # v1.9.4 fails the touched job and keeps its pods (no cleanPodPolicy: None); with the
+    # chart's defaults a later pass deletes them, and the kubelet stops their containers.
+    assert s.pods <= s.containers
+    cluster.poll(
+        lambda: True if not s.pods & cluster.running_containers(node) else None,
+        timeout=150,
+        what=f"the containers of {sorted(s.pods)} stopped by the kubelet",
+        explain=lambda: cluster.explain_namespace(node, s.train_ns),
+    )
+    assert not cluster.running_pods(node, s.train_ns, s.job)
 
     out = cluster.run(node, "helm", "test", s.release, "-n", s.sweeper_ns, "--logs", timeout=240)
     assert "Phase:          Succeeded" in out or "Succeeded" in out, out
