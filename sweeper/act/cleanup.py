@@ -115,23 +115,18 @@ class PodCleaner:
         """
         job = action.job
         self.delete_pods(job, policy, progress, action.targets)
-        if not progress.pods:
-            if progress.errors:
-                return Result.ERROR
-            progress.detail = "no pods left to terminate"
-            return Result.LEFT_ALONE
-        self._w.record_event(
+        return self._reclaimed(
             job,
+            progress.pods,
             progress,
             now,
+            left="no pods left to terminate",
             reason="DeadlinePodsTerminated",
-            warning=True,
             message=(
                 f"Deleted {len(progress.pods)} pod(s) and {len(progress.services)} service(s) "
                 f"of a job failed by its deadline ({COMPONENT})"
             ),
         )
-        return self._w.done
 
     def delete_jobset(self, action: Action, now: datetime, progress: Progress) -> Result:
         """Carry out a ``delete-jobset``: the JobSet the trainer failed to delete, then the event.
@@ -156,22 +151,37 @@ class PodCleaner:
             self._w.stop_if_asked()
             if self._delete(self._w.cluster.delete_jobset, job, jobset, progress):
                 progress.jobsets.append(jobset.name)
-        if not progress.jobsets:
-            if progress.errors:
-                return Result.ERROR
-            progress.detail = "no JobSet of it left to delete"
-            return Result.LEFT_ALONE
-        self._w.record_event(
+        return self._reclaimed(
             job,
+            progress.jobsets,
             progress,
             now,
+            left="no JobSet of it left to delete",
             reason="DeadlineJobSetDeleted",
-            warning=True,
             message=(
                 f"Deleted JobSet {', '.join(progress.jobsets)} of a TrainJob failed by its "
                 f"deadline, which the trainer controller left running ({COMPONENT})"
             ),
         )
+
+    def _reclaimed(
+        self,
+        job: Job,
+        deleted: list[str],
+        progress: Progress,
+        now: datetime,
+        *,
+        left: str,
+        reason: str,
+        message: str,
+    ) -> Result:
+        # A clean-up's result: the Event when it deleted something, else why not.
+        if not deleted:
+            if progress.errors:
+                return Result.ERROR
+            progress.detail = left
+            return Result.LEFT_ALONE
+        self._w.record_event(job, progress, now, reason=reason, warning=True, message=message)
         return self._w.done
 
     def delete_pods(

@@ -182,6 +182,18 @@ def test_upgrade_from_dry_run_to_enforcing_changes_rbac_and_behaviour(
     assert "deadline" in failed["message"]
 
 
+def _wait_until_its_containers_stopped(node: Node, s: Scenario) -> None:
+    # Before any release was installed, the job's pods ran in containerd.
+    assert s.pods <= s.containers
+    cluster.poll(
+        lambda: True if not s.pods & cluster.running_containers(node) else None,
+        timeout=150,
+        what=f"the containers of {sorted(s.pods)} stopped by the kubelet",
+        explain=lambda: cluster.explain_namespace(node, s.train_ns),
+    )
+    assert not cluster.running_pods(node, s.train_ns, s.job)
+
+
 @pytest.mark.scenario("touch")
 def test_touch_runs_in_cluster_and_the_operator_fails_the_job(
     node: Node, scenarios: dict[str, Scenario]
@@ -215,14 +227,7 @@ def test_touch_runs_in_cluster_and_the_operator_fails_the_job(
     assert TOUCHED_AT in cluster.get_job(node, s.train_ns, s.job)["metadata"]["annotations"]
     # v1.9.4 fails the touched job and keeps its pods (no cleanPodPolicy: None); with the
     # chart's defaults a later pass deletes them, and the kubelet stops their containers.
-    assert s.pods <= s.containers
-    cluster.poll(
-        lambda: True if not s.pods & cluster.running_containers(node) else None,
-        timeout=150,
-        what=f"the containers of {sorted(s.pods)} stopped by the kubelet",
-        explain=lambda: cluster.explain_namespace(node, s.train_ns),
-    )
-    assert not cluster.running_pods(node, s.train_ns, s.job)
+    _wait_until_its_containers_stopped(node, s)
 
     out = cluster.run(node, "helm", "test", s.release, "-n", s.sweeper_ns, "--logs", timeout=240)
     assert "Phase:          Succeeded" in out or "Succeeded" in out, out
@@ -239,20 +244,12 @@ def test_the_real_containers_of_an_overdue_job_are_stopped(
     node: Node, scenarios: dict[str, Scenario], action: str
 ) -> None:
     s = scenarios[action].ready()
-    # Before any release was installed, the job's pods ran in containerd.
-    assert s.pods <= s.containers
 
     run = _wait_for_run(node, s)
 
     assert cluster.finished(run) == "Complete", cluster.explain_run(node, s.sweeper_ns, run)
     assert _failed_by_deadline(node, s)
-    cluster.poll(
-        lambda: True if not s.pods & cluster.running_containers(node) else None,
-        timeout=120,
-        what=f"the containers of {sorted(s.pods)} stopped by the kubelet",
-        explain=lambda: cluster.explain_namespace(node, s.train_ns),
-    )
-    assert not cluster.running_pods(node, s.train_ns, s.job)
+    _wait_until_its_containers_stopped(node, s)
 
 
 @pytest.mark.scenario("namespaced")
