@@ -182,12 +182,12 @@ def test_upgrade_from_dry_run_to_enforcing_changes_rbac_and_behaviour(
     assert "deadline" in failed["message"]
 
 
-def _wait_until_its_containers_stopped(node: Node, s: Scenario) -> None:
+def _wait_until_its_containers_stopped(node: Node, s: Scenario, timeout: float = 120) -> None:
     # Before any release was installed, the job's pods ran in containerd.
     assert s.pods <= s.containers
     cluster.poll(
         lambda: True if not s.pods & cluster.running_containers(node) else None,
-        timeout=150,
+        timeout=timeout,
         what=f"the containers of {sorted(s.pods)} stopped by the kubelet",
         explain=lambda: cluster.explain_namespace(node, s.train_ns),
     )
@@ -226,8 +226,9 @@ def test_touch_runs_in_cluster_and_the_operator_fails_the_job(
     assert "deadline" in failed["message"]
     assert TOUCHED_AT in cluster.get_job(node, s.train_ns, s.job)["metadata"]["annotations"]
     # v1.9.4 fails the touched job and keeps its pods (no cleanPodPolicy: None); with the
-    # chart's defaults a later pass deletes them, and the kubelet stops their containers.
-    _wait_until_its_containers_stopped(node, s)
+    # chart's defaults a later pass deletes them (30 s after the touch's), and the kubelet
+    # stops their containers.
+    _wait_until_its_containers_stopped(node, s, timeout=150)
 
     out = cluster.run(node, "helm", "test", s.release, "-n", s.sweeper_ns, "--logs", timeout=240)
     assert "Phase:          Succeeded" in out or "Succeeded" in out, out
