@@ -35,6 +35,7 @@ from sweeper.core.rules import (
     Rule,
     later,
     managed_elsewhere,
+    premise_due,
     stamp,
 )
 
@@ -128,9 +129,7 @@ RULES: tuple[Rule, ...] = (
 
 def due_at(job: Job, policy: Policy) -> datetime | None:
     """When the JobSet of a TrainJob failed by its deadline is due; ``None`` for the others."""
-    for rule in RULES[:4]:
-        if rule.premise is not None and rule.premise(job):
-            return None
-    if not _deadline_failure(job):
-        return None
-    return _reclaim_at(job, policy)
+    fixed, instant = premise_due(RULES, job, policy)
+    if fixed:
+        return instant
+    return _reclaim_at(job, policy) if _deadline_failure(job) else None
