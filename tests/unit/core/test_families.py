@@ -6,6 +6,8 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sweeper.core.decide import ALWAYS, due_at, explain, judge
 from sweeper.core.families import FAMILIES, family_of
@@ -229,3 +231,38 @@ def test_an_mpi_operator_failure_is_read_from_its_reason() -> None:
     entry = judge(job, NOW, FAIL)
     assert isinstance(entry, Action)
     assert entry.kind is ActionKind.TERMINATE_PODS
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    family=st.sampled_from(["mpi", "trainer"]),
+    deadline=st.one_of(st.none(), st.integers(-5, 5000)),
+    age=st.integers(0, 10000),
+    failed=st.sampled_from([None, "DeadlineExceeded", "Other"]),
+    waits=st.booleans(),
+    grace=st.integers(0, 300),
+    reclaim=st.integers(0, 300),
+    offset=st.integers(-400, 400),
+)
+def test_due_at_is_the_first_instant_judge_acts(
+    *,
+    family: str,
+    deadline: int | None,
+    age: int,
+    failed: str | None,
+    waits: bool,
+    grace: int,
+    reclaim: int,
+    offset: int,
+) -> None:
+    if family == "mpi":
+        raw = mpijob(deadline=deadline, started_ago=age, waits=waits, failed=failed)
+        job = parse_job(raw, KIND["MPIJob"], MPI_OPERATOR_VERSION)
+    else:
+        raw = trainjob(deadline=deadline, created_ago=age, failed=failed, failed_ago=age / 2)
+        job = parse_job(raw, KIND["TrainJob"], TRAINER_VERSION)
+    policy = Policy(grace=grace, reclaim_grace=reclaim)
+    due = due_at(job, policy)
+    moment = NOW + timedelta(seconds=offset)
+    acts = isinstance(judge(job, moment, policy), Action)
+    assert acts == (due is not None and moment >= due)
