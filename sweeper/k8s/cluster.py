@@ -6,6 +6,7 @@ decoded JSON, never as the client's model classes. Every method raises only the 
 errors (:mod:`sweeper.core.errors`): :class:`~sweeper.core.errors.ApiError` and its subclasses
 for a request that failed for good, :class:`~sweeper.core.errors.RunTimeout` when ``--timeout``
 ran out, and :class:`~sweeper.core.errors.Interrupted` when a signal arrived while waiting to retry.
+A ``server_date`` is always the API server's clock (its ``Date`` header) when it answered.
 """
 
 from __future__ import annotations
@@ -23,12 +24,7 @@ from sweeper.core.model import JSON
 
 @dataclass(frozen=True, slots=True)
 class ServedKind:
-    """A Kubeflow kind the cluster serves, and at which version.
-
-    Attributes:
-        kind: The kind.
-        version: ``v1``; ``v2beta1`` for an mpi-operator MPIJob, ``v1alpha1`` for a TrainJob.
-    """
+    """A kind the cluster serves, at ``v1`` (MPIJob v2: ``v2beta1``, TrainJob: ``v1alpha1``)."""
 
     kind: Kind
     version: str
@@ -36,12 +32,7 @@ class ServedKind:
 
 @dataclass(frozen=True, slots=True)
 class Discovery:
-    """What API discovery found in the ``kubeflow.org`` and ``trainer.kubeflow.org`` groups.
-
-    Attributes:
-        served: The known kinds the cluster serves, in the kind table's order.
-        server_date: The API server's clock (``Date`` header) when it answered.
-    """
+    """The kinds found in ``kubeflow.org`` and ``trainer.kubeflow.org``, in the table's order."""
 
     served: tuple[ServedKind, ...]
     server_date: datetime | None
@@ -52,11 +43,10 @@ class Page:
     """One page of a list.
 
     Attributes:
-        items: The objects, decoded. Valid only until the next page is requested: the list
-            is emptied then, so that one page at a time stays in memory.
-        server_date: The API server's clock (``Date`` header) when it answered.
-        resource_version: The list's ``metadata.resourceVersion`` (where a watch starts),
-            on the last page; ``None`` when the server did not say.
+        items: Valid only until the next page is requested: the list is emptied then, so that
+            one page at a time stays in memory.
+        resource_version: The list's ``metadata.resourceVersion`` (where a watch starts), on
+            the last page; ``None`` when the server did not say.
     """
 
     items: list[JSON]
@@ -66,13 +56,9 @@ class Page:
 
 @dataclass(frozen=True, slots=True)
 class JobPage:
-    """One page of a job list, read into views (what a pass keeps of it).
+    """One page of a job list, read into views (``parse_job``'s, what a pass keeps of it).
 
-    Attributes:
-        jobs: The views of its items, in order, as :func:`sweeper.core.jobs.parse_job` builds them.
-        server_date: The API server's clock (``Date`` header) when it answered.
-        resource_version: The list's ``metadata.resourceVersion`` (where a watch starts);
-            empty when the server did not say.
+    ``resource_version`` is empty when the server did not say.
     """
 
     jobs: list[Job]
@@ -176,9 +162,8 @@ class WatchEvent:
 
     Attributes:
         type: ``ADDED``, ``MODIFIED``, ``DELETED`` or ``BOOKMARK`` (an ``ERROR`` event is
-            raised instead: :class:`~sweeper.core.errors.Gone` for 410, else
-            :class:`~sweeper.core.errors.ApiError`).
-        object: The object, decoded (for a bookmark, only its ``resourceVersion``).
+            raised instead: ``Gone`` for 410, else ``ApiError``).
+        object: For a bookmark, only its ``resourceVersion``.
     """
 
     type: str
@@ -202,12 +187,7 @@ class Stream(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class Answer:
-    """An object the API server returned, with its clock.
-
-    Attributes:
-        object: The object, decoded.
-        server_date: The ``Date`` header of the answer.
-    """
+    """An object the API server returned, with its clock."""
 
     object: JSON
     server_date: datetime | None
