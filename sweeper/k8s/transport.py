@@ -36,14 +36,7 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class Response:
-    """An HTTP answer, whatever its status.
-
-    Attributes:
-        status: The HTTP status.
-        data: The body as it came.
-        date: The ``Date`` header (the API server's clock), if any.
-        retry_after: The ``Retry-After`` header, if any.
-    """
+    """An HTTP answer, whatever its status; ``date`` is the API server's clock, if it sent one."""
 
     status: int
     data: bytes
@@ -52,12 +45,7 @@ class Response:
 
 
 class NoResponse(Exception):  # noqa: N818 - a state: no HTTP answer came back
-    """No answer came back (connection refused, reset, timed out, TLS).
-
-    Attributes:
-        detail: The failure in one line.
-        retryable: Whether another attempt may get an answer (not for TLS failures).
-    """
+    """No answer came back (connection refused, reset, timed out, TLS: not ``retryable``)."""
 
     def __init__(self, detail: str, *, retryable: bool) -> None:
         super().__init__(detail)
@@ -101,12 +89,8 @@ class StopSignal(Protocol):
 class RetryPolicy:
     """Which answers are retried, how often, and how long to wait between attempts.
 
-    Attributes:
-        attempts: Tries per request, the first included.
-        retryable: Statuses worth another attempt.
-        backoff_base_s: The first backoff step; each retry doubles it...
-        backoff_cap_s: ...up to this.
-        retry_after_cap_s: The longest ``Retry-After`` honoured as asked.
+    ``attempts`` counts the first; each retry doubles the backoff step from ``backoff_base_s``
+    up to ``backoff_cap_s``; ``retry_after_cap_s`` is the longest ``Retry-After`` honoured.
     """
 
     attempts: int = 4
@@ -138,16 +122,11 @@ class RetryPolicy:
 
 
 class Transport:
-    """Sends requests through a :class:`Send` with the retry policy, the run's stop and deadline.
+    """Sends requests through a ``Send`` with the retry policy, the run's stop and deadline.
 
-    Args:
-        send: Puts one request on the wire.
-        stop: The run's stop flag: its deadline bounds every attempt and wait.
-        request_timeout: ``--request-timeout``, seconds per attempt.
-        policy: What is retried, and how.
-        jitter: ``random.uniform`` unless a test needs it fixed.
-        fenced: Bound the writes by the stop flag's write window. Not for the Lease's own
-            writes: they are how a candidate becomes the leader.
+    The stop flag's deadline bounds every attempt and wait. ``fenced`` bounds the writes by
+    its write window too; not for the Lease's own writes: they are how a candidate becomes
+    the leader.
     """
 
     def __init__(
@@ -181,18 +160,7 @@ class Transport:
     ) -> Response:
         """Send one request, retrying what may heal, until it succeeds or fails for good.
 
-        Args:
-            method: The HTTP method.
-            path: The path, without query.
-            ref: What the request is about, for errors and logs.
-            query: Query parameters, encoded here once.
-            body: A JSON body.
-            content_type: The body's content type.
-            dry_run: Add ``dryRun=All`` (``--dry-run=server``).
-            missing_ok: A 404 is an answer to return, not an error.
-
-        Returns:
-            The successful answer (or the 404, with ``missing_ok``).
+        With ``missing_ok`` a 404 is an answer to return, not an error.
 
         Raises:
             ApiError: The request failed for good (its subclass names the status).
