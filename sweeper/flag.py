@@ -65,15 +65,12 @@ class Flag:
 
     Attributes:
         names: The flags, then the parameter's name when it differs from the long flag's.
-        help: The ``--help`` text.
         value: What it takes; ``None`` for free text.
         default: The default, as the user would type it.
-        metavar: The value's name in ``--help`` (a duration's is ``DURATION``).
         env: Its environment variables; ``SWEEPER_<LONG FLAG>`` when empty.
-        multiple: Repeatable.
         shown_default: ``--help``'s wording of a default that is not a value.
         bare: The value of the flag given without one (``--dry-run`` means ``client``).
-        to: Where :func:`build_config` puts the value: a :class:`Config` attribute, or one of
+        to: Where ``build_config`` puts the value: a ``Config`` attribute, or one of
             its ``policy``, ``watch`` or ``watch.timing`` (``"policy.grace"``); ``None`` for a
             flag that only steers the others (``-A``, ``--watch``).
         read: Turns the parsed value (``None`` when unset) into the attribute's; as it is by
@@ -113,14 +110,7 @@ def parse_duration(value: object, *, positive: bool, longest: float | None = Non
     """Read a duration as kubectl takes one (``30s``, ``5m``, ``1h30m``, ``250ms``) or seconds.
 
     The one duration parser of the command line: every duration flag and twin goes through it.
-
-    Args:
-        value: ``30s``, ``1h``, ``90``... (a number is taken as seconds).
-        positive: Zero is refused too.
-        longest: The most it may be, ``None`` for no bound.
-
-    Returns:
-        Seconds, finite.
+    Returns finite seconds.
 
     Raises:
         ValueError: Not a duration, not finite, negative (or zero when ``positive``), longer

@@ -29,9 +29,6 @@ def monotonic_now() -> float:
 
     ``time.monotonic`` is looked up at each call, as :mod:`sweeper.k8s.kube` does: a test that
     patches it (freezegun) then moves every deadline of the run together.
-
-    Returns:
-        Seconds on the monotonic clock.
     """
     return time.monotonic()
 
@@ -39,10 +36,7 @@ def monotonic_now() -> float:
 class StopFlag:
     """Why the run must stop, if it must: a signal, or ``--timeout`` running out.
 
-    Args:
-        deadline: ``monotonic()`` value at which ``--timeout`` runs out.
-        timeout: ``--timeout`` in seconds, for the message.
-        monotonic: The clock of the deadline.
+    ``deadline`` is on ``monotonic``; ``timeout`` (seconds) is only for the message.
     """
 
     def __init__(
@@ -55,20 +49,12 @@ class StopFlag:
         self._signal: str | None = None
 
     def request(self, name: str) -> None:
-        """Ask the run to stop.
-
-        Args:
-            name: What asked (a signal's name).
-        """
+        """Ask the run to stop; ``name`` says what asked (a signal's name)."""
         self._signal = name
         self.event.set()
 
     def reason(self) -> SweeperError | None:
-        """Say whether the run must stop now, and why.
-
-        Returns:
-            :class:`Interrupted`, :class:`RunTimeout`, or ``None`` to go on.
-        """
+        """Say whether the run must stop now, and why: ``None`` to go on."""
         if self.event.is_set():
             return Interrupted(f"interrupted by {self._signal or 'a signal'}")
         if self._monotonic() >= self.deadline:

@@ -15,14 +15,9 @@ from sweeper.k8s.cluster import Cluster, Discovery, JobPage, Page, ServedKind
 
 @dataclass(frozen=True, slots=True)
 class Write:
-    """A write a :class:`RecordingCluster` kept instead of sending.
+    """A write a ``RecordingCluster`` kept instead of sending.
 
-    Attributes:
-        verb: ``patch``, ``patch-status``, ``delete-pod``, ``delete-service``,
-            ``delete-jobset`` or ``create-event``.
-        namespace: The object's namespace.
-        name: The object's name (the involved object's, for an event).
-        body: The patch or the event; ``None`` for deletes.
+    ``name`` is the involved object's for an event; ``body`` is ``None`` for deletes.
     """
 
     verb: str
@@ -36,12 +31,6 @@ class RecordingCluster:
 
     The executor runs the same code in every mode; wrapped in this, nothing it does can write.
     Each write is taken as accepted, as ``dryRun=All`` would have it.
-
-    Args:
-        cluster: The real cluster, for reads.
-
-    Attributes:
-        writes: What would have been written, in order.
     """
 
     def __init__(self, cluster: Cluster) -> None:

@@ -76,26 +76,12 @@ class WatchConnect(Protocol):
     """Builds the cluster for the watch mode (``sweeper.k8s.kube.connect``)."""
 
     def __call__(self, config: Config, /, *, stop: StopFlag) -> WatchCluster:
-        """Connect.
-
-        Args:
-            config: The run's settings.
-            stop: The run's stop flag (no deadline in watch mode: it runs until a signal).
-        """
+        """Connect; ``stop`` has no deadline in watch mode, which runs until a signal."""
         ...
 
 
 def watch(config: Config, connect: WatchConnect, out: TextIO) -> int:
-    """Run the watch mode until SIGTERM or SIGINT.
-
-    Args:
-        config: The run's settings (``config.watch`` set).
-        connect: Builds the cluster.
-        out: Where the resync passes' reports go.
-
-    Returns:
-        The exit code: 0 after a signal once the work in flight finished and the Lease was
-        released (see :meth:`Watcher.run`).
+    """Run the watch mode until SIGTERM or SIGINT; the exit code is ``Watcher.run``'s.
 
     Raises:
         ClusterUnavailable: Discovery failed for good at start-up (exit 3).
@@ -128,13 +114,7 @@ class _WatchFlag(StopFlag):
 class Watcher:
     """The watch mode's main loop, timers, fire pool and resync (see the module docstring).
 
-    Args:
-        config: The run's settings.
-        settings: The watch settings.
-        cluster: The cluster.
-        flag: The stop flag (signals).
-        out: Where resync reports go.
-        monotonic: The clock of timers and leadership (injected by tests).
+    ``monotonic`` is the clock of timers and leadership (injected by tests).
     """
 
     def __init__(
@@ -228,11 +208,7 @@ class Watcher:
         return self.leader.write_window()
 
     def stop_reason(self) -> SweeperError | None:
-        """Say whether writes must stop: a signal, or this replica no longer leads.
-
-        Returns:
-            The reason, or ``None`` to go on.
-        """
+        """Say why writes must stop (a signal, or this replica no longer leads), or ``None``."""
         cause = self.flag.reason()
         if cause is not None:
             return cause
@@ -247,11 +223,8 @@ class Watcher:
 
         A signal is how a Deployment stops its pods (a rollout, a drain, a scale-down), so a
         clean stop is not an error, as for any controller: the exit code is 0 once the work in
-        flight has finished and the Lease is released.
-
-        Returns:
-            The exit code: 0 after a clean stop; 4 when work was still running after the
-            wait for it (see :meth:`_drain`).
+        flight has finished and the Lease is released; 4 when work was still running after
+        the wait for it (``_drain``).
 
         Raises:
             ClusterUnavailable: Discovery failed for good.
@@ -320,13 +293,9 @@ class Watcher:
         progress end within a request each, and the resync pass (its report included) and the
         Lease thread are waited for a bounded time.
 
-        Args:
-            threads: The threads :meth:`run` started.
-
-        Returns:
-            Whether everything finished: only then is the Lease released. Otherwise it is left
-            to expire (``--lease-duration``), so that the next leader's first write cannot
-            overlap one of ours still on its way.
+        Returns whether everything finished: only then is the Lease released. Otherwise it is
+        left to expire (``--lease-duration``), so that the next leader's first write cannot
+        overlap one of ours still on its way.
         """
         self._pool.shutdown(wait=True, cancel_futures=True)  # the fires in progress
         resync = next(t for t in threads if t.name == "resync")

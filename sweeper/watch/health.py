@@ -51,9 +51,7 @@ class Exposition(Protocol):
 class Health:
     """What the probes report, updated by the watch loop's threads.
 
-    Args:
-        streams: How many watch streams must complete a first list before ``/readyz``.
-        monotonic: The clock of the liveness check.
+    ``/readyz`` waits for ``streams`` watch streams to complete a first list.
     """
 
     def __init__(self, streams: int, monotonic: Callable[[], float] = time.monotonic) -> None:
@@ -64,20 +62,12 @@ class Health:
         self._beat = monotonic()
 
     def expect(self, streams: int) -> None:
-        """Set the number of streams ``/readyz`` waits for (known after discovery).
-
-        Args:
-            streams: The number.
-        """
+        """Set the number of streams ``/readyz`` waits for (known after discovery)."""
         with self._lock:
             self._expected = streams
 
     def listed(self, stream: object) -> None:
-        """Record that a stream completed its first list.
-
-        Args:
-            stream: The stream's identity.
-        """
+        """Record that a stream completed its first list."""
         with self._lock:
             self._listed.add(stream)
 
@@ -100,14 +90,8 @@ class Health:
 def serve(address: str, port: int, health: Health, metrics: Exposition) -> ThreadingHTTPServer:
     """Serve the probes and the metrics on a daemon thread.
 
-    Args:
-        address: The address to bind.
-        port: The port (0 picks a free one: ``server.server_address`` says which).
-        health: The probes' state.
-        metrics: The metrics.
-
-    Returns:
-        The running server (``shutdown()`` stops it, ``server_close()`` frees the port).
+    Port 0 picks a free one (``server.server_address`` says which); ``shutdown()`` stops the
+    server, ``server_close()`` frees the port.
 
     Raises:
         ConfigError: The address and port cannot be listened on (a port already in use,
@@ -153,15 +137,7 @@ def serve(address: str, port: int, health: Health, metrics: Exposition) -> Threa
 
 
 def host_port(address: str, port: int) -> str:
-    """``address:port`` as a URL writes it: an IPv6 address in brackets (``[::1]:8080``).
-
-    Args:
-        address: An IPv4 or IPv6 address (without brackets) or a host name.
-        port: The port.
-
-    Returns:
-        The text for logs and messages.
-    """
+    """``address:port`` as a URL writes it: an IPv6 address in brackets (``[::1]:8080``)."""
     return f"[{address}]:{port}" if _is_ipv6(address) else f"{address}:{port}"
 
 
