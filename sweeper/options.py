@@ -431,12 +431,6 @@ def parse_dry_run(value: object) -> DryRun | None:
 
     An empty value never gets here (the CLI refuses it): kubectl refuses ``--dry-run=``, and an
     empty ``SWEEPER_DRY_RUN`` in a template must never turn into a writing run.
-
-    Returns:
-        The dry run; ``None`` for none at all.
-
-    Raises:
-        ValueError: Not one of the words.
     """
     if value is None or isinstance(value, DryRun):
         return value
@@ -452,12 +446,6 @@ def parse_dry_run(value: object) -> DryRun | None:
 
 def build_config(options: dict[str, Any]) -> Config:
     """Turn the parsed options into the run's configuration, each where its flag's ``to`` says.
-
-    Args:
-        options: The parameters, by name (:data:`FLAGS`, each value parsed).
-
-    Returns:
-        The frozen, validated configuration.
 
     Raises:
         ConfigError: A value is invalid (unknown kind, bad selector, contradictory options).

@@ -44,13 +44,6 @@ def connect(config: Config, *, stop: StopSignal) -> KubeCluster:
     ``--kubeconfig``/``KUBECONFIG``, else ``~/.kube/config``, else the in-cluster service
     account.
 
-    Args:
-        config: The run's settings (kubeconfig, context, timeouts).
-        stop: The run's stop flag: a signal, or ``--timeout`` on the run's clock.
-
-    Returns:
-        The client.
-
     Raises:
         ConfigError: The kubeconfig is missing or broken, or no configuration applies.
     """
@@ -151,12 +144,7 @@ def _current_context(source: str) -> str:
 def _home_namespace(kubeconfig: str | None, context: str | None) -> str:
     """The namespace a process "is in": its pod's, else its kubeconfig context's, else default.
 
-    Args:
-        kubeconfig: The kubeconfig used, ``None`` in a cluster.
-        context: ``--context``.
-
-    Returns:
-        The namespace.
+    ``kubeconfig`` is ``None`` in a cluster.
     """
     if not kubeconfig:
         try:
@@ -190,11 +178,7 @@ def _close(api: Any) -> None:
 
 
 class ClientSend:
-    """:class:`sweeper.k8s.transport.Send` over the official client's REST layer.
-
-    Args:
-        api: A configured ``kubernetes.client.ApiClient``.
-    """
+    """:class:`sweeper.k8s.transport.Send` over the official client's REST layer."""
 
     def __init__(self, api: Any) -> None:
         self._api = api
@@ -225,12 +209,7 @@ class ClientSend:
 
 
 class ClientStream:
-    """Opens a streaming GET through the official client (a watch), body left unread.
-
-    Args:
-        api: A configured ``kubernetes.client.ApiClient``.
-        connect_timeout: Seconds to connect (``--request-timeout``).
-    """
+    """Opens a streaming GET through the official client (a watch), body left unread."""
 
     def __init__(self, api: Any, connect_timeout: float = 10.0) -> None:
         self._api = api
@@ -297,9 +276,6 @@ class _Streamed:
 
     def stream(self, amt: int | None = None, decode_content: bool = True) -> Iterator[bytes]:
         """The body's chunks as they arrive.
-
-        Yields:
-            Chunks of bytes.
 
         Raises:
             WatchStalled: Nothing arrived for the read timeout.

@@ -40,11 +40,8 @@ from sweeper.core.kinds import DEADLINE_MESSAGE, GROUP, VERSION, Kind
 class DecodedPage:
     """One list page, decoded (what :class:`sweeper.k8s.cluster.JobPage` is built from).
 
-    Attributes:
-        jobs: The views of its items, in order.
-        continue_token: ``metadata.continue``: the next page's token, ``None`` on the last.
-        resource_version: ``metadata.resourceVersion`` (where a watch starts), ``None`` when
-            the server did not say.
+    ``continue_token`` is ``None`` on the last page, ``resource_version`` (where a watch
+    starts) when the server did not say.
     """
 
     jobs: list[Job]
@@ -126,15 +123,7 @@ class _Unusual(Exception):  # noqa: N818 - internal control flow, never escapes 
 
 
 def decode_jobs(data: bytes, kind: Kind, version: str) -> DecodedPage:
-    """Read a page of a job list: the views of its items and the next page's token.
-
-    Args:
-        data: The response body, JSON.
-        kind: The kind that was listed.
-        version: The API version it was listed at.
-
-    Returns:
-        The page, exactly as :func:`reference_decode_jobs` reads it.
+    """Read a page of a job list exactly as ``reference_decode_jobs`` reads it.
 
     Raises:
         ValueError: The body is not JSON at all (as ``json.loads`` raises it), or
@@ -155,14 +144,6 @@ def decode_jobs(data: bytes, kind: Kind, version: str) -> DecodedPage:
 
 def reference_decode_jobs(data: bytes, kind: Kind, version: str) -> DecodedPage:
     """Read a page of a job list the reference way: ``json.loads``, then ``parse_job``.
-
-    Args:
-        data: The response body, JSON.
-        kind: The kind that was listed.
-        version: The API version it was listed at.
-
-    Returns:
-        The page.
 
     Raises:
         ValueError: The body is not JSON at all, or :class:`NotAList`.

@@ -71,10 +71,7 @@ class _WatchRequests:
         timeout_s: int,
         read_timeout_s: float,
     ) -> Iterator[Stream]:
-        """Open a watch with bookmarks (see :class:`sweeper.k8s.cluster.WatchCluster`).
-
-        Yields:
-            The open stream; leaving the block closes the connection.
+        """Open a watch with bookmarks; leaving the block closes the connection.
 
         Raises:
             Gone: 410, the resourceVersion is too old: list again.
@@ -110,21 +107,13 @@ class _WatchRequests:
             raw.close()
 
     def get_lease(self, namespace: str, name: str) -> Answer:
-        """Read a Lease (see :class:`sweeper.k8s.cluster.WatchCluster`).
-
-        Returns:
-            The Lease and the answer's date.
-        """
+        """Read a Lease (see ``WatchCluster``)."""
         ref = RequestRef("get", LEASE_RESOURCE, namespace, name)
         response = self._transport.request("GET", _object(LEASES, namespace, "leases", name), ref)
         return Answer(answers.one_object(response, ref), parse_http_date(response.date))
 
     def create_lease(self, namespace: str, body: JSON) -> Answer:
-        """Create a Lease, tried once (see :class:`sweeper.k8s.cluster.WatchCluster`).
-
-        Returns:
-            The Lease as created and the answer's date.
-        """
+        """Create a Lease, tried once (see ``WatchCluster``)."""
         ref = RequestRef("create", LEASE_RESOURCE, namespace)
         response = self._once.request(
             "POST",
@@ -136,11 +125,7 @@ class _WatchRequests:
         return Answer(answers.one_object(response, ref), parse_http_date(response.date))
 
     def update_lease(self, namespace: str, name: str, body: JSON) -> Answer:
-        """Replace a Lease at its resourceVersion, tried once (see ``WatchCluster``).
-
-        Returns:
-            The Lease as written and the answer's date.
-        """
+        """Replace a Lease at its resourceVersion, tried once (see ``WatchCluster``)."""
         ref = RequestRef("update", LEASE_RESOURCE, namespace, name)
         response = self._once.request(
             "PUT",
@@ -234,14 +219,8 @@ class KubeCluster(_WatchRequests, _CleanUpRequests):
     The watch mode's requests (:class:`sweeper.k8s.cluster.WatchCluster`) come from
     :class:`_WatchRequests`, those about a job's leftovers from :class:`_CleanUpRequests`.
 
-    Args:
-        transport: Sends the requests (retries, ``--timeout``, errors).
-        close: Closes the connections underneath.
-        endpoint: The server and kubeconfig context, as error messages name them.
-        once: Sends the requests tried once (Lease writes); ``transport`` when not given.
-        stream: Opens watch streams (``--watch``); ``None`` when the cluster cannot watch.
-        home_namespace: The default namespace of the Lease (see
-            :class:`sweeper.k8s.cluster.WatchCluster`).
+    ``once`` sends the requests tried once (Lease writes), ``transport`` when not given;
+    ``stream`` is ``None`` when the cluster cannot watch.
     """
 
     def __init__(
@@ -264,12 +243,10 @@ class KubeCluster(_WatchRequests, _CleanUpRequests):
     # --- discovery and lists ---------------------------------------------------------------
 
     def discover(self) -> Discovery:
-        """Find the job kinds the cluster serves (see :class:`sweeper.k8s.cluster.Cluster`).
+        """Find the job kinds the cluster serves, each at the first of its served versions.
 
-        Returns:
-            The served kinds, each at the first of its versions the cluster serves (MPIJob:
-            ``v1`` from the Training Operator, else ``v2beta1`` from mpi-operator; only one
-            MPIJob CRD can exist).
+        MPIJob: ``v1`` from the Training Operator, else ``v2beta1`` from mpi-operator; only one
+        MPIJob CRD can exist.
         """
         groups = sorted({kind.group for kind in KINDS})
         plurals: dict[tuple[str, str], set[str]] = {}
@@ -317,9 +294,6 @@ class KubeCluster(_WatchRequests, _CleanUpRequests):
         :func:`sweeper.k8s.decode.decode_jobs`, which builds only the fields the views need
         (a page's objects are never built: ``managedFields`` and the replica specs are most
         of its bytes).
-
-        Yields:
-            Pages of views.
         """
         path = _collection(
             f"/apis/{served.kind.group}/{served.version}", namespace, served.kind.plural
@@ -353,11 +327,7 @@ class KubeCluster(_WatchRequests, _CleanUpRequests):
         return self._list_core("pods", namespace, selector)
 
     def list_pod_pages(self, namespace: str | None, selector: str) -> Iterator[Page]:
-        """List pods by label, page by page (see :class:`sweeper.k8s.cluster.Cluster`).
-
-        Yields:
-            Pages; each one's items are cleared when the next is requested.
-        """
+        """List pods by label, page by page; a page's items are cleared when the next is asked."""
         path = _collection("/api/v1", namespace, "pods")
         yield from self._pages(path, RequestRef("list", "pods", namespace), selector, 500)
 

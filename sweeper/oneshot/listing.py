@@ -52,15 +52,8 @@ def list_pass(
 ) -> Listing:
     """Discover, then list and judge every job of the pass, starting over once if need be.
 
-    Args:
-        cluster: The cluster.
-        config: The run's settings.
-        stop_reason: Says whether the pass must stop (a signal, ``--timeout``), checked after
-            each page.
-        fresh: Makes the pass's empty ledger (again, when the listing starts over).
-
-    Returns:
-        The listing: its actions, its ledger (the skips settled), and the pass's instant.
+    ``stop_reason`` is checked after each page; ``fresh`` makes the pass's empty ledger
+    (again, when the listing starts over).
 
     Raises:
         ConfigError: The server rejected the label selector (exit 2).
@@ -140,11 +133,6 @@ class Listing:
     (403: a namespace deleted with its Role, a kind outside the grant) is logged and kept in
     :attr:`unlisted`, and the pass goes on: no decision about one list's jobs depends on
     another's, so the jobs listed are acted on, and the run exits 3 at its end.
-
-    Args:
-        config: The run's settings.
-        stop_reason: Says whether the pass must stop, checked after each page.
-        ledger: Where the judged skips go.
     """
 
     def __init__(
@@ -251,11 +239,9 @@ class Listing:
         self.server_date = server_date
 
     def now(self) -> datetime:
-        """Choose the pass's one instant, and warn about clock skew.
+        """Choose the pass's one instant (the same at every call), and warn about clock skew.
 
-        Returns:
-            The server's ``Date`` (``--clock server``) or the local clock (``--clock local``);
-            the same instant at every call.
+        The server's ``Date`` (``--clock server``) or the local clock (``--clock local``).
         """
         if self._now is None:
             self._now = self._choose_now()

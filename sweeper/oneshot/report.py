@@ -41,14 +41,10 @@ class PassReport:
     Attributes:
         number: The pass number, from 1.
         now: The pass's instant (``None`` when it stopped before reading a clock).
-        clock: Whose clock ``now`` is.
-        dry_run: The dry-run mode, ``None`` when writing.
-        action: ``--action``.
+        dry_run: ``None`` when writing.
         outcomes: One per listed job, in listing order; from a pass, those its
             :class:`Ledger` kept (its ``kept``: the actions', or every one with ``-o wide``),
             the counts and records coming from the ledger.
-        duration_s: Seconds the pass took.
-        stopped_by: What stopped the pass early (a signal, ``--timeout``), if anything.
         unlisted: The lists RBAC refused, each as its error: their jobs were not judged.
     """
 
@@ -68,17 +64,11 @@ class Summary:
     """A pass in numbers: the ``summary`` of ``-o json``, the last line of the table, the log.
 
     Attributes:
-        jobs: Jobs listed.
-        touch: Touches planned.
-        fail: Fails planned.
         terminate_pods: Pod clean-ups of jobs already failed by their deadline.
         delete_jobset: JobSets deleted of TrainJobs already failed by their deadline.
-        skip: Jobs left alone.
-        skipped: Skips by reason, in :class:`~sweeper.core.decide.SkipReason` order, none at 0.
-        results: Outcomes by result, by name.
+        skipped: Skips by reason, in ``SkipReason`` order, none at 0.
         errors: Jobs with an error (exit code 1).
         duration_s: Seconds the pass took, to the millisecond.
-        stopped_by: What stopped the pass early, if anything.
         unlisted: The lists RBAC refused (exit 3), each as its error.
     """
 
@@ -171,9 +161,6 @@ class Ledger:
 
     Every outcome is counted, by kind (:attr:`tally`): the pass's summary and, with
     ``--pushgateway``, its metrics.
-
-    Args:
-        output: The pass's output format.
     """
 
     def __init__(self, output: OutputFormat) -> None:
@@ -283,12 +270,8 @@ def write_json(
 ) -> None:
     """Write one pass as one JSON document, job by job, one job per line.
 
-    Args:
-        stream: stdout.
-        report: The pass.
-        counts: ``summary(report)``, when the caller has it already.
-        records: The jobs' record lines (a :class:`Ledger`'s), when the report does not hold
-            every outcome; rendered from ``report.outcomes`` otherwise.
+    ``counts`` is ``summary(report)`` when the caller has it already; ``records`` the jobs'
+    record lines (a ``Ledger``'s) when the report does not hold every outcome.
     """
     head = {
         "pass": report.number,
@@ -318,11 +301,7 @@ _COLUMNS = ("KIND", "NAMESPACE", "NAME", "STARTED", "DEADLINE", "OVERDUE BY", "D
 
 
 def table_row(outcome: Outcome) -> tuple[str, ...]:
-    """Render one outcome as a row of the text table. Pure.
-
-    Returns:
-        The cells, in ``_COLUMNS`` order.
-    """
+    """Render one outcome as a row of the text table, in ``_COLUMNS`` order. Pure."""
     entry = outcome.entry
     job = entry.job
     decision = f"{entry.decision} ({entry.reason})"
@@ -361,12 +340,8 @@ def write_text(
 ) -> None:
     """Write one pass: a header line, a table, the skips by reason and a summary line.
 
-    Args:
-        stream: stdout.
-        report: The pass.
-        wide: List every job (``-o wide``); by default only actions and errors, the skipped
-            jobs being counted by reason.
-        counts: ``summary(report)``, when the caller has it already.
+    The table lists actions and errors, the skipped jobs being counted by reason; ``wide``
+    (``-o wide``) lists every job. ``counts`` is ``summary(report)`` if the caller has it.
     """
     mode = f", dry run ({report.dry_run.value})" if report.dry_run else ""
     when = _time(report.now) or "-"
@@ -399,12 +374,7 @@ def write_text(
 
 
 def summary_line(counts: Summary) -> str:
-    """Render a summary as one human line. Pure.
-
-    Returns:
-        For example ``3 jobs: 1 touch, 0 fail, 0 terminate-pods, 2 skip (not-yet-due 2);
-        0 errors; 0.4s``.
-    """
+    """Render a summary as one human line (``3 jobs: 1 touch, ... 0 errors; 0.4s``). Pure."""
     skipped = ", ".join(f"{reason} {n}" for reason, n in counts.skipped.items())
     actions = ", ".join(f"{counts.actions(kind)} {kind.value}" for kind in ActionKind)
     line = (

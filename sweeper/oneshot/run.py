@@ -175,12 +175,8 @@ def _passes(
 class PassOutcome:
     """What the run loop needs from a pass.
 
-    Args:
-        errors: How many jobs had errors.
-        stopped_by: What stopped the pass early, if anything.
-        tally: The pass's outcomes counted by kind (what its metrics are pushed from), when it
-            decided.
-        unlisted: The lists RBAC refused; the pass judged the others' jobs.
+    ``tally`` (the outcomes counted by kind, what the metrics are pushed from) is there when
+    the pass decided; ``unlisted`` are the lists RBAC refused (the others' jobs were judged).
     """
 
     def __init__(
@@ -296,11 +292,7 @@ def _report(
     stopped_by: SweeperError | None,
     unlisted: tuple[str, ...],
 ) -> report.Summary:
-    """Write the pass's report (stdout) and its summary line (the log).
-
-    Returns:
-        The pass's counts.
-    """
+    """Write the pass's report (stdout) and its summary line (the log); give its counts."""
     pass_report = report.PassReport(
         number=number,
         now=now,
