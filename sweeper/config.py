@@ -100,7 +100,7 @@ _NAMESPACE = re.compile(r"[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?")
 
 
 def check_selector(selector: str) -> None:
-    """Check a selector (``team=a,tier in (gpu,tpu),!x``) as the API server parses it."""
+    """Check a selector (``team=a,tier in (gpu,tpu),!x``) as the server's ``labels.Parse`` does."""
     if not _SELECTOR.fullmatch(selector):
         raise ConfigError(f"invalid label selector {selector!r} (--selector)")
 
@@ -156,7 +156,8 @@ def parse_address(text: str) -> str:
     An IPv4 literal (``0.0.0.0``), an IPv6 literal bare or in brackets (``::``, ``::1``,
     ``[::1]``, ``fe80::1%eth0``) or a host name (``localhost``, bound on IPv4 as before). No
     port: that is ``--health-port``. Returns the address as a socket binds it: an IPv6 literal
-    without its brackets.
+    without its brackets. A port, a malformed IPv6 literal or brackets around anything else is
+    refused in one line naming the option and its twin.
     """
     address = text.strip()
     bracketed = address.startswith("[") and address.endswith("]")

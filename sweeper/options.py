@@ -430,7 +430,8 @@ def parse_dry_run(value: object) -> DryRun | None:
     """Read a ``--dry-run`` word: ``client`` (also the bare flag), ``server``, or ``none``.
 
     An empty value never gets here (the CLI refuses it): kubectl refuses ``--dry-run=``, and an
-    empty ``SWEEPER_DRY_RUN`` in a template must never turn into a writing run.
+    empty ``SWEEPER_DRY_RUN`` in a template must never turn into a writing run. ``none`` reads
+    as ``None``; any other word raises ``ValueError``.
     """
     if value is None or isinstance(value, DryRun):
         return value

@@ -28,11 +28,7 @@ _STILL_OVERDUE = (SkipReason.RECENTLY_TOUCHED, SkipReason.OVER_MAX_ACTIONS)
 
 
 def has_errors(outcome: Outcome) -> bool:
-    """Whether an outcome counts as an error (exit code 1).
-
-    Returns:
-        True when its action failed or any of its requests did.
-    """
+    """Whether an outcome counts as an error (exit code 1): its action or a request failed."""
     return outcome.result is Result.ERROR or bool(outcome.errors)
 
 
@@ -40,8 +36,6 @@ class Tally:
     """One pass's outcomes, counted one at a time as each becomes final.
 
     Attributes:
-        jobs: Outcomes counted (jobs listed).
-        errors: Those with an error (:func:`has_errors`).
         outcomes: By (kind name, decision, result value).
         skipped: Skips by (kind name, reason value).
         overdue: By kind name, the unfinished jobs past their deadline (and ``--grace``) that

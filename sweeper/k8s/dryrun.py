@@ -30,7 +30,7 @@ class RecordingCluster:
     """``--dry-run`` (client) by construction: reads go to the cluster, writes only to a list.
 
     The executor runs the same code in every mode; wrapped in this, nothing it does can write.
-    Each write is taken as accepted, as ``dryRun=All`` would have it.
+    Each write is taken as accepted, as ``dryRun=All`` would have it, and kept in order.
     """
 
     def __init__(self, cluster: Cluster) -> None:

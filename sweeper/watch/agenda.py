@@ -38,8 +38,7 @@ _FAILURES_COUNTED = 20
 class Agenda:
     """The timers, the actors and the failure counts of the jobs a replica watches.
 
-    Args:
-        now: The decision clock (a failed fire's backoff counts from it).
+    A failed fire's backoff counts from ``now``, the decision clock.
     """
 
     def __init__(self, now: Callable[[], datetime]) -> None:
@@ -77,8 +76,7 @@ class Agenda:
     def apply(self, message: Message) -> list[JobKey]:
         """Arm, re-arm or drop the timers a message is about; an actor's end frees its job.
 
-        Returns:
-            The jobs a relist found gone (their timers and counts dropped).
+        Returns the jobs a relist found gone (their timers and counts dropped).
         """
         with self._lock:
             if isinstance(message, Event):
@@ -102,10 +100,7 @@ class Agenda:
         """Take every due timer for its fire, except those of jobs another actor holds.
 
         A timer that comes due while an actor holds its job is looked at again once the actor
-        lets the job go.
-
-        Returns:
-            The jobs to fire, each with the instant its timer was armed for.
+        lets the job go. Each job comes with the instant its timer was armed for.
         """
         with self._lock:
             fire: list[tuple[JobKey, datetime]] = []

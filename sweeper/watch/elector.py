@@ -222,7 +222,10 @@ class Elector:
         return self._renewed_at + self.timing.lease_duration - now
 
     def renewal(self, wall: datetime) -> Update | None:
-        """The leader's optimistic renewal from its own last write (no read first), if it leads."""
+        """The leader's optimistic renewal, from its own last write (no read first).
+
+        ``None`` when this candidate does not hold the Lease as last seen.
+        """
         observed = self._observed
         if self._renewed_at is None or observed is None or self.holder != self.identity:
             return None

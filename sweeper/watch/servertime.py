@@ -70,7 +70,10 @@ class ServerClock:
             self._high, self._high_at = high, received
 
     def bounds(self, at: float) -> Bounds | None:
-        """The interval at a monotonic instant, loosened by drift since each bound was set."""
+        """The interval at a monotonic instant, loosened by drift since each bound was set.
+
+        ``None`` before the first response.
+        """
         if self._low is None or self._high is None:
             return None
         low = self._low - DRIFT * max(at - self._low_at, 0.0)
