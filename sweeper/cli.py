@@ -1,14 +1,14 @@
 """The ``sweeper`` command: the only module that imports click.
 
 It turns flags (and their ``SWEEPER_*`` environment twins) into one frozen
-:class:`~sweeper.config.Config`, configures logging, runs, and maps every error to one line on
+``Config``, configures logging, runs, and maps every error to one line on
 stderr and its documented exit code. The Kubernetes client is imported only once a run starts,
 so ``--version`` and ``--help`` stay fast.
 
-Tests run the command against their own cluster by passing :class:`Seams` as click's
-``obj``; mypy checks both :func:`_connect` and theirs against
-:class:`~sweeper.watch.engine.WatchConnect`, which serves every mode (a watch cluster is also a
-:class:`~sweeper.k8s.cluster.Cluster`).
+Tests run the command against their own cluster by passing ``Seams`` as click's
+``obj``; mypy checks both ``_connect`` and theirs against
+``WatchConnect``, which serves every mode (a watch cluster is also a
+``Cluster``).
 """
 
 from __future__ import annotations
@@ -51,9 +51,9 @@ class Seams:
 
 # Not subscripted: ParamType is generic only from click 8.2 on, and we support 8.1.
 class DryRunChoice(click.ParamType):  # type: ignore[type-arg]
-    """``--dry-run`` values, read by :func:`sweeper.options.parse_dry_run`.
+    """``--dry-run`` values, read by ``sweeper.options.parse_dry_run``.
 
-    An empty value never reaches it (:class:`Option`): kubectl refuses ``--dry-run=``.
+    An empty value never reaches it (``Option``): kubectl refuses ``--dry-run=``.
     """
 
     name = "client|server|none"

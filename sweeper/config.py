@@ -2,8 +2,8 @@
 
 Nothing here reads the environment; the CLI resolves flags and their ``SWEEPER_*`` twins and
 hands the values over, each checked where its flag's row reads it (``sweeper.options``, with
-the checks of names, selectors and URLs defined here). :class:`Config` checks what no single
-flag can, how they combine. Each refusal is a :class:`~sweeper.core.errors.ConfigError` (exit
+the checks of names, selectors and URLs defined here). ``Config`` checks what no single
+flag can, how they combine. Each refusal is a ``ConfigError`` (exit
 code 2), one line naming the option.
 """
 

@@ -1,8 +1,8 @@
 """``sweeper --explain NAMESPACE/NAME``: why one job was (or was not) acted on.
 
 Reads the job (every served kind, or those of ``--kind``), takes the pass's instant as a run
-would, and walks the decision's rules (:func:`sweeper.core.decide.explain`, the same table
-:func:`~sweeper.core.decide.judge` applies), printing each with the value it saw and its outcome.
+would, and walks the decision's rules (``sweeper.core.decide.explain``, the same table
+``judge`` applies), printing each with the value it saw and its outcome.
 The run's own scope comes first: ``--exclude-namespace``, ``-n`` and ``-l`` (the selector is
 matched by the API server, by listing the namespace with it). A clean-up of a job failed by its
 deadline is planned as a pass plans it, from the job's pods: the pods it would delete, or a

@@ -1,8 +1,8 @@
 """One option of the command line, as data: its names, what it takes, and where it goes.
 
-:data:`sweeper.options.FLAGS` is a table of :class:`Flag` rows; :mod:`sweeper.cli` turns each
-into a click option (its value kind into a click type, :func:`parse_duration` for durations)
-and :func:`sweeper.options.build_config` puts each value where the row says. No click here, and
+``sweeper.options.FLAGS`` is a table of ``Flag`` rows; ``sweeper.cli`` turns each
+into a click option (its value kind into a click type, ``parse_duration`` for durations)
+and ``sweeper.options.build_config`` puts each value where the row says. No click here, and
 nothing of the sweeper's: the rows' words come from the layers above.
 """
 
@@ -20,7 +20,7 @@ LONGEST_WAIT = 365 * 24 * 3600.0
 
 @dataclass(frozen=True, slots=True)
 class Duration:
-    """A duration (:func:`parse_duration`); ``longest`` is ``None`` for one never waited for."""
+    """A duration (``parse_duration``); ``longest`` is ``None`` for one never waited for."""
 
     positive: bool = True
     longest: float | None = LONGEST_WAIT
@@ -48,7 +48,7 @@ class Choice:
 
 @dataclass(frozen=True, slots=True)
 class DryRunWord:
-    """``--dry-run``'s words (:func:`parse_dry_run`)."""
+    """``--dry-run``'s words (``parse_dry_run``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,7 +74,7 @@ class Flag:
             its ``policy``, ``watch`` or ``watch.timing`` (``"policy.grace"``); ``None`` for a
             flag that only steers the others (``-A``, ``--watch``).
         read: Turns the parsed value (``None`` when unset) into the attribute's; as it is by
-            default. It raises :class:`ConfigError` for a value it refuses.
+            default. It raises ``ConfigError`` for a value it refuses.
     """
 
     names: tuple[str, ...]

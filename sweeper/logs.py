@@ -1,7 +1,7 @@
 """Logging set-up: structured lines on stderr, JSON by default (python-json-logger).
 
-The configuration is built by a pure function (:func:`logging_config`) and applied by
-:func:`configure`. Messages are lazy ``%`` templates; the job's reference and the decision travel
+The configuration is built by a pure function (``logging_config``) and applied by
+``configure``. Messages are lazy ``%`` templates; the job's reference and the decision travel
 as ``extra`` fields (kind, namespace, name, action, reason, seconds_overdue, dry_run), which the
 JSON formatter turns into keys. No line is longer than 16 KiB, the size above which container
 runtimes split a line into partial entries: a longer one (a server's message quoted in full) is

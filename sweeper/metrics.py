@@ -13,7 +13,7 @@ success in place for the "no successful run" alert. The grouping key is the job 
 batch jobs, as each run would leave a new group behind; scrape the Pushgateway with
 ``honor_labels: true`` so that job label is kept.
 
-``sweeper --watch`` serves :class:`WatchMetrics` on ``/metrics`` (through sweeper.watch.health):
+``sweeper --watch`` serves ``WatchMetrics`` on ``/metrics`` (through sweeper.watch.health):
 its definitions live here too, next to the pushed ones, so both modes share one namespace and
 the names they have in common (``deadline_sweeper_actions``, ``deadline_sweeper_overdue_jobs``)
 are defined once. No label carries a job's name in either mode.

@@ -1,10 +1,10 @@
-"""The command line's surface as data, and its values turned into one :class:`Config`.
+"""The command line's surface as data, and its values turned into one ``Config``.
 
-No click here (``sweeper.cli`` is its only importer): :data:`FLAGS` lists every option in
-``--help`` order, each a :class:`~sweeper.flag.Flag` row with its names, ``SWEEPER_*`` twin,
-default, value, help, and where its value goes; :mod:`sweeper.cli` turns each into a click
-option, and :func:`build_config` puts each parsed value where its row says (``to``, through
-``read``) in the frozen :class:`~sweeper.config.Config`, which validates their combination.
+No click here (``sweeper.cli`` is its only importer): ``FLAGS`` lists every option in
+``--help`` order, each a ``Flag`` row with its names, ``SWEEPER_*`` twin,
+default, value, help, and where its value goes; ``sweeper.cli`` turns each into a click
+option, and ``build_config`` puts each parsed value where its row says (``to``, through
+``read``) in the frozen ``Config``, which validates their combination.
 A new flag is one row here, and the attribute it fills.
 """
 

@@ -2,8 +2,8 @@
 
 A run stops for a signal (SIGTERM, SIGINT) or when ``--timeout`` runs out; in watch mode a
 resync pass also stops when this replica no longer leads (the watch engine's subclass of
-:class:`StopFlag`). Every part asks the same question, "must I stop, and why?":
-:meth:`StopFlag.reason` answers it, :data:`StopReason` is that question as a callable (what
+``StopFlag``). Every part asks the same question, "must I stop, and why?":
+``StopFlag.reason`` answers it, ``StopReason`` is that question as a callable (what
 the executor asks before every write), and the transport asks it between retries. The write
 in progress completes; no new one starts. Both engines, ``explain`` and the connection use it.
 """
@@ -21,13 +21,13 @@ from types import FrameType
 from sweeper.core.errors import Interrupted, RunTimeout, SweeperError
 
 StopReason = Callable[[], SweeperError | None]
-"""Says why the work must stop now (:class:`Interrupted`, :class:`RunTimeout`...), or ``None``."""
+"""Says why the work must stop now (``Interrupted``, ``RunTimeout``...), or ``None``."""
 
 
 def monotonic_now() -> float:
     """Read the monotonic clock a run's deadlines are on (the default of every such clock).
 
-    ``time.monotonic`` is looked up at each call, as :mod:`sweeper.k8s.kube` does: a test that
+    ``time.monotonic`` is looked up at each call, as ``sweeper.k8s.kube`` does: a test that
     patches it (freezegun) then moves every deadline of the run together.
     """
     return time.monotonic()

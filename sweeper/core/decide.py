@@ -2,11 +2,11 @@
 
 Nothing here reads a clock, the network or the environment, and nothing here raises on odd
 input (``jobs.parse_job`` already turned it into a ``malformed`` view). The plan is data: every
-judged job gets either an :class:`~sweeper.core.model.Action` or a
-:class:`~sweeper.core.model.Skip`, each with its reason, by the rules of the job's controller
-family (:mod:`sweeper.core.families`): :func:`judge` applies them, :func:`explain` shows them,
-:func:`due_at` times them. What a pass makes of the judged entries (``--max-actions``, the
-execution order, the pods a clean-up deletes) is :mod:`sweeper.core.plan`.
+judged job gets either an ``Action`` or a
+``Skip``, each with its reason, by the rules of the job's controller
+family (``sweeper.core.families``): ``judge`` applies them, ``explain`` shows them,
+``due_at`` times them. What a pass makes of the judged entries (``--max-actions``, the
+execution order, the pods a clean-up deletes) is ``sweeper.core.plan``.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ def explain(job: Job, now: datetime, policy: Policy) -> tuple[tuple[Step, ...], 
 
 
 def due_at(job: Job, policy: Policy) -> datetime | None:
-    """Compute the instant from which :func:`judge` acts on the job, if the job stays as it is.
+    """Compute the instant from which ``judge`` acts on the job, if the job stays as it is.
 
     Pure. This is what a long-running sweeper arms a timer for: for every ``now`` before the
     instant, ``judge(job, now, policy)`` is a skip; at it and after, an action (property tests

@@ -1,6 +1,6 @@
 """The sweeper's own error vocabulary and the exit code each error class maps to.
 
-Client errors are translated into these in :mod:`sweeper.k8s.client` (``raise ... from``), so the
+Client errors are translated into these in ``sweeper.k8s.client`` (``raise ... from``), so the
 rest of the package never sees the Kubernetes client's exceptions. The exit codes are the
 documented contract (docs/cli.md, "Exit codes").
 """

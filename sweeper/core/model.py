@@ -1,10 +1,10 @@
 """The plan and its outcomes: the types every mode decides and reports in (pure: no I/O).
 
-:mod:`sweeper.core.decide` makes a :class:`Plan` of :class:`Action` and :class:`Skip` entries
-under a :class:`Policy`; the executor (:mod:`sweeper.act.executor`) turns each entry into an
-:class:`Outcome`; the one-shot report, the watch loop and the metrics read them. They live
+``sweeper.core.decide`` makes a ``Plan`` of ``Action`` and ``Skip`` entries
+under a ``Policy``; the executor (``sweeper.act.executor``) turns each entry into an
+``Outcome``; the one-shot report, the watch loop and the metrics read them. They live
 here, below the decision and all three readers, so that reading a plan or a result never climbs
-the house, and the settings (:mod:`sweeper.config`) hold a :class:`Policy` without importing
+the house, and the settings (``sweeper.config``) hold a ``Policy`` without importing
 the rules.
 """
 
@@ -88,7 +88,7 @@ class Policy:
         escalate_after: ``auto`` fails a job this many seconds past
             its deadline and grace, or this long after the sweeper's touch, whichever comes
             first (a touch need not have been written: see
-            :func:`~sweeper.core.decide.judge`); ``touch`` touches again this long after its
+            ``judge``); ``touch`` touches again this long after its
             touch.
         max_actions: ``None`` for no cap.
         retouch_after: ``touch`` and ``auto`` touch a job again this long
@@ -139,7 +139,7 @@ class Action:
     Attributes:
         seconds_overdue: ``now - (startTime + activeDeadlineSeconds)``, ``None`` if unknown.
         targets: For a ``terminate-pods`` or ``delete-jobset`` planned from a pass's listing
-            (:func:`~sweeper.core.plan.assemble`), the pods or the JobSet to delete; ``None``
+            (``assemble``), the pods or the JobSet to delete; ``None``
             when the executor reads them itself.
     """
 
@@ -188,9 +188,9 @@ Entry = Action | Skip
 class Plan:
     """Jobs with their decisions, in listing order: what the executor is handed.
 
-    :func:`~sweeper.core.decide.decide` gives every job it is handed an entry. A one-shot
+    ``decide`` gives every job it is handed an entry. A one-shot
     pass settles each skip as its page is judged and assembles only the actions, with the
-    skips ``--max-actions`` made of them (:func:`~sweeper.core.plan.assemble`); a watch
+    skips ``--max-actions`` made of them (``assemble``); a watch
     timer's plan holds the one job it fired for.
     """
 

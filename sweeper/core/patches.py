@@ -1,14 +1,14 @@
 """The write bodies the sweeper sends: the touch's merge patch and ``--action fail``'s status.
 
-Pure: built from the job as read. The status document (:func:`status_patch`) reproduces what the
+Pure: built from the job as read. The status document (``status_patch``) reproduces what the
 Training Operator v1 writes when a job passes its deadline (docs/operator.md, "What the operator
 does on the deadline", and the operator's ``setCondition`` / ``filterOutCondition``):
 ``completionTime`` set if unset; every other condition kept verbatim except that ``Running``
 gets ``status: "False"``; any previous ``Failed`` condition replaced by a new ``Failed=True``
 condition at the end, with reason ``<Kind>Failed``, the operator's message (saying that the
 sweeper enforced it) and both times set to ``now`` (whole seconds, ``Z``). Beside it, the other
-two bodies the sweeper writes: the touch's merge patch (:func:`touch_patch`) and the Event
-recorded on the job (:func:`event_body`).
+two bodies the sweeper writes: the touch's merge patch (``touch_patch``) and the Event
+recorded on the job (``event_body``).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """A pass's plan from its judged entries: ``--max-actions``, the order, the clean-ups' targets.
 
-:func:`sweeper.core.decide.judge` decides for one job; here the entries of a pass (or of one
-timer's firing) become a :class:`~sweeper.core.model.Plan`, and the executor learns in which
+``sweeper.core.decide.judge`` decides for one job; here the entries of a pass (or of one
+timer's firing) become a ``Plan``, and the executor learns in which
 order to run it and which of a failed job's pods and services to delete. Pure.
 """
 
@@ -31,7 +31,7 @@ def assemble(
     policy: Policy,
     pods: Mapping[str, Sequence[Owned]] | None = None,
 ) -> Plan:
-    """Make the plan of entries judged one by one, as :func:`sweeper.core.decide.decide` does.
+    """Make the plan of entries judged one by one, as ``sweeper.core.decide.decide`` does.
 
     For a caller that judges jobs as they arrive (a pass judges each page as it comes, and
     hands over only the actions, since a skip is final): ``assemble([judge(j, now, policy)

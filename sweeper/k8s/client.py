@@ -1,8 +1,8 @@
 """The official client's glue: the only module that imports ``kubernetes`` and ``urllib3``.
 
-:func:`connect` loads the configuration (kubeconfig, else in-cluster) and builds a
-:class:`sweeper.k8s.kube.KubeCluster` over :class:`ClientSend`, which puts one request on the
-wire through the client and translates what it raises, and :class:`ClientStream`, which opens
+``connect`` loads the configuration (kubeconfig, else in-cluster) and builds a
+``sweeper.k8s.kube.KubeCluster`` over ``ClientSend``, which puts one request on the
+wire through the client and translates what it raises, and ``ClientStream``, which opens
 watch streams. Import it lazily: importing ``kubernetes`` costs a quarter of a second that
 ``sweeper --version`` and ``--help`` do not need.
 """
@@ -178,7 +178,7 @@ def _close(api: Any) -> None:
 
 
 class ClientSend:
-    """:class:`sweeper.k8s.transport.Send` over the official client's REST layer."""
+    """``sweeper.k8s.transport.Send`` over the official client's REST layer."""
 
     def __init__(self, api: Any) -> None:
         self._api = api
@@ -345,7 +345,7 @@ def _send_before_37(
 ) -> Response:
     """Client < 37: ``_preload_content=False`` returns urllib3's response for a 2xx as it came.
 
-    Any other status raises ``ApiException`` carrying the answer (see :func:`_answer_from`).
+    Any other status raises ``ApiException`` carrying the answer (see ``_answer_from``).
     """
     # Without _return_http_data_only, 31-35 wrap the response in (data, status, headers).
     response = api.call_api(

@@ -1,11 +1,11 @@
 """The sweeper's own boundary to the cluster: the interface the executor and the pass loop use.
 
-:mod:`sweeper.k8s.kube` implements :class:`Cluster` over the official client
-(:mod:`sweeper.k8s.client`); unit tests implement it in memory. Objects cross this boundary as
+``sweeper.k8s.kube`` implements ``Cluster`` over the official client
+(``sweeper.k8s.client``); unit tests implement it in memory. Objects cross this boundary as
 decoded JSON, never as the client's model classes. Every method raises only the sweeper's own
-errors (:mod:`sweeper.core.errors`): :class:`~sweeper.core.errors.ApiError` and its subclasses
-for a request that failed for good, :class:`~sweeper.core.errors.RunTimeout` when ``--timeout``
-ran out, and :class:`~sweeper.core.errors.Interrupted` when a signal arrived while waiting to retry.
+errors (``sweeper.core.errors``): ``ApiError`` and its subclasses
+for a request that failed for good, ``RunTimeout`` when ``--timeout``
+ran out, and ``Interrupted`` when a signal arrived while waiting to retry.
 A ``server_date`` is always the API server's clock (its ``Date`` header) when it answered.
 """
 
@@ -71,7 +71,7 @@ class Cluster(Protocol):
 
     Writes take ``dry_run``: ``True`` sends them with ``dryRun=All`` (``--dry-run=server``).
     With ``--dry-run`` (client) the executor talks to a
-    :class:`~sweeper.k8s.dryrun.RecordingCluster`, whose writes never reach this interface.
+    ``RecordingCluster``, whose writes never reach this interface.
 
     Attributes:
         endpoint: Which server and kubeconfig context this is, as errors name them
@@ -90,8 +90,8 @@ class Cluster(Protocol):
         """List jobs page by page (``limit`` and ``continue``), in one namespace or all, as views.
 
         The decoded objects are never handed out, so an implementation may read from each
-        page only what the views need (:mod:`sweeper.k8s.kube` does, with
-        :mod:`sweeper.k8s.decode`).
+        page only what the views need (``sweeper.k8s.kube`` does, with
+        ``sweeper.k8s.decode``).
         """
         ...
 
@@ -140,7 +140,7 @@ class Cluster(Protocol):
         ...
 
     def get_jobset(self, namespace: str, name: str) -> JSON:
-        """Read one JobSet (:class:`~sweeper.core.errors.NotFound` if none)."""
+        """Read one JobSet (``NotFound`` if none)."""
         ...
 
     def delete_jobset(self, namespace: str, name: str, uid: str, *, dry_run: bool) -> None:
@@ -148,7 +148,7 @@ class Cluster(Protocol):
         ...
 
     def get_batch_job(self, namespace: str, name: str) -> JSON:
-        """Read one batch/v1 Job (:class:`~sweeper.core.errors.NotFound` if none)."""
+        """Read one batch/v1 Job (``NotFound`` if none)."""
         ...
 
     def close(self) -> None:
@@ -173,9 +173,9 @@ class WatchEvent:
 class Stream(Protocol):
     """An open watch stream: iterate for events; it ends when the server closes it.
 
-    Iterating raises :class:`~sweeper.core.errors.WatchStalled` when nothing (not even a
-    bookmark) arrived for the read timeout, :class:`~sweeper.core.errors.Gone` when the
-    resourceVersion is too old, and :class:`~sweeper.core.errors.ApiError` for anything else.
+    Iterating raises ``WatchStalled`` when nothing (not even a
+    bookmark) arrived for the read timeout, ``Gone`` when the
+    resourceVersion is too old, and ``ApiError`` for anything else.
     """
 
     server_date: datetime | None
@@ -217,11 +217,11 @@ class WatchCluster(Cluster, Protocol):
         ...
 
     def get_lease(self, namespace: str, name: str) -> Answer:
-        """Read a coordination.k8s.io/v1 Lease (:class:`~sweeper.core.errors.NotFound` if none)."""
+        """Read a coordination.k8s.io/v1 Lease (``NotFound`` if none)."""
         ...
 
     def create_lease(self, namespace: str, body: JSON) -> Answer:
-        """Create a Lease (:class:`~sweeper.core.errors.Conflict` if it exists already)."""
+        """Create a Lease (``Conflict`` if it exists already)."""
         ...
 
     def update_lease(self, namespace: str, name: str, body: JSON) -> Answer:

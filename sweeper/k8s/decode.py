@@ -6,7 +6,7 @@ never read. Decoding the page into generic dicts and lists (``json.loads``) buil
 first; msgspec's typed decoder reads only the fields declared below and skips the rest without
 building anything. That makes decoding the cheapest part of a pass (docs/benchmarks.md).
 
-The views must be exactly those of :func:`sweeper.core.jobs.parse_job`, the reference, malformed
+The views must be exactly those of ``sweeper.core.jobs.parse_job``, the reference, malformed
 jobs included. So the fast path accepts only what is plainly well formed: a field of an
 unexpected type fails the typed decoding, a value out of range or an unusable time fails the
 checks below, and in either case the whole page is decoded again the reference way
@@ -38,7 +38,7 @@ from sweeper.core.kinds import DEADLINE_MESSAGE, GROUP, VERSION, Kind
 
 @dataclass(frozen=True, slots=True)
 class DecodedPage:
-    """One list page, decoded (what :class:`sweeper.k8s.cluster.JobPage` is built from).
+    """One list page, decoded (what ``sweeper.k8s.cluster.JobPage`` is built from).
 
     ``continue_token`` is ``None`` on the last page, ``resource_version`` (where a watch
     starts) when the server did not say.
@@ -127,7 +127,7 @@ def decode_jobs(data: bytes, kind: Kind, version: str) -> DecodedPage:
 
     Raises:
         ValueError: The body is not JSON at all (as ``json.loads`` raises it), or
-            :class:`NotAList`.
+            ``NotAList``.
         RecursionError: The body nests deeper than ``json.loads`` can read.
     """
     if kind.group != GROUP or version != VERSION:
@@ -146,7 +146,7 @@ def reference_decode_jobs(data: bytes, kind: Kind, version: str) -> DecodedPage:
     """Read a page of a job list the reference way: ``json.loads``, then ``parse_job``.
 
     Raises:
-        ValueError: The body is not JSON at all, or :class:`NotAList`.
+        ValueError: The body is not JSON at all, or ``NotAList``.
         RecursionError: The body nests deeper than ``json.loads`` can read.
     """
     document = json.loads(data)

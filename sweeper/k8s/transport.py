@@ -1,20 +1,20 @@
 """The one request path to the API server: bounded retries, ``Retry-After``, backoff, errors.
 
-No HTTP library here. A :class:`Send` puts one request on the wire and returns the answer, or
-raises :class:`NoResponse` when none came back: :mod:`sweeper.k8s.client` implements it over the
-official client, unit tests with a fake. :class:`Transport` decides everything around it:
+No HTTP library here. A ``Send`` puts one request on the wire and returns the answer, or
+raises ``NoResponse`` when none came back: ``sweeper.k8s.client`` implements it over the
+official client, unit tests with a fake. ``Transport`` decides everything around it:
 
 - 429 (honouring ``Retry-After``, capped), 500, 502, 503, 504 and connection failures are
-  retried with exponential backoff and jitter, :data:`RetryPolicy.attempts` tries at most;
+  retried with exponential backoff and jitter, ``RetryPolicy.attempts`` tries at most;
 - each attempt is bounded by ``--request-timeout`` and by what is left of ``--timeout``, as the
   run's own stop flag tells it (its deadline, on the run's clock), and a signal cuts a wait
-  short (:class:`~sweeper.core.errors.Interrupted`);
+  short (``Interrupted``);
 - each attempt of a write (any method but GET) also asks the stop flag for its write window
   first: in ``--watch`` with leader election, no attempt is sent once this replica no longer
   leads (a retry included), and each is bounded to end before another replica may take the
-  Lease (:meth:`sweeper.watch.elector.Elector.write_window`); outside it the window is unbounded;
+  Lease (``sweeper.watch.elector.Elector.write_window``); outside it the window is unbounded;
 - an answer that is not a success becomes the most specific
-  :class:`~sweeper.core.errors.ApiError`, naming the request.
+  ``ApiError``, naming the request.
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ class NoResponse(Exception):  # noqa: N818 - a state: no HTTP answer came back
 
 
 class Send(Protocol):
-    """Sends one request; raises :class:`NoResponse` when no answer comes back."""
+    """Sends one request; raises ``NoResponse`` when no answer comes back."""
 
     def __call__(
         self,
@@ -70,7 +70,7 @@ class Send(Protocol):
 
 
 class StopSignal(Protocol):
-    """What the transport asks of the run's stop flag (:class:`sweeper.stop.StopFlag`)."""
+    """What the transport asks of the run's stop flag (``sweeper.stop.StopFlag``)."""
 
     def remaining(self) -> float:
         """Seconds left before ``--timeout``, on the run's clock (negative once past)."""

@@ -3,7 +3,7 @@
 A pass reads several lists (one per kind and namespace), each a chain of pages where a page's
 ``continue`` token is in its body. Read one after the other, the API server waits while the
 sweeper decodes and judges a page, and the sweeper waits while the server reads etcd and
-encodes the next: the two costs add up. :class:`ReadAhead` runs the lists on a few threads
+encodes the next: the two costs add up. ``ReadAhead`` runs the lists on a few threads
 instead, each thread reading one list at a time, page after page, into a queue of its own,
 while the caller takes the lists' pages in the order it submitted them. So while the caller
 works on one page, the server is already answering the next request.

@@ -43,7 +43,7 @@ class PassReport:
         now: The pass's instant (``None`` when it stopped before reading a clock).
         dry_run: ``None`` when writing.
         outcomes: One per listed job, in listing order; from a pass, those its
-            :class:`Ledger` kept (its ``kept``: the actions', or every one with ``-o wide``),
+            ``Ledger`` kept (its ``kept``: the actions', or every one with ``-o wide``),
             the counts and records coming from the ledger.
         unlisted: The lists RBAC refused, each as its error: their jobs were not judged.
     """
@@ -150,8 +150,8 @@ class Ledger:
     """A pass's outcomes in listing order, kept only as far as its report needs them.
 
     Memory that does not grow with the fleet: a pass adds each job's outcome as soon as it is
-    final, in listing order. A skip is final when the job is judged (:meth:`settle`); an
-    action holds its place (:meth:`expect`) until the executor has run it (:meth:`resolve`).
+    final, in listing order. A skip is final when the job is judged (``settle``); an
+    action holds its place (``expect``) until the executor has run it (``resolve``).
     Of a settled outcome the ledger keeps what the output prints:
 
     - ``-o json``: its record line, as the report prints it (some 350 bytes a job, where the
@@ -159,7 +159,7 @@ class Ledger:
     - ``-o text``: nothing, as the table lists actions and errors and counts the skips;
     - ``-o wide``: the outcome itself, as every job gets a row for a person to read.
 
-    Every outcome is counted, by kind (:attr:`tally`): the pass's summary and, with
+    Every outcome is counted, by kind (``tally``): the pass's summary and, with
     ``--pushgateway``, its metrics.
     """
 
@@ -182,7 +182,7 @@ class Ledger:
             self._wide.append(outcome)
 
     def expect(self) -> None:
-        """Hold the next place for an outcome :meth:`resolve` will supply."""
+        """Hold the next place for an outcome ``resolve`` will supply."""
         if self._output is OutputFormat.JSON:
             self._records.append(self._expected)
         elif self._output is OutputFormat.WIDE:
@@ -205,7 +205,7 @@ class Ledger:
         self._expected = 0
 
     def records(self) -> Iterator[str]:
-        """``-o json``'s record lines, in listing order (after :meth:`resolve`)."""
+        """``-o json``'s record lines, in listing order (after ``resolve``)."""
         for record in self._records:
             yield _record_lines(self.kept[record]) if isinstance(record, int) else record
 

@@ -1,8 +1,8 @@
 """The run: connect once, then one pass (or one every ``--every`` seconds for ``--for``).
 
 A pass discovers the served kinds, lists every job page by page and judges each page as it
-comes (:mod:`sweeper.oneshot.listing`), then executes the actions and reports
-(:mod:`sweeper.oneshot.report`).
+comes (``sweeper.oneshot.listing``), then executes the actions and reports
+(``sweeper.oneshot.report``).
 SIGTERM and SIGINT set a flag: the write in progress completes, no new one starts, the pass is
 reported and the run exits 4. ``--timeout`` bounds the whole run the same way (exit 5).
 """
@@ -224,7 +224,7 @@ def sweep(
 ) -> PassOutcome:
     """Run one pass: discover, list, decide, act, report.
 
-    ``claim`` holds each job while its action runs (see :class:`sweeper.act.executor.Executor`).
+    ``claim`` holds each job while its action runs (see ``sweeper.act.executor.Executor``).
 
     Returns:
         The pass's error count, what stopped it, if anything, and the lists RBAC refused.

@@ -1,6 +1,6 @@
 """Who may act on each job, and when to look at it again: the watch's one book of jobs.
 
-Per job it holds the timer (the instant to look again, :class:`sweeper.core.schedule.Schedule`),
+Per job it holds the timer (the instant to look again, ``sweeper.core.schedule.Schedule``),
 the actor acting on it now (its timer's fire or a resync pass), a look that came due meanwhile,
 and the count of its consecutive failed fires (their backoff). The main loop arms, takes and
 releases; the resync thread asks whether its pass may act on a job. One lock covers it all,
@@ -156,7 +156,7 @@ class Agenda:
     def take_for_pass(self, key: JobKey) -> bool:
         """Hold a job for a resync pass's action, unless its timer has it or took it.
 
-        The pass lets it go through the inbox (a :class:`Fired` with ``RELEASED``), so that
+        The pass lets it go through the inbox (a ``Fired`` with ``RELEASED``), so that
         the main loop re-arms a look that came due meanwhile.
         """
         with self._lock:

@@ -17,7 +17,7 @@ API answer passed in, so that unit and property tests drive it with an injected 
   only while its last successful write was *sent* less than the renew deadline ago. The
   renew deadline is shorter than the lease duration, so the leader stops *sending* writes
   before any other replica can consider the Lease expired, whatever the network did to the
-  answer. A write already on the wire is bounded too (:meth:`Elector.write_window`): each
+  answer. A write already on the wire is bounded too (``Elector.write_window``): each
   attempt ends before the lease duration since that renewal, when another replica may take
   over at the earliest, so that no two replicas' writes are ever in flight together.
 - Releasing (on SIGTERM) writes an empty holder with a one-second duration, so a follower

@@ -1,27 +1,27 @@
 """``sweeper --watch``: enforce each deadline the moment it passes, as a long-running process.
 
-The engine (:class:`Watcher`) starts the threads and runs the main loop; the threads speak to
-it only through its inbox (:mod:`sweeper.watch.inbox`):
+The engine (``Watcher``) starts the threads and runs the main loop; the threads speak to
+it only through its inbox (``sweeper.watch.inbox``):
 
-- one **stream** per served kind and namespace (:mod:`sweeper.watch.streams`): list, then
+- one **stream** per served kind and namespace (``sweeper.watch.streams``): list, then
   watch, queueing the instant each job becomes due; the served kinds are discovered again
   before every resync, and the streams follow;
-- the **lease** (:mod:`sweeper.watch.leader`): with ``--leader-elect``, only the leader writes
+- the **lease** (``sweeper.watch.leader``): with ``--leader-elect``, only the leader writes
   to jobs;
 - **SIGTERM or SIGINT** (how a Deployment stops its pods): no new write starts, the writes in
   flight finish, then the Lease is released and the process exits 0; a second signal gives up
   at once (exit 4), leaving the Lease to expire.
-- the **resync** (:mod:`sweeper.watch.resync`): a full pass of the one-shot code every
+- the **resync** (``sweeper.watch.resync``): a full pass of the one-shot code every
   ``--resync`` seconds, on the leader, as a safety net for anything a stream missed.
-- the **main loop** keeps the book of jobs (:mod:`sweeper.watch.agenda`: each job's timer, who
+- the **main loop** keeps the book of jobs (``sweeper.watch.agenda``: each job's timer, who
   acts on it, its failures): it applies queued messages, and when a timer is due (and this
   replica leads) hands the job to the **fire pool**
-  (:mod:`sweeper.watch.fire`), which reads the job again, judges it with the current time and
+  (``sweeper.watch.fire``), which reads the job again, judges it with the current time and
   lets the executor act, with the one-shot mode's guards. Followers keep their timers armed,
   so a takeover acts on every overdue job at once.
 
 ``now`` is read once per fired job: the local clock, or with ``--clock server`` the earliest
-time the API server's clock can show (:mod:`sweeper.watch.servertime`), so nothing fires early.
+time the API server's clock can show (``sweeper.watch.servertime``), so nothing fires early.
 """
 
 from __future__ import annotations
@@ -107,7 +107,7 @@ class _WatchFlag(StopFlag):
         self.window: Callable[[], float] = lambda: math.inf
 
     def write_window(self) -> float:
-        """Seconds a job write sent now may stay in flight (:meth:`Watcher.write_window`)."""
+        """Seconds a job write sent now may stay in flight (``Watcher.write_window``)."""
         return self.window()
 
 
@@ -192,19 +192,19 @@ class Watcher:
 
     @property
     def elector(self) -> Elector:
-        """The Lease's state machine (:attr:`Leader.elector`)."""
+        """The Lease's state machine (``Leader.elector``)."""
         return self.leader.elector
 
     def now(self) -> datetime:
-        """The decision clock's reading (one per fired job; see :meth:`_DecisionClock.now`)."""
+        """The decision clock's reading (one per fired job; see ``_DecisionClock.now``)."""
         return self._clock.now()
 
     def leading(self) -> bool:
-        """Whether this replica may write to jobs now (:meth:`Leader.leading`)."""
+        """Whether this replica may write to jobs now (``Leader.leading``)."""
         return self.leader.leading()
 
     def write_window(self) -> float:
-        """Seconds a job write sent now may stay in flight (:meth:`Leader.write_window`)."""
+        """Seconds a job write sent now may stay in flight (``Leader.write_window``)."""
         return self.leader.write_window()
 
     def stop_reason(self) -> SweeperError | None:
@@ -289,7 +289,7 @@ class Watcher:
 
         client-go's contract for releasing on cancel: whatever the Lease guards must have
         completed first, or two replicas act at once. No write starts any more (every write
-        asks :meth:`stop_reason`, and the signal cuts every retry wait short), so the fires in
+        asks ``stop_reason``, and the signal cuts every retry wait short), so the fires in
         progress end within a request each, and the resync pass (its report included) and the
         Lease thread are waited for a bounded time.
 

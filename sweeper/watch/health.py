@@ -2,7 +2,7 @@
 
 ``/healthz`` says the process is alive (its main loop turned recently), ``/readyz`` that every
 watch completed its first list (its view of the jobs is whole), ``/metrics`` the Prometheus
-text format rendered by :mod:`sweeper.metrics`, which defines every ``deadline_sweeper_*``
+text format rendered by ``sweeper.metrics``, which defines every ``deadline_sweeper_*``
 name (the Pushgateway push uses the same definitions).
 
 The address family follows the address, as a Go listener's does (kubelet, kube-proxy): an IPv6
@@ -35,7 +35,7 @@ STALE_LOOP_S = 120.0
 
 
 class Exposition(Protocol):
-    """What ``/metrics`` serves: :class:`sweeper.metrics.WatchMetrics`.
+    """What ``/metrics`` serves: ``sweeper.metrics.WatchMetrics``.
 
     A protocol, not an import: sweeper.metrics (above this layer) stays the one module that
     imports prometheus-client and defines the metric names.

@@ -1,6 +1,6 @@
 """The Lease thread (client-go's election on the cluster) and whether this replica leads.
 
-The algorithm is :mod:`sweeper.watch.elector`, pure; this module sends its requests.
+The algorithm is ``sweeper.watch.elector``, pure; this module sends its requests.
 
 With ``--leader-elect``, and never in a dry run (a dry run writes nothing, the Lease included,
 so each dry replica reports on its own). Only the leader writes to jobs, and the transport asks
@@ -93,7 +93,7 @@ class Leader:
 
         Asked by the transport before every attempt of a write, retries included: no attempt
         is sent once the renew deadline passed, and each ends before another replica may take
-        the Lease (:meth:`sweeper.watch.elector.Elector.write_window`). Unbounded without
+        the Lease (``sweeper.watch.elector.Elector.write_window``). Unbounded without
         election.
         """
         if not self.elects:

@@ -6,7 +6,7 @@ cluster serves.
 A safety net for anything a stream missed; as kube-janitor runs the same clean-up for
 ``--once`` and for its loop, both modes make the same decisions by construction. A job is
 acted on by one actor at a time, its timer's fire or the pass
-(:class:`sweeper.watch.agenda.Agenda`).
+(``sweeper.watch.agenda.Agenda``).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ intersection of all of them, which tightens well below a second once responses s
 server's second boundaries (lease renewals every few seconds are enough).
 
 The two clocks tick at slightly different rates, so an old bound loosens with its age by
-:data:`DRIFT` (200 ppm, far above what a quartz or an NTP-disciplined clock does): the lower
+``DRIFT`` (200 ppm, far above what a quartz or an NTP-disciplined clock does): the lower
 bound decays as ``lo - DRIFT * age``. All lower bounds decay alike, so the largest one stays
 the largest and the state is two numbers. Timers use the lower bound: the server's clock is
 at least that, so a deadline judged by it has passed for the server too (never early). An

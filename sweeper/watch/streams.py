@@ -5,7 +5,7 @@ resourceVersion with bookmarks; a closed stream resumes from the last resourceVe
 once after a regular close, after a jittered backoff after a failure (a stream that ended within
 a second with no event counts as one, as in client-go's reflector); 410 Gone lists again; a
 stream silent past ``--watch-timeout`` is reopened. It turns each object into the instant the
-job becomes due (:func:`sweeper.core.decide.due_at`) and queues that, never the object itself:
+job becomes due (``sweeper.core.decide.due_at``) and queues that, never the object itself:
 the main loop owns the timers.
 """
 
@@ -235,7 +235,7 @@ class Streams:
         Returns the last resourceVersion seen, where the next watch resumes.
 
         Raises:
-            _ShortWatch: The stream ended within :data:`SHORT_WATCH_S` with no event at all.
+            _ShortWatch: The stream ended within ``SHORT_WATCH_S`` with no event at all.
         """
         policy, kept = self.config.policy, self.covered.kept
         sent = self.monotonic()
@@ -277,7 +277,7 @@ class Streams:
 
 
 class _ShortWatch(Exception):  # noqa: N818 - a stream's ending, not an error raised to callers
-    """A watch that ended within :data:`SHORT_WATCH_S` with no event."""
+    """A watch that ended within ``SHORT_WATCH_S`` with no event."""
 
 
 def _resource_version(obj: JSON) -> str | None:
