@@ -1,6 +1,6 @@
 """kubeflow-deadline-sweeper: enforces activeDeadlineSeconds on Kubeflow Training Operator v1 jobs.
 
-The command is ``sweeper`` (:mod:`sweeper.cli`); README.md describes it.
+The command is ``sweeper`` (``sweeper.cli``); README.md describes it.
 """
 
 __version__ = "0.1.0"

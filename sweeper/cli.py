@@ -1,14 +1,14 @@
 """The ``sweeper`` command: the only module that imports click.
 
 It turns flags (and their ``SWEEPER_*`` environment twins) into one frozen
-:class:`~sweeper.config.Config`, configures logging, runs, and maps every error to one line on
+``Config``, configures logging, runs, and maps every error to one line on
 stderr and its documented exit code. The Kubernetes client is imported only once a run starts,
 so ``--version`` and ``--help`` stay fast.
 
-Tests run the command against their own cluster by passing :class:`Seams` as click's
-``obj``; mypy checks both :func:`_connect` and theirs against
-:class:`~sweeper.watch.engine.WatchConnect`, which serves every mode (a watch cluster is also a
-:class:`~sweeper.k8s.cluster.Cluster`).
+Tests run the command against their own cluster by passing ``Seams`` as click's
+``obj``; mypy checks both ``_connect`` and theirs against
+``WatchConnect``, which serves every mode (a watch cluster is also a
+``Cluster``).
 """
 
 from __future__ import annotations
@@ -44,20 +44,16 @@ def _connect(config: Config, *, stop: StopFlag) -> WatchCluster:
 
 @dataclass(frozen=True, slots=True)
 class Seams:
-    """What a caller may replace in a run (click's ``obj``): tests connect to a fake cluster.
-
-    Attributes:
-        connect: Builds the run's cluster; the Kubernetes client by default.
-    """
+    """What a caller may replace in a run (click's ``obj``): tests connect to a fake cluster."""
 
     connect: WatchConnect = _connect
 
 
 # Not subscripted: ParamType is generic only from click 8.2 on, and we support 8.1.
 class DryRunChoice(click.ParamType):  # type: ignore[type-arg]
-    """``--dry-run`` values, read by :func:`sweeper.options.parse_dry_run`.
+    """``--dry-run`` values, read by ``sweeper.options.parse_dry_run``.
 
-    An empty value never reaches it (:class:`Option`): kubectl refuses ``--dry-run=``.
+    An empty value never reaches it (``Option``): kubectl refuses ``--dry-run=``.
     """
 
     name = "client|server|none"
@@ -73,11 +69,7 @@ class DryRunChoice(click.ParamType):  # type: ignore[type-arg]
 
 
 class Duration(click.ParamType):  # type: ignore[type-arg]
-    """A duration, read by :func:`sweeper.flag.parse_duration` (the one parser).
-
-    Args:
-        value: What the option takes (zero or not, its upper bound).
-    """
+    """A duration, read by ``sweeper.flag.parse_duration`` (the one parser)."""
 
     name = "duration"
 
@@ -100,11 +92,7 @@ class UsageError(click.UsageError):
     """A usage error worded like the program's own: ``sweeper: error: ...`` on one line."""
 
     def show(self, file: Any = None) -> None:
-        """Print the one line (click's own shows the usage text and a hint first).
-
-        Args:
-            file: Where to (stderr by default).
-        """
+        """Print the one line (click's own shows the usage text and a hint first)."""
         click.echo(
             f"sweeper: error: {self.format_message()} (see sweeper --help)", file=file, err=True
         )
@@ -120,20 +108,7 @@ class Command(click.Command):
         parent: click.Context | None = None,
         **extra: Any,
     ) -> click.Context:
-        """Parse the arguments, rewording click's usage errors.
-
-        Args:
-            info_name: The program's name.
-            args: The arguments.
-            parent: The parent context.
-            **extra: click's settings.
-
-        Returns:
-            The context.
-
-        Raises:
-            UsageError: An option or a value is invalid.
-        """
+        """Parse the arguments, rewording click's usage errors."""
         try:
             return super().make_context(info_name, args, parent, **extra)
         except UsageError:
@@ -172,10 +147,7 @@ _EMPTY_MEANS_UNSET = frozenset({"KUBECONFIG"})
 class EmptyValue(click.BadParameter):
     """An option given an empty (or blank) value, on the command line or in its variable.
 
-    Args:
-        param: The option.
-        ctx: The context.
-        variable: The environment variable it came from; ``None`` for the command line.
+    ``variable`` is ``None`` when the value came from the command line.
     """
 
     def __init__(self, param: click.Parameter, ctx: click.Context, variable: str | None) -> None:
@@ -197,25 +169,14 @@ class Option(click.Option):
     """
 
     def variables(self, ctx: click.Context) -> list[str]:
-        """The environment variables of this option, in the order click reads them.
-
-        Returns:
-            The explicit twins, then the ``SWEEPER_<NAME>`` one click derives.
-        """
+        """The option's variables as click reads them: its twins, then the derived one."""
         names = [self.envvar] if isinstance(self.envvar, str) else list(self.envvar or ())
         if self.allow_from_autoenv and ctx.auto_envvar_prefix and self.name:
             names.append(f"{ctx.auto_envvar_prefix}_{self.name.upper()}")
         return names
 
     def resolve_envvar_value(self, ctx: click.Context) -> str | None:
-        """The first variable that is set; an empty one is refused.
-
-        Returns:
-            Its value, or ``None`` when none is set.
-
-        Raises:
-            EmptyValue: The first variable set is empty or blank.
-        """
+        """The value of the first variable that is set; an empty or blank one is refused."""
         for name in self.variables(ctx):
             value = os.environ.get(name)
             if value is None:
@@ -227,14 +188,7 @@ class Option(click.Option):
         return None
 
     def process_value(self, ctx: click.Context, value: Any) -> Any:
-        """Refuse an empty command-line value, then convert as click does.
-
-        Returns:
-            The converted value.
-
-        Raises:
-            EmptyValue: The value (or one of a repeated option's) is empty or blank.
-        """
+        """Refuse an empty (or blank) command-line value, then convert as click does."""
         values = value if isinstance(value, tuple | list) else (value,)
         blank = any(isinstance(v, str) and not v.strip() for v in values)
         if blank and not ctx.resilient_parsing:

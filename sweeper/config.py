@@ -2,8 +2,8 @@
 
 Nothing here reads the environment; the CLI resolves flags and their ``SWEEPER_*`` twins and
 hands the values over, each checked where its flag's row reads it (``sweeper.options``, with
-the checks of names, selectors and URLs defined here). :class:`Config` checks what no single
-flag can, how they combine. Each refusal is a :class:`~sweeper.core.errors.ConfigError` (exit
+the checks of names, selectors and URLs defined here). ``Config`` checks what no single
+flag can, how they combine. Each refusal is a ``ConfigError`` (exit
 code 2), one line naming the option.
 """
 
@@ -40,10 +40,9 @@ class Timing:
     retry_period: float = 2.0
 
     def __post_init__(self) -> None:
-        """Check client-go's ordering: lease duration > renew deadline > 1.2 x retry period.
+        """Check client-go's ordering (lease duration > renew deadline > 1.2 x retry period).
 
-        Raises:
-            ConfigError: The durations would let two replicas lead at once.
+        Any other ordering would let two replicas lead at once.
         """
         if self.retry_period <= 0:
             raise ConfigError("--retry-period must be positive")
@@ -101,24 +100,13 @@ _NAMESPACE = re.compile(r"[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?")
 
 
 def check_selector(selector: str) -> None:
-    """Check a label selector's syntax as the API server parses it (``labels.Parse``).
-
-    Args:
-        selector: For example ``team=a,tier in (gpu,tpu),!preemptible``.
-
-    Raises:
-        ConfigError: The syntax is invalid.
-    """
+    """Check a selector (``team=a,tier in (gpu,tpu),!x``) as the server's ``labels.Parse`` does."""
     if not _SELECTOR.fullmatch(selector):
         raise ConfigError(f"invalid label selector {selector!r} (--selector)")
 
 
 def check_namespaces(names: tuple[str, ...], flag: str) -> None:
-    """Check namespace names as the API server does (RFC 1123 labels).
-
-    Raises:
-        ConfigError: One is not a namespace name; the line names it and ``flag``.
-    """
+    """Check namespace names as the API server does (RFC 1123 labels); the error names ``flag``."""
     for name in names:
         if not _NAMESPACE.fullmatch(name):
             raise ConfigError(f"invalid namespace name {name!r} ({flag})")
@@ -129,17 +117,7 @@ _OBJECT_NAME = re.compile(r"[a-z0-9](?:[-a-z0-9.]{0,251}[a-z0-9])?")
 
 
 def parse_reference(text: str) -> tuple[str, str]:
-    """Read a job reference as kubectl users write one: ``NAMESPACE/NAME``.
-
-    Args:
-        text: For example ``team-a/train``.
-
-    Returns:
-        ``(namespace, name)``.
-
-    Raises:
-        ConfigError: Not two valid names separated by one slash.
-    """
+    """Read a job reference as kubectl users write one: ``NAMESPACE/NAME`` (``team-a/train``)."""
     namespace, slash, name = text.strip().partition("/")
     if not slash or not _NAMESPACE.fullmatch(namespace) or not _OBJECT_NAME.fullmatch(name):
         raise ConfigError(f"expected NAMESPACE/NAME, got {text!r} (--explain)")
@@ -147,14 +125,7 @@ def parse_reference(text: str) -> tuple[str, str]:
 
 
 def check_url(url: str) -> None:
-    """Check a Pushgateway URL before the run rather than after its work is done.
-
-    Args:
-        url: For example ``http://pushgateway.monitoring:9091``.
-
-    Raises:
-        ConfigError: Not an http(s) URL with a host.
-    """
+    """Check a Pushgateway URL before the run rather than after its work is done."""
     try:
         parts = urllib.parse.urlsplit(url)
         parts.port  # noqa: B018 - raises ValueError on a bad port
@@ -184,17 +155,9 @@ def parse_address(text: str) -> str:
 
     An IPv4 literal (``0.0.0.0``), an IPv6 literal bare or in brackets (``::``, ``::1``,
     ``[::1]``, ``fe80::1%eth0``) or a host name (``localhost``, bound on IPv4 as before). No
-    port: that is ``--health-port``.
-
-    Args:
-        text: The value.
-
-    Returns:
-        The address as a socket binds it: an IPv6 literal without its brackets.
-
-    Raises:
-        ConfigError: Not an address (a port given with it, a malformed IPv6 literal, brackets
-            around anything else): one line naming the option and its twin.
+    port: that is ``--health-port``. Returns the address as a socket binds it: an IPv6 literal
+    without its brackets. A port, a malformed IPv6 literal or brackets around anything else is
+    refused in one line naming the option and its twin.
     """
     address = text.strip()
     bracketed = address.startswith("[") and address.endswith("]")
@@ -216,20 +179,16 @@ def parse_address(text: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class WatchSettings:
-    """The settings of ``sweeper --watch`` (the long-running mode).
+    """The settings of ``sweeper --watch``; each field is the flag of its name.
 
     Attributes:
-        resync: ``--resync``, seconds between full passes (the safety net).
-        watch_timeout: ``--watch-timeout``, seconds a watch stream may stay silent (the API
-            server sends a bookmark about every minute) before it is reopened.
-        leader_elect: ``--leader-elect``: hold a Lease before writing (several replicas).
-        lease_name: ``--lease-name``.
-        lease_namespace: ``--lease-namespace``; ``None`` for the pod's namespace in a
-            cluster, else the kubeconfig context's.
-        identity: ``--identity``, this replica's holder identity.
-        timing: ``--lease-duration``, ``--renew-deadline``, ``--retry-period``.
-        health_address: ``--health-address``, where /healthz, /readyz and /metrics listen.
-        health_port: ``--health-port``; 0 serves nothing.
+        resync: Seconds between full passes (the safety net).
+        watch_timeout: Seconds a watch stream may stay silent (the API server sends a bookmark
+            about every minute) before it is reopened.
+        lease_namespace: ``None`` for the pod's namespace in a cluster, else the kubeconfig
+            context's.
+        health_address: Where /healthz, /readyz and /metrics listen.
+        health_port: 0 serves nothing.
     """
 
     resync: float = 300.0
@@ -245,33 +204,23 @@ class WatchSettings:
 
 @dataclass(frozen=True, slots=True)
 class Config:
-    """Every setting of a run.
+    """Every setting of a run; each field is the flag of its name (``for_seconds``: ``--for``).
 
     Attributes:
-        kubeconfig: ``--kubeconfig`` (or ``KUBECONFIG``), a path or a ``:``-separated list.
-        context: ``--context``.
-        namespaces: ``--namespace``, empty for all namespaces.
-        exclude_namespaces: ``--exclude-namespace``: jobs there are dropped from the listing.
-        kinds: ``--kind``, empty for every kind.
-        selector: ``--selector``.
-        page_size: ``--page-size``.
-        policy: The decision's knobs (``--action``, ``--grace``...).
-        clock: ``--clock``.
-        every: ``--every``, seconds between pass starts; ``None`` for one pass.
-        for_seconds: ``--for``, seconds during which passes start.
-        dry_run: ``--dry-run``, ``None`` when writing for real.
-        output: ``--output``.
-        log_format: ``--log-format``.
-        log_level: ``--log-level``.
-        request_timeout: ``--request-timeout``, seconds per HTTP request.
-        timeout: ``--timeout``, seconds for the whole run (exit 5 when reached). In watch
-            mode, which runs until a signal, it bounds each resync pass from its start
-            instead (a pass cut short is counted as ``stopped``); timer fires are bounded by
-            ``--request-timeout`` alone.
-        pushgateway: ``--pushgateway``, the URL metrics are pushed to; ``None`` to push none.
-        pushgateway_job: ``--pushgateway-job``, the job label of the pushed group.
-        explain: ``--explain``, the (namespace, name) of the job to explain instead of a run.
-        watch: The ``--watch`` settings; ``None`` for the one-shot (CronJob) mode.
+        kubeconfig: A path or a ``:``-separated list (``--kubeconfig`` or ``KUBECONFIG``).
+        namespaces: Empty for all namespaces; ``exclude_namespaces`` drop jobs from the listing.
+        kinds: Empty for every kind.
+        policy: The decision's flags (``--action``, ``--grace``...).
+        every: Seconds between pass starts; ``None`` for one pass.
+        for_seconds: Seconds during which passes start.
+        dry_run: ``None`` when writing for real.
+        request_timeout: Seconds per HTTP request.
+        timeout: Seconds for the whole run (exit 5 when reached). In watch mode, which runs
+            until a signal, it bounds each resync pass from its start instead (a pass cut short
+            is counted as ``stopped``); timer fires are bounded by ``--request-timeout`` alone.
+        pushgateway: ``None`` to push no metrics.
+        explain: The (namespace, name) of the job to explain instead of a run.
+        watch: ``None`` for the one-shot (CronJob) mode.
     """
 
     kubeconfig: str | None = None
@@ -301,9 +250,6 @@ class Config:
 
         Each value was checked where it was read, by its flag's row (``sweeper.options``: its
         bounds, as click applies them to the flag and its twin alike, and its ``read``).
-
-        Raises:
-            ConfigError: Settings contradict each other.
         """
         self._check_quick_retouch()
         self._check_exclusions()

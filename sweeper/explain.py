@@ -1,8 +1,8 @@
 """``sweeper --explain NAMESPACE/NAME``: why one job was (or was not) acted on.
 
 Reads the job (every served kind, or those of ``--kind``), takes the pass's instant as a run
-would, and walks the decision's rules (:func:`sweeper.core.decide.explain`, the same table
-:func:`~sweeper.core.decide.judge` applies), printing each with the value it saw and its outcome.
+would, and walks the decision's rules (``sweeper.core.decide.explain``, the same table
+``judge`` applies), printing each with the value it saw and its outcome.
 The run's own scope comes first: ``--exclude-namespace``, ``-n`` and ``-l`` (the selector is
 matched by the API server, by listing the namespace with it). A clean-up of a job failed by its
 deadline is planned as a pass plans it, from the job's pods: the pods it would delete, or a
@@ -48,13 +48,7 @@ class Explanation:
     """One job's explanation.
 
     Attributes:
-        kind: The job's kind.
-        namespace: Its namespace.
-        name: Its name.
-        now: The instant judged at.
-        clock: Whose clock that is.
         scope: The run's filters, each as (name, what it saw, passes?).
-        steps: The decision's rules.
         entry: The decision (``None`` when the run's scope leaves the job out).
         max_actions: ``--max-actions``, which may defer an action in a pass.
     """
@@ -71,15 +65,7 @@ class Explanation:
 
 
 def run_explain(config: Config, connect: Connect, out: TextIO) -> int:
-    """Explain the job ``config.explain`` names.
-
-    Args:
-        config: The run's settings (``explain`` set).
-        connect: Builds the cluster.
-        out: stdout.
-
-    Returns:
-        0.
+    """Explain the job ``config.explain`` names; exit code 0.
 
     Raises:
         ConfigError: No served kind has a job of that name (exit 2).
@@ -215,14 +201,7 @@ def _decision(entry: Entry) -> str:
 
 
 def as_text(explanation: Explanation) -> str:
-    """Render an explanation for a person: one rule per line, in the decision's order.
-
-    Args:
-        explanation: The explanation.
-
-    Returns:
-        The text, ending with a newline.
-    """
+    """Render an explanation for a person: one rule per line, in the decision's order."""
     e = explanation
     lines = [f"{e.kind} {e.namespace}/{e.name} at {format_rfc3339(e.now)} ({e.clock} clock)"]
     rows: list[tuple[str, str, str]] = [
@@ -262,14 +241,7 @@ def as_text(explanation: Explanation) -> str:
 
 
 def as_json(explanation: Explanation) -> dict[str, Any]:
-    """Render an explanation as JSON (exact seconds).
-
-    Args:
-        explanation: The explanation.
-
-    Returns:
-        The JSON-ready dictionary.
-    """
+    """Render an explanation as a JSON-ready dictionary (exact seconds)."""
     e = explanation
     entry = e.entry
     steps: Sequence[Step] = e.steps

@@ -1,8 +1,8 @@
 """One option of the command line, as data: its names, what it takes, and where it goes.
 
-:data:`sweeper.options.FLAGS` is a table of :class:`Flag` rows; :mod:`sweeper.cli` turns each
-into a click option (its value kind into a click type, :func:`parse_duration` for durations)
-and :func:`sweeper.options.build_config` puts each value where the row says. No click here, and
+``sweeper.options.FLAGS`` is a table of ``Flag`` rows; ``sweeper.cli`` turns each
+into a click option (its value kind into a click type, ``parse_duration`` for durations)
+and ``sweeper.options.build_config`` puts each value where the row says. No click here, and
 nothing of the sweeper's: the rows' words come from the layers above.
 """
 
@@ -20,7 +20,7 @@ LONGEST_WAIT = 365 * 24 * 3600.0
 
 @dataclass(frozen=True, slots=True)
 class Duration:
-    """A duration (:func:`parse_duration`); ``longest`` is ``None`` for one never waited for."""
+    """A duration (``parse_duration``); ``longest`` is ``None`` for one never waited for."""
 
     positive: bool = True
     longest: float | None = LONGEST_WAIT
@@ -48,7 +48,7 @@ class Choice:
 
 @dataclass(frozen=True, slots=True)
 class DryRunWord:
-    """``--dry-run``'s words (:func:`parse_dry_run`)."""
+    """``--dry-run``'s words (``parse_dry_run``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,19 +65,16 @@ class Flag:
 
     Attributes:
         names: The flags, then the parameter's name when it differs from the long flag's.
-        help: The ``--help`` text.
         value: What it takes; ``None`` for free text.
         default: The default, as the user would type it.
-        metavar: The value's name in ``--help`` (a duration's is ``DURATION``).
         env: Its environment variables; ``SWEEPER_<LONG FLAG>`` when empty.
-        multiple: Repeatable.
         shown_default: ``--help``'s wording of a default that is not a value.
         bare: The value of the flag given without one (``--dry-run`` means ``client``).
-        to: Where :func:`build_config` puts the value: a :class:`Config` attribute, or one of
+        to: Where ``build_config`` puts the value: a ``Config`` attribute, or one of
             its ``policy``, ``watch`` or ``watch.timing`` (``"policy.grace"``); ``None`` for a
             flag that only steers the others (``-A``, ``--watch``).
         read: Turns the parsed value (``None`` when unset) into the attribute's; as it is by
-            default. It raises :class:`ConfigError` for a value it refuses.
+            default. It raises ``ConfigError`` for a value it refuses.
     """
 
     names: tuple[str, ...]
@@ -113,14 +110,7 @@ def parse_duration(value: object, *, positive: bool, longest: float | None = Non
     """Read a duration as kubectl takes one (``30s``, ``5m``, ``1h30m``, ``250ms``) or seconds.
 
     The one duration parser of the command line: every duration flag and twin goes through it.
-
-    Args:
-        value: ``30s``, ``1h``, ``90``... (a number is taken as seconds).
-        positive: Zero is refused too.
-        longest: The most it may be, ``None`` for no bound.
-
-    Returns:
-        Seconds, finite.
+    Returns finite seconds.
 
     Raises:
         ValueError: Not a duration, not finite, negative (or zero when ``positive``), longer

@@ -1,7 +1,7 @@
 """Logging set-up: structured lines on stderr, JSON by default (python-json-logger).
 
-The configuration is built by a pure function (:func:`logging_config`) and applied by
-:func:`configure`. Messages are lazy ``%`` templates; the job's reference and the decision travel
+The configuration is built by a pure function (``logging_config``) and applied by
+``configure``. Messages are lazy ``%`` templates; the job's reference and the decision travel
 as ``extra`` fields (kind, namespace, name, action, reason, seconds_overdue, dry_run), which the
 JSON formatter turns into keys. No line is longer than 16 KiB, the size above which container
 runtimes split a line into partial entries: a longer one (a server's message quoted in full) is
@@ -29,12 +29,7 @@ _QUIET = ("urllib3", "kubernetes")
 
 
 def logging_config(log_format: LogFormat, level: str) -> dict[str, Any]:
-    """Build the ``logging.config.dictConfig`` dictionary. Pure.
-
-    Args:
-        log_format: ``json`` (one JSON object per line) or ``text`` (for humans).
-        level: A level name, for example ``INFO``.
-    """
+    """Build the ``logging.config.dictConfig`` dictionary. Pure."""
     if log_format is LogFormat.JSON:
         formatter: dict[str, Any] = {
             "()": "sweeper.logs.bounded",
@@ -69,12 +64,7 @@ def logging_config(log_format: LogFormat, level: str) -> dict[str, Any]:
 
 
 class BoundedFormatter(logging.Formatter):
-    """Wraps a formatter so that no line it makes exceeds :data:`MAX_LINE_BYTES`.
-
-    Args:
-        inner: The formatter that makes the line.
-        limit: The bound, in UTF-8 bytes (tests lower it).
-    """
+    """Wraps a formatter so that no line it makes exceeds ``limit`` UTF-8 bytes (tests lower it)."""
 
     def __init__(self, inner: logging.Formatter, limit: int = MAX_LINE_BYTES) -> None:
         super().__init__()
@@ -84,12 +74,8 @@ class BoundedFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         """Format with the inner formatter, then cut the line down if it is too long.
 
-        Args:
-            record: The record.
-
-        Returns:
-            The line: a JSON line stays one valid object (long strings and lists shortened,
-            ``"truncated": true`` added); a text line is cut and marked.
+        A JSON line stays one valid object (long strings and lists shortened, ``"truncated":
+        true`` added); a text line is cut and marked.
         """
         line = self._inner.format(record)
         if len(line) * 4 < self._limit or len(line.encode()) <= self._limit:
@@ -112,8 +98,7 @@ class BoundedFormatter(logging.Formatter):
 def shorten(value: Any, *, lists: bool = True) -> Any:
     """Cut a JSON value's long strings down, and with ``lists`` its long lists, saying so.
 
-    Returns:
-        The value, a string kept to its first 1024 characters and the count of the others.
+    A string keeps its first 1024 characters and the count of the others.
     """
     if isinstance(value, str) and len(value) > _KEEP_CHARS:
         return value[:_KEEP_CHARS] + f"...[{len(value) - _KEEP_CHARS} more characters]"
@@ -127,16 +112,7 @@ def shorten(value: Any, *, lists: bool = True) -> Any:
 
 
 def bounded(inner: str, limit: int = MAX_LINE_BYTES, **kwargs: Any) -> BoundedFormatter:
-    """Build a bounded formatter (the ``()`` factory of :func:`logging_config`).
-
-    Args:
-        inner: The dotted name of the formatter class to wrap.
-        limit: The bound, in bytes.
-        **kwargs: The inner formatter's arguments.
-
-    Returns:
-        The formatter.
-    """
+    """Build a bounded formatter (the ``()`` factory of ``logging_config``) around ``inner``."""
     module, _, name = inner.rpartition(".")
     cls = getattr(importlib.import_module(module), name)
     return BoundedFormatter(cls(**kwargs), limit)

@@ -13,7 +13,7 @@ success in place for the "no successful run" alert. The grouping key is the job 
 batch jobs, as each run would leave a new group behind; scrape the Pushgateway with
 ``honor_labels: true`` so that job label is kept.
 
-``sweeper --watch`` serves :class:`WatchMetrics` on ``/metrics`` (through sweeper.watch.health):
+``sweeper --watch`` serves ``WatchMetrics`` on ``/metrics`` (through sweeper.watch.health):
 its definitions live here too, next to the pushed ones, so both modes share one namespace and
 the names they have in common (``deadline_sweeper_actions``, ``deadline_sweeper_overdue_jobs``)
 are defined once. No label carries a job's name in either mode.
@@ -46,13 +46,7 @@ PREFIX = "deadline_sweeper_"
 
 @dataclass(frozen=True, slots=True)
 class Metric:
-    """One metric's definition.
-
-    Attributes:
-        name: The full name (``deadline_sweeper_...``).
-        help: The ``# HELP`` text.
-        labels: Its label names, each with a closed set of values.
-    """
+    """One metric's definition; each label has a closed set of values."""
 
     name: str
     help: str
@@ -138,11 +132,7 @@ Labels = tuple[str, ...]
 
 @dataclass(frozen=True, slots=True)
 class RunFigures:
-    """The values of every metric for one run. Pure data, built by :func:`figures`.
-
-    Attributes:
-        values: By metric name, a value per label-value tuple (``()`` when unlabelled).
-    """
+    """The values of every metric for one run, by name and label values (``()`` if none)."""
 
     values: Mapping[str, Mapping[Labels, float]]
 
@@ -161,20 +151,17 @@ def figures(
     ended_at: datetime,
     duration_s: float,
 ) -> RunFigures:
-    """Compute every metric of a run from its last pass. Pure.
+    """Compute every metric of a run from its last pass, every label combination present. Pure.
 
     Args:
-        outcomes: The last pass's :class:`~sweeper.core.tally.Tally` (the count its summary
-            reads too; a pass counts its outcomes there one by one rather than keeping them
-            all), or its outcomes; ``None`` when no pass got as far as deciding (then only the
-            run's own metrics are in the figures).
+        outcomes: The last pass's ``Tally`` (the count its summary reads too; a pass counts
+            its outcomes there one by one rather than keeping them all), or its outcomes;
+            ``None`` when no pass got as far as deciding (then only the run's own metrics
+            are in the figures).
         exit_code: The run's exit code.
         ended_at: When the run ended (the local clock: the alert compares it with
             Prometheus' ``time()``).
         duration_s: How long the run took.
-
-    Returns:
-        The figures, every label combination present.
     """
     stamp = ended_at.timestamp()
     values: dict[str, Mapping[Labels, float]] = {
@@ -219,15 +206,7 @@ def _pass_values(tally: Tally) -> dict[str, Mapping[Labels, float]]:
 
 
 def register(registry: CollectorRegistry, names: Iterable[str] | None = None) -> dict[str, Gauge]:
-    """Create the sweeper's gauges in a registry (all of them, or those named).
-
-    Args:
-        registry: Where to register them (a fresh one per push; a long-running mode's own).
-        names: Only these metrics; all of :data:`METRICS` when ``None``.
-
-    Returns:
-        The gauges, by name.
-    """
+    """Create the sweeper's gauges, by name, in a registry (all of them, or those named)."""
     wanted = None if names is None else set(names)
     return {
         metric.name: Gauge(metric.name, metric.help, metric.labels, registry=registry)
@@ -237,13 +216,9 @@ def register(registry: CollectorRegistry, names: Iterable[str] | None = None) ->
 
 
 def registry_of(run: RunFigures) -> CollectorRegistry:
-    """Build a registry holding exactly the metrics of a run.
+    """Build a new registry holding exactly the metrics of a run.
 
-    Args:
-        run: The figures.
-
-    Returns:
-        A new registry (never the global one, which holds process metrics).
+    Never the global one, which holds process metrics.
     """
     registry = CollectorRegistry(auto_describe=True)
     gauges = register(registry, run.values)
@@ -258,16 +233,8 @@ def push(url: str, job: str, run: RunFigures, *, timeout: float) -> bool:
     """Push a run's metrics to a Pushgateway; a failure is logged, never raised.
 
     A run that did its work must not exit non-zero because monitoring is down; the alert on
-    the last success timestamp notices a Pushgateway that stays unreachable.
-
-    Args:
-        url: The Pushgateway's base URL (``http://pushgateway.monitoring:9091``).
-        job: The grouping key's job label.
-        run: The figures.
-        timeout: Seconds for the request.
-
-    Returns:
-        Whether the Pushgateway accepted them.
+    the last success timestamp notices a Pushgateway that stays unreachable. Returns whether
+    the Pushgateway accepted them; ``job`` is the grouping key's job label.
     """
     began = time.monotonic()
     try:
@@ -359,17 +326,10 @@ class WatchMetrics:
 
         Every kind has a series from the start, as in the pushed metrics, so an alert on the
         sum never sees an empty vector where it should see 0.
-
-        Args:
-            by_kind: Due timers by kind name.
         """
         for kind in _KIND_NAMES:
             self.overdue.labels(kind).set(by_kind.get(kind, 0))
 
     def render(self) -> bytes:
-        """The Prometheus text exposition of every metric.
-
-        Returns:
-            The body of ``/metrics``.
-        """
+        """The Prometheus text exposition of every metric: the body of ``/metrics``."""
         return generate_latest(self.registry)

@@ -1,10 +1,10 @@
-"""The command line's surface as data, and its values turned into one :class:`Config`.
+"""The command line's surface as data, and its values turned into one ``Config``.
 
-No click here (``sweeper.cli`` is its only importer): :data:`FLAGS` lists every option in
-``--help`` order, each a :class:`~sweeper.flag.Flag` row with its names, ``SWEEPER_*`` twin,
-default, value, help, and where its value goes; :mod:`sweeper.cli` turns each into a click
-option, and :func:`build_config` puts each parsed value where its row says (``to``, through
-``read``) in the frozen :class:`~sweeper.config.Config`, which validates their combination.
+No click here (``sweeper.cli`` is its only importer): ``FLAGS`` lists every option in
+``--help`` order, each a ``Flag`` row with its names, ``SWEEPER_*`` twin,
+default, value, help, and where its value goes; ``sweeper.cli`` turns each into a click
+option, and ``build_config`` puts each parsed value where its row says (``to``, through
+``read``) in the frozen ``Config``, which validates their combination.
 A new flag is one row here, and the attribute it fills.
 """
 
@@ -430,13 +430,8 @@ def parse_dry_run(value: object) -> DryRun | None:
     """Read a ``--dry-run`` word: ``client`` (also the bare flag), ``server``, or ``none``.
 
     An empty value never gets here (the CLI refuses it): kubectl refuses ``--dry-run=``, and an
-    empty ``SWEEPER_DRY_RUN`` in a template must never turn into a writing run.
-
-    Returns:
-        The dry run; ``None`` for none at all.
-
-    Raises:
-        ValueError: Not one of the words.
+    empty ``SWEEPER_DRY_RUN`` in a template must never turn into a writing run. ``none`` reads
+    as ``None``; any other word raises ``ValueError``.
     """
     if value is None or isinstance(value, DryRun):
         return value
@@ -452,12 +447,6 @@ def parse_dry_run(value: object) -> DryRun | None:
 
 def build_config(options: dict[str, Any]) -> Config:
     """Turn the parsed options into the run's configuration, each where its flag's ``to`` says.
-
-    Args:
-        options: The parameters, by name (:data:`FLAGS`, each value parsed).
-
-    Returns:
-        The frozen, validated configuration.
 
     Raises:
         ConfigError: A value is invalid (unknown kind, bad selector, contradictory options).

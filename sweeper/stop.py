@@ -2,8 +2,8 @@
 
 A run stops for a signal (SIGTERM, SIGINT) or when ``--timeout`` runs out; in watch mode a
 resync pass also stops when this replica no longer leads (the watch engine's subclass of
-:class:`StopFlag`). Every part asks the same question, "must I stop, and why?":
-:meth:`StopFlag.reason` answers it, :data:`StopReason` is that question as a callable (what
+``StopFlag``). Every part asks the same question, "must I stop, and why?":
+``StopFlag.reason`` answers it, ``StopReason`` is that question as a callable (what
 the executor asks before every write), and the transport asks it between retries. The write
 in progress completes; no new one starts. Both engines, ``explain`` and the connection use it.
 """
@@ -21,17 +21,14 @@ from types import FrameType
 from sweeper.core.errors import Interrupted, RunTimeout, SweeperError
 
 StopReason = Callable[[], SweeperError | None]
-"""Says why the work must stop now (:class:`Interrupted`, :class:`RunTimeout`...), or ``None``."""
+"""Says why the work must stop now (``Interrupted``, ``RunTimeout``...), or ``None``."""
 
 
 def monotonic_now() -> float:
     """Read the monotonic clock a run's deadlines are on (the default of every such clock).
 
-    ``time.monotonic`` is looked up at each call, as :mod:`sweeper.k8s.kube` does: a test that
+    ``time.monotonic`` is looked up at each call, as ``sweeper.k8s.kube`` does: a test that
     patches it (freezegun) then moves every deadline of the run together.
-
-    Returns:
-        Seconds on the monotonic clock.
     """
     return time.monotonic()
 
@@ -39,10 +36,7 @@ def monotonic_now() -> float:
 class StopFlag:
     """Why the run must stop, if it must: a signal, or ``--timeout`` running out.
 
-    Args:
-        deadline: ``monotonic()`` value at which ``--timeout`` runs out.
-        timeout: ``--timeout`` in seconds, for the message.
-        monotonic: The clock of the deadline.
+    ``deadline`` is on ``monotonic``; ``timeout`` (seconds) is only for the message.
     """
 
     def __init__(
@@ -55,20 +49,12 @@ class StopFlag:
         self._signal: str | None = None
 
     def request(self, name: str) -> None:
-        """Ask the run to stop.
-
-        Args:
-            name: What asked (a signal's name).
-        """
+        """Ask the run to stop; ``name`` says what asked (a signal's name)."""
         self._signal = name
         self.event.set()
 
     def reason(self) -> SweeperError | None:
-        """Say whether the run must stop now, and why.
-
-        Returns:
-            :class:`Interrupted`, :class:`RunTimeout`, or ``None`` to go on.
-        """
+        """Say whether the run must stop now, and why: ``None`` to go on."""
         if self.event.is_set():
             return Interrupted(f"interrupted by {self._signal or 'a signal'}")
         if self._monotonic() >= self.deadline:

@@ -11,23 +11,12 @@ from datetime import UTC, datetime
 
 
 def local_now() -> datetime:
-    """Read the local clock (the only place that does).
-
-    Returns:
-        The current time, aware, in UTC.
-    """
+    """Read the local clock, aware, in UTC (the only place that does)."""
     return datetime.now(UTC)
 
 
 def parse_http_date(value: str | None) -> datetime | None:
-    """Parse an HTTP ``Date`` header.
-
-    Args:
-        value: For example ``Tue, 02 Jan 2024 03:04:05 GMT``, or ``None``.
-
-    Returns:
-        The aware UTC time, or ``None`` when the header is missing or unparsable.
-    """
+    """Parse an HTTP ``Date`` header; ``None`` when it is missing or unparsable."""
     if not value:
         return None
     try:
@@ -42,16 +31,11 @@ def parse_http_date(value: str | None) -> datetime | None:
 
 
 def parse_rfc3339(value: object) -> datetime | None:
-    """Parse a Kubernetes timestamp (``metav1.Time``).
+    """Parse a Kubernetes timestamp (``metav1.Time``, ``2024-01-02T03:04:05Z``).
 
-    Args:
-        value: A JSON value, expected to be a string such as ``2024-01-02T03:04:05Z``.
-
-    Returns:
-        The aware UTC time, or ``None`` when the value is not an RFC 3339 string with a zone,
-        or is one whose UTC instant a ``datetime`` cannot hold; never raises, whatever the
-        value (every time the sweeper reads comes through here, and anyone who can write a
-        job or a Lease can write any string).
+    ``None`` when the value is not an RFC 3339 string with a zone, or is one whose UTC instant
+    a ``datetime`` cannot hold; never raises, whatever the value (every time the sweeper reads
+    comes through here, and anyone who can write a job or a Lease can write any string).
     """
     if not isinstance(value, str) or "T" not in value.upper():
         return None
@@ -67,14 +51,7 @@ def parse_rfc3339(value: object) -> datetime | None:
 
 
 def format_rfc3339(moment: datetime) -> str:
-    """Format a time as the operator (``metav1.Time``) does: UTC, whole seconds, ``Z``.
-
-    Args:
-        moment: An aware datetime.
-
-    Returns:
-        For example ``2024-01-02T03:04:05Z``.
-    """
+    """Format a time as the operator (``metav1.Time``) does: UTC, whole seconds, ``Z``."""
     # isoformat is C; strftime parses its format at every call (twice per job in a report).
     return moment.astimezone(UTC).replace(microsecond=0, tzinfo=None).isoformat() + "Z"
 
@@ -82,13 +59,8 @@ def format_rfc3339(moment: datetime) -> str:
 def human(seconds: float | None) -> str:
     """Render signed seconds for a person, to two units (``45s``, ``5m03s``, ``1h02m``, ``2d03h``).
 
-    JSON keeps exact seconds; text reports, log messages and explanations use this.
-
-    Args:
-        seconds: Seconds, or ``None``.
-
-    Returns:
-        The text, ``-`` for ``None``. Below ten seconds a fraction keeps one decimal (``0.4s``).
+    JSON keeps exact seconds; text reports, log messages and explanations use this. ``None``
+    is ``-``; below ten seconds a fraction keeps one decimal (``0.4s``).
     """
     if seconds is None:
         return "-"

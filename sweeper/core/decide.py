@@ -2,11 +2,11 @@
 
 Nothing here reads a clock, the network or the environment, and nothing here raises on odd
 input (``jobs.parse_job`` already turned it into a ``malformed`` view). The plan is data: every
-judged job gets either an :class:`~sweeper.core.model.Action` or a
-:class:`~sweeper.core.model.Skip`, each with its reason, by the rules of the job's controller
-family (:mod:`sweeper.core.families`): :func:`judge` applies them, :func:`explain` shows them,
-:func:`due_at` times them. What a pass makes of the judged entries (``--max-actions``, the
-execution order, the pods a clean-up deletes) is :mod:`sweeper.core.plan`.
+judged job gets either an ``Action`` or a
+``Skip``, each with its reason, by the rules of the job's controller
+family (``sweeper.core.families``): ``judge`` applies them, ``explain`` shows them,
+``due_at`` times them. What a pass makes of the judged entries (``--max-actions``, the
+execution order, the pods a clean-up deletes) is ``sweeper.core.plan``.
 """
 
 from __future__ import annotations
@@ -32,16 +32,9 @@ def decide(
 ) -> Plan:
     """Decide what to do with every job. Pure: no clock, no I/O, never raises.
 
-    Args:
-        jobs: The listed jobs.
-        now: The instant.
-        policy: The knobs.
-        pods: The pods of the jobs failed by their deadline, by controller uid (see
-            :func:`~sweeper.core.plan.assemble`); ``None`` when not listed.
-
-    Returns:
-        The plan. With ``max_actions``, the most overdue actions are kept (touches and fails
-        before pod clean-ups) and the rest become ``over-max-actions`` skips.
+    ``pods`` are those of the jobs failed by their deadline, by controller uid (``None`` when
+    not listed). With ``max_actions``, the most overdue actions are kept (touches and fails
+    before pod clean-ups) and the rest become ``over-max-actions`` skips.
     """
     return assemble([judge(job, now, policy) for job in jobs], now, policy, pods)
 
@@ -57,25 +50,19 @@ def judge(job: Job, now: datetime, policy: Policy) -> Entry:
 
 
 def explain(job: Job, now: datetime, policy: Policy) -> tuple[tuple[Step, ...], Entry]:
-    """Walk every rule of the job's family in order, as :func:`judge` does. Pure.
-
-    Returns:
-        The steps, and the entry :func:`judge` returns.
-    """
+    """Walk every rule of the job's family in order, as ``judge`` does, and give its entry."""
     return walk(family_of(job.kind, job.version).rules, job, now, policy)
 
 
 def due_at(job: Job, policy: Policy) -> datetime | None:
-    """Compute the instant from which :func:`judge` acts on the job, if the job stays as it is.
+    """Compute the instant from which ``judge`` acts on the job, if the job stays as it is.
 
     Pure. This is what a long-running sweeper arms a timer for: for every ``now`` before the
     instant, ``judge(job, now, policy)`` is a skip; at it and after, an action (property tests
     hold the two functions to that). Any change to the job (a resume, a new deadline, a touch,
     a finish) gives a new instant, so the caller recomputes it on every change. Sums saturate:
-    an instant after ``datetime.max`` is ``None``, never an error.
-
-    Returns:
-        The family's instant: :data:`ALWAYS` when the only work left does not depend on time
-        (the pods of a job failed by its deadline); ``None`` when judge never acts on it.
+    an instant after ``datetime.max`` is ``None``, never an error. ``ALWAYS`` when the only
+    work left does not depend on time (the pods of a job failed by its deadline); ``None``
+    when judge never acts on it.
     """
     return family_of(job.kind, job.version).due_at(job, policy)

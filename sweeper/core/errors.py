@@ -1,6 +1,6 @@
 """The sweeper's own error vocabulary and the exit code each error class maps to.
 
-Client errors are translated into these in :mod:`sweeper.k8s.client` (``raise ... from``), so the
+Client errors are translated into these in ``sweeper.k8s.client`` (``raise ... from``), so the
 rest of the package never sees the Kubernetes client's exceptions. The exit codes are the
 documented contract (docs/cli.md, "Exit codes").
 """
@@ -54,14 +54,9 @@ class RunTimeout(SweeperError):  # noqa: N818 - TimeoutError is a builtin
 class RequestRef:
     """What one API request is about: its errors, retry logs and timeouts name it.
 
-    Attributes:
-        verb: The Kubernetes verb (``list``, ``get``, ``patch``, ``create``, ``delete``), or
-            ``discover``.
-        resource: The resource, qualified by its group when it has one
-            (``pytorchjobs.kubeflow.org``, ``pods``).
-        namespace: The namespace of the request, ``None`` for cluster-wide requests.
-        name: The object's name, ``None`` for collections.
-        cluster_scoped: The request is not about namespaced objects (discovery).
+    ``verb`` is a Kubernetes verb or ``discover``; ``resource`` is qualified by its group when
+    it has one (``pytorchjobs.kubeflow.org``, ``pods``); ``namespace`` is ``None`` for
+    cluster-wide requests and ``name`` for collections.
     """
 
     verb: str
@@ -86,11 +81,9 @@ class ApiError(SweeperError):
     """One API request failed for good (after any retries).
 
     Attributes:
-        request: What the request was about.
-        status: The HTTP status, or ``None`` when no usable response came back (connection,
-            TLS, timeout, or a body that is not the API server's JSON: an auth proxy's sign-in
-            page, a truncated answer).
-        detail: What the server (or the connection) said.
+        status: ``None`` when no usable response came back (connection, TLS, timeout, or a
+            body that is not the API server's JSON: an auth proxy's sign-in page, a truncated
+            answer).
     """
 
     def __init__(self, request: RequestRef, status: int | None, detail: str = "") -> None:
@@ -107,11 +100,6 @@ class ApiError(SweeperError):
         from an admission policy or webhook (``admission webhook ... denied the request``),
         and which identity was refused. Only a message that merely repeats the status
         (``Unauthorized``) is left out.
-
-        Returns:
-            For example ``cannot patch pytorchjobs.kubeflow.org 'train' in namespace "a":
-            forbidden (403): pytorchjobs.kubeflow.org "train" is forbidden: User "..." cannot
-            patch resource "pytorchjobs" in API group "kubeflow.org" in the namespace "a"``.
         """
         if self.status is None:
             what = self.detail or "no response"
@@ -161,11 +149,6 @@ def _words(text: str) -> str:
 
 
 def api_error(request: RequestRef, status: int | None, detail: str = "") -> ApiError:
-    """Build the most specific :class:`ApiError` for a status.
-
-    Returns:
-        An instance of :class:`NotFound`, :class:`Conflict`, :class:`Gone` or
-        :class:`ApiError`.
-    """
+    """Build the most specific ``ApiError`` for a status."""
     cls = {404: NotFound, 409: Conflict, 410: Gone}.get(status or 0, ApiError)
     return cls(request, status, detail)

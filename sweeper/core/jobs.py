@@ -41,23 +41,16 @@ class Job:
     """What the sweeper knows about one job after listing it.
 
     Attributes:
-        kind: The job's kind.
         version: The API version it was listed at (``v1``; ``v2beta1`` for mpi-operator's
             MPIJob; ``v1alpha1`` for TrainJob).
-        namespace: The job's namespace.
-        name: The job's name.
-        uid: ``metadata.uid``.
         start_time: Where the job's controller starts its deadline clock: ``status.startTime``
             for the Training Operator and mpi-operator (set at the first start, reset on
             resume); creation or the last resume for a TrainJob.
         deadline_seconds: ``activeDeadlineSeconds`` (negative values included: the Training
             Operator finds them already past).
-        suspended: ``spec.runPolicy.suspend``.
         suspended_condition: Whether the status still has ``Suspended=True``. With
             ``suspend`` no longer true the job is resuming: the operator's next reconcile
             sets ``startTime`` to now before it checks the deadline.
-        managed_by: ``spec.runPolicy.managedBy``.
-        deleting: Whether ``metadata.deletionTimestamp`` is set.
         excluded: Whether the opt-out annotation says ``"true"``.
         touched_at: When the sweeper last touched it (its own annotation), if parsable.
         finished: ``"Succeeded"`` or ``"Failed"`` when such a condition is ``"True"``.
@@ -114,8 +107,6 @@ class Owned:
     """A pod or service that may belong to a job.
 
     Attributes:
-        name: ``metadata.name``.
-        uid: ``metadata.uid``.
         phase: ``status.phase`` for pods, ``None`` for services.
         controller_uid: The uid of the controller ``ownerReference``, if any.
         deleting: Whether ``metadata.deletionTimestamp`` is set: a pod being deleted keeps its
@@ -137,16 +128,10 @@ class _Malformed(Exception):  # noqa: N818 - internal control flow, never escape
 
 
 def parse_job(raw: object, kind: Kind, version: str = VERSION) -> Job:
-    """Build the view of one listed job.
+    """Build the view of one listed job; never raises.
 
-    Args:
-        raw: The job as decoded from JSON.
-        kind: The kind it was listed as.
-        version: The API version it was listed at.
-
-    Returns:
-        The job's view; never raises. An unusable object gives a view with ``malformed`` set to
-        the field at fault (and whatever identity could be read).
+    An unusable object gives a view with ``malformed`` set to the field at fault (and
+    whatever identity could be read).
     """
     meta = raw.get("metadata") if isinstance(raw, Mapping) else None
     namespace = _identity(meta, "namespace")
@@ -377,11 +362,9 @@ def last_touch(annotations: Mapping[str, object]) -> datetime | None:
 
 
 def parse_owned(raw: object) -> Owned | None:
-    """Build the view of a listed pod or service.
+    """Build the view of a listed pod or service; ``None`` without a usable name and uid.
 
-    Returns:
-        Its view, or ``None`` when it has no usable name and uid (such an object is never
-        deleted).
+    Such an object is never deleted.
     """
     if not isinstance(raw, Mapping):
         return None

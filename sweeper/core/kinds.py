@@ -55,8 +55,6 @@ class Kind:
     """One Kubeflow job kind.
 
     Attributes:
-        name: The kind, for example ``PyTorchJob``.
-        plural: The resource name in URLs, for example ``pytorchjobs``.
         replica_specs: The spec field holding the replica specs (empty for TrainJob).
         checks_managed_by: Whether the operator honours ``spec.runPolicy.managedBy`` for this
             kind (JAXJob's controller does not check it).
@@ -110,13 +108,7 @@ KINDS: tuple[Kind, ...] = (
 
 
 def lookup(text: str) -> Kind:
-    """Find a kind by its name or plural, ignoring case.
-
-    Args:
-        text: For example ``PyTorchJob``, ``pytorchjob`` or ``pytorchjobs``.
-
-    Returns:
-        The matching kind.
+    """Find a kind by its name or plural, ignoring case (``PyTorchJob``, ``pytorchjobs``).
 
     Raises:
         KeyError: No known kind has that name; the message lists the valid ones.

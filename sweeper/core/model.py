@@ -1,10 +1,10 @@
 """The plan and its outcomes: the types every mode decides and reports in (pure: no I/O).
 
-:mod:`sweeper.core.decide` makes a :class:`Plan` of :class:`Action` and :class:`Skip` entries
-under a :class:`Policy`; the executor (:mod:`sweeper.act.executor`) turns each entry into an
-:class:`Outcome`; the one-shot report, the watch loop and the metrics read them. They live
+``sweeper.core.decide`` makes a ``Plan`` of ``Action`` and ``Skip`` entries
+under a ``Policy``; the executor (``sweeper.act.executor``) turns each entry into an
+``Outcome``; the one-shot report, the watch loop and the metrics read them. They live
 here, below the decision and all three readers, so that reading a plan or a result never climbs
-the house, and the settings (:mod:`sweeper.config`) hold a :class:`Policy` without importing
+the house, and the settings (``sweeper.config``) hold a ``Policy`` without importing
 the rules.
 """
 
@@ -82,27 +82,23 @@ class SkipReason(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Policy:
-    """The knobs of the decision, from the command line.
+    """The decision's flags; each field is the flag of its name (seconds for durations).
 
     Attributes:
-        action: ``--action``.
-        grace: ``--grace``, seconds of tolerance past the deadline.
-        escalate_after: ``--escalate-after``. ``auto`` fails a job this many seconds past
+        escalate_after: ``auto`` fails a job this many seconds past
             its deadline and grace, or this long after the sweeper's touch, whichever comes
             first (a touch need not have been written: see
-            :func:`~sweeper.core.decide.judge`); ``touch`` touches again this long after its
+            ``judge``); ``touch`` touches again this long after its
             touch.
-        max_actions: ``--max-actions``, ``None`` for no cap.
-        terminate_pods: ``--terminate-pods``.
-        retouch_after: ``--retouch-after``: ``touch`` and ``auto`` touch a job again this long
+        max_actions: ``None`` for no cap.
+        retouch_after: ``touch`` and ``auto`` touch a job again this long
             after a touch that did not finish it, while the touch was written within
             ``retouch_limit`` times this of the job becoming due (the v1 operator judges the
             deadline with its own clock, which may not have reached it at the first touch).
-        retouch_limit: ``--retouch-limit``: at most this many such quick touches per deadline;
-            0 turns them off.
-        operator_version: ``--operator-version``, the release the cluster runs; ``None`` when
-            unknown. Only ``--terminate-pods policy`` reads it (:func:`pods_mode`).
-        reclaim_grace: ``--reclaim-grace``: how long a controller that ends jobs itself (Trainer
+        retouch_limit: At most this many such quick touches per deadline; 0 turns them off.
+        operator_version: The release the cluster runs; ``None`` when unknown. Only
+            ``--terminate-pods policy`` reads it (``pods_mode``).
+        reclaim_grace: How long a controller that ends jobs itself (Trainer
             v2, mpi-operator) has to do so, or to clean up after its deadline failure, before
             the sweeper reclaims what it left or reports it late.
     """
@@ -125,9 +121,6 @@ def pods_mode(policy: Policy) -> PodsMode:
     failure whatever ``cleanPodPolicy`` says, so with one of them it selects ``all``. v1.9.4
     follows ``cleanPodPolicy``; so does an unknown release, which never deletes a pod the
     operator might keep (the run's log says that older releases would delete them all).
-
-    Returns:
-        ``all`` for ``policy`` with a release before v1.9.4; otherwise ``policy.terminate_pods``.
     """
     release = policy.operator_version
     if (
@@ -144,13 +137,9 @@ class Action:
     """A job the sweeper acts on.
 
     Attributes:
-        job: The job.
-        kind: What to do.
-        why: Why.
         seconds_overdue: ``now - (startTime + activeDeadlineSeconds)``, ``None`` if unknown.
-        detail: A short human explanation.
         targets: For a ``terminate-pods`` or ``delete-jobset`` planned from a pass's listing
-            (:func:`~sweeper.core.plan.assemble`), the pods or the JobSet to delete; ``None``
+            (``assemble``), the pods or the JobSet to delete; ``None``
             when the executor reads them itself.
     """
 
@@ -174,15 +163,7 @@ class Action:
 
 @dataclass(frozen=True, slots=True)
 class Skip:
-    """A job the sweeper leaves alone.
-
-    Attributes:
-        job: The job.
-        why: The reason.
-        seconds_overdue: ``now - (startTime + activeDeadlineSeconds)`` (negative before the
-            deadline), ``None`` if unknown.
-        detail: A short human explanation (the field of a malformed job, seconds left...).
-    """
+    """A job the sweeper leaves alone; ``seconds_overdue`` is negative before the deadline."""
 
     job: Job
     why: SkipReason
@@ -207,15 +188,10 @@ Entry = Action | Skip
 class Plan:
     """Jobs with their decisions, in listing order: what the executor is handed.
 
-    :func:`~sweeper.core.decide.decide` gives every job it is handed an entry. A one-shot
+    ``decide`` gives every job it is handed an entry. A one-shot
     pass settles each skip as its page is judged and assembles only the actions, with the
-    skips ``--max-actions`` made of them (:func:`~sweeper.core.plan.assemble`); a watch
+    skips ``--max-actions`` made of them (``assemble``); a watch
     timer's plan holds the one job it fired for.
-
-    Attributes:
-        now: The instant the plan was made for.
-        policy: The policy it was made with.
-        entries: One entry per job planned for.
     """
 
     now: datetime
@@ -245,13 +221,8 @@ class Outcome:
     """What became of one entry of the plan.
 
     Attributes:
-        entry: The plan's entry.
-        result: How it ended.
-        detail: Why it was left alone, what stopped it...
         body: The patch sent (or that would be sent) for touch and fail.
-        pods: Names of the pods deleted (or that would be).
-        services: Names of the services deleted (or that would be).
-        jobsets: Names of the JobSets deleted (or that would be).
+        pods: Names of the pods deleted (or that would be); so ``services`` and ``jobsets``.
         errors: One line per request that failed for this job.
         touch_refused: The API server's refusal of the touch, when ``auto`` failed the job
             instead (its operator's validating webhook rejects every update while it is down).

@@ -1,14 +1,14 @@
 """The write bodies the sweeper sends: the touch's merge patch and ``--action fail``'s status.
 
-Pure: built from the job as read. The status document (:func:`status_patch`) reproduces what the
+Pure: built from the job as read. The status document (``status_patch``) reproduces what the
 Training Operator v1 writes when a job passes its deadline (docs/operator.md, "What the operator
 does on the deadline", and the operator's ``setCondition`` / ``filterOutCondition``):
 ``completionTime`` set if unset; every other condition kept verbatim except that ``Running``
 gets ``status: "False"``; any previous ``Failed`` condition replaced by a new ``Failed=True``
 condition at the end, with reason ``<Kind>Failed``, the operator's message (saying that the
 sweeper enforced it) and both times set to ``now`` (whole seconds, ``Z``). Beside it, the other
-two bodies the sweeper writes: the touch's merge patch (:func:`touch_patch`) and the Event
-recorded on the job (:func:`event_body`).
+two bodies the sweeper writes: the touch's merge patch (``touch_patch``) and the Event
+recorded on the job (``event_body``).
 """
 
 from __future__ import annotations
@@ -30,12 +30,9 @@ from sweeper.core.kinds import (
 
 
 def failure_message(name: str, version: str = "") -> str:
-    """The ``Failed`` condition's message, the controller's own plus who enforced it.
+    """The ``Failed`` condition's message: the controller's own plus who enforced it.
 
-    Returns:
-        ``Job <name> has failed because it was active longer than specified deadline
-        (enforced by kubeflow-deadline-sweeper)``; for an mpi-operator MPIJob, that it had no
-        launcher Job to enforce the deadline.
+    An mpi-operator MPIJob's also says that it had no launcher Job to enforce the deadline.
     """
     if version == MPI_OPERATOR_VERSION:
         return (
@@ -48,9 +45,8 @@ def failure_message(name: str, version: str = "") -> str:
 def failed_reason(kind: Kind, version: str = "") -> str:
     """The ``Failed`` condition's reason, as the job's controller spells it.
 
-    Returns:
-        ``<Kind>Failed`` (the Training Operator v1); ``DeadlineExceeded`` for an mpi-operator
-        MPIJob, the reason it copies from its launcher Job's deadline failure.
+    ``<Kind>Failed`` (the Training Operator v1); ``DeadlineExceeded`` for an mpi-operator
+    MPIJob, the reason it copies from its launcher Job's deadline failure.
     """
     return DEADLINE_EXCEEDED if version == MPI_OPERATOR_VERSION else f"{kind.name}Failed"
 
@@ -60,17 +56,9 @@ def failed_status(
 ) -> dict[str, Any]:
     """Build the status fields that fail a job by its deadline.
 
-    Args:
-        kind: The job's kind.
-        name: The job's name.
-        status: The job's current ``status`` (``None`` or empty when it has none).
-        now: The instant of the pass.
-        version: The job's API version (mpi-operator's MPIJob spells its failure otherwise).
-
-    Returns:
-        ``{"conditions": [...], "completionTime": ...}``, ``completionTime`` only when the job
-        has none yet. Written as a JSON merge patch, this replaces the whole conditions list
-        and leaves every other status field as it is.
+    ``completionTime`` only when the job has none yet. Written as a JSON merge patch, this
+    replaces the whole conditions list and leaves every other status field as it is.
+    ``version`` matters because mpi-operator's MPIJob spells its failure otherwise.
     """
     status = status or {}
     stamp = format_rfc3339(now)
@@ -104,15 +92,8 @@ def status_patch(
 ) -> dict[str, Any]:
     """Build the whole merge patch sent to ``.../<plural>/<name>/status``.
 
-    Args:
-        kind: The job's kind.
-        raw_job: The job as just read (its ``resourceVersion`` guards the write: a job changed
-            since makes the API answer 409 Conflict).
-        now: The instant of the pass.
-        version: The job's API version.
-
-    Returns:
-        ``{"metadata": {"resourceVersion": ...}, "status": failed_status(...)}``.
+    ``raw_job`` is the job as just read: its ``resourceVersion`` guards the write (a job
+    changed since makes the API answer 409 Conflict).
     """
     meta = raw_job.get("metadata") or {}
     return {
@@ -129,10 +110,6 @@ def touch_patch(touched_at: datetime) -> dict[str, Any]:
     The same patch removes 0.1.0's touch key (``null`` in a merge patch; nothing when the job
     has none), so a job carries one stamp, under the project's own prefix, from its first touch
     by this release on, and the old key does not outlive the release that still reads it.
-
-    Returns:
-        ``{"metadata": {"annotations": {"kubeflow-deadline-sweeper.github.io/touched-at": ...,
-        "deadline-sweeper.kubeflow.org/touched-at": None}}}``.
     """
     return {
         "metadata": {
@@ -158,19 +135,8 @@ def event_body(
 ) -> dict[str, Any]:
     """Build the core/v1 Event recorded on a job after each of the sweeper's actions.
 
-    Args:
-        kind: The job's kind.
-        version: The job's API version within the group (``v1``).
-        namespace: The job's namespace, where the event is created.
-        name: The job's name.
-        uid: The job's uid: the event is about this job, not a namesake created since.
-        reason: A CamelCase reason (``DeadlineTouched``...).
-        message: The human explanation.
-        warning: ``Warning`` type rather than ``Normal``.
-        now: The instant of the pass.
-
-    Returns:
-        The Event object to create in the job's namespace.
+    The Event names the job's ``uid``: it is about this job, not a namesake created since.
+    ``reason`` is CamelCase (``DeadlineTouched``...); ``version`` is within the group (``v1``).
     """
     stamp = format_rfc3339(now)
     return {

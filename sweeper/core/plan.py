@@ -1,7 +1,7 @@
 """A pass's plan from its judged entries: ``--max-actions``, the order, the clean-ups' targets.
 
-:func:`sweeper.core.decide.judge` decides for one job; here the entries of a pass (or of one
-timer's firing) become a :class:`~sweeper.core.model.Plan`, and the executor learns in which
+``sweeper.core.decide.judge`` decides for one job; here the entries of a pass (or of one
+timer's firing) become a ``Plan``, and the executor learns in which
 order to run it and which of a failed job's pods and services to delete. Pure.
 """
 
@@ -31,27 +31,18 @@ def assemble(
     policy: Policy,
     pods: Mapping[str, Sequence[Owned]] | None = None,
 ) -> Plan:
-    """Make the plan of entries judged one by one, as :func:`sweeper.core.decide.decide` does.
+    """Make the plan of entries judged one by one, as ``sweeper.core.decide.decide`` does.
 
     For a caller that judges jobs as they arrive (a pass judges each page as it comes, and
     hands over only the actions, since a skip is final): ``assemble([judge(j, now, policy)
     for j in jobs], now, policy)`` is ``decide(jobs, now, policy)``. Pure.
 
-    Args:
-        entries: The judged entries, in listing order.
-        now: The instant they were judged at.
-        policy: The knobs they were judged with.
-        pods: What may be left of the jobs failed by their deadline (pods, or a TrainJob's
-            JobSet), by controller uid, from one listing per namespace scope
-            (:func:`sweeper.act.cleanup.leftovers_by_owner`). A ``terminate-pods`` or
-            ``delete-jobset`` whose job's uid is a key gets its targets chosen here
-            (:func:`pods_to_terminate`): with none to delete it is a ``finished`` skip, so a
-            clean-up that can find nothing takes no ``--max-actions`` slot and no request. A
-            uid that is not a key (its scope could not be listed) keeps the action, and the
-            executor reads that job's leftovers itself.
-
-    Returns:
-        The plan, with ``max_actions`` applied over all the entries.
+    ``pods`` is what may be left of the jobs failed by their deadline (pods, or a TrainJob's
+    JobSet), by controller uid, from one listing per namespace scope (``leftovers_by_owner``).
+    A ``terminate-pods`` or ``delete-jobset`` whose job's uid is a key gets its targets chosen
+    here: with none to delete it is a ``finished`` skip, so a clean-up that can find nothing
+    takes no ``--max-actions`` slot and no request. A uid that is not a key (its scope could
+    not be listed) keeps the action, and the executor reads that job's leftovers itself.
     """
     listed = list(entries)
     if pods is not None:
@@ -116,9 +107,6 @@ def execution_order(plan: Plan) -> tuple[int, ...]:
     first too): a pass stopped by a signal or ``--timeout`` leaves the least urgent actions
     ``not-started``, and the jobs still running never wait behind clean-ups. The same order
     ``--max-actions`` selects by. The report keeps the listing order whatever this order is.
-
-    Returns:
-        The indices of the actions, in execution order.
     """
     entries = plan.entries
     return tuple(
@@ -132,19 +120,13 @@ def execution_order(plan: Plan) -> tuple[int, ...]:
 def pods_to_terminate(pods: Iterable[Owned], job: Job, mode: PodsMode) -> list[Owned]:
     """Choose the pods of a failed job to delete. Pure.
 
-    Args:
-        pods: The pods carrying the job's name label.
-        job: The job.
-        mode: ``active`` (Running and Pending), ``all``, or ``policy``: the job's
-            ``cleanPodPolicy`` read as the v1.9.4 operator reads it. It special-cases two
-            values, ``None`` (keep every pod) and ``Running`` (Running and Pending); any other
-            value deletes every pod (the CRD has no enum: ``""`` and ``"all"`` included). An
-            absent field is ``None``: the defaulter fills in only a missing field.
-
-    Returns:
-        Those whose controller ``ownerReference`` is the job (same uid), that are not being
-        deleted already (``deletionTimestamp`` set: deleting one again changes nothing, and
-        the operator's own ``DeletePod`` skips it), and that the mode selects.
+    Those whose controller ``ownerReference`` is the job (same uid), that are not being
+    deleted already (``deletionTimestamp`` set: deleting one again changes nothing, and the
+    operator's own ``DeletePod`` skips it), and that the mode selects: ``active`` (Running and
+    Pending), ``all``, or ``policy``: the job's ``cleanPodPolicy`` read as the v1.9.4 operator
+    reads it. It special-cases two values, ``None`` (keep every pod) and ``Running`` (Running
+    and Pending); any other value deletes every pod (the CRD has no enum: ``""`` and ``"all"``
+    included). An absent field is ``None``: the defaulter fills in only a missing field.
     """
     if mode is PodsMode.POLICY:
         policy = "None" if job.clean_pod_policy is None else job.clean_pod_policy
@@ -160,15 +142,6 @@ def pods_to_terminate(pods: Iterable[Owned], job: Job, mode: PodsMode) -> list[O
 def services_to_delete(
     services: Iterable[Owned], job: Job, pod_names: Sequence[str]
 ) -> list[Owned]:
-    """Choose the services to delete with their pods (same names, same owner). Pure.
-
-    Args:
-        services: The services carrying the job's name label.
-        job: The job.
-        pod_names: The names of the pods being deleted.
-
-    Returns:
-        The services named like one of those pods and controlled by the job.
-    """
+    """Choose the services to delete with their pods (same names, same owner). Pure."""
     names = set(pod_names)
     return [s for s in services if s.name in names and s.controller_uid == job.uid]

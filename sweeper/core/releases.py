@@ -20,13 +20,7 @@ _VERSION = re.compile(r"v?(\d{1,4})\.(\d{1,4})\.(\d{1,4})")
 
 @dataclass(frozen=True, slots=True, order=True)
 class Release:
-    """One Training Operator v1 release, ordered by its version.
-
-    Attributes:
-        major: 1 for every v1 release.
-        minor: For example 9.
-        patch: For example 4.
-    """
+    """One Training Operator v1 release, ordered by its version."""
 
     major: int
     minor: int
@@ -54,17 +48,10 @@ CLEAN_POD_POLICY_ON_DEADLINE = Release(1, 9, 4)
 
 
 def parse_release(text: str) -> Release:
-    """Read ``--operator-version``.
-
-    Args:
-        text: ``vX.Y.Z`` (the leading ``v`` may be left out), for example ``v1.9.3``.
-
-    Returns:
-        The release.
+    """Read ``--operator-version``: ``vX.Y.Z`` (the ``v`` optional), from v1.7.0 to v1.9.4.
 
     Raises:
-        ValueError: Not ``vX.Y.Z``, or not a release from v1.7.0 to v1.9.4; the message says
-            which.
+        ValueError: Not such a release; the message says which.
     """
     match = _VERSION.fullmatch(text.strip())
     if match is None:

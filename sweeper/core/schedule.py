@@ -40,24 +40,12 @@ class Schedule(Generic[Key]):
         return iter(list(self._armed))
 
     def when(self, key: Key) -> datetime | None:
-        """The instant a key's timer is armed for.
-
-        Args:
-            key: The job's key.
-
-        Returns:
-            The instant, ``None`` when no timer is armed for the key.
-        """
+        """The instant a key's timer is armed for, if any."""
         armed = self._armed.get(key)
         return None if armed is None else armed[0]
 
     def arm(self, key: Key, due: datetime | None) -> None:
-        """Arm (or re-arm) the key's timer at ``due``; ``None`` disarms it.
-
-        Args:
-            key: The job's key.
-            due: The instant, or ``None`` when the job is never due as it stands.
-        """
+        """Arm (or re-arm) the key's timer at ``due``; ``None`` (never due as is) disarms it."""
         if due is None:
             self.drop(key)
             return
@@ -70,57 +58,28 @@ class Schedule(Generic[Key]):
         self._compact()
 
     def drop(self, key: Key) -> None:
-        """Disarm the key's timer (a DELETED event, or a job no longer listed).
-
-        Args:
-            key: The job's key.
-        """
+        """Disarm the key's timer (a DELETED event, or a job no longer listed)."""
         if self._armed.pop(key, None) is not None:
             self._compact()
 
     def drop_where(self, gone: Callable[[Key], bool]) -> list[Key]:
-        """Drop every timer whose key ``gone`` picks (a relist: the vanished jobs of its scope).
-
-        Args:
-            gone: Says, for each armed key, whether its job is gone.
-
-        Returns:
-            The keys dropped.
-        """
+        """Drop every timer whose key ``gone`` picks (a relist: the vanished jobs of its scope)."""
         vanished = [key for key in self._armed if gone(key)]
         for key in vanished:
             self.drop(key)
         return vanished
 
     def next_due(self) -> datetime | None:
-        """The earliest armed instant.
-
-        Returns:
-            The instant, ``None`` when nothing is armed.
-        """
+        """The earliest armed instant, ``None`` when nothing is armed."""
         self._discard_stale()
         return self._heap[0][0] if self._heap else None
 
     def due_keys(self, now: datetime) -> list[Key]:
-        """The keys whose timers are due at ``now``, without taking them (the overdue gauge).
-
-        Args:
-            now: The current instant.
-
-        Returns:
-            The keys, in no particular order.
-        """
+        """The keys whose timers are due at ``now``, in no order, not taken (the overdue gauge)."""
         return [key for key, (due, _sequence) in self._armed.items() if due <= now]
 
     def pop_due(self, now: datetime) -> list[tuple[Key, datetime]]:
-        """Take every timer due at ``now``, earliest first.
-
-        Args:
-            now: The current instant.
-
-        Returns:
-            The keys with the instant each was armed for; their timers are disarmed.
-        """
+        """Take (disarm) every timer due at ``now``, earliest first, with its instant."""
         taken: list[tuple[Key, datetime]] = []
         while True:
             self._discard_stale()

@@ -35,11 +35,10 @@ class RunScope(Generic[S]):
     """The kinds and namespaces a run covers.
 
     Attributes:
-        kinds: The served kinds the run covers: those of ``--kind`` in the order given, or
-            every served kind in discovery's order.
+        kinds: Those of ``--kind`` in the order given, or every served kind in discovery's
+            order.
         missing: The kinds of ``--kind`` the cluster does not serve (skipped, in that order).
         namespaces: ``-n``, or ``(None,)``: one list or watch across all namespaces.
-        excluded: ``--exclude-namespace``.
     """
 
     kinds: tuple[S, ...]
@@ -57,14 +56,7 @@ class RunScope(Generic[S]):
     ) -> RunScope[S]:
         """The scope of a run over what discovery found. Pure.
 
-        Args:
-            served: The kinds the cluster serves, in discovery's order.
-            kinds: ``--kind``, empty for every served kind.
-            namespaces: ``-n``, empty for all namespaces.
-            excluded: ``--exclude-namespace``.
-
-        Returns:
-            The scope.
+        Empty ``kinds`` (``--kind``) is every served kind, empty ``namespaces`` (``-n``) all.
         """
         by_kind = {each.kind: each for each in served}
         wanted = tuple(kinds) or tuple(by_kind)

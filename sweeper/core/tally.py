@@ -2,7 +2,7 @@
 
 The one-shot report's summary (``-o json``'s ``summary``, the table's last line, the log's
 summary line) sums the counts over the kinds; the ``--pushgateway`` gauges
-(:mod:`sweeper.metrics`) read them kind by kind. Counting once, here, keeps the two from
+(``sweeper.metrics``) read them kind by kind. Counting once, here, keeps the two from
 drifting apart, and keeps ``prometheus_client`` out of a run that pushes nothing: this module
 imports no metrics library. Pure: no I/O. Its size is fixed by the kinds, decisions, reasons and
 results, whatever the number of jobs.
@@ -28,11 +28,7 @@ _STILL_OVERDUE = (SkipReason.RECENTLY_TOUCHED, SkipReason.OVER_MAX_ACTIONS)
 
 
 def has_errors(outcome: Outcome) -> bool:
-    """Whether an outcome counts as an error (exit code 1).
-
-    Returns:
-        True when its action failed or any of its requests did.
-    """
+    """Whether an outcome counts as an error (exit code 1): its action or a request failed."""
     return outcome.result is Result.ERROR or bool(outcome.errors)
 
 
@@ -40,17 +36,15 @@ class Tally:
     """One pass's outcomes, counted one at a time as each becomes final.
 
     Attributes:
-        jobs: Outcomes counted (jobs listed).
-        errors: Those with an error (:func:`has_errors`).
         outcomes: By (kind name, decision, result value).
         skipped: Skips by (kind name, reason value).
         overdue: By kind name, the unfinished jobs past their deadline (and ``--grace``) that
             are acted on or still the sweeper's to enforce (recently touched, over
             ``--max-actions``).
         max_overdue_s: How long past its deadline the most overdue of those is (0 when none).
-        deadline_failed: Jobs failed by their deadline, by (kind name, who: :data:`FAILED_BY`).
+        deadline_failed: Jobs failed by their deadline, by (kind name, who: ``FAILED_BY``).
         reclaimed: What the clean-ups deleted (or, in a dry run, would delete), by (family,
-            kind name, :data:`RECLAIMED`): what the jobs' controllers left holding GPUs.
+            kind name, ``RECLAIMED``): what the jobs' controllers left holding GPUs.
     """
 
     def __init__(self) -> None:
@@ -115,7 +109,7 @@ class Tally:
 
 
 def failed_by(job: Job) -> str:
-    """Who failed a job by its deadline (one of :data:`FAILED_BY`). Pure."""
+    """Who failed a job by its deadline (one of ``FAILED_BY``). Pure."""
     if job.failed_by_sweeper:
         return "sweeper"
     # A touch from before the deadline (before a suspend and resume) woke nothing.

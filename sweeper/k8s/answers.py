@@ -92,13 +92,7 @@ def list_page(response: Response, ref: RequestRef) -> tuple[list[Any], str | Non
 def undecodable(ref: RequestRef, response: Response, why: object) -> ApiError:
     """The error for an answer that is not what the request asks for, naming the request.
 
-    Args:
-        ref: The request.
-        response: The answer.
-        why: What is wrong with it; a JSON decoding error is shown as the body's first bytes.
-
-    Returns:
-        The error to raise.
+    A JSON decoding error (``why``) is shown as the body's first bytes.
     """
     if isinstance(why, ValueError | RecursionError) and not isinstance(why, decode.NotAList):
         why = f"not JSON ({start_of(response.data)}; a proxy answering for the API server?)"

@@ -1,8 +1,8 @@
 """The official client's glue: the only module that imports ``kubernetes`` and ``urllib3``.
 
-:func:`connect` loads the configuration (kubeconfig, else in-cluster) and builds a
-:class:`sweeper.k8s.kube.KubeCluster` over :class:`ClientSend`, which puts one request on the
-wire through the client and translates what it raises, and :class:`ClientStream`, which opens
+``connect`` loads the configuration (kubeconfig, else in-cluster) and builds a
+``sweeper.k8s.kube.KubeCluster`` over ``ClientSend``, which puts one request on the
+wire through the client and translates what it raises, and ``ClientStream``, which opens
 watch streams. Import it lazily: importing ``kubernetes`` costs a quarter of a second that
 ``sweeper --version`` and ``--help`` do not need.
 """
@@ -43,13 +43,6 @@ def connect(config: Config, *, stop: StopSignal) -> KubeCluster:
 
     ``--kubeconfig``/``KUBECONFIG``, else ``~/.kube/config``, else the in-cluster service
     account.
-
-    Args:
-        config: The run's settings (kubeconfig, context, timeouts).
-        stop: The run's stop flag: a signal, or ``--timeout`` on the run's clock.
-
-    Returns:
-        The client.
 
     Raises:
         ConfigError: The kubeconfig is missing or broken, or no configuration applies.
@@ -151,12 +144,7 @@ def _current_context(source: str) -> str:
 def _home_namespace(kubeconfig: str | None, context: str | None) -> str:
     """The namespace a process "is in": its pod's, else its kubeconfig context's, else default.
 
-    Args:
-        kubeconfig: The kubeconfig used, ``None`` in a cluster.
-        context: ``--context``.
-
-    Returns:
-        The namespace.
+    ``kubeconfig`` is ``None`` in a cluster.
     """
     if not kubeconfig:
         try:
@@ -190,11 +178,7 @@ def _close(api: Any) -> None:
 
 
 class ClientSend:
-    """:class:`sweeper.k8s.transport.Send` over the official client's REST layer.
-
-    Args:
-        api: A configured ``kubernetes.client.ApiClient``.
-    """
+    """``sweeper.k8s.transport.Send`` over the official client's REST layer."""
 
     def __init__(self, api: Any) -> None:
         self._api = api
@@ -225,12 +209,7 @@ class ClientSend:
 
 
 class ClientStream:
-    """Opens a streaming GET through the official client (a watch), body left unread.
-
-    Args:
-        api: A configured ``kubernetes.client.ApiClient``.
-        connect_timeout: Seconds to connect (``--request-timeout``).
-    """
+    """Opens a streaming GET through the official client (a watch), body left unread."""
 
     def __init__(self, api: Any, connect_timeout: float = 10.0) -> None:
         self._api = api
@@ -297,9 +276,6 @@ class _Streamed:
 
     def stream(self, amt: int | None = None, decode_content: bool = True) -> Iterator[bytes]:
         """The body's chunks as they arrive.
-
-        Yields:
-            Chunks of bytes.
 
         Raises:
             WatchStalled: Nothing arrived for the read timeout.
@@ -369,7 +345,7 @@ def _send_before_37(
 ) -> Response:
     """Client < 37: ``_preload_content=False`` returns urllib3's response for a 2xx as it came.
 
-    Any other status raises ``ApiException`` carrying the answer (see :func:`_answer_from`).
+    Any other status raises ``ApiException`` carrying the answer (see ``_answer_from``).
     """
     # Without _return_http_data_only, 31-35 wrap the response in (data, status, headers).
     response = api.call_api(

@@ -1,11 +1,12 @@
 """The sweeper's own boundary to the cluster: the interface the executor and the pass loop use.
 
-:mod:`sweeper.k8s.kube` implements :class:`Cluster` over the official client
-(:mod:`sweeper.k8s.client`); unit tests implement it in memory. Objects cross this boundary as
+``sweeper.k8s.kube`` implements ``Cluster`` over the official client
+(``sweeper.k8s.client``); unit tests implement it in memory. Objects cross this boundary as
 decoded JSON, never as the client's model classes. Every method raises only the sweeper's own
-errors (:mod:`sweeper.core.errors`): :class:`~sweeper.core.errors.ApiError` and its subclasses
-for a request that failed for good, :class:`~sweeper.core.errors.RunTimeout` when ``--timeout``
-ran out, and :class:`~sweeper.core.errors.Interrupted` when a signal arrived while waiting to retry.
+errors (``sweeper.core.errors``): ``ApiError`` and its subclasses
+for a request that failed for good, ``RunTimeout`` when ``--timeout``
+ran out, and ``Interrupted`` when a signal arrived while waiting to retry.
+A ``server_date`` is always the API server's clock (its ``Date`` header) when it answered.
 """
 
 from __future__ import annotations
@@ -23,12 +24,7 @@ from sweeper.core.model import JSON
 
 @dataclass(frozen=True, slots=True)
 class ServedKind:
-    """A Kubeflow kind the cluster serves, and at which version.
-
-    Attributes:
-        kind: The kind.
-        version: ``v1``; ``v2beta1`` for an mpi-operator MPIJob, ``v1alpha1`` for a TrainJob.
-    """
+    """A kind the cluster serves, at ``v1`` (MPIJob v2: ``v2beta1``, TrainJob: ``v1alpha1``)."""
 
     kind: Kind
     version: str
@@ -36,12 +32,7 @@ class ServedKind:
 
 @dataclass(frozen=True, slots=True)
 class Discovery:
-    """What API discovery found in the ``kubeflow.org`` and ``trainer.kubeflow.org`` groups.
-
-    Attributes:
-        served: The known kinds the cluster serves, in the kind table's order.
-        server_date: The API server's clock (``Date`` header) when it answered.
-    """
+    """The kinds found in ``kubeflow.org`` and ``trainer.kubeflow.org``, in the table's order."""
 
     served: tuple[ServedKind, ...]
     server_date: datetime | None
@@ -52,11 +43,10 @@ class Page:
     """One page of a list.
 
     Attributes:
-        items: The objects, decoded. Valid only until the next page is requested: the list
-            is emptied then, so that one page at a time stays in memory.
-        server_date: The API server's clock (``Date`` header) when it answered.
-        resource_version: The list's ``metadata.resourceVersion`` (where a watch starts),
-            on the last page; ``None`` when the server did not say.
+        items: Valid only until the next page is requested: the list is emptied then, so that
+            one page at a time stays in memory.
+        resource_version: The list's ``metadata.resourceVersion`` (where a watch starts), on
+            the last page; ``None`` when the server did not say.
     """
 
     items: list[JSON]
@@ -66,13 +56,9 @@ class Page:
 
 @dataclass(frozen=True, slots=True)
 class JobPage:
-    """One page of a job list, read into views (what a pass keeps of it).
+    """One page of a job list, read into views (``parse_job``'s, what a pass keeps of it).
 
-    Attributes:
-        jobs: The views of its items, in order, as :func:`sweeper.core.jobs.parse_job` builds them.
-        server_date: The API server's clock (``Date`` header) when it answered.
-        resource_version: The list's ``metadata.resourceVersion`` (where a watch starts);
-            empty when the server did not say.
+    ``resource_version`` is empty when the server did not say.
     """
 
     jobs: list[Job]
@@ -85,7 +71,7 @@ class Cluster(Protocol):
 
     Writes take ``dry_run``: ``True`` sends them with ``dryRun=All`` (``--dry-run=server``).
     With ``--dry-run`` (client) the executor talks to a
-    :class:`~sweeper.k8s.dryrun.RecordingCluster`, whose writes never reach this interface.
+    ``RecordingCluster``, whose writes never reach this interface.
 
     Attributes:
         endpoint: Which server and kubeconfig context this is, as errors name them
@@ -104,8 +90,8 @@ class Cluster(Protocol):
         """List jobs page by page (``limit`` and ``continue``), in one namespace or all, as views.
 
         The decoded objects are never handed out, so an implementation may read from each
-        page only what the views need (:mod:`sweeper.k8s.kube` does, with
-        :mod:`sweeper.k8s.decode`).
+        page only what the views need (``sweeper.k8s.kube`` does, with
+        ``sweeper.k8s.decode``).
         """
         ...
 
@@ -154,7 +140,7 @@ class Cluster(Protocol):
         ...
 
     def get_jobset(self, namespace: str, name: str) -> JSON:
-        """Read one JobSet (:class:`~sweeper.core.errors.NotFound` if none)."""
+        """Read one JobSet (``NotFound`` if none)."""
         ...
 
     def delete_jobset(self, namespace: str, name: str, uid: str, *, dry_run: bool) -> None:
@@ -162,7 +148,7 @@ class Cluster(Protocol):
         ...
 
     def get_batch_job(self, namespace: str, name: str) -> JSON:
-        """Read one batch/v1 Job (:class:`~sweeper.core.errors.NotFound` if none)."""
+        """Read one batch/v1 Job (``NotFound`` if none)."""
         ...
 
     def close(self) -> None:
@@ -176,9 +162,8 @@ class WatchEvent:
 
     Attributes:
         type: ``ADDED``, ``MODIFIED``, ``DELETED`` or ``BOOKMARK`` (an ``ERROR`` event is
-            raised instead: :class:`~sweeper.core.errors.Gone` for 410, else
-            :class:`~sweeper.core.errors.ApiError`).
-        object: The object, decoded (for a bookmark, only its ``resourceVersion``).
+            raised instead: ``Gone`` for 410, else ``ApiError``).
+        object: For a bookmark, only its ``resourceVersion``.
     """
 
     type: str
@@ -188,9 +173,9 @@ class WatchEvent:
 class Stream(Protocol):
     """An open watch stream: iterate for events; it ends when the server closes it.
 
-    Iterating raises :class:`~sweeper.core.errors.WatchStalled` when nothing (not even a
-    bookmark) arrived for the read timeout, :class:`~sweeper.core.errors.Gone` when the
-    resourceVersion is too old, and :class:`~sweeper.core.errors.ApiError` for anything else.
+    Iterating raises ``WatchStalled`` when nothing (not even a
+    bookmark) arrived for the read timeout, ``Gone`` when the
+    resourceVersion is too old, and ``ApiError`` for anything else.
     """
 
     server_date: datetime | None
@@ -202,12 +187,7 @@ class Stream(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class Answer:
-    """An object the API server returned, with its clock.
-
-    Attributes:
-        object: The object, decoded.
-        server_date: The ``Date`` header of the answer.
-    """
+    """An object the API server returned, with its clock."""
 
     object: JSON
     server_date: datetime | None
@@ -237,11 +217,11 @@ class WatchCluster(Cluster, Protocol):
         ...
 
     def get_lease(self, namespace: str, name: str) -> Answer:
-        """Read a coordination.k8s.io/v1 Lease (:class:`~sweeper.core.errors.NotFound` if none)."""
+        """Read a coordination.k8s.io/v1 Lease (``NotFound`` if none)."""
         ...
 
     def create_lease(self, namespace: str, body: JSON) -> Answer:
-        """Create a Lease (:class:`~sweeper.core.errors.Conflict` if it exists already)."""
+        """Create a Lease (``Conflict`` if it exists already)."""
         ...
 
     def update_lease(self, namespace: str, name: str, body: JSON) -> Answer:

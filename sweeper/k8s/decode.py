@@ -6,7 +6,7 @@ never read. Decoding the page into generic dicts and lists (``json.loads``) buil
 first; msgspec's typed decoder reads only the fields declared below and skips the rest without
 building anything. That makes decoding the cheapest part of a pass (docs/benchmarks.md).
 
-The views must be exactly those of :func:`sweeper.core.jobs.parse_job`, the reference, malformed
+The views must be exactly those of ``sweeper.core.jobs.parse_job``, the reference, malformed
 jobs included. So the fast path accepts only what is plainly well formed: a field of an
 unexpected type fails the typed decoding, a value out of range or an unusable time fails the
 checks below, and in either case the whole page is decoded again the reference way
@@ -38,13 +38,10 @@ from sweeper.core.kinds import DEADLINE_MESSAGE, GROUP, VERSION, Kind
 
 @dataclass(frozen=True, slots=True)
 class DecodedPage:
-    """One list page, decoded (what :class:`sweeper.k8s.cluster.JobPage` is built from).
+    """One list page, decoded (what ``sweeper.k8s.cluster.JobPage`` is built from).
 
-    Attributes:
-        jobs: The views of its items, in order.
-        continue_token: ``metadata.continue``: the next page's token, ``None`` on the last.
-        resource_version: ``metadata.resourceVersion`` (where a watch starts), ``None`` when
-            the server did not say.
+    ``continue_token`` is ``None`` on the last page, ``resource_version`` (where a watch
+    starts) when the server did not say.
     """
 
     jobs: list[Job]
@@ -126,19 +123,11 @@ class _Unusual(Exception):  # noqa: N818 - internal control flow, never escapes 
 
 
 def decode_jobs(data: bytes, kind: Kind, version: str) -> DecodedPage:
-    """Read a page of a job list: the views of its items and the next page's token.
-
-    Args:
-        data: The response body, JSON.
-        kind: The kind that was listed.
-        version: The API version it was listed at.
-
-    Returns:
-        The page, exactly as :func:`reference_decode_jobs` reads it.
+    """Read a page of a job list exactly as ``reference_decode_jobs`` reads it.
 
     Raises:
         ValueError: The body is not JSON at all (as ``json.loads`` raises it), or
-            :class:`NotAList`.
+            ``NotAList``.
         RecursionError: The body nests deeper than ``json.loads`` can read.
     """
     if kind.group != GROUP or version != VERSION:
@@ -156,16 +145,8 @@ def decode_jobs(data: bytes, kind: Kind, version: str) -> DecodedPage:
 def reference_decode_jobs(data: bytes, kind: Kind, version: str) -> DecodedPage:
     """Read a page of a job list the reference way: ``json.loads``, then ``parse_job``.
 
-    Args:
-        data: The response body, JSON.
-        kind: The kind that was listed.
-        version: The API version it was listed at.
-
-    Returns:
-        The page.
-
     Raises:
-        ValueError: The body is not JSON at all, or :class:`NotAList`.
+        ValueError: The body is not JSON at all, or ``NotAList``.
         RecursionError: The body nests deeper than ``json.loads`` can read.
     """
     document = json.loads(data)

@@ -1,10 +1,10 @@
-"""The Kubernetes adapter's requests: :class:`KubeCluster`, with no client underneath.
+"""The Kubernetes adapter's requests: ``KubeCluster``, with no client underneath.
 
-It implements :class:`sweeper.k8s.cluster.Cluster` with raw JSON (no model classes: decoding lists
-into them is the main cost at scale): :class:`KubeCluster` turns each method into requests (paths,
-queries, bodies, pages) over a :class:`sweeper.k8s.transport.Transport`, which does the retries,
+It implements ``sweeper.k8s.cluster.Cluster`` with raw JSON (no model classes: decoding lists
+into them is the main cost at scale): ``KubeCluster`` turns each method into requests (paths,
+queries, bodies, pages) over a ``sweeper.k8s.transport.Transport``, which does the retries,
 backoff, ``Retry-After``, ``--timeout`` and error mapping over a one-method ``Send``;
-:mod:`sweeper.k8s.answers` reads what comes back. The official client is :mod:`sweeper.k8s.client`'s
+``sweeper.k8s.answers`` reads what comes back. The official client is ``sweeper.k8s.client``'s
 alone: it builds a ``KubeCluster`` over the client's ``Send`` and watch opener.
 """
 
@@ -37,9 +37,9 @@ class Opener(Protocol):
     """Opens a streaming GET (a watch) and returns the response once its headers arrived.
 
     The response has urllib3's shape (``status``, ``data``, ``headers``, ``stream``,
-    ``release_conn``, ``close``); its ``stream`` raises :class:`sweeper.core.errors.ApiError`
+    ``release_conn``, ``close``); its ``stream`` raises ``sweeper.core.errors.ApiError``
     (``WatchStalled`` when nothing came for the read timeout), never the client's errors.
-    :class:`sweeper.k8s.client.ClientStream` is the one over the official client.
+    ``sweeper.k8s.client.ClientStream`` is the one over the official client.
     """
 
     def open(self, resource_path: str, ref: RequestRef, read_timeout_s: float) -> Any:
@@ -51,9 +51,9 @@ class Opener(Protocol):
 
 
 class _WatchRequests:
-    """:class:`KubeCluster`'s watch-mode requests: the streams and the Lease.
+    """``KubeCluster``'s watch-mode requests: the streams and the Lease.
 
-    See :class:`sweeper.k8s.cluster.WatchCluster`; the attributes are :class:`KubeCluster`'s.
+    See ``sweeper.k8s.cluster.WatchCluster``; the attributes are ``KubeCluster``'s.
     """
 
     _transport: Transport
@@ -71,10 +71,7 @@ class _WatchRequests:
         timeout_s: int,
         read_timeout_s: float,
     ) -> Iterator[Stream]:
-        """Open a watch with bookmarks (see :class:`sweeper.k8s.cluster.WatchCluster`).
-
-        Yields:
-            The open stream; leaving the block closes the connection.
+        """Open a watch with bookmarks; leaving the block closes the connection.
 
         Raises:
             Gone: 410, the resourceVersion is too old: list again.
@@ -110,21 +107,13 @@ class _WatchRequests:
             raw.close()
 
     def get_lease(self, namespace: str, name: str) -> Answer:
-        """Read a Lease (see :class:`sweeper.k8s.cluster.WatchCluster`).
-
-        Returns:
-            The Lease and the answer's date.
-        """
+        """Read a Lease (see ``WatchCluster``)."""
         ref = RequestRef("get", LEASE_RESOURCE, namespace, name)
         response = self._transport.request("GET", _object(LEASES, namespace, "leases", name), ref)
         return Answer(answers.one_object(response, ref), parse_http_date(response.date))
 
     def create_lease(self, namespace: str, body: JSON) -> Answer:
-        """Create a Lease, tried once (see :class:`sweeper.k8s.cluster.WatchCluster`).
-
-        Returns:
-            The Lease as created and the answer's date.
-        """
+        """Create a Lease, tried once (see ``WatchCluster``)."""
         ref = RequestRef("create", LEASE_RESOURCE, namespace)
         response = self._once.request(
             "POST",
@@ -136,11 +125,7 @@ class _WatchRequests:
         return Answer(answers.one_object(response, ref), parse_http_date(response.date))
 
     def update_lease(self, namespace: str, name: str, body: JSON) -> Answer:
-        """Replace a Lease at its resourceVersion, tried once (see ``WatchCluster``).
-
-        Returns:
-            The Lease as written and the answer's date.
-        """
+        """Replace a Lease at its resourceVersion, tried once (see ``WatchCluster``)."""
         ref = RequestRef("update", LEASE_RESOURCE, namespace, name)
         response = self._once.request(
             "PUT",
@@ -153,10 +138,10 @@ class _WatchRequests:
 
 
 class _CleanUpRequests:
-    """:class:`KubeCluster`'s requests for what a family's controller leaves behind.
+    """``KubeCluster``'s requests for what a family's controller leaves behind.
 
     A TrainJob's JobSet and an MPIJob's launcher Job, and the paging and the guarded delete
-    they share with the pods'. The attributes are :class:`KubeCluster`'s.
+    they share with the pods'. The attributes are ``KubeCluster``'s.
     """
 
     _transport: Transport
@@ -196,7 +181,7 @@ class _CleanUpRequests:
         )
 
     def list_jobset_pages(self, namespace: str | None) -> Iterator[Page]:
-        """List JobSets page by page (see :class:`sweeper.k8s.cluster.Cluster`).
+        """List JobSets page by page (see ``sweeper.k8s.cluster.Cluster``).
 
         The trainer gives its JobSets no label: every JobSet of the scope is listed, and the
         caller keeps those a TrainJob controls.
@@ -206,13 +191,13 @@ class _CleanUpRequests:
         yield from self._pages(path, ref, None, 500)
 
     def get_jobset(self, namespace: str, name: str) -> JSON:
-        """Read one JobSet (see :class:`sweeper.k8s.cluster.Cluster`)."""
+        """Read one JobSet (see ``sweeper.k8s.cluster.Cluster``)."""
         ref = RequestRef("get", _JOBSET_RESOURCE, namespace, name)
         path = _object(_JOBSETS, namespace, "jobsets", name)
         return answers.one_object(self._transport.request("GET", path, ref), ref)
 
     def delete_jobset(self, namespace: str, name: str, uid: str, *, dry_run: bool) -> None:
-        """Delete a JobSet if its uid still matches (see :class:`sweeper.k8s.cluster.Cluster`).
+        """Delete a JobSet if its uid still matches (see ``sweeper.k8s.cluster.Cluster``).
 
         Background propagation, as the trainer's own delete: the garbage collector removes
         its Jobs and pods, and the sweeper's request returns at once.
@@ -222,26 +207,20 @@ class _CleanUpRequests:
         self._delete(path, ref, uid, dry_run=dry_run, propagation="Background")
 
     def get_batch_job(self, namespace: str, name: str) -> JSON:
-        """Read one batch/v1 Job (see :class:`sweeper.k8s.cluster.Cluster`)."""
+        """Read one batch/v1 Job (see ``sweeper.k8s.cluster.Cluster``)."""
         ref = RequestRef("get", "jobs.batch", namespace, name)
         path = _object("/apis/batch/v1", namespace, "jobs", name)
         return answers.one_object(self._transport.request("GET", path, ref), ref)
 
 
 class KubeCluster(_WatchRequests, _CleanUpRequests):
-    """:class:`sweeper.k8s.cluster.Cluster` as requests: paths, queries, bodies, pages, decoding.
+    """``sweeper.k8s.cluster.Cluster`` as requests: paths, queries, bodies, pages, decoding.
 
-    The watch mode's requests (:class:`sweeper.k8s.cluster.WatchCluster`) come from
-    :class:`_WatchRequests`, those about a job's leftovers from :class:`_CleanUpRequests`.
+    The watch mode's requests (``sweeper.k8s.cluster.WatchCluster``) come from
+    ``_WatchRequests``, those about a job's leftovers from ``_CleanUpRequests``.
 
-    Args:
-        transport: Sends the requests (retries, ``--timeout``, errors).
-        close: Closes the connections underneath.
-        endpoint: The server and kubeconfig context, as error messages name them.
-        once: Sends the requests tried once (Lease writes); ``transport`` when not given.
-        stream: Opens watch streams (``--watch``); ``None`` when the cluster cannot watch.
-        home_namespace: The default namespace of the Lease (see
-            :class:`sweeper.k8s.cluster.WatchCluster`).
+    ``once`` sends the requests tried once (Lease writes), ``transport`` when not given;
+    ``stream`` is ``None`` when the cluster cannot watch.
     """
 
     def __init__(
@@ -264,12 +243,10 @@ class KubeCluster(_WatchRequests, _CleanUpRequests):
     # --- discovery and lists ---------------------------------------------------------------
 
     def discover(self) -> Discovery:
-        """Find the job kinds the cluster serves (see :class:`sweeper.k8s.cluster.Cluster`).
+        """Find the job kinds the cluster serves, each at the first of its served versions.
 
-        Returns:
-            The served kinds, each at the first of its versions the cluster serves (MPIJob:
-            ``v1`` from the Training Operator, else ``v2beta1`` from mpi-operator; only one
-            MPIJob CRD can exist).
+        MPIJob: ``v1`` from the Training Operator, else ``v2beta1`` from mpi-operator; only one
+        MPIJob CRD can exist.
         """
         groups = sorted({kind.group for kind in KINDS})
         plurals: dict[tuple[str, str], set[str]] = {}
@@ -311,15 +288,12 @@ class KubeCluster(_WatchRequests, _CleanUpRequests):
     def list_job_views(
         self, served: ServedKind, namespace: str | None, selector: str | None, page_size: int
     ) -> Iterator[JobPage]:
-        """List jobs as views (see :class:`sweeper.k8s.cluster.Cluster`).
+        """List jobs as views (see ``sweeper.k8s.cluster.Cluster``).
 
         One request per page, one after the other; each body is read by
-        :func:`sweeper.k8s.decode.decode_jobs`, which builds only the fields the views need
+        ``sweeper.k8s.decode.decode_jobs``, which builds only the fields the views need
         (a page's objects are never built: ``managedFields`` and the replica specs are most
         of its bytes).
-
-        Yields:
-            Pages of views.
         """
         path = _collection(
             f"/apis/{served.kind.group}/{served.version}", namespace, served.kind.plural
@@ -341,7 +315,7 @@ class KubeCluster(_WatchRequests, _CleanUpRequests):
                 return
 
     def get_job(self, served: ServedKind, namespace: str, name: str) -> JSON:
-        """Read one job (see :class:`sweeper.k8s.cluster.Cluster`)."""
+        """Read one job (see ``sweeper.k8s.cluster.Cluster``)."""
         path = _object(
             f"/apis/{served.kind.group}/{served.version}", namespace, served.kind.plural, name
         )
@@ -349,20 +323,16 @@ class KubeCluster(_WatchRequests, _CleanUpRequests):
         return answers.one_object(self._transport.request("GET", path, ref), ref)
 
     def list_pods(self, namespace: str, selector: str) -> list[JSON]:
-        """List pods by label in one namespace (see :class:`sweeper.k8s.cluster.Cluster`)."""
+        """List pods by label in one namespace (see ``sweeper.k8s.cluster.Cluster``)."""
         return self._list_core("pods", namespace, selector)
 
     def list_pod_pages(self, namespace: str | None, selector: str) -> Iterator[Page]:
-        """List pods by label, page by page (see :class:`sweeper.k8s.cluster.Cluster`).
-
-        Yields:
-            Pages; each one's items are cleared when the next is requested.
-        """
+        """List pods by label, page by page; a page's items are cleared when the next is asked."""
         path = _collection("/api/v1", namespace, "pods")
         yield from self._pages(path, RequestRef("list", "pods", namespace), selector, 500)
 
     def list_services(self, namespace: str, selector: str) -> list[JSON]:
-        """List services by label in one namespace (see :class:`sweeper.k8s.cluster.Cluster`)."""
+        """List services by label in one namespace (see ``sweeper.k8s.cluster.Cluster``)."""
         return self._list_core("services", namespace, selector)
 
     def _list_core(self, plural: str, namespace: str, selector: str) -> list[JSON]:
@@ -377,7 +347,7 @@ class KubeCluster(_WatchRequests, _CleanUpRequests):
     def patch_job(
         self, served: ServedKind, namespace: str, name: str, patch: JSON, *, dry_run: bool
     ) -> None:
-        """Merge-patch a job (see :class:`sweeper.k8s.cluster.Cluster`)."""
+        """Merge-patch a job (see ``sweeper.k8s.cluster.Cluster``)."""
         path = _object(
             f"/apis/{served.kind.group}/{served.version}", namespace, served.kind.plural, name
         )
@@ -392,7 +362,7 @@ class KubeCluster(_WatchRequests, _CleanUpRequests):
     def patch_job_status(
         self, served: ServedKind, namespace: str, name: str, patch: JSON, *, dry_run: bool
     ) -> None:
-        """Merge-patch a job's status subresource (see :class:`sweeper.k8s.cluster.Cluster`)."""
+        """Merge-patch a job's status subresource (see ``sweeper.k8s.cluster.Cluster``)."""
         path = _object(
             f"/apis/{served.kind.group}/{served.version}", namespace, served.kind.plural, name
         )
@@ -406,11 +376,11 @@ class KubeCluster(_WatchRequests, _CleanUpRequests):
         )
 
     def delete_pod(self, namespace: str, name: str, uid: str, *, dry_run: bool) -> None:
-        """Delete a pod if its uid still matches (see :class:`sweeper.k8s.cluster.Cluster`)."""
+        """Delete a pod if its uid still matches (see ``sweeper.k8s.cluster.Cluster``)."""
         self._delete_core("pods", namespace, name, uid, dry_run=dry_run)
 
     def delete_service(self, namespace: str, name: str, uid: str, *, dry_run: bool) -> None:
-        """Delete a service if its uid still matches (see :class:`sweeper.k8s.cluster.Cluster`)."""
+        """Delete a service if its uid still matches (see ``sweeper.k8s.cluster.Cluster``)."""
         self._delete_core("services", namespace, name, uid, dry_run=dry_run)
 
     def _delete_core(
@@ -420,7 +390,7 @@ class KubeCluster(_WatchRequests, _CleanUpRequests):
         self._delete(_object("/api/v1", namespace, plural, name), ref, uid, dry_run=dry_run)
 
     def create_event(self, namespace: str, event: JSON, *, dry_run: bool) -> None:
-        """Create a core/v1 Event (see :class:`sweeper.k8s.cluster.Cluster`)."""
+        """Create a core/v1 Event (see ``sweeper.k8s.cluster.Cluster``)."""
         ref = RequestRef("create", "events", namespace)
         path = _collection("/api/v1", namespace, "events")
         answers.decoded(
@@ -431,7 +401,7 @@ class KubeCluster(_WatchRequests, _CleanUpRequests):
         )
 
     def close(self) -> None:
-        """Close the client's connections (see :class:`sweeper.k8s.cluster.Cluster`).
+        """Close the client's connections (see ``sweeper.k8s.cluster.Cluster``).
 
         A run that ends leaves nothing open, however long the process lives after it.
         """

@@ -1,20 +1,20 @@
 """The one request path to the API server: bounded retries, ``Retry-After``, backoff, errors.
 
-No HTTP library here. A :class:`Send` puts one request on the wire and returns the answer, or
-raises :class:`NoResponse` when none came back: :mod:`sweeper.k8s.client` implements it over the
-official client, unit tests with a fake. :class:`Transport` decides everything around it:
+No HTTP library here. A ``Send`` puts one request on the wire and returns the answer, or
+raises ``NoResponse`` when none came back: ``sweeper.k8s.client`` implements it over the
+official client, unit tests with a fake. ``Transport`` decides everything around it:
 
 - 429 (honouring ``Retry-After``, capped), 500, 502, 503, 504 and connection failures are
-  retried with exponential backoff and jitter, :data:`RetryPolicy.attempts` tries at most;
+  retried with exponential backoff and jitter, ``RetryPolicy.attempts`` tries at most;
 - each attempt is bounded by ``--request-timeout`` and by what is left of ``--timeout``, as the
   run's own stop flag tells it (its deadline, on the run's clock), and a signal cuts a wait
-  short (:class:`~sweeper.core.errors.Interrupted`);
+  short (``Interrupted``);
 - each attempt of a write (any method but GET) also asks the stop flag for its write window
   first: in ``--watch`` with leader election, no attempt is sent once this replica no longer
   leads (a retry included), and each is bounded to end before another replica may take the
-  Lease (:meth:`sweeper.watch.elector.Elector.write_window`); outside it the window is unbounded;
+  Lease (``sweeper.watch.elector.Elector.write_window``); outside it the window is unbounded;
 - an answer that is not a success becomes the most specific
-  :class:`~sweeper.core.errors.ApiError`, naming the request.
+  ``ApiError``, naming the request.
 """
 
 from __future__ import annotations
@@ -36,14 +36,7 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class Response:
-    """An HTTP answer, whatever its status.
-
-    Attributes:
-        status: The HTTP status.
-        data: The body as it came.
-        date: The ``Date`` header (the API server's clock), if any.
-        retry_after: The ``Retry-After`` header, if any.
-    """
+    """An HTTP answer, whatever its status; ``date`` is the API server's clock, if it sent one."""
 
     status: int
     data: bytes
@@ -52,12 +45,7 @@ class Response:
 
 
 class NoResponse(Exception):  # noqa: N818 - a state: no HTTP answer came back
-    """No answer came back (connection refused, reset, timed out, TLS).
-
-    Attributes:
-        detail: The failure in one line.
-        retryable: Whether another attempt may get an answer (not for TLS failures).
-    """
+    """No answer came back (connection refused, reset, timed out, TLS: not ``retryable``)."""
 
     def __init__(self, detail: str, *, retryable: bool) -> None:
         super().__init__(detail)
@@ -66,7 +54,7 @@ class NoResponse(Exception):  # noqa: N818 - a state: no HTTP answer came back
 
 
 class Send(Protocol):
-    """Sends one request; raises :class:`NoResponse` when no answer comes back."""
+    """Sends one request; raises ``NoResponse`` when no answer comes back."""
 
     def __call__(
         self,
@@ -82,7 +70,7 @@ class Send(Protocol):
 
 
 class StopSignal(Protocol):
-    """What the transport asks of the run's stop flag (:class:`sweeper.stop.StopFlag`)."""
+    """What the transport asks of the run's stop flag (``sweeper.stop.StopFlag``)."""
 
     def remaining(self) -> float:
         """Seconds left before ``--timeout``, on the run's clock (negative once past)."""
@@ -101,12 +89,8 @@ class StopSignal(Protocol):
 class RetryPolicy:
     """Which answers are retried, how often, and how long to wait between attempts.
 
-    Attributes:
-        attempts: Tries per request, the first included.
-        retryable: Statuses worth another attempt.
-        backoff_base_s: The first backoff step; each retry doubles it...
-        backoff_cap_s: ...up to this.
-        retry_after_cap_s: The longest ``Retry-After`` honoured as asked.
+    ``attempts`` counts the first; each retry doubles the backoff step from ``backoff_base_s``
+    up to ``backoff_cap_s``; ``retry_after_cap_s`` is the longest ``Retry-After`` honoured.
     """
 
     attempts: int = 4
@@ -138,16 +122,11 @@ class RetryPolicy:
 
 
 class Transport:
-    """Sends requests through a :class:`Send` with the retry policy, the run's stop and deadline.
+    """Sends requests through a ``Send`` with the retry policy, the run's stop and deadline.
 
-    Args:
-        send: Puts one request on the wire.
-        stop: The run's stop flag: its deadline bounds every attempt and wait.
-        request_timeout: ``--request-timeout``, seconds per attempt.
-        policy: What is retried, and how.
-        jitter: ``random.uniform`` unless a test needs it fixed.
-        fenced: Bound the writes by the stop flag's write window. Not for the Lease's own
-            writes: they are how a candidate becomes the leader.
+    The stop flag's deadline bounds every attempt and wait. ``fenced`` bounds the writes by
+    its write window too; not for the Lease's own writes: they are how a candidate becomes
+    the leader.
     """
 
     def __init__(
@@ -181,18 +160,7 @@ class Transport:
     ) -> Response:
         """Send one request, retrying what may heal, until it succeeds or fails for good.
 
-        Args:
-            method: The HTTP method.
-            path: The path, without query.
-            ref: What the request is about, for errors and logs.
-            query: Query parameters, encoded here once.
-            body: A JSON body.
-            content_type: The body's content type.
-            dry_run: Add ``dryRun=All`` (``--dry-run=server``).
-            missing_ok: A 404 is an answer to return, not an error.
-
-        Returns:
-            The successful answer (or the 404, with ``missing_ok``).
+        With ``missing_ok`` a 404 is an answer to return, not an error.
 
         Raises:
             ApiError: The request failed for good (its subclass names the status).

@@ -1,9 +1,9 @@
 """A pass's listing: discover, list every job page by page, judge each page, the pass's instant.
 
 The lists (one per kind and namespace) are read ahead on two threads
-(:mod:`sweeper.oneshot.readahead`); ``now`` is taken once, from the first page's ``Date``; each
+(``sweeper.oneshot.readahead``); ``now`` is taken once, from the first page's ``Date``; each
 page's jobs are judged as they come (a skip is final there: only what the report prints of it
-is kept, :class:`sweeper.oneshot.report.Ledger`). What is left for the plan is the actions.
+is kept, ``sweeper.oneshot.report.Ledger``). What is left for the plan is the actions.
 """
 
 from __future__ import annotations
@@ -52,15 +52,8 @@ def list_pass(
 ) -> Listing:
     """Discover, then list and judge every job of the pass, starting over once if need be.
 
-    Args:
-        cluster: The cluster.
-        config: The run's settings.
-        stop_reason: Says whether the pass must stop (a signal, ``--timeout``), checked after
-            each page.
-        fresh: Makes the pass's empty ledger (again, when the listing starts over).
-
-    Returns:
-        The listing: its actions, its ledger (the skips settled), and the pass's instant.
+    ``stop_reason`` is checked after each page; ``fresh`` makes the pass's empty ledger
+    (again, when the listing starts over).
 
     Raises:
         ConfigError: The server rejected the label selector (exit 2).
@@ -127,7 +120,7 @@ class StartOver(Exception):  # noqa: N818 - a signal to the pass, not an error i
 class Listing:
     """Lists every job of a pass, judges each page as it comes, and keeps the clocks.
 
-    The lists (one per kind and namespace) are read ahead (:mod:`sweeper.oneshot.readahead`): while
+    The lists (one per kind and namespace) are read ahead (``sweeper.oneshot.readahead``): while
     this thread judges one page, the API server answers the next request. Each page's jobs
     are judged with the pass's one instant (taken from the first page). A skip is final there
     and then: its outcome goes to the ledger, and the job is not kept. An action is kept for
@@ -135,16 +128,11 @@ class Listing:
     and a pass's memory does not grow with the fleet.
 
     A list that cannot be finished after some of its pages were judged (its ``continue``
-    token expired, or its kind vanished) raises :class:`StartOver`: the pass then lists
-    everything again, once, on a fresh ledger (:func:`list_pass`). A list that RBAC refuses
+    token expired, or its kind vanished) raises ``StartOver``: the pass then lists
+    everything again, once, on a fresh ledger (``list_pass``). A list that RBAC refuses
     (403: a namespace deleted with its Role, a kind outside the grant) is logged and kept in
-    :attr:`unlisted`, and the pass goes on: no decision about one list's jobs depends on
+    ``unlisted``, and the pass goes on: no decision about one list's jobs depends on
     another's, so the jobs listed are acted on, and the run exits 3 at its end.
-
-    Args:
-        config: The run's settings.
-        stop_reason: Says whether the pass must stop, checked after each page.
-        ledger: Where the judged skips go.
     """
 
     def __init__(
@@ -251,11 +239,9 @@ class Listing:
         self.server_date = server_date
 
     def now(self) -> datetime:
-        """Choose the pass's one instant, and warn about clock skew.
+        """Choose the pass's one instant (the same at every call), and warn about clock skew.
 
-        Returns:
-            The server's ``Date`` (``--clock server``) or the local clock (``--clock local``);
-            the same instant at every call.
+        The server's ``Date`` (``--clock server``) or the local clock (``--clock local``).
         """
         if self._now is None:
             self._now = self._choose_now()

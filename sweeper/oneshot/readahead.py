@@ -3,7 +3,7 @@
 A pass reads several lists (one per kind and namespace), each a chain of pages where a page's
 ``continue`` token is in its body. Read one after the other, the API server waits while the
 sweeper decodes and judges a page, and the sweeper waits while the server reads etcd and
-encodes the next: the two costs add up. :class:`ReadAhead` runs the lists on a few threads
+encodes the next: the two costs add up. ``ReadAhead`` runs the lists on a few threads
 instead, each thread reading one list at a time, page after page, into a queue of its own,
 while the caller takes the lists' pages in the order it submitted them. So while the caller
 works on one page, the server is already answering the next request.
@@ -59,12 +59,7 @@ class _List(Generic[T]):
 class ReadAhead(Generic[T]):
     """Reads submitted lists ahead on ``workers`` threads; a context manager.
 
-    Args:
-        workers: How many lists are read at once.
-        ahead: How many pages, of every list together, may wait for the caller.
-        name: The threads' name prefix.
-
-    Use::
+    ``ahead`` is how many pages, of every list together, may wait for the caller. Use::
 
         with ReadAhead(workers=2) as ahead:
             for key in keys:
@@ -104,11 +99,9 @@ class ReadAhead(Generic[T]):
         self.close()
 
     def submit(self, key: Hashable, open_list: Callable[[], Iterator[T]]) -> None:
-        """Queue a list for reading; lists start in the order they are submitted.
+        """Queue a list under a unique ``key``; lists start in the order they are submitted.
 
-        Args:
-            key: How :meth:`pages` names it (unique).
-            open_list: Starts the list: called on a reader thread, its pages read there.
+        ``open_list`` is called on a reader thread, and its pages are read there.
         """
         if key in self._lists:
             raise ValueError(f"list {key!r} was submitted twice")
@@ -123,11 +116,7 @@ class ReadAhead(Generic[T]):
             thread.start()
 
     def pages(self, key: Hashable) -> Iterator[T]:
-        """The pages of a submitted list, in order, as they are read.
-
-        Raises:
-            BaseException: Whatever reading the list raised, after the pages before it.
-        """
+        """The pages of a submitted list, in order; then whatever reading it raised, if any."""
         entry = self._lists[key]
         with self._room:
             # Its reader may be waiting for room: the caller's list always gets a place.

@@ -41,14 +41,10 @@ class PassReport:
     Attributes:
         number: The pass number, from 1.
         now: The pass's instant (``None`` when it stopped before reading a clock).
-        clock: Whose clock ``now`` is.
-        dry_run: The dry-run mode, ``None`` when writing.
-        action: ``--action``.
+        dry_run: ``None`` when writing.
         outcomes: One per listed job, in listing order; from a pass, those its
-            :class:`Ledger` kept (its ``kept``: the actions', or every one with ``-o wide``),
+            ``Ledger`` kept (its ``kept``: the actions', or every one with ``-o wide``),
             the counts and records coming from the ledger.
-        duration_s: Seconds the pass took.
-        stopped_by: What stopped the pass early (a signal, ``--timeout``), if anything.
         unlisted: The lists RBAC refused, each as its error: their jobs were not judged.
     """
 
@@ -68,17 +64,11 @@ class Summary:
     """A pass in numbers: the ``summary`` of ``-o json``, the last line of the table, the log.
 
     Attributes:
-        jobs: Jobs listed.
-        touch: Touches planned.
-        fail: Fails planned.
         terminate_pods: Pod clean-ups of jobs already failed by their deadline.
         delete_jobset: JobSets deleted of TrainJobs already failed by their deadline.
-        skip: Jobs left alone.
-        skipped: Skips by reason, in :class:`~sweeper.core.decide.SkipReason` order, none at 0.
-        results: Outcomes by result, by name.
+        skipped: Skips by reason, in ``SkipReason`` order, none at 0.
         errors: Jobs with an error (exit code 1).
         duration_s: Seconds the pass took, to the millisecond.
-        stopped_by: What stopped the pass early, if anything.
         unlisted: The lists RBAC refused (exit 3), each as its error.
     """
 
@@ -160,8 +150,8 @@ class Ledger:
     """A pass's outcomes in listing order, kept only as far as its report needs them.
 
     Memory that does not grow with the fleet: a pass adds each job's outcome as soon as it is
-    final, in listing order. A skip is final when the job is judged (:meth:`settle`); an
-    action holds its place (:meth:`expect`) until the executor has run it (:meth:`resolve`).
+    final, in listing order. A skip is final when the job is judged (``settle``); an
+    action holds its place (``expect``) until the executor has run it (``resolve``).
     Of a settled outcome the ledger keeps what the output prints:
 
     - ``-o json``: its record line, as the report prints it (some 350 bytes a job, where the
@@ -169,11 +159,8 @@ class Ledger:
     - ``-o text``: nothing, as the table lists actions and errors and counts the skips;
     - ``-o wide``: the outcome itself, as every job gets a row for a person to read.
 
-    Every outcome is counted, by kind (:attr:`tally`): the pass's summary and, with
+    Every outcome is counted, by kind (``tally``): the pass's summary and, with
     ``--pushgateway``, its metrics.
-
-    Args:
-        output: The pass's output format.
     """
 
     def __init__(self, output: OutputFormat) -> None:
@@ -195,7 +182,7 @@ class Ledger:
             self._wide.append(outcome)
 
     def expect(self) -> None:
-        """Hold the next place for an outcome :meth:`resolve` will supply."""
+        """Hold the next place for an outcome ``resolve`` will supply."""
         if self._output is OutputFormat.JSON:
             self._records.append(self._expected)
         elif self._output is OutputFormat.WIDE:
@@ -218,7 +205,7 @@ class Ledger:
         self._expected = 0
 
     def records(self) -> Iterator[str]:
-        """``-o json``'s record lines, in listing order (after :meth:`resolve`)."""
+        """``-o json``'s record lines, in listing order (after ``resolve``)."""
         for record in self._records:
             yield _record_lines(self.kept[record]) if isinstance(record, int) else record
 
@@ -283,12 +270,8 @@ def write_json(
 ) -> None:
     """Write one pass as one JSON document, job by job, one job per line.
 
-    Args:
-        stream: stdout.
-        report: The pass.
-        counts: ``summary(report)``, when the caller has it already.
-        records: The jobs' record lines (a :class:`Ledger`'s), when the report does not hold
-            every outcome; rendered from ``report.outcomes`` otherwise.
+    ``counts`` is ``summary(report)`` when the caller has it already; ``records`` the jobs'
+    record lines (a ``Ledger``'s) when the report does not hold every outcome.
     """
     head = {
         "pass": report.number,
@@ -318,11 +301,7 @@ _COLUMNS = ("KIND", "NAMESPACE", "NAME", "STARTED", "DEADLINE", "OVERDUE BY", "D
 
 
 def table_row(outcome: Outcome) -> tuple[str, ...]:
-    """Render one outcome as a row of the text table. Pure.
-
-    Returns:
-        The cells, in ``_COLUMNS`` order.
-    """
+    """Render one outcome as a row of the text table, in ``_COLUMNS`` order. Pure."""
     entry = outcome.entry
     job = entry.job
     decision = f"{entry.decision} ({entry.reason})"
@@ -361,12 +340,8 @@ def write_text(
 ) -> None:
     """Write one pass: a header line, a table, the skips by reason and a summary line.
 
-    Args:
-        stream: stdout.
-        report: The pass.
-        wide: List every job (``-o wide``); by default only actions and errors, the skipped
-            jobs being counted by reason.
-        counts: ``summary(report)``, when the caller has it already.
+    The table lists actions and errors, the skipped jobs being counted by reason; ``wide``
+    (``-o wide``) lists every job. ``counts`` is ``summary(report)`` if the caller has it.
     """
     mode = f", dry run ({report.dry_run.value})" if report.dry_run else ""
     when = _time(report.now) or "-"
@@ -399,12 +374,7 @@ def write_text(
 
 
 def summary_line(counts: Summary) -> str:
-    """Render a summary as one human line. Pure.
-
-    Returns:
-        For example ``3 jobs: 1 touch, 0 fail, 0 terminate-pods, 2 skip (not-yet-due 2);
-        0 errors; 0.4s``.
-    """
+    """Render a summary as one human line (``3 jobs: 1 touch, ... 0 errors; 0.4s``). Pure."""
     skipped = ", ".join(f"{reason} {n}" for reason, n in counts.skipped.items())
     actions = ", ".join(f"{counts.actions(kind)} {kind.value}" for kind in ActionKind)
     line = (

@@ -1,8 +1,8 @@
 """The run: connect once, then one pass (or one every ``--every`` seconds for ``--for``).
 
 A pass discovers the served kinds, lists every job page by page and judges each page as it
-comes (:mod:`sweeper.oneshot.listing`), then executes the actions and reports
-(:mod:`sweeper.oneshot.report`).
+comes (``sweeper.oneshot.listing``), then executes the actions and reports
+(``sweeper.oneshot.report``).
 SIGTERM and SIGINT set a flag: the write in progress completes, no new one starts, the pass is
 reported and the run exits 4. ``--timeout`` bounds the whole run the same way (exit 5).
 """
@@ -175,12 +175,8 @@ def _passes(
 class PassOutcome:
     """What the run loop needs from a pass.
 
-    Args:
-        errors: How many jobs had errors.
-        stopped_by: What stopped the pass early, if anything.
-        tally: The pass's outcomes counted by kind (what its metrics are pushed from), when it
-            decided.
-        unlisted: The lists RBAC refused; the pass judged the others' jobs.
+    ``tally`` (the outcomes counted by kind, what the metrics are pushed from) is there when
+    the pass decided; ``unlisted`` are the lists RBAC refused (the others' jobs were judged).
     """
 
     def __init__(
@@ -228,7 +224,7 @@ def sweep(
 ) -> PassOutcome:
     """Run one pass: discover, list, decide, act, report.
 
-    ``claim`` holds each job while its action runs (see :class:`sweeper.act.executor.Executor`).
+    ``claim`` holds each job while its action runs (see ``sweeper.act.executor.Executor``).
 
     Returns:
         The pass's error count, what stopped it, if anything, and the lists RBAC refused.
@@ -296,11 +292,7 @@ def _report(
     stopped_by: SweeperError | None,
     unlisted: tuple[str, ...],
 ) -> report.Summary:
-    """Write the pass's report (stdout) and its summary line (the log).
-
-    Returns:
-        The pass's counts.
-    """
+    """Write the pass's report (stdout) and its summary line (the log); give its counts."""
     pass_report = report.PassReport(
         number=number,
         now=now,

@@ -1,6 +1,6 @@
 """Who may act on each job, and when to look at it again: the watch's one book of jobs.
 
-Per job it holds the timer (the instant to look again, :class:`sweeper.core.schedule.Schedule`),
+Per job it holds the timer (the instant to look again, ``sweeper.core.schedule.Schedule``),
 the actor acting on it now (its timer's fire or a resync pass), a look that came due meanwhile,
 and the count of its consecutive failed fires (their backoff). The main loop arms, takes and
 releases; the resync thread asks whether its pass may act on a job. One lock covers it all,
@@ -38,8 +38,7 @@ _FAILURES_COUNTED = 20
 class Agenda:
     """The timers, the actors and the failure counts of the jobs a replica watches.
 
-    Args:
-        now: The decision clock (a failed fire's backoff counts from it).
+    A failed fire's backoff counts from ``now``, the decision clock.
     """
 
     def __init__(self, now: Callable[[], datetime]) -> None:
@@ -77,8 +76,7 @@ class Agenda:
     def apply(self, message: Message) -> list[JobKey]:
         """Arm, re-arm or drop the timers a message is about; an actor's end frees its job.
 
-        Returns:
-            The jobs a relist found gone (their timers and counts dropped).
+        Returns the jobs a relist found gone (their timers and counts dropped).
         """
         with self._lock:
             if isinstance(message, Event):
@@ -102,10 +100,7 @@ class Agenda:
         """Take every due timer for its fire, except those of jobs another actor holds.
 
         A timer that comes due while an actor holds its job is looked at again once the actor
-        lets the job go.
-
-        Returns:
-            The jobs to fire, each with the instant its timer was armed for.
+        lets the job go. Each job comes with the instant its timer was armed for.
         """
         with self._lock:
             fire: list[tuple[JobKey, datetime]] = []
@@ -161,7 +156,7 @@ class Agenda:
     def take_for_pass(self, key: JobKey) -> bool:
         """Hold a job for a resync pass's action, unless its timer has it or took it.
 
-        The pass lets it go through the inbox (a :class:`Fired` with ``RELEASED``), so that
+        The pass lets it go through the inbox (a ``Fired`` with ``RELEASED``), so that
         the main loop re-arms a look that came due meanwhile.
         """
         with self._lock:

@@ -17,7 +17,7 @@ API answer passed in, so that unit and property tests drive it with an injected 
   only while its last successful write was *sent* less than the renew deadline ago. The
   renew deadline is shorter than the lease duration, so the leader stops *sending* writes
   before any other replica can consider the Lease expired, whatever the network did to the
-  answer. A write already on the wire is bounded too (:meth:`Elector.write_window`): each
+  answer. A write already on the wire is bounded too (``Elector.write_window``): each
   attempt ends before the lease duration since that renewal, when another replica may take
   over at the earliest, so that no two replicas' writes are ever in flight together.
 - Releasing (on SIGTERM) writes an empty holder with a one-second duration, so a follower
@@ -47,15 +47,7 @@ INT32_MAX = 2**31 - 1
 
 @dataclass(frozen=True, slots=True)
 class Record:
-    """The Lease's spec, as leader election reads and writes it.
-
-    Attributes:
-        holder: ``holderIdentity``; empty when nobody holds the Lease (released).
-        duration_s: ``leaseDurationSeconds``.
-        acquire_time: ``acquireTime``.
-        renew_time: ``renewTime``.
-        transitions: ``leaseTransitions``.
-    """
+    """The Lease's spec as leader election uses it; ``holder`` is empty when released."""
 
     holder: str = ""
     duration_s: int = 0
@@ -66,12 +58,7 @@ class Record:
 
 @dataclass(frozen=True, slots=True)
 class Lease:
-    """A Lease as read from (or written to) the API server.
-
-    Attributes:
-        record: Its spec.
-        resource_version: ``metadata.resourceVersion``, the precondition of the next update.
-    """
+    """A Lease as read or written; ``resource_version`` is the precondition of the next update."""
 
     record: Record
     resource_version: str
@@ -94,11 +81,7 @@ class Update:
 
 @dataclass(frozen=True, slots=True)
 class Wait:
-    """Another candidate holds a Lease that has not expired: try again later.
-
-    Attributes:
-        holder: Who holds it.
-    """
+    """Another candidate holds a Lease that has not expired: try again later."""
 
     holder: str
 
@@ -107,26 +90,12 @@ Step = Create | Update | Wait
 
 
 def micro_time(moment: datetime) -> str:
-    """Format a ``metav1.MicroTime`` (the Lease's times): UTC, microseconds, ``Z``.
-
-    Args:
-        moment: An aware datetime.
-
-    Returns:
-        For example ``2024-01-02T03:04:05.123456Z``.
-    """
+    """Format a ``metav1.MicroTime``: UTC, microseconds, ``Z`` (``2024-01-02T03:04:05.123456Z``)."""
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def parse_lease(raw: Mapping[str, object]) -> Lease:
-    """Read a Lease object (decoded JSON). Never raises: odd fields read as absent.
-
-    Args:
-        raw: The Lease.
-
-    Returns:
-        Its record and resourceVersion.
-    """
+    """Read a Lease object (decoded JSON). Never raises: odd fields read as absent."""
     meta = raw.get("metadata")
     spec = raw.get("spec")
     meta = meta if isinstance(meta, Mapping) else {}
@@ -167,17 +136,7 @@ def lease_body(
     An update replaces the whole object, so it is written over the Lease as last read or
     written (``base``), as client-go updates the object it got: labels, annotations, owner
     references and spec fields this sweeper does not know (``preferredHolder``, ``strategy``)
-    stay as others wrote them.
-
-    Args:
-        namespace: The Lease's namespace.
-        name: Its name.
-        record: The spec to write.
-        resource_version: The precondition of an update; ``None`` for a create.
-        base: The Lease the update was decided on, ``None`` for a fresh object.
-
-    Returns:
-        The object.
+    stay as others wrote them. ``resource_version`` is ``None`` for a create.
     """
     body = copy.deepcopy(dict(base)) if base is not None else {}
     old_meta, old_spec = body.get("metadata"), body.get("spec")
@@ -205,10 +164,7 @@ class Elector:
 
     ``now`` arguments are the local monotonic clock (expiry and the renew deadline are judged
     on it); ``wall`` arguments are the local wall clock, written into the record for humans.
-
-    Args:
-        identity: This candidate's holder identity (unique per process).
-        timing: The durations.
+    ``identity`` is the holder identity, unique per process.
     """
 
     def __init__(self, identity: str, timing: Timing) -> None:
@@ -233,12 +189,8 @@ class Elector:
     def leading(self, now: float) -> bool:
         """Whether this candidate may write to jobs now.
 
-        Args:
-            now: Monotonic seconds.
-
-        Returns:
-            ``True`` while this candidate holds the Lease and sent its last successful write
-            less than the renew deadline ago.
+        True while it holds the Lease and sent its last successful write less than the renew
+        deadline ago.
         """
         return (
             self._renewed_at is not None
@@ -249,13 +201,9 @@ class Elector:
     def lost(self, now: float) -> bool:
         """Whether this candidate led and can no longer: the renew deadline passed.
 
-        Args:
-            now: Monotonic seconds.
-
-        Returns:
-            ``True`` once leadership lapsed: the caller has already stopped writing
-            (:meth:`leading` says so), steps down and is a candidate again; it may take the
-            Lease back while the record still names it, as client-go lets a holder renew.
+        The caller has already stopped writing (``leading`` says so), steps down and is a
+        candidate again; it may take the Lease back while the record still names it, as
+        client-go lets a holder renew.
         """
         return self._renewed_at is not None and not self.leading(now)
 
@@ -266,14 +214,8 @@ class Elector:
         lease duration, and it cannot have seen this candidate's last renewal before that
         renewal was sent: so no other candidate leads before ``sent + lease_duration``. An
         attempt bounded by this window is over (answered or abandoned) by then. It is at
-        least ``lease_duration - renew_deadline`` whenever :meth:`leading` is true.
-
-        Args:
-            now: Monotonic seconds.
-
-        Returns:
-            Seconds left before another candidate may lead; 0 when this candidate does not
-            lead (no write may be sent).
+        least ``lease_duration - renew_deadline`` whenever ``leading`` is true, and 0 when
+        this candidate does not lead (no write may be sent).
         """
         if self._renewed_at is None or not self.leading(now):
             return 0.0
@@ -282,11 +224,7 @@ class Elector:
     def renewal(self, wall: datetime) -> Update | None:
         """The leader's optimistic renewal, from its own last write (no read first).
 
-        Args:
-            wall: The local wall clock, for ``renewTime``.
-
-        Returns:
-            The update, or ``None`` when this candidate does not hold the Lease as last seen.
+        ``None`` when this candidate does not hold the Lease as last seen.
         """
         observed = self._observed
         if self._renewed_at is None or observed is None or self.holder != self.identity:
@@ -299,13 +237,7 @@ class Elector:
     def attempt(self, current: Lease | None, now: float, wall: datetime) -> Step:
         """Decide what to write after reading the Lease (client-go's tryAcquireOrRenew).
 
-        Args:
-            current: The Lease just read, ``None`` when it does not exist (404).
-            now: Monotonic seconds when it was read.
-            wall: The local wall clock, for the record's times.
-
-        Returns:
-            Create it, update it (take or renew), or wait for its holder's lease to expire.
+        ``current`` is ``None`` when the Lease does not exist (404); ``now`` is when it was read.
         """
         fresh = Record(
             holder=self.identity,
@@ -333,13 +265,10 @@ class Elector:
         return Update(record, current.resource_version)
 
     def succeeded(self, written: Lease, sent: float, now: float) -> None:
-        """Record a successful create or update.
+        """Record a successful create or update, ``written`` as the server returned it.
 
-        Args:
-            written: The Lease as the server returned it.
-            sent: Monotonic seconds just before the request was sent (the leadership
-                window counts from there: the server may have applied it at once).
-            now: Monotonic seconds when the answer arrived.
+        ``sent`` is just before the request was sent: the leadership window counts from there,
+        since the server may have applied it at once; ``now`` is when the answer arrived.
         """
         self._observed = written
         self._observed_at = now
@@ -349,12 +278,7 @@ class Elector:
     def release(self, wall: datetime) -> Update | None:
         """The write that hands the Lease over (on shutdown), if this candidate holds it.
 
-        Args:
-            wall: The local wall clock.
-
-        Returns:
-            An update to an empty holder with a one-second duration, keeping the transition
-            count, or ``None`` when there is nothing to release.
+        An empty holder with a one-second duration, keeping the transition count.
         """
         observed = self._observed
         if self._renewed_at is None or observed is None or self.holder != self.identity:
@@ -369,14 +293,10 @@ class Elector:
         return Update(record, observed.resource_version)
 
     def expires_in(self, now: float) -> float | None:
-        """Seconds until the Lease as last seen expires for this candidate.
+        """Seconds until the Lease as last seen expires for this candidate (0 when expired).
 
-        Args:
-            now: Monotonic seconds.
-
-        Returns:
-            The seconds left (0 when expired), or ``None`` when another candidate holds no
-            Lease this one has seen (none seen, released, or held by this one).
+        ``None`` when another candidate holds no Lease this one has seen (none seen, released,
+        or held by this one).
         """
         observed = self._observed
         if observed is None or not observed.record.holder or self.holder == self.identity:

@@ -1,27 +1,27 @@
 """``sweeper --watch``: enforce each deadline the moment it passes, as a long-running process.
 
-The engine (:class:`Watcher`) starts the threads and runs the main loop; the threads speak to
-it only through its inbox (:mod:`sweeper.watch.inbox`):
+The engine (``Watcher``) starts the threads and runs the main loop; the threads speak to
+it only through its inbox (``sweeper.watch.inbox``):
 
-- one **stream** per served kind and namespace (:mod:`sweeper.watch.streams`): list, then
+- one **stream** per served kind and namespace (``sweeper.watch.streams``): list, then
   watch, queueing the instant each job becomes due; the served kinds are discovered again
   before every resync, and the streams follow;
-- the **lease** (:mod:`sweeper.watch.leader`): with ``--leader-elect``, only the leader writes
+- the **lease** (``sweeper.watch.leader``): with ``--leader-elect``, only the leader writes
   to jobs;
 - **SIGTERM or SIGINT** (how a Deployment stops its pods): no new write starts, the writes in
   flight finish, then the Lease is released and the process exits 0; a second signal gives up
   at once (exit 4), leaving the Lease to expire.
-- the **resync** (:mod:`sweeper.watch.resync`): a full pass of the one-shot code every
+- the **resync** (``sweeper.watch.resync``): a full pass of the one-shot code every
   ``--resync`` seconds, on the leader, as a safety net for anything a stream missed.
-- the **main loop** keeps the book of jobs (:mod:`sweeper.watch.agenda`: each job's timer, who
+- the **main loop** keeps the book of jobs (``sweeper.watch.agenda``: each job's timer, who
   acts on it, its failures): it applies queued messages, and when a timer is due (and this
   replica leads) hands the job to the **fire pool**
-  (:mod:`sweeper.watch.fire`), which reads the job again, judges it with the current time and
+  (``sweeper.watch.fire``), which reads the job again, judges it with the current time and
   lets the executor act, with the one-shot mode's guards. Followers keep their timers armed,
   so a takeover acts on every overdue job at once.
 
 ``now`` is read once per fired job: the local clock, or with ``--clock server`` the earliest
-time the API server's clock can show (:mod:`sweeper.watch.servertime`), so nothing fires early.
+time the API server's clock can show (``sweeper.watch.servertime``), so nothing fires early.
 """
 
 from __future__ import annotations
@@ -76,26 +76,12 @@ class WatchConnect(Protocol):
     """Builds the cluster for the watch mode (``sweeper.k8s.kube.connect``)."""
 
     def __call__(self, config: Config, /, *, stop: StopFlag) -> WatchCluster:
-        """Connect.
-
-        Args:
-            config: The run's settings.
-            stop: The run's stop flag (no deadline in watch mode: it runs until a signal).
-        """
+        """Connect; ``stop`` has no deadline in watch mode, which runs until a signal."""
         ...
 
 
 def watch(config: Config, connect: WatchConnect, out: TextIO) -> int:
-    """Run the watch mode until SIGTERM or SIGINT.
-
-    Args:
-        config: The run's settings (``config.watch`` set).
-        connect: Builds the cluster.
-        out: Where the resync passes' reports go.
-
-    Returns:
-        The exit code: 0 after a signal once the work in flight finished and the Lease was
-        released (see :meth:`Watcher.run`).
+    """Run the watch mode until SIGTERM or SIGINT; the exit code is ``Watcher.run``'s.
 
     Raises:
         ClusterUnavailable: Discovery failed for good at start-up (exit 3).
@@ -121,20 +107,14 @@ class _WatchFlag(StopFlag):
         self.window: Callable[[], float] = lambda: math.inf
 
     def write_window(self) -> float:
-        """Seconds a job write sent now may stay in flight (:meth:`Watcher.write_window`)."""
+        """Seconds a job write sent now may stay in flight (``Watcher.write_window``)."""
         return self.window()
 
 
 class Watcher:
     """The watch mode's main loop, timers, fire pool and resync (see the module docstring).
 
-    Args:
-        config: The run's settings.
-        settings: The watch settings.
-        cluster: The cluster.
-        flag: The stop flag (signals).
-        out: Where resync reports go.
-        monotonic: The clock of timers and leadership (injected by tests).
+    ``monotonic`` is the clock of timers and leadership (injected by tests).
     """
 
     def __init__(
@@ -212,27 +192,23 @@ class Watcher:
 
     @property
     def elector(self) -> Elector:
-        """The Lease's state machine (:attr:`Leader.elector`)."""
+        """The Lease's state machine (``Leader.elector``)."""
         return self.leader.elector
 
     def now(self) -> datetime:
-        """The decision clock's reading (one per fired job; see :meth:`_DecisionClock.now`)."""
+        """The decision clock's reading (one per fired job; see ``_DecisionClock.now``)."""
         return self._clock.now()
 
     def leading(self) -> bool:
-        """Whether this replica may write to jobs now (:meth:`Leader.leading`)."""
+        """Whether this replica may write to jobs now (``Leader.leading``)."""
         return self.leader.leading()
 
     def write_window(self) -> float:
-        """Seconds a job write sent now may stay in flight (:meth:`Leader.write_window`)."""
+        """Seconds a job write sent now may stay in flight (``Leader.write_window``)."""
         return self.leader.write_window()
 
     def stop_reason(self) -> SweeperError | None:
-        """Say whether writes must stop: a signal, or this replica no longer leads.
-
-        Returns:
-            The reason, or ``None`` to go on.
-        """
+        """Say why writes must stop (a signal, or this replica no longer leads), or ``None``."""
         cause = self.flag.reason()
         if cause is not None:
             return cause
@@ -247,11 +223,8 @@ class Watcher:
 
         A signal is how a Deployment stops its pods (a rollout, a drain, a scale-down), so a
         clean stop is not an error, as for any controller: the exit code is 0 once the work in
-        flight has finished and the Lease is released.
-
-        Returns:
-            The exit code: 0 after a clean stop; 4 when work was still running after the
-            wait for it (see :meth:`_drain`).
+        flight has finished and the Lease is released; 4 when work was still running after
+        the wait for it (``_drain``).
 
         Raises:
             ClusterUnavailable: Discovery failed for good.
@@ -316,17 +289,13 @@ class Watcher:
 
         client-go's contract for releasing on cancel: whatever the Lease guards must have
         completed first, or two replicas act at once. No write starts any more (every write
-        asks :meth:`stop_reason`, and the signal cuts every retry wait short), so the fires in
+        asks ``stop_reason``, and the signal cuts every retry wait short), so the fires in
         progress end within a request each, and the resync pass (its report included) and the
         Lease thread are waited for a bounded time.
 
-        Args:
-            threads: The threads :meth:`run` started.
-
-        Returns:
-            Whether everything finished: only then is the Lease released. Otherwise it is left
-            to expire (``--lease-duration``), so that the next leader's first write cannot
-            overlap one of ours still on its way.
+        Returns whether everything finished: only then is the Lease released. Otherwise it is
+        left to expire (``--lease-duration``), so that the next leader's first write cannot
+        overlap one of ours still on its way.
         """
         self._pool.shutdown(wait=True, cancel_futures=True)  # the fires in progress
         resync = next(t for t in threads if t.name == "resync")

@@ -2,7 +2,7 @@
 
 ``/healthz`` says the process is alive (its main loop turned recently), ``/readyz`` that every
 watch completed its first list (its view of the jobs is whole), ``/metrics`` the Prometheus
-text format rendered by :mod:`sweeper.metrics`, which defines every ``deadline_sweeper_*``
+text format rendered by ``sweeper.metrics``, which defines every ``deadline_sweeper_*``
 name (the Pushgateway push uses the same definitions).
 
 The address family follows the address, as a Go listener's does (kubelet, kube-proxy): an IPv6
@@ -35,7 +35,7 @@ STALE_LOOP_S = 120.0
 
 
 class Exposition(Protocol):
-    """What ``/metrics`` serves: :class:`sweeper.metrics.WatchMetrics`.
+    """What ``/metrics`` serves: ``sweeper.metrics.WatchMetrics``.
 
     A protocol, not an import: sweeper.metrics (above this layer) stays the one module that
     imports prometheus-client and defines the metric names.
@@ -51,9 +51,7 @@ class Exposition(Protocol):
 class Health:
     """What the probes report, updated by the watch loop's threads.
 
-    Args:
-        streams: How many watch streams must complete a first list before ``/readyz``.
-        monotonic: The clock of the liveness check.
+    ``/readyz`` waits for ``streams`` watch streams to complete a first list.
     """
 
     def __init__(self, streams: int, monotonic: Callable[[], float] = time.monotonic) -> None:
@@ -64,20 +62,12 @@ class Health:
         self._beat = monotonic()
 
     def expect(self, streams: int) -> None:
-        """Set the number of streams ``/readyz`` waits for (known after discovery).
-
-        Args:
-            streams: The number.
-        """
+        """Set the number of streams ``/readyz`` waits for (known after discovery)."""
         with self._lock:
             self._expected = streams
 
     def listed(self, stream: object) -> None:
-        """Record that a stream completed its first list.
-
-        Args:
-            stream: The stream's identity.
-        """
+        """Record that a stream completed its first list."""
         with self._lock:
             self._listed.add(stream)
 
@@ -100,14 +90,8 @@ class Health:
 def serve(address: str, port: int, health: Health, metrics: Exposition) -> ThreadingHTTPServer:
     """Serve the probes and the metrics on a daemon thread.
 
-    Args:
-        address: The address to bind.
-        port: The port (0 picks a free one: ``server.server_address`` says which).
-        health: The probes' state.
-        metrics: The metrics.
-
-    Returns:
-        The running server (``shutdown()`` stops it, ``server_close()`` frees the port).
+    Port 0 picks a free one (``server.server_address`` says which); ``shutdown()`` stops the
+    server, ``server_close()`` frees the port.
 
     Raises:
         ConfigError: The address and port cannot be listened on (a port already in use,
@@ -153,15 +137,7 @@ def serve(address: str, port: int, health: Health, metrics: Exposition) -> Threa
 
 
 def host_port(address: str, port: int) -> str:
-    """``address:port`` as a URL writes it: an IPv6 address in brackets (``[::1]:8080``).
-
-    Args:
-        address: An IPv4 or IPv6 address (without brackets) or a host name.
-        port: The port.
-
-    Returns:
-        The text for logs and messages.
-    """
+    """``address:port`` as a URL writes it: an IPv6 address in brackets (``[::1]:8080``)."""
     return f"[{address}]:{port}" if _is_ipv6(address) else f"{address}:{port}"
 
 

@@ -51,10 +51,7 @@ class Scope:
 class Listed:
     """A stream's list, complete: each job's due instant (``None``: never due as it stands).
 
-    Attributes:
-        scope: The stream's scope.
-        due: Every listed job of the scope.
-        relist: Not the stream's first list: a job of the scope missing here is gone.
+    On a ``relist`` (not the stream's first list) a job of the scope missing here is gone.
     """
 
     scope: Scope
@@ -90,13 +87,7 @@ class Ending(Enum):
 
 @dataclass(frozen=True, slots=True)
 class Fired:
-    """A fire (or a resync pass's action) is done with a job.
-
-    Attributes:
-        key: The job.
-        rearm: When to look at the job again, if it still needs looking at.
-        ending: How it ended.
-    """
+    """A fire (or a resync pass's action) is done with a job; ``rearm`` is when to look again."""
 
     key: JobKey
     rearm: datetime | None

@@ -1,6 +1,6 @@
 """The Lease thread (client-go's election on the cluster) and whether this replica leads.
 
-The algorithm is :mod:`sweeper.watch.elector`, pure; this module sends its requests.
+The algorithm is ``sweeper.watch.elector``, pure; this module sends its requests.
 
 With ``--leader-elect``, and never in a dry run (a dry run writes nothing, the Lease included,
 so each dry replica reports on its own). Only the leader writes to jobs, and the transport asks
@@ -47,15 +47,8 @@ LEASE_RETRY_UNREACHABLE_S = 0.5
 class Leader:
     """The Lease loop around the Elector; the one place that says whether this replica leads.
 
-    Args:
-        cluster: The cluster (the Lease requests).
-        settings: The watch settings (identity, Lease name and namespace, timing).
-        inbox: Told each change of leadership (it wakes the main loop up).
-        elects: Whether this replica elects at all; without election it always leads.
-        saw_date: Takes each answer's ``Date`` header for the server clock.
-        stopping: Set on SIGTERM or SIGINT: the loop ends (the Lease is released later).
-        metrics: The watch metrics (the leader gauge).
-        monotonic: The clock of leadership (injected by tests).
+    Without ``elects`` it always leads. ``inbox`` is told each change of leadership (it wakes
+    the main loop up); on ``stopping`` the loop ends, and the Lease is released later.
     """
 
     def __init__(
@@ -100,7 +93,7 @@ class Leader:
 
         Asked by the transport before every attempt of a write, retries included: no attempt
         is sent once the renew deadline passed, and each ends before another replica may take
-        the Lease (:meth:`sweeper.watch.elector.Elector.write_window`). Unbounded without
+        the Lease (``sweeper.watch.elector.Elector.write_window``). Unbounded without
         election.
         """
         if not self.elects:
@@ -217,11 +210,7 @@ class Leader:
     def finish(self, busy: list[str]) -> bool:
         """Release the Lease once the work it guards has finished, else leave it to expire.
 
-        Args:
-            busy: The threads still running after the wait for them.
-
-        Returns:
-            Whether the Lease was released (only when nothing was busy).
+        Returns whether it was released: only when no thread was ``busy`` after the wait.
         """
         if busy:
             self.abandon()

@@ -6,7 +6,7 @@ cluster serves.
 A safety net for anything a stream missed; as kube-janitor runs the same clean-up for
 ``--once`` and for its loop, both modes make the same decisions by construction. A job is
 acted on by one actor at a time, its timer's fire or the pass
-(:class:`sweeper.watch.agenda.Agenda`).
+(``sweeper.watch.agenda.Agenda``).
 """
 
 from __future__ import annotations
@@ -32,22 +32,10 @@ log = logging.getLogger(__name__)
 
 
 class Resync:
-    """The resync thread's work: :meth:`run` is the thread.
+    """The resync thread's work: ``run`` is the thread; only the leader runs passes.
 
-    Args:
-        config: The run's settings.
-        settings: The watch settings (``--resync``).
-        cluster: The cluster.
-        out: Where the passes' reports go.
-        rediscover: Discovers the served kinds again before each pass, on every replica (the
-            streams follow what is served).
-        agenda: Who acts on which job.
-        inbox: Told when a pass is done with a job (the main loop re-arms its timer).
-        leading: Whether this replica leads (only the leader runs passes).
-        stop_reason: The watch's reasons to stop writing (a signal, no longer leading).
-        stopping: Set on SIGTERM or SIGINT: the thread ends.
-        metrics: The watch metrics (resyncs).
-        monotonic: The clock ``--timeout`` is counted on.
+    ``rediscover`` runs before each pass, on every replica (the streams follow what is
+    served); ``inbox`` is told when a pass is done with a job (the main loop re-arms its timer).
     """
 
     def __init__(

@@ -8,7 +8,7 @@ intersection of all of them, which tightens well below a second once responses s
 server's second boundaries (lease renewals every few seconds are enough).
 
 The two clocks tick at slightly different rates, so an old bound loosens with its age by
-:data:`DRIFT` (200 ppm, far above what a quartz or an NTP-disciplined clock does): the lower
+``DRIFT`` (200 ppm, far above what a quartz or an NTP-disciplined clock does): the lower
 bound decays as ``lo - DRIFT * age``. All lower bounds decay alike, so the largest one stays
 the largest and the state is two numbers. Timers use the lower bound: the server's clock is
 at least that, so a deadline judged by it has passed for the server too (never early). An
@@ -27,12 +27,7 @@ RESOLUTION_S = 1.0
 
 @dataclass(frozen=True, slots=True)
 class Bounds:
-    """The interval the offset ``server epoch seconds - local monotonic seconds`` lies in.
-
-    Attributes:
-        low: The lower bound.
-        high: The upper bound.
-    """
+    """The interval the offset ``server epoch seconds - local monotonic seconds`` lies in."""
 
     low: float
     high: float
@@ -54,12 +49,10 @@ class ServerClock:
         self.resets = 0
 
     def observe(self, date: datetime, sent: float, received: float) -> None:
-        """Narrow the estimate with one response.
+        """Narrow the estimate with one response sent and received at those monotonic seconds.
 
-        Args:
-            date: The response's ``Date`` header (whole seconds, aware).
-            sent: Local monotonic seconds just before the request was sent.
-            received: Local monotonic seconds just after its answer (headers) arrived.
+        ``sent`` is read just before the request was sent, ``received`` just after its answer's
+        headers arrived.
         """
         server = date.timestamp()
         low, high = server - received, server + RESOLUTION_S - sent
@@ -79,11 +72,7 @@ class ServerClock:
     def bounds(self, at: float) -> Bounds | None:
         """The interval at a monotonic instant, loosened by drift since each bound was set.
 
-        Args:
-            at: Local monotonic seconds.
-
-        Returns:
-            The bounds, ``None`` before the first response.
+        ``None`` before the first response.
         """
         if self._low is None or self._high is None:
             return None
@@ -94,13 +83,9 @@ class ServerClock:
     def now(self, at: float) -> datetime | None:
         """The earliest time the server's clock can show at a monotonic instant.
 
-        Args:
-            at: Local monotonic seconds.
-
-        Returns:
-            An aware UTC datetime, ``None`` before the first response, and when the server's
-            clock is past what a datetime holds (a ``Date`` header in the year 9999): the
-            caller's fallback, the local clock, then decides, rather than an OverflowError.
+        ``None`` before the first response, and when the server's clock is past what a datetime
+        holds (a ``Date`` header in the year 9999): the caller's fallback, the local clock,
+        then decides, rather than an OverflowError.
         """
         bounds = self.bounds(at)
         if bounds is None:

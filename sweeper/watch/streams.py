@@ -5,7 +5,7 @@ resourceVersion with bookmarks; a closed stream resumes from the last resourceVe
 once after a regular close, after a jittered backoff after a failure (a stream that ended within
 a second with no event counts as one, as in client-go's reflector); 410 Gone lists again; a
 stream silent past ``--watch-timeout`` is reopened. It turns each object into the instant the
-job becomes due (:func:`sweeper.core.decide.due_at`) and queues that, never the object itself:
+job becomes due (``sweeper.core.decide.due_at``) and queues that, never the object itself:
 the main loop owns the timers.
 """
 
@@ -56,18 +56,10 @@ _FAILURES_COUNTED = 17
 
 
 class Streams:
-    """The stream threads' work: :meth:`run` is one scope's thread.
+    """The stream threads' work: ``run`` is one scope's thread; ``stopping`` ends them all.
 
-    Args:
-        cluster: The cluster.
-        config: The run's settings (policy, selector, page size, excluded namespaces).
-        settings: The watch settings (``--watch-timeout``).
-        inbox: Where the due instants go.
-        saw_date: Takes each answer's ``Date`` header for the server clock.
-        stopping: Set on SIGTERM or SIGINT: the streams end.
-        metrics: The watch metrics (restarts, relists).
-        health: ``/readyz``, told when each stream first listed.
-        monotonic: The clock the requests are timed on.
+    Due instants go to ``inbox``; each answer's ``Date`` to ``saw_date`` (the server clock);
+    ``health`` is told when each stream first listed (``/readyz``).
     """
 
     def __init__(
@@ -110,9 +102,6 @@ class Streams:
         later (an operator upgrade, CRDs installed after the sweeper) gets its stream, and the
         stream of a kind no longer served ends (its timers dropped) instead of failing with
         404 for ever.
-
-        Args:
-            scopes: The scopes to watch now.
         """
         wanted = set(scopes)
         kinds = sorted({scope.served.kind.name for scope in scopes})
@@ -211,13 +200,8 @@ class Streams:
 
         Streams list at the same time (at start-up, all of them): a page is read into views,
         never into objects, so six pages in flight hold about what one page of objects did.
-
-        Args:
-            scope: The scope.
-            relist: Not its first list (a job missing from it is gone).
-
-        Returns:
-            The list's resourceVersion, where the watch starts (empty when none was said).
+        On a ``relist`` a job missing from the list is gone. Returns the list's
+        resourceVersion, where the watch starts (empty when none was said).
         """
         due: dict[JobKey, datetime | None] = {}
         version = ""
@@ -246,17 +230,12 @@ class Streams:
         return version
 
     def follow(self, scope: Scope, version: str) -> str:
-        """Watch a scope from a resourceVersion until the stream ends, queueing each change.
+        """Watch a scope from ``version`` until the stream ends, queueing each change.
 
-        Args:
-            scope: The scope.
-            version: Where to start.
-
-        Returns:
-            The last resourceVersion seen, where the next watch resumes.
+        Returns the last resourceVersion seen, where the next watch resumes.
 
         Raises:
-            _ShortWatch: The stream ended within :data:`SHORT_WATCH_S` with no event at all.
+            _ShortWatch: The stream ended within ``SHORT_WATCH_S`` with no event at all.
         """
         policy, kept = self.config.policy, self.covered.kept
         sent = self.monotonic()
@@ -298,7 +277,7 @@ class Streams:
 
 
 class _ShortWatch(Exception):  # noqa: N818 - a stream's ending, not an error raised to callers
-    """A watch that ended within :data:`SHORT_WATCH_S` with no event."""
+    """A watch that ended within ``SHORT_WATCH_S`` with no event."""
 
 
 def _resource_version(obj: JSON) -> str | None:
