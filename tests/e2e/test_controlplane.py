@@ -382,9 +382,9 @@ def test_scripts_devcluster_up_prints_a_working_kubeconfig_and_down_removes_ever
         assert up.returncode == 0, up.stderr
         path_line, export_line = up.stdout.splitlines()
         assert export_line == f"export KUBECONFIG={path_line}"
-        state = json.loads(
-            (tmp_path / "kubeflow-deadline-sweeper" / "devcluster" / "state.json").read_text()
-        )
+        # One state directory per checkout (<folder>-<hash of its path>) under the cache.
+        (state_file,) = (tmp_path / "kubeflow-deadline-sweeper" / "devcluster").glob("*/state.json")
+        state = json.loads(state_file.read_text())
         crds = kubernetes.client.ApiextensionsV1Api(
             client_for(Path(path_line))
         ).list_custom_resource_definition()

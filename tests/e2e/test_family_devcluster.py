@@ -55,9 +55,10 @@ def test_up_with_every_family_serves_mpijob_v2beta1_alone_beside_an_operator_wit
         timeout=600,
         check=False,
     )
-    state_file = tmp_path / "kubeflow-deadline-sweeper" / "devcluster" / "state.json"
     try:
         assert up.returncode == 0, up.stderr
+        # One state directory per checkout (<folder>-<hash of its path>) under the cache.
+        (state_file,) = (tmp_path / "kubeflow-deadline-sweeper" / "devcluster").glob("*/state.json")
         state = json.loads(state_file.read_text())
         kubeconfig = Path(up.stdout.splitlines()[0])
 

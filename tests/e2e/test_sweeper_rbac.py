@@ -12,6 +12,7 @@ names the missing permission: the verb and the resource that were forbidden.
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import json
 import re
 from collections.abc import Iterator
@@ -63,7 +64,11 @@ def documented_grants() -> dict[tuple[str, str | None], frozenset[Grant]]:
     """Parse the RBAC table of the chart's README into grants per (action, dry-run)."""
     text = CHART_README.read_text(encoding="utf-8")
     section = text.split("### RBAC", 1)[1].split("\n### ", 1)[0]
-    rows = [line for line in section.splitlines() if line.startswith("|")][2:]  # header, rule
+    # The section's first table: the Training Operator family's grants per action.
+    lines = section.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("|"))
+    table = list(itertools.takewhile(lambda line: line.startswith("|"), lines[start:]))
+    rows = table[2:]  # header, rule
     grants: dict[tuple[str, str | None], frozenset[Grant]] = {}
     for row in rows:
         action, jobs, status, core, events = (c.strip() for c in row.strip("|").split("|"))
@@ -116,7 +121,8 @@ def overdue(control_plane, namespace):
     """A job 10 s overdue never touched, and one an hour overdue touched 30 min ago, with pods.
 
     ``auto`` touches the first and fails the second (more than ``--escalate-after`` past its
-    deadline and its touch).
+    deadline and its touch). A third, failed by its deadline with a Running pod left, is
+    cleaned up by every action.
     """
     half_an_hour_ago = w.stamp(w.now() - dt.timedelta(minutes=30))
     for name, deadline, marks in [
@@ -125,6 +131,8 @@ def overdue(control_plane, namespace):
     ]:
         job = w.create_job(control_plane, namespace, name, deadline=deadline, annotations=marks)
         w.create_replicas(control_plane, job, {"Master": ["Running"], "Worker": ["Running"]})
+    failed = w.failed_by_its_deadline(control_plane, namespace, "failed")
+    w.create_replicas(control_plane, failed, {"Master": ["Running"]})
     return namespace
 
 

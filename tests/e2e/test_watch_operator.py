@@ -44,11 +44,17 @@ def test_the_watchers_touch_at_the_deadline_makes_the_operator_fail_the_job(
         assert touched_at is not None, watcher.explain()
         assert touched_at >= deadline.replace(microsecond=0), "touched before the deadline"
         # The operator can fail the job before the watcher has logged the touch it answered.
-        wait_for(lambda: any(e.get("action") for e in watcher.logs()), "the touch logged", watcher)
-        actions = [e for e in watcher.logs() if e.get("action")]
-        assert [(e["action"], e["result"]) for e in actions] == [("touch", "done")], (
-            watcher.explain()
+        # Then the pods v1.9.4 kept at its deadline failure (cleanPodPolicy absent: None) go.
+        wait_for(
+            lambda: any(e.get("action") == "terminate-pods" for e in watcher.logs()),
+            "the touch and the clean-up logged",
+            watcher,
         )
+        actions = [e for e in watcher.logs() if e.get("action")]
+        assert [(e["action"], e["result"]) for e in actions] == [
+            ("touch", "done"),
+            ("terminate-pods", "done"),
+        ], watcher.explain()
     finally:
         watcher.stop()
 
