@@ -33,6 +33,8 @@ MPI_JOB_ROLE_LABEL = "training.kubeflow.org/job-role"
 JOB_DEADLINE_MESSAGE = "Job was active longer than specified deadline"
 # The trainer's (pkg/constants/constants.go at v2.3.0).
 TRAINJOB_DEADLINE_MESSAGE = "TrainJob exceeded its active deadline"
+# Who the sweeper's Events say recorded them.
+SWEEPER = "kubeflow-deadline-sweeper"
 _CONTAINER = {"image": "busybox:1.36", "command": ["sleep", "3600"]}
 
 
@@ -220,3 +222,45 @@ def refusing_jobset_deletes(cp: ControlPlane, namespace: str) -> Iterator[str]:
     finally:
         for plural in ("validatingadmissionpolicybindings", "validatingadmissionpolicies"):
             cp.request("DELETE", f"{_ADMISSION}/{plural}/{name}", expect=(200, 404))
+
+
+# --- What the sweeper did ------------------------------------------------------------------------
+
+_READS = frozenset({"get", "list", "watch"})
+
+
+def writes(requests: list[Obj]) -> list[tuple[str, str, str]]:
+    """The writes among a run's audit events: ``(verb, resource[/subresource], name)`` each.
+
+    A server dry run's writes are listed too, with ``?dryRun`` kept in the verb's place
+    (``delete?dryRun``), so that a test tells them from real ones.
+    """
+    found = []
+    for event in requests:
+        if event["verb"] in _READS:
+            continue
+        ref = event.get("objectRef", {})
+        resource = ref.get("resource", "")
+        if ref.get("subresource"):
+            resource += f"/{ref['subresource']}"
+        verb = event["verb"] + ("?dryRun" if "dryRun=" in event["requestURI"] else "")
+        found.append((verb, resource, ref.get("name", "")))
+    return found
+
+
+def events_on(cp: ControlPlane, namespace: str, obj: Obj) -> list[str]:
+    """The reasons of the Events the sweeper recorded on one object (by its uid), oldest first.
+
+    The controllers record their own (mpi-operator's ``MPIJobCreated``...): those are left out.
+    """
+    selector = urllib.parse.quote(f"involvedObject.uid={obj['metadata']['uid']}")
+    found: list[Obj] = cp.request(
+        "GET", f"/api/v1/namespaces/{namespace}/events?fieldSelector={selector}"
+    )["items"]
+    return [event["reason"] for event in found if event.get("reportingComponent") == SWEEPER]
+
+
+def resource_versions(cp: ControlPlane, collection: str, namespace: str) -> dict[str, str]:
+    """Every object of ``collection`` in ``namespace``: its resourceVersion, by name."""
+    items: list[Obj] = cp.request("GET", collection.format(namespace=namespace))["items"]
+    return {item["metadata"]["name"]: item["metadata"]["resourceVersion"] for item in items}

@@ -1,0 +1,237 @@
+"""The sweeper on mpi-operator's MPIJobs (v2beta1), with mpi-operator and the Job controller real.
+
+What ``test_family_mpi_alone`` shows is left behind, the sweeper reclaims, run with nothing but
+its defaults (no ``--action``):
+
+- an MPIJob failed at its deadline by the launcher Job's controller keeps its Running workers
+  (the default ``cleanPodPolicy`` is ``None``): one run deletes them and records
+  ``DeadlinePodsTerminated`` on the MPIJob; they stay gone across mpi-operator's full resync
+  and the MPIJob stays Failed; a ``cleanPodPolicy: Running`` MPIJob is mpi-operator's to clean;
+- a ``WaitForWorkersReady`` gang whose worker never gets ready has no launcher and so no
+  deadline: past ``startTime + activeDeadlineSeconds`` the sweeper fails it as mpi-operator
+  records a failure, and its workers go; mpi-operator keeps it Failed; a gang not yet due, and
+  every object in a dry run, is left as it was;
+- ``--watch`` arms both: the workers go when the MPIJob turns Failed, the gang is failed when
+  its deadline passes, with no resync in between.
+
+Pods have no node: the workers are made Running through ``pods/status`` (a gang's second
+worker stays Pending, never ready), and a pod without a node is deleted at once.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from devcluster import ControlPlane
+from tests.e2e import clusters, families
+from tests.e2e.conftest_families import MPICluster
+from tests.e2e.conftest_operator import poll, sleep_until
+from tests.e2e.watchers import Watcher, wait_for
+from tests.e2e.workloads import parse_stamp
+
+pytestmark = [pytest.mark.e2e]
+
+# Long enough for the workers to be made Running before it, even on a busy machine.
+ADS = 6
+WORKERS = 2
+
+
+def _start(
+    cp: ControlPlane,
+    namespace: str,
+    name: str,
+    *,
+    ads: int = ADS,
+    ready: int = WORKERS,
+    clean_pod_policy: str | None = None,
+    launcher_creation_policy: str | None = None,
+) -> list[families.Obj]:
+    """Create an MPIJob and make ``ready`` of its workers Running; returns its workers."""
+    body = families.mpijob(
+        name,
+        ads=ads,
+        workers=WORKERS,
+        clean_pod_policy=clean_pod_policy,
+        launcher_creation_policy=launcher_creation_policy,
+    )
+    families.create(cp, families.MPIJOBS, namespace, body)
+    workers = poll(
+        lambda: w if len(w := families.mpi_workers(cp, namespace, name)) == WORKERS else None,
+        what=f"mpi-operator to create the {WORKERS} workers of {name}",
+    )
+    for pod in workers[:ready]:
+        families.make_running(cp, pod)
+    return workers
+
+
+def _mpijob(cp: ControlPlane, namespace: str, name: str) -> families.Obj:
+    found = families.get(cp, families.MPIJOBS, namespace, name)
+    assert found is not None, f"MPIJob {name} is gone"
+    return found
+
+
+def _failed(cp: ControlPlane, namespace: str, name: str) -> families.Obj:
+    """Wait until the MPIJob is Failed with a ``completionTime``; return it."""
+    return poll(
+        lambda: (
+            job
+            if families.condition(job := _mpijob(cp, namespace, name), "Failed")
+            and job["status"].get("completionTime")
+            else None
+        ),
+        timeout=90,
+        what=f"MPIJob {name} to be Failed with a completionTime",
+    )
+
+
+def _started_at(cp: ControlPlane, namespace: str, name: str) -> dt.datetime:
+    stamp = poll(
+        lambda: _mpijob(cp, namespace, name).get("status", {}).get("startTime"),
+        what=f"mpi-operator to write the startTime of {name}",
+    )
+    return parse_stamp(stamp)
+
+
+def _active_workers(cp: ControlPlane, namespace: str, name: str) -> list[str]:
+    return [
+        pod["metadata"]["name"]
+        for pod in families.mpi_workers(cp, namespace, name)
+        if pod["status"].get("phase") in ("Running", "Pending")
+        and not pod["metadata"].get("deletionTimestamp")
+    ]
+
+
+def _full_resync(cluster: MPICluster, namespace: str, name: str) -> None:
+    """Restart mpi-operator and wait until it has synced the MPIJob once from a fresh list."""
+    cluster.mpi_operator.restart()
+    cluster.mpi_operator.wait_for_log(
+        rf'Finished syncing job "{re.escape(namespace)}/{re.escape(name)}"'
+    )
+
+
+def test_one_run_with_the_defaults_deletes_the_workers_mpi_operator_keeps_and_they_stay_gone(
+    mpi_cluster: MPICluster, family_namespace: str, family_sweep: Callable[..., clusters.Sweep]
+) -> None:
+    cp, namespace = mpi_cluster.cp, family_namespace
+    kept = _start(cp, namespace, "kept")
+    _start(cp, namespace, "cleaned", clean_pod_policy="Running")
+    early = families.condition(_mpijob(cp, namespace, "kept"), "Failed")
+    assert early is None, "premise: the workers ran before the deadline (a slow machine?)"
+    failed = _failed(cp, namespace, "kept")
+    _failed(cp, namespace, "cleaned")
+    reason = (families.condition(failed, "Failed") or {}).get("reason")
+    assert reason == "DeadlineExceeded", "premise: the launcher Job's deadline failed it"
+    launcher = families.get(cp, families.JOBS, namespace, "kept-launcher")
+    job_failed = families.condition(launcher, "Failed") or {}
+    assert job_failed.get("reason") == "DeadlineExceeded", "premise: the Job controller did"
+    names = [pod["metadata"]["name"] for pod in kept]
+    assert _active_workers(cp, namespace, "kept") == names, "premise: the workers stayed"
+
+    run = family_sweep("-n", namespace)
+
+    assert run.result.returncode == 0, run.explain()
+    assert sorted(families.writes(run.requests)) == [
+        ("create", "events", ""),
+        *(("delete", "pods", name) for name in names),
+    ], run.explain()
+    row = next(line for line in run.result.stdout.splitlines() if " kept " in line)
+    assert f"done: pods {', '.join(names)}" in row, run.explain()
+    assert families.mpi_workers(cp, namespace, "kept") == []
+    assert families.events_on(cp, namespace, failed) == ["DeadlinePodsTerminated"]
+
+    _full_resync(mpi_cluster, namespace, "kept")
+    assert families.mpi_workers(cp, namespace, "kept") == [], "mpi-operator re-created a worker"
+    still = families.condition(_mpijob(cp, namespace, "kept"), "Failed") or {}
+    assert still.get("reason") == "DeadlineExceeded", "the MPIJob stays Failed"
+    assert _mpijob(cp, namespace, "kept")["status"].get("completionTime")
+    # The second run finds nothing left: the workers are gone for good, not re-created.
+    again = family_sweep("-n", namespace)
+    assert (again.result.returncode, families.writes(again.requests)) == (0, []), again.explain()
+
+
+def test_a_gang_past_its_deadline_is_failed_and_its_workers_go_after_dry_runs_wrote_nothing(
+    mpi_cluster: MPICluster, family_namespace: str, family_sweep: Callable[..., clusters.Sweep]
+) -> None:
+    cp, namespace = mpi_cluster.cp, family_namespace
+    waits = "WaitForWorkersReady"
+    # One worker of each never gets ready: no launcher, so nothing else enforces a deadline.
+    gang = _start(cp, namespace, "gang", ready=1, launcher_creation_policy=waits)
+    _start(cp, namespace, "later", ads=3600, ready=1, launcher_creation_policy=waits)
+    sleep_until(_started_at(cp, namespace, "gang") + dt.timedelta(seconds=ADS + 1))
+    _started_at(cp, namespace, "later")
+    assert families.get(cp, families.JOBS, namespace, "gang-launcher") is None, "premise"
+    assert families.condition(_mpijob(cp, namespace, "gang"), "Failed") is None, "premise"
+    names = [pod["metadata"]["name"] for pod in gang]
+    assert _active_workers(cp, namespace, "gang") == names, "premise: Running and Pending"
+    before = families.resource_versions(cp, families.MPIJOBS, namespace)
+    pods_before = families.resource_versions(cp, families.PODS, namespace)
+
+    client = family_sweep("-n", namespace, "--dry-run")
+    server = family_sweep("-n", namespace, "--dry-run=server")
+
+    for run, sent in ((client, []), (server, [("patch?dryRun", "mpijobs/status", "gang")])):
+        assert run.result.returncode == 0, run.explain()
+        dry_writes = [w for w in families.writes(run.requests) if w[1] != "events"]
+        assert sorted(dry_writes) == sorted(
+            sent + [("delete?dryRun", "pods", name) for name in names if sent]
+        ), run.explain()
+        assert all("?dryRun" in verb for verb, _, _ in families.writes(run.requests))
+        row = next(line for line in run.result.stdout.splitlines() if " gang " in line)
+        assert f"pods {', '.join(names)}" in row, run.explain()
+    assert families.resource_versions(cp, families.MPIJOBS, namespace) == before
+    assert families.resource_versions(cp, families.PODS, namespace) == pods_before
+
+    run = family_sweep("-n", namespace)
+
+    assert run.result.returncode == 0, run.explain()
+    failed = _mpijob(cp, namespace, "gang")
+    condition = families.condition(failed, "Failed") or {}
+    assert condition.get("reason") == "DeadlineExceeded", run.explain()
+    assert failed["status"].get("completionTime"), run.explain()
+    assert families.mpi_workers(cp, namespace, "gang") == [], run.explain()
+    assert families.events_on(cp, namespace, failed) == ["DeadlineExceeded"]
+    later = families.resource_versions(cp, families.MPIJOBS, namespace)["later"]
+    assert later == before["later"], "a gang not yet due was written to"
+
+    _full_resync(mpi_cluster, namespace, "gang")
+    kept = families.condition(_mpijob(cp, namespace, "gang"), "Failed") or {}
+    assert kept.get("reason") == "DeadlineExceeded", "mpi-operator undid the failure"
+    assert families.mpi_workers(cp, namespace, "gang") == [], "mpi-operator re-created a worker"
+    assert families.get(cp, families.JOBS, namespace, "gang-launcher") is None
+
+
+@pytest.fixture
+def watcher(mpi_cluster: MPICluster, family_namespace: str, tmp_path: Path) -> Iterator[Watcher]:
+    """``sweeper --watch`` on the module's cluster, with a resync too far off to ever run."""
+    kubeconfig = mpi_cluster.cp.user_kubeconfig(clusters.SWEEPER_USER, ["system:masters"])
+    started = Watcher(kubeconfig, tmp_path, "-n", family_namespace, "--resync", "1h")
+    yield started
+    started.stop()
+
+
+def test_watch_reclaims_the_workers_when_the_mpijob_fails_and_fails_a_gang_at_its_deadline(
+    mpi_cluster: MPICluster, family_namespace: str, watcher: Watcher
+) -> None:
+    cp, namespace = mpi_cluster.cp, family_namespace
+    watcher.wait_ready()
+
+    _start(cp, namespace, "kept")
+    _start(cp, namespace, "gang", ready=1, launcher_creation_policy="WaitForWorkersReady")
+
+    wait_for(lambda: not families.mpi_workers(cp, namespace, "gang"), "gang's workers", watcher)
+    wait_for(lambda: not families.mpi_workers(cp, namespace, "kept"), "kept's workers", watcher)
+    gang = _mpijob(cp, namespace, "gang")
+    assert (families.condition(gang, "Failed") or {}).get("reason") == "DeadlineExceeded"
+    assert families.get(cp, families.JOBS, namespace, "gang-launcher") is None
+    kept = _mpijob(cp, namespace, "kept")
+    assert (families.condition(kept, "Failed") or {}).get("reason") == "DeadlineExceeded", (
+        "the workers went before mpi-operator failed the MPIJob"
+    )
+    # A fire that finds nothing left to do is logged too (left-alone): only the writes count.
+    acted = sorted((e["name"], e["action"]) for e in watcher.logs() if e.get("result") == "done")
+    assert acted == [("gang", "fail"), ("kept", "terminate-pods")], watcher.explain()
