@@ -1,0 +1,220 @@
+"""The sweeper on Trainer v2's TrainJobs, with the trainer, JobSet and the Job controller real.
+
+What ``test_family_trainer_alone`` shows is left behind, the sweeper reclaims: the JobSet of a
+TrainJob failed at its deadline, whose delete the API server refused then (a
+ValidatingAdmissionPolicy, as a cluster admin's policy or a webhook would). While the refusal
+stands, the sweeper's delete is refused too: one error, exit 1, nothing else written. Once it
+is lifted, a run deletes the JobSet, the TrainJob stays Failed and the trainer does not
+re-create the JobSet. A TrainJob failed for another reason (its JobSet failed) and a running
+one before its deadline are left as they were. ``--watch`` arms the JobSet's timer
+(``--reclaim-grace`` after the failure) and deletes it with no resync in between.
+
+Pods have no node and stay Pending; nothing here needs them to run.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from devcluster import ControlPlane
+from devcluster.admin import ADMIN_USER
+from tests.e2e import clusters, families
+from tests.e2e.conftest_families import TrainerCluster
+from tests.e2e.conftest_operator import poll
+from tests.e2e.watchers import Watcher, wait_for
+
+pytestmark = [pytest.mark.e2e]
+
+# Long enough for the trainer to make the JobSet and the policy to take effect before it.
+ADS = 8
+# JobSet's reason when a child Job fails (jobset's api/jobset/v1alpha2, FailedJobsReason).
+JOBSET_FAILED_REASON = "FailedJobs"
+
+
+def _trainjob(cp: ControlPlane, namespace: str, name: str) -> families.Obj:
+    found = families.get(cp, families.TRAINJOBS, namespace, name)
+    assert found is not None, f"TrainJob {name} is gone"
+    return found
+
+
+def _failed_reason(cp: ControlPlane, namespace: str, name: str) -> str | None:
+    failed = families.condition(_trainjob(cp, namespace, name), "Failed")
+    return None if failed is None else str(failed["reason"])
+
+
+def _create(cp: ControlPlane, namespace: str, name: str, ads: int) -> families.Obj:
+    """Create a TrainJob and wait for its JobSet; return the JobSet."""
+    families.create(cp, families.TRAINJOBS, namespace, families.trainjob(name, ads=ads))
+    return poll(
+        lambda: families.get(cp, families.JOBSETS, namespace, name),
+        what=f"the trainer to create the JobSet of {name}",
+    )
+
+
+def _fail_jobset(cp: ControlPlane, namespace: str, name: str) -> None:
+    """Write the JobSet Failed through ``jobsets/status``, as its controller does when a Job fails.
+
+    The JobSet controller then keeps it finished, and the trainer copies the condition, its
+    reason included, into the TrainJob.
+    """
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    condition = {
+        "type": "Failed",
+        "status": "True",
+        "reason": JOBSET_FAILED_REASON,
+        "message": "jobset failed due to one or more job failures",
+        "lastTransitionTime": stamp,
+    }
+    cp.request(
+        "PATCH",
+        f"{families.JOBSETS.format(namespace=namespace)}/{name}/status",
+        {"status": {"conditions": [condition]}},
+        content_type="application/merge-patch+json",
+    )
+
+
+def _reconciles(cluster: TrainerCluster, namespace: str, name: str) -> int:
+    """How many times the trainer has reconciled one TrainJob since it started (its V(2) log)."""
+    key = re.compile(
+        rf'"Reconciling TrainJob".*"trainJob":\{{"name":"{re.escape(name)}",'
+        rf'"namespace":"{re.escape(namespace)}"\}}'
+    )
+    return len(key.findall(cluster.trainer.log_since_start()))
+
+
+def _deletes_by(cp: ControlPlane, user: str, namespace: str, name: str, since: int) -> list[int]:
+    """The status of each real (not dry-run) DELETE of the JobSet by ``user`` since an offset."""
+    return [
+        event.get("responseStatus", {}).get("code", 0)
+        for event in cp.audit_events(user=user, since=since)
+        if event["verb"] == "delete"
+        and event.get("objectRef", {}).get("resource") == "jobsets"
+        and event["objectRef"].get("namespace") == namespace
+        and event["objectRef"].get("name") == name
+        and "dryRun" not in event["requestURI"]
+    ]
+
+
+def test_a_jobset_left_by_a_refused_delete_goes_once_the_refusal_is_lifted_and_no_other(
+    trainer_cluster: TrainerCluster,
+    family_namespace: str,
+    family_sweep: Callable[..., clusters.Sweep],
+) -> None:
+    cp, namespace = trainer_cluster.cp, family_namespace
+    grace = ("--reclaim-grace", "0s")
+    since = cp.audit_offset()
+
+    with families.refusing_jobset_deletes(cp, namespace):
+        _create(cp, namespace, "train", ADS)
+        _create(cp, namespace, "running", 3600)
+        _create(cp, namespace, "other", 3600)
+        poll(
+            lambda: families.jobset_delete_refused(cp, namespace, "train"),
+            what="the policy to refuse deleting the JobSet",
+        )
+        assert _failed_reason(cp, namespace, "train") is None, "premise: refused in time"
+        _fail_jobset(cp, namespace, "other")
+        poll(
+            lambda: _failed_reason(cp, namespace, "other") == JOBSET_FAILED_REASON,
+            what="the trainer to fail the TrainJob whose JobSet failed",
+        )
+        poll(
+            lambda: _failed_reason(cp, namespace, "train") == "DeadlineExceeded",
+            what="the trainer to fail the TrainJob at its deadline",
+        )
+        assert _deletes_by(cp, ADMIN_USER, namespace, "train", since) == [403], "premise"
+        trainjobs = families.resource_versions(cp, families.TRAINJOBS, namespace)
+        jobsets = families.resource_versions(cp, families.JOBSETS, namespace)
+
+        refused = family_sweep("-n", namespace, *grace)
+
+        assert refused.result.returncode == 1, refused.explain()
+        assert families.writes(refused.requests) == [("delete", "jobsets", "train")]
+        [row] = [line for line in refused.result.stdout.splitlines() if " train " in line]
+        assert "error" in row, refused.explain()
+        assert f"deleting JobSets is refused in namespace {namespace}" in row, refused.explain()
+        assert families.resource_versions(cp, families.JOBSETS, namespace) == jobsets
+
+    poll(
+        lambda: not families.jobset_delete_refused(cp, namespace, "train"),
+        what="the lifted policy to stop refusing",
+    )
+    reconciled = _reconciles(trainer_cluster, namespace, "train")
+
+    run = family_sweep("-n", namespace, *grace)
+
+    assert run.result.returncode == 0, run.explain()
+    assert sorted(families.writes(run.requests)) == [
+        ("create", "events", ""),
+        ("delete", "jobsets", "train"),
+    ], run.explain()
+    poll(
+        lambda: families.get(cp, families.JOBSETS, namespace, "train") is None,
+        what="the deleted JobSet to be gone",
+    )
+    # The JobSet's deletion is an event of the TrainJob that owns it: the trainer reconciles.
+    poll(
+        lambda: _reconciles(trainer_cluster, namespace, "train") > reconciled,
+        what="the trainer to reconcile the TrainJob after its JobSet went",
+    )
+    assert families.get(cp, families.JOBSETS, namespace, "train") is None, "re-created"
+    assert _failed_reason(cp, namespace, "train") == "DeadlineExceeded", "no longer Failed"
+    train = _trainjob(cp, namespace, "train")
+    assert families.events_on(cp, namespace, train) == ["DeadlineJobSetDeleted"]
+    after = families.resource_versions(cp, families.TRAINJOBS, namespace)
+    assert {name: after[name] for name in ("running", "other")} == {
+        name: trainjobs[name] for name in ("running", "other")
+    }
+    left = families.resource_versions(cp, families.JOBSETS, namespace)
+    assert left == {name: jobsets[name] for name in ("running", "other")}
+
+
+@pytest.fixture
+def watcher(
+    trainer_cluster: TrainerCluster, family_namespace: str, tmp_path: Path
+) -> Iterator[Watcher]:
+    """``sweeper --watch`` on the module's cluster, with a resync too far off to ever run."""
+    kubeconfig = trainer_cluster.cp.user_kubeconfig(clusters.SWEEPER_USER, ["system:masters"])
+    started = Watcher(
+        kubeconfig,
+        tmp_path,
+        "-n",
+        family_namespace,
+        "--resync",
+        "1h",
+        "--reclaim-grace",
+        "5s",
+    )
+    yield started
+    started.stop()
+
+
+def test_watch_deletes_the_jobset_left_behind_when_its_reclaim_grace_has_passed(
+    trainer_cluster: TrainerCluster, family_namespace: str, watcher: Watcher
+) -> None:
+    cp, namespace, name = trainer_cluster.cp, family_namespace, "train"
+    watcher.wait_ready()
+    since = cp.audit_offset()
+
+    with families.refusing_jobset_deletes(cp, namespace):
+        _create(cp, namespace, name, ADS)
+        poll(
+            lambda: families.jobset_delete_refused(cp, namespace, name),
+            what="the policy to refuse deleting the JobSet",
+        )
+        poll(
+            lambda: _failed_reason(cp, namespace, name) == "DeadlineExceeded",
+            what="the trainer to fail the TrainJob at its deadline",
+        )
+        assert _deletes_by(cp, ADMIN_USER, namespace, name, since) == [403], "premise"
+
+    wait_for(lambda: families.get(cp, families.JOBSETS, namespace, name) is None, "JobSet", watcher)
+    assert _deletes_by(cp, clusters.SWEEPER_USER, namespace, name, since)[-1:] == [200]
+    assert _failed_reason(cp, namespace, name) == "DeadlineExceeded"
+    acted = [(e["name"], e["action"]) for e in watcher.logs() if e.get("result") == "done"]
+    assert acted == [(name, "delete-jobset")], watcher.explain()
