@@ -229,6 +229,19 @@ WRITES = [
         id="service-delete-server-dry-run",
     ),
     pytest.param(
+        lambda c: c.delete_jobset("a", "train", "uid-3", dry_run=False),
+        "DELETE",
+        "/apis/jobset.x-k8s.io/v1alpha2/namespaces/a/jobsets/train",
+        {
+            "apiVersion": "v1",
+            "kind": "DeleteOptions",
+            "preconditions": {"uid": "uid-3"},
+            "propagationPolicy": "Background",
+        },
+        "application/json",
+        id="jobset-delete-with-uid-precondition-in-the-background",
+    ),
+    pytest.param(
         lambda c: c.create_event("a", {"kind": "Event"}, dry_run=False),
         "POST",
         "/api/v1/namespaces/a/events",
