@@ -3,9 +3,10 @@
 ``scripts/test`` runs the suite on two workers (``-n 2``): each worker is a session of its own,
 with its own control plane, operator and namespaces, so tests never see another worker's
 objects. The node tier shares one real node (one network namespace, one containerd), so the
-scheduler below sends it to one worker as one unit; each family module
-(``tests/e2e/test_family_*.py``) likewise, so that its controllers start once. Without ``-n``
-(a single file, a debugger) everything runs in one process, as before.
+scheduler below sends it to one worker as one unit; the modules of each controller family
+(``tests/e2e/test_family_<family>_*.py``) likewise, so that each module starts its controllers
+once and two modules never wait on each other for a machine-wide lock (mpi-operator's).
+Without ``-n`` (a single file, a debugger) everything runs in one process, as before.
 """
 
 from __future__ import annotations
@@ -19,19 +20,21 @@ from tests import summary
 
 _NODE = Path(__file__).parent / "node"
 _NODE_PREFIX = "tests/node/"  # how node ids of the node tier start (ids are rootdir-relative)
-# The families' modules: each starts a control plane and controllers of its own (module scope).
+# The families' modules: each starts a control plane and controllers of its own (module scope);
+# the word after the prefix names the family (``mpi``, ``trainer``, ``devcluster``).
 _FAMILY_PREFIX = "tests/e2e/test_family_"
 _WORKER_KEY = "summary"
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """Spread tests one by one, except the node tier and each family module: one unit each.
+    """Spread tests one by one, except the node tier and each family's modules: one unit each.
 
     pytest-xdist's own ``--dist loadgroup`` does not group on pytest 9 (the worker's nodeid
     rename has no effect), so the grouping is this scheduler's: each test is its own unit of
-    work, every test under ``tests/node/`` shares one, and so do the tests of one
-    ``tests/e2e/test_family_*.py`` module.
+    work, every test under ``tests/node/`` shares one, and so do the tests of one family's
+    modules (``test_family_mpi_alone.py`` and ``test_family_mpi_sweeper.py``): only one
+    mpi-operator runs per machine, so on two workers one module would wait for the other.
     """
     from xdist.scheduler import (  # type: ignore[import-untyped]  # noqa: PLC0415 - only under -n
         LoadScopeScheduling,
@@ -42,7 +45,8 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
             if nodeid.startswith(_NODE_PREFIX):
                 return _NODE_PREFIX
             if nodeid.startswith(_FAMILY_PREFIX):
-                return nodeid.split("::", 1)[0]
+                module = nodeid.split("::", 1)[0].removesuffix(".py")
+                return _FAMILY_PREFIX + module[len(_FAMILY_PREFIX) :].split("_", 1)[0]
             return nodeid
 
     return NodeTierTogether(config, log)
