@@ -132,6 +132,11 @@ def test_one_run_with_the_defaults_deletes_the_workers_mpi_operator_keeps_and_th
     names = [pod["metadata"]["name"] for pod in kept]
     assert _active_workers(cp, namespace, "kept") == names, "premise: the workers stayed"
 
+    dry = family_sweep("-n", namespace, "--dry-run")
+    assert (dry.result.returncode, families.writes(dry.requests)) == (0, []), dry.explain()
+    row = next(line for line in dry.result.stdout.splitlines() if " kept " in line)
+    assert f"planned: pods {', '.join(names)}" in row, dry.explain()
+
     run = family_sweep("-n", namespace)
 
     assert run.result.returncode == 0, run.explain()
