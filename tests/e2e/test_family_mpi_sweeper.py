@@ -240,3 +240,5 @@ def test_watch_reclaims_the_workers_when_the_mpijob_fails_and_fails_a_gang_at_it
     # A fire that finds nothing left to do is logged too (left-alone): only the writes count.
     acted = sorted((e["name"], e["action"]) for e in watcher.logs() if e.get("result") == "done")
     assert acted == [("gang", "fail"), ("kept", "terminate-pods")], watcher.explain()
+    reclaimed = 'deadline_sweeper_reclaimed_total{family="mpi-operator",kind="MPIJob",what="pods"}'
+    assert f"{reclaimed} {2.0 * WORKERS}" in watcher.metrics().splitlines()

@@ -218,3 +218,5 @@ def test_watch_deletes_the_jobset_left_behind_when_its_reclaim_grace_has_passed(
     assert _failed_reason(cp, namespace, name) == "DeadlineExceeded"
     acted = [(e["name"], e["action"]) for e in watcher.logs() if e.get("result") == "done"]
     assert acted == [(name, "delete-jobset")], watcher.explain()
+    reclaimed = 'deadline_sweeper_reclaimed_total{family="trainer",kind="TrainJob",what="jobsets"}'
+    assert f"{reclaimed} 1.0" in watcher.metrics().splitlines()
