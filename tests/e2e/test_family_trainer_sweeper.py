@@ -4,10 +4,11 @@ What ``test_family_trainer_alone`` shows is left behind, the sweeper reclaims: t
 TrainJob failed at its deadline, whose delete the API server refused then (a
 ValidatingAdmissionPolicy, as a cluster admin's policy or a webhook would). While the refusal
 stands, the sweeper's delete is refused too: one error, exit 1, nothing else written. Once it
-is lifted, a run deletes the JobSet, the TrainJob stays Failed and the trainer does not
-re-create the JobSet. A TrainJob failed for another reason (its JobSet failed) and a running
-one before its deadline are left as they were. ``--watch`` arms the JobSet's timer
-(``--reclaim-grace`` after the failure) and deletes it with no resync in between.
+is lifted, dry runs (client and server) name the JobSet and write nothing, a run deletes it,
+the TrainJob stays Failed and the trainer does not re-create the JobSet. A TrainJob failed for
+another reason (its JobSet failed) and a running one before its deadline are left as they
+were. ``--watch`` arms the JobSet's timer (``--reclaim-grace`` after the failure) and deletes
+it with no resync in between.
 
 Pods have no node and stay Pending; nothing here needs them to run.
 """
@@ -144,6 +145,13 @@ def test_a_jobset_left_by_a_refused_delete_goes_once_the_refusal_is_lifted_and_n
         lambda: not families.jobset_delete_refused(cp, namespace, "train"),
         what="the lifted policy to stop refusing",
     )
+    for dry_run, sent in (("client", []), ("server", ["create?dryRun", "delete?dryRun"])):
+        dry = family_sweep("-n", namespace, *grace, f"--dry-run={dry_run}")
+        assert dry.result.returncode == 0, dry.explain()
+        assert sorted(verb for verb, _, _ in families.writes(dry.requests)) == sent
+        row = next(line for line in dry.result.stdout.splitlines() if " train " in line)
+        assert "jobset train" in row, dry.explain()
+    assert families.resource_versions(cp, families.JOBSETS, namespace) == jobsets
     reconciled = _reconciles(trainer_cluster, namespace, "train")
 
     run = family_sweep("-n", namespace, *grace)
