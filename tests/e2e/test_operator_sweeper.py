@@ -36,6 +36,23 @@ pytestmark = [pytest.mark.e2e, pytest.mark.operator]
 # The experiment's pods, minus the master's completion: nothing would ever wake the operator.
 STABLE_FROM_7S = staggered(master_running=1, workers_running=[3, 5, 7])
 TOUCH_MARKER = "kubeflow-deadline-sweeper.github.io/touched-at"
+# The seed of issue 30: a PyTorchJob whose pods are all there and stable by 4 s, one of them
+# finished (a worker that Succeeded: the master alone decides a PyTorchJob's success), one
+# never scheduled (Pending). Its pods once the operator failed it by its deadline and kept them.
+SEED = [
+    Transition(1, "Running", "Master"),
+    Transition(2, "Running", "Worker", 0),
+    Transition(4, "Succeeded", "Worker", 0),
+    Transition(3, "Running", "Worker", 1),
+]
+SEED_FINISHED = "train-worker-0"
+SEED_PHASES = {
+    "train-master-0": "Running",
+    SEED_FINISHED: "Succeeded",
+    "train-worker-1": "Running",
+    "train-worker-2": "Pending",
+}
+SEED_ACTIVE = sorted(pod for pod, phase in SEED_PHASES.items() if phase != "Succeeded")
 
 
 def assert_failed_by_operator(job: jobs.JobView) -> None:
@@ -48,6 +65,26 @@ def assert_failed_by_operator(job: jobs.JobView) -> None:
     ), f"expected the operator's deadline failure on {job.kind} {job.name}: {job.conditions}"
 
 
+def phases(job: RunningJob) -> dict[str, str]:
+    """Each pod of the job not being deleted, and its phase."""
+    return {
+        p.metadata.name: p.status.phase for p in job.pods() if p.metadata.deletion_timestamp is None
+    }
+
+
+def seed_settled(job: RunningJob) -> None:
+    """Wait until the seed's pods are in their final phases (none changes after that)."""
+    poll(
+        lambda: phases(job) == SEED_PHASES, what=f"the pods of {job.name} to settle: {SEED_PHASES}"
+    )
+
+
+def report_row(stdout: str, job: RunningJob) -> str:
+    """The one row of the text report's table about ``job`` (its namespace is its own)."""
+    [row] = [line for line in stdout.splitlines() if f" {job.namespace} " in line]
+    return row.rstrip()
+
+
 def sweep(run_sweeper: RunSweeper, *args: str) -> list[dict[str, Any]]:
     """Run the sweeper with ``-o json``; it must exit 0. Returns its passes."""
     completed = run_sweeper(*args, "-o", "json")
@@ -57,57 +94,76 @@ def sweep(run_sweeper: RunSweeper, *args: str) -> list[dict[str, Any]]:
     return sweeper_passes(completed.stdout)
 
 
-def test_a_touch_after_the_deadline_makes_the_operator_fail_the_job_itself(
+def test_with_the_defaults_the_seed_ends_failed_by_the_operator_with_its_pods_reclaimed(
     operator: Operator,
     kubeflow_jobs: Callable[..., RunningJob],
     run_sweeper: RunSweeper,
     figures: Figures,
 ) -> None:
-    job = kubeflow_jobs("PyTorchJob", ads=15, timeline=STABLE_FROM_7S)
+    # No --action, no --terminate-pods, no -o: the CLI as a new user runs it.
+    job = kubeflow_jobs("PyTorchJob", ads=12, timeline=SEED)
     deadline = job.started().deadline
     assert deadline is not None
-    job.pods_settled(4)
+    seed_settled(job)
     sleep_until(deadline + dt.timedelta(seconds=3))
     assert not job.view().failed, "premise: the operator alone has not failed it"
 
-    [touch_pass] = sweep(run_sweeper, "--action", "touch", "-n", job.namespace)
+    touch = run_sweeper("-n", job.namespace)
 
-    entry = entry_for(touch_pass, job)
-    assert (entry["decision"], entry["reason"], entry["result"]) == ("touch", "overdue", "done")
+    assert touch.returncode == 0, touch.stderr[-2000:]
+    assert report_row(touch.stdout, job).endswith("touch (overdue)  done"), touch.stdout
     failed = job.wait_failed(timeout=30)
     assert_failed_by_operator(failed)
     touched_at = jobs.parse_time(failed.annotations.get(TOUCH_MARKER))
     assert touched_at is not None, "the touch marker stays on the job"
+    # The leak: v1.9.4 sets Failed before it cleans up, so cleanPodPolicy applies, and unset
+    # means None. Nothing else deletes pods here, so what the operator left stays.
+    assert phases(job) == {**SEED_PHASES}, "v1.9.4 keeps every pod; if not, the operator changed"
 
-    # v1.9.4 sets Failed before cleaning up, so cleanPodPolicy applies, and unset means None:
-    # the operator keeps every pod of the job it just failed, still Running.
-    kept = job.active_pods()
-    assert sorted(p.metadata.name for p in kept) == [
-        f"{job.name}-master-0",
-        f"{job.name}-worker-0",
-        f"{job.name}-worker-1",
-        f"{job.name}-worker-2",
-    ], "v1.9.4 with cleanPodPolicy unset keeps the pods; if this fails the operator changed"
+    reclaim = run_sweeper("-n", job.namespace)
 
-    [auto_pass] = sweep(run_sweeper, "--action", "auto", "-n", job.namespace)
-
-    entry = entry_for(auto_pass, job)
-    assert (entry["decision"], entry["reason"], entry["result"]) == (
-        "terminate-pods",
-        "failed-by-deadline",
-        "done",
-    )
-    assert sorted(entry["deleted"]["pods"]) == sorted(p.metadata.name for p in kept)
-    poll(lambda: not job.active_pods(), what="the kept pods to be gone")
-    assert job.services() == [], "their same-named services are deleted with them"
+    assert reclaim.returncode == 0, reclaim.stderr[-2000:]
+    row = report_row(reclaim.stdout, job)
+    assert "terminate-pods (failed-by-deadline)" in row, reclaim.stdout
+    assert row.endswith(f"done: pods {', '.join(SEED_ACTIVE)}"), reclaim.stdout
+    poll(lambda: not job.active_pods(), what="the Running and Pending pods to be gone")
+    assert phases(job) == {SEED_FINISHED: "Succeeded"}, "the finished pod stays (its logs)"
+    assert job.services() == [SEED_FINISHED], "only the finished pod's service stays"
     after = job.view()
     assert after.conditions == failed.conditions, "the sweeper leaves the operator's status alone"
     figures.add(
-        "3 ADS 15 s, touch at deadline+3 s",
+        "3 the seed, defaults, ADS 12 s, first run at deadline+3 s",
         f"deadline -> Failed {failed.late_by:.0f} s; touch -> Failed "
-        f"{seconds(touched_at, failed.failed_at):.0f} s; pods kept by the operator: {len(kept)}, "
-        f"terminated by --action auto: {len(entry['deleted']['pods'])}",
+        f"{seconds(touched_at, failed.failed_at):.0f} s; pods kept by the operator: "
+        f"{len(SEED_ACTIVE)}, terminated by the second run: {len(SEED_ACTIVE)}",
     )
+
+
+def test_terminate_pods_policy_keeps_what_v194_keeps_and_the_report_says_why(
+    operator: Operator,
+    kubeflow_jobs: Callable[..., RunningJob],
+    run_sweeper: RunSweeper,
+) -> None:
+    job = kubeflow_jobs("PyTorchJob", ads=10, timeline=SEED)
+    deadline = job.started().deadline
+    assert deadline is not None
+    seed_settled(job)
+    sleep_until(deadline + dt.timedelta(seconds=3))
+    [touch] = sweep(run_sweeper, "--terminate-pods", "policy", "-n", job.namespace)
+    assert entry_for(touch, job)["result"] == "done", touch
+    assert_failed_by_operator(job.wait_failed(timeout=30))
+
+    kept = run_sweeper("--terminate-pods", "policy", "-o", "wide", "-n", job.namespace)
+
+    assert kept.returncode == 0, kept.stderr[-2000:]
+    assert report_row(kept.stdout, job).endswith(
+        "skip (finished)  Failed; --terminate-pods policy keeps its pods"
+    ), kept.stdout
+    [again] = sweep(run_sweeper, "--terminate-pods", "policy", "-n", job.namespace)
+    entry = entry_for(again, job)
+    assert (entry["decision"], entry["reason"], entry["result"]) == ("skip", "finished", "skipped")
+    assert "deleted" not in entry, entry
+    assert phases(job) == {**SEED_PHASES}, "cleanPodPolicy unset is None: every pod is kept"
 
 
 def test_repeated_passes_enforce_a_deadline_within_one_interval(
