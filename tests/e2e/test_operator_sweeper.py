@@ -81,8 +81,9 @@ def seed_settled(job: RunningJob) -> None:
 
 def report_row(stdout: str, job: RunningJob) -> str:
     """The one row of the text report's table about ``job`` (its namespace is its own)."""
-    [row] = [line for line in stdout.splitlines() if f" {job.namespace} " in line]
-    return row.rstrip()
+    rows = [line.rstrip() for line in stdout.splitlines() if f" {job.namespace} " in line]
+    assert len(rows) == 1, f"expected one row about {job.namespace}/{job.name}:\n{stdout}"
+    return rows[0]
 
 
 def sweep(run_sweeper: RunSweeper, *args: str) -> list[dict[str, Any]]:

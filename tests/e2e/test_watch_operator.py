@@ -7,6 +7,7 @@ own reason and message. No timing assertion: the benchmarks measure how soon.
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Callable
 from pathlib import Path
 
@@ -15,8 +16,16 @@ import pytest
 from devcluster import jobs
 from devcluster.kubelet import staggered
 from devcluster.operator import Operator
-from tests.e2e.conftest_operator import RunningJob
-from tests.e2e.test_operator_sweeper import TOUCH_MARKER, assert_failed_by_operator
+from tests.e2e.conftest_operator import Figures, RunningJob, poll
+from tests.e2e.test_operator_sweeper import (
+    SEED,
+    SEED_FINISHED,
+    SEED_PHASES,
+    TOUCH_MARKER,
+    assert_failed_by_operator,
+    phases,
+    seed_settled,
+)
 from tests.e2e.watchers import Watcher, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.operator]
@@ -55,6 +64,65 @@ def test_the_watchers_touch_at_the_deadline_makes_the_operator_fail_the_job(
             ("touch", "done"),
             ("terminate-pods", "done"),
         ], watcher.explain()
+    finally:
+        watcher.stop()
+
+
+def resyncs(watcher: Watcher) -> float:
+    """The full passes ``--resync`` has run so far, whatever their result."""
+    text = watcher.metrics()
+    assert "# TYPE deadline_sweeper_resyncs_total counter" in text, "the resync counter is served"
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith("deadline_sweeper_resyncs_total{")
+    )
+
+
+def test_with_the_defaults_the_watcher_gets_the_seed_failed_and_its_pods_reclaimed_at_once(
+    operator: Operator,
+    kubeflow_jobs: Callable[..., RunningJob],
+    sweeper_kubeconfig: Path,
+    tmp_path: Path,
+    figures: Figures,
+) -> None:
+    # Every flag at its default but the scope and where the Lease lives (the Deployment's
+    # own namespace in the chart; here the job's, so no other module's watcher waits on it).
+    job = kubeflow_jobs("PyTorchJob", ads=20, timeline=SEED)
+    watcher = Watcher(
+        sweeper_kubeconfig, tmp_path, "-n", job.namespace, "--lease-namespace", job.namespace
+    )
+    try:
+        watcher.wait_ready()
+        deadline = job.started().deadline
+        assert deadline is not None
+        seed_settled(job)
+
+        failed = job.wait_failed(timeout=120)
+        poll(lambda: not job.active_pods(), what="the Running and Pending pods to be gone")
+        reclaimed = dt.datetime.now(dt.UTC)
+
+        assert_failed_by_operator(failed)
+        assert phases(job) == {SEED_FINISHED: "Succeeded"}, "the finished pod stays (its logs)"
+        assert resyncs(watcher) == 0, "the watch stream's event did it, not a --resync pass"
+        wait_for(
+            lambda: len([e for e in watcher.logs() if e.get("action")]) >= 2,
+            "the touch and the clean-up logged",
+            watcher,
+        )
+        actions = [
+            (e["action"], e["reason"], e["result"]) for e in watcher.logs() if e.get("action")
+        ]
+        assert actions == [
+            ("touch", "overdue", "done"),
+            ("terminate-pods", "failed-by-deadline", "done"),
+        ], watcher.explain()
+        assert job.view().conditions == failed.conditions
+        figures.add(
+            "watch: the seed, defaults, ADS 20 s",
+            f"deadline -> Failed {failed.late_by:.0f} s; deadline -> {len(SEED_PHASES) - 1} "
+            f"pods gone {(reclaimed - deadline).total_seconds():.1f} s (polled every 0.2 s)",
+        )
     finally:
         watcher.stop()
 
