@@ -3,9 +3,11 @@
 Every test runs once per pair of ``PAIRS`` (``conftest.py``), on that pair's real
 kube-apiserver and real operator binary:
 
-- the seed: stable pods overrun the deadline, the operator alone misses it, and a sweeper
-  touch makes that release fail the job with its own reason; its pods go as that release
-  does it (v1.7.0 to v1.9.3 delete every pod, v1.9.4 follows ``cleanPodPolicy``);
+- the seed with the CLI's defaults: stable pods overrun the deadline, the operator alone
+  misses it, and a sweeper touch makes that release fail the job with its own reason; v1.7.0
+  to v1.9.3 then delete every pod, v1.9.4 follows ``cleanPodPolicy`` (unset: ``None``) and
+  keeps them, and the next run, with the defaults still, deletes the Running and Pending ones:
+  on every release no pod of the deadline-failed job keeps running;
 - a sweeper ``--action fail`` that the operator keeps on its next reconcile;
 - ``--terminate-pods policy`` against what the release keeps;
 - MXJob where the release serves it (up to v1.8.x);
@@ -89,11 +91,12 @@ def assert_pods_as_the_release_handles_them(pair: PairCluster, job: RunningJob) 
         )
 
 
-def test_a_touch_after_the_deadline_makes_the_operator_fail_the_job(pair, pair_jobs):
+def test_with_the_defaults_the_operator_fails_the_job_and_no_pod_keeps_running(pair, pair_jobs):
     job = pair_jobs("PyTorchJob", ads=ADS, timeline=STABLE)
     overdue([job])
 
-    report = pair.sweep("--action", "touch", "-n", job.namespace)
+    # Nothing but the defaults (-o json is only how the test reads the report): a touch.
+    report = pair.sweep("-n", job.namespace)
 
     entry = entry_for(report, job)
     assert (entry["decision"], entry["reason"], entry["result"]) == ("touch", "overdue", "done")
@@ -105,6 +108,25 @@ def test_a_touch_after_the_deadline_makes_the_operator_fail_the_job(pair, pair_j
     )
     assert TOUCH_MARKER in failed.annotations
     assert_pods_as_the_release_handles_them(pair, job)
+
+    # The next run, still with the defaults, reclaims what the release kept (v1.9.4: all).
+    again = entry_for(pair.sweep("-n", job.namespace), job)
+
+    if pair.pair.deletes_every_pod_on_deadline:
+        assert (again["decision"], again["reason"], again["detail"]) == (
+            "skip",
+            "finished",
+            "Failed; no pods left to terminate",
+        ), again
+    else:
+        assert (again["decision"], again["reason"], again["result"]) == (
+            "terminate-pods",
+            "failed-by-deadline",
+            "done",
+        ), again
+        assert sorted(again["deleted"]["pods"]) == PYTORCH_PODS, again
+    poll(lambda: not job.active_pods(), what="no Running or Pending pod of the failed job")
+    assert job.view().conditions == failed.conditions, "the operator's Failed status stays"
 
 
 def test_a_sweeper_fail_is_kept_by_the_operator_on_its_next_reconcile(pair, pair_jobs):
