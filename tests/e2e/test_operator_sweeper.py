@@ -36,9 +36,9 @@ pytestmark = [pytest.mark.e2e, pytest.mark.operator]
 # The experiment's pods, minus the master's completion: nothing would ever wake the operator.
 STABLE_FROM_7S = staggered(master_running=1, workers_running=[3, 5, 7])
 TOUCH_MARKER = "kubeflow-deadline-sweeper.github.io/touched-at"
-# The seed of issue 30: a PyTorchJob whose pods are all there and stable by 4 s, one of them
-# finished (a worker that Succeeded: the master alone decides a PyTorchJob's success), one
-# never scheduled (Pending). Its pods once the operator failed it by its deadline and kept them.
+# The seed: a PyTorchJob whose pods are all there and stable by 4 s, one of them finished (a
+# worker that Succeeded: the master alone decides a PyTorchJob's success) and one never
+# scheduled (Pending). SEED_PHASES: its pods from then on, until something deletes them.
 SEED = [
     Transition(1, "Running", "Master"),
     Transition(2, "Running", "Worker", 0),
@@ -119,7 +119,8 @@ def test_with_the_defaults_the_seed_ends_failed_by_the_operator_with_its_pods_re
     assert touched_at is not None, "the touch marker stays on the job"
     # The leak: v1.9.4 sets Failed before it cleans up, so cleanPodPolicy applies, and unset
     # means None. Nothing else deletes pods here, so what the operator left stays.
-    assert phases(job) == {**SEED_PHASES}, "v1.9.4 keeps every pod; if not, the operator changed"
+    assert phases(job) == SEED_PHASES, "v1.9.4 keeps every pod; if not, the operator changed"
+    kept = len(job.active_pods())
 
     reclaim = run_sweeper("-n", job.namespace)
 
@@ -135,8 +136,8 @@ def test_with_the_defaults_the_seed_ends_failed_by_the_operator_with_its_pods_re
     figures.add(
         "3 the seed, defaults, ADS 12 s, first run at deadline+3 s",
         f"deadline -> Failed {failed.late_by:.0f} s; touch -> Failed "
-        f"{seconds(touched_at, failed.failed_at):.0f} s; pods kept by the operator: "
-        f"{len(SEED_ACTIVE)}, terminated by the second run: {len(SEED_ACTIVE)}",
+        f"{seconds(touched_at, failed.failed_at):.0f} s; Running and Pending pods kept by the "
+        f"operator: {kept}, deleted by the second run; the Succeeded one kept",
     )
 
 
@@ -164,7 +165,7 @@ def test_terminate_pods_policy_keeps_what_v194_keeps_and_the_report_says_why(
     entry = entry_for(again, job)
     assert (entry["decision"], entry["reason"], entry["result"]) == ("skip", "finished", "skipped")
     assert "deleted" not in entry, entry
-    assert phases(job) == {**SEED_PHASES}, "cleanPodPolicy unset is None: every pod is kept"
+    assert phases(job) == SEED_PHASES, "cleanPodPolicy unset is None: every pod is kept"
 
 
 def test_repeated_passes_enforce_a_deadline_within_one_interval(
@@ -189,12 +190,15 @@ def test_repeated_passes_enforce_a_deadline_within_one_interval(
     first_touch = decisions.index(("touch", "overdue"))
     assert first_touch > 0, f"premise: the run began before the deadline: {decisions}"
     assert set(decisions[:first_touch]) == {("skip", "not-yet-due")}, decisions
-    # Once the operator failed it, a pass deletes the pods v1.9.4 kept, then has nothing left.
-    assert set(decisions[first_touch + 1 :]) <= {
-        ("skip", "recently-touched"),
-        ("terminate-pods", "failed-by-deadline"),
-        ("skip", "finished"),
-    }, f"no second touch: later passes leave it to the operator: {decisions}"
+    # No second touch: the operator fails the job, the next pass deletes the pods v1.9.4
+    # keeps (--action touch is the default), and the passes after it find nothing to do.
+    later = decisions[first_touch + 1 :]
+    assert ("terminate-pods", "failed-by-deadline") in later, decisions
+    reclaimed = later.index(("terminate-pods", "failed-by-deadline"))
+    assert set(later[:reclaimed]) <= {("skip", "recently-touched")}, decisions
+    assert set(later[reclaimed + 1 :]) <= {("skip", "finished")}, decisions
+    assert entries[first_touch + 1 + reclaimed]["result"] == "done", entries
+    assert not job.active_pods(), "no Running or Pending pod of the failed job is left"
     overdue_at_touch = entries[first_touch]["seconds_overdue"]
     # Whole-second timestamps on both sides (startTime, the server's Date) blur it by 1 s.
     assert 0 <= overdue_at_touch <= every + 1, (
@@ -208,7 +212,8 @@ def test_repeated_passes_enforce_a_deadline_within_one_interval(
     figures.add(
         f"5 ADS 10 s, --every {every} --for 30",
         f"touched {overdue_at_touch:.0f} s after the deadline (pass {first_touch + 1} of "
-        f"{len(passes)}); deadline -> Failed {failed.late_by:.0f} s",
+        f"{len(passes)}); deadline -> Failed {failed.late_by:.0f} s; pods deleted by pass "
+        f"{first_touch + 2 + reclaimed}",
     )
 
 

@@ -2,7 +2,9 @@
 
 The job's pods are stable (nothing wakes the operator at the deadline); the watcher touches
 the job when its deadline passes and the operator, reconciling the touch, fails it with its
-own reason and message. No timing assertion: the benchmarks measure how soon.
+own reason and message. v1.9.4 keeps the pods of the job it failed (``cleanPodPolicy`` unset
+means ``None``): the Failed event reaches the watcher, which deletes the Running and Pending
+ones. No timing assertion: the benchmarks measure how soon.
 """
 
 from __future__ import annotations
@@ -31,41 +33,6 @@ from tests.e2e.watchers import Watcher, wait_for
 pytestmark = [pytest.mark.e2e, pytest.mark.operator]
 
 STABLE_FROM_7S = staggered(master_running=1, workers_running=[3, 5, 7])
-
-
-def test_the_watchers_touch_at_the_deadline_makes_the_operator_fail_the_job(
-    operator: Operator,
-    kubeflow_jobs: Callable[..., RunningJob],
-    sweeper_kubeconfig: Path,
-    tmp_path: Path,
-) -> None:
-    job = kubeflow_jobs("PyTorchJob", ads=20, timeline=STABLE_FROM_7S)
-    watcher = Watcher(sweeper_kubeconfig, tmp_path, "-n", job.namespace, "--no-leader-elect")
-    try:
-        watcher.wait_ready()
-        deadline = job.started().deadline
-        assert deadline is not None
-
-        failed = job.wait_failed(timeout=120)
-
-        assert_failed_by_operator(failed)
-        touched_at = jobs.parse_time(failed.annotations.get(TOUCH_MARKER))
-        assert touched_at is not None, watcher.explain()
-        assert touched_at >= deadline.replace(microsecond=0), "touched before the deadline"
-        # The operator can fail the job before the watcher has logged the touch it answered.
-        # Then the pods v1.9.4 kept at its deadline failure (cleanPodPolicy absent: None) go.
-        wait_for(
-            lambda: any(e.get("action") == "terminate-pods" for e in watcher.logs()),
-            "the touch and the clean-up logged",
-            watcher,
-        )
-        actions = [e for e in watcher.logs() if e.get("action")]
-        assert [(e["action"], e["result"]) for e in actions] == [
-            ("touch", "done"),
-            ("terminate-pods", "done"),
-        ], watcher.explain()
-    finally:
-        watcher.stop()
 
 
 def resyncs(watcher: Watcher) -> float:
@@ -103,8 +70,12 @@ def test_with_the_defaults_the_watcher_gets_the_seed_failed_and_its_pods_reclaim
         reclaimed = dt.datetime.now(dt.UTC)
 
         assert_failed_by_operator(failed)
+        touched_at = jobs.parse_time(failed.annotations.get(TOUCH_MARKER))
+        assert touched_at is not None, watcher.explain()
+        assert touched_at >= deadline.replace(microsecond=0), "touched before the deadline"
         assert phases(job) == {SEED_FINISHED: "Succeeded"}, "the finished pod stays (its logs)"
         assert resyncs(watcher) == 0, "the watch stream's event did it, not a --resync pass"
+        # The operator can fail the job before the watcher has logged the touch it answered.
         wait_for(
             lambda: len([e for e in watcher.logs() if e.get("action")]) >= 2,
             "the touch and the clean-up logged",
