@@ -21,8 +21,8 @@ from devcluster.operator import Operator
 from tests.e2e.conftest_operator import Figures, RunningJob, poll
 from tests.e2e.test_operator_sweeper import (
     SEED,
+    SEED_ACTIVE,
     SEED_FINISHED,
-    SEED_PHASES,
     TOUCH_MARKER,
     assert_failed_by_operator,
     phases,
@@ -91,7 +91,7 @@ def test_with_the_defaults_the_watcher_gets_the_seed_failed_and_its_pods_reclaim
         assert job.view().conditions == failed.conditions
         figures.add(
             "watch: the seed, defaults, ADS 20 s",
-            f"deadline -> Failed {failed.late_by:.0f} s; deadline -> {len(SEED_PHASES) - 1} "
+            f"deadline -> Failed {failed.late_by:.0f} s; deadline -> {len(SEED_ACTIVE)} "
             f"pods gone {(reclaimed - deadline).total_seconds():.1f} s (polled every 0.2 s)",
         )
     finally:
