@@ -225,6 +225,10 @@ def watcher(mpi_cluster: MPICluster, family_namespace: str, tmp_path: Path) -> I
     started.stop()
 
 
+def _done(watcher: Watcher) -> list[tuple[str, str]]:
+    return sorted((e["name"], e["action"]) for e in watcher.logs() if e.get("result") == "done")
+
+
 def test_watch_reclaims_the_workers_when_the_mpijob_fails_and_fails_a_gang_at_its_deadline(
     mpi_cluster: MPICluster, family_namespace: str, watcher: Watcher
 ) -> None:
@@ -244,7 +248,9 @@ def test_watch_reclaims_the_workers_when_the_mpijob_fails_and_fails_a_gang_at_it
         "the workers went before mpi-operator failed the MPIJob"
     )
     # A fire that finds nothing left to do is logged too (left-alone): only the writes count.
-    acted = sorted((e["name"], e["action"]) for e in watcher.logs() if e.get("result") == "done")
+    # Its line comes after the fire's Event, so after the deletes seen above: wait for it.
+    wait_for(lambda: len(_done(watcher)) >= 2, "both actions logged", watcher)
+    acted = _done(watcher)
     assert acted == [("gang", "fail"), ("kept", "terminate-pods")], watcher.explain()
     reclaimed = 'deadline_sweeper_reclaimed_total{family="mpi-operator",kind="MPIJob",what="pods"}'
     assert f"{reclaimed} {2.0 * WORKERS}" in watcher.metrics().splitlines()

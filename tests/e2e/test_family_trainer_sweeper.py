@@ -202,6 +202,10 @@ def watcher(
     started.stop()
 
 
+def _done(watcher: Watcher) -> list[tuple[str, str]]:
+    return [(e["name"], e["action"]) for e in watcher.logs() if e.get("result") == "done"]
+
+
 def test_watch_deletes_the_jobset_left_behind_when_its_reclaim_grace_has_passed(
     trainer_cluster: TrainerCluster, family_namespace: str, watcher: Watcher
 ) -> None:
@@ -224,7 +228,8 @@ def test_watch_deletes_the_jobset_left_behind_when_its_reclaim_grace_has_passed(
     wait_for(lambda: families.get(cp, families.JOBSETS, namespace, name) is None, "JobSet", watcher)
     assert _deletes_by(cp, clusters.SWEEPER_USER, namespace, name, since)[-1:] == [200]
     assert _failed_reason(cp, namespace, name) == "DeadlineExceeded"
-    acted = [(e["name"], e["action"]) for e in watcher.logs() if e.get("result") == "done"]
-    assert acted == [(name, "delete-jobset")], watcher.explain()
+    # The action's line comes after its Event, so after the delete seen above: wait for it.
+    wait_for(lambda: bool(_done(watcher)), "the delete logged", watcher)
+    assert _done(watcher) == [(name, "delete-jobset")], watcher.explain()
     reclaimed = 'deadline_sweeper_reclaimed_total{family="trainer",kind="TrainJob",what="jobsets"}'
     assert f"{reclaimed} 1.0" in watcher.metrics().splitlines()
