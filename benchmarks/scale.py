@@ -14,18 +14,20 @@ from its tail, nothing decoded: what reading the bytes alone costs; (C) the chea
 read with the peer tool, ``kubectl get <resource> -A -o json --chunk-size=500`` for each listed
 resource in turn, timed as the sum.
 
-One unmeasured warm-up round comes first (page cache, kubectl's discovery cache). All write
-their output to a file. It prints, per N, one ``key: value`` per line: ``jobs``,
-``sweeper_median_s``, ``floor_median_s``, ``ratio_vs_floor``, ``kubectl_median_s``,
-``ratio_vs_kubectl``, ``sweeper_peak_rss_mb`` (the largest of the sweeper's runs, each its own
-high-water mark: see ``benchmarks.measure``), ``list_requests`` (the sweeper's list requests in
-one pass, from the audit log), ``floor_list_requests`` and ``list_requests_expected``,
-``discovery_requests`` and ``floor_discovery_requests`` (both from the audit log), then CPU
-seconds, extremes, the bytes the floor read per pass, the set-up time and the load average;
-``ratio_vs_floor_paired`` (the median over rounds of each round's own sweeper-to-floor ratio,
-steadier under a changing load) and each contender's ``*_rounds_s``; with several sizes,
-``rss_growth_pct`` last. Wall times depend on what else the machine runs: compare the ratios
-within one run, and read the CPU seconds beside them.
+One unmeasured warm-up round comes first (page cache, kubectl's discovery cache); it checks the
+sweeper's reports and that the floor sent the sweeper's requests (paths and queries from the
+audit log, continue tokens aside). All write their output to a file. It prints, per N, one
+``key: value`` per line: ``jobs``, ``sweeper_median_s``, ``floor_median_s``,
+``ratio_vs_floor``, ``kubectl_median_s``, ``ratio_vs_kubectl``, ``sweeper_peak_rss_mb`` (the
+largest of the sweeper's runs, each its own high-water mark: see ``benchmarks.measure``),
+``list_requests`` (the sweeper's list requests in one pass, from the audit log),
+``floor_list_requests`` and ``list_requests_expected``, ``discovery_requests`` and
+``floor_discovery_requests`` (both from the audit log), then CPU seconds, extremes, the bytes
+the floor read per pass, the set-up time and the load average; ``ratio_vs_floor_paired`` (the
+median over rounds of each round's own sweeper-to-floor ratio, steadier under a changing load)
+and each contender's ``*_rounds_s``; with several sizes, ``rss_growth_pct`` last. Wall times
+depend on what else the machine runs: compare the ratios within one run, and read the CPU
+seconds beside them.
 
 Every family the sweeper lists is served: the six ``kubeflow.org/v1`` kinds of the Training
 Operator (MPIJob among them: only one MPIJob CRD can exist, so mpi-operator's ``v2beta1`` is
@@ -56,7 +58,9 @@ import datetime as dt
 import json
 import sys
 import time
+import urllib.parse
 from pathlib import Path
+from typing import NamedTuple
 
 import yaml
 
@@ -252,7 +256,7 @@ class _Bench:
             "--chunk-size=500",
         ]
 
-    def sweep(self, *, candidate: bool = False) -> tuple[measure.Run, tuple[int, int]]:
+    def sweep(self, *, candidate: bool = False) -> tuple[measure.Run, _Requests]:
         """One pass of the installed sweeper (or the candidate); its list and other requests."""
         if candidate and self.candidate is not None:
             # From DIR: "-m" puts the working directory first on sys.path, so started from
@@ -287,7 +291,7 @@ class _Bench:
             *self.resources,
         ]
 
-    def floor(self) -> tuple[measure.Run, tuple[int, int], int]:
+    def floor(self) -> tuple[measure.Run, _Requests, int]:
         """One floor pass: the run, its list and other requests (audit log), the bytes read."""
         offset = self.cp.audit_offset()
         result = measure.run(self.floor_argv(), stdout=self.floor_out).check()
@@ -323,17 +327,32 @@ class _Bench:
                 f"unexpected sweeper report for {size} jobs ({overdue} overdue): {summary}"
             )
 
+    def warm_up(self, size: int, contenders: list[str], *, with_kubectl: bool) -> None:
+        """The unmeasured round, checked: the reports, and the floor's requests.
+
+        Raises:
+            RuntimeError: A report is not what the fleet holds, or the floor did not send the
+                sweeper's requests (the same paths and queries, continue tokens aside).
+        """
+        sent: list[str] = []
+        for name in contenders:
+            _, made = self.sweep(candidate=name == "candidate")
+            self.check_report(size)
+            sent = made.paths if name == "sweeper" else sent
+        _, floor_made, _ = self.floor()
+        if floor_made.paths != sent:
+            raise RuntimeError(
+                f"the floor's requests are not the sweeper's:\n{floor_made.paths}\n{sent}"
+            )
+        if with_kubectl:
+            self.read_with_kubectl()
+
     def measure(
         self, size: int, rounds: int, *, with_kubectl: bool = True
     ) -> dict[str, measure.Figure]:
         load_before = measure.load_average()
         contenders = ["sweeper", "candidate"] if self.candidate else ["sweeper"]
-        for name in contenders:  # the unmeasured warm-up round, checked
-            self.sweep(candidate=name == "candidate")
-            self.check_report(size)
-        self.floor()
-        if with_kubectl:
-            self.read_with_kubectl()
+        self.warm_up(size, contenders, with_kubectl=with_kubectl)
         passes: dict[str, list[measure.Run]] = {name: [] for name in [*contenders, "floor"]}
         # (list requests, other requests) of each pass: one pair when every pass made the same.
         requests: dict[str, set[tuple[int, int]]] = {n: set() for n in [*contenders, "floor"]}
@@ -346,10 +365,10 @@ class _Bench:
             for name in contenders:
                 run, made = self.sweep(candidate=name == "candidate")
                 passes[name].append(run)
-                requests[name].add(made)
+                requests[name].add((made.lists, made.others))
             run, made, read = self.floor()
             passes["floor"].append(run)
-            requests["floor"].add(made)
+            requests["floor"].add((made.lists, made.others))
             floor_bytes.add(read)
             if not with_kubectl:
                 continue
@@ -487,10 +506,22 @@ def _install_trainer_crds(cp: ControlPlane) -> bool:
     return True
 
 
-def _requests(events: list[audit.AuditEvent]) -> tuple[int, int]:
-    """A client's list requests, and its other requests (discovery, for a dry-run pass)."""
+class _Requests(NamedTuple):
+    """What one client sent in one pass, from the audit log."""
+
+    lists: int
+    others: int  # discovery, for a dry-run pass
+    paths: list[str]  # each request's path and query, continue token aside, sorted
+
+
+def _requests(events: list[audit.AuditEvent]) -> _Requests:
     lists = sum(1 for e in events if e.get("verb") == "list")
-    return lists, len(events) - lists
+    paths = []
+    for event in events:
+        path, _, query = str(event.get("requestURI", "")).partition("?")
+        kept = sorted(p for p in urllib.parse.parse_qsl(query) if p[0] != "continue")
+        paths.append(f"{path}?{urllib.parse.urlencode(kept)}" if kept else path)
+    return _Requests(lists, len(events) - lists, sorted(paths))
 
 
 def _counts(values: set[int]) -> str:
