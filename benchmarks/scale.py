@@ -5,14 +5,15 @@
 For each N (ascending; the fleet grows in place, so every size is measured in the same run on
 the same control plane), it creates the jobs of ``benchmarks.fleet`` up to N (the first
 ``fleet.SEED`` through the API, the rest as copies written into etcd by ``fleet.Cloner``;
-``--api-only`` creates them all through the API), then runs interleaved rounds,
-A B C A B C...: (A) ``sweeper --dry-run -o json``, a whole pass as the
-sweeper's own client-certificate user, so the audit log attributes its requests; (B) the
-floor, ``benchmarks.floor``: the same discovery requests and the same paged list requests
-(limit and continue) as its own user, each body read and thrown away, the continue token taken
-from its tail, nothing decoded: what reading the bytes alone costs; (C) the cheapest equivalent
-read with the peer tool, ``kubectl get <resource> -A -o json --chunk-size=500`` for each listed
-resource in turn, timed as the sum.
+``--api-only`` creates them all through the API), then runs interleaved rounds, each of the
+sweeper, the candidate (if any) and the floor taking each place in a round in turn, kubectl
+last: (A) ``sweeper --dry-run -o json``, a whole pass as the sweeper's own client-certificate
+user, so the audit log attributes its requests; (B) the floor, ``benchmarks.floor``: the same
+discovery requests and the same paged list requests (limit and continue) as its own user, each
+body read and thrown away, the continue token taken from its tail, nothing decoded: what
+reading the bytes alone costs; (C) the cheapest equivalent read with the peer tool,
+``kubectl get <resource> -A -o json --chunk-size=500`` for each listed resource in turn, timed
+as the sum.
 
 One unmeasured warm-up round comes first (page cache, kubectl's discovery cache); it checks the
 sweeper's reports and that the floor sent the sweeper's requests (paths and queries from the
@@ -347,6 +348,13 @@ class _Bench:
         if with_kubectl:
             self.read_with_kubectl()
 
+    def contend(self, name: str) -> tuple[measure.Run, _Requests, int | None]:
+        """One pass of a contender: the run, its requests, the bytes read (the floor's)."""
+        if name == "floor":
+            return self.floor()
+        run, made = self.sweep(candidate=name == "candidate")
+        return run, made, None
+
     def measure(
         self, size: int, rounds: int, *, with_kubectl: bool = True
     ) -> dict[str, measure.Figure]:
@@ -361,15 +369,16 @@ class _Bench:
         reads: list[float] = []
         read_cpu: list[float] = []
         kubectl_rss = 0.0
-        for _ in range(rounds):
-            for name in contenders:
-                run, made = self.sweep(candidate=name == "candidate")
+        names = [*contenders, "floor"]
+        for i in range(rounds):
+            # Each takes each place in a round in turn: with the same code on both sides (an
+            # A/A run, 2026-12-03), the pass run first in a round measured 8 % slower.
+            for name in names[i % len(names) :] + names[: i % len(names)]:
+                run, made, read = self.contend(name)
                 passes[name].append(run)
                 requests[name].add((made.lists, made.others))
-            run, made, read = self.floor()
-            passes["floor"].append(run)
-            requests["floor"].add((made.lists, made.others))
-            floor_bytes.add(read)
+                if read is not None:
+                    floor_bytes.add(read)
             if not with_kubectl:
                 continue
             seconds, cpu, rss, count = self.read_with_kubectl()
@@ -414,7 +423,7 @@ class _Bench:
             figures[f"{name}_max_s"] = max(r.wall_s for r in runs)
             # CPU seconds of the client alone: what the client costs, whatever the load.
             figures[f"{name}_cpu_median_s"] = measure.median([r.cpu_s for r in runs])
-        # Paired within each round (the contenders ran one after the other, A B C): a slow
+        # Paired within each round (the contenders ran one after the other): a slow
         # spell of the machine weighs on both sides of a round's ratio, so these medians move
         # less with the load than the ratio of the medians above.
         for name in contenders:
