@@ -5,15 +5,14 @@
 For each N (ascending; the fleet grows in place, so every size is measured in the same run on
 the same control plane), it creates the jobs of ``benchmarks.fleet`` up to N (the first
 ``fleet.SEED`` through the API, the rest as copies written into etcd by ``fleet.Cloner``;
-``--api-only`` creates them all through the API), then runs interleaved rounds, each of the
-sweeper, the candidate (if any) and the floor taking each place in a round in turn, kubectl
-last: (A) ``sweeper --dry-run -o json``, a whole pass as the sweeper's own client-certificate
-user, so the audit log attributes its requests; (B) the floor, ``benchmarks.floor``: the same
-discovery requests and the same paged list requests (limit and continue) as its own user, each
-body read and thrown away, the continue token taken from its tail, nothing decoded: what
-reading the bytes alone costs; (C) the cheapest equivalent read with the peer tool,
-``kubectl get <resource> -A -o json --chunk-size=500`` for each listed resource in turn, timed
-as the sum.
+``--api-only`` creates them all through the API), then runs interleaved rounds, the sweeper,
+the candidate (if any) and the floor in every order in turn, kubectl last: (A) ``sweeper
+--dry-run -o json``, a whole pass as the sweeper's own client-certificate user, so the audit
+log attributes its requests; (B) the floor, ``benchmarks.floor``: the same discovery requests
+and the same paged list requests (limit and continue) as its own user, each body read and
+thrown away, the continue token taken from its tail, nothing decoded: what reading the bytes
+alone costs; (C) the cheapest equivalent read with the peer tool, ``kubectl get <resource> -A
+-o json --chunk-size=500`` for each listed resource in turn, timed as the sum.
 
 One unmeasured warm-up round comes first (page cache, kubectl's discovery cache); it checks the
 sweeper's reports and that the floor sent the sweeper's requests (paths and queries from the
@@ -56,6 +55,7 @@ from __future__ import annotations
 import argparse
 import base64
 import datetime as dt
+import itertools
 import json
 import sys
 import time
@@ -369,11 +369,12 @@ class _Bench:
         reads: list[float] = []
         read_cpu: list[float] = []
         kubectl_rss = 0.0
-        names = [*contenders, "floor"]
+        # Every order in turn, so each contender follows each other one as often: a pass run
+        # right after the floor measured slower (the API server's work after 63 MB read at
+        # once, presumably), and turns alone keep the one before each contender the same.
+        orders = list(itertools.permutations([*contenders, "floor"]))
         for i in range(rounds):
-            # Each takes each place in a round in turn: with the same code on both sides (an
-            # A/A run, 2026-12-03), the pass run first in a round measured 8 % slower.
-            for name in names[i % len(names) :] + names[: i % len(names)]:
+            for name in orders[i % len(orders)]:
                 run, made, read = self.contend(name)
                 passes[name].append(run)
                 requests[name].add((made.lists, made.others))
