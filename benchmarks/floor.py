@@ -1,11 +1,13 @@
-"""The floor of a sweeper pass: the same paged list requests, bodies read and thrown away.
+"""The floor of a sweeper pass: the same requests, bodies read and thrown away.
 
     python -m benchmarks.floor --server URL --ca CA --cert CERT --key KEY \
-        [--page-size 500] PLURAL...
+        [--page-size 500] [--discover PATH]... GROUP/VERSION/PLURAL...
 
-For each plural of ``kubeflow.org/v1`` in turn, it lists every job the way the sweeper does
-(``GET /apis/kubeflow.org/v1/<plural>?limit=<page size>``, then ``&continue=<token>`` until
-the token is empty) over one kept-alive TLS connection, and reads each body into a fixed
+First it sends the sweeper's discovery requests (each ``--discover`` path, e.g.
+``/apis/trainer.kubeflow.org``; a 404 is an answer, as it is to the sweeper), then for each
+resource in turn it lists every job the way the sweeper does
+(``GET /apis/<group>/<version>/<plural>?limit=<page size>``, then ``&continue=<token>`` until
+the token is empty), all over one kept-alive TLS connection, and reads each body into a fixed
 buffer that is overwritten chunk after chunk: nothing is decoded, nothing is kept. The token is
 the only thing it takes from a body, from its tail: the API server writes a custom resource
 list's ``metadata`` after its ``items``, so the last ``"metadata":`` of a body is the list's.
@@ -13,7 +15,7 @@ Standard library only (``http.client``, ``ssl``), so its start-up is an interpre
 
 ``benchmarks.scale`` runs it as a contender: no client of the same requests can do less work
 in this process, so ``ratio_vs_floor`` says what the sweeper costs on top of the bytes it reads.
-It prints ``requests`` and ``bytes`` (of the bodies).
+It prints ``requests`` and ``bytes`` (of the bodies, discovery's included).
 """
 
 from __future__ import annotations
@@ -25,7 +27,6 @@ import ssl
 import sys
 import urllib.parse
 
-GROUP_VERSION = "kubeflow.org/v1"
 _CHUNK = 256 * 1024
 # The list's metadata ({"continue": ..., "remainingItemCount": ..., "resourceVersion": ...})
 # fits many times over.
@@ -44,7 +45,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cert", required=True, help="client certificate file (PEM)")
     parser.add_argument("--key", required=True, help="client key file (PEM)")
     parser.add_argument("--page-size", type=int, default=500)
-    parser.add_argument("plurals", nargs="+", metavar="PLURAL")
+    parser.add_argument(
+        "--discover", action="append", default=[], metavar="PATH", help="GET before the lists"
+    )
+    parser.add_argument("resources", nargs="+", metavar="GROUP/VERSION/PLURAL")
     args = parser.parse_args(argv)
     server = urllib.parse.urlsplit(args.server)
     context = ssl.create_default_context(cafile=args.ca)
@@ -56,28 +60,35 @@ def main(argv: list[str] | None = None) -> int:
     view = memoryview(buffer)
     requests = 0
     total = 0
-    for plural in args.plurals:
+
+    def get(path: str, *, ok: tuple[int, ...] = (http.client.OK,)) -> bytes:
+        """Send one GET, read its body through the buffer: its size and its last bytes."""
+        nonlocal requests, total
+        connection.request("GET", path, headers={"Accept": "application/json"})
+        response = connection.getresponse()
+        requests += 1
+        if response.status not in ok:
+            detail = response.read()[:300].decode("utf-8", "replace")
+            raise SystemExit(f"GET {path}: {response.status} {detail}")
+        tail = b""
+        while True:
+            n = response.readinto(view)
+            if not n:
+                break
+            total += n
+            # Only the last bytes matter: keep them, overwrite the rest.
+            tail = (tail + bytes(view[max(0, n - _TAIL) : n]))[-_TAIL:]
+        return tail
+
+    for path in args.discover:
+        get(path, ok=(http.client.OK, http.client.NOT_FOUND))
+    for resource in args.resources:
         token = ""
         while True:
             query = {"limit": str(args.page_size)}
             if token:
                 query["continue"] = token
-            path = f"/apis/{GROUP_VERSION}/{plural}?{urllib.parse.urlencode(query)}"
-            connection.request("GET", path, headers={"Accept": "application/json"})
-            response = connection.getresponse()
-            requests += 1
-            if response.status != http.client.OK:
-                detail = response.read()[:300].decode("utf-8", "replace")
-                raise SystemExit(f"GET {path}: {response.status} {detail}")
-            tail = b""
-            while True:
-                n = response.readinto(view)
-                if not n:
-                    break
-                total += n
-                # Only the last bytes matter: keep them, overwrite the rest.
-                tail = (tail + bytes(view[max(0, n - _TAIL) : n]))[-_TAIL:]
-            token = _continue_token(tail)
+            token = _continue_token(get(f"/apis/{resource}?{urllib.parse.urlencode(query)}"))
             if not token:
                 break
     connection.close()

@@ -5,25 +5,37 @@
 For each N (ascending; the fleet grows in place, so every size is measured in the same run on
 the same control plane), it creates the jobs of ``benchmarks.fleet`` up to N (the first
 ``fleet.SEED`` through the API, the rest as copies written into etcd by ``fleet.Cloner``;
-``--api-only`` creates them all through the API), then runs
-interleaved rounds, A B C A B C...: (A) ``sweeper --dry-run -o json``, a whole pass as the
-sweeper's own client-certificate user, so the audit log attributes its requests; (B) the
-floor, ``benchmarks.floor``: the same paged list requests (limit and continue) as its own
-user, each body read and thrown away, the continue token taken from its tail, nothing decoded:
-what reading the bytes alone costs; (C) the cheapest equivalent read with the peer tool,
-``kubectl get <plural> -A -o json --chunk-size=500`` for each of the six kinds in turn, timed
-as the sum of the six. One unmeasured warm-up round comes first (page cache, kubectl's
-discovery cache). All write their output to a file. It prints, per N, one ``key: value`` per
-line: ``jobs``, ``sweeper_median_s``, ``floor_median_s``, ``ratio_vs_floor``,
-``kubectl_median_s``, ``ratio_vs_kubectl``, ``sweeper_peak_rss_mb`` (the largest of the
-sweeper's runs, each its own high-water mark: see ``benchmarks.measure``), ``list_requests``
-(the sweeper's list requests in one pass, from the audit log), ``floor_list_requests`` and
-``list_requests_expected``, then CPU seconds, extremes, the bytes the floor read per pass, the
-set-up time and the load average; ``ratio_vs_floor_paired`` (the median over rounds of each
-round's own sweeper-to-floor ratio, steadier under a changing load) and each contender's
-``*_rounds_s``; with several sizes, ``rss_growth_pct`` last. Wall times
+``--api-only`` creates them all through the API), then runs interleaved rounds, the sweeper,
+the candidate (if any) and the floor in every order in turn, kubectl last: (A) ``sweeper
+--dry-run -o json``, a whole pass as the sweeper's own client-certificate user, so the audit
+log attributes its requests; (B) the floor, ``benchmarks.floor``: the same discovery requests
+and the same paged list requests (limit and continue) as its own user, each body read and
+thrown away, the continue token taken from its tail, nothing decoded: what reading the bytes
+alone costs; (C) the cheapest equivalent read with the peer tool, ``kubectl get <resource> -A
+-o json --chunk-size=500`` for each listed resource in turn, timed as the sum.
+
+One unmeasured warm-up round comes first (page cache, kubectl's discovery cache); it checks the
+sweeper's reports and that the floor sent the sweeper's requests (paths and queries from the
+audit log, continue tokens aside). All write their output to a file. It prints, per N, one
+``key: value`` per line: ``jobs``, ``sweeper_median_s``, ``floor_median_s``,
+``ratio_vs_floor``, ``kubectl_median_s``, ``ratio_vs_kubectl``, ``sweeper_peak_rss_mb`` (the
+largest of the sweeper's runs, each its own high-water mark: see ``benchmarks.measure``),
+``list_requests`` (the sweeper's list requests in one pass, from the audit log),
+``floor_list_requests`` and ``list_requests_expected``, ``discovery_requests`` and
+``floor_discovery_requests`` (both from the audit log), then CPU seconds, extremes, the bytes
+the floor read per pass, the set-up time and the load average; ``ratio_vs_floor_paired`` (the
+median over rounds of each round's own sweeper-to-floor ratio, steadier under a changing load)
+and each contender's ``*_rounds_s``; with several sizes, ``rss_growth_pct`` last. Wall times
 depend on what else the machine runs: compare the ratios within one run, and read the CPU
 seconds beside them.
+
+Every family the sweeper lists is served: the six ``kubeflow.org/v1`` kinds of the Training
+Operator (MPIJob among them: only one MPIJob CRD can exist, so mpi-operator's ``v2beta1`` is
+not served and the sweeper does not list it), and Trainer v2's TrainJob, whose CRDs
+(``trainer.kubeflow.org``) are installed from the cache ``scripts/build-binaries trainer``
+fills. The fleet holds no TrainJob, so that list is one empty page, as it is for the floor; no
+TrainJob is failed by its deadline, so the pass lists no JobSet. Without the trainer's
+manifests in the cache the run goes on without TrainJobs (``trainjobs_listed: no``).
 
 ``--candidate DIR`` adds a contender to every round: the sweeper package in DIR (a copy of
 ``sweeper/`` with a change to try, or the code before one), run as ``python -m sweeper`` from
@@ -43,20 +55,24 @@ from __future__ import annotations
 import argparse
 import base64
 import datetime as dt
+import itertools
 import json
 import sys
 import time
+import urllib.parse
 from pathlib import Path
+from typing import NamedTuple
 
 import yaml
 
 from benchmarks import fleet, measure
-from devcluster import ControlPlane, binaries
-from devcluster.jobs import GROUP, KINDS
+from devcluster import ControlPlane, audit, binaries, trainer
+from devcluster.jobs import GROUP, KINDS, VERSION
 
 SWEEPER_USER = "bench-sweeper"
 KUBECTL_USER = "bench-kubectl"
 FLOOR_USER = "bench-floor"
+TRAINER_GROUP_VERSION = "trainer.kubeflow.org/v1alpha1"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -120,7 +136,13 @@ def main(argv: list[str] | None = None) -> int:
             parser.error("--profile needs pyinstrument: .venv/bin/pip install -e '.[dev]'")
 
     with ControlPlane.start() as cp:
-        bench = _Bench(cp, kubectl, page_size=args.page_size, candidate=args.candidate)
+        bench = _Bench(
+            cp,
+            kubectl,
+            page_size=args.page_size,
+            candidate=args.candidate,
+            trainjobs=_install_trainer_crds(cp),
+        )
         creator = fleet.Creator(cp, threads=args.threads)
         cloner = fleet.Cloner(cp)
         creator.namespaces()
@@ -142,6 +164,7 @@ def main(argv: list[str] | None = None) -> int:
             figures = bench.measure(size, args.rounds, with_kubectl=with_kubectl)
             figures = {
                 "jobs": size,
+                "trainjobs_listed": "yes" if bench.empty_lists else "no",
                 **figures,
                 "setup_s": setup_s,
                 "setup_requests": setup_requests,
@@ -169,7 +192,13 @@ class _Bench:
     """The contenders against one control plane: the sweeper, kubectl, and maybe a candidate."""
 
     def __init__(
-        self, cp: ControlPlane, kubectl: Path, *, page_size: int, candidate: Path | None
+        self,
+        cp: ControlPlane,
+        kubectl: Path,
+        *,
+        page_size: int,
+        candidate: Path | None,
+        trainjobs: bool,
     ) -> None:
         self.cp = cp
         self.kubectl = kubectl
@@ -184,6 +213,20 @@ class _Bench:
         self.floor_credentials = _credentials(
             cp.user_kubeconfig(FLOOR_USER, ["system:masters"]), cp.workdir / "floor-pki"
         )
+        # What the sweeper lists, in its order (group/version/plural), and the discovery it
+        # sends first: each API group it knows, then each wanted version the group serves
+        # (kubeflow.org serves v1 alone here, and the trainer group may not be served).
+        self.resources = [f"{GROUP}/{VERSION}/{kind.plural}" for kind in KINDS.values()]
+        self.discovery = [
+            f"/apis/{GROUP}",
+            f"/apis/{GROUP}/{VERSION}",
+            "/apis/trainer.kubeflow.org",
+        ]
+        self.empty_lists = 0
+        if trainjobs:
+            self.resources.append(f"{TRAINER_GROUP_VERSION}/trainjobs")
+            self.discovery.append(f"/apis/{TRAINER_GROUP_VERSION}")
+            self.empty_lists = 1
 
     def sweeper_args(self) -> list[str]:
         return [
@@ -199,7 +242,7 @@ class _Bench:
             "600",
         ]
 
-    def kubectl_argv(self, plural: str) -> list[str]:
+    def kubectl_argv(self, resource: str) -> list[str]:
         return [
             str(self.kubectl),
             "--kubeconfig",
@@ -207,15 +250,15 @@ class _Bench:
             "--cache-dir",
             str(self.kubectl_cache),
             "get",
-            f"{plural}.{GROUP}",
+            resource,
             "-A",
             "-o",
             "json",
             "--chunk-size=500",
         ]
 
-    def sweep(self, *, candidate: bool = False) -> tuple[measure.Run, int]:
-        """One pass of the installed sweeper (or the candidate); with its list requests."""
+    def sweep(self, *, candidate: bool = False) -> tuple[measure.Run, _Requests]:
+        """One pass of the installed sweeper (or the candidate); its list and other requests."""
         if candidate and self.candidate is not None:
             # From DIR: "-m" puts the working directory first on sys.path, so started from
             # the repository it would import the repository's sweeper/ instead.
@@ -227,8 +270,7 @@ class _Bench:
             env, cwd = None, None
         offset = self.cp.audit_offset()
         result = measure.run(argv, stdout=self.report, env=env, cwd=cwd).check()
-        events = self.cp.audit_events(user=SWEEPER_USER, since=offset)
-        return result, sum(1 for e in events if e.get("verb") == "list")
+        return result, _requests(self.cp.audit_events(user=SWEEPER_USER, since=offset))
 
     def floor_argv(self) -> list[str]:
         ca, cert, key = self.floor_credentials
@@ -246,24 +288,27 @@ class _Bench:
             str(key),
             "--page-size",
             str(self.page_size),
-            *(kind.plural for kind in KINDS.values()),
+            *(f"--discover={path}" for path in self.discovery),
+            *self.resources,
         ]
 
-    def floor(self) -> tuple[measure.Run, int, int]:
-        """One floor pass: the run, its list requests (audit log) and the bytes it read."""
+    def floor(self) -> tuple[measure.Run, _Requests, int]:
+        """One floor pass: the run, its list and other requests (audit log), the bytes read."""
         offset = self.cp.audit_offset()
         result = measure.run(self.floor_argv(), stdout=self.floor_out).check()
-        events = self.cp.audit_events(user=FLOOR_USER, since=offset)
+        requests = _requests(self.cp.audit_events(user=FLOOR_USER, since=offset))
         printed = measure.parse_figures(self.floor_out.read_text(encoding="utf-8"))
-        return result, sum(1 for e in events if e.get("verb") == "list"), int(printed["bytes"])
+        return result, requests, int(printed["bytes"])
 
     def read_with_kubectl(self) -> tuple[float, float, float, int]:
-        """The six kubectl reads: total seconds, total CPU seconds, largest peak RSS, lists."""
+        """kubectl's reads: total seconds, total CPU seconds, largest peak RSS, lists."""
         offset = self.cp.audit_offset()
-        runs = [
-            measure.run(self.kubectl_argv(kind.plural), stdout=self.kubectl_out).check()
-            for kind in KINDS.values()
-        ]
+        runs = []
+        for resource in self.resources:
+            group_version, _, plural = resource.rpartition("/")
+            group = group_version.partition("/")[0]
+            argv = self.kubectl_argv(f"{plural}.{group}")
+            runs.append(measure.run(argv, stdout=self.kubectl_out).check())
         events = self.cp.audit_events(user=KUBECTL_USER, since=offset)
         lists = sum(1 for e in events if e.get("verb") == "list")
         return (
@@ -283,39 +328,65 @@ class _Bench:
                 f"unexpected sweeper report for {size} jobs ({overdue} overdue): {summary}"
             )
 
+    def warm_up(self, size: int, contenders: list[str], *, with_kubectl: bool) -> None:
+        """The unmeasured round, checked: the reports, and the floor's requests.
+
+        Raises:
+            RuntimeError: A report is not what the fleet holds, or the floor did not send the
+                sweeper's requests (the same paths and queries, continue tokens aside).
+        """
+        sent: list[str] = []
+        for name in contenders:
+            _, made = self.sweep(candidate=name == "candidate")
+            self.check_report(size)
+            sent = made.paths if name == "sweeper" else sent
+        _, floor_made, _ = self.floor()
+        if floor_made.paths != sent:
+            raise RuntimeError(
+                f"the floor's requests are not the sweeper's:\n{floor_made.paths}\n{sent}"
+            )
+        if with_kubectl:
+            self.read_with_kubectl()
+
+    def contend(self, name: str) -> tuple[measure.Run, _Requests, int | None]:
+        """One pass of a contender: the run, its requests, the bytes read (the floor's)."""
+        if name == "floor":
+            return self.floor()
+        run, made = self.sweep(candidate=name == "candidate")
+        return run, made, None
+
     def measure(
         self, size: int, rounds: int, *, with_kubectl: bool = True
     ) -> dict[str, measure.Figure]:
         load_before = measure.load_average()
         contenders = ["sweeper", "candidate"] if self.candidate else ["sweeper"]
-        for name in contenders:  # the unmeasured warm-up round, checked
-            self.sweep(candidate=name == "candidate")
-            self.check_report(size)
-        self.floor()
-        if with_kubectl:
-            self.read_with_kubectl()
+        self.warm_up(size, contenders, with_kubectl=with_kubectl)
         passes: dict[str, list[measure.Run]] = {name: [] for name in [*contenders, "floor"]}
-        lists: dict[str, set[int]] = {name: set() for name in [*contenders, "floor", "kubectl"]}
+        # (list requests, other requests) of each pass: one pair when every pass made the same.
+        requests: dict[str, set[tuple[int, int]]] = {n: set() for n in [*contenders, "floor"]}
+        kubectl_lists: set[int] = set()
         floor_bytes: set[int] = set()
         reads: list[float] = []
         read_cpu: list[float] = []
         kubectl_rss = 0.0
-        for _ in range(rounds):
-            for name in contenders:
-                run, count = self.sweep(candidate=name == "candidate")
+        # Every order in turn, so each contender follows each other one as often: a pass run
+        # right after the floor measured slower (the API server's work after 63 MB read at
+        # once, presumably), and turns alone keep the one before each contender the same.
+        orders = list(itertools.permutations([*contenders, "floor"]))
+        for i in range(rounds):
+            for name in orders[i % len(orders)]:
+                run, made, read = self.contend(name)
                 passes[name].append(run)
-                lists[name].add(count)
-            run, count, read = self.floor()
-            passes["floor"].append(run)
-            lists["floor"].add(count)
-            floor_bytes.add(read)
+                requests[name].add((made.lists, made.others))
+                if read is not None:
+                    floor_bytes.add(read)
             if not with_kubectl:
                 continue
             seconds, cpu, rss, count = self.read_with_kubectl()
             reads.append(seconds)
             read_cpu.append(cpu)
             kubectl_rss = max(kubectl_rss, rss)
-            lists["kubectl"].add(count)
+            kubectl_lists.add(count)
         kubectl_median = measure.median(reads) if reads else None
         floor_median = measure.median([r.wall_s for r in passes["floor"]])
         figures: dict[str, measure.Figure] = {}
@@ -334,11 +405,18 @@ class _Bench:
                     else None,
                     f"{name}_peak_rss_mb": max(r.peak_rss_mb for r in runs),
                     # One figure when every pass made the same requests (they should).
-                    f"{prefix}list_requests": _counts(lists[name]),
+                    f"{prefix}list_requests": _counts({r[0] for r in requests[name]}),
+                    f"{prefix}discovery_requests": _counts({r[1] for r in requests[name]}),
                 }
             )
-        figures["floor_list_requests"] = _counts(lists["floor"])
-        figures["list_requests_expected"] = fleet.expected_list_requests(size, self.page_size)
+        figures.update(
+            {
+                "floor_list_requests": _counts({r[0] for r in requests["floor"]}),
+                "floor_discovery_requests": _counts({r[1] for r in requests["floor"]}),
+                "list_requests_expected": fleet.expected_list_requests(size, self.page_size)
+                + self.empty_lists,
+            }
+        )
         figures["rounds"] = rounds
         for name in [*contenders, "floor"]:
             runs = passes[name]
@@ -346,7 +424,7 @@ class _Bench:
             figures[f"{name}_max_s"] = max(r.wall_s for r in runs)
             # CPU seconds of the client alone: what the client costs, whatever the load.
             figures[f"{name}_cpu_median_s"] = measure.median([r.cpu_s for r in runs])
-        # Paired within each round (the contenders ran one after the other, A B C): a slow
+        # Paired within each round (the contenders ran one after the other): a slow
         # spell of the machine weighs on both sides of a round's ratio, so these medians move
         # less with the load than the ratio of the medians above.
         for name in contenders:
@@ -364,7 +442,7 @@ class _Bench:
                 "kubectl_max_s": max(reads) if reads else None,
                 "kubectl_cpu_median_s": measure.median(read_cpu) if read_cpu else None,
                 "kubectl_peak_rss_mb": kubectl_rss if reads else None,
-                "kubectl_list_requests": _counts(lists["kubectl"]) if reads else None,
+                "kubectl_list_requests": _counts(kubectl_lists) if reads else None,
                 "load_avg_before": load_before,
                 "load_avg_after": measure.load_average(),
             }
@@ -425,6 +503,35 @@ def _credentials(kubeconfig: Path, directory: Path) -> tuple[Path, Path, Path]:
         path.chmod(0o600)
         files.append(path)
     return files[0], files[1], files[2]
+
+
+def _install_trainer_crds(cp: ControlPlane) -> bool:
+    """Serve TrainJobs (the trainer's CRDs from the cache), so the sweeper lists them too."""
+    try:
+        crds, _webhooks = trainer.manifest_files("trainer")
+    except binaries.BinaryMissing as missing:
+        print(f"TrainJobs not served, so not listed: {missing}", file=sys.stderr)
+        return False
+    cp.install_crds(crds)
+    return True
+
+
+class _Requests(NamedTuple):
+    """What one client sent in one pass, from the audit log."""
+
+    lists: int
+    others: int  # discovery, for a dry-run pass
+    paths: list[str]  # each request's path and query, continue token aside, sorted
+
+
+def _requests(events: list[audit.AuditEvent]) -> _Requests:
+    lists = sum(1 for e in events if e.get("verb") == "list")
+    paths = []
+    for event in events:
+        path, _, query = str(event.get("requestURI", "")).partition("?")
+        kept = sorted(p for p in urllib.parse.parse_qsl(query) if p[0] != "continue")
+        paths.append(f"{path}?{urllib.parse.urlencode(kept)}" if kept else path)
+    return _Requests(lists, len(events) - lists, sorted(paths))
 
 
 def _counts(values: set[int]) -> str:

@@ -28,6 +28,8 @@ SCALE_KEYS = {
     "ratio_vs_floor",
     "ratio_vs_floor_paired",
     "floor_list_requests",
+    "discovery_requests",
+    "floor_discovery_requests",
     "floor_mb_read",
     "list_requests",
     "list_requests_expected",
@@ -72,6 +74,7 @@ def test_scale_prints_its_figures_and_lists_each_page_once() -> None:
     assert figures.keys() >= SCALE_KEYS, sorted(SCALE_KEYS - figures.keys())
     assert figures["list_requests"] == figures["list_requests_expected"]
     assert figures["floor_list_requests"] == figures["list_requests_expected"]
+    assert figures["discovery_requests"] == figures["floor_discovery_requests"]
 
 
 @pytest.mark.e2e
