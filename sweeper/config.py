@@ -83,7 +83,9 @@ class LogFormat(StrEnum):
     TEXT = "text"
 
 
-LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+# Lower case: a case-insensitive click choice shows its words so in every click version the
+# floors allow (older ones show them as written, newer ones lowered).
+LOG_LEVELS = ("debug", "info", "warning", "error")
 
 _NAME = r"[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
 _KEY = rf"(?:[a-z0-9](?:[-a-z0-9.]{{0,251}}[a-z0-9])?/)?{_NAME}"
