@@ -102,6 +102,12 @@ RECLAIMED = Metric(
     "TrainJob's JobSet), by family, kind and what: GPUs their controllers left held.",
     ("family", "kind", "what"),
 )
+WARNINGS = Metric(
+    f"{PREFIX}warnings",
+    "DeadlineApproaching Events the last pass recorded (or, in a dry run, would record), by "
+    "family, kind and platform rule; one a pass finds already recorded is not counted again.",
+    ("family", "kind", "rule"),
+)
 
 METRICS = (
     LAST_RUN,
@@ -115,6 +121,7 @@ METRICS = (
     MAX_OVERDUE,
     DEADLINE_FAILED,
     RECLAIMED,
+    WARNINGS,
 )
 
 _SKIP = "skip"
@@ -202,6 +209,8 @@ def _pass_values(tally: Tally) -> dict[str, Mapping[Labels, float]]:
         MAX_OVERDUE.name: {(): tally.max_overdue_s},
         DEADLINE_FAILED.name: failed,
         RECLAIMED.name: reclaimed,
+        # Rules are the run's own names, not a closed list: only the series that counted.
+        WARNINGS.name: {labels: float(n) for labels, n in tally.warnings.items()},
     }
 
 
@@ -275,6 +284,11 @@ WATCH_RECLAIMED = Metric(
     "What the clean-ups deleted of jobs failed by their deadline, by family, kind and what.",
     RECLAIMED.labels,
 )
+WATCH_WARNINGS = Metric(
+    WARNINGS.name,
+    "DeadlineApproaching Events recorded, by family, kind and platform rule.",
+    WARNINGS.labels,
+)
 LATENESS = Metric(
     f"{PREFIX}lateness_seconds",
     "Seconds between the instant a job became due and the sweeper's decision to act.",
@@ -310,6 +324,7 @@ class WatchMetrics:
 
         self.actions = counter(WATCH_ACTIONS)
         self.reclaimed = counter(WATCH_RECLAIMED)
+        self.warnings = counter(WATCH_WARNINGS)
         self.lateness = Histogram(
             LATENESS.name, LATENESS.help, buckets=LATENESS_BUCKETS, registry=registry
         )

@@ -23,6 +23,9 @@ from sweeper.core.kinds import COMPONENT, JOB_NAME_LABEL
 from sweeper.core.model import JSON, Action, ActionKind, Policy, Result, pods_mode
 from sweeper.core.patches import event_body
 from sweeper.core.plan import pods_to_terminate, services_to_delete
+from sweeper.core.warn import REASON as WARNING_REASON
+from sweeper.core.warn import DeadlineWarning, Warned
+from sweeper.core.warn import message as warning_message
 from sweeper.k8s.cluster import Cluster, Page
 
 log = logging.getLogger(__name__)
@@ -97,6 +100,33 @@ class Writing:
             self.cluster.create_event(job.namespace, body, dry_run=self.server_dry_run)
         except ApiError as error:
             progress.errors.append(str(error))
+
+    def record_warning(self, warning: DeadlineWarning, now: datetime) -> Warned:
+        """Record a ``DeadlineApproaching`` Event, under the name that makes it once a deadline.
+
+        409 means a pass or a replica already recorded it: nothing more to do, and no error.
+        """
+        job = warning.job
+        self.stop_if_asked()
+        body = event_body(
+            job.kind,
+            job.version,
+            job.namespace,
+            job.name,
+            job.uid,
+            reason=WARNING_REASON,
+            message=warning_message(warning, now),
+            warning=True,
+            now=now,
+            event_name=warning.name,
+        )
+        try:
+            self.cluster.create_event(job.namespace, body, dry_run=self.server_dry_run)
+        except Conflict:
+            return Warned(warning, Result.LEFT_ALONE, "already recorded")
+        except ApiError as error:
+            return Warned(warning, Result.ERROR, str(error))
+        return Warned(warning, self.done)
 
 
 class PodCleaner:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from http import HTTPStatus
@@ -48,6 +48,7 @@ from sweeper.core.model import (
 )
 from sweeper.core.patches import failure_message, status_patch, touch_patch
 from sweeper.core.plan import execution_order
+from sweeper.core.warn import DeadlineWarning, Warned
 from sweeper.k8s.cluster import Cluster, ServedKind
 from sweeper.k8s.dryrun import RecordingCluster
 from sweeper.stop import StopReason
@@ -114,6 +115,7 @@ class Executor:
             stop_if_asked=self._stop_if_asked,
         )
         self._jobs = _JobWriter(writing, PodCleaner(writing))
+        self._writing = writing
         self._done = writing.done
         self._stop_reason = stop_reason
         self._on_outcome = on_outcome
@@ -152,6 +154,30 @@ class Executor:
             outcomes[index] = outcome
             self._on_outcome(outcome)
         return Execution(tuple(o for o in outcomes if o is not None), stopped)
+
+    def warn(
+        self, warnings: Sequence[DeadlineWarning], now: datetime
+    ) -> tuple[tuple[Warned, ...], SweeperError | None]:
+        """Record each ``DeadlineApproaching`` warning, each once per deadline.
+
+        Warnings are no actions: ``--max-actions`` does not count them, and the claim of a
+        job's action is not needed (a second record of one is refused by its name).
+
+        Returns:
+            What became of each (``not-started`` after a stop), and what stopped them, if
+            anything.
+        """
+        warned: list[Warned] = []
+        stopped: SweeperError | None = None
+        for warning in warnings:
+            if stopped is None:
+                try:
+                    warned.append(self._writing.record_warning(warning, now))
+                    continue
+                except _Stop as stop:
+                    stopped = stop.cause
+            warned.append(Warned(warning, Result.NOT_STARTED, str(stopped)))
+        return tuple(warned), stopped
 
     def _apply(
         self, action: Action, now: datetime, policy: Policy

@@ -116,7 +116,7 @@ class NotFound(ApiError):  # noqa: N818 - named after the HTTP status
 
 
 class Conflict(ApiError):  # noqa: N818 - named after the HTTP status
-    """409: the object changed since it was read (stale ``resourceVersion``)."""
+    """409: the object changed since it was read (stale ``resourceVersion``), or exists already."""
 
 
 class Gone(ApiError):  # noqa: N818 - named after the HTTP status

@@ -11,6 +11,7 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from enum import StrEnum
 
 from sweeper.core.clock import parse_rfc3339
 from sweeper.core.kinds import (
@@ -34,6 +35,14 @@ MAX_DEADLINE_SECONDS = (2**63 - 1) // 10**9
 # What the sweeper appends to the operator's deadline message
 # (sweeper.core.patches.failure_message).
 SWEEPER_MARK = f"(enforced by {COMPONENT})"
+
+
+class DeadlineSource(StrEnum):
+    """Where a job's effective deadline comes from: its own field, or its platform rule's."""
+
+    JOB = "job"
+    DEFAULT = "default"
+    CAP = "cap"
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +75,10 @@ class Job:
         launcher_waits: An MPIJob v2beta1 whose launcher is created only once every worker is
             ready (``launcherCreationPolicy: WaitForWorkersReady``).
         malformed: The field that made the object unusable, ``None`` for a usable job.
+        deadline_source: Where ``deadline_seconds`` comes from (the platform's rules).
+        rule: The name of the platform rule that matched the job's namespace and kind.
+        warn_before: Seconds before the deadline its rule asks for a ``DeadlineApproaching``
+            Event (``warnBefore``); ``None`` for none.
     """
 
     kind: Kind
@@ -89,6 +102,9 @@ class Job:
     failed_at: datetime | None = None
     launcher_waits: bool = False
     malformed: str | None = None
+    deadline_source: DeadlineSource = DeadlineSource.JOB
+    rule: str | None = None
+    warn_before: float | None = None
 
     @property
     def deadline(self) -> datetime | None:

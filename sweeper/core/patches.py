@@ -132,18 +132,24 @@ def event_body(
     message: str,
     warning: bool,
     now: datetime,
+    event_name: str | None = None,
 ) -> dict[str, Any]:
     """Build the core/v1 Event recorded on a job after each of the sweeper's actions.
 
     The Event names the job's ``uid``: it is about this job, not a namesake created since.
     ``reason`` is CamelCase (``DeadlineTouched``...); ``version`` is within the group (``v1``).
+    ``event_name`` fixes the Event's own name, so that a second create of it is refused (the
+    ``DeadlineApproaching`` warning, once per deadline); without it the name is generated.
     """
     stamp = format_rfc3339(now)
+    # A generated name: two kinds may have jobs of the same name in one namespace.
+    meta = ({"generateName": f"{name[:200]}."} if event_name is None else {"name": event_name}) | {
+        "namespace": namespace
+    }
     return {
         "apiVersion": "v1",
         "kind": "Event",
-        # A generated name: two kinds may have jobs of the same name in one namespace.
-        "metadata": {"generateName": f"{name[:200]}.", "namespace": namespace},
+        "metadata": meta,
         "involvedObject": {
             "apiVersion": f"{kind.group}/{version}",
             "kind": kind.name,

@@ -17,6 +17,7 @@ from sweeper.core.decide import current_touch
 from sweeper.core.families import family_of
 from sweeper.core.jobs import Job
 from sweeper.core.model import Action, Outcome, Result, SkipReason
+from sweeper.core.warn import Warned
 
 # Who failed a job by its deadline: only "operator" for weeks, with no action, as the operator
 # enforces deadlines by itself.
@@ -25,6 +26,7 @@ FAILED_BY = ("operator", "operator-after-touch", "sweeper")
 RECLAIMED = ("pods", "jobsets")
 # Overdue, not acted on this pass, and still the sweeper's to enforce.
 _STILL_OVERDUE = (SkipReason.RECENTLY_TOUCHED, SkipReason.OVER_MAX_ACTIONS)
+_RECORDED = (Result.DONE, Result.PLANNED, Result.DRY_RUN)
 
 
 def has_errors(outcome: Outcome) -> bool:
@@ -45,6 +47,8 @@ class Tally:
         deadline_failed: Jobs failed by their deadline, by (kind name, who: ``FAILED_BY``).
         reclaimed: What the clean-ups deleted (or, in a dry run, would delete), by (family,
             kind name, ``RECLAIMED``): what the jobs' controllers left holding GPUs.
+        warnings: ``DeadlineApproaching`` Events recorded (or, in a dry run, that would be),
+            by (family, kind name, rule name); one already recorded is not counted again.
     """
 
     def __init__(self) -> None:
@@ -56,6 +60,7 @@ class Tally:
         self.max_overdue_s = 0.0
         self.deadline_failed: Counter[tuple[str, str]] = Counter()
         self.reclaimed: Counter[tuple[str, str, str]] = Counter()
+        self.warnings: Counter[tuple[str, str, str]] = Counter()
 
     @classmethod
     def of(cls, outcomes: Iterable[Outcome]) -> Tally:
@@ -85,6 +90,13 @@ class Tally:
             if names:
                 self.reclaimed[family, kind, what] += len(names)
         self.errors += has_errors(outcome)
+
+    def warned(self, warned: Warned) -> None:
+        """Count a warning the pass recorded (an error or one already there counts nothing)."""
+        if warned.result in _RECORDED:
+            warning = warned.warning
+            job = warning.job
+            self.warnings[warning.family, job.kind.name, job.rule or ""] += 1
 
     def decisions(self) -> Counter[str]:
         """Outcomes by decision, every kind summed."""

@@ -29,6 +29,7 @@ from sweeper.core.jobs import Job
 from sweeper.core.kinds import MPI_OPERATOR_VERSION
 from sweeper.core.model import Action, Skip, settled
 from sweeper.core.scope import RunScope
+from sweeper.core.warn import DeadlineWarning, warning_due
 from sweeper.k8s.cluster import Cluster, JobPage, ServedKind
 from sweeper.oneshot import readahead, report
 
@@ -145,6 +146,7 @@ class Listing:
         self._stop_reason = stop_reason
         self.ledger = ledger
         self.actions: list[Action] = []
+        self.warnings: list[DeadlineWarning] = []
         self.unlisted: list[ClusterUnavailable] = []
         self.discovery_date: datetime | None = None
         self.server_date: datetime | None = None
@@ -226,6 +228,10 @@ class Listing:
         for job in jobs:
             entry = judge(job, now, config.policy)
             if isinstance(entry, Skip):
+                # Only before its deadline, so only a skip: never alongside an action.
+                warning = warning_due(job, now, config.policy)
+                if warning is not None:
+                    self.warnings.append(warning)
                 outcome = settled(entry)
                 report.log_outcome(outcome, config.dry_run)
                 ledger.settle(outcome)

@@ -24,7 +24,9 @@ from sweeper.config import ClockMode, DryRun, OutputFormat
 from sweeper.core.clock import format_rfc3339, human
 from sweeper.core.model import Action, ActionKind, ActionMode, Outcome, Result, SkipReason
 from sweeper.core.tally import Tally, has_errors
+from sweeper.core.warn import Warned
 from sweeper.logs import MAX_LINE_BYTES, shorten
+from sweeper.oneshot import notice
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +48,7 @@ class PassReport:
             ``Ledger`` kept (its ``kept``: the actions', or every one with ``-o wide``),
             the counts and records coming from the ledger.
         unlisted: The lists RBAC refused, each as its error: their jobs were not judged.
+        warnings: The ``DeadlineApproaching`` warnings the pass recorded or would record.
     """
 
     number: int
@@ -57,6 +60,7 @@ class PassReport:
     duration_s: float
     stopped_by: str | None = None
     unlisted: tuple[str, ...] = ()
+    warnings: Sequence[Warned] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -291,6 +295,11 @@ def write_json(
         stream.write(",\n".join(chunk))
         first = False
     stream.write("]" if first else "\n  ]")
+    if report.warnings and report.now is not None:
+        now = report.now
+        stream.write(', "warnings": [\n')
+        stream.write(",\n".join(_encode(notice.record(w, now)) for w in report.warnings))
+        stream.write("\n  ]")
     stream.write(', "summary": ')
     stream.write(json.dumps((counts or summary(report)).document()))
     stream.write("}\n")
@@ -365,6 +374,9 @@ def write_text(
         stream.write("No Kubeflow jobs found.\n")
     for unlisted in counts.unlisted:
         stream.write(f"Not listed, its jobs not judged: {unlisted}\n")
+    if report.now is not None:
+        for warned in report.warnings:
+            stream.write(f"Warned: {notice.line(warned, report.now)}\n")
     hidden = counts.jobs - len(shown)
     if hidden:
         by_reason = ", ".join(f"{reason} {n}" for reason, n in counts.skipped.items())

@@ -32,8 +32,9 @@ from sweeper.core.errors import (
 from sweeper.core.model import Plan
 from sweeper.core.plan import assemble
 from sweeper.core.tally import Tally
+from sweeper.core.warn import Warned
 from sweeper.k8s.cluster import Cluster
-from sweeper.oneshot import listing, report
+from sweeper.oneshot import listing, notice, report
 from sweeper.stop import StopFlag, monotonic_now, signals_stop
 
 log = logging.getLogger(__name__)
@@ -239,6 +240,7 @@ def sweep(
     listed: listing.Listing | None = None
     now: datetime | None = None
     plan: Plan | None = None
+    warned: tuple[Warned, ...] = ()
     try:
         listed = listing.list_pass(
             cluster, config, flag.reason, lambda: report.Ledger(config.output)
@@ -253,15 +255,21 @@ def sweep(
     ledger = report.Ledger(config.output)  # a pass that decided nothing reports no job
     if plan is not None and listed is not None:
         ledger = listed.ledger
-        execution = Executor(
+        executor = Executor(
             cluster,
             dry_run=config.dry_run,
             stop_reason=flag.reason,
             on_outcome=lambda o: report.log_outcome(o, config.dry_run),
             claim=claim,
-        ).execute(plan)
+        )
+        execution = executor.execute(plan)
         ledger.resolve(execution.outcomes)
         stopped = execution.stopped_by
+        if stopped is None and listed.warnings:
+            warned, stopped = executor.warn(listed.warnings, plan.now)
+            for each in warned:
+                notice.log_warned(each, plan.now, config.dry_run)
+                ledger.tally.warned(each)
     duration_s = (monotonic or monotonic_now)() - began
     reason = stopped or unavailable
     unlisted = listed.unlisted if listed is not None else []
@@ -274,6 +282,7 @@ def sweep(
         duration_s=duration_s,
         stopped_by=reason,
         unlisted=tuple(str(u) for u in unlisted),
+        warned=warned,
     )
     if unavailable is not None:
         raise unavailable
@@ -291,6 +300,7 @@ def _report(
     duration_s: float,
     stopped_by: SweeperError | None,
     unlisted: tuple[str, ...],
+    warned: tuple[Warned, ...] = (),
 ) -> report.Summary:
     """Write the pass's report (stdout) and its summary line (the log); give its counts."""
     pass_report = report.PassReport(
@@ -303,6 +313,7 @@ def _report(
         duration_s=duration_s,
         stopped_by=str(stopped_by or "") or None,
         unlisted=unlisted,
+        warnings=warned,
     )
     counts = report.Summary.of(
         ledger.tally, pass_report.duration_s, pass_report.stopped_by, unlisted

@@ -21,7 +21,7 @@ from datetime import datetime, timedelta
 
 from sweeper.core.schedule import Schedule
 from sweeper.k8s.transport import RetryPolicy
-from sweeper.watch.inbox import Ending, Event, Fired, JobKey, Listed, Message
+from sweeper.watch.inbox import Ending, Event, Fired, JobKey, Listed, Message, Pending
 
 # A fired job whose action failed is tried again about this much later (or at the next
 # event), and twice as late after each further failure, up to the cap: an action that keeps
@@ -48,6 +48,9 @@ class Agenda:
         # Jobs an actor holds, each with the earliest look that came due meanwhile.
         self._held: dict[JobKey, datetime | None] = {}
         self._failures: dict[JobKey, int] = {}
+        # The warning each job's fire recorded or found recorded (an Event name): its timer
+        # then wakes only for its due instant. Dropped with the job, or once it has neither.
+        self._warned: dict[JobKey, str] = {}
         # While a resync pass runs: the jobs timers took since it began listing.
         self._taken_in_pass: set[JobKey] | None = None
 
@@ -81,20 +84,31 @@ class Agenda:
         with self._lock:
             if isinstance(message, Event):
                 self._failures.pop(message.key, None)  # the job changed: backoff starts over
-                self._timers.arm(message.key, message.due)
+                self._timers.arm(message.key, self._look(message.key, message.due, message.pending))
             elif isinstance(message, Listed):
                 for key, due in message.due.items():
-                    self._timers.arm(key, due)
+                    self._timers.arm(key, self._look(key, due, message.pending.get(key)))
                 if message.relist:
                     scope, listed = message.scope, message.due
                     gone = self._timers.drop_where(lambda k: scope.holds(k) and k not in listed)
                     for key in gone:
                         self._failures.pop(key, None)
+                        self._warned.pop(key, None)
                     return gone
             elif isinstance(message, Fired):
                 self._release(message)
             # Leadership only wakes the loop up.
             return []
+
+    def _look(self, key: JobKey, due: datetime | None, pending: Pending | None) -> datetime | None:
+        """When to look at a job: its warning's instant first, unless that warning is done."""
+        if pending is None:
+            if due is None:
+                self._warned.pop(key, None)  # gone, or never due as it stands
+            return due
+        if self._warned.get(key) == pending.name or (due is not None and due <= pending.at):
+            return due
+        return pending.at
 
     def take_due(self, now: datetime) -> list[tuple[JobKey, datetime]]:
         """Take every due timer for its fire, except those of jobs another actor holds.
@@ -116,6 +130,8 @@ class Agenda:
             return fire
 
     def _release(self, fired: Fired) -> None:
+        if fired.warned is not None:
+            self._warned[fired.key] = fired.warned
         deferred = self._held.pop(fired.key, None)
         for rearm in (self._retry(fired), deferred):
             current = self._timers.when(fired.key)

@@ -20,9 +20,10 @@ from sweeper.core.errors import ApiError, NotFound, SweeperError
 from sweeper.core.families import family_of
 from sweeper.core.jobs import parse_job
 from sweeper.core.model import Action, ActionKind, Outcome, Plan, Result
+from sweeper.core.warn import DeadlineWarning, warning_due
 from sweeper.k8s.cluster import Cluster, ServedKind
 from sweeper.metrics import WatchMetrics
-from sweeper.oneshot import report
+from sweeper.oneshot import notice, report
 from sweeper.watch.inbox import Ending, Fired, Inbox, JobKey
 from sweeper.watch.servertime import ServerClock
 
@@ -151,6 +152,15 @@ class Fire:
         job = parse_job(raw, served.kind, served.version)
         now = self._now()  # the one reading for this job
         policy = self.config.policy  # never a cap: --watch refuses --max-actions
+        executor = Executor(
+            self.cluster,
+            dry_run=self.config.dry_run,
+            stop_reason=self._stop_reason,
+            on_outcome=self._outcome,
+        )
+        warning = warning_due(job, now, policy)
+        if warning is not None:  # before its deadline: no action is due with it
+            return self._warn(key, due, executor, warning, now=now, then=due_at(job, policy))
         entry = judge(job, now, policy)
         if not isinstance(entry, Action):
             # Changed since the event, or the server clock is not surely there yet.
@@ -160,15 +170,35 @@ class Fire:
             and due != ALWAYS
         ):
             self.metrics.lateness.observe(max((now - due).total_seconds(), 0.0))
-        executor = Executor(
-            self.cluster,
-            dry_run=self.config.dry_run,
-            stop_reason=self._stop_reason,
-            on_outcome=self._outcome,
-        )
         execution = executor.execute(Plan(now=now, policy=policy, entries=(entry,)))
         outcome = execution.outcomes[0]
         return _ended(key, due, outcome)
+
+    def _warn(
+        self,
+        key: JobKey,
+        due: datetime,
+        executor: Executor,
+        warning: DeadlineWarning,
+        *,
+        now: datetime,
+        then: datetime | None,
+    ) -> Fired:
+        """Record a job's warning (once: a second create of its name is refused), then wait.
+
+        ``then`` is the job's due instant, the timer's next; a warning not tried (a stop,
+        the Lease lost) keeps the timer where it was, a refused one backs off.
+        """
+        (warned,), _stopped = executor.warn((warning,), now)
+        notice.log_warned(warned, now, self.config.dry_run)
+        if warned.result is Result.NOT_STARTED:
+            return Fired(key, due, Ending.NOT_TRIED)
+        if warned.result is Result.ERROR:
+            return Fired(key, None, Ending.FAILED)
+        if warned.result is not Result.LEFT_ALONE:
+            job = warning.job
+            self.metrics.warnings.labels(warning.family, job.kind.name, job.rule or "").inc()
+        return Fired(key, then, warned=warning.name)
 
     def _outcome(self, outcome: Outcome) -> None:
         report.log_outcome(outcome, self.config.dry_run)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import queue
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from enum import Enum
 
@@ -48,23 +48,42 @@ class Scope:
 
 
 @dataclass(frozen=True, slots=True)
+class Pending:
+    """A ``DeadlineApproaching`` warning a job's timer wakes for before its due instant.
+
+    Attributes:
+        at: When it is due (``deadline - warnBefore``).
+        name: Its Event's name, one per deadline: the agenda wakes for it once.
+    """
+
+    at: datetime
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
 class Listed:
     """A stream's list, complete: each job's due instant (``None``: never due as it stands).
 
     On a ``relist`` (not the stream's first list) a job of the scope missing here is gone.
+    ``pending`` holds the warnings of the jobs that have one.
     """
 
     scope: Scope
     due: dict[JobKey, datetime | None]
     relist: bool
+    pending: dict[JobKey, Pending] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
 class Event:
-    """A watch event about one job: its new due instant (``None`` also for DELETED)."""
+    """A watch event about one job: its new due instant (``None`` also for DELETED).
+
+    ``pending``: the warning its rule asks for before then, if any.
+    """
 
     key: JobKey
     due: datetime | None
+    pending: Pending | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +111,8 @@ class Fired:
     key: JobKey
     rearm: datetime | None
     ending: Ending = Ending.SETTLED
+    # The warning the fire recorded (or found recorded): its timer need not wake for it again.
+    warned: str | None = None
 
 
 Message = Listed | Event | Leadership | Fired

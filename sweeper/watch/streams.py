@@ -22,14 +22,15 @@ from http import HTTPStatus
 from sweeper.config import Config, WatchSettings
 from sweeper.core.decide import due_at
 from sweeper.core.errors import ApiError, Gone, WatchStalled
-from sweeper.core.jobs import parse_job
-from sweeper.core.model import JSON
+from sweeper.core.jobs import Job, parse_job
+from sweeper.core.model import JSON, Policy
 from sweeper.core.scope import RunScope
+from sweeper.core.warn import warning_of
 from sweeper.k8s.cluster import ServedKind, WatchCluster
 from sweeper.k8s.transport import RetryPolicy
 from sweeper.metrics import WatchMetrics
 from sweeper.watch.health import Health
-from sweeper.watch.inbox import Event, Inbox, JobKey, Listed, SawDate, Scope
+from sweeper.watch.inbox import Event, Inbox, JobKey, Listed, Pending, SawDate, Scope
 
 log = logging.getLogger(__name__)
 
@@ -204,6 +205,7 @@ class Streams:
         resourceVersion, where the watch starts (empty when none was said).
         """
         due: dict[JobKey, datetime | None] = {}
+        pending: dict[JobKey, Pending] = {}
         version = ""
         policy, kept = self.config.policy, self.covered.kept
         pages = iter(
@@ -221,11 +223,15 @@ class Streams:
                 if not kept(job.namespace):
                     continue
                 try:
-                    due[JobKey(job.kind.name, job.namespace, job.name)] = due_at(job, policy)
+                    key = JobKey(job.kind.name, job.namespace, job.name)
+                    due[key] = due_at(job, policy)
+                    warning = _pending(job, policy)
+                    if warning is not None:
+                        pending[key] = warning
                 except Exception:  # noqa: BLE001 - one object never stops a kind's listing
                     _unreadable(scope, job.namespace, job.name, "list")
             version = page.resource_version or version
-        self.inbox.put(Listed(scope, due, relist))
+        self.inbox.put(Listed(scope, due, relist, pending))
         log.info("listed %s: %d job(s)", scope, len(due))
         return version
 
@@ -262,7 +268,9 @@ class Streams:
                     if not kept(job.namespace):
                         continue
                     key = JobKey(job.kind.name, job.namespace, job.name)
-                    due = None if event.type == "DELETED" else due_at(job, policy)
+                    deleted = event.type == "DELETED"
+                    due = None if deleted else due_at(job, policy)
+                    warning = None if deleted else _pending(job, policy)
                 except Exception:  # noqa: BLE001 - one object never stops a stream
                     # The resourceVersion has moved past it: the stream is never replayed
                     # from before it. Its timer (if any) stays as it was; the resync judges it.
@@ -270,10 +278,18 @@ class Streams:
                     named = meta if isinstance(meta, dict) else {}
                     _unreadable(scope, named.get("namespace"), named.get("name"), event.type)
                     continue
-                self.inbox.put(Event(key, due))
+                self.inbox.put(Event(key, due, warning))
         if not seen and self.monotonic() - sent < SHORT_WATCH_S and not self._ended(scope):
             raise _ShortWatch
         return version
+
+
+def _pending(job: Job, policy: Policy) -> Pending | None:
+    """The job's ``DeadlineApproaching`` warning, for its timer to wake for it too."""
+    if job.warn_before is None:
+        return None
+    warning = warning_of(job, policy)
+    return None if warning is None else Pending(warning.at, warning.name)
 
 
 class _ShortWatch(Exception):  # noqa: N818 - a stream's ending, not an error raised to callers

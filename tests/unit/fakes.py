@@ -263,6 +263,12 @@ class FakeCluster:
         self._record(
             "create-event", namespace, event["involvedObject"]["name"], dry_run=dry_run, body=event
         )
+        name = event["metadata"].get("name")
+        if name is not None and any(
+            e["metadata"].get("name") == name and e["metadata"]["namespace"] == namespace
+            for e in self.events
+        ):  # 409 AlreadyExists, dry run or not
+            raise Conflict(RequestRef("create", "events", namespace, name), 409)
         if not dry_run:
             self.events.append(copy.deepcopy(event))
 

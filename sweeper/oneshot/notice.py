@@ -1,0 +1,79 @@
+"""The ``DeadlineApproaching`` warnings as a pass reports them: a log line, a line, a record.
+
+A warning is no action on the job (no ``--max-actions`` slot, no decision of its own), so it
+has its own lines: one log line each (what it records, or in a dry run would record), the
+text report's ``Warned`` lines, and ``-o json``'s ``warnings`` list. The watch mode's fires
+log theirs the same way.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+from typing import Any
+
+from sweeper.config import DryRun
+from sweeper.core.clock import format_rfc3339
+from sweeper.core.model import Result
+from sweeper.core.warn import REASON, Warned, message
+
+log = logging.getLogger(__name__)
+
+
+def record(warned: Warned, now: datetime) -> dict[str, Any]:
+    """The warning's record in ``-o json``'s ``warnings``."""
+    warning = warned.warning
+    job = warning.job
+    return {
+        "kind": job.kind.name,
+        "namespace": job.namespace,
+        "name": job.name,
+        "event": warning.name,
+        "at": format_rfc3339(warning.at),
+        "deadline": format_rfc3339(warning.deadline),
+        "deadline_source": job.deadline_source.value,
+        "rule": job.rule,
+        "message": message(warning, now),
+        "result": warned.result.value,
+        "detail": warned.detail,
+    }
+
+
+def line(warned: Warned, now: datetime) -> str:
+    """The warning's line in the text report."""
+    job = warned.warning.job
+    result = ": ".join(part for part in (warned.result.value, warned.detail) if part)
+    return (
+        f"{REASON} {job.kind.name} {job.namespace}/{job.name} -> {result}: "
+        f"{message(warned.warning, now)}"
+    )
+
+
+def log_warned(warned: Warned, now: datetime, dry_run: DryRun | None) -> None:
+    """Log one line for a warning: recorded, would be recorded, already there, or refused."""
+    warning = warned.warning
+    job = warning.job
+    fields: dict[str, Any] = {
+        "kind": job.kind.name,
+        "namespace": job.namespace,
+        "job_name": job.name,  # LogRecord reserves "name" (sweeper.logs renames it back)
+        "event": warning.name,
+        "reason": REASON,
+        "rule": job.rule,
+        "dry_run": dry_run.value if dry_run else None,
+        "result": warned.result.value,
+    }
+    log_at = log.error if warned.result is Result.ERROR else log.info
+    if warned.result is Result.LEFT_ALONE:
+        log_at = log.debug  # every pass in the warning's window finds it recorded
+    log_at(
+        "%s %s/%s: %s -> %s%s %s",
+        job.kind.name,
+        job.namespace,
+        job.name,
+        REASON,
+        warned.result.value,
+        f" ({warned.detail})" if warned.detail else "",
+        message(warning, now),
+        extra=fields,
+    )
