@@ -38,11 +38,11 @@ SWEEPER_MARK = f"(enforced by {COMPONENT})"
 
 
 class DeadlineSource(StrEnum):
-    """Where a job's effective deadline comes from: its own field, or its platform rule's."""
+    """Where a job's effective deadline comes from (``sweeper.core.platform.apply``)."""
 
-    JOB = "job"
-    DEFAULT = "default"
-    CAP = "cap"
+    JOB = "job"  # its own activeDeadlineSeconds (or none at all)
+    DEFAULT = "default"  # the platform rule's defaultDeadline: the job declares none
+    CAP = "cap"  # the platform rule's maxDeadline: the job declares a longer one, or none
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,8 +55,17 @@ class Job:
         start_time: Where the job's controller starts its deadline clock: ``status.startTime``
             for the Training Operator and mpi-operator (set at the first start, reset on
             resume); creation or the last resume for a TrainJob.
-        deadline_seconds: ``activeDeadlineSeconds`` (negative values included: the Training
-            Operator finds them already past).
+        deadline_seconds: The effective deadline in seconds: ``declared_seconds``, else the
+            platform rule's default, capped by its maximum (``sweeper.core.platform.apply``);
+            every family's rules and ``deadline`` read this one.
+        declared_seconds: The job's own ``activeDeadlineSeconds`` (negative values included:
+            the Training Operator finds them already past).
+        deadline_source: Which of the job, the rule's default or its cap set
+            ``deadline_seconds``.
+        rule: The name of the platform rule the job falls under, ``None`` without one.
+        exemption_refused: The job carries the exclude annotation, and its rule does not allow
+            exemptions (``excluded`` is then false).
+        warn_before: The rule's ``warnBefore`` in seconds.
         suspended_condition: Whether the status still has ``Suspended=True``. With
             ``suspend`` no longer true the job is resuming: the operator's next reconcile
             sets ``startTime`` to now before it checks the deadline.
@@ -75,10 +84,6 @@ class Job:
         launcher_waits: An MPIJob v2beta1 whose launcher is created only once every worker is
             ready (``launcherCreationPolicy: WaitForWorkersReady``).
         malformed: The field that made the object unusable, ``None`` for a usable job.
-        deadline_source: Where ``deadline_seconds`` comes from (the platform's rules).
-        rule: The name of the platform rule that matched the job's namespace and kind.
-        warn_before: Seconds before the deadline its rule asks for a ``DeadlineApproaching``
-            Event (``warnBefore``); ``None`` for none.
     """
 
     kind: Kind
@@ -102,8 +107,10 @@ class Job:
     failed_at: datetime | None = None
     launcher_waits: bool = False
     malformed: str | None = None
+    declared_seconds: int | None = None
     deadline_source: DeadlineSource = DeadlineSource.JOB
     rule: str | None = None
+    exemption_refused: bool = False
     warn_before: float | None = None
 
     @property
@@ -210,6 +217,7 @@ def _parse(raw: object, kind: Kind, version: str, *, identity: tuple[str, str, s
         uid=uid,
         start_time=start_time,
         deadline_seconds=deadline_seconds,
+        declared_seconds=deadline_seconds,
         suspended=_bool(policy, "suspend", f"{prefix}.suspend"),
         suspended_condition=seen.suspended,
         managed_by=_string(policy, "managedBy", f"{prefix}.managedBy"),
