@@ -82,19 +82,29 @@ def warning_of(job: Job, policy: Policy) -> DeadlineWarning | None:
     ends = _what_ends(entry, family.name, policy)
     if ends is None:
         return None
-    try:
-        at = deadline - timedelta(seconds=warn_before)
-    except OverflowError:
-        at = ALWAYS
+    at = _instant(deadline, warn_before)
     return DeadlineWarning(job, at, deadline, event_name(job, deadline), family.name, ends)
 
 
 def warning_due(job: Job, now: datetime, policy: Policy) -> DeadlineWarning | None:
-    """The job's warning if it is to be recorded at ``now`` (see :meth:`DeadlineWarning.due`)."""
-    if job.warn_before is None:  # the common case, before any work
+    """The job's warning if it is to be recorded at ``now`` (see :meth:`DeadlineWarning.due`).
+
+    Outside its window (most jobs of a pass) it costs two comparisons: the rules are judged
+    only for a job inside it.
+    """
+    warn_before, deadline = job.warn_before, job.deadline
+    if warn_before is None or deadline is None or now >= deadline:
         return None
-    warning = warning_of(job, policy)
-    return warning if warning is not None and warning.due(now) else None
+    if now < _instant(deadline, warn_before):
+        return None
+    return warning_of(job, policy)
+
+
+def _instant(deadline: datetime, warn_before: float) -> datetime:
+    try:
+        return deadline - timedelta(seconds=warn_before)
+    except OverflowError:  # a warnBefore longer than the calendar: due from the start
+        return ALWAYS
 
 
 def pending_at(job: Job, policy: Policy) -> datetime | None:
