@@ -48,6 +48,7 @@ from sweeper.core.model import (
 )
 from sweeper.core.patches import failure_message, status_patch, touch_patch
 from sweeper.core.plan import execution_order
+from sweeper.core.platform import source_note
 from sweeper.core.warn import DeadlineWarning, Warned
 from sweeper.k8s.cluster import Cluster, ServedKind
 from sweeper.k8s.dryrun import RecordingCluster
@@ -96,6 +97,8 @@ class Executor:
             ``False`` when another actor has the job (the watch mode's timers, during a
             resync pass): the action is then left alone, so one job is acted on by one
             actor at a time. By default every job is ours.
+        view: Puts a job read again under its platform rule, as the pass did
+            (``sweeper.core.platform.PlatformView``); by default the job as read.
     """
 
     def __init__(
@@ -106,6 +109,7 @@ class Executor:
         stop_reason: StopReason = lambda: None,
         on_outcome: Callable[[Outcome], None] = lambda _outcome: None,
         claim: Claim | None = None,
+        view: Callable[[Job], Job] = lambda job: job,
     ) -> None:
         # Client dry run by construction: the same code runs, the writes go to a list.
         writing = Writing(
@@ -114,7 +118,7 @@ class Executor:
             done=_DONE[dry_run],
             stop_if_asked=self._stop_if_asked,
         )
-        self._jobs = _JobWriter(writing, PodCleaner(writing))
+        self._jobs = _JobWriter(writing, PodCleaner(writing), view)
         self._writing = writing
         self._done = writing.done
         self._stop_reason = stop_reason
@@ -243,9 +247,10 @@ class Executor:
 class _JobWriter:
     """Touches and fails jobs: the writes to the job itself, each followed by its event."""
 
-    def __init__(self, writing: Writing, cleaner: PodCleaner) -> None:
+    def __init__(self, writing: Writing, cleaner: PodCleaner, view: Callable[[Job], Job]) -> None:
         self._w = writing
         self.cleaner = cleaner
+        self._view = view
 
     def touch(self, action: Action, now: datetime, policy: Policy, progress: Progress) -> Result:
         job = action.job
@@ -329,7 +334,7 @@ class _JobWriter:
         sent: JSON | None = None  # the Failed condition of the last status write that got 409
         for _attempt in range(STATUS_WRITE_ATTEMPTS):
             raw = self._w.cluster.get_job(served, listed.namespace, listed.name)
-            job = parse_job(raw, listed.kind, listed.version)
+            job = self._view(parse_job(raw, listed.kind, listed.version))
             if job.uid != listed.uid:
                 progress.detail = "job replaced by a new one of the same name"
                 return Result.LEFT_ALONE
@@ -352,7 +357,7 @@ class _JobWriter:
             if left:
                 progress.detail = left
                 return Result.LEFT_ALONE
-            progress.body = status_patch(job.kind, raw, now, job.version)
+            progress.body = status_patch(job.kind, raw, now, job.version, source=source_note(job))
             self._w.stop_if_asked()
             try:
                 self._w.cluster.patch_job_status(
@@ -400,7 +405,10 @@ class _JobWriter:
             now,
             reason="DeadlineExceeded",
             warning=True,
-            message=f"{failure_message(job.name, job.version)}: {_late(action)} past its deadline",
+            message=(
+                f"{failure_message(job.name, job.version, source_note(job))}: "
+                f"{_late(action)} past its deadline"
+            ),
         )
         return self._w.done
 

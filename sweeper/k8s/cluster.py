@@ -151,6 +151,14 @@ class Cluster(Protocol):
         """Read one batch/v1 Job (``NotFound`` if none)."""
         ...
 
+    def list_namespaces(self) -> list[JSON]:
+        """List every Namespace (cluster-scoped; for the platform rules' selectors)."""
+        ...
+
+    def get_namespace(self, name: str) -> JSON:
+        """Read one Namespace (``NotFound`` if none)."""
+        ...
+
     def close(self) -> None:
         """Release the connections; the run calls it once, when it ends, however it ends."""
         ...

@@ -8,9 +8,11 @@ log theirs the same way.
 
 from __future__ import annotations
 
+import json
 import logging
+from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, TextIO
 
 from sweeper.config import DryRun
 from sweeper.core.clock import format_rfc3339
@@ -47,6 +49,20 @@ def line(warned: Warned, now: datetime) -> str:
         f"{REASON} {job.kind.name} {job.namespace}/{job.name} -> {result}: "
         f"{message(warned.warning, now)}"
     )
+
+
+def write_json(stream: TextIO, warnings: Sequence[Warned], now: datetime | None) -> None:
+    """Write ``, "warnings": [...]`` into a pass's JSON document, one warning per line."""
+    if warnings and now is not None:
+        records = ",\n".join(json.dumps(record(w, now)) for w in warnings)
+        stream.write(f', "warnings": [\n{records}\n  ]')
+
+
+def write_text(stream: TextIO, warnings: Sequence[Warned], now: datetime | None) -> None:
+    """Write a ``Warned:`` line per warning into a pass's text report."""
+    if now is not None:
+        for warned in warnings:
+            stream.write(f"Warned: {line(warned, now)}\n")
 
 
 def log_warned(warned: Warned, now: datetime, dry_run: DryRun | None) -> None:

@@ -24,6 +24,7 @@ from sweeper.core.decide import due_at
 from sweeper.core.errors import ApiError, Gone, WatchStalled
 from sweeper.core.jobs import Job, parse_job
 from sweeper.core.model import JSON, Policy
+from sweeper.core.platform import PlatformView
 from sweeper.core.scope import RunScope
 from sweeper.core.warn import warning_of
 from sweeper.k8s.cluster import ServedKind, WatchCluster
@@ -75,8 +76,10 @@ class Streams:
         metrics: WatchMetrics,
         health: Health,
         monotonic: Callable[[], float] = time.monotonic,
+        view: Callable[[], PlatformView] = PlatformView,
     ) -> None:
         self.cluster = cluster
+        self.view = view
         self.config = config
         self.settings = settings
         self.inbox = inbox
@@ -207,7 +210,7 @@ class Streams:
         due: dict[JobKey, datetime | None] = {}
         pending: dict[JobKey, Pending] = {}
         version = ""
-        policy, kept = self.config.policy, self.covered.kept
+        policy, kept, view = self.config.policy, self.covered.kept, self.view()
         pages = iter(
             self.cluster.list_job_views(
                 scope.served, scope.namespace, self.config.selector, self.config.page_size
@@ -224,8 +227,9 @@ class Streams:
                     continue
                 try:
                     key = JobKey(job.kind.name, job.namespace, job.name)
-                    due[key] = due_at(job, policy)
-                    warning = _pending(job, policy)
+                    viewed = view(job)
+                    due[key] = due_at(viewed, policy)
+                    warning = _pending(viewed, policy)
                     if warning is not None:
                         pending[key] = warning
                 except Exception:  # noqa: BLE001 - one object never stops a kind's listing
@@ -269,6 +273,7 @@ class Streams:
                         continue
                     key = JobKey(job.kind.name, job.namespace, job.name)
                     deleted = event.type == "DELETED"
+                    job = self.view()(job)
                     due = None if deleted else due_at(job, policy)
                     warning = None if deleted else _pending(job, policy)
                 except Exception:  # noqa: BLE001 - one object never stops a stream

@@ -220,6 +220,16 @@ def test_the_message_names_the_deadline_when_its_source_and_what_happens() -> No
     assert warning is not None
     assert message(warning, NOW) == (
         "deadline 2024-05-01T12:10:00Z (in 10m00s), set by the cap of platform rule gpu: "
-        "the sweeper touches it so that the Training Operator fails it; then its Running and "
-        "Pending pods are deleted, giving their GPUs back"
+        "the sweeper fails it; then its Running and Pending pods are deleted, giving their "
+        "GPUs back"
     )
+
+
+def test_a_v1_deadline_the_job_does_not_carry_is_said_to_be_failed_by_the_sweeper() -> None:
+    # The operator reads only its own field: a touch cannot end it, whatever --action.
+    own = warning_of(view(running(), rule="gpu"), TOUCH)
+    default = warning_of(view(running(), rule="gpu", deadline_source=DeadlineSource.DEFAULT), TOUCH)
+    assert own is not None
+    assert default is not None
+    assert own.ends.startswith("the sweeper touches it")
+    assert default.ends.startswith("the sweeper fails it;")

@@ -56,8 +56,8 @@ def test_the_json_report_lists_the_warnings_beside_the_jobs() -> None:
         "rule": "gpu",
         "message": (
             "deadline 2024-05-01T12:10:00Z (in 10m00s), set by the default of platform rule "
-            "gpu: the sweeper touches it so that the Training Operator fails it; then its "
-            "Running and Pending pods are deleted, giving their GPUs back"
+            "gpu: the sweeper fails it; then its Running and Pending pods are deleted, giving "
+            "their GPUs back"
         ),
         "result": "planned",
         "detail": "",
