@@ -33,7 +33,7 @@ from sweeper.core.model import Plan
 from sweeper.core.plan import assemble
 from sweeper.core.platform import PlatformView
 from sweeper.core.tally import Tally
-from sweeper.core.warn import Warned
+from sweeper.core.warn import DeadlineWarning, Warned
 from sweeper.k8s.cluster import Cluster
 from sweeper.oneshot import listing, notice, report
 from sweeper.stop import StopFlag, monotonic_now, signals_stop
@@ -224,11 +224,14 @@ def sweep(
     monotonic: Callable[[], float] | None = None,
     claim: Claim | None = None,
     view: PlatformView | None = None,
+    warned: Callable[[DeadlineWarning], bool] = lambda _warning: False,
 ) -> PassOutcome:
     """Run one pass: discover, list, decide, act, report.
 
     ``claim`` holds each job while its action runs (see ``sweeper.act.executor.Executor``);
-    ``view`` puts each job under its platform rule (by default read for the pass).
+    ``view`` puts each job under its platform rule (by default read for the pass);
+    ``warned`` says which due warnings are known to be recorded already (the watch's timers
+    recorded them), so the pass does not ask the API server again.
 
     Returns:
         The pass's error count, what stopped it, if anything, and the lists RBAC refused.
@@ -243,7 +246,7 @@ def sweep(
     listed: listing.Listing | None = None
     now: datetime | None = None
     plan: Plan | None = None
-    warned: tuple[Warned, ...] = ()
+    recorded: tuple[Warned, ...] = ()
     try:
         listed = listing.list_pass(
             cluster, config, flag.reason, lambda: report.Ledger(config.output), view
@@ -269,9 +272,10 @@ def sweep(
         execution = executor.execute(plan)
         ledger.resolve(execution.outcomes)
         stopped = execution.stopped_by
-        if stopped is None and listed.warnings:
-            warned, stopped = executor.warn(listed.warnings, plan.now)
-            for each in warned:
+        warnings = [w for w in listed.warnings if not warned(w)]
+        if stopped is None and warnings:
+            recorded, stopped = executor.warn(warnings, plan.now)
+            for each in recorded:
                 notice.log_warned(each, plan.now, config.dry_run)
                 ledger.tally.warned(each)
     duration_s = (monotonic or monotonic_now)() - began
@@ -286,7 +290,7 @@ def sweep(
         duration_s=duration_s,
         stopped_by=reason,
         unlisted=tuple(str(u) for u in unlisted),
-        warned=warned,
+        warned=recorded,
     )
     if unavailable is not None:
         raise unavailable

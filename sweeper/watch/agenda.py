@@ -151,6 +151,11 @@ class Agenda:
         delay = _FIRE_BACKOFF.backoff(failures, random.uniform)
         return self._now() + timedelta(seconds=delay)
 
+    def warned(self, key: JobKey) -> str | None:
+        """The warning (its Event's name) a fire recorded or found recorded for the job."""
+        with self._lock:
+            return self._warned.get(key)
+
     def failures(self, key: JobKey) -> int:
         """Consecutive failed fires of a job (0 after a success, a change, or its deletion)."""
         with self._lock:

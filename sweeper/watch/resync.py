@@ -22,6 +22,7 @@ from sweeper.config import Config, WatchSettings
 from sweeper.core.errors import RunTimeout, SweeperError
 from sweeper.core.model import Action
 from sweeper.core.platform import PlatformView
+from sweeper.core.warn import DeadlineWarning
 from sweeper.k8s.cluster import Cluster
 from sweeper.metrics import WatchMetrics
 from sweeper.oneshot.run import sweep
@@ -93,6 +94,7 @@ class Resync:
                     self.out,
                     claim=self._claim,
                     view=self.view(),
+                    warned=self._warned,
                 )
                 failed = outcome.errors or outcome.unlisted
                 for rule, honoured in (outcome.tally.exemptions if outcome.tally else {}).items():
@@ -105,6 +107,10 @@ class Resync:
                 log.warning("resync pass %d failed: %s", number, error)
                 result = "failed"
         self.metrics.resyncs.labels(result).inc()
+
+    def _warned(self, warning: DeadlineWarning) -> bool:
+        job = warning.job
+        return self.agenda.warned(JobKey(job.kind.name, job.namespace, job.name)) == warning.name
 
     @contextlib.contextmanager
     def _claim(self, action: Action) -> Iterator[bool]:

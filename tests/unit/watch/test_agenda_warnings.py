@@ -38,6 +38,7 @@ def test_once_warned_the_timer_wakes_only_for_the_due_instant() -> None:
     assert book.take_due(WARN.at) == [(KEY, WARN.at)]
     book.apply(Fired(KEY, DUE, warned=WARN.name))
     assert book.when(KEY) == DUE
+    assert book.warned(KEY) == WARN.name  # what a resync pass asks before recording it
     # The job changes (a status update) with the same deadline: no second wake-up for it.
     book.apply(Event(KEY, DUE, WARN))
     assert book.when(KEY) == DUE
