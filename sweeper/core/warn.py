@@ -159,8 +159,10 @@ def _what_ends(entry: Entry, family: str, policy: Policy) -> str | None:
                 ends += f" (and fails it itself {human(policy.escalate_after)} later at most)"
         elif entry.kind is ActionKind.FAIL:
             ends = "the sweeper fails it"
-        else:  # a clean-up: the job is already finished
-            return None
+        elif entry.kind in (ActionKind.TERMINATE_PODS, ActionKind.DELETE_JOBSET):
+            return None  # a clean-up: the job is already finished
+        else:  # the deadline written where its controller enforces it (a TrainJob's spec...)
+            ends = "its controller fails it"
     elif entry.why in _CONTROLLER_ENDS:
         ends = "its controller fails it"
     else:
