@@ -92,10 +92,11 @@ def warning_due(job: Job, now: datetime, policy: Policy) -> DeadlineWarning | No
     Outside its window (most jobs of a pass) it costs two comparisons: the rules are judged
     only for a job inside it.
     """
-    warn_before, deadline = job.warn_before, job.deadline
-    if warn_before is None or deadline is None or now >= deadline:
+    warn_before = job.warn_before
+    if warn_before is None:  # every job without a rule's warnBefore: before any arithmetic
         return None
-    if now < _instant(deadline, warn_before):
+    deadline = job.deadline
+    if deadline is None or now >= deadline or now < _instant(deadline, warn_before):
         return None
     return warning_of(job, policy)
 
