@@ -32,6 +32,7 @@ from sweeper.core.model import Action, ActionKind, Entry
 from sweeper.core.plan import assemble
 from sweeper.core.platform import PlatformView, explain_rule, namespace_labels
 from sweeper.core.scope import RunScope
+from sweeper.core.warn import explain_warning
 from sweeper.k8s.cluster import Cluster, ServedKind
 from sweeper.oneshot.run import Connect
 from sweeper.stop import StopFlag, monotonic_now
@@ -110,6 +111,9 @@ def run_explain(config: Config, connect: Connect, out: TextIO) -> int:
         for (served_kind, raw), scope in zip(found, scopes, strict=True):
             job = view(parse_job(raw, served_kind.kind, served_kind.version))
             steps, entry = explain(job, now, config.policy)
+            if job.warn_before is not None:
+                seen = explain_warning(job, now, config.policy)
+                steps = (Step("deadline-approaching", seen, None, reached=True), *steps)
             if config.platform is not None:
                 steps = (Step("platform-rule", explain_rule(job), None, reached=True), *steps)
             keep = all(passes for _, _, passes in scope)

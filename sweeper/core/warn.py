@@ -120,6 +120,21 @@ def pending_at(job: Job, policy: Policy) -> datetime | None:
     return None if warning is None else warning.at
 
 
+def explain_warning(job: Job, now: datetime, policy: Policy) -> str:
+    """What ``--explain``'s ``deadline-approaching`` step saw (a job with ``warnBefore``)."""
+    ahead = f"warnBefore {human(job.warn_before)}"
+    warning = warning_of(job, policy)
+    if warning is None:
+        return f"{ahead}: no warning, its rules would not end it at a deadline"
+    if now >= warning.deadline:
+        return f"{ahead}: none once the deadline is reached"
+    if now < warning.at:
+        when = f"at {format_rfc3339(warning.at)} (in {human((warning.at - now).total_seconds())})"
+    else:
+        when = f"due since {format_rfc3339(warning.at)}"
+    return f"{ahead}: DeadlineApproaching {when}, Event {warning.name}"
+
+
 def event_name(job: Job, deadline: datetime) -> str:
     """The Event's name for this deadline of this job: ``<job>.deadline-approaching.<hash>``.
 

@@ -12,7 +12,15 @@ import pytest
 from sweeper.core.jobs import DeadlineSource, Job, parse_job
 from sweeper.core.kinds import EXCLUDE_ANNOTATION
 from sweeper.core.model import ActionMode, PodsMode, Policy
-from sweeper.core.warn import event_name, message, pending_at, source, warning_due, warning_of
+from sweeper.core.warn import (
+    event_name,
+    explain_warning,
+    message,
+    pending_at,
+    source,
+    warning_due,
+    warning_of,
+)
 from tests.unit.objects import KIND, NOW, condition, job, mpijob, trainjob
 
 TOUCH = Policy()
@@ -233,3 +241,38 @@ def test_a_v1_deadline_the_job_does_not_carry_is_said_to_be_failed_by_the_sweepe
     assert default is not None
     assert own.ends.startswith("the sweeper touches it")
     assert default.ends.startswith("the sweeper fails it;")
+
+
+@pytest.mark.parametrize(
+    ("raw", "now_offset", "said"),
+    [
+        pytest.param(
+            running(),
+            -600,
+            "warnBefore 15m00s: DeadlineApproaching at 2024-05-01T11:55:00Z "
+            "(in 5m00s), Event train.deadline-approaching.",
+            id="ahead",
+        ),
+        pytest.param(
+            running(),
+            0,
+            "warnBefore 15m00s: DeadlineApproaching due since "
+            "2024-05-01T11:55:00Z, Event train.deadline-approaching.",
+            id="due",
+        ),
+        pytest.param(
+            running(), LEFT_S, "warnBefore 15m00s: none once the deadline is reached", id="past"
+        ),
+        pytest.param(
+            running(suspend=True),
+            0,
+            "warnBefore 15m00s: no warning, its rules would not end it at a deadline",
+            id="not-ended",
+        ),
+    ],
+)
+def test_explain_says_when_the_warning_falls(
+    raw: dict[str, Any], now_offset: float, said: str
+) -> None:
+    seen = explain_warning(view(raw), NOW + timedelta(seconds=now_offset), TOUCH)
+    assert seen.startswith(said)

@@ -83,3 +83,21 @@ def test_a_client_dry_run_records_nothing_and_says_what_it_would(tmp_path: Path)
     assert warned["result"] == "planned"
     assert "DeadlineApproaching -> planned" in result.stderr
     assert fake.events == []
+
+
+def test_explain_shows_the_warning_step(tmp_path: Path) -> None:
+    fake = cluster()
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(RULES)
+    result = runner().invoke(
+        command,
+        ["--policy", str(rules), "--explain", "team-a/later"],
+        obj=Seams(connect=lambda _config, *, stop: fake),
+        env={"KUBECONFIG": None, "SWEEPER_POLICY": None},
+        catch_exceptions=False,
+    )
+    assert result.exit_code == 0, result.output
+    assert "deadline-approaching" in result.stdout
+    assert "warnBefore 30m00s: DeadlineApproaching at" in result.stdout
+    assert "2024-05-01T12:10:00Z (in 10m00s), Event" in result.stdout
+    assert fake.writes == []
