@@ -108,18 +108,6 @@ def _instant(deadline: datetime, warn_before: float) -> datetime:
         return ALWAYS
 
 
-def pending_at(job: Job, policy: Policy) -> datetime | None:
-    """When a watch timer should wake for the job's warning; ``None`` once its deadline came.
-
-    ``at`` may already be past (a job started late in its window): the timer is then due at
-    once, and the fire records the warning.
-    """
-    if job.warn_before is None:
-        return None
-    warning = warning_of(job, policy)
-    return None if warning is None else warning.at
-
-
 def explain_warning(job: Job, now: datetime, policy: Policy) -> str:
     """What ``--explain``'s ``deadline-approaching`` step saw (a job with ``warnBefore``)."""
     ahead = f"warnBefore {human(job.warn_before)}"

@@ -101,12 +101,17 @@ class Agenda:
             return []
 
     def _look(self, key: JobKey, due: datetime | None, pending: Pending | None) -> datetime | None:
-        """When to look at a job: its warning's instant first, unless that warning is done."""
+        """When to look at a job: its warning's instant first, unless that warning is done.
+
+        Done: recorded (or found recorded) by a fire, or its deadline came without it (the
+        sweeper was down, or the job's events came late): a look then would warn of nothing.
+        """
         if pending is None:
             if due is None:
                 self._warned.pop(key, None)  # gone, or never due as it stands
             return due
-        if self._warned.get(key) == pending.name or (due is not None and due <= pending.at):
+        done = self._warned.get(key) == pending.name or self._now() >= pending.deadline
+        if done or (due is not None and due <= pending.at):
             return due
         return pending.at
 

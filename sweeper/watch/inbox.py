@@ -53,10 +53,12 @@ class Pending:
 
     Attributes:
         at: When it is due (``deadline - warnBefore``).
+        deadline: When it is no longer given (the action speaks then).
         name: Its Event's name, one per deadline: the agenda wakes for it once.
     """
 
     at: datetime
+    deadline: datetime
     name: str
 
 

@@ -294,7 +294,7 @@ def _pending(job: Job, policy: Policy) -> Pending | None:
     if job.warn_before is None:
         return None
     warning = warning_of(job, policy)
-    return None if warning is None else Pending(warning.at, warning.name)
+    return None if warning is None else Pending(warning.at, warning.deadline, warning.name)
 
 
 class _ShortWatch(Exception):  # noqa: N818 - a stream's ending, not an error raised to callers

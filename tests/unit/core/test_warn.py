@@ -16,7 +16,6 @@ from sweeper.core.warn import (
     event_name,
     explain_warning,
     message,
-    pending_at,
     source,
     warning_due,
     warning_of,
@@ -62,7 +61,6 @@ def test_the_warning_instant_is_the_deadline_less_warn_before() -> None:
     assert warning is not None
     assert warning.deadline == NOW + timedelta(seconds=LEFT_S)
     assert warning.at == warning.deadline - timedelta(seconds=300)
-    assert pending_at(view(running(), 300), TOUCH) == warning.at
 
 
 def test_a_huge_warn_before_is_due_from_the_start_not_an_error() -> None:

@@ -12,7 +12,7 @@ from sweeper.watch.inbox import Ending, Event, Fired, JobKey, Listed, Pending, S
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 DUE = T0 + timedelta(minutes=30)
 KEY = JobKey("PyTorchJob", "team-a", "train")
-WARN = Pending(T0 + timedelta(minutes=20), "train.deadline-approaching.0123456789")
+WARN = Pending(T0 + timedelta(minutes=20), DUE, "train.deadline-approaching.0123456789")
 SCOPE = Scope(ServedKind(next(k for k in KINDS if k.name == "PyTorchJob"), "v1"), "team-a")
 
 
@@ -49,7 +49,9 @@ def test_a_new_deadline_wakes_for_its_own_warning() -> None:
     book.apply(Event(KEY, DUE, WARN))
     book.take_due(WARN.at)
     book.apply(Fired(KEY, DUE, warned=WARN.name))
-    later = Pending(WARN.at + timedelta(hours=1), "train.deadline-approaching.abcdefabcd")
+    later = Pending(
+        WARN.at + timedelta(hours=1), DUE + timedelta(hours=1), "train.deadline-approaching.ab"
+    )
     book.apply(Event(KEY, DUE + timedelta(hours=1), later))
     assert book.when(KEY) == later.at
 
@@ -78,5 +80,15 @@ def test_a_job_that_is_gone_forgets_its_warning() -> None:
 
 def test_a_warning_due_after_the_action_is_not_waited_for() -> None:
     book = agenda()
-    book.apply(Event(KEY, DUE, Pending(DUE, WARN.name)))
+    book.apply(Event(KEY, DUE, Pending(DUE, DUE, WARN.name)))
     assert book.when(KEY) == DUE
+
+
+def test_a_warning_whose_deadline_came_does_not_wake_the_timer() -> None:
+    # A controller's own deadline (no due instant of the sweeper's): events after the deadline
+    # must not wake the timer for a warning that can no longer be given.
+    book = Agenda(now=lambda: DUE)
+    book.apply(Event(KEY, None, WARN))
+    assert book.when(KEY) is None
+    book.apply(Event(KEY, DUE + timedelta(minutes=2), WARN))
+    assert book.when(KEY) == DUE + timedelta(minutes=2)
