@@ -6,6 +6,7 @@ import io
 import json
 from dataclasses import replace
 
+from sweeper import metrics
 from sweeper.config import ClockMode, DryRun
 from sweeper.core.jobs import DeadlineSource, parse_job
 from sweeper.core.model import ActionMode, Policy, Result
@@ -84,3 +85,10 @@ def test_the_tally_counts_the_warnings_recorded_by_family_kind_and_rule() -> Non
     for result in (Result.DONE, Result.PLANNED, Result.LEFT_ALONE, Result.ERROR):
         tally.warned(Warned(warning(), result))
     assert dict(tally.warnings) == {("training-operator", "PyTorchJob", "gpu"): 2}
+
+
+def test_the_pushed_metrics_carry_the_warnings_by_family_kind_and_rule() -> None:
+    tally = Tally()
+    tally.warned(Warned(warning(), Result.DONE))
+    values = metrics.figures(tally, exit_code=0, ended_at=NOW, duration_s=1.0).values
+    assert values["deadline_sweeper_warnings"] == {("training-operator", "PyTorchJob", "gpu"): 1.0}
