@@ -362,8 +362,12 @@ chosen action and families, on the selected kinds. Discovery (GET /apis/kubeflow
 no grant: the built-in system:discovery role covers every authenticated user.
   list jobs                  every action (the pass)
   patch jobs                 touch, auto: the touch annotation (a JSON merge patch)
-  get jobs                   fail, auto, mpi-operator: re-read the job just before failing it
-  patch <plural>/status      fail, auto: the Failed status, guarded by resourceVersion;
+  get jobs                   fail, auto, mpi-operator, policy.rules: re-read the job just before
+                             failing it
+  patch <plural>/status      fail, auto, policy.rules (a deadline from the platform's default
+                             or cap, which the operator cannot see, is enforced by failing the
+                             job whatever the action): the Failed status, guarded by
+                             resourceVersion;
                              mpi-operator: mpijobs/status, a gang with no launcher Job
   list, delete pods/services every action: the pods a job failed by its deadline still runs
                              (v1.9.4 and mpi-operator keep them), and their same-named services
@@ -386,7 +390,8 @@ like the real write, so it keeps the write verbs.
 {{- $plurals := $kinds.kubeflow }}
 {{- $writes := ne (include "sweeper.dryRun" .) "client" }}
 {{- $touches := ne .Values.action "fail" }}
-{{- $fails := ne .Values.action "touch" }}
+{{- /* A default or a cap the job does not carry is enforced by failing it, whatever the action. */}}
+{{- $fails := or (ne .Values.action "touch") (not (empty .Values.policy.rules)) }}
 {{- $watches := eq .Values.mode "watch" }}
 {{- $mpi := and (has "mpi-operator" .Values.families) (has "mpijobs" $plurals) }}
 {{- $jobVerbs := list }}

@@ -124,6 +124,24 @@ def test_the_cluster_role_reads_namespaces_only_with_rules(render, values, verbs
             assert rule["resources"] == ["namespaces"]
 
 
+def test_with_rules_action_touch_may_fail_a_job_too(render):
+    # A default or a cap the job does not carry cannot be enforced by a touch: the sweeper
+    # fails the job, so it needs to re-read it and to write its status.
+    v1 = {"families": ["training-operator"], "kinds": ["PyTorchJob"]}
+    without = render({**v1, "action": "touch"}).one("ClusterRole")["rules"]
+    with_rules = render({**v1, **RULES, "action": "touch"}).one("ClusterRole")["rules"]
+    dry_run = render({**v1, **RULES, "action": "touch", "dryRun": True}).one("ClusterRole")["rules"]
+
+    assert without[0]["verbs"] == ["list", "patch"]
+    assert with_rules[0]["verbs"] == ["get", "list", "patch"]
+    assert with_rules[1] == {
+        "apiGroups": ["kubeflow.org"],
+        "resources": ["pytorchjobs/status"],
+        "verbs": ["patch"],
+    }
+    assert [r for r in dry_run if "pytorchjobs/status" in r["resources"]] == []
+
+
 def test_a_namespaced_install_gets_each_listed_namespace_and_nothing_cluster_wide(render):
     rendered = render({**RULES, "namespaces": ["team-a", "team-b"]})
 
