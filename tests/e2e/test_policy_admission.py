@@ -166,8 +166,11 @@ def cluster(
         tmp_path_factory.mktemp("policy"),
     )
     admission = "/apis/admissionregistration.k8s.io/v1"
-    cp.request("POST", f"{admission}/validatingadmissionpolicies", policy)
-    cp.request("POST", f"{admission}/validatingadmissionpolicybindings", binding)
+    # Strict: a field the API server does not know is an error, not a warning.
+    cp.request("POST", f"{admission}/validatingadmissionpolicies?fieldValidation=Strict", policy)
+    cp.request(
+        "POST", f"{admission}/validatingadmissionpolicybindings?fieldValidation=Strict", binding
+    )
     resources = [kubeflow.ALL_KINDS[k].plural for k in kubeflow.ALL_KINDS]
     cp.request(
         "POST",
