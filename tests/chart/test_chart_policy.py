@@ -339,6 +339,17 @@ def test_without_allowed_groups_nobody_may_exempt(render):
     assert "only by a member of no group" in policy["spec"]["validations"][0]["message"]
 
 
+def test_the_admission_policy_needs_kubernetes_1_30(render, render_error):
+    enabled = {"policy": {"exemptionAdmission": {"enabled": True}}}
+
+    error = render_error(enabled, "--kube-version", "v1.29.9")
+
+    assert "policy.exemptionAdmission needs Kubernetes 1.30 or later" in error
+    assert "v1.29.9" in error
+    assert render(enabled, "--kube-version", "v1.30.0").one("ValidatingAdmissionPolicy")
+    assert render({}, "--kube-version", "v1.29.9").cronjob
+
+
 def test_the_binding_follows_the_swept_namespaces(render):
     _, binding = admission(
         render(
