@@ -287,6 +287,13 @@ def test_the_allowed_group_creates_a_job_with_it(cluster, namespace):
     assert annotations_of(cluster, namespace, "TFJob", "exempt") == {w.EXCLUDE: "true"}
 
 
+def test_a_cluster_admin_outside_the_group_cannot_add_it_either(cluster, namespace):
+    # No impersonation: the control plane's admin, in system:masters, whom RBAC never refuses.
+    done = create(cluster, [], namespace, job("PyTorchJob", "train", {w.EXCLUDE: "true"}))
+
+    assert refused(done, cluster), done.stderr
+
+
 def test_a_service_account_that_may_patch_jobs_cannot_add_it(cluster, namespace):
     cp = cluster.cp
     cp.request(
