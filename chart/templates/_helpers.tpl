@@ -375,10 +375,10 @@ no grant: the built-in system:discovery role covers every authenticated user.
   list, get, delete jobsets  trainer: the JobSet of a TrainJob failed by its deadline
   list trainjobs             trainer: the pass (get and watch too in mode watch)
   create events (core v1)    every write records an event on the job
-  namespaces                 policy.rules: the rules select jobs by their Namespace's labels.
-                             Cluster-wide: list each pass (and watch in mode watch, so that a
-                             relabelled Namespace takes effect); with `namespaces`: get, granted
-                             by the Role in each listed namespace (a request for Namespace X is
+  namespaces                 policy.rules: the rules select jobs by their Namespace's labels,
+                             read once per pass (mode watch: at start and each resync, no
+                             watch). Cluster-wide: list; with `namespaces`: get, granted by the
+                             Role in each listed namespace (a request for Namespace X is
                              authorized in namespace X), so still nothing cluster-wide
   watch jobs, get jobs       mode watch: the streams, and the re-read when a timer fires
   (the Lease's rules are in rbac-lease.yaml: a Role in the release's namespace only)
@@ -438,15 +438,9 @@ rules:
     verbs: ["create"]
 {{- end }}
 {{- if .Values.policy.rules }}
-{{- if .Values.namespaces }}
   - apiGroups: [""]
     resources: ["namespaces"]
-    verbs: ["get"]
-{{- else }}
-  - apiGroups: [""]
-    resources: ["namespaces"]
-    verbs: {{ if $watches }}["list", "watch"]{{ else }}["list"]{{ end }}
-{{- end }}
+    verbs: {{ if .Values.namespaces }}["get"]{{ else }}["list"]{{ end }}
 {{- end }}
 {{- end }}
 
