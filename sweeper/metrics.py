@@ -33,10 +33,10 @@ from prometheus_client import Counter as PromCounter
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, pushadd_to_gateway
 
 from sweeper.core.errors import EXIT_OK
-from sweeper.core.families import family_of
+from sweeper.core.families import TRAINER, family_of
 from sweeper.core.kinds import KINDS
 from sweeper.core.model import ActionKind, Outcome, Result, SkipReason
-from sweeper.core.tally import FAILED_BY, Tally
+from sweeper.core.tally import FAILED_BY, HELD_REASONS, Tally
 from sweeper.core.tally import RECLAIMED as RECLAIMED_WHAT
 
 log = logging.getLogger(__name__)
@@ -102,6 +102,13 @@ RECLAIMED = Metric(
     "TrainJob's JobSet), by family, kind and what: GPUs their controllers left held.",
     ("family", "kind", "what"),
 )
+HELD_PODS = Metric(
+    f"{PREFIX}held_pods",
+    "Running and Pending pods that finished jobs still control after the last pass (their "
+    "GPUs held), by family, kind and why the sweeper leaves them (policy: --terminate-pods "
+    "policy keeps what the operator keeps; else the job's skip reason).",
+    ("family", "kind", "reason"),
+)
 
 METRICS = (
     LAST_RUN,
@@ -115,6 +122,7 @@ METRICS = (
     MAX_OVERDUE,
     DEADLINE_FAILED,
     RECLAIMED,
+    HELD_PODS,
 )
 
 _SKIP = "skip"
@@ -195,6 +203,7 @@ def _pass_values(tally: Tally) -> dict[str, Mapping[Labels, float]]:
     )
     reclaimed.update(tally.reclaimed)
     return {
+        HELD_PODS.name: _held(tally.held),
         JOBS.name: jobs,
         SKIPPED.name: skipped,
         ACTIONS.name: actions,
@@ -203,6 +212,20 @@ def _pass_values(tally: Tally) -> dict[str, Mapping[Labels, float]]:
         DEADLINE_FAILED.name: failed,
         RECLAIMED.name: reclaimed,
     }
+
+
+def _held(held: Mapping[tuple[str, str, str], int]) -> Counter[Labels]:
+    """The held pods of every (family, kind) that holds pods and every reason, zeros included."""
+    series: Counter[Labels] = Counter(
+        {
+            (family, kind, reason): 0
+            for family, kind in _FAMILY_KINDS
+            if family != TRAINER.name  # a TrainJob's pods are its JobSet's Jobs'
+            for reason in HELD_REASONS
+        }
+    )
+    series.update(held)
+    return series
 
 
 def register(registry: CollectorRegistry, names: Iterable[str] | None = None) -> dict[str, Gauge]:
@@ -275,6 +298,12 @@ WATCH_RECLAIMED = Metric(
     "What the clean-ups deleted of jobs failed by their deadline, by family, kind and what.",
     RECLAIMED.labels,
 )
+WATCH_HELD_PODS = Metric(
+    HELD_PODS.name,
+    "Running and Pending pods that finished jobs still control at the last --resync pass, by "
+    "family, kind and why the sweeper leaves them.",
+    HELD_PODS.labels,
+)
 LATENESS = Metric(
     f"{PREFIX}lateness_seconds",
     "Seconds between the instant a job became due and the sweeper's decision to act.",
@@ -320,6 +349,8 @@ class WatchMetrics:
         self.clock_offset = gauge(CLOCK_OFFSET)
         self.leader = gauge(LEADER)
         self.resyncs = counter(RESYNCS)
+        self.held_pods = gauge(WATCH_HELD_PODS)
+        self.set_held_pods({})
 
     def set_overdue(self, by_kind: Mapping[str, int]) -> None:
         """Set the overdue gauge of every kind, 0 for those not given.
@@ -329,6 +360,11 @@ class WatchMetrics:
         """
         for kind in _KIND_NAMES:
             self.overdue.labels(kind).set(by_kind.get(kind, 0))
+
+    def set_held_pods(self, held: Mapping[tuple[str, str, str], int]) -> None:
+        """Set the held pods of every series from a resync pass's count (0 for the others)."""
+        for labels, value in _held(held).items():
+            self.held_pods.labels(*labels).set(value)
 
     def render(self) -> bytes:
         """The Prometheus text exposition of every metric: the body of ``/metrics``."""

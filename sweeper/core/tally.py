@@ -11,18 +11,33 @@ results, whatever the number of jobs.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 
 from sweeper.core.decide import current_touch
-from sweeper.core.families import family_of
-from sweeper.core.jobs import Job
-from sweeper.core.model import Action, Outcome, Result, SkipReason
+from sweeper.core.families import TRAINER, family_of
+from sweeper.core.jobs import Job, Owned
+from sweeper.core.model import (
+    Action,
+    Entry,
+    Outcome,
+    PodsMode,
+    Policy,
+    Result,
+    Skip,
+    SkipReason,
+    pods_mode,
+)
 
 # Who failed a job by its deadline: only "operator" for weeks, with no action, as the operator
 # enforces deadlines by itself.
 FAILED_BY = ("operator", "operator-after-touch", "sweeper")
 # What a clean-up deletes: a job's pods, a TrainJob's JobSet.
 RECLAIMED = ("pods", "jobsets")
+# Why a finished job's Running and Pending pods are left: ``--terminate-pods policy`` keeping
+# what the operator keeps, or the job's skip reason (``finished``: no rule reclaims them, e.g.
+# a Succeeded job whose cleanPodPolicy keeps its pods; ``reclaim-later``,
+# ``over-max-actions``, ``opted-out``...).
+HELD_REASONS = ("policy", *(reason.value for reason in SkipReason))
 # Overdue, not acted on this pass, and still the sweeper's to enforce.
 _STILL_OVERDUE = (SkipReason.RECENTLY_TOUCHED, SkipReason.OVER_MAX_ACTIONS)
 
@@ -45,6 +60,8 @@ class Tally:
         deadline_failed: Jobs failed by their deadline, by (kind name, who: ``FAILED_BY``).
         reclaimed: What the clean-ups deleted (or, in a dry run, would delete), by (family,
             kind name, ``RECLAIMED``): what the jobs' controllers left holding GPUs.
+        held: The Running and Pending pods finished jobs still control after the pass, by
+            (family, kind name, ``HELD_REASONS``); set by ``hold`` from the pass's pod list.
     """
 
     def __init__(self) -> None:
@@ -56,6 +73,7 @@ class Tally:
         self.max_overdue_s = 0.0
         self.deadline_failed: Counter[tuple[str, str]] = Counter()
         self.reclaimed: Counter[tuple[str, str, str]] = Counter()
+        self.held: Counter[tuple[str, str, str]] = Counter()
 
     @classmethod
     def of(cls, outcomes: Iterable[Outcome]) -> Tally:
@@ -86,6 +104,36 @@ class Tally:
                 self.reclaimed[family, kind, what] += len(names)
         self.errors += has_errors(outcome)
 
+    def hold(
+        self,
+        holders: Mapping[str, tuple[str, str, str]],
+        entries: Sequence[Entry],
+        owned: Mapping[str, Sequence[Owned]],
+    ) -> None:
+        """Count the pods finished jobs still hold: ``held``, from the pass's one pod list.
+
+        Args:
+            holders: The skipped finished jobs that may hold pods (``held_reason``), by uid:
+                their (family, kind name, reason).
+            entries: The pass's plan: a clean-up that ``--max-actions`` left for later holds
+                its pods too (``over-max-actions``).
+            owned: The pods listed, by controller uid (``leftovers_by_owner``); a job whose
+                scope could not be listed is not counted.
+        """
+        capped = {
+            entry.job.uid: (family_of(entry.job.kind, entry.job.version).name, entry.job.kind.name)
+            for entry in entries
+            if isinstance(entry, Skip)
+            and entry.why is SkipReason.OVER_MAX_ACTIONS
+            and entry.job.finished is not None
+        }
+        for uid, (family, kind, reason) in holders.items():
+            self.held[family, kind, reason] += _active(owned.get(uid, ()), uid)
+        for uid, (family, kind) in capped.items():
+            self.held[family, kind, SkipReason.OVER_MAX_ACTIONS.value] += _active(
+                owned.get(uid, ()), uid
+            )
+
     def decisions(self) -> Counter[str]:
         """Outcomes by decision, every kind summed."""
         counts: Counter[str] = Counter()
@@ -106,6 +154,29 @@ class Tally:
         for (_, reason), n in self.skipped.items():
             counts[reason] += n
         return counts
+
+
+def held_reason(entry: Skip, policy: Policy) -> str | None:
+    """Why a skipped job may still hold Running or Pending pods (``HELD_REASONS``). Pure.
+
+    ``None`` for a job that has not finished (its pods are its own) and for a TrainJob, whose
+    pods belong to its JobSet's Jobs (the sweeper reclaims the JobSet, not pods).
+    """
+    job = entry.job
+    if job.finished is None or family_of(job.kind, job.version) is TRAINER:
+        return None
+    policy_keeps = pods_mode(policy) is PodsMode.POLICY and job.failed_by_deadline
+    if entry.why is SkipReason.FINISHED and policy_keeps:
+        return "policy"
+    return entry.why.value
+
+
+def _active(pods: Iterable[Owned], uid: str) -> int:
+    return sum(
+        1
+        for pod in pods
+        if pod.controller_uid == uid and pod.phase in ("Running", "Pending") and not pod.deleting
+    )
 
 
 def failed_by(job: Job) -> str:

@@ -25,10 +25,12 @@ from sweeper.core.errors import (
     NotFound,
     SweeperError,
 )
+from sweeper.core.families import family_of
 from sweeper.core.jobs import Job
 from sweeper.core.kinds import MPI_OPERATOR_VERSION
 from sweeper.core.model import Action, Skip, settled
 from sweeper.core.scope import RunScope
+from sweeper.core.tally import held_reason
 from sweeper.k8s.cluster import Cluster, JobPage, ServedKind
 from sweeper.oneshot import readahead, report
 
@@ -125,7 +127,9 @@ class Listing:
     are judged with the pass's one instant (taken from the first page). A skip is final there
     and then: its outcome goes to the ledger, and the job is not kept. An action is kept for
     the plan, its place held in the ledger. So nothing of a page outlives it but its actions,
-    and a pass's memory does not grow with the fleet.
+    and a pass's memory does not grow with the fleet. A finished job that may still hold pods
+    leaves its uid, namespace and labels behind (``holders``): the pass counts its pods from
+    its one pod list (``deadline_sweeper_held_pods``).
 
     A list that cannot be finished after some of its pages were judged (its ``continue``
     token expired, or its kind vanished) raises ``StartOver``: the pass then lists
@@ -145,6 +149,8 @@ class Listing:
         self._stop_reason = stop_reason
         self.ledger = ledger
         self.actions: list[Action] = []
+        # Finished jobs skipped that may hold pods: uid -> (namespace, family, kind, reason).
+        self.holders: dict[str, tuple[str, str, str, str]] = {}
         self.unlisted: list[ClusterUnavailable] = []
         self.discovery_date: datetime | None = None
         self.server_date: datetime | None = None
@@ -226,6 +232,10 @@ class Listing:
         for job in jobs:
             entry = judge(job, now, config.policy)
             if isinstance(entry, Skip):
+                held = held_reason(entry, config.policy)
+                if held is not None:
+                    family = family_of(job.kind, job.version).name
+                    self.holders[job.uid] = (job.namespace, family, job.kind.name, held)
                 outcome = settled(entry)
                 report.log_outcome(outcome, config.dry_run)
                 ledger.settle(outcome)

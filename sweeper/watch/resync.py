@@ -86,6 +86,8 @@ class Resync:
                     number, self.config, self.cluster, flag, self.out, claim=self._claim
                 )
                 failed = outcome.errors or outcome.unlisted
+                if outcome.tally is not None:
+                    self.metrics.set_held_pods(outcome.tally.held)
                 result = "stopped" if outcome.stopped_by else ("errors" if failed else "ok")
             except SweeperError as error:
                 log.warning("resync pass %d failed: %s", number, error)
