@@ -73,6 +73,8 @@ class Resync:
         while not self.stopping.wait(self.settings.resync):
             self.rediscover()
             if not self.leading():
+                # A former leader's count would outlive its passes: a standby holds nothing.
+                self.metrics.set_held_pods({})
                 continue
             number += 1
             self.pass_once(number)
