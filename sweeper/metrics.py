@@ -104,9 +104,9 @@ RECLAIMED = Metric(
 )
 HELD_PODS = Metric(
     f"{PREFIX}held_pods",
-    "Running and Pending pods that finished jobs still control after the last pass (their "
-    "GPUs held), by family, kind and why the sweeper leaves them (policy: --terminate-pods "
-    "policy keeps what the operator keeps; else the job's skip reason).",
+    "Running and Pending pods that jobs failed by their deadline still control after the last "
+    "pass (their GPUs held), by family, kind and why the sweeper leaves them (policy: "
+    "--terminate-pods policy keeps what the operator keeps; else the job's skip reason).",
     ("family", "kind", "reason"),
 )
 
@@ -300,8 +300,8 @@ WATCH_RECLAIMED = Metric(
 )
 WATCH_HELD_PODS = Metric(
     HELD_PODS.name,
-    "Running and Pending pods that finished jobs still control at the last --resync pass, by "
-    "family, kind and why the sweeper leaves them.",
+    "Running and Pending pods that jobs failed by their deadline still control at the last "
+    "--resync pass, by family, kind and why the sweeper leaves them.",
     HELD_PODS.labels,
 )
 LATENESS = Metric(

@@ -33,10 +33,10 @@ from sweeper.core.model import (
 FAILED_BY = ("operator", "operator-after-touch", "sweeper")
 # What a clean-up deletes: a job's pods, a TrainJob's JobSet.
 RECLAIMED = ("pods", "jobsets")
-# Why a finished job's Running and Pending pods are left: ``--terminate-pods policy`` keeping
-# what the operator keeps, or the job's skip reason (``finished``: no rule reclaims them, e.g.
-# a Succeeded job whose cleanPodPolicy keeps its pods; ``reclaim-later``,
-# ``over-max-actions``, ``opted-out``...).
+# Why the Running and Pending pods of a job failed by its deadline are left:
+# ``--terminate-pods policy`` keeping what the operator keeps, or the job's skip reason
+# (``over-max-actions``, ``opted-out``, ``managed-elsewhere``, ``finished``: its controller's
+# to clean, as mpi-operator does for ``cleanPodPolicy: Running``...).
 HELD_REASONS = ("policy", *(reason.value for reason in SkipReason))
 # Overdue, not acted on this pass, and still the sweeper's to enforce.
 _STILL_OVERDUE = (SkipReason.RECENTLY_TOUCHED, SkipReason.OVER_MAX_ACTIONS)
@@ -157,15 +157,17 @@ class Tally:
 
 
 def held_reason(entry: Skip, policy: Policy) -> str | None:
-    """Why a skipped job may still hold Running or Pending pods (``HELD_REASONS``). Pure.
+    """Why a skipped job failed by its deadline may still hold pods (``HELD_REASONS``). Pure.
 
-    ``None`` for a job that has not finished (its pods are its own) and for a TrainJob, whose
-    pods belong to its JobSet's Jobs (the sweeper reclaims the JobSet, not pods).
+    ``None`` for any other job: one that has not finished (its pods are its own), one that
+    finished otherwise (its controller's ``cleanPodPolicy`` is not the sweeper's business, and
+    a pass over jobs that all finished so lists no pod more), and a TrainJob, whose pods
+    belong to its JobSet's Jobs (the sweeper reclaims the JobSet, not pods).
     """
     job = entry.job
-    if job.finished is None or family_of(job.kind, job.version) is TRAINER:
+    if not job.failed_by_deadline or family_of(job.kind, job.version) is TRAINER:
         return None
-    policy_keeps = pods_mode(policy) is PodsMode.POLICY and job.failed_by_deadline
+    policy_keeps = pods_mode(policy) is PodsMode.POLICY
     if entry.why is SkipReason.FINISHED and policy_keeps:
         return "policy"
     return entry.why.value

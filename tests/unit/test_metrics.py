@@ -17,7 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from sweeper import metrics
 from sweeper.core.decide import decide
 from sweeper.core.jobs import parse_job
-from sweeper.core.kinds import KINDS, TOUCHED_AT_ANNOTATION
+from sweeper.core.kinds import EXCLUDE_ANNOTATION, KINDS, TOUCHED_AT_ANNOTATION
 from sweeper.core.model import Outcome, Policy, Result
 from sweeper.core.tally import Tally
 from tests.unit.loopback import serving
@@ -282,11 +282,21 @@ def test_the_pods_finished_jobs_hold_are_pushed_by_reason_and_go_once_reclaimed(
     harness.fake.add_pod(owned("failed-worker-0", failed, phase="Pending"))
     harness.fake.add_pod(owned("failed-worker-1", failed, phase="Succeeded"))  # holds nothing
     harness.fake.add_pod(owned("failed-worker-2", failed, deleting=True))  # going already
+    opted = harness.fake.add_job(
+        job(
+            name="opted",
+            uid="uid-opted",
+            conditions=deadline_failed("opted"),
+            annotations={EXCLUDE_ANNOTATION: "true"},
+        )
+    )
+    harness.fake.add_pod(owned("opted-master-0", opted))
+    harness.fake.add_pod(owned("look-alike", opted, controller=False))  # not its controller's
+    # Finished otherwise: its cleanPodPolicy is its controller's business, not a held pod.
     done = harness.fake.add_job(
         job(name="done", uid="uid-done", conditions=[condition("Succeeded")])
     )
     harness.fake.add_pod(owned("done-worker-0", done))
-    harness.fake.add_pod(owned("look-alike", done, controller=False))  # not its controller's
     training = ("training-operator", "PyTorchJob")
 
     kept = harness.invoke("--terminate-pods", "policy", "--pushgateway", url)
@@ -296,12 +306,12 @@ def test_the_pods_finished_jobs_hold_are_pushed_by_reason_and_go_once_reclaimed(
     first, second = map(_held, bodies)
     assert {labels: n for labels, n in first.items() if n} == {
         (*training, "policy"): 2,
-        (*training, "finished"): 1,
+        (*training, "opted-out"): 1,
     }
-    assert {labels: n for labels, n in second.items() if n} == {(*training, "finished"): 1}
+    assert {labels: n for labels, n in second.items() if n} == {(*training, "opted-out"): 1}
     assert second[(*training, "policy")] == 0
     assert ("trainer", "TrainJob", "finished") not in second, "a TrainJob's pods are its JobSet's"
-    assert ("mpi-operator", "MPIJob", "reclaim-later") in second, "every series, zeros included"
+    assert ("mpi-operator", "MPIJob", "finished") in second, "every series, zeros included"
 
 
 def test_the_watch_modes_held_pods_gauge_is_set_from_a_resync_pass_and_zeroes_the_rest() -> None:

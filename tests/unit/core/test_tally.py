@@ -10,7 +10,7 @@ import pytest
 
 from sweeper.core.decide import decide, judge
 from sweeper.core.jobs import parse_job, parse_owned
-from sweeper.core.kinds import MPIJOB, TOUCHED_AT_ANNOTATION, TRAINJOB
+from sweeper.core.kinds import EXCLUDE_ANNOTATION, TOUCHED_AT_ANNOTATION, TRAINJOB
 from sweeper.core.model import Action, Outcome, PodsMode, Policy, Result, Skip, SkipReason
 from sweeper.core.tally import Tally, failed_by, has_errors, held_reason
 from tests.unit.objects import (
@@ -20,7 +20,6 @@ from tests.unit.objects import (
     condition,
     deadline_failed,
     job,
-    mpijob,
     owned,
     trainjob,
 )
@@ -155,20 +154,20 @@ _POLICY_KEEPS = Policy(terminate_pods=PodsMode.POLICY)
     ("raw", "policy", "held"),
     [
         pytest.param(job(conditions=deadline_failed()), _POLICY_KEEPS, "policy", id="policy-keeps"),
-        pytest.param(job(conditions=[condition("Succeeded")]), Policy(), "finished", id="done"),
+        pytest.param(job(conditions=[condition("Succeeded")]), Policy(), None, id="done-its-own"),
         pytest.param(
-            job(conditions=[condition("Succeeded")], deleting=True),
+            job(conditions=deadline_failed(), deleting=True),
             Policy(),
             "being-deleted",
             id="being-deleted",
         ),
-        pytest.param(job(started_ago=60), Policy(), None, id="running-its-own"),
         pytest.param(
-            mpijob(failed="DeadlineExceeded", clean_pod_policy="Running"),
-            Policy(),
-            "finished",
-            id="mpi-operator-cleans",
+            job(conditions=deadline_failed(), annotations={EXCLUDE_ANNOTATION: "true"}),
+            _POLICY_KEEPS,
+            "opted-out",
+            id="opted-out-whatever-the-policy",
         ),
+        pytest.param(job(started_ago=60), Policy(), None, id="running-its-own"),
         pytest.param(
             trainjob(failed="DeadlineExceeded"),
             Policy(reclaim_grace=10**6),
@@ -180,7 +179,7 @@ _POLICY_KEEPS = Policy(terminate_pods=PodsMode.POLICY)
 def test_why_a_skipped_job_may_hold_pods(
     raw: dict[str, Any], policy: Policy, held: str | None
 ) -> None:
-    kind = {"MPIJob": MPIJOB, "TrainJob": TRAINJOB}.get(raw["kind"]) or KIND[raw["kind"]]
+    kind = TRAINJOB if raw["kind"] == "TrainJob" else KIND[raw["kind"]]
     entry = judge(parse_job(raw, kind), NOW, policy)
     assert isinstance(entry, Skip)
 
