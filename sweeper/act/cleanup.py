@@ -265,7 +265,8 @@ def leftovers_by_owner(
         actions: The pass's actions; only ``terminate-pods`` and ``delete-jobset`` ones are
             looked at.
         namespaces: ``--namespace``; empty for a cluster-wide pass.
-        holders: Finished jobs the pass leaves whose pods are counted too (uid to namespace):
+        holders: Jobs failed by their deadline that the pass leaves, whose pods are counted
+            too (uid to namespace):
             their scopes' pods are in the same one list.
 
     Returns:

@@ -60,8 +60,9 @@ class Tally:
         deadline_failed: Jobs failed by their deadline, by (kind name, who: ``FAILED_BY``).
         reclaimed: What the clean-ups deleted (or, in a dry run, would delete), by (family,
             kind name, ``RECLAIMED``): what the jobs' controllers left holding GPUs.
-        held: The Running and Pending pods finished jobs still control after the pass, by
-            (family, kind name, ``HELD_REASONS``); set by ``hold`` from the pass's pod list.
+        held: The Running and Pending pods that jobs failed by their deadline and left by the
+            pass still control, by (family, kind name, ``HELD_REASONS``); set by ``hold``
+            from the pass's pod list.
     """
 
     def __init__(self) -> None:
@@ -110,10 +111,10 @@ class Tally:
         entries: Sequence[Entry],
         owned: Mapping[str, Sequence[Owned]],
     ) -> None:
-        """Count the pods finished jobs still hold: ``held``, from the pass's one pod list.
+        """Count the pods the jobs a pass leaves still hold: ``held``, from its one pod list.
 
         Args:
-            holders: The skipped finished jobs that may hold pods (``held_reason``), by uid:
+            holders: The skipped jobs that may hold pods (``held_reason``), by uid:
                 their (family, kind name, reason).
             entries: The pass's plan: a clean-up that ``--max-actions`` left for later holds
                 its pods too (``over-max-actions``).

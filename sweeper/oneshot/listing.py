@@ -127,9 +127,9 @@ class Listing:
     are judged with the pass's one instant (taken from the first page). A skip is final there
     and then: its outcome goes to the ledger, and the job is not kept. An action is kept for
     the plan, its place held in the ledger. So nothing of a page outlives it but its actions,
-    and a pass's memory does not grow with the fleet. A finished job that may still hold pods
-    leaves its uid, namespace and labels behind (``holders``): the pass counts its pods from
-    its one pod list (``deadline_sweeper_held_pods``).
+    and a pass's memory does not grow with the fleet. A skipped job failed by its deadline,
+    which may still hold pods, leaves its uid, namespace and labels behind (``holders``): the
+    pass counts its pods from its one pod list (``deadline_sweeper_held_pods``).
 
     A list that cannot be finished after some of its pages were judged (its ``continue``
     token expired, or its kind vanished) raises ``StartOver``: the pass then lists
@@ -149,7 +149,7 @@ class Listing:
         self._stop_reason = stop_reason
         self.ledger = ledger
         self.actions: list[Action] = []
-        # Finished jobs skipped that may hold pods: uid -> (namespace, family, kind, reason).
+        # Skipped jobs that may hold pods (held_reason): uid -> (namespace, family, kind, why).
         self.holders: dict[str, tuple[str, str, str, str]] = {}
         self.unlisted: list[ClusterUnavailable] = []
         self.discovery_date: datetime | None = None
