@@ -33,10 +33,10 @@ from prometheus_client import Counter as PromCounter
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, pushadd_to_gateway
 
 from sweeper.core.errors import EXIT_OK
-from sweeper.core.families import family_of
+from sweeper.core.families import TRAINER, family_of
 from sweeper.core.kinds import KINDS
 from sweeper.core.model import ActionKind, Outcome, Result, SkipReason
-from sweeper.core.tally import FAILED_BY, Tally
+from sweeper.core.tally import FAILED_BY, HELD_REASONS, Tally
 from sweeper.core.tally import RECLAIMED as RECLAIMED_WHAT
 
 log = logging.getLogger(__name__)
@@ -114,6 +114,13 @@ WARNINGS = Metric(
     "family, kind and platform rule; one a pass finds already recorded is not counted again.",
     ("family", "kind", "rule"),
 )
+HELD_PODS = Metric(
+    f"{PREFIX}held_pods",
+    "Running and Pending pods that jobs failed by their deadline still control after the last "
+    "pass (their GPUs held), by family, kind and why the sweeper leaves them (policy: "
+    "--terminate-pods policy keeps what the operator keeps; else the job's skip reason).",
+    ("family", "kind", "reason"),
+)
 
 METRICS = (
     LAST_RUN,
@@ -129,6 +136,7 @@ METRICS = (
     RECLAIMED,
     EXEMPTIONS,
     WARNINGS,
+    HELD_PODS,
 )
 
 _SKIP = "skip"
@@ -209,6 +217,7 @@ def _pass_values(tally: Tally) -> dict[str, Mapping[Labels, float]]:
     )
     reclaimed.update(tally.reclaimed)
     return {
+        HELD_PODS.name: _held(tally.held),
         JOBS.name: jobs,
         SKIPPED.name: skipped,
         ACTIONS.name: actions,
@@ -220,6 +229,20 @@ def _pass_values(tally: Tally) -> dict[str, Mapping[Labels, float]]:
         # Rules are the run's own names, not a closed list: only the series that counted.
         WARNINGS.name: {labels: float(n) for labels, n in tally.warnings.items()},
     }
+
+
+def _held(held: Mapping[tuple[str, str, str], int]) -> Counter[Labels]:
+    """The held pods of every (family, kind) that holds pods and every reason, zeros included."""
+    series: Counter[Labels] = Counter(
+        {
+            (family, kind, reason): 0
+            for family, kind in _FAMILY_KINDS
+            if family != TRAINER.name  # a TrainJob's pods are its JobSet's Jobs'
+            for reason in HELD_REASONS
+        }
+    )
+    series.update(held)
+    return series
 
 
 def register(registry: CollectorRegistry, names: Iterable[str] | None = None) -> dict[str, Gauge]:
@@ -305,6 +328,12 @@ WATCH_WARNINGS = Metric(
     "DeadlineApproaching Events recorded, by family, kind and platform rule.",
     WARNINGS.labels,
 )
+WATCH_HELD_PODS = Metric(
+    HELD_PODS.name,
+    "Running and Pending pods that jobs failed by their deadline still control at the last "
+    "--resync pass, by family, kind and why the sweeper leaves them.",
+    HELD_PODS.labels,
+)
 LATENESS = Metric(
     f"{PREFIX}lateness_seconds",
     "Seconds between the instant a job became due and the sweeper's decision to act.",
@@ -352,6 +381,8 @@ class WatchMetrics:
         self.clock_offset = gauge(CLOCK_OFFSET)
         self.leader = gauge(LEADER)
         self.resyncs = counter(RESYNCS)
+        self.held_pods = gauge(WATCH_HELD_PODS)
+        self.set_held_pods({})
 
     def set_overdue(self, by_kind: Mapping[str, int]) -> None:
         """Set the overdue gauge of every kind, 0 for those not given.
@@ -361,6 +392,11 @@ class WatchMetrics:
         """
         for kind in _KIND_NAMES:
             self.overdue.labels(kind).set(by_kind.get(kind, 0))
+
+    def set_held_pods(self, held: Mapping[tuple[str, str, str], int]) -> None:
+        """Set the held pods of every series from a resync pass's count (0 for the others)."""
+        for labels, value in _held(held).items():
+            self.held_pods.labels(*labels).set(value)
 
     def render(self) -> bytes:
         """The Prometheus text exposition of every metric: the body of ``/metrics``."""

@@ -370,7 +370,8 @@ no grant: the built-in system:discovery role covers every authenticated user.
                              resourceVersion;
                              mpi-operator: mpijobs/status, a gang with no launcher Job
   list, delete pods/services every action: the pods a job failed by its deadline still runs
-                             (v1.9.4 and mpi-operator keep them), and their same-named services
+                             (v1.9.4 and mpi-operator keep them), and their same-named services;
+                             the list also counts the pods finished jobs still hold (held_pods)
   get jobs.batch             mpi-operator: is there a launcher Job, before failing a gang
   list, get, delete jobsets  trainer: the JobSet of a TrainJob failed by its deadline
   list trainjobs             trainer: the pass (get and watch too in mode watch)

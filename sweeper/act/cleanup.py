@@ -12,7 +12,7 @@ delete. A TrainJob's JobSet is deleted as the trainer deletes it (:meth:`PodClea
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -276,7 +276,10 @@ class PodCleaner:
 
 
 def leftovers_by_owner(
-    cluster: Cluster, actions: Iterable[Action], namespaces: Sequence[str]
+    cluster: Cluster,
+    actions: Iterable[Action],
+    namespaces: Sequence[str],
+    holders: Mapping[str, str] | None = None,
 ) -> dict[str, tuple[Owned, ...]]:
     """List what the jobs a pass would clean up left behind: one LIST per scope, not per job.
 
@@ -292,6 +295,9 @@ def leftovers_by_owner(
         actions: The pass's actions; only ``terminate-pods`` and ``delete-jobset`` ones are
             looked at.
         namespaces: ``--namespace``; empty for a cluster-wide pass.
+        holders: Jobs failed by their deadline that the pass leaves, whose pods are counted
+            too (uid to namespace):
+            their scopes' pods are in the same one list.
 
     Returns:
         For each such job whose scope was listed, the pods or JobSets (views) whose controller
@@ -311,6 +317,9 @@ def leftovers_by_owner(
         if action.kind in lists:
             scope = action.job.namespace if namespaces else None
             wanted.setdefault((action.kind, scope), set()).add(action.job.uid)
+    for uid, namespace in (holders or {}).items():
+        scope = namespace if namespaces else None
+        wanted.setdefault((ActionKind.TERMINATE_PODS, scope), set()).add(uid)
     index: dict[str, tuple[Owned, ...]] = {}
     for (kind, scope), uids in wanted.items():
         found: dict[str, list[Owned]] = {uid: [] for uid in uids}

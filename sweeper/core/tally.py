@@ -11,12 +11,22 @@ results, whatever the number of jobs.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 
 from sweeper.core.decide import current_touch
-from sweeper.core.families import family_of
-from sweeper.core.jobs import Job
-from sweeper.core.model import Action, Outcome, Result, SkipReason
+from sweeper.core.families import TRAINER, family_of
+from sweeper.core.jobs import Job, Owned
+from sweeper.core.model import (
+    Action,
+    Entry,
+    Outcome,
+    PodsMode,
+    Policy,
+    Result,
+    Skip,
+    SkipReason,
+    pods_mode,
+)
 from sweeper.core.warn import Warned
 
 # Who failed a job by its deadline: only "operator" for weeks, with no action, as the operator
@@ -24,6 +34,11 @@ from sweeper.core.warn import Warned
 FAILED_BY = ("operator", "operator-after-touch", "sweeper")
 # What a clean-up deletes: a job's pods, a TrainJob's JobSet.
 RECLAIMED = ("pods", "jobsets")
+# Why the Running and Pending pods of a job failed by its deadline are left:
+# ``--terminate-pods policy`` keeping what the operator keeps, or the job's skip reason
+# (``over-max-actions``, ``opted-out``, ``managed-elsewhere``, ``finished``: its controller's
+# to clean, as mpi-operator does for ``cleanPodPolicy: Running``...).
+HELD_REASONS = ("policy", *(reason.value for reason in SkipReason))
 # Overdue, not acted on this pass, and still the sweeper's to enforce.
 _STILL_OVERDUE = (SkipReason.RECENTLY_TOUCHED, SkipReason.OVER_MAX_ACTIONS)
 _RECORDED = (Result.DONE, Result.PLANNED, Result.DRY_RUN)
@@ -51,6 +66,9 @@ class Tally:
         exemptions: Exemptions a platform rule allowed and the pass honoured, by rule name.
         warnings: ``DeadlineApproaching`` Events recorded (or, in a dry run, that would be),
             by (family, kind name, rule name); one already recorded is not counted again.
+        held: The Running and Pending pods that jobs failed by their deadline and left by the
+            pass still control, by (family, kind name, ``HELD_REASONS``); set by ``hold``
+            from the pass's pod list.
     """
 
     def __init__(self) -> None:
@@ -65,6 +83,7 @@ class Tally:
         self.actions: Counter[tuple[str, str, str, str]] = Counter()
         self.exemptions: Counter[str] = Counter()
         self.warnings: Counter[tuple[str, str, str]] = Counter()
+        self.held: Counter[tuple[str, str, str]] = Counter()
 
     @classmethod
     def of(cls, outcomes: Iterable[Outcome]) -> Tally:
@@ -106,6 +125,36 @@ class Tally:
             job = warning.job
             self.warnings[warning.family, job.kind.name, job.rule or ""] += 1
 
+    def hold(
+        self,
+        holders: Mapping[str, tuple[str, str, str]],
+        entries: Sequence[Entry],
+        owned: Mapping[str, Sequence[Owned]],
+    ) -> None:
+        """Count the pods the jobs a pass leaves still hold: ``held``, from its one pod list.
+
+        Args:
+            holders: The skipped jobs that may hold pods (``held_reason``), by uid:
+                their (family, kind name, reason).
+            entries: The pass's plan: a clean-up that ``--max-actions`` left for later holds
+                its pods too (``over-max-actions``).
+            owned: The pods listed, by controller uid (``leftovers_by_owner``); a job whose
+                scope could not be listed is not counted.
+        """
+        capped = {
+            entry.job.uid: (family_of(entry.job.kind, entry.job.version).name, entry.job.kind.name)
+            for entry in entries
+            if isinstance(entry, Skip)
+            and entry.why is SkipReason.OVER_MAX_ACTIONS
+            and entry.job.finished is not None
+        }
+        for uid, (family, kind, reason) in holders.items():
+            self.held[family, kind, reason] += _active(owned.get(uid, ()), uid)
+        for uid, (family, kind) in capped.items():
+            self.held[family, kind, SkipReason.OVER_MAX_ACTIONS.value] += _active(
+                owned.get(uid, ()), uid
+            )
+
     def decisions(self) -> Counter[str]:
         """Outcomes by decision, every kind summed."""
         counts: Counter[str] = Counter()
@@ -126,6 +175,31 @@ class Tally:
         for (_, reason), n in self.skipped.items():
             counts[reason] += n
         return counts
+
+
+def held_reason(entry: Skip, policy: Policy) -> str | None:
+    """Why a skipped job failed by its deadline may still hold pods (``HELD_REASONS``). Pure.
+
+    ``None`` for any other job: one that has not finished (its pods are its own), one that
+    finished otherwise (its controller's ``cleanPodPolicy`` is not the sweeper's business, and
+    a pass over jobs that all finished so lists no pod more), and a TrainJob, whose pods
+    belong to its JobSet's Jobs (the sweeper reclaims the JobSet, not pods).
+    """
+    job = entry.job
+    if not job.failed_by_deadline or family_of(job.kind, job.version) is TRAINER:
+        return None
+    policy_keeps = pods_mode(policy) is PodsMode.POLICY
+    if entry.why is SkipReason.FINISHED and policy_keeps:
+        return "policy"
+    return entry.why.value
+
+
+def _active(pods: Iterable[Owned], uid: str) -> int:
+    return sum(
+        1
+        for pod in pods
+        if pod.controller_uid == uid and pod.phase in ("Running", "Pending") and not pod.deleting
+    )
 
 
 def failed_by(job: Job) -> str:

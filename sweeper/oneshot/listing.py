@@ -25,11 +25,13 @@ from sweeper.core.errors import (
     NotFound,
     SweeperError,
 )
+from sweeper.core.families import family_of
 from sweeper.core.jobs import Job
 from sweeper.core.kinds import MPI_OPERATOR_VERSION
 from sweeper.core.model import Action, Skip, settled
 from sweeper.core.platform import PlatformView
 from sweeper.core.scope import RunScope
+from sweeper.core.tally import held_reason
 from sweeper.core.warn import DeadlineWarning, warning_due
 from sweeper.k8s.cluster import Cluster, JobPage, ServedKind
 from sweeper.oneshot import namespaces, readahead, report
@@ -156,7 +158,9 @@ class Listing:
     are judged with the pass's one instant (taken from the first page). A skip is final there
     and then: its outcome goes to the ledger, and the job is not kept. An action is kept for
     the plan, its place held in the ledger. So nothing of a page outlives it but its actions,
-    and a pass's memory does not grow with the fleet.
+    and a pass's memory does not grow with the fleet. A skipped job failed by its deadline,
+    which may still hold pods, leaves its uid, namespace and labels behind (``holders``): the
+    pass counts its pods from its one pod list (``deadline_sweeper_held_pods``).
 
     A list that cannot be finished after some of its pages were judged (its ``continue``
     token expired, or its kind vanished) raises ``StartOver``: the pass then lists
@@ -177,6 +181,8 @@ class Listing:
         self.ledger = ledger
         self.actions: list[Action] = []
         self.warnings: list[DeadlineWarning] = []
+        # Skipped jobs that may hold pods (held_reason): uid -> (namespace, family, kind, why).
+        self.holders: dict[str, tuple[str, str, str, str]] = {}
         self.unlisted: list[ClusterUnavailable] = []
         self.discovery_date: datetime | None = None
         self.server_date: datetime | None = None
@@ -266,6 +272,10 @@ class Listing:
                 warning = warning_due(job, now, config.policy)
                 if warning is not None:
                     self.warnings.append(warning)
+                held = held_reason(entry, config.policy)
+                if held is not None:
+                    family = family_of(job.kind, job.version).name
+                    self.holders[job.uid] = (job.namespace, family, job.kind.name, held)
                 outcome = settled(entry)
                 report.log_outcome(outcome, config.dry_run)
                 ledger.settle(outcome)

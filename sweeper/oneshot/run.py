@@ -340,13 +340,19 @@ def _plan(cluster: Cluster, config: Config, listed: listing.Listing, now: dateti
     The skips are final and already in the ledger; the plan holds the actions alone
     (``--max-actions`` ranks only actions, so it ranks them as it would among all entries).
     The clean-ups' pods are listed first, once per namespace scope: a clean-up with nothing to
-    delete is then no action at all (no ``--max-actions`` slot, no request of its own).
+    delete is then no action at all (no ``--max-actions`` slot, no request of its own). The
+    same list counts the pods the finished jobs it leaves still hold (``Tally.hold``).
 
     Raises:
         Interrupted: A signal arrived while retrying the pod list.
         RunTimeout: ``--timeout`` ran out during it.
     """
-    pods = leftovers_by_owner(cluster, listed.actions, config.namespaces)
+    holders = listed.holders
+    scopes = {uid: namespace for uid, (namespace, *_) in holders.items()}
+    pods = leftovers_by_owner(cluster, listed.actions, config.namespaces, scopes)
     plan = assemble(listed.actions, now, config.policy, pods)
+    held = {uid: (family, kind, why) for uid, (_, family, kind, why) in holders.items()}
+    listed.ledger.tally.hold(held, plan.entries, pods)
     listed.actions = []
+    listed.holders = {}
     return plan

@@ -77,6 +77,8 @@ class Resync:
         while not self.stopping.wait(self.settings.resync):
             self.rediscover()
             if not self.leading():
+                # A former leader's count would outlive its passes: a standby holds nothing.
+                self.metrics.set_held_pods({})
                 continue
             number += 1
             self.pass_once(number)
@@ -102,6 +104,7 @@ class Resync:
                 if outcome.tally is not None:
                     for labels, count in outcome.tally.warnings.items():
                         self.metrics.warnings.labels(*labels).inc(count)
+                    self.metrics.set_held_pods(outcome.tally.held)
                 result = "stopped" if outcome.stopped_by else ("errors" if failed else "ok")
             except SweeperError as error:
                 log.warning("resync pass %d failed: %s", number, error)

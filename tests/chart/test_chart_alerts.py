@@ -215,6 +215,37 @@ OVERDUE = pushed("deadline_sweeper_overdue_seconds_max")
             id="an-occasional-failed-action-is-quiet",
         ),
         pytest.param(
+            PUSHED,
+            {
+                SUCCESS: "0+60x20",
+                pushed(
+                    "deadline_sweeper_held_pods",
+                    family="training-operator",
+                    kind="PyTorchJob",
+                    reason="policy",
+                ): "0 0 2x20",
+            },
+            [
+                ("DeadlineSweeperPodsHeldByFinishedJobs", "11m", False),  # 9 min: pending
+                ("DeadlineSweeperPodsHeldByFinishedJobs", "12m", True),
+            ],
+            id="pods-held-for-10-runs",
+        ),
+        pytest.param(
+            PUSHED,
+            {
+                SUCCESS: "0+60x20",
+                pushed(
+                    "deadline_sweeper_held_pods",
+                    family="mpi-operator",
+                    kind="MPIJob",
+                    reason="finished",
+                ): "2x8 0x12",
+            },
+            [("DeadlineSweeperPodsHeldByFinishedJobs", "20m", False)],
+            id="pods-reclaimed-before-10-runs-are-quiet",
+        ),
+        pytest.param(
             {"prometheusRule": {"enabled": True}},
             {
                 'kube_cronjob_status_last_successful_time{namespace="sweeper", '
@@ -421,6 +452,29 @@ def lateness_buckets(slow: bool) -> dict[str, str]:
             [("DeadlineSweeperJobsOverdue", "10m", False)],
             id="handled-jobs-are-quiet",
         ),
+        pytest.param(
+            WATCH,
+            {
+                scraped(
+                    "deadline_sweeper_held_pods",
+                    family="mpi-operator",
+                    kind="MPIJob",
+                    reason="policy",
+                ): "2x40",
+                scraped(
+                    "deadline_sweeper_held_pods",
+                    "b",  # a standby: nothing
+                    family="mpi-operator",
+                    kind="MPIJob",
+                    reason="policy",
+                ): "0x40",
+            },
+            [
+                ("DeadlineSweeperPodsHeldByFinishedJobs", "29m", False),
+                ("DeadlineSweeperPodsHeldByFinishedJobs", "30m", True),
+            ],
+            id="pods-held-for-30-minutes",
+        ),
     ],
 )
 def test_watch_mode_alerts_fire_when_they_should(  # noqa: PLR0917 - fixtures and table columns
@@ -442,4 +496,5 @@ def test_watch_mode_renders_its_own_alerts_only(render: Callable[..., Rendered])
         "DeadlineSweeperWatchRestarts",
         "DeadlineSweeperLateEnforcement",
         "DeadlineSweeperJobsOverdue",
+        "DeadlineSweeperPodsHeldByFinishedJobs",
     ]

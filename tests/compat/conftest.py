@@ -12,6 +12,12 @@ Which pairs run: ``SWEEPER_TEST_COMPAT_PAIRS``, ``all`` (the default), ``ci`` (t
 (``test_kueue.py``) run on the one pair marked ``kueue`` when it is selected, with their own
 control plane, operator and Kueue.
 
+The controller families cross Kubernetes minors too, in ``CELLS`` (ids such as
+``mpi-operator-v0.8.2-k8s-v1.34.4``, selected by the same variable): each ``test_family_*``
+module runs its family's cells, one control plane and set of controllers a cell, started by
+``tests/e2e/conftest_families.py``'s fixtures (``mpi_cluster``, ``trainer_cluster``) on the
+cell's kube-apiserver and kube-controller-manager. A cell that cannot run says why (``skip``).
+
 The tier is not part of the default run: its tests are deselected unless the ``-m``
 expression names ``compat`` (``pytest -m compat tests/compat``), so ``pytest`` alone and the
 main tiers of ``scripts/test`` keep their time budget. Each pair's wall time (start of its
@@ -36,6 +42,12 @@ from devcluster import BinaryMissing, ControlPlane, binaries, jobs
 from devcluster.kueue import Kueue
 from devcluster.operator import Operator, served_schemes
 from tests.e2e import clusters, workloads
+from tests.e2e.conftest_families import (  # noqa: F401 - fixtures, used by name
+    family_namespace,
+    family_sweep,
+    mpi_cluster,
+    trainer_cluster,
+)
 from tests.e2e.conftest_operator import RunningJob, job_factory, poll
 
 
@@ -101,36 +113,105 @@ PAIRS: tuple[Pair, ...] = (
     Pair("v1.9.4", "v1.36.3", ci=False, why="the pinned pair: the main e2e tier runs it"),
 )
 
+
+@dataclass(frozen=True)
+class Cell:
+    """One (controller family, Kubernetes) cell: the family's pinned controllers on a minor.
+
+    Attributes:
+        family: ``mpi-operator`` (MPIJob v2beta1) or ``trainer`` (Trainer v2 with JobSet).
+        kubernetes: kube-apiserver and kube-controller-manager release.
+        ci: Whether ``scripts/test`` runs it in CI.
+        why: Why the cell is in the matrix.
+        skip: Why it cannot run, when it cannot (the cell's test skips with it).
+    """
+
+    family: str
+    kubernetes: str
+    ci: bool
+    why: str
+    skip: str = ""
+
+    @property
+    def controllers(self) -> tuple[str, ...]:
+        """The family's binaries, beyond etcd, kube-apiserver and kube-controller-manager."""
+        return ("mpi-operator",) if self.family == "mpi-operator" else ("jobset", "trainer")
+
+    @property
+    def id(self) -> str:
+        """The pytest id, e.g. ``mpi-operator-v0.8.2-k8s-v1.34.4``."""
+        return f"{self.family}-{binaries.version(self.family)}-k8s-{self.kubernetes}"
+
+
+# kube-controller-manager v1.32.13 does not build here: its module k8s.io/endpointslice@v0.32.13
+# is not on the Go module proxy (403), and the Job controller and garbage collector are what
+# end a launcher and reclaim a JobSet's Jobs. A newer one against an older apiserver is outside
+# the version skew policy, so the 1.32 cells say so instead of running on it.
+_NO_KCM_132 = (
+    "kube-controller-manager v1.32.13 cannot be built: k8s.io/endpointslice@v0.32.13 is not "
+    "on the Go module proxy"
+)
+# mpi-operator v0.8.2 is built with client-go v0.35, Trainer v2.3.0 and JobSet v0.12.0 with
+# v0.36 (their go.mod files), and none of them documents a lowest minor: every cell below runs
+# them. CI runs the middle and the newest minors (1.36 is the e2e tier's).
+CELLS: tuple[Cell, ...] = (
+    Cell("mpi-operator", "v1.32.13", ci=False, why="the oldest minor", skip=_NO_KCM_132),
+    Cell("mpi-operator", "v1.34.4", ci=True, why="the minor below its client-go (v0.35)"),
+    Cell("mpi-operator", "v1.36.3", ci=False, why="the pinned minor: the e2e tier runs it"),
+    Cell("mpi-operator", NEWEST, ci=True, why="the newest minor"),
+    Cell("trainer", "v1.32.13", ci=False, why="the oldest minor", skip=_NO_KCM_132),
+    Cell("trainer", "v1.34.4", ci=True, why="two minors below its client-go (v0.36)"),
+    Cell("trainer", "v1.36.3", ci=False, why="the pinned minor: the e2e tier runs it"),
+    Cell("trainer", NEWEST, ci=True, why="the newest minor"),
+)
+
 _PAIRS_ENV = "SWEEPER_TEST_COMPAT_PAIRS"
+
+
+def _selected(spec: str | None) -> tuple[list[Pair], list[Cell]]:
+    spec = (spec or "all").strip()
+    if spec == "all":
+        return list(PAIRS), list(CELLS)
+    if spec == "ci":
+        return [p for p in PAIRS if p.ci], [c for c in CELLS if c.ci]
+    pairs = {p.id: p for p in PAIRS}
+    cells = {c.id: c for c in CELLS}
+    wanted = [part.strip() for part in spec.split(",") if part.strip()]
+    unknown = [w for w in wanted if w not in pairs and w not in cells]
+    if unknown:
+        raise pytest.UsageError(
+            f"{_PAIRS_ENV}: unknown pair {', '.join(unknown)}; use all, ci or some of "
+            f"{', '.join([*pairs, *cells])}"
+        )
+    return [pairs[w] for w in wanted if w in pairs], [cells[w] for w in wanted if w in cells]
 
 
 def selected_pairs(spec: str | None) -> list[Pair]:
     """The pairs ``SWEEPER_TEST_COMPAT_PAIRS`` asks for (``all``, ``ci`` or ids).
 
     Raises:
-        pytest.UsageError: An id that is not in ``PAIRS`` (one line names them).
+        pytest.UsageError: An id that is not in ``PAIRS`` or ``CELLS`` (one line names them).
     """
-    spec = (spec or "all").strip()
-    if spec == "all":
-        return list(PAIRS)
-    if spec == "ci":
-        return [p for p in PAIRS if p.ci]
-    by_id = {p.id: p for p in PAIRS}
-    wanted = [part.strip() for part in spec.split(",") if part.strip()]
-    unknown = [w for w in wanted if w not in by_id]
-    if unknown:
-        raise pytest.UsageError(
-            f"{_PAIRS_ENV}: unknown pair {', '.join(unknown)}; use all, ci or some of "
-            f"{', '.join(by_id)}"
-        )
-    return [by_id[w] for w in wanted]
+    return _selected(spec)[0]
+
+
+def selected_cells(spec: str | None) -> list[Cell]:
+    """The families' cells ``SWEEPER_TEST_COMPAT_PAIRS`` asks for, as ``selected_pairs``."""
+    return _selected(spec)[1]
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """Parametrize ``pair`` over the selected pairs, at module scope (one cluster a pair).
+    """Parametrize ``pair`` (or ``cell``) over the selected ones, at module scope.
 
-    A module marked ``kueue`` runs on the selected pairs that have ``kueue`` set (one).
+    A module marked ``kueue`` runs on the selected pairs that have ``kueue`` set (one). A
+    module with ``cell`` runs the selected cells of its ``FAMILY``.
     """
+    if "cell" in metafunc.fixturenames:
+        family = metafunc.module.FAMILY
+        cells = [c for c in selected_cells(os.environ.get(_PAIRS_ENV)) if c.family == family]
+        metafunc.parametrize(
+            "cell", cells, ids=[c.id for c in cells], indirect=True, scope="module"
+        )
     if "pair" in metafunc.fixturenames:
         pairs = selected_pairs(os.environ.get(_PAIRS_ENV))
         if metafunc.definition.get_closest_marker("kueue") is not None:
@@ -235,6 +316,35 @@ def pytest_terminal_summary(
         terminalreporter.section("compat tier: wall time per pair")
         for line in timings.lines:
             terminalreporter.write_line(line)
+
+
+@pytest.fixture(scope="module")
+def cell(request: pytest.FixtureRequest) -> Iterator[Cell]:
+    """The cell's versions, selected for the process while its module runs (or its skip)."""
+    versions: Cell = request.param
+    if versions.skip:
+        pytest.skip(versions.skip)
+    binaries.select(kubernetes=versions.kubernetes)
+    try:
+        clusters.require_binaries(
+            "etcd", "kube-apiserver", "kube-controller-manager", *versions.controllers
+        )
+        yield versions
+    finally:
+        binaries.select()
+
+
+@pytest.fixture(scope="module")
+def family_control_plane(cell: Cell, request: pytest.FixtureRequest) -> Iterator[ControlPlane]:
+    """The cell's control plane, under ``conftest_families``' fixtures (it replaces theirs).
+
+    Its wall time, controllers included, is printed with the pairs'.
+    """
+    began = time.monotonic()
+    with clusters.start_control_plane() as cp:
+        yield cp
+    timings = request.config.stash.setdefault(_timings_key, _Timings())
+    timings.lines.append(f"{cell.id}: {time.monotonic() - began:.0f} s wall")
 
 
 @pytest.fixture

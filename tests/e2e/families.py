@@ -17,6 +17,7 @@ from typing import Any
 from devcluster import ControlPlane, kubelet
 from devcluster.admin import ApiError
 from devcluster.trainer import RUNTIME
+from tests.e2e.conftest_operator import poll
 
 Obj = dict[str, Any]
 
@@ -133,6 +134,69 @@ def make_running(cp: ControlPlane, pod: Obj) -> None:
         f"{PODS.format(namespace=namespace)}/{name}/status",
         {"status": status},
         content_type="application/merge-patch+json",
+    )
+
+
+def start_mpijob(
+    cp: ControlPlane,
+    namespace: str,
+    name: str,
+    *,
+    ads: int,
+    workers: int = 2,
+    ready: int | None = None,
+    clean_pod_policy: str | None = None,
+    launcher_creation_policy: str | None = None,
+) -> list[Obj]:
+    """Create an MPIJob and make ``ready`` (all by default) of its workers Running.
+
+    Returns:
+        Its workers, once mpi-operator has created them all.
+    """
+    body = mpijob(
+        name,
+        ads=ads,
+        workers=workers,
+        clean_pod_policy=clean_pod_policy,
+        launcher_creation_policy=launcher_creation_policy,
+    )
+    create(cp, MPIJOBS, namespace, body)
+    created = poll(
+        lambda: w if len(w := mpi_workers(cp, namespace, name)) == workers else None,
+        what=f"mpi-operator to create the {workers} workers of {name}",
+    )
+    for pod in created[: workers if ready is None else ready]:
+        make_running(cp, pod)
+    return created
+
+
+def mpijob_failed(cp: ControlPlane, namespace: str, name: str) -> Obj:
+    """Wait until the MPIJob is Failed with a ``completionTime``; return it."""
+
+    def failed() -> Obj | None:
+        job = get(cp, MPIJOBS, namespace, name)
+        assert job is not None, f"MPIJob {name} is gone"
+        return job if condition(job, "Failed") and job["status"].get("completionTime") else None
+
+    return poll(failed, timeout=90, what=f"MPIJob {name} to be Failed with a completionTime")
+
+
+def active_mpi_workers(cp: ControlPlane, namespace: str, name: str) -> list[str]:
+    """The names of an MPIJob's Running and Pending workers that are not being deleted."""
+    return [
+        pod["metadata"]["name"]
+        for pod in mpi_workers(cp, namespace, name)
+        if pod["status"].get("phase") in ("Running", "Pending")
+        and not pod["metadata"].get("deletionTimestamp")
+    ]
+
+
+def start_trainjob(cp: ControlPlane, namespace: str, name: str, *, ads: int) -> Obj:
+    """Create a TrainJob and wait for the trainer to make its JobSet; return the JobSet."""
+    create(cp, TRAINJOBS, namespace, trainjob(name, ads=ads))
+    return poll(
+        lambda: get(cp, JOBSETS, namespace, name),
+        what=f"the trainer to create the JobSet of {name}",
     )
 
 

@@ -48,25 +48,20 @@ def _start(
     *,
     ads: int = ADS,
     ready: int = WORKERS,
-    clean_pod_policy: str | None = None,
     launcher_creation_policy: str | None = None,
+    clean_pod_policy: str | None = None,
 ) -> list[families.Obj]:
-    """Create an MPIJob and make ``ready`` of its workers Running; returns its workers."""
-    body = families.mpijob(
+    """``families.start_mpijob`` with this module's deadline and workers."""
+    return families.start_mpijob(
+        cp,
+        namespace,
         name,
         ads=ads,
         workers=WORKERS,
+        ready=ready,
         clean_pod_policy=clean_pod_policy,
         launcher_creation_policy=launcher_creation_policy,
     )
-    families.create(cp, families.MPIJOBS, namespace, body)
-    workers = poll(
-        lambda: w if len(w := families.mpi_workers(cp, namespace, name)) == WORKERS else None,
-        what=f"mpi-operator to create the {WORKERS} workers of {name}",
-    )
-    for pod in workers[:ready]:
-        families.make_running(cp, pod)
-    return workers
 
 
 def _mpijob(cp: ControlPlane, namespace: str, name: str) -> families.Obj:
@@ -75,35 +70,12 @@ def _mpijob(cp: ControlPlane, namespace: str, name: str) -> families.Obj:
     return found
 
 
-def _failed(cp: ControlPlane, namespace: str, name: str) -> families.Obj:
-    """Wait until the MPIJob is Failed with a ``completionTime``; return it."""
-    return poll(
-        lambda: (
-            job
-            if families.condition(job := _mpijob(cp, namespace, name), "Failed")
-            and job["status"].get("completionTime")
-            else None
-        ),
-        timeout=90,
-        what=f"MPIJob {name} to be Failed with a completionTime",
-    )
-
-
 def _started_at(cp: ControlPlane, namespace: str, name: str) -> dt.datetime:
     stamp = poll(
         lambda: _mpijob(cp, namespace, name).get("status", {}).get("startTime"),
         what=f"mpi-operator to write the startTime of {name}",
     )
     return parse_stamp(stamp)
-
-
-def _active_workers(cp: ControlPlane, namespace: str, name: str) -> list[str]:
-    return [
-        pod["metadata"]["name"]
-        for pod in families.mpi_workers(cp, namespace, name)
-        if pod["status"].get("phase") in ("Running", "Pending")
-        and not pod["metadata"].get("deletionTimestamp")
-    ]
 
 
 def _full_resync(cluster: MPICluster, namespace: str, name: str) -> None:
@@ -122,15 +94,17 @@ def test_one_run_with_the_defaults_deletes_the_workers_mpi_operator_keeps_and_th
     _start(cp, namespace, "cleaned", clean_pod_policy="Running")
     early = families.condition(_mpijob(cp, namespace, "kept"), "Failed")
     assert early is None, "premise: the workers ran before the deadline (a slow machine?)"
-    failed = _failed(cp, namespace, "kept")
-    _failed(cp, namespace, "cleaned")
+    failed = families.mpijob_failed(cp, namespace, "kept")
+    families.mpijob_failed(cp, namespace, "cleaned")
     reason = (families.condition(failed, "Failed") or {}).get("reason")
     assert reason == "DeadlineExceeded", "premise: the launcher Job's deadline failed it"
     launcher = families.get(cp, families.JOBS, namespace, "kept-launcher")
     job_failed = families.condition(launcher, "Failed") or {}
     assert job_failed.get("reason") == "DeadlineExceeded", "premise: the Job controller did"
     names = [pod["metadata"]["name"] for pod in kept]
-    assert _active_workers(cp, namespace, "kept") == names, "premise: the workers stayed"
+    assert families.active_mpi_workers(cp, namespace, "kept") == names, (
+        "premise: the workers stayed"
+    )
 
     dry = family_sweep("-n", namespace, "--dry-run", "-o", "wide")
     assert (dry.result.returncode, families.writes(dry.requests)) == (0, []), dry.explain()
@@ -178,7 +152,9 @@ def test_a_gang_past_its_deadline_is_failed_and_its_workers_go_after_dry_runs_wr
     assert families.get(cp, families.JOBS, namespace, "gang-launcher") is None, "premise"
     assert families.condition(_mpijob(cp, namespace, "gang"), "Failed") is None, "premise"
     names = [pod["metadata"]["name"] for pod in gang]
-    assert _active_workers(cp, namespace, "gang") == names, "premise: Running and Pending"
+    assert families.active_mpi_workers(cp, namespace, "gang") == names, (
+        "premise: Running and Pending"
+    )
     before = families.resource_versions(cp, families.MPIJOBS, namespace)
     pods_before = families.resource_versions(cp, families.PODS, namespace)
 

@@ -48,15 +48,6 @@ def _failed_reason(cp: ControlPlane, namespace: str, name: str) -> str | None:
     return None if failed is None else str(failed["reason"])
 
 
-def _create(cp: ControlPlane, namespace: str, name: str, ads: int) -> families.Obj:
-    """Create a TrainJob and wait for its JobSet; return the JobSet."""
-    families.create(cp, families.TRAINJOBS, namespace, families.trainjob(name, ads=ads))
-    return poll(
-        lambda: families.get(cp, families.JOBSETS, namespace, name),
-        what=f"the trainer to create the JobSet of {name}",
-    )
-
-
 def _fail_jobset(cp: ControlPlane, namespace: str, name: str) -> None:
     """Write the JobSet Failed through ``jobsets/status``, as its controller does when a Job fails.
 
@@ -111,9 +102,9 @@ def test_a_jobset_left_by_a_refused_delete_goes_once_the_refusal_is_lifted_and_n
     since = cp.audit_offset()
 
     with families.refusing_jobset_deletes(cp, namespace):
-        _create(cp, namespace, "train", ADS)
-        _create(cp, namespace, "running", 3600)
-        _create(cp, namespace, "other", 3600)
+        families.start_trainjob(cp, namespace, "train", ads=ADS)
+        families.start_trainjob(cp, namespace, "running", ads=3600)
+        families.start_trainjob(cp, namespace, "other", ads=3600)
         poll(
             lambda: families.jobset_delete_refused(cp, namespace, "train"),
             what="the policy to refuse deleting the JobSet",
@@ -214,7 +205,7 @@ def test_watch_deletes_the_jobset_left_behind_when_its_reclaim_grace_has_passed(
     since = cp.audit_offset()
 
     with families.refusing_jobset_deletes(cp, namespace):
-        _create(cp, namespace, name, ADS)
+        families.start_trainjob(cp, namespace, name, ads=ADS)
         poll(
             lambda: families.jobset_delete_refused(cp, namespace, name),
             what="the policy to refuse deleting the JobSet",

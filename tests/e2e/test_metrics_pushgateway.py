@@ -96,3 +96,32 @@ def test_a_pushgateway_that_is_down_does_not_change_the_exit_code(control_plane,
 
     assert run.result.returncode == 0, run.explain()
     assert "cannot push metrics to the Pushgateway" in run.result.stderr
+
+
+def test_the_pods_finished_jobs_hold_are_pushed_and_go_to_zero_once_reclaimed(
+    control_plane, namespace, sweep, gateway
+):
+    # Failed by its deadline with its pods left running (v1.9.4), and a Succeeded job whose
+    # Running worker its cleanPodPolicy keeps: not the deadline's, not counted.
+    failed = w.failed_by_its_deadline(control_plane, namespace, "kept")
+    w.create_replicas(control_plane, failed, {"Master": ["Running"], "Worker": ["Pending"]})
+    done = w.create_job(control_plane, namespace, "done", finished="Succeeded")
+    w.create_replicas(control_plane, done, {"Worker": ["Running"]})
+    push = ("-n", namespace, "--pushgateway", gateway, "--pushgateway-job", JOB)
+    held = "deadline_sweeper_held_pods"
+    series = {"family": "training-operator", "kind": "PyTorchJob"}
+
+    kept = sweep(*push, "--terminate-pods", "policy")
+
+    assert kept.result.returncode == 0, kept.explain()
+    first = pushgateway.scrape(gateway)
+    assert sample(first, held, **series, reason="policy") == 2
+    assert sample(first, held, **series, reason="finished") == 0
+
+    reclaimed = sweep(*push)
+
+    assert reclaimed.result.returncode == 0, reclaimed.explain()
+    second = pushgateway.scrape(gateway)
+    assert sample(second, held, **series, reason="policy") == 0
+    assert sample(second, held, **series, reason="finished") == 0
+    assert w.names(control_plane, namespace, "pods") == {"done-worker-0"}

@@ -17,11 +17,11 @@ from prometheus_client.parser import text_string_to_metric_families
 from sweeper import metrics
 from sweeper.core.decide import decide
 from sweeper.core.jobs import parse_job
-from sweeper.core.kinds import KINDS, TOUCHED_AT_ANNOTATION
+from sweeper.core.kinds import EXCLUDE_ANNOTATION, KINDS, TOUCHED_AT_ANNOTATION
 from sweeper.core.model import Outcome, Policy, Result
 from sweeper.core.tally import Tally
 from tests.unit.loopback import serving
-from tests.unit.objects import KIND, NOW, ago, condition, deadline_failed, job
+from tests.unit.objects import KIND, NOW, ago, condition, deadline_failed, job, owned
 from tests.unit.test_cli import Harness
 
 ENDED = NOW + timedelta(seconds=3)
@@ -271,3 +271,69 @@ def test_a_run_pushes_the_counts_its_summary_reports(gateway: tuple[str, list[st
     assert pushed[metrics.ACTIONS.name, ("PyTorchJob", "touch", "done", "")] == 1
     assert pushed[metrics.SKIPPED.name, ("TFJob", "not-yet-due")] == 1
     assert pushed[metrics.OVERDUE.name, ("PyTorchJob",)] == 1
+
+
+def _held(body: str) -> dict[tuple[str, ...], float]:
+    return {
+        tuple(s.labels[label] for label in metrics.HELD_PODS.labels): s.value
+        for family in text_string_to_metric_families(body)
+        for s in family.samples
+        if s.name == metrics.HELD_PODS.name
+    }
+
+
+def test_the_pods_finished_jobs_hold_are_pushed_by_reason_and_go_once_reclaimed(
+    gateway: tuple[str, list[str]],
+) -> None:
+    url, bodies = gateway
+    harness = Harness()
+    failed = harness.fake.add_job(job(name="failed", conditions=deadline_failed("failed")))
+    harness.fake.add_pod(owned("failed-master-0", failed))
+    harness.fake.add_pod(owned("failed-worker-0", failed, phase="Pending"))
+    harness.fake.add_pod(owned("failed-worker-1", failed, phase="Succeeded"))  # holds nothing
+    harness.fake.add_pod(owned("failed-worker-2", failed, deleting=True))  # going already
+    opted = harness.fake.add_job(
+        job(
+            name="opted",
+            uid="uid-opted",
+            conditions=deadline_failed("opted"),
+            annotations={EXCLUDE_ANNOTATION: "true"},
+        )
+    )
+    harness.fake.add_pod(owned("opted-master-0", opted))
+    harness.fake.add_pod(owned("look-alike", opted, controller=False))  # not its controller's
+    # Finished otherwise: its cleanPodPolicy is its controller's business, not a held pod.
+    done = harness.fake.add_job(
+        job(name="done", uid="uid-done", conditions=[condition("Succeeded")])
+    )
+    harness.fake.add_pod(owned("done-worker-0", done))
+    training = ("training-operator", "PyTorchJob")
+
+    kept = harness.invoke("--terminate-pods", "policy", "--pushgateway", url)
+    reclaimed = harness.invoke("--pushgateway", url)
+
+    assert (kept.exit_code, reclaimed.exit_code) == (0, 0), kept.output + reclaimed.output
+    first, second = map(_held, bodies)
+    assert {labels: n for labels, n in first.items() if n} == {
+        (*training, "policy"): 2,
+        (*training, "opted-out"): 1,
+    }
+    assert {labels: n for labels, n in second.items() if n} == {(*training, "opted-out"): 1}
+    assert second[(*training, "policy")] == 0
+    assert ("trainer", "TrainJob", "finished") not in second, "a TrainJob's pods are its JobSet's"
+    assert ("mpi-operator", "MPIJob", "finished") in second, "every series, zeros included"
+
+
+def test_the_watch_modes_held_pods_gauge_is_set_from_a_resync_pass_and_zeroes_the_rest() -> None:
+    watch = metrics.WatchMetrics()
+
+    watch.set_held_pods({("mpi-operator", "MPIJob", "reclaim-later"): 2})
+    first = _held(watch.render().decode())
+    watch.set_held_pods({})
+    second = _held(watch.render().decode())
+
+    assert {labels: n for labels, n in first.items() if n} == {
+        ("mpi-operator", "MPIJob", "reclaim-later"): 2
+    }
+    assert not any(second.values())
+    assert set(second) == set(first)

@@ -8,12 +8,21 @@ from typing import Any
 
 import pytest
 
-from sweeper.core.decide import decide
-from sweeper.core.jobs import parse_job
-from sweeper.core.kinds import TOUCHED_AT_ANNOTATION
-from sweeper.core.model import Action, Outcome, Policy, Result
-from sweeper.core.tally import Tally, failed_by, has_errors
-from tests.unit.objects import KIND, NOW, ago, condition, deadline_failed, job
+from sweeper.core.decide import decide, judge
+from sweeper.core.jobs import parse_job, parse_owned
+from sweeper.core.kinds import EXCLUDE_ANNOTATION, TOUCHED_AT_ANNOTATION, TRAINJOB
+from sweeper.core.model import Action, Outcome, PodsMode, Policy, Result, Skip, SkipReason
+from sweeper.core.tally import Tally, failed_by, has_errors, held_reason
+from tests.unit.objects import (
+    KIND,
+    NOW,
+    ago,
+    condition,
+    deadline_failed,
+    job,
+    owned,
+    trainjob,
+)
 
 
 def outcomes(*raws: dict[str, Any], policy: Policy | None = None) -> list[Outcome]:
@@ -136,3 +145,70 @@ def test_an_error_is_a_failed_action_or_a_failed_request(
     (outcome,) = outcomes(job())
     assert isinstance(outcome.entry, Action)
     assert has_errors(replace(outcome, result=result, errors=errors)) is expected
+
+
+_POLICY_KEEPS = Policy(terminate_pods=PodsMode.POLICY)
+
+
+@pytest.mark.parametrize(
+    ("raw", "policy", "held"),
+    [
+        pytest.param(job(conditions=deadline_failed()), _POLICY_KEEPS, "policy", id="policy-keeps"),
+        pytest.param(job(conditions=[condition("Succeeded")]), Policy(), None, id="done-its-own"),
+        pytest.param(
+            job(conditions=deadline_failed(), deleting=True),
+            Policy(),
+            "being-deleted",
+            id="being-deleted",
+        ),
+        pytest.param(
+            job(conditions=deadline_failed(), annotations={EXCLUDE_ANNOTATION: "true"}),
+            _POLICY_KEEPS,
+            "opted-out",
+            id="opted-out-whatever-the-policy",
+        ),
+        pytest.param(job(started_ago=60), Policy(), None, id="running-its-own"),
+        pytest.param(
+            trainjob(failed="DeadlineExceeded"),
+            Policy(reclaim_grace=10**6),
+            None,
+            id="trainjob-jobsets-pods",
+        ),
+    ],
+)
+def test_why_a_skipped_job_may_hold_pods(
+    raw: dict[str, Any], policy: Policy, held: str | None
+) -> None:
+    kind = TRAINJOB if raw["kind"] == "TrainJob" else KIND[raw["kind"]]
+    entry = judge(parse_job(raw, kind), NOW, policy)
+    assert isinstance(entry, Skip)
+
+    assert held_reason(entry, policy) == held
+
+
+def test_held_pods_are_the_running_and_pending_ones_each_holder_controls() -> None:
+    holder = job(name="kept", uid="uid-kept", conditions=deadline_failed("kept"))
+    capped = job(name="capped", uid="uid-capped", conditions=deadline_failed("capped"))
+    pods = [
+        owned("kept-0", holder),
+        owned("kept-1", holder, phase="Pending"),
+        owned("kept-2", holder, phase="Failed"),
+        owned("kept-3", holder, deleting=True),
+        owned("kept-4", holder, owner_uid="uid-other"),
+    ]
+    views = [v for v in map(parse_owned, pods) if v is not None]
+    over = Skip(parse_job(capped, KIND["PyTorchJob"]), SkipReason.OVER_MAX_ACTIONS, 1.0, "capped")
+    tally = Tally()
+
+    tally.hold(
+        {"uid-kept": ("training-operator", "PyTorchJob", "policy")},
+        [over],
+        {"uid-kept": views, "uid-capped": [v for v in map(parse_owned, [owned("c", capped)]) if v]},
+    )
+
+    assert tally.held == Counter(
+        {
+            ("training-operator", "PyTorchJob", "policy"): 2,
+            ("training-operator", "PyTorchJob", "over-max-actions"): 1,
+        }
+    )

@@ -19,12 +19,12 @@ from sweeper.config import ClockMode, Config, WatchSettings
 from sweeper.core import clock
 from sweeper.core.errors import EXIT_OK, ApiError, ClusterUnavailable, Interrupted, RequestRef
 from sweeper.core.kinds import KINDS, TOUCHED_AT_ANNOTATION
-from sweeper.core.model import Policy
+from sweeper.core.model import PodsMode, Policy
 from sweeper.k8s.cluster import WatchEvent
 from sweeper.stop import StopFlag
 from sweeper.watch.engine import watch
 from tests.unit.fakes import FakeCluster
-from tests.unit.objects import NOW, job, stamp
+from tests.unit.objects import NOW, deadline_failed, job, owned, stamp
 from tests.unit.watch.conftest import Start
 from tests.unit.watch.harness import PYTORCH, QUICK_LEASE, fake_cluster, running, tracked, wait_for
 
@@ -257,6 +257,23 @@ def test_a_resync_pass_catches_what_no_stream_heard_of_and_reports_it(start: Sta
     wait_for(lambda: run.metric("deadline_sweeper_resyncs_total", result="ok") >= 1, "a pass")
     run.stop()
     assert "missed" in run.out.getvalue()  # the pass's report, as a one-shot pass writes it
+
+
+def test_a_resync_pass_sets_the_pods_finished_jobs_hold(start: Start) -> None:
+    fake = fake_cluster()
+    failed = fake.add_job(job(name="kept", conditions=deadline_failed("kept")))
+    fake.add_pod(owned("kept-master-0", failed))
+    fake.add_pod(owned("kept-worker-0", failed, phase="Pending"))
+    policy = Policy(terminate_pods=PodsMode.POLICY)
+    run = start(fake, resync=0.05, policy=policy).listed()
+    series = {"family": "training-operator", "kind": "PyTorchJob", "reason": "policy"}
+    held = "deadline_sweeper_held_pods"
+    assert run.metric(held, **series) == 0, "before the first pass"
+
+    wait_for(lambda: run.metric(held, **series) == 2, "a pass to count them")
+    del fake.pods["team-a", "kept-master-0"]  # gone, as its kubelet would report
+    wait_for(lambda: run.metric(held, **series) == 1, "the next pass to count one")
+    run.stop()
 
 
 def test_with_the_local_clock_the_decision_instant_is_the_local_clock(start: Start) -> None:
