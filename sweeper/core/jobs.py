@@ -11,6 +11,7 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from enum import StrEnum
 
 from sweeper.core.clock import parse_rfc3339
 from sweeper.core.kinds import (
@@ -36,6 +37,14 @@ MAX_DEADLINE_SECONDS = (2**63 - 1) // 10**9
 SWEEPER_MARK = f"(enforced by {COMPONENT})"
 
 
+class DeadlineSource(StrEnum):
+    """Where a job's effective deadline comes from (``sweeper.core.platform.apply``)."""
+
+    JOB = "job"  # its own activeDeadlineSeconds (or none at all)
+    DEFAULT = "default"  # the platform rule's defaultDeadline: the job declares none
+    CAP = "cap"  # the platform rule's maxDeadline: the job declares a longer one, or none
+
+
 @dataclass(frozen=True, slots=True)
 class Job:
     """What the sweeper knows about one job after listing it.
@@ -46,8 +55,17 @@ class Job:
         start_time: Where the job's controller starts its deadline clock: ``status.startTime``
             for the Training Operator and mpi-operator (set at the first start, reset on
             resume); creation or the last resume for a TrainJob.
-        deadline_seconds: ``activeDeadlineSeconds`` (negative values included: the Training
-            Operator finds them already past).
+        deadline_seconds: The effective deadline in seconds: ``declared_seconds``, else the
+            platform rule's default, capped by its maximum (``sweeper.core.platform.apply``);
+            every family's rules and ``deadline`` read this one.
+        declared_seconds: The job's own ``activeDeadlineSeconds`` (negative values included:
+            the Training Operator finds them already past).
+        deadline_source: Which of the job, the rule's default or its cap set
+            ``deadline_seconds``.
+        rule: The name of the platform rule the job falls under, ``None`` without one.
+        exemption_refused: The job carries the exclude annotation, and its rule does not allow
+            exemptions (``excluded`` is then false).
+        warn_before: The rule's ``warnBefore`` in seconds.
         suspended_condition: Whether the status still has ``Suspended=True``. With
             ``suspend`` no longer true the job is resuming: the operator's next reconcile
             sets ``startTime`` to now before it checks the deadline.
@@ -89,6 +107,11 @@ class Job:
     failed_at: datetime | None = None
     launcher_waits: bool = False
     malformed: str | None = None
+    declared_seconds: int | None = None
+    deadline_source: DeadlineSource = DeadlineSource.JOB
+    rule: str | None = None
+    exemption_refused: bool = False
+    warn_before: float | None = None
 
     @property
     def deadline(self) -> datetime | None:
@@ -194,6 +217,7 @@ def _parse(raw: object, kind: Kind, version: str, *, identity: tuple[str, str, s
         uid=uid,
         start_time=start_time,
         deadline_seconds=deadline_seconds,
+        declared_seconds=deadline_seconds,
         suspended=_bool(policy, "suspend", f"{prefix}.suspend"),
         suspended_condition=seen.suspended,
         managed_by=_string(policy, "managedBy", f"{prefix}.managedBy"),

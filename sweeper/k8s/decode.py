@@ -197,6 +197,7 @@ def _view(item: _Item, kind: Kind, version: str) -> Job:
         uid=sys.intern(meta.uid),
         start_time=start_time,
         deadline_seconds=deadline,
+        declared_seconds=deadline,
         suspended=bool(run_policy.suspend),
         suspended_condition=suspended_condition,
         managed_by=_shared(run_policy.managed_by),
