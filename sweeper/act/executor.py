@@ -26,12 +26,13 @@ from datetime import datetime
 from http import HTTPStatus
 
 from sweeper.act.cleanup import PodCleaner, Progress, Writing
+from sweeper.act.deadline import DeadlineWriter, platform_deadline, reread
 from sweeper.config import DryRun
 from sweeper.core.clock import human
 from sweeper.core.decide import judge
 from sweeper.core.errors import ApiError, Conflict, Interrupted, NotFound, RunTimeout, SweeperError
 from sweeper.core.jobs import Job, parse_job
-from sweeper.core.kinds import COMPONENT
+from sweeper.core.kinds import COMPONENT, TRAINJOB
 from sweeper.core.model import (
     JSON,
     Action,
@@ -46,7 +47,12 @@ from sweeper.core.model import (
     Why,
     settled,
 )
-from sweeper.core.patches import failure_message, status_patch, touch_patch
+from sweeper.core.patches import (
+    failure_message,
+    status_patch,
+    touch_patch,
+    trainjob_status_patch,
+)
 from sweeper.core.plan import execution_order
 from sweeper.k8s.cluster import Cluster, ServedKind
 from sweeper.k8s.dryrun import RecordingCluster
@@ -113,7 +119,8 @@ class Executor:
             done=_DONE[dry_run],
             stop_if_asked=self._stop_if_asked,
         )
-        self._jobs = _JobWriter(writing, PodCleaner(writing))
+        cleaner = PodCleaner(writing)
+        self._jobs = _JobWriter(writing, cleaner, DeadlineWriter(writing, cleaner))
         self._done = writing.done
         self._stop_reason = stop_reason
         self._on_outcome = on_outcome
@@ -164,6 +171,8 @@ class Executor:
                 result = self._jobs.fail(action, now, policy, progress)
             elif action.kind is ActionKind.DELETE_JOBSET:
                 result = self._jobs.cleaner.delete_jobset(action, now, progress)
+            elif action.kind is ActionKind.SET_DEADLINE:
+                result = self._set_deadline(action, now, policy, progress)
             else:
                 result = self._jobs.cleaner.terminate_pods(action, now, policy, progress)
         except _Stop as stop:
@@ -193,6 +202,23 @@ class Executor:
             return self._outcome(action, result, progress), None
         return self._outcome(action, result, progress), None
 
+    def _set_deadline(
+        self, action: Action, now: datetime, policy: Policy, progress: Progress
+    ) -> Result:
+        result = self._jobs.deadlines.set_deadline(action, now, policy, progress)
+        if result is not None:
+            return result
+        # An MPIJob with no launcher Job to carry the deadline: failed as a gang without one.
+        gang = Action(
+            action.job,
+            ActionKind.FAIL,
+            Why.NO_LAUNCHER,
+            action.seconds_overdue,
+            f"no launcher Job to carry {platform_deadline(action.job)}",
+        )
+        progress.escalated = gang
+        return self._jobs.fail(gang, now, policy, progress, also=ActionKind.SET_DEADLINE)
+
     @staticmethod
     def _outcome(action: Action, result: Result, progress: Progress, extra: str = "") -> Outcome:
         detail = "; ".join(part for part in (progress.detail, extra) if part)
@@ -217,9 +243,10 @@ class Executor:
 class _JobWriter:
     """Touches and fails jobs: the writes to the job itself, each followed by its event."""
 
-    def __init__(self, writing: Writing, cleaner: PodCleaner) -> None:
+    def __init__(self, writing: Writing, cleaner: PodCleaner, deadlines: DeadlineWriter) -> None:
         self._w = writing
         self.cleaner = cleaner
+        self.deadlines = deadlines
 
     def touch(self, action: Action, now: datetime, policy: Policy, progress: Progress) -> Result:
         job = action.job
@@ -297,15 +324,16 @@ class _JobWriter:
         progress: Progress,
         *,
         touch_refused: bool = False,
+        also: ActionKind | None = None,
     ) -> Result:
         listed = action.job
         served = _served(listed)
         sent: JSON | None = None  # the Failed condition of the last status write that got 409
         for _attempt in range(STATUS_WRITE_ATTEMPTS):
             raw = self._w.cluster.get_job(served, listed.namespace, listed.name)
-            job = parse_job(raw, listed.kind, listed.version)
-            if job.uid != listed.uid:
-                progress.detail = "job replaced by a new one of the same name"
+            job = reread(parse_job(raw, listed.kind, listed.version), listed)
+            if isinstance(job, str):
+                progress.detail = job
                 return Result.LEFT_ALONE
             if sent is not None and _failed_condition(raw) == sent:
                 # The 409 answered a retry of our own write: the first attempt went through
@@ -314,19 +342,25 @@ class _JobWriter:
                 return self._failed_by_us(action, job, now, policy, progress)
             # Same policy, same instant, no cap: only the job's own state may have changed.
             fresh = judge(job, now, replace(policy, max_actions=None))
-            if isinstance(fresh, Action) and fresh.kind is ActionKind.TERMINATE_PODS:
+            if isinstance(fresh, Action) and fresh.kind in _CLEAN_UPS:
                 # Failed by its deadline meanwhile (the operator, or our own write whose
-                # answer was lost): what is left to do is the pods.
-                result = self.cleaner.terminate_pods(fresh, now, policy, progress)
+                # answer was lost): what is left to do is the pods, or the JobSet.
+                if fresh.kind is ActionKind.DELETE_JOBSET:
+                    result = self.cleaner.delete_jobset(fresh, now, progress)
+                else:
+                    result = self.cleaner.terminate_pods(fresh, now, policy, progress)
                 progress.detail = "; ".join(
                     part for part in ("already failed by its deadline", progress.detail) if part
                 )
                 return result
-            left = self._left_alone(fresh, job, touch_refused=touch_refused)
+            left = self._left_alone(fresh, job, touch_refused=touch_refused, also=also)
             if left:
                 progress.detail = left
                 return Result.LEFT_ALONE
-            progress.body = status_patch(job.kind, raw, now, job.version)
+            if job.kind is TRAINJOB:
+                progress.body = trainjob_status_patch(raw, now, platform_deadline(job))
+            else:
+                progress.body = status_patch(job.kind, raw, now, job.version)
             self._w.stop_if_asked()
             try:
                 self._w.cluster.patch_job_status(
@@ -346,10 +380,15 @@ class _JobWriter:
         )
         return Result.ERROR
 
-    def _left_alone(self, fresh: Entry, job: Job, *, touch_refused: bool) -> str:
+    def _left_alone(
+        self, fresh: Entry, job: Job, *, touch_refused: bool, also: ActionKind | None
+    ) -> str:
         # Why the re-read job is no longer to be failed; empty when it still is.
-        # After a refused touch, a job the re-read still finds due for a touch is failed.
+        # After a refused touch, a job the re-read still finds due for a touch is failed; an
+        # MPIJob whose platform deadline found no launcher, one still due for set-deadline.
         wanted = (ActionKind.FAIL, ActionKind.TOUCH) if touch_refused else (ActionKind.FAIL,)
+        if also is not None:
+            wanted = (*wanted, also)
         if not (isinstance(fresh, Action) and fresh.kind in wanted):
             return f"re-read: now {fresh.decision} ({fresh.reason})"
         if fresh.why is Why.NO_LAUNCHER:
@@ -367,6 +406,8 @@ class _JobWriter:
         # The status write went through: then the pods, then the event (docs/operator.md,
         # "Ordering when failing a job by hand").
         progress.wrote = True
+        if job.kind is TRAINJOB:
+            return self.deadlines.trainjob_failed(job, now, progress, _late(action))
         self.cleaner.delete_pods(job, policy, progress)
         self._w.record_event(
             job,
@@ -377,6 +418,9 @@ class _JobWriter:
             message=f"{failure_message(job.name, job.version)}: {_late(action)} past its deadline",
         )
         return self._w.done
+
+
+_CLEAN_UPS = (ActionKind.TERMINATE_PODS, ActionKind.DELETE_JOBSET)
 
 
 def _failed_condition(document: object) -> JSON | None:

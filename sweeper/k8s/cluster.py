@@ -151,6 +151,10 @@ class Cluster(Protocol):
         """Read one batch/v1 Job (``NotFound`` if none)."""
         ...
 
+    def patch_batch_job(self, namespace: str, name: str, patch: JSON, *, dry_run: bool) -> None:
+        """Apply a JSON merge patch to a batch/v1 Job (an MPIJob's launcher)."""
+        ...
+
     def close(self) -> None:
         """Release the connections; the run calls it once, when it ends, however it ends."""
         ...
