@@ -3,7 +3,8 @@
 ``sweeper.options.FLAGS`` is a table of ``Flag`` rows; ``sweeper.cli`` turns each
 into a click option (its value kind into a click type, ``parse_duration`` for durations)
 and ``sweeper.options.build_config`` puts each value where the row says. No click here, and
-nothing of the sweeper's: the rows' words come from the layers above.
+nothing of the sweeper's but the duration parser (``sweeper.core.clock``): the rows' words
+come from the layers above.
 """
 
 from __future__ import annotations
@@ -12,10 +13,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import durationpy
+from sweeper.core import clock
 
-# Python's waits and socket timeouts overflow past some 292 years (threading.TIMEOUT_MAX).
-LONGEST_WAIT = 365 * 24 * 3600.0
+# The one duration parser, shared with the rules file (sweeper.core.platform).
+LONGEST_WAIT = clock.LONGEST_WAIT
+parse_duration = clock.parse_duration
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,35 +106,3 @@ class Flag:
             return self.env
         long = max((n for n in self.names if n.startswith("--")), key=len)
         return ("SWEEPER_" + long.split("/")[0].removeprefix("--").replace("-", "_").upper(),)
-
-
-def parse_duration(value: object, *, positive: bool, longest: float | None = None) -> float:
-    """Read a duration as kubectl takes one (``30s``, ``5m``, ``1h30m``, ``250ms``) or seconds.
-
-    The one duration parser of the command line: every duration flag and twin goes through it.
-    Returns finite seconds.
-
-    Raises:
-        ValueError: Not a duration, not finite, negative (or zero when ``positive``), longer
-            than ``longest``; the message is the usage error's wording.
-    """
-    if isinstance(value, int | float):
-        seconds = float(value)
-    else:
-        text = str(value).strip()
-        try:
-            seconds = float(text)
-        except ValueError:
-            try:
-                seconds = durationpy.from_str(text).total_seconds()
-            except durationpy.DurationError:
-                raise ValueError(
-                    f"{value!r} is not a duration (e.g. 30s, 5m, 1h30m, or seconds)"
-                ) from None
-    if seconds != seconds or seconds in (float("inf"), float("-inf")):  # noqa: PLR0124 - NaN
-        raise ValueError(f"{value!r} is not a finite duration")
-    if seconds < 0 or (positive and seconds == 0):
-        raise ValueError(f"{value!r} must be {'positive' if positive else 'zero or more'}")
-    if longest is not None and seconds > longest:
-        raise ValueError(f"{value!r} must be at most {longest / 3600:g}h (a year)")
-    return seconds

@@ -9,6 +9,11 @@ from __future__ import annotations
 import email.utils
 from datetime import UTC, datetime
 
+import durationpy
+
+# Python's waits and socket timeouts overflow past some 292 years (threading.TIMEOUT_MAX).
+LONGEST_WAIT = 365 * 24 * 3600.0
+
 
 def local_now() -> datetime:
     """Read the local clock, aware, in UTC (the only place that does)."""
@@ -79,3 +84,36 @@ def human(seconds: float | None) -> str:
     if minutes:
         return f"{sign}{minutes}m{secs:02d}s"
     return f"{sign}{secs}s"
+
+
+def parse_duration(value: object, *, positive: bool, longest: float | None = None) -> float:
+    """Read a duration as kubectl takes one (``30s``, ``5m``, ``1h30m``, ``250ms``) or seconds.
+
+    The one duration parser: every duration flag and twin, and every duration of the rules
+    file (``sweeper.core.platform``), goes through it.
+    Returns finite seconds.
+
+    Raises:
+        ValueError: Not a duration, not finite, negative (or zero when ``positive``), longer
+            than ``longest``; the message is the usage error's wording.
+    """
+    if isinstance(value, int | float):
+        seconds = float(value)
+    else:
+        text = str(value).strip()
+        try:
+            seconds = float(text)
+        except ValueError:
+            try:
+                seconds = durationpy.from_str(text).total_seconds()
+            except durationpy.DurationError:
+                raise ValueError(
+                    f"{value!r} is not a duration (e.g. 30s, 5m, 1h30m, or seconds)"
+                ) from None
+    if seconds != seconds or seconds in (float("inf"), float("-inf")):  # noqa: PLR0124 - NaN
+        raise ValueError(f"{value!r} is not a finite duration")
+    if seconds < 0 or (positive and seconds == 0):
+        raise ValueError(f"{value!r} must be {'positive' if positive else 'zero or more'}")
+    if longest is not None and seconds > longest:
+        raise ValueError(f"{value!r} must be at most {longest / 3600:g}h (a year)")
+    return seconds

@@ -1,0 +1,290 @@
+"""The deadlines the platform sets: the rules file (``--policy``) and a job's view under its rule.
+
+A rule selects jobs by the labels of their Namespace (cluster-scoped, so a tenant cannot
+relabel their own) and optionally by kind, and sets a default deadline, a cap, whether the
+exclude annotation is honoured, and how long before the deadline to warn. The first matching
+rule wins. Pure: the caller reads the file and the Namespaces; docs/policy.md is the reference.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import yaml
+
+from sweeper.core.clock import LONGEST_WAIT, parse_duration
+from sweeper.core.errors import ConfigError
+from sweeper.core.jobs import DeadlineSource, Job
+from sweeper.core.kinds import KINDS
+
+OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
+_RULE_KEYS = (
+    "name",
+    "namespaceSelector",
+    "kinds",
+    "defaultDeadline",
+    "maxDeadline",
+    "allowExemption",
+    "warnBefore",
+)
+# A DNS label (RFC 1123), as Kubernetes names many things: it goes into metric labels and logs.
+_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+_KIND_NAMES = {kind.name: kind.name for kind in KINDS}
+
+
+@dataclass(frozen=True, slots=True)
+class Requirement:
+    """One ``matchExpressions`` entry; ``values`` is empty for Exists and DoesNotExist."""
+
+    key: str
+    operator: str
+    values: frozenset[str] = frozenset()
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        """Whether labels satisfy it, as Kubernetes' ``labels.Selector`` decides."""
+        if self.operator == "Exists":
+            return self.key in labels
+        if self.operator == "DoesNotExist":
+            return self.key not in labels
+        if self.operator == "In":
+            return self.key in labels and labels[self.key] in self.values
+        # NotIn: a Namespace without the key matches, as in Kubernetes.
+        return self.key not in labels or labels[self.key] not in self.values
+
+
+@dataclass(frozen=True, slots=True)
+class Selector:
+    """A Kubernetes LabelSelector; empty, it selects every Namespace."""
+
+    match_labels: tuple[tuple[str, str], ...] = ()
+    expressions: tuple[Requirement, ...] = ()
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        """Whether labels satisfy every ``matchLabels`` pair and every expression (AND)."""
+        return all(labels.get(key) == value for key, value in self.match_labels) and all(
+            requirement.matches(labels) for requirement in self.expressions
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class PlatformRule:
+    """One rule of the file; durations in seconds, ``None`` where the rule does not set them.
+
+    Attributes:
+        kinds: The kind names it applies to (``PyTorchJob``); ``None`` for every kind.
+        default_deadline: The deadline of a job that declares none (whole seconds).
+        max_deadline: The longest deadline a job may have (whole seconds).
+        allow_exemption: Whether the exclude annotation is honoured.
+    """
+
+    name: str
+    selector: Selector = Selector()
+    kinds: frozenset[str] | None = None
+    default_deadline: float | None = None
+    max_deadline: float | None = None
+    allow_exemption: bool = False
+    warn_before: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Platform:
+    """The rules, in the file's order."""
+
+    rules: tuple[PlatformRule, ...] = ()
+
+    def match(self, labels: Mapping[str, str], kind_name: str) -> PlatformRule | None:
+        """The first rule selecting a job of this kind in a Namespace with these labels."""
+        for rule in self.rules:
+            if (rule.kinds is None or kind_name in rule.kinds) and rule.selector.matches(labels):
+                return rule
+        return None
+
+
+def apply(job: Job, rule: PlatformRule | None) -> Job:
+    """The job's view under its rule: the effective deadline, its source, the exemption.
+
+    The effective deadline is the job's own, else the rule's default, capped by the rule's
+    maximum (a job declaring none is capped too: the cap bounds every job). Applying again,
+    with the same rule or another, starts from the job's own fields, so a view can be re-judged
+    after its Namespace was relabelled.
+    """
+    # A view no rule was applied to still has its own deadline in deadline_seconds (and views
+    # made by hand may not fill declared_seconds).
+    own = job.deadline_seconds if job.rule is None else job.declared_seconds
+    annotated = job.excluded or job.exemption_refused
+    if rule is None:
+        if job.rule is None:
+            return job
+        return dataclasses.replace(
+            job,
+            deadline_seconds=own,
+            declared_seconds=own,
+            deadline_source=DeadlineSource.JOB,
+            rule=None,
+            excluded=annotated,
+            exemption_refused=False,
+            warn_before=None,
+        )
+    effective, source = own, DeadlineSource.JOB
+    if effective is None and rule.default_deadline is not None:
+        effective, source = int(rule.default_deadline), DeadlineSource.DEFAULT
+    if rule.max_deadline is not None and (effective is None or effective > rule.max_deadline):
+        effective, source = int(rule.max_deadline), DeadlineSource.CAP
+    return dataclasses.replace(
+        job,
+        deadline_seconds=effective,
+        declared_seconds=own,
+        deadline_source=source,
+        rule=rule.name,
+        excluded=annotated and rule.allow_exemption,
+        exemption_refused=annotated and not rule.allow_exemption,
+        warn_before=rule.warn_before,
+    )
+
+
+def load_platform(text: str, source: str) -> Platform:
+    """Read and check a rules file's text; ``source`` names it in every error.
+
+    Raises:
+        ConfigError: One line naming the file, the rule (its name, else ``rules[i]``) and the
+            field: a typo must not silently widen a cap, so unknown keys are errors too.
+    """
+    try:
+        document = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f" (line {mark.line + 1})" if mark is not None else ""
+        problem = getattr(error, "problem", None) or "unreadable"
+        raise ConfigError(f"{source}: not YAML{where}: {problem}") from None
+    if not isinstance(document, Mapping) or set(document) != {"rules"}:
+        raise ConfigError(f"{source}: expected a mapping with one key, rules (a list of rules)")
+    items = document["rules"]
+    if items is None:
+        items = []
+    if not isinstance(items, list):
+        raise ConfigError(f"{source}: rules: expected a list of rules")
+    rules: list[PlatformRule] = []
+    for index, item in enumerate(items):
+        rule = _rule(item, f"{source}: rules[{index}]", source)
+        if any(rule.name == other.name for other in rules):
+            raise ConfigError(f"{source}: rule {rule.name}: name: used by an earlier rule")
+        rules.append(rule)
+    return Platform(tuple(rules))
+
+
+def _rule(item: object, where: str, source: str) -> PlatformRule:
+    if not isinstance(item, Mapping):
+        raise ConfigError(f"{where}: expected a mapping")
+    name = item.get("name")
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
+        raise ConfigError(
+            f"{where}: name: {name!r}: expected a DNS label (a-z, 0-9 and -, at most 63)"
+        )
+    where = f"{source}: rule {name}"
+    for key in item:
+        if key not in _RULE_KEYS:
+            raise ConfigError(f"{where}: {key}: unknown field (expected {', '.join(_RULE_KEYS)})")
+    default = _duration(item, "defaultDeadline", where, whole=True)
+    cap = _duration(item, "maxDeadline", where, whole=True)
+    if default is not None and cap is not None and default > cap:
+        raise ConfigError(
+            f"{where}: defaultDeadline: {item['defaultDeadline']!r} is longer than "
+            f"maxDeadline {item['maxDeadline']!r}"
+        )
+    allow = item.get("allowExemption", False)
+    if not isinstance(allow, bool):
+        raise ConfigError(f"{where}: allowExemption: {allow!r}: expected true or false")
+    return PlatformRule(
+        name=name,
+        selector=_selector(item.get("namespaceSelector"), f"{where}: namespaceSelector"),
+        kinds=_kinds(item.get("kinds"), f"{where}: kinds"),
+        default_deadline=default,
+        max_deadline=cap,
+        allow_exemption=allow,
+        warn_before=_duration(item, "warnBefore", where, whole=False),
+    )
+
+
+def _duration(item: Mapping[str, object], key: str, where: str, *, whole: bool) -> float | None:
+    value = item.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        raise ConfigError(f"{where}: {key}: {value!r}: not a duration")
+    try:
+        seconds = parse_duration(value, positive=True, longest=LONGEST_WAIT)
+    except ValueError as error:
+        raise ConfigError(f"{where}: {key}: {error}") from None
+    if whole and seconds != int(seconds):
+        # It becomes an activeDeadlineSeconds, an integer.
+        raise ConfigError(f"{where}: {key}: {value!r}: not a whole number of seconds")
+    return seconds
+
+
+def _kinds(value: object, where: str) -> frozenset[str] | None:
+    if value is None:
+        return None
+    if not isinstance(value, list) or not value:
+        raise ConfigError(f"{where}: expected a non-empty list of kinds, e.g. [PyTorchJob]")
+    for name in value:
+        if not isinstance(name, str) or name not in _KIND_NAMES:
+            raise ConfigError(
+                f"{where}: {name!r}: not a kind (expected one of {', '.join(_KIND_NAMES)})"
+            )
+    return frozenset(value)
+
+
+def _selector(value: object, where: str) -> Selector:
+    if value is None:
+        return Selector()
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"{where}: expected a mapping (matchLabels, matchExpressions)")
+    for key in value:
+        if key not in ("matchLabels", "matchExpressions"):
+            raise ConfigError(f"{where}: {key}: unknown field (matchLabels, matchExpressions)")
+    labels = value.get("matchLabels") or {}
+    if not isinstance(labels, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in labels.items()
+    ):
+        raise ConfigError(
+            f"{where}: matchLabels: expected a mapping of strings (quote values like 'true')"
+        )
+    expressions = value.get("matchExpressions") or []
+    if not isinstance(expressions, list):
+        raise ConfigError(f"{where}: matchExpressions: expected a list")
+    return Selector(
+        tuple(sorted(labels.items())),
+        tuple(
+            _requirement(entry, f"{where}: matchExpressions[{index}]")
+            for index, entry in enumerate(expressions)
+        ),
+    )
+
+
+def _requirement(entry: object, where: str) -> Requirement:
+    if not isinstance(entry, Mapping):
+        raise ConfigError(f"{where}: expected a mapping (key, operator, values)")
+    for field in entry:
+        if field not in ("key", "operator", "values"):
+            raise ConfigError(f"{where}: {field}: unknown field (key, operator, values)")
+    key, operator, values = entry.get("key"), entry.get("operator"), entry.get("values")
+    if not isinstance(key, str) or not key:
+        raise ConfigError(f"{where}: key: expected a label key")
+    if operator not in OPERATORS:
+        raise ConfigError(
+            f"{where}: operator: {operator!r}: expected one of {', '.join(OPERATORS)}"
+        )
+    if operator in ("In", "NotIn"):
+        if (
+            not isinstance(values, list)
+            or not values
+            or not all(isinstance(v, str) for v in values)
+        ):
+            raise ConfigError(f"{where}: values: {operator} needs a non-empty list of strings")
+        return Requirement(key, operator, frozenset(values))
+    if values:
+        raise ConfigError(f"{where}: values: {operator} takes no values")
+    return Requirement(key, operator)
