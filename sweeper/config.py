@@ -18,6 +18,7 @@ from enum import StrEnum
 from sweeper.core.errors import ConfigError
 from sweeper.core.kinds import Kind
 from sweeper.core.model import ActionMode, Policy
+from sweeper.core.platform import Platform
 
 # client-go's JitterFactor: a waiting candidate retries after retry_period * (1 + 1.2 * r).
 JITTER_FACTOR = 1.2
@@ -223,6 +224,8 @@ class Config:
         pushgateway: ``None`` to push no metrics.
         explain: The (namespace, name) of the job to explain instead of a run.
         watch: ``None`` for the one-shot (CronJob) mode.
+        platform: The rules file's rules (``--policy``), ``None`` without one: then no
+            Namespace is read and every job is judged by its own deadline.
     """
 
     kubeconfig: str | None = None
@@ -246,6 +249,7 @@ class Config:
     pushgateway_job: str = DEFAULT_PUSHGATEWAY_JOB
     explain: tuple[str, str] | None = None
     watch: WatchSettings | None = None
+    platform: Platform | None = None
 
     def __post_init__(self) -> None:
         """Check what no single flag can: how the settings combine.

@@ -30,6 +30,7 @@ from sweeper.core.errors import EXIT_OK, ApiError, ClusterUnavailable, ConfigErr
 from sweeper.core.jobs import parse_job
 from sweeper.core.model import Action, ActionKind, Entry
 from sweeper.core.plan import assemble
+from sweeper.core.platform import PlatformView, explain_rule, namespace_labels
 from sweeper.core.scope import RunScope
 from sweeper.k8s.cluster import Cluster, ServedKind
 from sweeper.oneshot.run import Connect
@@ -104,10 +105,13 @@ def run_explain(config: Config, connect: Connect, out: TextIO) -> int:
             now, whose = discovery.server_date, "server"
         else:
             now, whose = clock.local_now(), "local"
+        view = _view(cluster, config, namespace)
         explanations = []
         for (served_kind, raw), scope in zip(found, scopes, strict=True):
-            job = parse_job(raw, served_kind.kind, served_kind.version)
+            job = view(parse_job(raw, served_kind.kind, served_kind.version))
             steps, entry = explain(job, now, config.policy)
+            if config.platform is not None:
+                steps = (Step("platform-rule", explain_rule(job), None, reached=True), *steps)
             keep = all(passes for _, _, passes in scope)
             explanations.append(
                 Explanation(
@@ -128,6 +132,20 @@ def run_explain(config: Config, connect: Connect, out: TextIO) -> int:
         out.write("\n".join(as_text(e) for e in explanations))
     out.flush()
     return EXIT_OK
+
+
+def _view(cluster: Cluster, config: Config, namespace: str) -> PlatformView:
+    # The job's Namespace alone: the rule is chosen by its labels, as a pass chooses it.
+    if config.platform is None:
+        return PlatformView()
+    try:
+        found = namespace_labels(cluster.get_namespace(namespace))
+    except ApiError as error:
+        log.error(  # noqa: TRY400 - the server's refusal, one line: no traceback
+            "%s; explained by the job's own deadline (no platform rule)", error
+        )
+        return PlatformView(config.platform)
+    return PlatformView(config.platform, dict([found]) if found else {})
 
 
 def _as_planned(cluster: Cluster, config: Config, entry: Entry, now: datetime) -> Entry:

@@ -76,8 +76,14 @@ SKIPPED = Metric(
 )
 ACTIONS = Metric(
     f"{PREFIX}actions",
-    "Actions of the last pass, by kind, action and result.",
-    ("kind", "action", "result"),
+    'Actions of the last pass, by kind, action, result and platform rule ("" without one).',
+    ("kind", "action", "result", "rule"),
+)
+EXEMPTIONS = Metric(
+    f"{PREFIX}exemptions_total",
+    "Exclude annotations honoured by the last pass because the job's platform rule allows "
+    "them, by rule.",
+    ("rule",),
 )
 OVERDUE = Metric(
     f"{PREFIX}overdue_jobs",
@@ -115,6 +121,7 @@ METRICS = (
     MAX_OVERDUE,
     DEADLINE_FAILED,
     RECLAIMED,
+    EXEMPTIONS,
 )
 
 _SKIP = "skip"
@@ -179,11 +186,11 @@ def figures(
 def _pass_values(tally: Tally) -> dict[str, Mapping[Labels, float]]:
     """The job metrics of one pass, by metric name: its tally, by kind, zeros filled in."""
     jobs = _zeros(_KIND_NAMES, DECISIONS)
-    actions = _zeros(_KIND_NAMES, _ACTION_NAMES, RESULTS)
-    for (kind, decision, result), n in tally.outcomes.items():
+    # Every series without a rule from the start; a rule's as its actions come.
+    actions = _zeros(_KIND_NAMES, _ACTION_NAMES, RESULTS, ("",))
+    actions.update(tally.actions)
+    for (kind, decision, _result), n in tally.outcomes.items():
         jobs[kind, decision] += n
-        if decision != _SKIP:
-            actions[kind, decision, result] += n
     skipped = _zeros(_KIND_NAMES, tuple(reason.value for reason in SkipReason))
     skipped.update(tally.skipped)
     overdue = _zeros(_KIND_NAMES)
@@ -202,6 +209,7 @@ def _pass_values(tally: Tally) -> dict[str, Mapping[Labels, float]]:
         MAX_OVERDUE.name: {(): tally.max_overdue_s},
         DEADLINE_FAILED.name: failed,
         RECLAIMED.name: reclaimed,
+        EXEMPTIONS.name: {(rule,): n for rule, n in tally.exemptions.items()},
     }
 
 
@@ -263,7 +271,15 @@ LATENESS_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.5, 1.0, 2.0, 5.0,
 
 # A counter since start in watch mode (exposed as ..._total); the push's is the last pass's.
 WATCH_ACTIONS = Metric(
-    ACTIONS.name, "Actions taken on jobs, by kind, action and result.", ACTIONS.labels
+    ACTIONS.name,
+    "Actions taken on jobs, by kind, action, result and platform rule.",
+    ACTIONS.labels,
+)
+WATCH_EXEMPTIONS = Metric(
+    f"{PREFIX}exemptions",
+    "Exclude annotations honoured because the job's platform rule allows them, by rule "
+    "(counted once per resync pass).",
+    EXEMPTIONS.labels,
 )
 # The pushed gauge's name and label (issue 14: one name whichever the mode), so one alert or
 # dashboard reads both; here it counts the timers that are due and not yet handled.
@@ -310,6 +326,7 @@ class WatchMetrics:
 
         self.actions = counter(WATCH_ACTIONS)
         self.reclaimed = counter(WATCH_RECLAIMED)
+        self.exemptions = counter(WATCH_EXEMPTIONS)
         self.lateness = Histogram(
             LATENESS.name, LATENESS.help, buckets=LATENESS_BUCKETS, registry=registry
         )

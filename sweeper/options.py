@@ -15,6 +15,7 @@ import sys
 import uuid
 from collections.abc import Callable
 from enum import StrEnum
+from pathlib import Path
 from typing import Any
 
 from sweeper.config import (
@@ -36,6 +37,7 @@ from sweeper.config import (
 from sweeper.core.errors import ConfigError
 from sweeper.core.kinds import Kind, lookup
 from sweeper.core.model import ActionMode, PodsMode, Policy
+from sweeper.core.platform import Platform, load_platform
 from sweeper.core.releases import Release, parse_release
 from sweeper.flag import (
     LONGEST_WAIT,
@@ -121,6 +123,19 @@ def _release(text: str | None) -> Release | None:
         raise ConfigError(f"--operator-version: {error}") from error
 
 
+def _platform(path: str | None) -> Platform | None:
+    # Read and checked here, with every other flag: a bad file is exit 2 before any request.
+    if not path:
+        return None
+    source = f"--policy {path}"
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        reason = error.strerror if isinstance(error, OSError) and error.strerror else error
+        raise ConfigError(f"{source}: cannot read: {reason}") from None
+    return load_platform(text, source)
+
+
 def _identity(text: str | None) -> str:
     return text or f"{socket.gethostname()}_{uuid.uuid4().hex[:10]}"
 
@@ -171,6 +186,14 @@ FLAGS: tuple[Flag, ...] = (
         read=_checked(check_selector),
     ),
     Flag(("--page-size",), "Jobs per list request.", Count(1), 500, to="page_size"),
+    Flag(
+        ("--policy", "policy_file"),
+        "Rules file of the platform's deadlines: a default and a cap per Namespace labels and "
+        "kind, and where the exclude annotation is honoured (docs/policy.md).",
+        metavar="FILE",
+        to="platform",
+        read=_platform,
+    ),
     _durations(
         "--grace",
         default="0s",

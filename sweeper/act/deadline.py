@@ -11,7 +11,7 @@ written where the job's own controller enforces it, on its own clock:
   controller, which re-syncs on the change, fails it at once); a gang with no launcher is the
   executor's to fail (:meth:`DeadlineWriter.set_deadline` returns ``None``).
 
-Each is a read-modify-write: the job is read again and judged again under its rule as listed,
+Each is a read-modify-write: the job is read again and judged again under its rule,
 the write carries the ``resourceVersion`` just read, and a 409 starts over, a few times at
 most. Then an Event on the job.
 """
@@ -19,6 +19,7 @@ most. Then an Event on the job.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime
 
@@ -38,38 +39,6 @@ WRITE_ATTEMPTS = 3
 LAUNCHER_SUFFIX = "-launcher"
 
 
-def relisted(fresh: Job, listed: Job) -> Job | None:
-    """The job as just read, under the platform rule it was listed under.
-
-    The rule matched the job's namespace labels at the listing; what the job itself says
-    (its own deadline) is read again. ``None`` when its own deadline changed since: the
-    next pass judges it anew.
-    """
-    if listed.rule is None:
-        return fresh
-    if fresh.declared_seconds != listed.declared_seconds:
-        return None
-    return replace(
-        fresh,
-        deadline_seconds=listed.deadline_seconds,
-        deadline_source=listed.deadline_source,
-        rule=listed.rule,
-        exemption_refused=listed.exemption_refused,
-        warn_before=listed.warn_before,
-        excluded=fresh.excluded and not listed.exemption_refused,
-    )
-
-
-def reread(fresh: Job, listed: Job) -> Job | str:
-    """The job as just read, under its rule as listed; or why it is left alone."""
-    if fresh.uid != listed.uid:
-        return "job replaced by a new one of the same name"
-    job = relisted(fresh, listed)
-    if job is None:
-        return "its own activeDeadlineSeconds changed since it was listed"
-    return job
-
-
 def platform_deadline(job: Job) -> str:
     """The effective deadline as Events and messages name it (``the cap 1h of rule gpu``)."""
     seconds = human(job.deadline_seconds or 0)
@@ -79,9 +48,10 @@ def platform_deadline(job: Job) -> str:
 class DeadlineWriter:
     """Writes platform deadlines (``set-deadline`` actions), and ends a capped TrainJob's run."""
 
-    def __init__(self, writing: Writing, cleaner: PodCleaner) -> None:
+    def __init__(self, writing: Writing, cleaner: PodCleaner, view: Callable[[Job], Job]) -> None:
         self._w = writing
         self._cleaner = cleaner
+        self._view = view
 
     def set_deadline(
         self, action: Action, now: datetime, policy: Policy, progress: Progress
@@ -116,9 +86,9 @@ class DeadlineWriter:
         listed = action.job
         served = ServedKind(listed.kind, listed.version)
         raw = self._w.cluster.get_job(served, listed.namespace, listed.name)
-        job = reread(parse_job(raw, listed.kind, listed.version), listed)
-        if isinstance(job, str):
-            return job
+        job = self._view(parse_job(raw, listed.kind, listed.version))
+        if job.uid != listed.uid:
+            return "job replaced by a new one of the same name"
         entry: Entry = judge(job, now, replace(policy, max_actions=None))
         if not (isinstance(entry, Action) and entry.kind is ActionKind.SET_DEADLINE):
             return f"re-read: now {entry.decision} ({entry.reason})"

@@ -26,7 +26,7 @@ from datetime import datetime
 from http import HTTPStatus
 
 from sweeper.act.cleanup import PodCleaner, Progress, Writing
-from sweeper.act.deadline import DeadlineWriter, platform_deadline, reread
+from sweeper.act.deadline import DeadlineWriter, platform_deadline
 from sweeper.config import DryRun
 from sweeper.core.clock import human
 from sweeper.core.decide import judge
@@ -54,6 +54,7 @@ from sweeper.core.patches import (
     trainjob_status_patch,
 )
 from sweeper.core.plan import execution_order
+from sweeper.core.platform import source_note
 from sweeper.k8s.cluster import Cluster, ServedKind
 from sweeper.k8s.dryrun import RecordingCluster
 from sweeper.stop import StopReason
@@ -101,6 +102,8 @@ class Executor:
             ``False`` when another actor has the job (the watch mode's timers, during a
             resync pass): the action is then left alone, so one job is acted on by one
             actor at a time. By default every job is ours.
+        view: Puts a job read again under its platform rule, as the pass did
+            (``sweeper.core.platform.PlatformView``); by default the job as read.
     """
 
     def __init__(
@@ -111,6 +114,7 @@ class Executor:
         stop_reason: StopReason = lambda: None,
         on_outcome: Callable[[Outcome], None] = lambda _outcome: None,
         claim: Claim | None = None,
+        view: Callable[[Job], Job] = lambda job: job,
     ) -> None:
         # Client dry run by construction: the same code runs, the writes go to a list.
         writing = Writing(
@@ -120,7 +124,7 @@ class Executor:
             stop_if_asked=self._stop_if_asked,
         )
         cleaner = PodCleaner(writing)
-        self._jobs = _JobWriter(writing, cleaner, DeadlineWriter(writing, cleaner))
+        self._jobs = _JobWriter(writing, cleaner, DeadlineWriter(writing, cleaner, view), view)
         self._done = writing.done
         self._stop_reason = stop_reason
         self._on_outcome = on_outcome
@@ -243,10 +247,17 @@ class Executor:
 class _JobWriter:
     """Touches and fails jobs: the writes to the job itself, each followed by its event."""
 
-    def __init__(self, writing: Writing, cleaner: PodCleaner, deadlines: DeadlineWriter) -> None:
+    def __init__(
+        self,
+        writing: Writing,
+        cleaner: PodCleaner,
+        deadlines: DeadlineWriter,
+        view: Callable[[Job], Job],
+    ) -> None:
         self._w = writing
         self.cleaner = cleaner
         self.deadlines = deadlines
+        self._view = view
 
     def touch(self, action: Action, now: datetime, policy: Policy, progress: Progress) -> Result:
         job = action.job
@@ -331,9 +342,9 @@ class _JobWriter:
         sent: JSON | None = None  # the Failed condition of the last status write that got 409
         for _attempt in range(STATUS_WRITE_ATTEMPTS):
             raw = self._w.cluster.get_job(served, listed.namespace, listed.name)
-            job = reread(parse_job(raw, listed.kind, listed.version), listed)
-            if isinstance(job, str):
-                progress.detail = job
+            job = self._view(parse_job(raw, listed.kind, listed.version))
+            if job.uid != listed.uid:
+                progress.detail = "job replaced by a new one of the same name"
                 return Result.LEFT_ALONE
             if sent is not None and _failed_condition(raw) == sent:
                 # The 409 answered a retry of our own write: the first attempt went through
@@ -360,7 +371,9 @@ class _JobWriter:
             if job.kind is TRAINJOB:
                 progress.body = trainjob_status_patch(raw, now, platform_deadline(job))
             else:
-                progress.body = status_patch(job.kind, raw, now, job.version)
+                progress.body = status_patch(
+                    job.kind, raw, now, job.version, source=source_note(job)
+                )
             self._w.stop_if_asked()
             try:
                 self._w.cluster.patch_job_status(
@@ -415,7 +428,10 @@ class _JobWriter:
             now,
             reason="DeadlineExceeded",
             warning=True,
-            message=f"{failure_message(job.name, job.version)}: {_late(action)} past its deadline",
+            message=(
+                f"{failure_message(job.name, job.version, source_note(job))}: "
+                f"{_late(action)} past its deadline"
+            ),
         )
         return self._w.done
 

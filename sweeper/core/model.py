@@ -60,6 +60,8 @@ class Why(StrEnum):
     NO_LAUNCHER = "no-launcher"
     JOBSET_LEFT = "jobset-left"
     TOUCH_REFUSED = "touch-refused"
+    # A deadline the job does not carry (a platform rule's default or cap): only the sweeper
+    # can enforce it, since the job's controller reads its own field alone.
     PLATFORM_DEADLINE = "platform-deadline"
 
 

@@ -29,11 +29,15 @@ from sweeper.core.kinds import (
 )
 
 
-def failure_message(name: str, version: str = "") -> str:
+def failure_message(name: str, version: str = "", source: str = "") -> str:
     """The ``Failed`` condition's message: the controller's own plus who enforced it.
 
     An mpi-operator MPIJob's also says that it had no launcher Job to enforce the deadline.
+    ``source`` names a deadline the job does not carry (``sweeper.core.platform.source_note``);
+    the operator's words stay first, so the message still reads as a deadline failure.
     """
+    if source:
+        return f"Job {name} {DEADLINE_MESSAGE} ({source}) (enforced by {COMPONENT})"
     if version == MPI_OPERATOR_VERSION:
         return (
             f"MPIJob {name} {DEADLINE_MESSAGE}, with no launcher Job to enforce it "
@@ -52,7 +56,13 @@ def failed_reason(kind: Kind, version: str = "") -> str:
 
 
 def failed_status(
-    kind: Kind, name: str, status: Mapping[str, Any] | None, now: datetime, version: str = ""
+    kind: Kind,
+    name: str,
+    status: Mapping[str, Any] | None,
+    now: datetime,
+    version: str = "",
+    *,
+    source: str = "",
 ) -> dict[str, Any]:
     """Build the status fields that fail a job by its deadline.
 
@@ -76,7 +86,7 @@ def failed_status(
             "type": "Failed",
             "status": "True",
             "reason": failed_reason(kind, version),
-            "message": failure_message(name, version),
+            "message": failure_message(name, version, source),
             "lastUpdateTime": stamp,
             "lastTransitionTime": stamp,
         }
@@ -88,7 +98,7 @@ def failed_status(
 
 
 def status_patch(
-    kind: Kind, raw_job: Mapping[str, Any], now: datetime, version: str = ""
+    kind: Kind, raw_job: Mapping[str, Any], now: datetime, version: str = "", *, source: str = ""
 ) -> dict[str, Any]:
     """Build the whole merge patch sent to ``.../<plural>/<name>/status``.
 
@@ -99,7 +109,7 @@ def status_patch(
     return {
         "metadata": {"resourceVersion": meta.get("resourceVersion")},
         "status": failed_status(
-            kind, str(meta.get("name", "")), raw_job.get("status"), now, version
+            kind, str(meta.get("name", "")), raw_job.get("status"), now, version, source=source
         ),
     }
 

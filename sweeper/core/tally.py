@@ -45,6 +45,8 @@ class Tally:
         deadline_failed: Jobs failed by their deadline, by (kind name, who: ``FAILED_BY``).
         reclaimed: What the clean-ups deleted (or, in a dry run, would delete), by (family,
             kind name, ``RECLAIMED``): what the jobs' controllers left holding GPUs.
+        actions: Actions by (kind name, action, result value, platform rule name or ``""``).
+        exemptions: Exemptions a platform rule allowed and the pass honoured, by rule name.
     """
 
     def __init__(self) -> None:
@@ -56,6 +58,8 @@ class Tally:
         self.max_overdue_s = 0.0
         self.deadline_failed: Counter[tuple[str, str]] = Counter()
         self.reclaimed: Counter[tuple[str, str, str]] = Counter()
+        self.actions: Counter[tuple[str, str, str, str]] = Counter()
+        self.exemptions: Counter[str] = Counter()
 
     @classmethod
     def of(cls, outcomes: Iterable[Outcome]) -> Tally:
@@ -73,8 +77,12 @@ class Tally:
         self.jobs += 1
         self.outcomes[kind, entry.decision, outcome.result.value] += 1
         acted = isinstance(entry, Action)
-        if not acted:
+        if acted:
+            self.actions[kind, entry.decision, outcome.result.value, job.rule or ""] += 1
+        else:
             self.skipped[kind, entry.reason] += 1
+            if entry.why is SkipReason.OPTED_OUT and job.rule is not None:
+                self.exemptions[job.rule] += 1
         if job.finished is None and (acted or entry.why in _STILL_OVERDUE):
             self.overdue[kind] += 1
             self.max_overdue_s = max(self.max_overdue_s, entry.seconds_overdue or 0.0)

@@ -155,6 +155,14 @@ class Cluster(Protocol):
         """Apply a JSON merge patch to a batch/v1 Job (an MPIJob's launcher)."""
         ...
 
+    def list_namespaces(self) -> list[JSON]:
+        """List every Namespace (cluster-scoped; for the platform rules' selectors)."""
+        ...
+
+    def get_namespace(self, name: str) -> JSON:
+        """Read one Namespace (``NotFound`` if none)."""
+        ...
+
     def close(self) -> None:
         """Release the connections; the run calls it once, when it ends, however it ends."""
         ...

@@ -100,6 +100,14 @@ class RecordingCluster:
         """Record (see ``sweeper.k8s.cluster.Cluster``)."""
         self.writes.append(Write("patch-batch-job", namespace, name, patch))
 
+    def list_namespaces(self) -> list[JSON]:
+        """Pass through (see ``sweeper.k8s.cluster.Cluster``)."""
+        return self._cluster.list_namespaces()
+
+    def get_namespace(self, name: str) -> JSON:
+        """Pass through (see ``sweeper.k8s.cluster.Cluster``)."""
+        return self._cluster.get_namespace(name)
+
     def delete_jobset(self, namespace: str, name: str, uid: str, *, dry_run: bool) -> None:
         """Record (see ``sweeper.k8s.cluster.Cluster``)."""
         self.writes.append(Write("delete-jobset", namespace, name))

@@ -223,6 +223,20 @@ class _CleanUpRequests:
             ref,
         )
 
+    def list_namespaces(self) -> list[JSON]:
+        """List every Namespace (see ``sweeper.k8s.cluster.Cluster``)."""
+        ref = RequestRef("list", "namespaces", cluster_scoped=True)
+        found: list[JSON] = []
+        for page in self._pages("/api/v1/namespaces", ref, None, 500):
+            found.extend(page.items)
+        return found
+
+    def get_namespace(self, name: str) -> JSON:
+        """Read one Namespace (see ``sweeper.k8s.cluster.Cluster``)."""
+        ref = RequestRef("get", "namespaces", name=name, cluster_scoped=True)
+        path = f"/api/v1/namespaces/{urllib.parse.quote(name, safe='')}"
+        return answers.one_object(self._transport.request("GET", path, ref), ref)
+
 
 class KubeCluster(_WatchRequests, _CleanUpRequests):
     """``sweeper.k8s.cluster.Cluster`` as requests: paths, queries, bodies, pages, decoding.

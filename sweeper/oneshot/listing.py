@@ -28,9 +28,10 @@ from sweeper.core.errors import (
 from sweeper.core.jobs import Job
 from sweeper.core.kinds import MPI_OPERATOR_VERSION
 from sweeper.core.model import Action, Skip, settled
+from sweeper.core.platform import PlatformView
 from sweeper.core.scope import RunScope
 from sweeper.k8s.cluster import Cluster, JobPage, ServedKind
-from sweeper.oneshot import readahead, report
+from sweeper.oneshot import namespaces, readahead, report
 
 log = logging.getLogger(__name__)
 
@@ -49,11 +50,13 @@ def list_pass(
     config: Config,
     stop_reason: Callable[[], SweeperError | None],
     fresh: Callable[[], report.Ledger],
+    view: PlatformView | None = None,
 ) -> Listing:
     """Discover, then list and judge every job of the pass, starting over once if need be.
 
     ``stop_reason`` is checked after each page; ``fresh`` makes the pass's empty ledger
-    (again, when the listing starts over).
+    (again, when the listing starts over). Each job is judged under its platform rule
+    (``view``; read from the Namespaces after discovery when not given).
 
     Raises:
         ConfigError: The server rejected the label selector (exit 2).
@@ -65,6 +68,7 @@ def list_pass(
     """
     listing = Listing(config, stop_reason, fresh())
     covered = _discover(cluster, config, listing)
+    listing.view = view or namespaces.read_view(cluster, config)
     try:
         listing.list_all(cluster, covered)
     except StartOver as cause:
@@ -72,8 +76,10 @@ def list_pass(
         # what was judged is dropped, and the pass lists everything again, once.
         log.warning("%s; listing every kind again", cause)
         discovery_date = listing.discovery_date
+        view = listing.view
         listing = Listing(config, stop_reason, fresh())
         listing.discovery_date = discovery_date
+        listing.view = view
         try:
             listing.list_all(cluster, covered)
         except StartOver as again:
@@ -113,6 +119,30 @@ def _discover(cluster: Cluster, config: Config, listing: Listing) -> RunScope[Se
     return scope
 
 
+def _exemption(job: Job) -> None:
+    # Once per pass and job: the platform's engineers see who opted out, and who tried to.
+    # LogRecord reserves "name"; the JSON formatter renames job_name back (sweeper.logs).
+    fields = {"kind": job.kind.name, "namespace": job.namespace, "job_name": job.name}
+    if job.excluded:
+        log.info(
+            "%s %s/%s: exclude annotation honoured (platform rule %s allows exemptions)",
+            job.kind.name,
+            job.namespace,
+            job.name,
+            job.rule,
+            extra={**fields, "rule": job.rule, "exemption": "honoured"},
+        )
+    else:
+        log.warning(
+            "%s %s/%s: exclude annotation ignored (platform rule %s allows no exemption)",
+            job.kind.name,
+            job.namespace,
+            job.name,
+            job.rule,
+            extra={**fields, "rule": job.rule, "exemption": "refused"},
+        )
+
+
 class StartOver(Exception):  # noqa: N818 - a signal to the pass, not an error it reports
     """A list ended after some of its pages were judged: the pass must list again."""
 
@@ -150,6 +180,7 @@ class Listing:
         self.server_date: datetime | None = None
         self.local_date: datetime | None = None
         self._now: datetime | None = None
+        self.view = PlatformView()
 
     def list_all(self, cluster: Cluster, covered: RunScope[ServedKind]) -> None:
         """List and judge every job the pass covers, in order (kind, then namespace)."""
@@ -222,8 +253,11 @@ class Listing:
         # A skip's line (debug level) is logged here: with --log-level debug, a pass whose
         # later list then fails has logged the skips before it, though it acts on nothing and
         # reports no job.
-        now, config, ledger = self.now(), self.config, self.ledger
-        for job in jobs:
+        now, config, ledger, view = self.now(), self.config, self.ledger, self.view
+        for listed in jobs:
+            job = view(listed)
+            if job.rule is not None and (job.excluded or job.exemption_refused):
+                _exemption(job)
             entry = judge(job, now, config.policy)
             if isinstance(entry, Skip):
                 outcome = settled(entry)

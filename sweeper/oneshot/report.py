@@ -22,6 +22,7 @@ from typing import Any, TextIO
 
 from sweeper.config import ClockMode, DryRun, OutputFormat
 from sweeper.core.clock import format_rfc3339, human
+from sweeper.core.jobs import Job
 from sweeper.core.model import Action, ActionKind, ActionMode, Outcome, Result, SkipReason
 from sweeper.core.tally import Tally, has_errors
 from sweeper.logs import MAX_LINE_BYTES, shorten
@@ -229,10 +230,14 @@ def job_record(outcome: Outcome) -> dict[str, Any]:
         "detail": outcome.detail or entry.detail,
         "started": _time(job.start_time),
         "deadline": _time(job.deadline),
+        "deadline_source": job.deadline_source.value,
+        "rule": job.rule,
         "seconds_overdue": entry.seconds_overdue,
         "result": outcome.result.value,
         "errors": list(outcome.errors),
     }
+    if job.exemption_refused:
+        record["exemption_refused"] = True
     if outcome.touch_refused:
         record["touch_refused"] = outcome.touch_refused
     if isinstance(entry, Action):
@@ -319,11 +324,26 @@ def table_row(outcome: Outcome) -> tuple[str, ...]:
         job.namespace or "-",
         job.name or "-",
         _time(job.start_time) or "-",
-        _time(job.deadline) or "-",
+        _deadline(job),
         human(entry.seconds_overdue),
         decision,
         result,
     )
+
+
+def _deadline(job: Job) -> str:
+    # Under a platform rule, where the deadline comes from: 2024-05-01T12:00:00Z (24h default,
+    # rule gpu), and an exclude annotation the rule refused.
+    cell = _time(job.deadline) or "-"
+    if job.rule is None:
+        return cell
+    source = (
+        f"{human(job.deadline_seconds)} {job.deadline_source.value}, "
+        if job.deadline_seconds is not None
+        else ""
+    )
+    refused = ", exclude ignored" if job.exemption_refused else ""
+    return f"{cell} ({source}rule {job.rule}{refused})"
 
 
 _NAMED = 3  # names a table cell shows of what a clean-up deleted; the rest are counted

@@ -31,6 +31,7 @@ from sweeper.core.errors import (
 )
 from sweeper.core.model import Plan
 from sweeper.core.plan import assemble
+from sweeper.core.platform import PlatformView
 from sweeper.core.tally import Tally
 from sweeper.k8s.cluster import Cluster
 from sweeper.oneshot import listing, report
@@ -221,10 +222,12 @@ def sweep(
     *,
     monotonic: Callable[[], float] | None = None,
     claim: Claim | None = None,
+    view: PlatformView | None = None,
 ) -> PassOutcome:
     """Run one pass: discover, list, decide, act, report.
 
-    ``claim`` holds each job while its action runs (see ``sweeper.act.executor.Executor``).
+    ``claim`` holds each job while its action runs (see ``sweeper.act.executor.Executor``);
+    ``view`` puts each job under its platform rule (by default read for the pass).
 
     Returns:
         The pass's error count, what stopped it, if anything, and the lists RBAC refused.
@@ -241,7 +244,7 @@ def sweep(
     plan: Plan | None = None
     try:
         listed = listing.list_pass(
-            cluster, config, flag.reason, lambda: report.Ledger(config.output)
+            cluster, config, flag.reason, lambda: report.Ledger(config.output), view
         )
         now = listed.now()
         plan = _plan(cluster, config, listed, now)
@@ -259,6 +262,7 @@ def sweep(
             stop_reason=flag.reason,
             on_outcome=lambda o: report.log_outcome(o, config.dry_run),
             claim=claim,
+            view=listed.view,
         ).execute(plan)
         ledger.resolve(execution.outcomes)
         stopped = execution.stopped_by

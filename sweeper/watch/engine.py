@@ -47,9 +47,11 @@ from sweeper.core.errors import (
     Interrupted,
     SweeperError,
 )
+from sweeper.core.platform import PlatformView
 from sweeper.core.scope import RunScope
 from sweeper.k8s.cluster import Discovery, ServedKind, WatchCluster
 from sweeper.metrics import WatchMetrics
+from sweeper.oneshot import namespaces
 from sweeper.stop import StopFlag, signals_stop
 from sweeper.watch.agenda import Agenda
 from sweeper.watch.elector import Elector
@@ -139,6 +141,9 @@ class Watcher:
         self.served: dict[str, ServedKind] = {}
         self.inbox: Inbox = queue.Queue()
         self._clock = DecisionClock(config.clock, monotonic)
+        # Every job under its platform rule: the Namespaces' labels as read at start and at
+        # each resync (late-bound below: the streams, the fires and the pass read the latest).
+        self.view = PlatformView()
         # A dry run writes nothing, the Lease included: every dry replica reports on its own.
         self.elects = settings.leader_elect and config.dry_run is None
         self.leader = Leader(
@@ -161,6 +166,7 @@ class Watcher:
             metrics=self.metrics,
             health=self.health,
             monotonic=monotonic,
+            view=lambda: self.view,
         )
         self._fire = Fire(
             cluster,
@@ -171,6 +177,7 @@ class Watcher:
             served=lambda kind: self.served[kind],
             now=lambda: self.now(),  # noqa: PLW0108 - late-bound, as said
             stop_reason=self.stop_reason,
+            view=lambda: self.view,
         )
         self._pool = ThreadPoolExecutor(max_workers=FIRE_WORKERS, thread_name_prefix="fire")
         self._resync = Resync(
@@ -186,6 +193,7 @@ class Watcher:
             stopping=flag.event,
             metrics=self.metrics,
             monotonic=monotonic,
+            view=lambda: self.view,
         )
         self.metrics.clock_offset.labels("low").set_function(lambda: self._clock.offset("low"))
         self.metrics.clock_offset.labels("high").set_function(lambda: self._clock.offset("high"))
@@ -238,6 +246,7 @@ class Watcher:
             return EXIT_OK
         except ApiError as error:
             raise ClusterUnavailable(f"{error} ({self.cluster.endpoint})") from error
+        self.view = namespaces.read_view(self.cluster, self.config)
         server = _serve(self.settings, self.health, self.metrics)
         threads = []
         if self.elects:
@@ -276,7 +285,12 @@ class Watcher:
         self.streams.watch(scopes)
 
     def _rediscover(self) -> None:
-        """Discover again (before each resync): start or end streams as the kinds changed."""
+        """Discover again (before each resync): start or end streams as the kinds changed.
+
+        The Namespaces' labels are read again too, on every replica: a relabelled Namespace
+        takes effect from this resync on (docs/watch.md).
+        """
+        self.view = namespaces.read_view(self.cluster, self.config)
         try:
             discovery = self.cluster.discover()
         except SweeperError as error:  # a signal cutting its retries short, too

@@ -20,6 +20,7 @@ from sweeper.core.errors import ApiError, NotFound, SweeperError
 from sweeper.core.families import family_of
 from sweeper.core.jobs import parse_job
 from sweeper.core.model import Action, ActionKind, Outcome, Plan, Result
+from sweeper.core.platform import PlatformView
 from sweeper.k8s.cluster import Cluster, ServedKind
 from sweeper.metrics import WatchMetrics
 from sweeper.oneshot import report
@@ -103,6 +104,7 @@ class Fire:
         metrics: The watch metrics (lateness, actions).
         now: The decision clock.
         stop_reason: Asked before every write: a signal, or no longer the leader.
+        view: The latest view of every job under its platform rule.
     """
 
     def __init__(
@@ -115,8 +117,10 @@ class Fire:
         metrics: WatchMetrics,
         now: Callable[[], datetime],
         stop_reason: Callable[[], SweeperError | None],
+        view: Callable[[], PlatformView] = PlatformView,
     ) -> None:
         self.cluster = cluster
+        self.view = view
         self.config = config
         self.served = served
         self.inbox = inbox
@@ -148,7 +152,8 @@ class Fire:
             if error.status is None:
                 return Fired(key, self._now() + _seconds(RETRY_UNREACHABLE_S), Ending.NOT_TRIED)
             return Fired(key, None, Ending.FAILED)
-        job = parse_job(raw, served.kind, served.version)
+        view = self.view()
+        job = view(parse_job(raw, served.kind, served.version))
         now = self._now()  # the one reading for this job
         policy = self.config.policy  # never a cap: --watch refuses --max-actions
         entry = judge(job, now, policy)
@@ -165,6 +170,7 @@ class Fire:
             dry_run=self.config.dry_run,
             stop_reason=self._stop_reason,
             on_outcome=self._outcome,
+            view=view,
         )
         execution = executor.execute(Plan(now=now, policy=policy, entries=(entry,)))
         outcome = execution.outcomes[0]
@@ -175,7 +181,9 @@ class Fire:
         entry = outcome.entry
         if isinstance(entry, Action):
             job = entry.job
-            self.metrics.actions.labels(job.kind.name, entry.kind.value, outcome.result.value).inc()
+            self.metrics.actions.labels(
+                job.kind.name, entry.kind.value, outcome.result.value, job.rule or ""
+            ).inc()
             family = family_of(job.kind, job.version).name
             for what, names in (("pods", outcome.pods), ("jobsets", outcome.jobsets)):
                 if names:

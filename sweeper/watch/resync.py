@@ -21,6 +21,7 @@ from typing import TextIO
 from sweeper.config import Config, WatchSettings
 from sweeper.core.errors import RunTimeout, SweeperError
 from sweeper.core.model import Action
+from sweeper.core.platform import PlatformView
 from sweeper.k8s.cluster import Cluster
 from sweeper.metrics import WatchMetrics
 from sweeper.oneshot.run import sweep
@@ -53,8 +54,10 @@ class Resync:
         stopping: threading.Event,
         metrics: WatchMetrics,
         monotonic: Callable[[], float] = time.monotonic,
+        view: Callable[[], PlatformView] = PlatformView,
     ) -> None:
         self.config = config
+        self.view = view
         self.settings = settings
         self.cluster = cluster
         self.out = out
@@ -83,9 +86,17 @@ class Resync:
         with self.agenda.passing():
             try:
                 outcome = sweep(
-                    number, self.config, self.cluster, flag, self.out, claim=self._claim
+                    number,
+                    self.config,
+                    self.cluster,
+                    flag,
+                    self.out,
+                    claim=self._claim,
+                    view=self.view(),
                 )
                 failed = outcome.errors or outcome.unlisted
+                for rule, honoured in (outcome.tally.exemptions if outcome.tally else {}).items():
+                    self.metrics.exemptions.labels(rule).inc(honoured)
                 result = "stopped" if outcome.stopped_by else ("errors" if failed else "ok")
             except SweeperError as error:
                 log.warning("resync pass %d failed: %s", number, error)

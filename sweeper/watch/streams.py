@@ -24,6 +24,7 @@ from sweeper.core.decide import due_at
 from sweeper.core.errors import ApiError, Gone, WatchStalled
 from sweeper.core.jobs import parse_job
 from sweeper.core.model import JSON
+from sweeper.core.platform import PlatformView
 from sweeper.core.scope import RunScope
 from sweeper.k8s.cluster import ServedKind, WatchCluster
 from sweeper.k8s.transport import RetryPolicy
@@ -74,8 +75,10 @@ class Streams:
         metrics: WatchMetrics,
         health: Health,
         monotonic: Callable[[], float] = time.monotonic,
+        view: Callable[[], PlatformView] = PlatformView,
     ) -> None:
         self.cluster = cluster
+        self.view = view
         self.config = config
         self.settings = settings
         self.inbox = inbox
@@ -205,7 +208,7 @@ class Streams:
         """
         due: dict[JobKey, datetime | None] = {}
         version = ""
-        policy, kept = self.config.policy, self.covered.kept
+        policy, kept, view = self.config.policy, self.covered.kept, self.view()
         pages = iter(
             self.cluster.list_job_views(
                 scope.served, scope.namespace, self.config.selector, self.config.page_size
@@ -221,7 +224,8 @@ class Streams:
                 if not kept(job.namespace):
                     continue
                 try:
-                    due[JobKey(job.kind.name, job.namespace, job.name)] = due_at(job, policy)
+                    key = JobKey(job.kind.name, job.namespace, job.name)
+                    due[key] = due_at(view(job), policy)
                 except Exception:  # noqa: BLE001 - one object never stops a kind's listing
                     _unreadable(scope, job.namespace, job.name, "list")
             version = page.resource_version or version
@@ -262,7 +266,7 @@ class Streams:
                     if not kept(job.namespace):
                         continue
                     key = JobKey(job.kind.name, job.namespace, job.name)
-                    due = None if event.type == "DELETED" else due_at(job, policy)
+                    due = None if event.type == "DELETED" else due_at(self.view()(job), policy)
                 except Exception:  # noqa: BLE001 - one object never stops a stream
                     # The resourceVersion has moved past it: the stream is never replayed
                     # from before it. Its timer (if any) stays as it was; the resync judges it.

@@ -64,6 +64,7 @@ class FakeCluster:
     services: dict[tuple[str, str], JSON] = field(default_factory=dict)
     jobsets: dict[tuple[str, str], JSON] = field(default_factory=dict)
     batch_jobs: dict[tuple[str, str], JSON] = field(default_factory=dict)
+    namespaces: dict[str, JSON] = field(default_factory=dict)
     events: list[JSON] = field(default_factory=list)
     requests: list[Request] = field(default_factory=list)
     faults: dict[tuple[str, str | None], list[BaseException]] = field(default_factory=dict)
@@ -265,6 +266,20 @@ class FakeCluster:
             raise Conflict(ref, 409)
         if not dry_run:
             raw["spec"].update(copy.deepcopy(patch["spec"]))
+
+    def add_namespace(self, name: str, labels: dict[str, str]) -> None:
+        self.namespaces[name] = {"metadata": {"name": name, "labels": dict(labels)}}
+
+    def list_namespaces(self) -> list[JSON]:
+        self._record("list-namespaces")
+        return copy.deepcopy(list(self.namespaces.values()))
+
+    def get_namespace(self, name: str) -> JSON:
+        self._record("get-namespace", None, name)
+        found = self.namespaces.get(name)
+        if found is None:
+            raise NotFound(RequestRef("get", "namespaces", None, name, cluster_scoped=True), 404)
+        return copy.deepcopy(found)
 
     @staticmethod
     def _stored(

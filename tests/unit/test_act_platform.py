@@ -7,7 +7,6 @@ The cluster is the in-memory fake; the HTTP requests of ``patch_batch_job`` are 
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -18,6 +17,7 @@ from sweeper.core.decide import judge
 from sweeper.core.jobs import DeadlineSource, Job, parse_job
 from sweeper.core.kinds import COMPONENT, MPI_OPERATOR_VERSION, TRAINER_VERSION
 from sweeper.core.model import Outcome, Plan, Policy, Result
+from sweeper.core.platform import PlatformRule, apply
 from tests.unit.fakes import FakeCluster, Request
 from tests.unit.objects import KIND, NOW, ago, jobset, mpijob, owned, trainjob
 
@@ -26,17 +26,26 @@ CAP = DeadlineSource.CAP
 DEFAULT = DeadlineSource.DEFAULT
 
 
+def rule(seconds: int, source: DeadlineSource) -> PlatformRule:
+    if source is DEFAULT:
+        return PlatformRule("gpu", default_deadline=seconds)
+    return PlatformRule("gpu", max_deadline=seconds)
+
+
 def listed(raw: dict[str, Any], seconds: int, source: DeadlineSource) -> Job:
     kind = KIND[raw["kind"]]
     version = TRAINER_VERSION if raw["kind"] == "TrainJob" else MPI_OPERATOR_VERSION
-    job = parse_job(raw, kind, version)
-    return replace(job, deadline_seconds=seconds, deadline_source=source, rule="gpu")
+    job = apply(parse_job(raw, kind, version), rule(seconds, source))
+    assert job.deadline_source is source
+    return job
 
 
 def run(fake: FakeCluster, job: Job, dry_run: DryRun | None = None) -> Outcome:
     entry = judge(job, NOW, POLICY)
     plan = Plan(now=NOW, policy=POLICY, entries=(entry,))
-    (outcome,) = Executor(fake, dry_run=dry_run).execute(plan).outcomes
+    under = rule(job.deadline_seconds or 0, job.deadline_source)
+    executor = Executor(fake, dry_run=dry_run, view=lambda fresh: apply(fresh, under))
+    (outcome,) = executor.execute(plan).outcomes
     return outcome
 
 
@@ -83,7 +92,7 @@ def test_a_trainjob_that_got_its_own_deadline_meanwhile_is_left_alone() -> None:
     outcome = run(fake, job)
 
     assert (outcome.result, writes(fake)) == (Result.LEFT_ALONE, [])
-    assert "changed since it was listed" in outcome.detail
+    assert outcome.detail == "re-read: now skip (operator-enforced)"
 
 
 def test_a_conflict_rereads_and_writes_again() -> None:

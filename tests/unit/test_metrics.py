@@ -69,8 +69,8 @@ def value(run: metrics.RunFigures, metric: metrics.Metric, *labels: str) -> floa
         pytest.param(metrics.JOBS, ("MPIJob", "fail"), 0, id="zeros-are-pushed"),
         pytest.param(metrics.SKIPPED, ("PyTorchJob", "recently-touched"), 1, id="skip-reason"),
         pytest.param(metrics.SKIPPED, ("PyTorchJob", "finished"), 1, id="finished"),
-        pytest.param(metrics.ACTIONS, ("PyTorchJob", "touch", "done"), 1, id="action-done"),
-        pytest.param(metrics.ACTIONS, ("TFJob", "touch", "error"), 1, id="action-error"),
+        pytest.param(metrics.ACTIONS, ("PyTorchJob", "touch", "done", ""), 1, id="action-done"),
+        pytest.param(metrics.ACTIONS, ("TFJob", "touch", "error", ""), 1, id="action-error"),
         pytest.param(metrics.OVERDUE, ("PyTorchJob",), 2, id="overdue-acted-or-touched"),
         pytest.param(metrics.OVERDUE, ("TFJob",), 1, id="overdue-by-kind"),
         pytest.param(metrics.MAX_OVERDUE, (), 5400, id="largest-overdue-seconds"),
@@ -139,7 +139,17 @@ def test_the_exposition_has_a_fixed_set_of_series_and_no_job_labels() -> None:
     assert series[0] == series[1]
     assert {f.name for f in families[0]} == {m.name for m in metrics.METRICS}
     labels = {key for fam in families[0] for s in fam.samples for key in s.labels}
-    assert labels == {"kind", "decision", "reason", "action", "result", "by", "family", "what"}
+    assert labels == {
+        "kind",
+        "decision",
+        "reason",
+        "action",
+        "result",
+        "by",
+        "family",
+        "what",
+        "rule",
+    }
     assert all(f.name.startswith("deadline_sweeper_") for f in families[0])
 
 
@@ -258,6 +268,6 @@ def test_a_run_pushes_the_counts_its_summary_reports(gateway: tuple[str, list[st
         ("TFJob", "skip"): 1,
     }
     assert sum(jobs.values()) == summary["jobs"] == 4
-    assert pushed[metrics.ACTIONS.name, ("PyTorchJob", "touch", "done")] == 1
+    assert pushed[metrics.ACTIONS.name, ("PyTorchJob", "touch", "done", "")] == 1
     assert pushed[metrics.SKIPPED.name, ("TFJob", "not-yet-due")] == 1
     assert pushed[metrics.OVERDUE.name, ("PyTorchJob",)] == 1

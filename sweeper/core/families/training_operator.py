@@ -6,7 +6,9 @@ job, and nothing wakes it at the deadline. So an overdue job is **touched** (an 
 patch: the operator reconciles and fails it itself) or **failed** by the sweeper (the status the
 operator would write); ``auto`` touches, then fails. Once a job is failed by its deadline, the
 pods it still runs are reclaimed whatever the action: v1.9.4 keeps them by default
-(``cleanPodPolicy`` absent means ``None``).
+(``cleanPodPolicy`` absent means ``None``). A deadline the job does not carry (a platform
+rule's default or cap, ``sweeper.core.platform``) cannot be enforced by a touch, as the operator
+reads the job's own field alone: the sweeper fails the job, whatever ``--action``.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from sweeper.core.clock import human
-from sweeper.core.jobs import Job
+from sweeper.core.jobs import DeadlineSource, Job
 from sweeper.core.kinds import TRAINING_OPERATOR
 from sweeper.core.model import (
     Action,
@@ -26,6 +28,7 @@ from sweeper.core.model import (
     SkipReason,
     Why,
 )
+from sweeper.core.platform import source_note
 from sweeper.core.rules import (
     BEING_DELETED,
     MALFORMED,
@@ -74,6 +77,9 @@ def _due(job: Job, now: datetime, policy: Policy, overdue: float | None) -> Entr
     deadline = job.deadline
     if deadline is None or overdue is None:
         return Skip(job, SkipReason.NOT_STARTED)
+    if _platform(job):
+        late = f"{human(overdue)} past its deadline ({source_note(job)})"
+        return Action(job, ActionKind.FAIL, Why.PLATFORM_DEADLINE, overdue, late)
     return _overdue(job, now, deadline, policy, overdue)
 
 
@@ -109,6 +115,8 @@ def _seen_deadline(job: Job, now: datetime, policy: Policy, overdue: float | Non
 def _seen_touch(job: Job, now: datetime, policy: Policy, overdue: float | None) -> str:
     touched = "never touched" if job.touched_at is None else f"touched at {stamp(job.touched_at)}"
     escalate = human(policy.escalate_after)
+    if job.deadline_source is not DeadlineSource.JOB:
+        return f"deadline {source_note(job)}: failed by the sweeper whatever --action"
     if policy.action is ActionMode.FAIL:
         return f"--action {policy.action.value}, {touched}"
     if policy.retouch_limit > 0 and policy.retouch_after < policy.escalate_after:
@@ -156,7 +164,7 @@ def due_at(job: Job, policy: Policy) -> datetime | None:
     if deadline is None:  # not reached: not-started's premise
         return None
     due = later(deadline, policy.grace)
-    if due is None or policy.action is ActionMode.FAIL:
+    if due is None or policy.action is ActionMode.FAIL or _platform(job):
         return due
     touched = current_touch(job)
     if touched is None:
@@ -168,6 +176,11 @@ def due_at(job: Job, policy: Policy) -> datetime | None:
         steps.append(_escalation(deadline, policy))
     first = min((step for step in steps if step is not None), default=None)
     return None if first is None else max(due, first)
+
+
+def _platform(job: Job) -> bool:
+    # The operator never sees this deadline: a touch would wake it for nothing.
+    return job.deadline_source is not DeadlineSource.JOB
 
 
 def _escalation(deadline: datetime, policy: Policy) -> datetime | None:

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import timedelta
 
 import pytest
 
+from sweeper.core.decide import due_at, judge
 from sweeper.core.errors import EXIT_CONFIG, ConfigError
 from sweeper.core.jobs import DeadlineSource, Job, parse_job
 from sweeper.core.kinds import EXCLUDE_ANNOTATION
+from sweeper.core.model import Action, ActionKind, ActionMode, Policy, Why
+from sweeper.core.patches import failure_message
 from sweeper.core.platform import (
     Platform,
     PlatformRule,
@@ -17,7 +21,7 @@ from sweeper.core.platform import (
     apply,
     load_platform,
 )
-from tests.unit.objects import KIND, job
+from tests.unit.objects import KIND, NOW, condition, job
 
 RULES = """
 rules:
@@ -307,3 +311,25 @@ def test_an_empty_file_is_refused_and_an_empty_rules_key_is_no_rules() -> None:
     with pytest.raises(ConfigError):
         load_platform("", "f")
     assert load_platform("rules:\n", "f") == Platform()
+
+
+@pytest.mark.parametrize("action", list(ActionMode), ids=[a.value for a in ActionMode])
+def test_a_v1_job_past_a_deadline_it_does_not_carry_is_failed_whatever_the_action(
+    action: ActionMode,
+) -> None:
+    policy = Policy(action=action)
+    applied = apply(view(None), RULE)  # started 2 h ago, the rule's default is 10 min
+    entry = judge(applied, NOW, policy)
+    assert isinstance(entry, Action)
+    assert (entry.kind, entry.why) == (ActionKind.FAIL, Why.PLATFORM_DEADLINE)
+    assert entry.detail == "1h50m past its deadline (10m00s, the default of platform rule gpu)"
+    assert due_at(applied, policy) == NOW - timedelta(minutes=110)
+
+
+def test_a_job_the_sweeper_failed_under_a_rule_has_its_pods_reclaimed() -> None:
+    message = failure_message("train", source="10m00s, the default of platform rule gpu")
+    raw = job(deadline=None, conditions=[condition("Failed", message=message)])
+    applied = apply(parse_job(raw, KIND["PyTorchJob"]), RULE)
+    assert (applied.failed_by_deadline, applied.failed_by_sweeper) == (True, True)
+    entry = judge(applied, NOW, Policy())
+    assert (entry.decision, entry.reason) == ("terminate-pods", "failed-by-deadline")

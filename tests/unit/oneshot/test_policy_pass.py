@@ -1,0 +1,197 @@
+"""A pass under ``--policy``: the Namespaces' labels choose each job's rule (fake cluster)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import Result
+
+from sweeper.cli import Seams, command
+from sweeper.core.errors import ApiError, RequestRef
+from sweeper.core.kinds import EXCLUDE_ANNOTATION
+from tests.cli_runner import runner
+from tests.unit.fakes import FakeWatchCluster
+from tests.unit.objects import NOW, job
+
+RULES = """
+rules:
+  - name: gpu
+    namespaceSelector: {matchLabels: {tier: gpu}}
+    defaultDeadline: 1h
+    maxDeadline: 90m
+  - name: sandbox
+    namespaceSelector: {matchLabels: {tier: sandbox}}
+    maxDeadline: 1h
+    allowExemption: true
+"""
+
+
+class Harness:
+    def __init__(self, tmp_path: Path, rules: str = RULES) -> None:
+        self.fake = FakeWatchCluster(date=NOW)
+        self.rules = tmp_path / "rules.yaml"
+        self.rules.write_text(rules)
+
+    def invoke(self, *args: str, policy: bool = True) -> Result:
+        flags = ["--policy", str(self.rules)] if policy else []
+        return runner().invoke(
+            command,
+            ["--log-format", "text", *flags, *args],
+            obj=Seams(connect=lambda _config, *, stop: self.fake),
+            env={"KUBECONFIG": None, "SWEEPER_POLICY": None},
+            catch_exceptions=False,
+        )
+
+    def report(self, *args: str) -> dict[str, dict[str, Any]]:
+        result = self.invoke("-o", "json", "--dry-run", *args)
+        assert result.exit_code == 0, result.output
+        document = json.loads(result.stdout)
+        return {record["name"]: record for record in document["jobs"]}
+
+
+@pytest.fixture
+def harness(tmp_path: Path) -> Harness:
+    made = Harness(tmp_path)
+    made.fake.add_namespace("team-a", {"tier": "gpu"})
+    made.fake.add_namespace("team-b", {"tier": "sandbox"})
+    made.fake.add_namespace("team-c", {})
+    return made
+
+
+def test_a_default_deadline_is_enforced_by_failing_the_job_whatever_the_action(
+    harness: Harness,
+) -> None:
+    harness.fake.add_job(job(name="none", deadline=None, started_ago=7200))
+    result = harness.invoke("--action", "touch")
+    assert result.exit_code == 0, result.output
+    (write,) = [r for r in harness.fake.writes if r.method == "patch-status"]
+    failed = write.body["status"]["conditions"][-1]
+    assert failed["message"] == (
+        "Job none has failed because it was active longer than specified deadline "
+        "(1h00m, the default of platform rule gpu) (enforced by kubeflow-deadline-sweeper)"
+    )
+    assert "platform-deadline" in result.stderr
+
+
+def test_the_report_says_where_each_deadline_comes_from(harness: Harness) -> None:
+    harness.fake.add_job(job(name="none", deadline=None, started_ago=600))
+    harness.fake.add_job(job(name="long", deadline=7 * 3600, started_ago=600))
+    harness.fake.add_job(job(name="short", deadline=1800, started_ago=600))
+    harness.fake.add_job(job(name="today", namespace="team-c", deadline=None, started_ago=9000))
+    records = harness.report()
+    seen = {name: (r["deadline_source"], r["rule"], r["decision"]) for name, r in records.items()}
+    assert seen == {
+        "none": ("default", "gpu", "skip"),
+        "long": ("cap", "gpu", "skip"),
+        "short": ("job", "gpu", "skip"),
+        "today": ("job", None, "skip"),
+    }
+    assert records["today"]["reason"] == "no-deadline"
+    wide = harness.invoke("-o", "wide", "--dry-run").stdout
+    assert "(1h30m cap, rule gpu)" in wide
+
+
+def test_a_job_within_its_rule_is_touched_as_without_a_policy(harness: Harness) -> None:
+    harness.fake.add_job(job(name="own", deadline=3000, started_ago=3600))
+    records = harness.report()
+    assert (records["own"]["decision"], records["own"]["reason"]) == ("touch", "overdue")
+
+
+@pytest.mark.parametrize(
+    ("namespace", "decision", "log"),
+    [
+        ("team-a", "fail", "exclude annotation ignored (platform rule gpu allows no exemption)"),
+        ("team-b", "skip", "exclude annotation honoured (platform rule sandbox allows exemptions)"),
+    ],
+    ids=["forbidden", "allowed"],
+)
+def test_the_exclude_annotation_is_honoured_only_where_the_rule_allows(
+    harness: Harness, namespace: str, decision: str, log: str
+) -> None:
+    harness.fake.add_job(
+        job(
+            name="mine",
+            namespace=namespace,
+            deadline=None,
+            started_ago=9000,
+            annotations={EXCLUDE_ANNOTATION: "true"},
+        )
+    )
+    result = harness.invoke("-o", "json", "--dry-run")
+    (record,) = json.loads(result.stdout)["jobs"]
+    assert record["decision"] == decision
+    assert record.get("exemption_refused", False) is (decision == "fail")
+    assert result.stderr.count(log) == 1
+
+
+def test_the_namespaces_are_read_once_per_pass_and_only_with_a_policy(harness: Harness) -> None:
+    harness.fake.add_job(job(name="own"))
+    harness.invoke("--dry-run")
+    assert harness.fake.methods().count("list-namespaces") == 1
+    harness.fake.requests.clear()
+    harness.invoke("--dry-run", policy=False)
+    assert "list-namespaces" not in harness.fake.methods()
+    harness.fake.requests.clear()
+    harness.invoke("--dry-run", "-n", "team-a", "-n", "team-b")
+    assert harness.fake.methods().count("get-namespace") == 2
+    assert "list-namespaces" not in harness.fake.methods()
+
+
+def test_a_namespace_it_may_not_read_is_one_error_line_and_the_sweep_goes_on(
+    harness: Harness,
+) -> None:
+    refused = ApiError(RequestRef("get", "namespaces", name="team-a", cluster_scoped=True), 403)
+    harness.fake.fail("get-namespace", "team-a", refused)
+    harness.fake.add_job(job(name="a", namespace="team-a", deadline=None, started_ago=9000))
+    harness.fake.add_job(job(name="b", namespace="team-b", deadline=7200, started_ago=9000))
+    result = harness.invoke("-o", "json", "--dry-run", "-n", "team-a", "-n", "team-b")
+    assert result.exit_code == 0, result.output
+    records = {r["name"]: r for r in json.loads(result.stdout)["jobs"]}
+    assert (records["a"]["reason"], records["a"]["rule"]) == ("no-deadline", None)
+    assert (records["b"]["reason"], records["b"]["rule"]) == ("platform-deadline", "sandbox")
+    lines = [
+        line for line in result.stderr.splitlines() if "cannot get namespaces 'team-a'" in line
+    ]
+    assert len(lines) == 1
+    assert "judged by their own deadlines" in lines[0]
+
+
+def test_a_bad_rules_file_is_exit_two_before_any_request(harness: Harness, tmp_path: Path) -> None:
+    harness.rules.write_text("rules:\n  - {name: gpu, maxDeadline: 3x}\n")
+    result = harness.invoke()
+    assert result.exit_code == 2
+    assert f"--policy {harness.rules}: rule gpu: maxDeadline: '3x' is not a duration" in (
+        result.stderr
+    )
+    assert harness.fake.requests == []
+    missing = harness.invoke("--policy", str(tmp_path / "absent.yaml"), policy=False)
+    assert missing.exit_code == 2
+    assert "absent.yaml: cannot read: No such file or directory" in missing.stderr
+
+
+def test_the_environment_twin_names_the_file(harness: Harness) -> None:
+    harness.fake.add_job(job(name="none", deadline=None, started_ago=9000))
+    result = runner().invoke(
+        command,
+        ["--log-format", "text", "-o", "json", "--dry-run"],
+        obj=Seams(connect=lambda _config, *, stop: harness.fake),
+        env={"KUBECONFIG": None, "SWEEPER_POLICY": str(harness.rules)},
+        catch_exceptions=False,
+    )
+    (record,) = json.loads(result.stdout)["jobs"]
+    assert (record["reason"], record["rule"]) == ("platform-deadline", "gpu")
+
+
+def test_explain_names_the_rule_and_the_source(harness: Harness) -> None:
+    harness.fake.add_job(job(name="none", deadline=None, started_ago=600))
+    result = harness.invoke("--explain", "team-a/none", "-o", "json")
+    assert result.exit_code == 0, result.output
+    (explained,) = json.loads(result.stdout)
+    step = explained["rules"][0]
+    assert (step["rule"], step["outcome"]) == ("platform-rule", "passes")
+    assert step["seen"] == (
+        "rule gpu; deadline 1h00m, the default of platform rule gpu (the job declares none)"
+    )
