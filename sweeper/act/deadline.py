@@ -24,25 +24,20 @@ from dataclasses import replace
 from datetime import datetime
 
 from sweeper.act.cleanup import PodCleaner, Progress, Writing
-from sweeper.core.clock import human, parse_rfc3339
+from sweeper.core.clock import parse_rfc3339
 from sweeper.core.decide import judge
 from sweeper.core.errors import Conflict, NotFound
 from sweeper.core.jobs import Job, parse_job, parse_owned
 from sweeper.core.kinds import COMPONENT, TRAINJOB
 from sweeper.core.model import JSON, Action, ActionKind, Entry, Policy, Result
 from sweeper.core.patches import deadline_patch, trainjob_failure_message
+from sweeper.core.platform import source_note
 from sweeper.k8s.cluster import ServedKind
 
 # A job or launcher that keeps changing under the write is left for the next pass after this.
 WRITE_ATTEMPTS = 3
 # mpi-operator names the launcher Job so and looks it up by that name alone (getLauncherJob).
 LAUNCHER_SUFFIX = "-launcher"
-
-
-def platform_deadline(job: Job) -> str:
-    """The effective deadline as Events and messages name it (``the cap 1h of rule gpu``)."""
-    seconds = human(job.deadline_seconds or 0)
-    return f"the {job.deadline_source.value} {seconds} of platform rule {job.rule}"
 
 
 class DeadlineWriter:
@@ -108,7 +103,7 @@ class DeadlineWriter:
             reason="DeadlineExceeded",
             warning=True,
             message=(
-                f"{trainjob_failure_message(platform_deadline(job))}: {late} past it; JobSet"
+                f"{trainjob_failure_message(source_note(job))}: {late} past it; JobSet"
                 f" deleted: {', '.join(progress.jobsets) or 'none left'}"
             ),
         )
@@ -136,7 +131,7 @@ class DeadlineWriter:
             reason="DeadlineSet",
             warning=False,
             message=(
-                f"Set spec.activeDeadlineSeconds to {seconds}, {platform_deadline(job)}: the "
+                f"Set spec.activeDeadlineSeconds to {seconds} ({source_note(job)}): the "
                 f"trainer controller fails the TrainJob{when} ({COMPONENT})"
             ),
         )
@@ -178,9 +173,9 @@ class DeadlineWriter:
             reason="DeadlineSet",
             warning=True,
             message=(
-                f"Set activeDeadlineSeconds {seconds} on launcher Job {name}, "
-                f"{platform_deadline(job)} counted from its own startTime: the Job controller "
-                f"fails it, then mpi-operator the MPIJob ({COMPONENT})"
+                f"Set activeDeadlineSeconds {seconds} on launcher Job {name} ({source_note(job)},"
+                " counted from the launcher's own startTime): the Job controller fails it, then"
+                f" mpi-operator the MPIJob ({COMPONENT})"
             ),
         )
         return self._w.done

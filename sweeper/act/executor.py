@@ -26,7 +26,7 @@ from datetime import datetime
 from http import HTTPStatus
 
 from sweeper.act.cleanup import PodCleaner, Progress, Writing
-from sweeper.act.deadline import DeadlineWriter, platform_deadline
+from sweeper.act.deadline import DeadlineWriter
 from sweeper.config import DryRun
 from sweeper.core.clock import human
 from sweeper.core.decide import judge
@@ -218,7 +218,7 @@ class Executor:
             ActionKind.FAIL,
             Why.NO_LAUNCHER,
             action.seconds_overdue,
-            f"no launcher Job to carry {platform_deadline(action.job)}",
+            f"no launcher Job to carry its deadline ({source_note(action.job)})",
         )
         progress.escalated = gang
         return self._jobs.fail(gang, now, policy, progress, also=ActionKind.SET_DEADLINE)
@@ -369,7 +369,7 @@ class _JobWriter:
                 progress.detail = left
                 return Result.LEFT_ALONE
             if job.kind is TRAINJOB:
-                progress.body = trainjob_status_patch(raw, now, platform_deadline(job))
+                progress.body = trainjob_status_patch(raw, now, source_note(job))
             else:
                 progress.body = status_patch(
                     job.kind, raw, now, job.version, source=source_note(job)

@@ -120,7 +120,7 @@ TRAINJOB_DEADLINE_MESSAGE = "TrainJob exceeded its active deadline"
 
 def trainjob_failure_message(deadline: str) -> str:
     """A TrainJob's ``Failed`` message: the trainer's, which deadline, who enforced it."""
-    return f"{TRAINJOB_DEADLINE_MESSAGE}: {deadline} (enforced by {COMPONENT})"
+    return f"{TRAINJOB_DEADLINE_MESSAGE} ({deadline}) (enforced by {COMPONENT})"
 
 
 def trainjob_status_patch(

@@ -80,7 +80,7 @@ def test_a_trainjob_without_a_deadline_gets_the_effective_one_guarded_then_an_ev
     assert fake.job("trainjobs", "team-a", "tj")["spec"]["activeDeadlineSeconds"] == 3600
     (event,) = fake.events
     assert (event["type"], event["reason"]) == ("Normal", "DeadlineSet")
-    assert "the default 1h00m of platform rule gpu" in event["message"]
+    assert "(1h00m, the default of platform rule gpu)" in event["message"]
 
 
 def test_a_trainjob_that_got_its_own_deadline_meanwhile_is_left_alone() -> None:
@@ -152,7 +152,9 @@ def test_a_capped_trainjob_is_failed_as_the_trainer_writes_it_then_its_jobset_go
         "True",
         "DeadlineExceeded",
     )
-    assert failed["message"].startswith("TrainJob exceeded its active deadline: the cap 10m")
+    assert failed["message"].startswith(
+        "TrainJob exceeded its active deadline (10m00s, the cap of platform rule gpu)"
+    )
     assert failed["message"].endswith(f"(enforced by {COMPONENT})")
     assert "completionTime" not in status["status"]
     assert set(fake.jobsets) == {("team-a", "other")}
