@@ -23,12 +23,17 @@ _NODE_PREFIX = "tests/node/"  # how node ids of the node tier start (ids are roo
 # The families' modules: each starts a control plane and controllers of its own (module scope);
 # the word after the prefix names the family (``mpi``, ``trainer``, ``devcluster``).
 _FAMILY_PREFIX = "tests/e2e/test_family_"
+# Other modules with a control plane of their own for all their tests (module scope): one unit
+# each, or every worker that runs one of their tests would start one.
+_OWN_CONTROL_PLANE = ("tests/e2e/test_policy_admission.py",)
 _WORKER_KEY = "summary"
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """Spread tests one by one, except the node tier and each family's modules: one unit each.
+
+    So are the modules of ``_OWN_CONTROL_PLANE``.
 
     pytest-xdist's own ``--dist loadgroup`` does not group on pytest 9 (the worker's nodeid
     rename has no effect), so the grouping is this scheduler's: each test is its own unit of
@@ -44,6 +49,8 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
         def _split_scope(self, nodeid: str) -> str:
             if nodeid.startswith(_NODE_PREFIX):
                 return _NODE_PREFIX
+            if nodeid.split("::", 1)[0] in _OWN_CONTROL_PLANE:
+                return nodeid.split("::", 1)[0]
             if nodeid.startswith(_FAMILY_PREFIX):
                 module = nodeid.split("::", 1)[0].removesuffix(".py")
                 return _FAMILY_PREFIX + module[len(_FAMILY_PREFIX) :].split("_", 1)[0]

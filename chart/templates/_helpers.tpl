@@ -258,6 +258,9 @@ form so that an optional-value flag such as --dry-run cannot swallow the next ar
 {{- with $v.selector }}
 - --selector={{ . }}
 {{- end }}
+{{- if $v.policy.rules }}
+- --policy={{ include "sweeper.policyPath" $root }}
+{{- end }}
 - --grace={{ int $v.grace }}
 {{- if ne $v.action "fail" }}
 {{- if and (eq $v.action "touch") (lt (int $v.escalateAfter) 1) }}
@@ -359,8 +362,12 @@ chosen action and families, on the selected kinds. Discovery (GET /apis/kubeflow
 no grant: the built-in system:discovery role covers every authenticated user.
   list jobs                  every action (the pass)
   patch jobs                 touch, auto: the touch annotation (a JSON merge patch)
-  get jobs                   fail, auto, mpi-operator: re-read the job just before failing it
-  patch <plural>/status      fail, auto: the Failed status, guarded by resourceVersion;
+  get jobs                   fail, auto, mpi-operator, policy.rules: re-read the job just before
+                             failing it
+  patch <plural>/status      fail, auto, policy.rules (a deadline from the platform's default
+                             or cap, which the operator cannot see, is enforced by failing the
+                             job whatever the action): the Failed status, guarded by
+                             resourceVersion;
                              mpi-operator: mpijobs/status, a gang with no launcher Job
   list, delete pods/services every action: the pods a job failed by its deadline still runs
                              (v1.9.4 and mpi-operator keep them), and their same-named services
@@ -372,6 +379,11 @@ no grant: the built-in system:discovery role covers every authenticated user.
   get, patch trainjobs,      trainer with policy.rules: a platform deadline written into a
   patch trainjobs/status     TrainJob without one; a TrainJob failed at a cap below its own
   create events (core v1)    every write records an event on the job
+  namespaces                 policy.rules: the rules select jobs by their Namespace's labels,
+                             read once per pass (mode watch: at start and each resync, no
+                             watch). Cluster-wide: list; with `namespaces`: get, granted by the
+                             Role in each listed namespace (a request for Namespace X is
+                             authorized in namespace X), so still nothing cluster-wide
   watch jobs, get jobs       mode watch: the streams, and the re-read when a timer fires
   (the Lease's rules are in rbac-lease.yaml: a Role in the release's namespace only)
 Client dry-run writes nothing, so it gets the reads only; a server-side dry run is authorized
@@ -382,7 +394,8 @@ like the real write, so it keeps the write verbs.
 {{- $plurals := $kinds.kubeflow }}
 {{- $writes := ne (include "sweeper.dryRun" .) "client" }}
 {{- $touches := ne .Values.action "fail" }}
-{{- $fails := ne .Values.action "touch" }}
+{{- /* A default or a cap the job does not carry is enforced by failing it, whatever the action. */}}
+{{- $fails := or (ne .Values.action "touch") (not (empty .Values.policy.rules)) }}
 {{- $watches := eq .Values.mode "watch" }}
 {{- $mpi := and (has "mpi-operator" .Values.families) (has "mpijobs" $plurals) }}
 {{- $platform := and .Values.policy .Values.policy.rules }}
@@ -438,6 +451,11 @@ rules:
   - apiGroups: [""]
     resources: ["events"]
     verbs: ["create"]
+{{- end }}
+{{- if .Values.policy.rules }}
+  - apiGroups: [""]
+    resources: ["namespaces"]
+    verbs: {{ if .Values.namespaces }}["get"]{{ else }}["list"]{{ end }}
 {{- end }}
 {{- end }}
 
@@ -537,6 +555,11 @@ containers:
       # The root filesystem is read-only; the Kubernetes client may write temporary files.
       - name: tmp
         mountPath: /tmp
+      {{- if $v.policy.rules }}
+      - name: policy
+        mountPath: {{ include "sweeper.policyDir" $root }}
+        readOnly: true
+      {{- end }}
       {{- with $v.extraVolumeMounts }}
       {{- toYaml . | nindent 6 }}
       {{- end }}
@@ -564,6 +587,11 @@ volumes:
   - name: tmp
     emptyDir:
       sizeLimit: 16Mi
+  {{- if $v.policy.rules }}
+  - name: policy
+    configMap:
+      name: {{ include "sweeper.fullname" $root }}-policy
+  {{- end }}
   {{- with $v.extraVolumes }}
   {{- toYaml . | nindent 2 }}
   {{- end }}
@@ -632,4 +660,45 @@ The job label of the pushed metrics (the Pushgateway's grouping key), which the 
 */}}
 {{- define "sweeper.pushgatewayJob" -}}
 {{- default (include "sweeper.fullname" .) .Values.metrics.pushgateway.job }}
+{{- end }}
+
+{{/*
+The platform's rules file (policy.rules, docs/policy.md), as the ConfigMap holds it and the pod
+reads it with --policy. values.schema.json checks each rule's shape; the sweeper checks the
+rest when it starts (exit 2: defaultDeadline longer than maxDeadline, a deadline that is not
+whole seconds, one longer than a year). Two rules of one name are refused here: the first would
+always win and the second be dead.
+*/}}
+{{- define "sweeper.policyFile" -}}
+{{- $names := list }}
+{{- range $i, $rule := .Values.policy.rules }}
+{{- if has $rule.name $names }}
+{{- fail (printf "policy.rules[%d]: name %q is used by an earlier rule" $i $rule.name) }}
+{{- end }}
+{{- $names = append $names $rule.name }}
+{{- end }}
+{{- toYaml (dict "rules" .Values.policy.rules) }}
+{{- end }}
+
+{{- define "sweeper.policyDir" -}}
+/etc/kubeflow-deadline-sweeper/policy
+{{- end }}
+
+{{- define "sweeper.policyPath" -}}
+{{ include "sweeper.policyDir" . }}/rules.yaml
+{{- end }}
+
+{{/*
+The pod template's annotations: podAnnotations, and with policy.rules a checksum of the rules
+file, so that changing the rules rolls the Deployment, whose pods read the file when they
+start. Each CronJob run is a new pod that reads the ConfigMap as it is then.
+*/}}
+{{- define "sweeper.podAnnotations" -}}
+{{- $annotations := deepCopy (.Values.podAnnotations | default dict) }}
+{{- if .Values.policy.rules }}
+{{- $_ := set $annotations "checksum/policy" (include "sweeper.policyFile" . | sha256sum) }}
+{{- end }}
+{{- with $annotations }}
+{{- toYaml . }}
+{{- end }}
 {{- end }}
