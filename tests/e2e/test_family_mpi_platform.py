@@ -8,6 +8,7 @@ the workers mpi-operator keeps. Never before the cap: the launcher's failure is 
 after it. An MPIJob under a cap not yet reached, in another Namespace, is untouched (its
 resourceVersion and its launcher's unchanged). A dry run writes nothing.
 
+The sweeper runs with the grants the chart renders for these rules, on the real authorizer.
 Pods have no node: the workers are made Running through ``pods/status``.
 """
 
@@ -18,7 +19,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import yaml
 
+from devcluster import ControlPlane
 from tests.e2e import clusters, families
 from tests.e2e.conftest_families import MPICluster
 from tests.e2e.conftest_operator import poll, sleep_until
@@ -41,6 +44,37 @@ rules:
     namespaceSelector: {{matchLabels: {{{TIER}: long}}}}
     maxDeadline: 1h
 """
+# The sweeper runs as this user, bound to the ClusterRole the chart renders for RULES.
+USER = "sweeper-chart-mpi"
+
+
+@pytest.fixture(scope="module")
+def chart_grants(
+    family_control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[Path, Path]:
+    """The rules file, and a kubeconfig with the chart's grants for these rules."""
+    tmp = tmp_path_factory.mktemp("chart")
+    rules = tmp / "rules.yaml"
+    rules.write_text(RULES)
+    values = {"families": ["mpi-operator"], "policy": {"rules": yaml.safe_load(RULES)["rules"]}}
+    waits = {"group": "batch", "resource": "jobs", "verb": "patch"}
+    kubeconfig = families.chart_user(family_control_plane, USER, values, tmp, waits=waits)
+    return rules, kubeconfig
+
+
+@pytest.fixture
+def chart_sweep(
+    chart_grants: tuple[Path, Path], family_sweep: Callable[..., clusters.Sweep]
+) -> Callable[..., clusters.Sweep]:
+    """The CLI with ``--policy RULES``, as a user with the chart's grants for these rules."""
+    rules, kubeconfig = chart_grants
+
+    def run(*args: str) -> clusters.Sweep:
+        # The chart's arguments for its family; cluster-wide, as its grants are.
+        chart = ("--policy", str(rules), "--kind", "MPIJob")
+        return family_sweep(*chart, *args, kubeconfig=kubeconfig, user=USER)
+
+    return run
 
 
 def _start(cluster: MPICluster, namespace: str, name: str) -> list[families.Obj]:
@@ -84,12 +118,9 @@ def _active_workers(cluster: MPICluster, namespace: str, name: str) -> list[str]
 
 def test_an_mpijob_capped_below_its_own_deadline_loses_its_launcher_and_workers_at_the_cap(
     mpi_cluster: MPICluster,
-    family_sweep: Callable[..., clusters.Sweep],
-    tmp_path: Path,
+    chart_sweep: Callable[..., clusters.Sweep],
 ) -> None:
     cp = mpi_cluster.cp
-    rules = tmp_path / "rules.yaml"
-    rules.write_text(RULES)
     capped_ns = cp.create_namespace("mpi-cap", labels={TIER: "gpu"})
     later_ns = cp.create_namespace("mpi-long", labels={TIER: "long"})
     workers = _start(mpi_cluster, capped_ns, "capped")
@@ -114,11 +145,11 @@ def test_an_mpijob_capped_below_its_own_deadline_loses_its_launcher_and_workers_
     )
     untouched = families.resource_versions(cp, families.MPIJOBS, later_ns)
 
-    dry = family_sweep("--policy", str(rules), "--dry-run", "-o", "wide")
+    dry = chart_sweep("--dry-run", "-o", "wide")
     assert (dry.result.returncode, families.writes(dry.requests)) == (0, []), dry.explain()
     assert "set-deadline (platform-deadline)" in dry.result.stdout, dry.explain()
 
-    first = family_sweep("--policy", str(rules))
+    first = chart_sweep()
     assert first.result.returncode == 0, first.explain()
     assert families.writes(first.requests) == [
         ("patch", "jobs", "capped-launcher"),
@@ -149,7 +180,7 @@ def test_an_mpijob_capped_below_its_own_deadline_loses_its_launcher_and_workers_
         microsecond=0
     )
 
-    second = family_sweep("--policy", str(rules))
+    second = chart_sweep()
     assert second.result.returncode == 0, second.explain()
     deleted = [w for verb, resource, w in families.writes(second.requests) if resource == "pods"]
     assert sorted(deleted) == sorted(pod["metadata"]["name"] for pod in workers)

@@ -9,6 +9,7 @@ controller real.
   keeps it Failed and does not re-create the JobSet.
 - A TrainJob whose own deadline is within its rule is left as it was.
 
+The sweeper runs with the grants the chart renders for these rules, on the real authorizer.
 Pods have no node and stay Pending; nothing here needs them to run.
 """
 
@@ -20,6 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import yaml
 
 from devcluster import ControlPlane
 from tests.e2e import clusters, families
@@ -43,6 +45,37 @@ rules:
     namespaceSelector: {{matchLabels: {{{TIER}: gpu}}}}
     maxDeadline: {DEADLINE}s
 """
+# The sweeper runs as this user, bound to the ClusterRole the chart renders for RULES.
+USER = "sweeper-chart-trainer"
+
+
+@pytest.fixture(scope="module")
+def chart_grants(
+    family_control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[Path, Path]:
+    """The rules file, and a kubeconfig with the chart's grants for these rules."""
+    tmp = tmp_path_factory.mktemp("chart")
+    rules = tmp / "rules.yaml"
+    rules.write_text(RULES)
+    values = {"families": ["trainer"], "policy": {"rules": yaml.safe_load(RULES)["rules"]}}
+    waits = {"group": "trainer.kubeflow.org", "resource": "trainjobs", "verb": "patch"}
+    kubeconfig = families.chart_user(family_control_plane, USER, values, tmp, waits=waits)
+    return rules, kubeconfig
+
+
+@pytest.fixture
+def chart_sweep(
+    chart_grants: tuple[Path, Path], family_sweep: Callable[..., clusters.Sweep]
+) -> Callable[..., clusters.Sweep]:
+    """The CLI with ``--policy RULES``, as a user with the chart's grants for these rules."""
+    rules, kubeconfig = chart_grants
+
+    def run(*args: str) -> clusters.Sweep:
+        # The chart's arguments for its family; cluster-wide, as its grants are.
+        chart = ("--policy", str(rules), "--kind", "TrainJob")
+        return family_sweep(*chart, *args, kubeconfig=kubeconfig, user=USER)
+
+    return run
 
 
 def _create(cp: ControlPlane, namespace: str, name: str, ads: int | None) -> families.Obj:
@@ -79,18 +112,15 @@ def _failed(cp: ControlPlane, namespace: str, name: str) -> families.Obj | None:
 
 def test_a_trainjob_without_a_deadline_gets_the_default_and_the_trainer_ends_it_on_time(
     trainer_cluster: TrainerCluster,
-    family_sweep: Callable[..., clusters.Sweep],
-    tmp_path: Path,
+    chart_sweep: Callable[..., clusters.Sweep],
 ) -> None:
     cp = trainer_cluster.cp
-    rules = tmp_path / "rules.yaml"
-    rules.write_text(RULES)
     namespace = cp.create_namespace("tj-default", labels={TIER: "default"})
     created = _create(cp, namespace, "train", None)
     _create(cp, namespace, "own", 3600)
     own = families.resource_versions(cp, families.TRAINJOBS, namespace)["own"]
 
-    dry = family_sweep("-n", namespace, "--policy", str(rules), "--dry-run=server")
+    dry = chart_sweep("--dry-run=server")
     assert dry.result.returncode == 0, dry.explain()
     assert families.writes(dry.requests) == [
         ("patch?dryRun", "trainjobs", "train"),
@@ -98,7 +128,7 @@ def test_a_trainjob_without_a_deadline_gets_the_default_and_the_trainer_ends_it_
     ], dry.explain()
     assert "activeDeadlineSeconds" not in _trainjob(cp, namespace, "train")["spec"]
 
-    run = family_sweep("-n", namespace, "--policy", str(rules))
+    run = chart_sweep()
 
     assert run.result.returncode == 0, run.explain()
     assert families.writes(run.requests) == [
@@ -122,24 +152,21 @@ def test_a_trainjob_without_a_deadline_gets_the_default_and_the_trainer_ends_it_
     train = _trainjob(cp, namespace, "train")
     assert families.events_on(cp, namespace, train) == ["DeadlineSet"]
 
-    again = family_sweep("-n", namespace, "--policy", str(rules))
+    again = chart_sweep()
     assert (again.result.returncode, families.writes(again.requests)) == (0, []), again.explain()
     assert families.resource_versions(cp, families.TRAINJOBS, namespace)["own"] == own
 
 
 def test_a_trainjob_capped_below_its_own_deadline_is_failed_at_the_cap_and_its_jobset_goes(
     trainer_cluster: TrainerCluster,
-    family_sweep: Callable[..., clusters.Sweep],
-    tmp_path: Path,
+    chart_sweep: Callable[..., clusters.Sweep],
 ) -> None:
     cp = trainer_cluster.cp
-    rules = tmp_path / "rules.yaml"
-    rules.write_text(RULES)
     namespace = cp.create_namespace("tj-cap", labels={TIER: "gpu"})
     created = _create(cp, namespace, "capped", 3600)
     cap_at = parse_stamp(created["metadata"]["creationTimestamp"]) + dt.timedelta(seconds=DEADLINE)
 
-    early = family_sweep("-n", namespace, "--policy", str(rules), "-o", "wide")
+    early = chart_sweep("-o", "wide")
     if dt.datetime.now(dt.UTC) < cap_at:
         assert families.writes(early.requests) == [], early.explain()
         assert "not-yet-due" in early.result.stdout, early.explain()
@@ -147,7 +174,7 @@ def test_a_trainjob_capped_below_its_own_deadline_is_failed_at_the_cap_and_its_j
     assert _failed(cp, namespace, "capped") is None, "premise: its own deadline is far off"
 
     reconciled = _reconciles(trainer_cluster, namespace, "capped")
-    run = family_sweep("-n", namespace, "--policy", str(rules))
+    run = chart_sweep()
 
     assert run.result.returncode == 0, run.explain()
     assert families.writes(run.requests) == [
@@ -170,7 +197,7 @@ def test_a_trainjob_capped_below_its_own_deadline_is_failed_at_the_cap_and_its_j
         lambda: _reconciles(trainer_cluster, namespace, "capped") > reconciled,
         what="the trainer to reconcile the TrainJob the sweeper failed",
     )
-    again = family_sweep("-n", namespace, "--policy", str(rules))
+    again = chart_sweep()
     assert (again.result.returncode, families.writes(again.requests)) == (0, []), again.explain()
     assert families.get(cp, families.JOBSETS, namespace, "capped") is None, "re-created"
     assert (_failed(cp, namespace, "capped") or {}).get("reason") == "DeadlineExceeded"
