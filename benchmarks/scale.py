@@ -45,6 +45,11 @@ of its wall time over the sweeper's, round by round.
 ``--kubectl-up-to N`` leaves kubectl out above N jobs (its figures print as ``-``): at 50,000
 jobs one kubectl round takes a minute and some 4 GB.
 
+``--policy FILE`` runs the sweeper and the candidate with ``--policy FILE`` (the platform's
+rules, docs/policy.md), and the floor reads the Namespaces as they then do (one list of
+``/api/v1/namespaces``): ``benchmarks/rules.yaml`` judges every job under a rule without
+changing a decision, so the reports are checked as without it.
+
 ``--profile DIR`` runs one more pass of the largest size under pyinstrument (wall-clock
 sampling, so time spent waiting for the API server shows as such) and writes ``DIR/scale.txt``
 and ``DIR/scale.html``.
@@ -118,12 +123,7 @@ def main(argv: list[str] | None = None) -> int:
         help="also measure, in the same rounds, the sweeper package found in "
         "DIR (a changed copy of sweeper/): candidate_* figures",
     )
-    parser.add_argument(
-        "--kubectl-up-to",
-        type=int,
-        metavar="N",
-        help="leave kubectl out of the rounds above N jobs",
-    )
+    _contender_options(parser)
     args = parser.parse_args(argv)
     if args.candidate and not (args.candidate / "sweeper" / "__init__.py").is_file():
         parser.error(f"--candidate {args.candidate}: no sweeper package in it")
@@ -142,6 +142,7 @@ def main(argv: list[str] | None = None) -> int:
             page_size=args.page_size,
             candidate=args.candidate,
             trainjobs=_install_trainer_crds(cp),
+            policy=args.policy.resolve() if args.policy else None,
         )
         creator = fleet.Creator(cp, threads=args.threads)
         cloner = fleet.Cloner(cp)
@@ -188,6 +189,22 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _contender_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--policy",
+        type=Path,
+        metavar="FILE",
+        help="run the sweeper with --policy FILE (e.g. benchmarks/rules.yaml); the floor "
+        "lists the Namespaces as it then does",
+    )
+    parser.add_argument(
+        "--kubectl-up-to",
+        type=int,
+        metavar="N",
+        help="leave kubectl out of the rounds above N jobs",
+    )
+
+
 class _Bench:
     """The contenders against one control plane: the sweeper, kubectl, and maybe a candidate."""
 
@@ -199,8 +216,10 @@ class _Bench:
         page_size: int,
         candidate: Path | None,
         trainjobs: bool,
+        policy: Path | None = None,
     ) -> None:
         self.cp = cp
+        self.policy = policy
         self.kubectl = kubectl
         self.page_size = page_size
         self.candidate = candidate
@@ -227,6 +246,9 @@ class _Bench:
             self.resources.append(f"{TRAINER_GROUP_VERSION}/trainjobs")
             self.discovery.append(f"/apis/{TRAINER_GROUP_VERSION}")
             self.empty_lists = 1
+        if policy is not None:
+            # The sweeper reads the Namespaces' labels once, after discovery (limit 500).
+            self.discovery.append("/api/v1/namespaces?limit=500")
 
     def sweeper_args(self) -> list[str]:
         return [
@@ -240,6 +262,7 @@ class _Bench:
             # Generous: a neighbour's burst of load must not turn a slow pass into exit 5.
             "--timeout",
             "600",
+            *(["--policy", str(self.policy)] if self.policy else []),
         ]
 
     def kubectl_argv(self, resource: str) -> list[str]:
