@@ -661,3 +661,58 @@ def test_the_default_priority_class_is_admitted_outside_kube_system(
 
     assert admitted["spec"]["priorityClassName"] == "system-cluster-critical"
     assert admitted["spec"]["priority"] == 2_000_000_000
+
+
+# --- policy.rules: the rendered rules file and its RBAC ------------------------------------------
+
+
+def policy_args(chart: Install, tmp_path: Path) -> list[str]:
+    """The CronJob's arguments, with ``--policy`` at a copy of the chart's rules ConfigMap."""
+    (config_map,) = [
+        d
+        for d in chart.docs
+        if d["kind"] == "ConfigMap" and d["metadata"]["name"].endswith("-policy")
+    ]
+    path = tmp_path / "rules.yaml"
+    path.write_text(config_map["data"]["rules.yaml"])
+    args = [f"--policy={path}" if a.startswith("--policy=") else a for a in chart.args]
+    assert args != chart.args, "the chart passes no --policy"
+    return args
+
+
+@pytest.mark.parametrize("namespaced", [False, True], ids=["cluster-wide", "namespaced"])
+def test_action_touch_fails_a_job_past_its_rules_default_with_the_charts_rbac(
+    install, namespace, control_plane, tmp_path, namespaced
+):
+    # A default the job does not carry is enforced by failing it, whatever the action: the
+    # chart's rules give action touch the fail verbs, and the Namespaces' labels to read.
+    tag = secrets.token_hex(4)
+    control_plane.request(
+        "PATCH",
+        f"/api/v1/namespaces/{namespace}",
+        {"metadata": {"labels": {"e2e-policy-tier": tag}}},
+        content_type="application/merge-patch+json",
+    )
+    past = workloads.create_job(
+        control_plane, namespace, "past", deadline=None, labels={LABEL: tag}
+    )
+    within = workloads.create_job(
+        control_plane, namespace, "within", deadline=7200, labels={LABEL: tag}
+    )
+    rule = {
+        "name": "tier",
+        "namespaceSelector": {"matchLabels": {"e2e-policy-tier": tag}},
+        "defaultDeadline": "30m",
+    }
+    values: Obj = {"action": "touch", "selector": f"{LABEL}={tag}", "policy": {"rules": [rule]}}
+    if namespaced:
+        values["namespaces"] = [namespace]
+    chart = install(namespace, values)
+
+    done = clusters.run_sweeper(chart.kubeconfig, *policy_args(chart, tmp_path), "--output=json")
+
+    ok(done)
+    assert "forbidden" not in done.stderr.lower()
+    assert is_failed(control_plane, past)
+    stored = workloads.get_job(control_plane, namespace, "PyTorchJob", "within")
+    assert stored["metadata"]["resourceVersion"] == within["metadata"]["resourceVersion"]
