@@ -18,7 +18,7 @@ from sweeper.core.decide import ALWAYS, due_at, explain, judge
 from sweeper.core.jobs import DeadlineSource, Job, parse_job
 from sweeper.core.kinds import MPI_OPERATOR_VERSION, TRAINER_VERSION
 from sweeper.core.model import Action, ActionMode, Policy
-from tests.unit.objects import KIND, NOW, condition, mpijob, trainjob
+from tests.unit.objects import KIND, NOW, mpijob, trainjob
 
 DEFAULT = DeadlineSource.DEFAULT
 CAP = DeadlineSource.CAP
@@ -101,16 +101,14 @@ def test_a_trainjob_gets_a_platform_deadline_it_lacks_and_is_failed_at_a_cap_bel
     assert verdict(job, Policy(action=ActionMode.FAIL)) == expected
 
 
-def complete(raw: dict[str, Any]) -> dict[str, Any]:
-    raw["status"]["conditions"].append(condition("Complete", reason="JobSetCompleted"))
-    return raw
-
-
 def test_a_complete_trainjob_is_finished_not_late_and_gets_no_deadline() -> None:
     # The trainer copies JobSet's Completed as "Complete" (jobset.go, Status); read as
     # running, a Complete TrainJob past its deadline was reported controller-late.
-    assert verdict(train(complete(trainjob(created_ago=5000)), 600, JOB)) == ("skip", "finished")
-    assert verdict(train(complete(trainjob(deadline=None)))) == ("skip", "finished")
+    assert verdict(train(trainjob(created_ago=5000, complete=True), 600, JOB)) == (
+        "skip",
+        "finished",
+    )
+    assert verdict(train(trainjob(deadline=None, complete=True))) == ("skip", "finished")
 
 
 def test_a_cap_is_due_at_the_trainers_instant_and_a_missing_deadline_at_once() -> None:
