@@ -99,11 +99,21 @@ class Writing:
             progress.errors.append(str(error))
 
 
+# The actions that reclaim what a job failed by its deadline left.
+CLEAN_UPS = (ActionKind.TERMINATE_PODS, ActionKind.DELETE_JOBSET)
+
+
 class PodCleaner:
-    """Deletes a failed job's pods and their same-named services."""
+    """Deletes a failed job's pods and their same-named services, or a TrainJob's JobSet."""
 
     def __init__(self, writing: Writing) -> None:
         self._w = writing
+
+    def reclaim(self, action: Action, now: datetime, policy: Policy, progress: Progress) -> Result:
+        """Carry out a clean-up (one of ``CLEAN_UPS``)."""
+        if action.kind is ActionKind.DELETE_JOBSET:
+            return self.delete_jobset(action, now, progress)
+        return self.terminate_pods(action, now, policy, progress)
 
     def terminate_pods(
         self, action: Action, now: datetime, policy: Policy, progress: Progress

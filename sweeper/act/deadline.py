@@ -29,8 +29,13 @@ from sweeper.core.decide import judge
 from sweeper.core.errors import Conflict, NotFound
 from sweeper.core.jobs import Job, parse_job, parse_owned
 from sweeper.core.kinds import COMPONENT, TRAINJOB
-from sweeper.core.model import JSON, Action, ActionKind, Entry, Policy, Result
-from sweeper.core.patches import deadline_patch, trainjob_failure_message
+from sweeper.core.model import JSON, Action, ActionKind, Entry, Policy, Result, Why
+from sweeper.core.patches import (
+    deadline_patch,
+    status_patch,
+    trainjob_failure_message,
+    trainjob_status_patch,
+)
 from sweeper.core.platform import source_note
 from sweeper.k8s.cluster import ServedKind
 
@@ -38,6 +43,24 @@ from sweeper.k8s.cluster import ServedKind
 WRITE_ATTEMPTS = 3
 # mpi-operator names the launcher Job so and looks it up by that name alone (getLauncherJob).
 LAUNCHER_SUFFIX = "-launcher"
+
+
+def no_launcher(action: Action) -> Action:
+    """The fail of an MPIJob whose platform deadline found no launcher Job to carry it."""
+    return Action(
+        action.job,
+        ActionKind.FAIL,
+        Why.NO_LAUNCHER,
+        action.seconds_overdue,
+        f"no launcher Job to carry its deadline ({source_note(action.job)})",
+    )
+
+
+def failed_patch(job: Job, raw: JSON, now: datetime) -> JSON:
+    """The status patch that fails ``job`` (read as ``raw``) as its controller writes it."""
+    if job.kind is TRAINJOB:
+        return trainjob_status_patch(raw, now, source_note(job))
+    return status_patch(job.kind, raw, now, job.version, source=source_note(job))
 
 
 class DeadlineWriter:

@@ -25,8 +25,8 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from http import HTTPStatus
 
-from sweeper.act.cleanup import PodCleaner, Progress, Writing
-from sweeper.act.deadline import DeadlineWriter
+from sweeper.act.cleanup import CLEAN_UPS, PodCleaner, Progress, Writing
+from sweeper.act.deadline import DeadlineWriter, failed_patch, no_launcher
 from sweeper.config import DryRun
 from sweeper.core.clock import human
 from sweeper.core.decide import judge
@@ -47,12 +47,7 @@ from sweeper.core.model import (
     Why,
     settled,
 )
-from sweeper.core.patches import (
-    failure_message,
-    status_patch,
-    touch_patch,
-    trainjob_status_patch,
-)
+from sweeper.core.patches import failure_message, touch_patch
 from sweeper.core.plan import execution_order
 from sweeper.core.platform import source_note
 from sweeper.k8s.cluster import Cluster, ServedKind
@@ -173,12 +168,14 @@ class Executor:
                 result = self._jobs.touch(action, now, policy, progress)
             elif action.kind is ActionKind.FAIL:
                 result = self._jobs.fail(action, now, policy, progress)
-            elif action.kind is ActionKind.DELETE_JOBSET:
-                result = self._jobs.cleaner.delete_jobset(action, now, progress)
             elif action.kind is ActionKind.SET_DEADLINE:
-                result = self._set_deadline(action, now, policy, progress)
+                written = self._jobs.deadlines.set_deadline(action, now, policy, progress)
+                if written is None:  # an MPIJob with no launcher: failed as a gang without one
+                    progress.escalated = gang = no_launcher(action)
+                    written = self._jobs.fail(gang, now, policy, progress, also=action.kind)
+                result = written
             else:
-                result = self._jobs.cleaner.terminate_pods(action, now, policy, progress)
+                result = self._jobs.cleaner.reclaim(action, now, policy, progress)
         except _Stop as stop:
             # A write that already happened is reported as done; the rest is not started.
             return self._outcome(
@@ -205,23 +202,6 @@ class Executor:
             result = self._done if progress.wrote else Result.ERROR
             return self._outcome(action, result, progress), None
         return self._outcome(action, result, progress), None
-
-    def _set_deadline(
-        self, action: Action, now: datetime, policy: Policy, progress: Progress
-    ) -> Result:
-        result = self._jobs.deadlines.set_deadline(action, now, policy, progress)
-        if result is not None:
-            return result
-        # An MPIJob with no launcher Job to carry the deadline: failed as a gang without one.
-        gang = Action(
-            action.job,
-            ActionKind.FAIL,
-            Why.NO_LAUNCHER,
-            action.seconds_overdue,
-            f"no launcher Job to carry its deadline ({source_note(action.job)})",
-        )
-        progress.escalated = gang
-        return self._jobs.fail(gang, now, policy, progress, also=ActionKind.SET_DEADLINE)
 
     @staticmethod
     def _outcome(action: Action, result: Result, progress: Progress, extra: str = "") -> Outcome:
@@ -353,13 +333,10 @@ class _JobWriter:
                 return self._failed_by_us(action, job, now, policy, progress)
             # Same policy, same instant, no cap: only the job's own state may have changed.
             fresh = judge(job, now, replace(policy, max_actions=None))
-            if isinstance(fresh, Action) and fresh.kind in _CLEAN_UPS:
+            if isinstance(fresh, Action) and fresh.kind in CLEAN_UPS:
                 # Failed by its deadline meanwhile (the operator, or our own write whose
                 # answer was lost): what is left to do is the pods, or the JobSet.
-                if fresh.kind is ActionKind.DELETE_JOBSET:
-                    result = self.cleaner.delete_jobset(fresh, now, progress)
-                else:
-                    result = self.cleaner.terminate_pods(fresh, now, policy, progress)
+                result = self.cleaner.reclaim(fresh, now, policy, progress)
                 progress.detail = "; ".join(
                     part for part in ("already failed by its deadline", progress.detail) if part
                 )
@@ -368,12 +345,7 @@ class _JobWriter:
             if left:
                 progress.detail = left
                 return Result.LEFT_ALONE
-            if job.kind is TRAINJOB:
-                progress.body = trainjob_status_patch(raw, now, source_note(job))
-            else:
-                progress.body = status_patch(
-                    job.kind, raw, now, job.version, source=source_note(job)
-                )
+            progress.body = failed_patch(job, raw, now)
             self._w.stop_if_asked()
             try:
                 self._w.cluster.patch_job_status(
@@ -434,9 +406,6 @@ class _JobWriter:
             ),
         )
         return self._w.done
-
-
-_CLEAN_UPS = (ActionKind.TERMINATE_PODS, ActionKind.DELETE_JOBSET)
 
 
 def _failed_condition(document: object) -> JSON | None:
