@@ -373,8 +373,12 @@ no grant: the built-in system:discovery role covers every authenticated user.
                              (v1.9.4 and mpi-operator keep them), and their same-named services;
                              the list also counts the pods finished jobs still hold (held_pods)
   get jobs.batch             mpi-operator: is there a launcher Job, before failing a gang
+  patch jobs.batch           mpi-operator with policy.rules: a platform deadline written into
+                             the launcher Job (docs/policy.md)
   list, get, delete jobsets  trainer: the JobSet of a TrainJob failed by its deadline
   list trainjobs             trainer: the pass (get and watch too in mode watch)
+  get, patch trainjobs,      trainer with policy.rules: a platform deadline written into a
+  patch trainjobs/status     TrainJob without one; a TrainJob failed at a cap below its own
   create events (core v1)    every write records an event on the job
   namespaces                 policy.rules: the rules select jobs by their Namespace's labels,
                              read once per pass (mode watch: at start and each resync, no
@@ -395,6 +399,7 @@ like the real write, so it keeps the write verbs.
 {{- $fails := or (ne .Values.action "touch") (not (empty .Values.policy.rules)) }}
 {{- $watches := eq .Values.mode "watch" }}
 {{- $mpi := and (has "mpi-operator" .Values.families) (has "mpijobs" $plurals) }}
+{{- $platform := and .Values.policy .Values.policy.rules }}
 {{- $jobVerbs := list }}
 {{- if or $fails $watches $mpi }}{{ $jobVerbs = append $jobVerbs "get" }}{{ end }}
 {{- $jobVerbs = append $jobVerbs "list" }}
@@ -423,12 +428,22 @@ rules:
 {{- if $mpi }}
   - apiGroups: ["batch"]
     resources: ["jobs"]
-    verbs: ["get"]
+    verbs: {{ if and $platform $writes }}["get", "patch"]{{ else }}["get"]{{ end }}
 {{- end }}
 {{- if $kinds.trainer }}
+{{- $trainVerbs := list }}
+{{- if or $watches $platform }}{{ $trainVerbs = append $trainVerbs "get" }}{{ end }}
+{{- $trainVerbs = append $trainVerbs "list" }}
+{{- if $watches }}{{ $trainVerbs = append $trainVerbs "watch" }}{{ end }}
+{{- if and $platform $writes }}{{ $trainVerbs = append $trainVerbs "patch" }}{{ end }}
   - apiGroups: ["trainer.kubeflow.org"]
     resources: {{ toJson $kinds.trainer }}
-    verbs: {{ if $watches }}["get", "list", "watch"]{{ else }}["list"]{{ end }}
+    verbs: {{ toJson $trainVerbs }}
+{{- if and $platform $writes }}
+  - apiGroups: ["trainer.kubeflow.org"]
+    resources: ["trainjobs/status"]
+    verbs: ["patch"]
+{{- end }}
   - apiGroups: ["jobset.x-k8s.io"]
     resources: ["jobsets"]
     verbs: {{ if $writes }}["get", "list", "delete"]{{ else }}["get", "list"]{{ end }}

@@ -129,11 +129,21 @@ class Writing:
         return Warned(warning, self.done)
 
 
+# The actions that reclaim what a job failed by its deadline left.
+CLEAN_UPS = (ActionKind.TERMINATE_PODS, ActionKind.DELETE_JOBSET)
+
+
 class PodCleaner:
-    """Deletes a failed job's pods and their same-named services."""
+    """Deletes a failed job's pods and their same-named services, or a TrainJob's JobSet."""
 
     def __init__(self, writing: Writing) -> None:
         self._w = writing
+
+    def reclaim(self, action: Action, now: datetime, policy: Policy, progress: Progress) -> Result:
+        """Carry out a clean-up (one of ``CLEAN_UPS``)."""
+        if action.kind is ActionKind.DELETE_JOBSET:
+            return self.delete_jobset(action, now, progress)
+        return self.terminate_pods(action, now, policy, progress)
 
     def terminate_pods(
         self, action: Action, now: datetime, policy: Policy, progress: Progress
@@ -169,18 +179,7 @@ class PodCleaner:
             The write's result; ``left-alone`` when no such JobSet is left.
         """
         job = action.job
-        targets = action.targets
-        if targets is None:
-            try:
-                found = parse_owned(self._w.cluster.get_jobset(job.namespace, job.name))
-            except NotFound:
-                found = None
-            targets = (found,) if found is not None else ()
-        chosen = [t for t in targets if t.controller_uid == job.uid and not t.deleting]
-        for jobset in chosen:
-            self._w.stop_if_asked()
-            if self._delete(self._w.cluster.delete_jobset, job, jobset, progress):
-                progress.jobsets.append(jobset.name)
+        self.delete_jobsets(job, progress, action.targets)
         return self._reclaimed(
             job,
             progress.jobsets,
@@ -193,6 +192,29 @@ class PodCleaner:
                 f"deadline, which the trainer controller left running ({COMPONENT})"
             ),
         )
+
+    def delete_jobsets(
+        self, job: Job, progress: Progress, targets: Sequence[Owned] | None = None
+    ) -> None:
+        """Delete the JobSet a TrainJob controls, unless it is being deleted already.
+
+        Args:
+            job: The TrainJob.
+            progress: Where the deletes are recorded.
+            targets: The JobSets the pass listed for it; ``None`` to read the one named after
+                it now (the trainer names it so).
+        """
+        if targets is None:
+            try:
+                found = parse_owned(self._w.cluster.get_jobset(job.namespace, job.name))
+            except NotFound:
+                found = None
+            targets = (found,) if found is not None else ()
+        chosen = [t for t in targets if t.controller_uid == job.uid and not t.deleting]
+        for jobset in chosen:
+            self._w.stop_if_asked()
+            if self._delete(self._w.cluster.delete_jobset, job, jobset, progress):
+                progress.jobsets.append(jobset.name)
 
     def _reclaimed(
         self,

@@ -25,13 +25,14 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from http import HTTPStatus
 
-from sweeper.act.cleanup import PodCleaner, Progress, Writing
+from sweeper.act.cleanup import CLEAN_UPS, PodCleaner, Progress, Writing
+from sweeper.act.deadline import DeadlineWriter, failed_patch, no_launcher
 from sweeper.config import DryRun
 from sweeper.core.clock import human
 from sweeper.core.decide import judge
 from sweeper.core.errors import ApiError, Conflict, Interrupted, NotFound, RunTimeout, SweeperError
 from sweeper.core.jobs import Job, parse_job
-from sweeper.core.kinds import COMPONENT
+from sweeper.core.kinds import COMPONENT, TRAINJOB
 from sweeper.core.model import (
     JSON,
     Action,
@@ -46,7 +47,7 @@ from sweeper.core.model import (
     Why,
     settled,
 )
-from sweeper.core.patches import failure_message, status_patch, touch_patch
+from sweeper.core.patches import failure_message, touch_patch
 from sweeper.core.plan import execution_order
 from sweeper.core.platform import source_note
 from sweeper.core.warn import DeadlineWarning, Warned
@@ -118,7 +119,8 @@ class Executor:
             done=_DONE[dry_run],
             stop_if_asked=self._stop_if_asked,
         )
-        self._jobs = _JobWriter(writing, PodCleaner(writing), view)
+        cleaner = PodCleaner(writing)
+        self._jobs = _JobWriter(writing, cleaner, DeadlineWriter(writing, cleaner, view), view)
         self._writing = writing
         self._done = writing.done
         self._stop_reason = stop_reason
@@ -192,10 +194,14 @@ class Executor:
                 result = self._jobs.touch(action, now, policy, progress)
             elif action.kind is ActionKind.FAIL:
                 result = self._jobs.fail(action, now, policy, progress)
-            elif action.kind is ActionKind.DELETE_JOBSET:
-                result = self._jobs.cleaner.delete_jobset(action, now, progress)
+            elif action.kind is ActionKind.SET_DEADLINE:
+                written = self._jobs.deadlines.set_deadline(action, now, policy, progress)
+                if written is None:  # an MPIJob with no launcher: failed as a gang without one
+                    progress.escalated = gang = no_launcher(action)
+                    written = self._jobs.fail(gang, now, policy, progress, also=action.kind)
+                result = written
             else:
-                result = self._jobs.cleaner.terminate_pods(action, now, policy, progress)
+                result = self._jobs.cleaner.reclaim(action, now, policy, progress)
         except _Stop as stop:
             # A write that already happened is reported as done; the rest is not started.
             return self._outcome(
@@ -247,9 +253,16 @@ class Executor:
 class _JobWriter:
     """Touches and fails jobs: the writes to the job itself, each followed by its event."""
 
-    def __init__(self, writing: Writing, cleaner: PodCleaner, view: Callable[[Job], Job]) -> None:
+    def __init__(
+        self,
+        writing: Writing,
+        cleaner: PodCleaner,
+        deadlines: DeadlineWriter,
+        view: Callable[[Job], Job],
+    ) -> None:
         self._w = writing
         self.cleaner = cleaner
+        self.deadlines = deadlines
         self._view = view
 
     def touch(self, action: Action, now: datetime, policy: Policy, progress: Progress) -> Result:
@@ -328,6 +341,7 @@ class _JobWriter:
         progress: Progress,
         *,
         touch_refused: bool = False,
+        also: ActionKind | None = None,
     ) -> Result:
         listed = action.job
         served = _served(listed)
@@ -345,19 +359,19 @@ class _JobWriter:
                 return self._failed_by_us(action, job, now, policy, progress)
             # Same policy, same instant, no cap: only the job's own state may have changed.
             fresh = judge(job, now, replace(policy, max_actions=None))
-            if isinstance(fresh, Action) and fresh.kind is ActionKind.TERMINATE_PODS:
+            if isinstance(fresh, Action) and fresh.kind in CLEAN_UPS:
                 # Failed by its deadline meanwhile (the operator, or our own write whose
-                # answer was lost): what is left to do is the pods.
-                result = self.cleaner.terminate_pods(fresh, now, policy, progress)
+                # answer was lost): what is left to do is the pods, or the JobSet.
+                result = self.cleaner.reclaim(fresh, now, policy, progress)
                 progress.detail = "; ".join(
                     part for part in ("already failed by its deadline", progress.detail) if part
                 )
                 return result
-            left = self._left_alone(fresh, job, touch_refused=touch_refused)
+            left = self._left_alone(fresh, job, touch_refused=touch_refused, also=also)
             if left:
                 progress.detail = left
                 return Result.LEFT_ALONE
-            progress.body = status_patch(job.kind, raw, now, job.version, source=source_note(job))
+            progress.body = failed_patch(job, raw, now)
             self._w.stop_if_asked()
             try:
                 self._w.cluster.patch_job_status(
@@ -377,10 +391,15 @@ class _JobWriter:
         )
         return Result.ERROR
 
-    def _left_alone(self, fresh: Entry, job: Job, *, touch_refused: bool) -> str:
+    def _left_alone(
+        self, fresh: Entry, job: Job, *, touch_refused: bool, also: ActionKind | None
+    ) -> str:
         # Why the re-read job is no longer to be failed; empty when it still is.
-        # After a refused touch, a job the re-read still finds due for a touch is failed.
+        # After a refused touch, a job the re-read still finds due for a touch is failed; an
+        # MPIJob whose platform deadline found no launcher, one still due for set-deadline.
         wanted = (ActionKind.FAIL, ActionKind.TOUCH) if touch_refused else (ActionKind.FAIL,)
+        if also is not None:
+            wanted = (*wanted, also)
         if not (isinstance(fresh, Action) and fresh.kind in wanted):
             return f"re-read: now {fresh.decision} ({fresh.reason})"
         if fresh.why is Why.NO_LAUNCHER:
@@ -398,6 +417,8 @@ class _JobWriter:
         # The status write went through: then the pods, then the event (docs/operator.md,
         # "Ordering when failing a job by hand").
         progress.wrote = True
+        if job.kind is TRAINJOB:
+            return self.deadlines.trainjob_failed(job, now, progress, _late(action))
         self.cleaner.delete_pods(job, policy, progress)
         self._w.record_event(
             job,

@@ -71,7 +71,8 @@ class Job:
             sets ``startTime`` to now before it checks the deadline.
         excluded: Whether the opt-out annotation says ``"true"``.
         touched_at: When the sweeper last touched it (its own annotation), if parsable.
-        finished: ``"Succeeded"`` or ``"Failed"`` when such a condition is ``"True"``.
+        finished: ``"Succeeded"`` (a TrainJob's ``"Complete"``) or ``"Failed"`` when such a
+            condition is ``"True"``.
         failed_by_deadline: Whether the ``Failed`` condition says the deadline caused it (the
             operator's message, which the sweeper's message extends).
         failed_by_sweeper: Whether that message also says the sweeper enforced it (counted apart
@@ -183,7 +184,8 @@ def _parse(raw: object, kind: Kind, version: str, *, identity: tuple[str, str, s
     annotations = _mapping(meta, "annotations", "metadata.annotations")
     spec = _mapping(raw, "spec", "spec", required=True)
     status = _mapping(raw, "status", "status")
-    seen = _conditions(status)
+    # A TrainJob ends Complete (the trainer copies JobSet's Completed: jobset.go, Status).
+    seen = _conditions(status, "Complete" if kind is TRAINJOB else "Succeeded")
     if kind is TRAINJOB:
         # Trainer v2's clock: creation, or the last resume (trainjob_controller.go,
         # reconcileDeadline); its own fields sit on spec, and the deadline failure is a reason.
@@ -315,7 +317,7 @@ class _Conditions:
     resumed_at: datetime | None = None
 
 
-def _conditions(status: Mapping[str, object]) -> _Conditions:
+def _conditions(status: Mapping[str, object], succeeded: str) -> _Conditions:
     conditions = status.get("conditions")
     if conditions is None:
         return _Conditions()
@@ -336,7 +338,7 @@ def _conditions(status: Mapping[str, object]) -> _Conditions:
             suspended = True
         if ctype == "Suspended" and cstatus == "False":
             resumed_at = parse_rfc3339(condition.get("lastTransitionTime"))
-        if ctype in ("Succeeded", "Failed") and cstatus == "True":
+        if ctype in (succeeded, "Failed") and cstatus == "True":
             # Failed wins: it is the one that can carry the deadline.
             if finished != "Failed":
                 finished = ctype

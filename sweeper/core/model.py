@@ -45,6 +45,9 @@ class ActionKind(StrEnum):
     FAIL = "fail"
     TERMINATE_PODS = "terminate-pods"
     DELETE_JOBSET = "delete-jobset"
+    # Write a platform deadline where the job's controller enforces it (a TrainJob's spec, an
+    # MPIJob's launcher Job): the controller then ends the job on its own clock.
+    SET_DEADLINE = "set-deadline"
 
 
 class Why(StrEnum):

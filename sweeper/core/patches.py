@@ -114,6 +114,62 @@ def status_patch(
     }
 
 
+# Trainer v2.3.0's message for its own deadline failure (pkg/constants/constants.go:88).
+TRAINJOB_DEADLINE_MESSAGE = "TrainJob exceeded its active deadline"
+
+
+def trainjob_failure_message(deadline: str) -> str:
+    """A TrainJob's ``Failed`` message: the trainer's, which deadline, who enforced it."""
+    return f"{TRAINJOB_DEADLINE_MESSAGE} ({deadline}) (enforced by {COMPONENT})"
+
+
+def trainjob_status_patch(
+    raw_job: Mapping[str, Any], now: datetime, deadline: str
+) -> dict[str, Any]:
+    """Build the merge patch that fails a TrainJob as the trainer does at its deadline.
+
+    The trainer sets ``Failed=True``, reason ``DeadlineExceeded`` and its message with
+    ``meta.SetStatusCondition`` (trainjob_controller.go, ``setFailedCondition``): a
+    ``metav1.Condition``, replaced in place when one of that type exists (with a new
+    ``lastTransitionTime`` when its status changes), else appended. A TrainJob has no
+    ``completionTime``. ``raw_job``'s ``resourceVersion`` guards the write.
+    """
+    meta = raw_job.get("metadata") or {}
+    status = raw_job.get("status") or {}
+    failed = {
+        "type": "Failed",
+        "status": "True",
+        "reason": DEADLINE_EXCEEDED,
+        "message": trainjob_failure_message(deadline),
+        "lastTransitionTime": format_rfc3339(now),
+    }
+    conditions: list[dict[str, Any]] = []
+    for condition in status.get("conditions") or ():
+        if condition.get("type") == "Failed":
+            conditions.append(failed)
+            failed = {}
+        else:
+            conditions.append(dict(condition))
+    if failed:
+        conditions.append(failed)
+    return {
+        "metadata": {"resourceVersion": meta.get("resourceVersion")},
+        "status": {"conditions": conditions},
+    }
+
+
+def deadline_patch(raw: Mapping[str, Any], seconds: int) -> dict[str, Any]:
+    """Build the merge patch that writes ``spec.activeDeadlineSeconds`` into ``raw``.
+
+    A TrainJob's, or an MPIJob's launcher Job's; ``raw``'s ``resourceVersion`` guards it.
+    """
+    meta = raw.get("metadata") or {}
+    return {
+        "metadata": {"resourceVersion": meta.get("resourceVersion")},
+        "spec": {"activeDeadlineSeconds": seconds},
+    }
+
+
 def touch_patch(touched_at: datetime) -> dict[str, Any]:
     """Build the merge patch of a touch: the sweeper's annotation, nothing else.
 

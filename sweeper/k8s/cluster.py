@@ -151,6 +151,10 @@ class Cluster(Protocol):
         """Read one batch/v1 Job (``NotFound`` if none)."""
         ...
 
+    def patch_batch_job(self, namespace: str, name: str, patch: JSON, *, dry_run: bool) -> None:
+        """Apply a JSON merge patch to a batch/v1 Job (an MPIJob's launcher)."""
+        ...
+
     def list_namespaces(self) -> list[JSON]:
         """List every Namespace (cluster-scoped; for the platform rules' selectors)."""
         ...

@@ -96,6 +96,10 @@ class RecordingCluster:
         """Pass through (see ``sweeper.k8s.cluster.Cluster``)."""
         return self._cluster.get_batch_job(namespace, name)
 
+    def patch_batch_job(self, namespace: str, name: str, patch: JSON, *, dry_run: bool) -> None:
+        """Record (see ``sweeper.k8s.cluster.Cluster``)."""
+        self.writes.append(Write("patch-batch-job", namespace, name, patch))
+
     def list_namespaces(self) -> list[JSON]:
         """Pass through (see ``sweeper.k8s.cluster.Cluster``)."""
         return self._cluster.list_namespaces()

@@ -212,6 +212,17 @@ class _CleanUpRequests:
         path = _object("/apis/batch/v1", namespace, "jobs", name)
         return answers.one_object(self._transport.request("GET", path, ref), ref)
 
+    def patch_batch_job(self, namespace: str, name: str, patch: JSON, *, dry_run: bool) -> None:
+        """Merge-patch a batch/v1 Job (see ``sweeper.k8s.cluster.Cluster``)."""
+        ref = RequestRef("patch", "jobs.batch", namespace, name)
+        path = _object("/apis/batch/v1", namespace, "jobs", name)
+        answers.decoded(
+            self._transport.request(
+                "PATCH", path, ref, body=patch, content_type=MERGE_PATCH, dry_run=dry_run
+            ),
+            ref,
+        )
+
     def list_namespaces(self) -> list[JSON]:
         """List every Namespace (see ``sweeper.k8s.cluster.Cluster``)."""
         ref = RequestRef("list", "namespaces", cluster_scoped=True)

@@ -71,6 +71,7 @@ class Summary:
     Attributes:
         terminate_pods: Pod clean-ups of jobs already failed by their deadline.
         delete_jobset: JobSets deleted of TrainJobs already failed by their deadline.
+        set_deadline: Platform deadlines written where the job's controller enforces them.
         skipped: Skips by reason, in ``SkipReason`` order, none at 0.
         errors: Jobs with an error (exit code 1).
         duration_s: Seconds the pass took, to the millisecond.
@@ -82,6 +83,7 @@ class Summary:
     fail: int
     terminate_pods: int
     delete_jobset: int
+    set_deadline: int
     skip: int
     skipped: dict[str, int]
     results: dict[str, int]
@@ -121,6 +123,7 @@ class Summary:
             fail=decisions[ActionKind.FAIL.value],
             terminate_pods=decisions[ActionKind.TERMINATE_PODS.value],
             delete_jobset=decisions[ActionKind.DELETE_JOBSET.value],
+            set_deadline=decisions[ActionKind.SET_DEADLINE.value],
             skip=decisions["skip"],
             skipped={
                 reason.value: skipped[reason.value]
@@ -141,6 +144,7 @@ class Summary:
             ActionKind.FAIL: self.fail,
             ActionKind.TERMINATE_PODS: self.terminate_pods,
             ActionKind.DELETE_JOBSET: self.delete_jobset,
+            ActionKind.SET_DEADLINE: self.set_deadline,
         }[kind]
 
 
@@ -242,9 +246,9 @@ def job_record(outcome: Outcome) -> dict[str, Any]:
         record["touch_refused"] = outcome.touch_refused
     if isinstance(entry, Action):
         record["patch"] = outcome.body
-        if entry.kind is ActionKind.DELETE_JOBSET:
+        if entry.kind is ActionKind.DELETE_JOBSET or outcome.jobsets:
             record["deleted"] = {"jobsets": list(outcome.jobsets)}
-        elif entry.kind is not ActionKind.TOUCH:
+        elif entry.kind not in (ActionKind.TOUCH, ActionKind.SET_DEADLINE):
             record["deleted"] = {"pods": list(outcome.pods), "services": list(outcome.services)}
     return record
 

@@ -125,6 +125,46 @@ def test_each_family_gets_the_grant_its_clean_up_needs_and_no_other(render, valu
     assert rendered.one("ClusterRole")["rules"] == rules
 
 
+RULES = {"policy": {"rules": [{"name": "gpu", "defaultDeadline": "1h"}]}}
+NAMESPACES = rule("", ["namespaces"], ["list"])
+
+
+@pytest.mark.parametrize(
+    ("values", "rules"),
+    [
+        pytest.param(
+            {"families": ["mpi-operator"], **RULES},
+            [*MPI[:3], rule("batch", ["jobs"], ["get", "patch"]), EVENTS, NAMESPACES],
+            id="mpi-operator-writes-the-launchers-deadline",
+        ),
+        pytest.param(
+            {"families": ["trainer"], **RULES},
+            [
+                rule("trainer.kubeflow.org", ["trainjobs"], ["get", "list", "patch"]),
+                rule("trainer.kubeflow.org", ["trainjobs/status"], ["patch"]),
+                *TRAINER[1:],
+                NAMESPACES,
+            ],
+            id="trainer-writes-a-missing-deadline-and-fails-at-a-cap",
+        ),
+        pytest.param(
+            {"families": ["mpi-operator", "trainer"], "dryRun": True, **RULES},
+            [
+                rule("kubeflow.org", ["mpijobs"], ["get", "list"]),
+                rule("", ["pods", "services"], ["list"]),
+                rule("batch", ["jobs"], ["get"]),
+                rule("trainer.kubeflow.org", ["trainjobs"], ["get", "list"]),
+                rule("jobset.x-k8s.io", ["jobsets"], ["get", "list"]),
+                NAMESPACES,
+            ],
+            id="dry-run-writes-no-deadline",
+        ),
+    ],
+)
+def test_a_platform_deadline_gets_the_grants_each_family_enforces_it_with(render, values, rules):
+    assert render(values).one("ClusterRole")["rules"] == rules
+
+
 def test_no_jobset_delete_unless_the_trainer_family_is_on(render):
     rendered = render({"families": ["training-operator", "mpi-operator"]})
     rules = rendered.one("ClusterRole")["rules"]

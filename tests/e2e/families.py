@@ -10,13 +10,21 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import json
+import secrets
+import subprocess
+import time
 import urllib.parse
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
-from devcluster import ControlPlane, kubelet
+import yaml
+
+from devcluster import BinaryMissing, ControlPlane, binaries, kubelet
 from devcluster.admin import ApiError
 from devcluster.trainer import RUNTIME
+from tests.e2e import clusters
 from tests.e2e.conftest_operator import poll
 
 Obj = dict[str, Any]
@@ -328,3 +336,60 @@ def resource_versions(cp: ControlPlane, collection: str, namespace: str) -> dict
     """Every object of ``collection`` in ``namespace``: its resourceVersion, by name."""
     items: list[Obj] = cp.request("GET", collection.format(namespace=namespace))["items"]
     return {item["metadata"]["name"]: item["metadata"]["resourceVersion"] for item in items}
+
+
+# --- The chart's grants --------------------------------------------------------------------------
+
+_CHART = Path(__file__).resolve().parents[2] / "chart"
+_RBAC = "/apis/rbac.authorization.k8s.io/v1"
+
+
+def chart_user(cp: ControlPlane, user: str, values: Obj, tmp: Path, *, waits: Obj) -> Path:
+    """A kubeconfig for ``user``, bound to the chart's ClusterRole rendered with ``values``.
+
+    The sweeper run with it has exactly the chart's grants, on the real authorizer. ``waits``
+    is one grant of the role (``resourceAttributes`` of a SubjectAccessReview) to wait for:
+    the authorizer follows RBAC objects through a watch.
+    """
+    try:
+        helm = binaries.find("helm")
+    except BinaryMissing as e:
+        clusters.binaries_missing(e)
+        raise  # unreachable: binaries_missing always raises
+    name = f"sw-{secrets.token_hex(4)}"
+    values_file = tmp / f"{name}.json"
+    values_file.write_text(json.dumps({"fullnameOverride": name, **values}))
+    rendered = subprocess.run(
+        [str(helm), "template", "sw", str(_CHART), "-f", str(values_file)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    (role,) = [d for d in yaml.safe_load_all(rendered) if d and d["kind"] == "ClusterRole"]
+    cp.request("POST", f"{_RBAC}/clusterroles", role)
+    cp.request(
+        "POST",
+        f"{_RBAC}/clusterrolebindings",
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": name},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": role["metadata"]["name"],
+            },
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
+        },
+    )
+    review = {
+        "apiVersion": "authorization.k8s.io/v1",
+        "kind": "SubjectAccessReview",
+        "spec": {"user": user, "groups": ["system:authenticated"], "resourceAttributes": waits},
+    }
+    for _ in range(100):
+        answer = cp.request("POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews", review)
+        if answer["status"].get("allowed"):
+            return cp.user_kubeconfig(user, [])
+        time.sleep(0.1)
+    raise AssertionError(f"RBAC never granted {waits} to {user}")

@@ -39,6 +39,7 @@ WRITE_VERBS = (
     "delete-pod",
     "delete-service",
     "delete-jobset",
+    "patch-batch-job",
     "create-event",
 )
 JOB_WRITES = ("patch", "patch-status")
@@ -170,14 +171,18 @@ class FakeCluster:
     ) -> None:
         self._record("patch", namespace, name, dry_run=dry_run, body=patch)
         raw = self._existing(served, namespace, name, "patch")
+        expected = patch["metadata"].get("resourceVersion")
+        if expected is not None and expected != raw["metadata"]["resourceVersion"]:
+            raise Conflict(RequestRef("patch", served.kind.resource, namespace, name), 409)
         if dry_run:
             return
         annotations = raw["metadata"].setdefault("annotations", {})
-        for key, value in patch["metadata"]["annotations"].items():
+        for key, value in patch["metadata"].get("annotations", {}).items():
             if value is None:  # a merge patch's null removes the key (RFC 7386)
                 annotations.pop(key, None)
             else:
                 annotations[key] = value
+        raw.setdefault("spec", {}).update(copy.deepcopy(patch.get("spec", {})))
         self._bump(served, raw)
 
     def patch_job_status(
@@ -250,6 +255,17 @@ class FakeCluster:
     def get_batch_job(self, namespace: str, name: str) -> JSON:
         self._record("get-batch-job", namespace, name)
         return self._stored(self.batch_jobs, "jobs.batch", namespace, name)
+
+    def patch_batch_job(self, namespace: str, name: str, patch: JSON, *, dry_run: bool) -> None:
+        self._record("patch-batch-job", namespace, name, dry_run=dry_run, body=patch)
+        raw = self.batch_jobs.get((namespace, name))
+        ref = RequestRef("patch", "jobs.batch", namespace, name)
+        if raw is None:
+            raise NotFound(ref, 404)
+        if patch["metadata"]["resourceVersion"] != raw["metadata"].get("resourceVersion"):
+            raise Conflict(ref, 409)
+        if not dry_run:
+            raw["spec"].update(copy.deepcopy(patch["spec"]))
 
     def add_namespace(self, name: str, labels: dict[str, str]) -> None:
         self.namespaces[name] = {"metadata": {"name": name, "labels": dict(labels)}}

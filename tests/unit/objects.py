@@ -245,8 +245,13 @@ def trainjob(
     managed_by: str | None = None,
     suspend: bool | None = None,
     resumed_ago: float | None = None,
+    complete: bool = False,
 ) -> dict[str, Any]:
-    """A Trainer v2 TrainJob (``trainer.kubeflow.org/v1alpha1``) as v2.3.0 stores it."""
+    """A Trainer v2 TrainJob (``trainer.kubeflow.org/v1alpha1``) as v2.3.0 stores it.
+
+    ``complete``: with the ``Complete=True`` condition the trainer copies from JobSet's
+    ``Completed`` (jobset.go, ``Status``).
+    """
     spec: dict[str, Any] = {"runtimeRef": {"name": "torch-distributed"}}
     if deadline is not None:
         spec["activeDeadlineSeconds"] = deadline
@@ -259,6 +264,8 @@ def trainjob(
         resumed = condition("Suspended", "False", reason="Resumed")
         resumed["lastTransitionTime"] = ago(resumed_ago)
         conditions.append(resumed)
+    if complete:
+        conditions.append(condition("Complete", reason="JobSetCompleted"))
     if failed is not None:
         failure = condition(
             "Failed", message="TrainJob exceeded its active deadline", reason=failed

@@ -16,6 +16,15 @@ the sweeper never touches an MPIJob. What it does, as docs/decisions.md says:
   ``status.startTime + activeDeadlineSeconds`` such a job is failed as mpi-operator records a
   failure (``Failed=True``, reason ``DeadlineExceeded``, ``completionTime``), after the executor
   has made sure no launcher Job exists; its workers then go.
+- **Enforce a platform deadline through the launcher.** A deadline the MPIJob does not carry
+  (a platform rule's default or cap, docs/policy.md) is not in its launcher Job either, whose
+  ``spec.activeDeadlineSeconds`` is mutable and which mpi-operator only ever updates for
+  suspend and resume, from the launcher as it is (so it keeps what the sweeper wrote). At
+  ``status.startTime`` + the effective deadline, the sweeper writes into the launcher the
+  seconds that fall on that instant counted from the launcher's own ``startTime``: the Job
+  controller re-syncs on the change and fails it at once (``DeadlineExceeded``), mpi-operator
+  copies that failure with ``completionTime``, and the workers go as above. A gang with no
+  launcher yet is failed as above.
 """
 
 from __future__ import annotations
@@ -23,7 +32,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from sweeper.core.clock import human
-from sweeper.core.jobs import Job
+from sweeper.core.jobs import DeadlineSource, Job
 from sweeper.core.kinds import MPI_OPERATOR
 from sweeper.core.model import Action, ActionKind, Entry, Policy, Skip, SkipReason, Why
 from sweeper.core.rules import (
@@ -97,6 +106,40 @@ def _seen_deadline(job: Job, _now: datetime, policy: Policy, overdue: float | No
     return f"startTime + activeDeadlineSeconds {stamp(job.deadline)} ({when})"
 
 
+def _carried(job: Job) -> bool:
+    # The launcher Job carries the MPIJob's own deadline only (newLauncherJob).
+    return job.deadline_source is DeadlineSource.JOB
+
+
+def _seen_platform(job: Job, *_: object) -> str:
+    if _carried(job):
+        return "the deadline is the MPIJob's own" + (
+            "" if job.rule is None else f", within platform rule {job.rule}"
+        )
+    own = (
+        "none of its own"
+        if job.declared_seconds is None
+        else f"its own activeDeadlineSeconds {job.declared_seconds}"
+    )
+    return (
+        f"effective {human(job.deadline_seconds or 0)}, the {job.deadline_source.value} of"
+        f" platform rule {job.rule}; {own}"
+    )
+
+
+def _platform(job: Job, _now: datetime, _policy: Policy, overdue: float | None) -> Entry | None:
+    if _carried(job):
+        return None
+    return Action(
+        job,
+        ActionKind.SET_DEADLINE,
+        Why.PLATFORM_DEADLINE,
+        overdue,
+        f"{human(overdue or 0.0)} past the {job.deadline_source.value} of platform rule"
+        f" {job.rule}: its launcher Job gets that deadline, or a gang with none is failed",
+    )
+
+
 def _fail(job: Job, _now: datetime, _policy: Policy, overdue: float | None) -> Entry:
     return Action(
         job,
@@ -130,15 +173,16 @@ RULES: tuple[Rule, ...] = (
             if job.launcher_waits
             else "launcherCreationPolicy AtStartup"
         ),
-        lambda job: not job.launcher_waits,
+        lambda job: not job.launcher_waits and _carried(job),
         lambda _job: "its launcher Job carries the deadline; the Job controller enforces it",
     ),
     Rule(SkipReason.NOT_YET_DUE.value, _seen_deadline, _not_yet_due),
+    Rule(Why.PLATFORM_DEADLINE.value, _seen_platform, _platform),
     Rule("no-launcher", lambda *_: "past its deadline; no launcher Job is expected yet", _fail),
 )
 
 
 def due_at(job: Job, policy: Policy) -> datetime | None:
-    """``startTime + activeDeadlineSeconds + grace`` for a gang that waits for its workers."""
+    """``startTime`` + deadline + grace, for a gang or a deadline the launcher does not carry."""
     fixed, instant = premise_due(RULES, job, policy)
     return instant if fixed else _due_instant(job, policy)

@@ -14,6 +14,16 @@ release): the TrainJob says Failed while its pods keep their GPUs. So the sweepe
   while it runs (the controller re-applies it), never for a MultiKueue-managed one;
 - reports a running TrainJob still not failed ``--reclaim-grace`` past its deadline: its
   controller's to fail, so only a sign that the controller is down.
+
+Under a platform rule (docs/policy.md), a deadline the TrainJob does not carry is enforced on
+the trainer's own clock. ``spec.activeDeadlineSeconds`` may be added when absent but never
+changed once set (the CRD's CEL rule ``self == oldSelf``, a transition rule that only applies
+when both values exist): a TrainJob without one gets the effective deadline written
+(``set-deadline``), the same seconds since the trainer counts them from the same instant, and
+the trainer then fails it itself. A TrainJob whose own deadline is longer than the cap is
+failed at the cap by the sweeper, as the trainer writes its deadline failure, and its JobSet
+deleted at once: the trainer neither deletes it (only its own deadline check does) nor
+re-creates it (it skips every object of a finished TrainJob).
 """
 
 from __future__ import annotations
@@ -21,7 +31,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from sweeper.core.clock import human
-from sweeper.core.jobs import Job
+from sweeper.core.jobs import DeadlineSource, Job
 from sweeper.core.kinds import TRAINER
 from sweeper.core.model import Action, ActionKind, Entry, Policy, Skip, SkipReason, Why
 from sweeper.core.rules import (
@@ -47,8 +57,68 @@ def _deadline_failure(job: Job) -> bool:
 
 
 def _reclaim_at(job: Job, policy: Policy) -> datetime | None:
-    # A garbled lastTransitionTime gives no instant to wait from: the JobSet is due now.
-    return ALWAYS if job.failed_at is None else later(job.failed_at, policy.reclaim_grace)
+    # A garbled lastTransitionTime gives no instant to wait from: the JobSet is due now. A
+    # failure the sweeper wrote (a platform cap) is never followed by the trainer's delete.
+    if job.failed_at is None or job.failed_by_sweeper:
+        return ALWAYS
+    return later(job.failed_at, policy.reclaim_grace)
+
+
+def _platform_source(job: Job) -> str:
+    rule = f"rule {job.rule}" if job.rule else "no rule"
+    return f"the {job.deadline_source.value} of platform {rule}"
+
+
+def _platform(job: Job, now: datetime, policy: Policy, overdue: float | None) -> Entry | None:
+    if job.deadline_source is DeadlineSource.JOB or job.deadline_seconds is None:
+        return None
+    seconds = job.deadline_seconds
+    if job.declared_seconds is None:
+        return Action(
+            job,
+            ActionKind.SET_DEADLINE,
+            Why.PLATFORM_DEADLINE,
+            overdue,
+            f"activeDeadlineSeconds {seconds} ({human(seconds)}, {_platform_source(job)})"
+            " written for the trainer controller to enforce",
+        )
+    due = _cap_due(job, policy)
+    if due is None or now < due:
+        left = "never" if due is None else f"in {human((due - now).total_seconds())}"
+        return Skip(
+            job,
+            SkipReason.NOT_YET_DUE,
+            overdue,
+            f"capped at {human(seconds)} ({_platform_source(job)}); due {left}",
+        )
+    return Action(
+        job,
+        ActionKind.FAIL,
+        Why.PLATFORM_DEADLINE,
+        overdue,
+        f"{human(overdue or 0.0)} past {human(seconds)}, {_platform_source(job)}; its own"
+        f" activeDeadlineSeconds {job.declared_seconds} is longer and immutable",
+    )
+
+
+def _cap_due(job: Job, policy: Policy) -> datetime | None:
+    deadline = job.deadline
+    return None if deadline is None else later(deadline, policy.grace)
+
+
+def _seen_platform(job: Job, *_: object) -> str:
+    if job.deadline_source is DeadlineSource.JOB:
+        return (
+            "the deadline is the TrainJob's own"
+            if job.rule is None
+            else (f"the TrainJob's own deadline is within platform rule {job.rule}")
+        )
+    own = (
+        "none of its own"
+        if job.declared_seconds is None
+        else f"its own activeDeadlineSeconds {job.declared_seconds}"
+    )
+    return f"effective {human(job.deadline_seconds or 0)}, {_platform_source(job)}; {own}"
 
 
 def _finished(job: Job, now: datetime, policy: Policy, overdue: float | None) -> Entry | None:
@@ -123,13 +193,24 @@ RULES: tuple[Rule, ...] = (
     SUSPENDED,
     NO_DEADLINE,
     NOT_STARTED,
+    # Reads the clock for a cap (due_at below times it).
+    Rule(Why.PLATFORM_DEADLINE.value, _seen_platform, _platform),
     Rule("controller-enforced", _seen_deadline, _running),
 )
 
 
 def due_at(job: Job, policy: Policy) -> datetime | None:
-    """When the JobSet of a TrainJob failed by its deadline is due; ``None`` for the others."""
+    """When the sweeper acts on a TrainJob that stays as it is; ``None`` when it never does.
+
+    The JobSet of a TrainJob failed by its deadline, ``--reclaim-grace`` after the failure (at
+    once after the sweeper's); a platform deadline the TrainJob lacks, at once; a platform cap
+    below its own deadline, at the cap and ``--grace``.
+    """
     fixed, instant = premise_due(RULES, job, policy)
     if fixed:
         return instant
-    return _reclaim_at(job, policy) if _deadline_failure(job) else None
+    if job.finished is not None:
+        return _reclaim_at(job, policy) if _deadline_failure(job) else None
+    if job.suspended or job.deadline is None or job.deadline_source is DeadlineSource.JOB:
+        return None
+    return ALWAYS if job.declared_seconds is None else _cap_due(job, policy)

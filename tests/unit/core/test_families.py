@@ -123,6 +123,11 @@ TRAIN_CASES = [
         id="clock-restarts-on-resume",
     ),
     pytest.param(trainjob(deadline=None), ("skip", "no-deadline"), id="no-deadline"),
+    pytest.param(
+        trainjob(created_ago=5000, complete=True),
+        ("skip", "finished"),
+        id="complete-is-finished-not-late",
+    ),
     pytest.param(trainjob(suspend=True), ("skip", "suspended"), id="suspended"),
     pytest.param(
         trainjob(failed="DeadlineExceeded", failed_ago=121),

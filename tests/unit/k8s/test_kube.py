@@ -242,6 +242,16 @@ WRITES = [
         id="jobset-delete-with-uid-precondition-in-the-background",
     ),
     pytest.param(
+        lambda c: c.patch_batch_job(
+            "a", "mpi-launcher", {"spec": {"activeDeadlineSeconds": 5}}, dry_run=True
+        ),
+        "PATCH",
+        "/apis/batch/v1/namespaces/a/jobs/mpi-launcher?dryRun=All",
+        {"spec": {"activeDeadlineSeconds": 5}},
+        "application/merge-patch+json",
+        id="launcher-deadline-patch-server-dry-run",
+    ),
+    pytest.param(
         lambda c: c.create_event("a", {"kind": "Event"}, dry_run=False),
         "POST",
         "/api/v1/namespaces/a/events",

@@ -84,6 +84,7 @@ def test_summary_counts_decisions_skip_reasons_results_and_errors() -> None:
         "fail": 0,
         "terminate-pods": 0,
         "delete-jobset": 0,
+        "set-deadline": 0,
         "skip": 2,
         "skipped": {"no-deadline": 1, "not-yet-due": 1},
         "results": {"done": 1, "error": 1, "skipped": 2},
@@ -93,7 +94,7 @@ def test_summary_counts_decisions_skip_reasons_results_and_errors() -> None:
         "unlisted": [],
     }
     assert summary_line(counts) == (
-        "4 jobs: 2 touch, 0 fail, 0 terminate-pods, 0 delete-jobset, "
+        "4 jobs: 2 touch, 0 fail, 0 terminate-pods, 0 delete-jobset, 0 set-deadline, "
         "2 skip (no-deadline 1, not-yet-due 1); 1 error; 0.2s"
     )
 
