@@ -51,7 +51,14 @@ def test_a_run_pushes_its_figures_and_a_failed_run_keeps_the_last_success(
     assert sample(first, "deadline_sweeper_jobs", kind="PyTorchJob", decision="touch") == 1
     assert sample(first, "deadline_sweeper_jobs", kind="PyTorchJob", decision="skip") == 2
     assert (
-        sample(first, "deadline_sweeper_actions", kind="PyTorchJob", action="touch", result="done")
+        sample(
+            first,
+            "deadline_sweeper_actions",
+            kind="PyTorchJob",
+            action="touch",
+            result="done",
+            rule="",
+        )
         == 1
     )
     assert sample(first, "deadline_sweeper_overdue_jobs", kind="PyTorchJob") == 1
