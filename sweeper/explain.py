@@ -23,8 +23,7 @@ from typing import Any, TextIO
 
 from sweeper.act.cleanup import leftovers_by_owner
 from sweeper.config import ClockMode, Config, OutputFormat
-from sweeper.core import clock
-from sweeper.core.clock import format_rfc3339, human
+from sweeper.core.clock import SYSTEM_CLOCK, Clock, format_rfc3339, human
 from sweeper.core.decide import Step, explain
 from sweeper.core.errors import EXIT_OK, ApiError, ClusterUnavailable, ConfigError, NotFound
 from sweeper.core.jobs import parse_job
@@ -33,7 +32,7 @@ from sweeper.core.plan import assemble
 from sweeper.core.scope import RunScope
 from sweeper.k8s.cluster import Cluster, ServedKind
 from sweeper.oneshot.run import Connect
-from sweeper.stop import StopFlag, monotonic_now
+from sweeper.stop import StopFlag
 
 log = logging.getLogger(__name__)
 
@@ -64,8 +63,10 @@ class Explanation:
     max_actions: int | None = None
 
 
-def run_explain(config: Config, connect: Connect, out: TextIO) -> int:
-    """Explain the job ``config.explain`` names; exit code 0.
+def run_explain(
+    config: Config, connect: Connect, out: TextIO, *, clock: Clock = SYSTEM_CLOCK
+) -> int:
+    """Explain the job ``config.explain`` names, at ``clock``'s instant; exit code 0.
 
     Raises:
         ConfigError: No served kind has a job of that name (exit 2).
@@ -73,7 +74,8 @@ def run_explain(config: Config, connect: Connect, out: TextIO) -> int:
     """
     assert config.explain is not None  # noqa: S101 - the CLI calls this only with --explain
     namespace, name = config.explain
-    cluster = connect(config, stop=StopFlag(monotonic_now() + config.timeout, config.timeout))
+    stop = StopFlag(clock.monotonic() + config.timeout, config.timeout, clock)
+    cluster = connect(config, stop=stop)
     with contextlib.closing(cluster):
         try:
             discovery = cluster.discover()
@@ -103,7 +105,7 @@ def run_explain(config: Config, connect: Connect, out: TextIO) -> int:
         if config.clock is ClockMode.SERVER and discovery.server_date is not None:
             now, whose = discovery.server_date, "server"
         else:
-            now, whose = clock.local_now(), "local"
+            now, whose = clock.now(), "local"
         explanations = []
         for (served_kind, raw), scope in zip(found, scopes, strict=True):
             job = parse_job(raw, served_kind.kind, served_kind.version)

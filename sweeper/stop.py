@@ -14,38 +14,28 @@ import contextlib
 import math
 import signal
 import threading
-import time
 from collections.abc import Callable, Iterator
 from types import FrameType
 
+from sweeper.core.clock import SYSTEM_CLOCK, Clock
 from sweeper.core.errors import Interrupted, RunTimeout, SweeperError
 
 StopReason = Callable[[], SweeperError | None]
 """Says why the work must stop now (``Interrupted``, ``RunTimeout``...), or ``None``."""
 
 
-def monotonic_now() -> float:
-    """Read the monotonic clock a run's deadlines are on (the default of every such clock).
-
-    ``time.monotonic`` is looked up at each call, as ``sweeper.k8s.kube`` does: a test that
-    patches it (freezegun) then moves every deadline of the run together.
-    """
-    return time.monotonic()
-
-
 class StopFlag:
     """Why the run must stop, if it must: a signal, or ``--timeout`` running out.
 
-    ``deadline`` is on ``monotonic``; ``timeout`` (seconds) is only for the message.
+    ``deadline`` is on the run's ``clock`` (monotonic); ``timeout`` (seconds) is only for the
+    message.
     """
 
-    def __init__(
-        self, deadline: float, timeout: float, monotonic: Callable[[], float] | None = None
-    ) -> None:
+    def __init__(self, deadline: float, timeout: float, clock: Clock = SYSTEM_CLOCK) -> None:
         self.event = threading.Event()
         self.deadline = deadline
         self._timeout = timeout
-        self._monotonic = monotonic or monotonic_now
+        self._clock = clock
         self._signal: str | None = None
 
     def request(self, name: str) -> None:
@@ -57,13 +47,13 @@ class StopFlag:
         """Say whether the run must stop now, and why: ``None`` to go on."""
         if self.event.is_set():
             return Interrupted(f"interrupted by {self._signal or 'a signal'}")
-        if self._monotonic() >= self.deadline:
+        if self._clock.monotonic() >= self.deadline:
             return RunTimeout(f"--timeout ({self._timeout:g}s) reached")
         return None
 
     def remaining(self) -> float:
         """Seconds left before ``--timeout``, on the run's clock (negative once past)."""
-        return self.deadline - self._monotonic()
+        return self.deadline - self._clock.monotonic()
 
     def wait(self, seconds: float) -> bool:
         """Sleep ``seconds``, unless a signal asks the run to stop; ``True`` when one did."""

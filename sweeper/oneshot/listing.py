@@ -15,7 +15,7 @@ from datetime import datetime
 from http import HTTPStatus
 
 from sweeper.config import ClockMode, Config
-from sweeper.core import clock
+from sweeper.core.clock import Clock, human
 from sweeper.core.decide import judge
 from sweeper.core.errors import (
     ApiError,
@@ -47,6 +47,7 @@ _AHEAD = 8
 def list_pass(
     cluster: Cluster,
     config: Config,
+    clock: Clock,
     stop_reason: Callable[[], SweeperError | None],
     fresh: Callable[[], report.Ledger],
 ) -> Listing:
@@ -63,7 +64,7 @@ def list_pass(
         Interrupted: A signal arrived.
         RunTimeout: ``--timeout`` ran out.
     """
-    listing = Listing(config, stop_reason, fresh())
+    listing = Listing(config, clock, stop_reason, fresh())
     covered = _discover(cluster, config, listing)
     try:
         listing.list_all(cluster, covered)
@@ -72,7 +73,7 @@ def list_pass(
         # what was judged is dropped, and the pass lists everything again, once.
         log.warning("%s; listing every kind again", cause)
         discovery_date = listing.discovery_date
-        listing = Listing(config, stop_reason, fresh())
+        listing = Listing(config, clock, stop_reason, fresh())
         listing.discovery_date = discovery_date
         try:
             listing.list_all(cluster, covered)
@@ -138,10 +139,12 @@ class Listing:
     def __init__(
         self,
         config: Config,
+        clock: Clock,
         stop_reason: Callable[[], SweeperError | None],
         ledger: report.Ledger,
     ) -> None:
         self.config = config
+        self.clock = clock
         self._stop_reason = stop_reason
         self.ledger = ledger
         self.actions: list[Action] = []
@@ -235,7 +238,7 @@ class Listing:
 
     def _saw(self, server_date: datetime | None) -> None:
         # One local reading, as close as possible to the server's answer.
-        self.local_date = clock.local_now()
+        self.local_date = self.clock.now()
         self.server_date = server_date
 
     def now(self) -> datetime:
@@ -250,7 +253,7 @@ class Listing:
     def _choose_now(self) -> datetime:
         if self.local_date is None:
             self._saw(self.discovery_date)
-        local = self.local_date or clock.local_now()
+        local = self.local_date or self.clock.now()
         server = self.server_date
         if server is None:
             if self.config.clock is ClockMode.SERVER:
@@ -261,7 +264,7 @@ class Listing:
             if abs(skew) > self.config.policy.grace + _SKEW_RESOLUTION_S:
                 log.warning(
                     "the local clock is %s %s the API server's; --clock local decides by it",
-                    clock.human(abs(skew)),
+                    human(abs(skew)),
                     "ahead of" if skew > 0 else "behind",
                     extra={"skew_s": round(skew, 3), "clock": "local"},
                 )

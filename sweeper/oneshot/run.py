@@ -13,14 +13,14 @@ import contextlib
 import gc
 import logging
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from datetime import datetime
 from typing import Protocol, TextIO
 
 from sweeper.act.cleanup import leftovers_by_owner
 from sweeper.act.executor import Claim, Executor
 from sweeper.config import Config, OutputFormat
-from sweeper.core import clock
+from sweeper.core.clock import SYSTEM_CLOCK, Clock
 from sweeper.core.errors import (
     EXIT_ACTIONS_FAILED,
     EXIT_OK,
@@ -34,7 +34,7 @@ from sweeper.core.plan import assemble
 from sweeper.core.tally import Tally
 from sweeper.k8s.cluster import Cluster
 from sweeper.oneshot import listing, report
-from sweeper.stop import StopFlag, monotonic_now, signals_stop
+from sweeper.stop import StopFlag, signals_stop
 
 log = logging.getLogger(__name__)
 
@@ -57,9 +57,11 @@ def run(
     connect: Connect,
     out: TextIO,
     *,
-    monotonic: Callable[[], float] | None = None,
+    clock: Clock = SYSTEM_CLOCK,
 ) -> int:
     """Run the sweeper: one pass, or repeated passes; then push its metrics if asked.
+
+    ``clock`` is the one clock of the run: its passes, its stop flag and ``--timeout``.
 
     Returns:
         The exit code (0, 1, 4 or 5; codes 2 and 3 are raised as errors).
@@ -69,19 +71,20 @@ def run(
         ClusterUnavailable: The cluster could not be listed, or RBAC refused some of its lists
             (exit 3, at the end of a run that acted on the jobs of the others).
     """
-    monotonic = monotonic or monotonic_now
-    started = monotonic()
+    started = clock.monotonic()
     last: list[Tally] = []  # the tally of the last pass that decided
     try:
-        code = _run(config, connect, out, monotonic=monotonic, started=started, last=last)
+        code = _run(config, connect, out, clock=clock, started=started, last=last)
     except SweeperError as error:
-        _push_metrics(config, last, error.exit_code, monotonic() - started)
+        _push_metrics(config, clock, last, error.exit_code, clock.monotonic() - started)
         raise
-    _push_metrics(config, last, code, monotonic() - started)
+    _push_metrics(config, clock, last, code, clock.monotonic() - started)
     return code
 
 
-def _push_metrics(config: Config, last: list[Tally], code: int, duration_s: float) -> None:
+def _push_metrics(
+    config: Config, clock: Clock, last: list[Tally], code: int, duration_s: float
+) -> None:
     """Push the run's metrics within what is left of ``--timeout`` (at least PUSH_FLOOR_S)."""
     if config.pushgateway is None:
         return
@@ -94,7 +97,7 @@ def _push_metrics(config: Config, last: list[Tally], code: int, duration_s: floa
     figures = metrics.figures(
         last[-1] if last else None,
         exit_code=code,
-        ended_at=clock.local_now(),
+        ended_at=clock.now(),
         duration_s=duration_s,
     )
     timeout = min(config.request_timeout, max(PUSH_FLOOR_S, left))
@@ -106,20 +109,18 @@ def _run(
     connect: Connect,
     out: TextIO,
     *,
-    monotonic: Callable[[], float],
+    clock: Clock,
     started: float,
     last: list[Tally],
 ) -> int:
-    flag = StopFlag(started + config.timeout, config.timeout, monotonic)
+    flag = StopFlag(started + config.timeout, config.timeout, clock)
     with signals_stop(flag):
         cluster = connect(config, stop=flag)
         # The connections close with the run, not at process exit: a process that runs the
         # sweeper again (in-process tests, a long-lived caller) would otherwise leave every
         # run's keep-alive sockets to the garbage collector.
         with contextlib.closing(cluster):
-            return _passes(
-                config, cluster, flag, out, started=started, monotonic=monotonic, last=last
-            )
+            return _passes(config, cluster, flag, out, started=started, clock=clock, last=last)
 
 
 def _passes(
@@ -129,7 +130,7 @@ def _passes(
     out: TextIO,
     *,
     started: float,
-    monotonic: Callable[[], float],
+    clock: Clock,
     last: list[Tally],
 ) -> int:
     code = EXIT_OK
@@ -141,7 +142,7 @@ def _passes(
         # The collector pauses for the one-shot process's passes only: the watch mode's resync
         # calls sweep() from a thread, and a pause there would stop it for the whole process.
         with collector_paused():
-            outcome = sweep(number, config, cluster, flag, out, monotonic=monotonic)
+            outcome = sweep(number, config, cluster, flag, out, clock=clock)
         if outcome.tally is not None:
             last[:] = [outcome.tally]
         if outcome.errors:
@@ -152,13 +153,13 @@ def _passes(
         if config.every is None or config.for_seconds is None:
             break
         # A pass longer than --every skips the slots it overran rather than piling up.
-        elapsed = monotonic() - started
+        elapsed = clock.monotonic() - started
         slot = max(slot + 1, math.ceil(elapsed / config.every))
         next_start = started + slot * config.every
         # No pass starts after --for, nor at or after --timeout (it could not finish).
         if slot * config.every >= config.for_seconds or next_start >= flag.deadline:
             break
-        delay = next_start - monotonic()
+        delay = next_start - clock.monotonic()
         if flag.event.wait(max(0.0, delay)):
             stopped = flag.reason() or Interrupted("interrupted")
             log.warning("stopped between passes: %s", stopped)
@@ -219,7 +220,7 @@ def sweep(
     flag: StopFlag,
     out: TextIO,
     *,
-    monotonic: Callable[[], float] | None = None,
+    clock: Clock,
     claim: Claim | None = None,
 ) -> PassOutcome:
     """Run one pass: discover, list, decide, act, report.
@@ -233,7 +234,7 @@ def sweep(
         ConfigError: The server rejected the label selector (exit 2).
         ClusterUnavailable: Discovery or a list failed for good (exit 3).
     """
-    began = (monotonic or monotonic_now)()
+    began = clock.monotonic()
     stopped: SweeperError | None = None
     unavailable: ClusterUnavailable | None = None
     listed: listing.Listing | None = None
@@ -241,7 +242,7 @@ def sweep(
     plan: Plan | None = None
     try:
         listed = listing.list_pass(
-            cluster, config, flag.reason, lambda: report.Ledger(config.output)
+            cluster, config, clock, flag.reason, lambda: report.Ledger(config.output)
         )
         now = listed.now()
         plan = _plan(cluster, config, listed, now)
@@ -262,7 +263,7 @@ def sweep(
         ).execute(plan)
         ledger.resolve(execution.outcomes)
         stopped = execution.stopped_by
-    duration_s = (monotonic or monotonic_now)() - began
+    duration_s = clock.monotonic() - began
     reason = stopped or unavailable
     unlisted = listed.unlisted if listed is not None else []
     counts = _report(

@@ -16,9 +16,10 @@ import contextlib
 import random
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import datetime, timedelta
 
+from sweeper.core.clock import Clock
 from sweeper.core.schedule import Schedule
 from sweeper.k8s.transport import RetryPolicy
 from sweeper.watch.inbox import Ending, Event, Fired, JobKey, Listed, Message
@@ -38,11 +39,11 @@ _FAILURES_COUNTED = 20
 class Agenda:
     """The timers, the actors and the failure counts of the jobs a replica watches.
 
-    A failed fire's backoff counts from ``now``, the decision clock.
+    A failed fire's backoff counts from ``clock.now()``, the decision clock.
     """
 
-    def __init__(self, now: Callable[[], datetime]) -> None:
-        self._now = now
+    def __init__(self, clock: Clock) -> None:
+        self._clock = clock
         self._lock = threading.Lock()
         self._timers: Schedule[JobKey] = Schedule()
         # Jobs an actor holds, each with the earliest look that came due meanwhile.
@@ -133,7 +134,7 @@ class Agenda:
         failures = min(self._failures.get(fired.key, 0) + 1, _FAILURES_COUNTED)
         self._failures[fired.key] = failures
         delay = _FIRE_BACKOFF.backoff(failures, random.uniform)
-        return self._now() + timedelta(seconds=delay)
+        return self._clock.now() + timedelta(seconds=delay)
 
     def failures(self, key: JobKey) -> int:
         """Consecutive failed fires of a job (0 after a success, a change, or its deletion)."""

@@ -31,14 +31,13 @@ import logging
 import math
 import queue
 import threading
-import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime
 from http.server import ThreadingHTTPServer
 from typing import Protocol, TextIO
 
 from sweeper.config import Config, WatchSettings
+from sweeper.core.clock import SYSTEM_CLOCK, Clock
 from sweeper.core.errors import (
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -80,19 +79,23 @@ class WatchConnect(Protocol):
         ...
 
 
-def watch(config: Config, connect: WatchConnect, out: TextIO) -> int:
+def watch(
+    config: Config, connect: WatchConnect, out: TextIO, *, clock: Clock = SYSTEM_CLOCK
+) -> int:
     """Run the watch mode until SIGTERM or SIGINT; the exit code is ``Watcher.run``'s.
+
+    ``clock`` is the one clock every part of the run reads.
 
     Raises:
         ClusterUnavailable: Discovery failed for good at start-up (exit 3).
         ConfigError: The probes' port cannot be listened on (exit 2).
     """
     settings = config.watch or WatchSettings()
-    flag = _WatchFlag(config.timeout)
+    flag = _WatchFlag(config.timeout, clock)
     with signals_stop(flag):
         cluster = connect(config, stop=flag)
         with contextlib.closing(cluster):
-            watcher = Watcher(config, settings, cluster, flag, out)
+            watcher = Watcher(config, settings, cluster, flag, out, clock=clock)
             # The transport asks the flag before every attempt of a write: from now on, the
             # Lease's answer.
             flag.window = watcher.write_window
@@ -102,8 +105,8 @@ def watch(config: Config, connect: WatchConnect, out: TextIO) -> int:
 class _WatchFlag(StopFlag):
     """The watch's stop flag: signals only (no deadline), and the Lease's write window."""
 
-    def __init__(self, timeout: float) -> None:
-        super().__init__(math.inf, timeout)
+    def __init__(self, timeout: float, clock: Clock) -> None:
+        super().__init__(math.inf, timeout, clock)
         self.window: Callable[[], float] = lambda: math.inf
 
     def write_window(self) -> float:
@@ -114,7 +117,9 @@ class _WatchFlag(StopFlag):
 class Watcher:
     """The watch mode's main loop, timers, fire pool and resync (see the module docstring).
 
-    ``monotonic`` is the clock of timers and leadership (injected by tests).
+    ``clock`` is the run's one clock, handed to every part: the Lease, the streams, the resync
+    and the probes read it as it is; the timers, the fires and the main loop read it through
+    the decision clock built on it (``sweeper.watch.fire.DecisionClock``).
     """
 
     def __init__(
@@ -125,20 +130,20 @@ class Watcher:
         flag: StopFlag,
         out: TextIO,
         *,
-        monotonic: Callable[[], float] = time.monotonic,
+        clock: Clock,
     ) -> None:
         self.config = config
         self.settings = settings
         self.cluster = cluster
         self.flag = flag
         self.out = out
-        self.monotonic = monotonic
+        self.clock = clock
         self.metrics = WatchMetrics()
-        self.health = Health(streams=1)
-        self.agenda = Agenda(now=lambda: self.now())  # noqa: PLW0108 - late-bound
+        self.health = Health(streams=1, clock=clock)
+        self.decision = DecisionClock(config.clock, clock)
+        self.agenda = Agenda(self.decision)
         self.served: dict[str, ServedKind] = {}
         self.inbox: Inbox = queue.Queue()
-        self._clock = DecisionClock(config.clock, monotonic)
         # A dry run writes nothing, the Lease included: every dry replica reports on its own.
         self.elects = settings.leader_elect and config.dry_run is None
         self.leader = Leader(
@@ -146,30 +151,30 @@ class Watcher:
             settings,
             self.inbox,
             elects=self.elects,
-            saw_date=self._clock.saw_date,
+            saw_date=self.decision.saw_date,
             stopping=flag.event,
             metrics=self.metrics,
-            monotonic=monotonic,
+            clock=clock,
         )
         self.streams = Streams(
             cluster,
             config,
             settings,
             self.inbox,
-            saw_date=self._clock.saw_date,
+            saw_date=self.decision.saw_date,
             stopping=flag.event,
             metrics=self.metrics,
             health=self.health,
-            monotonic=monotonic,
+            clock=clock,
         )
         self._fire = Fire(
             cluster,
             config,
             inbox=self.inbox,
             metrics=self.metrics,
-            # Late-bound: the served kinds and the clock as they are when a timer fires.
+            # Late-bound: the served kinds as they are when a timer fires.
             served=lambda kind: self.served[kind],
-            now=lambda: self.now(),  # noqa: PLW0108 - late-bound, as said
+            clock=self.decision,
             stop_reason=self.stop_reason,
         )
         self._pool = ThreadPoolExecutor(max_workers=FIRE_WORKERS, thread_name_prefix="fire")
@@ -185,19 +190,15 @@ class Watcher:
             stop_reason=self.stop_reason,
             stopping=flag.event,
             metrics=self.metrics,
-            monotonic=monotonic,
+            clock=clock,
         )
-        self.metrics.clock_offset.labels("low").set_function(lambda: self._clock.offset("low"))
-        self.metrics.clock_offset.labels("high").set_function(lambda: self._clock.offset("high"))
+        self.metrics.clock_offset.labels("low").set_function(lambda: self.decision.offset("low"))
+        self.metrics.clock_offset.labels("high").set_function(lambda: self.decision.offset("high"))
 
     @property
     def elector(self) -> Elector:
         """The Lease's state machine (``Leader.elector``)."""
         return self.leader.elector
-
-    def now(self) -> datetime:
-        """The decision clock's reading (one per fired job; see ``_DecisionClock.now``)."""
-        return self._clock.now()
 
     def leading(self) -> bool:
         """Whether this replica may write to jobs now (``Leader.leading``)."""
@@ -315,7 +316,7 @@ class Watcher:
             timeout = MAX_SLEEP_S
             next_due = self.agenda.next_due()
             if next_due is not None and self.leading():
-                timeout = min(timeout, max((next_due - self.now()).total_seconds(), 0.0))
+                timeout = min(timeout, max((next_due - self.decision.now()).total_seconds(), 0.0))
             try:
                 message = self.inbox.get(timeout=timeout)
             except queue.Empty:
@@ -326,7 +327,7 @@ class Watcher:
                     message = self.inbox.get_nowait()
                 except queue.Empty:
                     message = None
-            now = self.now()
+            now = self.decision.now()
             leading = self.leading()
             self.metrics.tracked.set(len(self.agenda))
             # What this replica would act on and has not: a standby acts on nothing, and the

@@ -14,11 +14,11 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-import time
 from collections.abc import Callable, Iterator
 from typing import TextIO
 
 from sweeper.config import Config, WatchSettings
+from sweeper.core.clock import Clock
 from sweeper.core.errors import RunTimeout, SweeperError
 from sweeper.core.model import Action
 from sweeper.k8s.cluster import Cluster
@@ -52,7 +52,7 @@ class Resync:
         stop_reason: Callable[[], SweeperError | None],
         stopping: threading.Event,
         metrics: WatchMetrics,
-        monotonic: Callable[[], float] = time.monotonic,
+        clock: Clock,
     ) -> None:
         self.config = config
         self.settings = settings
@@ -65,7 +65,7 @@ class Resync:
         self.stop_reason = stop_reason
         self.stopping = stopping
         self.metrics = metrics
-        self.monotonic = monotonic
+        self.clock = clock
 
     def run(self) -> None:
         """Every ``--resync`` seconds: discover again, then a pass while leading."""
@@ -79,11 +79,17 @@ class Resync:
 
     def pass_once(self, number: int) -> None:
         """Run pass ``number``; a failed pass is logged and counted, never raised."""
-        flag = _PassFlag(self.config.timeout, self.stop_reason, self.stopping, self.monotonic)
+        flag = _PassFlag(self.config.timeout, self.stop_reason, self.stopping, self.clock)
         with self.agenda.passing():
             try:
                 outcome = sweep(
-                    number, self.config, self.cluster, flag, self.out, claim=self._claim
+                    number,
+                    self.config,
+                    self.cluster,
+                    flag,
+                    self.out,
+                    clock=self.clock,
+                    claim=self._claim,
                 )
                 failed = outcome.errors or outcome.unlisted
                 result = "stopped" if outcome.stopped_by else ("errors" if failed else "ok")
@@ -125,9 +131,9 @@ class _PassFlag(StopFlag):
         timeout: float,
         stop_reason: Callable[[], SweeperError | None],
         stopping: threading.Event,
-        monotonic: Callable[[], float],
+        clock: Clock,
     ) -> None:
-        super().__init__(monotonic() + timeout, timeout, monotonic)
+        super().__init__(clock.monotonic() + timeout, timeout, clock)
         self.event = stopping
         self._stop_reason = stop_reason
 
@@ -136,6 +142,6 @@ class _PassFlag(StopFlag):
         cause = self._stop_reason()
         if cause is not None:
             return cause
-        if self._monotonic() >= self.deadline:
+        if self._clock.monotonic() >= self.deadline:
             return RunTimeout(f"--timeout ({self._timeout:g}s) reached in resync pass")
         return None

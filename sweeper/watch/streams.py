@@ -14,12 +14,11 @@ from __future__ import annotations
 import logging
 import random
 import threading
-import time
-from collections.abc import Callable
 from datetime import datetime
 from http import HTTPStatus
 
 from sweeper.config import Config, WatchSettings
+from sweeper.core.clock import Clock
 from sweeper.core.decide import due_at
 from sweeper.core.errors import ApiError, Gone, WatchStalled
 from sweeper.core.jobs import parse_job
@@ -73,7 +72,7 @@ class Streams:
         stopping: threading.Event,
         metrics: WatchMetrics,
         health: Health,
-        monotonic: Callable[[], float] = time.monotonic,
+        clock: Clock,
     ) -> None:
         self.cluster = cluster
         self.config = config
@@ -83,7 +82,7 @@ class Streams:
         self.stopping = stopping
         self.metrics = metrics
         self.health = health
-        self.monotonic = monotonic
+        self.clock = clock
         # Whose jobs are kept: --exclude-namespace as every mode reads it. The watch API cannot
         # leave a namespace out either, so its jobs are dropped here: never tracked, so never
         # acted on. (The kinds and namespaces watched are the engine's scopes.)
@@ -212,11 +211,11 @@ class Streams:
             )
         )
         while True:
-            sent = self.monotonic()
+            sent = self.clock.monotonic()
             page = next(pages, None)
             if page is None:
                 break
-            self.saw_date(page.server_date, sent, self.monotonic())
+            self.saw_date(page.server_date, sent, self.clock.monotonic())
             for job in page.jobs:
                 if not kept(job.namespace):
                     continue
@@ -238,7 +237,7 @@ class Streams:
             _ShortWatch: The stream ended within ``SHORT_WATCH_S`` with no event at all.
         """
         policy, kept = self.config.policy, self.covered.kept
-        sent = self.monotonic()
+        sent = self.clock.monotonic()
         seen = False
         with self.cluster.watch_jobs(
             scope.served,
@@ -248,7 +247,7 @@ class Streams:
             timeout_s=random.randint(*WATCH_TIMEOUT_RANGE_S),  # noqa: S311 - spread, not crypto
             read_timeout_s=self.settings.watch_timeout,
         ) as stream:
-            self.saw_date(stream.server_date, sent, self.monotonic())
+            self.saw_date(stream.server_date, sent, self.clock.monotonic())
             for event in stream:
                 if self._ended(scope):
                     break
@@ -271,7 +270,7 @@ class Streams:
                     _unreadable(scope, named.get("namespace"), named.get("name"), event.type)
                     continue
                 self.inbox.put(Event(key, due))
-        if not seen and self.monotonic() - sent < SHORT_WATCH_S and not self._ended(scope):
+        if not seen and self.clock.monotonic() - sent < SHORT_WATCH_S and not self._ended(scope):
             raise _ShortWatch
         return version
 

@@ -39,6 +39,7 @@ from hypothesis import given, note, settings
 from hypothesis import strategies as st
 
 from sweeper.config import ClockMode, Config, WatchSettings
+from sweeper.core.clock import SYSTEM_CLOCK
 from sweeper.core.decide import decide, due_at, judge
 from sweeper.core.jobs import Job, parse_job
 from sweeper.core.kinds import lookup
@@ -585,6 +586,7 @@ def watcher_for(scene: Scene, cluster: FakeCluster) -> engine.Watcher:
         cast("WatchCluster", cluster),
         StopFlag(math.inf, config.timeout),
         io.StringIO(),
+        clock=SYSTEM_CLOCK,
     )
 
 

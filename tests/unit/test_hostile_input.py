@@ -21,7 +21,7 @@ import pytest
 from sweeper.cli import Seams, command
 from sweeper.config import ClockMode, Config, WatchSettings
 from sweeper.core import model
-from sweeper.core.clock import parse_http_date, parse_rfc3339
+from sweeper.core.clock import SYSTEM_CLOCK, parse_http_date, parse_rfc3339
 from sweeper.core.decide import due_at, judge
 from sweeper.core.jobs import Job, parse_job
 from sweeper.core.kinds import KINDS, TOUCHED_AT_ANNOTATION, VERSION
@@ -187,6 +187,7 @@ def watcher(fake: FakeCluster, policy: Policy) -> engine.Watcher:
         cast("WatchCluster", fake),
         StopFlag(math.inf, config.timeout),
         io.StringIO(),
+        clock=SYSTEM_CLOCK,
     )
 
 

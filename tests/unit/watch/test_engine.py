@@ -16,7 +16,7 @@ from datetime import timedelta
 import pytest
 
 from sweeper.config import ClockMode, Config, WatchSettings
-from sweeper.core import clock
+from sweeper.core.clock import SYSTEM_CLOCK, parse_rfc3339
 from sweeper.core.errors import EXIT_OK, ApiError, ClusterUnavailable, Interrupted, RequestRef
 from sweeper.core.kinds import KINDS, TOUCHED_AT_ANNOTATION
 from sweeper.core.model import Policy
@@ -262,11 +262,11 @@ def test_a_resync_pass_catches_what_no_stream_heard_of_and_reports_it(start: Sta
 def test_with_the_local_clock_the_decision_instant_is_the_local_clock(start: Start) -> None:
     fake = fake_cluster(job(name="train"))  # overdue on any clock after 2024
     run = start(fake, clock=ClockMode.LOCAL, policy=NO_RETOUCH).listed()
-    before = clock.local_now().replace(microsecond=0)
+    before = SYSTEM_CLOCK.now().replace(microsecond=0)
 
     wait_for(lambda: run.requests("patch", "train") != [], "the touch")
 
-    written = clock.parse_rfc3339(touched_at(fake.job("pytorchjobs", "team-a", "train")))
+    written = parse_rfc3339(touched_at(fake.job("pytorchjobs", "team-a", "train")))
     assert written is not None
     assert written >= before > NOW  # not the server's (the fake's Date says NOW)
     run.stop()

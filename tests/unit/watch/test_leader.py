@@ -265,7 +265,7 @@ class SimulatedWaits(threading.Event):
     def wait(self, timeout: float | None = None) -> bool:
         assert timeout is not None
         self.waits.append(timeout)
-        self.clock.now += timeout
+        self.clock.at += timeout
         if len(self.waits) >= self.rounds:
             self.set()
         return self.is_set()
@@ -284,7 +284,7 @@ def lease_thread(fake: FakeCluster, rounds: int) -> tuple[Leader, SimulatedWaits
         saw_date=lambda *_: None,
         stopping=stopping,
         metrics=WatchMetrics(),
-        monotonic=clock,
+        clock=clock,
     )
     return leader, stopping
 
@@ -373,12 +373,12 @@ class SecondSignalClock(Clock):
 
     flag: StopFlag | None = None
 
-    def __call__(self) -> float:
+    def monotonic(self) -> float:
         if self.flag is not None and threading.current_thread() is threading.main_thread():
             flag, self.flag = self.flag, None
             flag.request("SIGTERM")
             raise KeyboardInterrupt
-        return self.now
+        return self.at
 
 
 def test_a_second_signal_before_the_loop_saw_the_first_leaves_the_lease_to_expire() -> None:

@@ -215,8 +215,8 @@ def test_a_stream_the_server_ends_at_once_is_a_failure_and_backs_off() -> None:
         saw_date=lambda *_: None,
         stopping=stopping,
         metrics=metrics,
-        health=Health(streams=1),
-        monotonic=Clock(),  # never moves: every watch lasted less than a second
+        health=Health(streams=1, clock=Clock()),
+        clock=Clock(),  # never moves: every watch lasted less than a second
     )
 
     # Without a backoff the thread would never wait: stop it at the 100th watch instead.
