@@ -32,7 +32,7 @@ from sweeper.core.plan import assemble
 from sweeper.core.scope import RunScope
 from sweeper.k8s.cluster import Cluster, ServedKind
 from sweeper.oneshot.run import Connect
-from sweeper.stop import StopFlag
+from sweeper.stop import Stop
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +74,7 @@ def run_explain(
     """
     assert config.explain is not None  # noqa: S101 - the CLI calls this only with --explain
     namespace, name = config.explain
-    stop = StopFlag(clock.monotonic() + config.timeout, config.timeout, clock)
+    stop = Stop(clock, deadline=clock.monotonic() + config.timeout, timeout=config.timeout)
     cluster = connect(config, stop=stop)
     with contextlib.closing(cluster):
         try:

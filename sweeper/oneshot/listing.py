@@ -23,7 +23,6 @@ from sweeper.core.errors import (
     ConfigError,
     Gone,
     NotFound,
-    SweeperError,
 )
 from sweeper.core.jobs import Job
 from sweeper.core.kinds import MPI_OPERATOR_VERSION
@@ -31,6 +30,7 @@ from sweeper.core.model import Action, Skip, settled
 from sweeper.core.scope import RunScope
 from sweeper.k8s.cluster import Cluster, JobPage, ServedKind
 from sweeper.oneshot import readahead, report
+from sweeper.stop import Stop
 
 log = logging.getLogger(__name__)
 
@@ -48,12 +48,12 @@ def list_pass(
     cluster: Cluster,
     config: Config,
     clock: Clock,
-    stop_reason: Callable[[], SweeperError | None],
+    stop: Stop,
     fresh: Callable[[], report.Ledger],
 ) -> Listing:
     """Discover, then list and judge every job of the pass, starting over once if need be.
 
-    ``stop_reason`` is checked after each page; ``fresh`` makes the pass's empty ledger
+    ``stop`` is asked after each page; ``fresh`` makes the pass's empty ledger
     (again, when the listing starts over).
 
     Raises:
@@ -64,7 +64,7 @@ def list_pass(
         Interrupted: A signal arrived.
         RunTimeout: ``--timeout`` ran out.
     """
-    listing = Listing(config, clock, stop_reason, fresh())
+    listing = Listing(config, clock, stop, fresh())
     covered = _discover(cluster, config, listing)
     try:
         listing.list_all(cluster, covered)
@@ -73,7 +73,7 @@ def list_pass(
         # what was judged is dropped, and the pass lists everything again, once.
         log.warning("%s; listing every kind again", cause)
         discovery_date = listing.discovery_date
-        listing = Listing(config, clock, stop_reason, fresh())
+        listing = Listing(config, clock, stop, fresh())
         listing.discovery_date = discovery_date
         try:
             listing.list_all(cluster, covered)
@@ -140,12 +140,12 @@ class Listing:
         self,
         config: Config,
         clock: Clock,
-        stop_reason: Callable[[], SweeperError | None],
+        stop: Stop,
         ledger: report.Ledger,
     ) -> None:
         self.config = config
         self.clock = clock
-        self._stop_reason = stop_reason
+        self._stop = stop
         self.ledger = ledger
         self.actions: list[Action] = []
         self.unlisted: list[ClusterUnavailable] = []
@@ -189,7 +189,7 @@ class Listing:
                     jobs = [job for job in jobs if covered.kept(job.namespace)]
                 self._judge(jobs)
                 judged = True
-                cause = self._stop_reason()
+                cause = self._stop.reason()
                 if cause is not None:
                     raise cause
         except NotFound as error:

@@ -3,8 +3,9 @@
 A pass discovers the served kinds, lists every job page by page and judges each page as it
 comes (``sweeper.oneshot.listing``), then executes the actions and reports
 (``sweeper.oneshot.report``).
-SIGTERM and SIGINT set a flag: the write in progress completes, no new one starts, the pass is
-reported and the run exits 4. ``--timeout`` bounds the whole run the same way (exit 5).
+SIGTERM and SIGINT set the run's ``Stop``: the write in progress completes, no new one starts,
+the pass is reported and the run exits 4. ``--timeout`` bounds the whole run the same way
+(exit 5).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from sweeper.core.plan import assemble
 from sweeper.core.tally import Tally
 from sweeper.k8s.cluster import Cluster
 from sweeper.oneshot import listing, report
-from sweeper.stop import StopFlag, signals_stop
+from sweeper.stop import Stop, signals_stop
 
 log = logging.getLogger(__name__)
 
@@ -47,8 +48,8 @@ PUSH_FLOOR_S = 1.0
 class Connect(Protocol):
     """Builds the cluster for a run (``sweeper.k8s.client.connect``, or a fake in tests)."""
 
-    def __call__(self, config: Config, /, *, stop: StopFlag) -> Cluster:
-        """Connect; ``stop`` bounds every request by the run's signal flag and ``--timeout``."""
+    def __call__(self, config: Config, /, *, stop: Stop) -> Cluster:
+        """Connect; ``stop`` bounds every request by the run's signals and ``--timeout``."""
         ...
 
 
@@ -61,7 +62,7 @@ def run(
 ) -> int:
     """Run the sweeper: one pass, or repeated passes; then push its metrics if asked.
 
-    ``clock`` is the one clock of the run: its passes, its stop flag and ``--timeout``.
+    ``clock`` is the one clock of the run: its passes, its ``Stop`` and ``--timeout``.
 
     Returns:
         The exit code (0, 1, 4 or 5; codes 2 and 3 are raised as errors).
@@ -113,20 +114,20 @@ def _run(
     started: float,
     last: list[Tally],
 ) -> int:
-    flag = StopFlag(started + config.timeout, config.timeout, clock)
-    with signals_stop(flag):
-        cluster = connect(config, stop=flag)
+    stop = Stop(clock, deadline=started + config.timeout, timeout=config.timeout)
+    with signals_stop(stop):
+        cluster = connect(config, stop=stop)
         # The connections close with the run, not at process exit: a process that runs the
         # sweeper again (in-process tests, a long-lived caller) would otherwise leave every
         # run's keep-alive sockets to the garbage collector.
         with contextlib.closing(cluster):
-            return _passes(config, cluster, flag, out, started=started, clock=clock, last=last)
+            return _passes(config, cluster, stop, out, started=started, clock=clock, last=last)
 
 
 def _passes(
     config: Config,
     cluster: Cluster,
-    flag: StopFlag,
+    stop: Stop,
     out: TextIO,
     *,
     started: float,
@@ -142,7 +143,7 @@ def _passes(
         # The collector pauses for the one-shot process's passes only: the watch mode's resync
         # calls sweep() from a thread, and a pause there would stop it for the whole process.
         with collector_paused():
-            outcome = sweep(number, config, cluster, flag, out, clock=clock)
+            outcome = sweep(number, config, cluster, stop, out, clock=clock)
         if outcome.tally is not None:
             last[:] = [outcome.tally]
         if outcome.errors:
@@ -157,11 +158,11 @@ def _passes(
         slot = max(slot + 1, math.ceil(elapsed / config.every))
         next_start = started + slot * config.every
         # No pass starts after --for, nor at or after --timeout (it could not finish).
-        if slot * config.every >= config.for_seconds or next_start >= flag.deadline:
+        if slot * config.every >= config.for_seconds or next_start >= stop.deadline:
             break
         delay = next_start - clock.monotonic()
-        if flag.event.wait(max(0.0, delay)):
-            stopped = flag.reason() or Interrupted("interrupted")
+        if stop.wait(max(0.0, delay)):
+            stopped = stop.reason() or Interrupted("interrupted")
             log.warning("stopped between passes: %s", stopped)
             return stopped.exit_code
     if unlisted:
@@ -217,7 +218,7 @@ def sweep(
     number: int,
     config: Config,
     cluster: Cluster,
-    flag: StopFlag,
+    stop: Stop,
     out: TextIO,
     *,
     clock: Clock,
@@ -242,7 +243,7 @@ def sweep(
     plan: Plan | None = None
     try:
         listed = listing.list_pass(
-            cluster, config, clock, flag.reason, lambda: report.Ledger(config.output)
+            cluster, config, clock, stop, lambda: report.Ledger(config.output)
         )
         now = listed.now()
         plan = _plan(cluster, config, listed, now)
@@ -257,7 +258,7 @@ def sweep(
         execution = Executor(
             cluster,
             dry_run=config.dry_run,
-            stop_reason=flag.reason,
+            stop=stop,
             on_outcome=lambda o: report.log_outcome(o, config.dry_run),
             claim=claim,
         ).execute(plan)

@@ -28,10 +28,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import math
 import queue
 import threading
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from http.server import ThreadingHTTPServer
 from typing import Protocol, TextIO
@@ -49,7 +47,7 @@ from sweeper.core.errors import (
 from sweeper.core.scope import RunScope
 from sweeper.k8s.cluster import Discovery, ServedKind, WatchCluster
 from sweeper.metrics import WatchMetrics
-from sweeper.stop import StopFlag, signals_stop
+from sweeper.stop import Stop, signals_stop
 from sweeper.watch.agenda import Agenda
 from sweeper.watch.elector import Elector
 from sweeper.watch.fire import DecisionClock, Fire
@@ -74,7 +72,7 @@ DRAIN_MARGIN_S = 1.0
 class WatchConnect(Protocol):
     """Builds the cluster for the watch mode (``sweeper.k8s.kube.connect``)."""
 
-    def __call__(self, config: Config, /, *, stop: StopFlag) -> WatchCluster:
+    def __call__(self, config: Config, /, *, stop: Stop) -> WatchCluster:
         """Connect; ``stop`` has no deadline in watch mode, which runs until a signal."""
         ...
 
@@ -84,34 +82,19 @@ def watch(
 ) -> int:
     """Run the watch mode until SIGTERM or SIGINT; the exit code is ``Watcher.run``'s.
 
-    ``clock`` is the one clock every part of the run reads.
+    ``clock`` is the one clock every part of the run reads; the run's one ``Stop`` is built
+    on it here, and handed to every part with it.
 
     Raises:
         ClusterUnavailable: Discovery failed for good at start-up (exit 3).
         ConfigError: The probes' port cannot be listened on (exit 2).
     """
     settings = config.watch or WatchSettings()
-    flag = _WatchFlag(config.timeout, clock)
-    with signals_stop(flag):
-        cluster = connect(config, stop=flag)
+    stop = Stop(clock)  # no deadline: the watch runs until a signal
+    with signals_stop(stop):
+        cluster = connect(config, stop=stop)
         with contextlib.closing(cluster):
-            watcher = Watcher(config, settings, cluster, flag, out, clock=clock)
-            # The transport asks the flag before every attempt of a write: from now on, the
-            # Lease's answer.
-            flag.window = watcher.write_window
-            return watcher.run()
-
-
-class _WatchFlag(StopFlag):
-    """The watch's stop flag: signals only (no deadline), and the Lease's write window."""
-
-    def __init__(self, timeout: float, clock: Clock) -> None:
-        super().__init__(math.inf, timeout, clock)
-        self.window: Callable[[], float] = lambda: math.inf
-
-    def write_window(self) -> float:
-        """Seconds a job write sent now may stay in flight (``Watcher.write_window``)."""
-        return self.window()
+            return Watcher(config, settings, cluster, stop, out, clock=clock).run()
 
 
 class Watcher:
@@ -119,7 +102,8 @@ class Watcher:
 
     ``clock`` is the run's one clock, handed to every part: the Lease, the streams, the resync
     and the probes read it as it is; the timers, the fires and the main loop read it through
-    the decision clock built on it (``sweeper.watch.fire.DecisionClock``).
+    the decision clock built on it (``sweeper.watch.fire.DecisionClock``). ``stop`` is the
+    run's one stop, handed to every part too; the Lease fences it (``Stop.fence``).
     """
 
     def __init__(
@@ -127,7 +111,7 @@ class Watcher:
         config: Config,
         settings: WatchSettings,
         cluster: WatchCluster,
-        flag: StopFlag,
+        stop: Stop,
         out: TextIO,
         *,
         clock: Clock,
@@ -135,7 +119,7 @@ class Watcher:
         self.config = config
         self.settings = settings
         self.cluster = cluster
-        self.flag = flag
+        self.stop = stop
         self.out = out
         self.clock = clock
         self.metrics = WatchMetrics()
@@ -152,17 +136,20 @@ class Watcher:
             self.inbox,
             elects=self.elects,
             saw_date=self.decision.saw_date,
-            stopping=flag.event,
+            stop=stop,
             metrics=self.metrics,
             clock=clock,
         )
+        # Every write of the run (a fire's, a pass's, through the transport too) stops when
+        # this replica no longer leads, and is bounded by the Lease: its answer from now on.
+        stop.fence(self.leader)
         self.streams = Streams(
             cluster,
             config,
             settings,
             self.inbox,
             saw_date=self.decision.saw_date,
-            stopping=flag.event,
+            stop=stop,
             metrics=self.metrics,
             health=self.health,
             clock=clock,
@@ -175,7 +162,7 @@ class Watcher:
             # Late-bound: the served kinds as they are when a timer fires.
             served=lambda kind: self.served[kind],
             clock=self.decision,
-            stop_reason=self.stop_reason,
+            stop=stop,
         )
         self._pool = ThreadPoolExecutor(max_workers=FIRE_WORKERS, thread_name_prefix="fire")
         self._resync = Resync(
@@ -187,8 +174,7 @@ class Watcher:
             agenda=self.agenda,
             inbox=self.inbox,
             leading=self.leading,
-            stop_reason=self.stop_reason,
-            stopping=flag.event,
+            stop=stop,
             metrics=self.metrics,
             clock=clock,
         )
@@ -207,15 +193,6 @@ class Watcher:
     def write_window(self) -> float:
         """Seconds a job write sent now may stay in flight (``Leader.write_window``)."""
         return self.leader.write_window()
-
-    def stop_reason(self) -> SweeperError | None:
-        """Say why writes must stop (a signal, or this replica no longer leads), or ``None``."""
-        cause = self.flag.reason()
-        if cause is not None:
-            return cause
-        if not self.leading():
-            return Interrupted("no longer the leader")
-        return None
 
     # --- the run ---------------------------------------------------------------------------
 
@@ -290,7 +267,7 @@ class Watcher:
 
         client-go's contract for releasing on cancel: whatever the Lease guards must have
         completed first, or two replicas act at once. No write starts any more (every write
-        asks ``stop_reason``, and the signal cuts every retry wait short), so the fires in
+        asks ``Stop.reason``, and the signal cuts every retry wait short), so the fires in
         progress end within a request each, and the resync pass (its report included) and the
         Lease thread are waited for a bounded time.
 
@@ -311,7 +288,7 @@ class Watcher:
         return self.leader.finish(busy)
 
     def _loop(self) -> None:
-        while not self.flag.event.is_set():
+        while not self.stop.is_set():
             self.health.beat()
             timeout = MAX_SLEEP_S
             next_due = self.agenda.next_due()

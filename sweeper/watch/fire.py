@@ -16,13 +16,14 @@ from sweeper.act.executor import Executor
 from sweeper.config import ClockMode, Config
 from sweeper.core.clock import Clock
 from sweeper.core.decide import ALWAYS, due_at, judge
-from sweeper.core.errors import ApiError, NotFound, SweeperError
+from sweeper.core.errors import ApiError, NotFound
 from sweeper.core.families import family_of
 from sweeper.core.jobs import parse_job
 from sweeper.core.model import Action, ActionKind, Outcome, Plan, Result
 from sweeper.k8s.cluster import Cluster, ServedKind
 from sweeper.metrics import WatchMetrics
 from sweeper.oneshot import report
+from sweeper.stop import Stop
 from sweeper.watch.inbox import Ending, Fired, Inbox, JobKey
 from sweeper.watch.servertime import ServerClock
 
@@ -109,7 +110,7 @@ class Fire:
         served: A served kind by its name (known once discovery answered).
         metrics: The watch metrics (lateness, actions).
         clock: The decision clock (``DecisionClock``).
-        stop_reason: Asked before every write: a signal, or no longer the leader.
+        stop: The run's stop, asked before every write: a signal, or no longer the leader.
     """
 
     def __init__(
@@ -121,7 +122,7 @@ class Fire:
         served: Callable[[str], ServedKind],
         metrics: WatchMetrics,
         clock: Clock,
-        stop_reason: Callable[[], SweeperError | None],
+        stop: Stop,
     ) -> None:
         self.cluster = cluster
         self.config = config
@@ -129,7 +130,7 @@ class Fire:
         self.inbox = inbox
         self.metrics = metrics
         self._clock = clock
-        self._stop_reason = stop_reason
+        self._stop = stop
 
     def run(self, key: JobKey, due: datetime) -> None:
         """The pool's task: fire, and tell the inbox how it ended, whatever happened."""
@@ -172,7 +173,7 @@ class Fire:
         executor = Executor(
             self.cluster,
             dry_run=self.config.dry_run,
-            stop_reason=self._stop_reason,
+            stop=self._stop,
             on_outcome=self._outcome,
         )
         execution = executor.execute(Plan(now=now, policy=policy, entries=(entry,)))

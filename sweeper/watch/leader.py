@@ -28,6 +28,7 @@ from sweeper.core.clock import Clock
 from sweeper.core.errors import ApiError, Conflict, Interrupted, NotFound
 from sweeper.k8s.cluster import WatchCluster
 from sweeper.metrics import WatchMetrics
+from sweeper.stop import Stop
 from sweeper.watch.elector import Create, Elector, Lease, Update, Wait, lease_body, parse_lease
 from sweeper.watch.inbox import Inbox, Leadership, SawDate
 
@@ -47,7 +48,7 @@ class Leader:
     """The Lease loop around the Elector; the one place that says whether this replica leads.
 
     Without ``elects`` it always leads. ``inbox`` is told each change of leadership (it wakes
-    the main loop up); on ``stopping`` the loop ends, and the Lease is released later.
+    the main loop up); once ``stop`` is set the loop ends, and the Lease is released later.
     """
 
     def __init__(
@@ -58,7 +59,7 @@ class Leader:
         *,
         elects: bool,
         saw_date: SawDate,
-        stopping: threading.Event,
+        stop: Stop,
         metrics: WatchMetrics,
         clock: Clock,
     ) -> None:
@@ -67,7 +68,7 @@ class Leader:
         self.inbox = inbox
         self.elects = elects
         self.saw_date = saw_date
-        self.stopping = stopping
+        self.stop = stop
         self.metrics = metrics
         self.clock = clock
         self.elector = Elector(settings.identity, settings.timing)
@@ -107,7 +108,7 @@ class Leader:
         was_leading = False
         holder = ""
         read_first = False
-        while not self.stopping.is_set():
+        while not self.stop.is_set():
             now = self.clock.monotonic()
             with self._lock:
                 if self.elector.lost(now):
@@ -154,7 +155,7 @@ class Leader:
             if not leading and self.elector.holder and self.elector.holder != holder:
                 holder = self.elector.holder
                 log.info("the leader is %s", holder, extra={"leader": holder})
-            self.stopping.wait(self._delay(leading=leading, answered=answered))
+            self.stop.wait(self._delay(leading=leading, answered=answered))
         # Released by the engine (release), once the work the Lease guards has finished.
 
     def _delay(self, *, leading: bool, answered: bool) -> float:

@@ -27,6 +27,7 @@ from sweeper.core.scope import RunScope
 from sweeper.k8s.cluster import ServedKind, WatchCluster
 from sweeper.k8s.transport import RetryPolicy
 from sweeper.metrics import WatchMetrics
+from sweeper.stop import Stop
 from sweeper.watch.health import Health
 from sweeper.watch.inbox import Event, Inbox, JobKey, Listed, SawDate, Scope
 
@@ -55,7 +56,7 @@ _FAILURES_COUNTED = 17
 
 
 class Streams:
-    """The stream threads' work: ``run`` is one scope's thread; ``stopping`` ends them all.
+    """The stream threads' work: ``run`` is one scope's thread; ``stop`` ends them all.
 
     Due instants go to ``inbox``; each answer's ``Date`` to ``saw_date`` (the server clock);
     ``health`` is told when each stream first listed (``/readyz``).
@@ -69,7 +70,7 @@ class Streams:
         inbox: Inbox,
         *,
         saw_date: SawDate,
-        stopping: threading.Event,
+        stop: Stop,
         metrics: WatchMetrics,
         health: Health,
         clock: Clock,
@@ -79,7 +80,7 @@ class Streams:
         self.settings = settings
         self.inbox = inbox
         self.saw_date = saw_date
-        self.stopping = stopping
+        self.stop = stop
         self.metrics = metrics
         self.health = health
         self.clock = clock
@@ -130,7 +131,7 @@ class Streams:
             log.info("%s no longer served: its stream ends", scope)
 
     def _ended(self, scope: Scope) -> bool:
-        return self.stopping.is_set() or scope in self._retired
+        return self.stop.is_set() or scope in self._retired
 
     def run(self, scope: Scope) -> None:
         """List, then watch, one scope until the run stops; never raises."""
@@ -186,13 +187,13 @@ class Streams:
                 self.metrics.watch_restarts.labels("error").inc()
                 failures += 1
                 self._backoff(failures)
-        if not self.stopping.is_set():
+        if not self.stop.is_set():
             # Retired: its kind is no longer served, and with it every job of the scope.
             self.inbox.put(Listed(scope, {}, relist=True))
 
     def _backoff(self, failures: int, *, unreachable: bool = False) -> None:
         policy = _BACKOFF_UNREACHABLE if unreachable else _BACKOFF
-        self.stopping.wait(policy.backoff(min(failures, _FAILURES_COUNTED), random.uniform))
+        self.stop.wait(policy.backoff(min(failures, _FAILURES_COUNTED), random.uniform))
 
     def list_one(self, scope: Scope, *, relist: bool) -> str:
         """List a scope and queue every job's due instant.

@@ -27,7 +27,7 @@ from sweeper.core.model import ActionMode, Policy
 from sweeper.k8s.cluster import ServedKind
 from sweeper.oneshot import run as oneshot
 from sweeper.oneshot.run import collector_paused, run
-from sweeper.stop import StopFlag
+from sweeper.stop import Stop
 from tests.unit.fakes import FakeCluster, Request
 from tests.unit.objects import NOW, deadline_failed, job, owned
 
@@ -53,7 +53,7 @@ class Ticker:
 def sweep(
     fake: FakeCluster, config: Config = JSON_CONFIG, clock: Ticker | None = None
 ) -> tuple[int, list[dict[str, Any]]]:
-    def connect(config: Config, *, stop: StopFlag) -> FakeCluster:
+    def connect(config: Config, *, stop: Stop) -> FakeCluster:
         return fake
 
     out = io.StringIO()
@@ -405,7 +405,7 @@ def test_the_metrics_push_gets_what_is_left_of_the_timeout(
 def test_without_a_clock_the_run_and_its_stop_flag_read_time_monotonic_at_each_call(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # One default clock for the run, its passes and its StopFlag: patching time.monotonic
+    # One default clock for the run, its passes and its Stop: patching time.monotonic
     # (as freezegun does) moves them all together, the --timeout included.
     ticker = Ticker(step=0.3)
     monkeypatch.setattr(time, "monotonic", ticker.monotonic)
@@ -470,7 +470,7 @@ def test_a_pass_called_alone_leaves_the_collector_on() -> None:
     fake = CollectorWitness()
     fake.add_job(job())
     outcome = oneshot.sweep(
-        1, JSON_CONFIG, fake, StopFlag(float("inf"), 45.0), io.StringIO(), clock=SYSTEM_CLOCK
+        1, JSON_CONFIG, fake, Stop(SYSTEM_CLOCK), io.StringIO(), clock=SYSTEM_CLOCK
     )
     assert outcome.errors == 0
     assert fake.collecting

@@ -29,7 +29,7 @@ from sweeper.config import Config, Timing, WatchSettings
 from sweeper.core.clock import SYSTEM_CLOCK
 from sweeper.core.errors import NotFound, RequestRef
 from sweeper.core.kinds import KINDS
-from sweeper.stop import StopFlag
+from sweeper.stop import Stop
 from sweeper.watch.engine import Watcher
 from tests.unit.fakes import FakeCluster, Request
 from tests.unit.objects import NOW, job
@@ -70,7 +70,7 @@ class Running:
 
     fake: FakeCluster
     watcher: Watcher
-    flag: StopFlag
+    flag: Stop  # the run's one stop (``stop()`` is SIGTERM)
     clock: Clock
     out: io.StringIO
     port: int
@@ -256,10 +256,10 @@ def running(
     )
     config.setdefault("kinds", (PYTORCH,))
     made = Config(watch=settings, **config)
-    flag = StopFlag(math.inf, made.timeout)
+    stop = Stop(clock)
     out = io.StringIO()
-    watcher = Watcher(made, settings, fake, flag, out, clock=clock)
-    result = Running(fake, watcher, flag, clock, out, port, hook=hook, host=health_address)
+    watcher = Watcher(made, settings, fake, stop, out, clock=clock)
+    result = Running(fake, watcher, stop, clock, out, port, hook=hook, host=health_address)
 
     def stamp(request: Request) -> None:
         result.log.append(Stamped(request, clock.at))

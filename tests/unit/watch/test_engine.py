@@ -21,7 +21,7 @@ from sweeper.core.errors import EXIT_OK, ApiError, ClusterUnavailable, Interrupt
 from sweeper.core.kinds import KINDS, TOUCHED_AT_ANNOTATION
 from sweeper.core.model import Policy
 from sweeper.k8s.cluster import WatchEvent
-from sweeper.stop import StopFlag
+from sweeper.stop import Stop
 from sweeper.watch.engine import watch
 from tests.unit.fakes import FakeCluster
 from tests.unit.objects import NOW, job, stamp
@@ -273,14 +273,14 @@ def test_with_the_local_clock_the_decision_instant_is_the_local_clock(start: Sta
 
 
 def test_sigterm_ends_the_watch_mode_with_0_after_releasing_the_lease() -> None:
-    # The entry point, as the CLI calls it: its own stop flag, signal handlers, and close.
+    # The entry point, as the CLI calls it: its own stop, signal handlers, and close.
     fake = fake_cluster(job(name="train"))
     settings = WatchSettings(
         leader_elect=True, identity="me", timing=QUICK_LEASE, health_port=0, lease_namespace="ns"
     )
     config = Config(watch=settings, kinds=(PYTORCH,), policy=NO_RETOUCH)
 
-    def connect(_config: Config, *, stop: StopFlag) -> FakeCluster:
+    def connect(_config: Config, *, stop: Stop) -> FakeCluster:
         return fake
 
     def terminate_once_acting() -> None:

@@ -18,7 +18,7 @@ from sweeper.cli import Seams, command
 from sweeper.config import Config
 from sweeper.core.clock import SYSTEM_CLOCK
 from sweeper.core.errors import EXIT_CONFIG, ConfigError
-from sweeper.stop import StopFlag
+from sweeper.stop import Stop
 from sweeper.watch.health import Health, serve
 from tests.cli_runner import runner
 from tests.unit.fakes import FakeWatchCluster
@@ -85,7 +85,7 @@ def test_a_second_watch_on_the_same_port_exits_2_with_one_line_not_as_a_bug(
 ) -> None:
     fake = FakeWatchCluster()
 
-    def connect(_config: Config, *, stop: StopFlag) -> FakeWatchCluster:
+    def connect(_config: Config, *, stop: Stop) -> FakeWatchCluster:
         return fake
 
     result = runner().invoke(

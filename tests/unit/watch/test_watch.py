@@ -19,7 +19,7 @@ import pytest
 
 from sweeper.config import ClockMode, Config, DryRun, OutputFormat, Timing, WatchSettings
 from sweeper.core.clock import SYSTEM_CLOCK
-from sweeper.stop import StopFlag
+from sweeper.stop import Stop
 from sweeper.watch.elector import Lease, Record
 from sweeper.watch.engine import Watcher
 from sweeper.watch.fire import DecisionClock
@@ -53,10 +53,10 @@ def watcher(
     config = Config(
         dry_run=dry_run, timeout=timeout, watch=settings, output=OutputFormat.JSON, page_size=1
     )
-    flag = StopFlag(math.inf, timeout)
+    stop = Stop(clock)
     # A Cluster, not a WatchCluster: nothing here opens a stream or sends a Lease request.
     fake: Any = cluster or FakeCluster(date=NOW)
-    return Watcher(config, settings, fake, flag, io.StringIO(), clock=clock)
+    return Watcher(config, settings, fake, stop, io.StringIO(), clock=clock)
 
 
 @pytest.mark.parametrize("dry_run", [DryRun.CLIENT, DryRun.SERVER], ids=str)
@@ -82,7 +82,7 @@ def test_with_election_no_write_is_sent_until_leading_nor_in_flight_past_the_lea
     assert (real.leading(), real.write_window()) == (True, 11.0)
     clock.at = 110.0  # the renew deadline: the transport sends no attempt any more
     assert (real.leading(), real.write_window()) == (False, 0.0)
-    assert str(real.stop_reason()) == "no longer the leader"
+    assert str(real.stop.reason()) == "no longer the leader"
 
 
 def test_without_election_writes_are_not_fenced() -> None:

@@ -9,7 +9,6 @@ apply the message the fire sends, and read the timer it left armed.
 from __future__ import annotations
 
 import io
-import math
 from datetime import datetime
 from typing import Any
 
@@ -17,11 +16,12 @@ import pytest
 
 from sweeper.cli import Seams, command
 from sweeper.config import ClockMode, Config, WatchSettings
+from sweeper.core.clock import SYSTEM_CLOCK
 from sweeper.core.errors import ApiError, ConfigError, RequestRef
 from sweeper.core.kinds import KINDS, VERSION
 from sweeper.core.model import ActionMode, Policy
 from sweeper.k8s.cluster import ServedKind
-from sweeper.stop import StopFlag
+from sweeper.stop import Stop
 from sweeper.watch.engine import Watcher
 from sweeper.watch.inbox import Event, Fired, JobKey, Listed, Scope
 from tests.cli_runner import runner
@@ -40,7 +40,7 @@ def watcher(fake: FakeWatchCluster, **config: Any) -> Watcher:
         Config(watch=settings, clock=ClockMode.LOCAL, **config),
         settings,
         fake,
-        StopFlag(math.inf, 45),
+        Stop(SYSTEM_CLOCK),
         io.StringIO(),
         clock=Clock(wall=NOW),
     )
@@ -94,7 +94,7 @@ def test_one_shot_passes_still_take_max_actions() -> None:
     assert Config(policy=Policy(max_actions=3)).policy.max_actions == 3
 
 
-def _never_connect(config: Config, *, stop: StopFlag) -> FakeWatchCluster:
+def _never_connect(config: Config, *, stop: Stop) -> FakeWatchCluster:
     raise AssertionError("a usage error never connects")
 
 
@@ -278,7 +278,7 @@ def test_an_action_not_started_is_no_failure_of_the_job() -> None:
     fake = FakeWatchCluster(date=NOW)
     fake.add_job(job())
     w = watcher(fake)
-    w.flag.request("SIGTERM")
+    w.stop.request("SIGTERM")
     assert fire(w) == NOW
     assert w.agenda.failures(KEY) == 0
     assert touches(fake) == []
