@@ -160,14 +160,19 @@ def start_watcher(
     identity: str = "bench",
     health_port: int = 0,
     append: bool = False,
+    tree: Path | None = None,
 ) -> subprocess.Popen[bytes]:
     """Start ``sweeper --watch`` with ``args``, its health server on loopback, logs to a file.
 
     Its report (stdout) is thrown away; its log lines (stderr) go to ``log_path``, which the
-    scripts read for errors. The environment is :func:`clean_env`'s.
+    scripts read for errors. The environment is :func:`clean_env`'s. With ``tree``, the
+    sweeper package in that checkout runs, as ``python -m sweeper`` from it.
     """
+    # From the tree: "-m" puts the working directory first on sys.path, so started from
+    # elsewhere it would import that directory's sweeper/ instead.
+    program = [sys.executable, "-m", "sweeper"] if tree else [str(sweeper_executable())]
     argv = [
-        str(sweeper_executable()),
+        *program,
         "--kubeconfig",
         str(kubeconfig),
         "--watch",
@@ -179,8 +184,9 @@ def start_watcher(
         "--health-port",
         str(health_port),
     ]
+    env = clean_env(PYTHONPATH=str(tree)) if tree else clean_env()
     with log_path.open("a" if append else "w") as log:
-        return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=log, env=clean_env())
+        return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=log, env=env, cwd=tree)
 
 
 def watch_until(

@@ -29,14 +29,14 @@ from sweeper.core.model import ActionMode, PodsMode
 from sweeper.explain import run_explain
 from sweeper.k8s.cluster import WatchCluster
 from sweeper.oneshot.run import run
-from sweeper.stop import StopFlag
+from sweeper.stop import Stop
 
 if TYPE_CHECKING:
     # Only for the annotation: the watch machinery is imported for --watch alone.
     from sweeper.watch.engine import WatchConnect
 
 
-def _connect(config: Config, *, stop: StopFlag) -> WatchCluster:
+def _connect(config: Config, *, stop: Stop) -> WatchCluster:
     from sweeper.k8s import client  # noqa: PLC0415 - the client takes 0.25 s to import; only runs need it
 
     return client.connect(config, stop=stop)

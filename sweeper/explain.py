@@ -23,8 +23,7 @@ from typing import Any, TextIO
 
 from sweeper.act.cleanup import leftovers_by_owner
 from sweeper.config import ClockMode, Config, OutputFormat
-from sweeper.core import clock
-from sweeper.core.clock import format_rfc3339, human
+from sweeper.core.clock import SYSTEM_CLOCK, Clock, format_rfc3339, human
 from sweeper.core.decide import Step, explain
 from sweeper.core.errors import EXIT_OK, ApiError, ClusterUnavailable, ConfigError, NotFound
 from sweeper.core.jobs import parse_job
@@ -35,7 +34,7 @@ from sweeper.core.scope import RunScope
 from sweeper.core.warn import explain_warning
 from sweeper.k8s.cluster import Cluster, ServedKind
 from sweeper.oneshot.run import Connect
-from sweeper.stop import StopFlag, monotonic_now
+from sweeper.stop import Stop
 
 log = logging.getLogger(__name__)
 
@@ -66,8 +65,10 @@ class Explanation:
     max_actions: int | None = None
 
 
-def run_explain(config: Config, connect: Connect, out: TextIO) -> int:
-    """Explain the job ``config.explain`` names; exit code 0.
+def run_explain(
+    config: Config, connect: Connect, out: TextIO, *, clock: Clock = SYSTEM_CLOCK
+) -> int:
+    """Explain the job ``config.explain`` names, at ``clock``'s instant; exit code 0.
 
     Raises:
         ConfigError: No served kind has a job of that name (exit 2).
@@ -75,7 +76,8 @@ def run_explain(config: Config, connect: Connect, out: TextIO) -> int:
     """
     assert config.explain is not None  # noqa: S101 - the CLI calls this only with --explain
     namespace, name = config.explain
-    cluster = connect(config, stop=StopFlag(monotonic_now() + config.timeout, config.timeout))
+    stop = Stop(clock, deadline=clock.monotonic() + config.timeout, timeout=config.timeout)
+    cluster = connect(config, stop=stop)
     with contextlib.closing(cluster):
         try:
             discovery = cluster.discover()
@@ -105,7 +107,7 @@ def run_explain(config: Config, connect: Connect, out: TextIO) -> int:
         if config.clock is ClockMode.SERVER and discovery.server_date is not None:
             now, whose = discovery.server_date, "server"
         else:
-            now, whose = clock.local_now(), "local"
+            now, whose = clock.now(), "local"
         view = _view(cluster, config, namespace)
         explanations = []
         for (served_kind, raw), scope in zip(found, scopes, strict=True):

@@ -1,11 +1,13 @@
-"""Stop: the one word for why a run (or one of its passes) ends before its work does.
+"""Stop: the one object that says whether a run (or one of its passes) must end, and why.
 
-A run stops for a signal (SIGTERM, SIGINT) or when ``--timeout`` runs out; in watch mode a
-resync pass also stops when this replica no longer leads (the watch engine's subclass of
-``StopFlag``). Every part asks the same question, "must I stop, and why?":
-``StopFlag.reason`` answers it, ``StopReason`` is that question as a callable (what
-the executor asks before every write), and the transport asks it between retries. The write
-in progress completes; no new one starts. Both engines, ``explain`` and the connection use it.
+A run stops for a signal (SIGTERM, SIGINT) or when ``--timeout`` runs out; in watch mode its
+writes also stop when this replica no longer leads (the Lease ``fence``s the run's ``Stop``),
+and each resync pass has its own ``--timeout`` (``within``). The entry point of each mode
+builds one ``Stop`` on the run's clock and hands it to every part: the threads of the watch
+mode wait on it (``wait``, ``is_set``), the transport asks it before each attempt and waits
+on it between retries, and the executor and the listing ask ``reason`` ("must I stop, and
+why?") before each write and after each page. The write in progress completes; no new one
+starts.
 """
 
 from __future__ import annotations
@@ -14,68 +16,98 @@ import contextlib
 import math
 import signal
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from types import FrameType
+from typing import Protocol
 
+from sweeper.core.clock import Clock
 from sweeper.core.errors import Interrupted, RunTimeout, SweeperError
 
-StopReason = Callable[[], SweeperError | None]
-"""Says why the work must stop now (``Interrupted``, ``RunTimeout``...), or ``None``."""
+
+class Fence(Protocol):
+    """What may end a replica's right to write: the Lease (``sweeper.watch.leader.Leader``)."""
+
+    def leading(self) -> bool:
+        """Whether this replica may write to jobs now."""
+        ...
+
+    def write_window(self) -> float:
+        """Seconds a write sent now may stay in flight; 0 or less: send none."""
+        ...
 
 
-def monotonic_now() -> float:
-    """Read the monotonic clock a run's deadlines are on (the default of every such clock).
+class Stop:
+    """Why the run must stop, if it must: a signal, no longer leading, or ``--timeout``.
 
-    ``time.monotonic`` is looked up at each call, as ``sweeper.k8s.kube`` does: a test that
-    patches it (freezegun) then moves every deadline of the run together.
-    """
-    return time.monotonic()
-
-
-class StopFlag:
-    """Why the run must stop, if it must: a signal, or ``--timeout`` running out.
-
-    ``deadline`` is on ``monotonic``; ``timeout`` (seconds) is only for the message.
+    ``deadline`` is on ``clock``'s monotonic reading (none by default: the watch mode runs
+    until a signal); ``timeout`` (seconds) and ``where`` are only for the message.
     """
 
     def __init__(
-        self, deadline: float, timeout: float, monotonic: Callable[[], float] | None = None
+        self,
+        clock: Clock,
+        *,
+        deadline: float = math.inf,
+        timeout: float = math.inf,
+        where: str = "",
     ) -> None:
-        self.event = threading.Event()
         self.deadline = deadline
+        self._clock = clock
         self._timeout = timeout
-        self._monotonic = monotonic or monotonic_now
+        self._where = where
+        self._run = self  # whose signal and fence: a pass's Stop shares its run's
+        self._event = threading.Event()
         self._signal: str | None = None
+        self._fence: Fence | None = None
+
+    def within(self, timeout: float, where: str) -> Stop:
+        """This run's stop, with ``--timeout`` counted from now: a resync pass's."""
+        deadline = self._clock.monotonic() + timeout
+        part = Stop(self._clock, deadline=deadline, timeout=timeout, where=where)
+        part._run, part._event = self._run, self._run._event
+        return part
+
+    def fence(self, lease: Fence) -> None:
+        """From now on, stop the run's writes when ``lease`` says this replica no longer leads."""
+        self._run._fence = lease
 
     def request(self, name: str) -> None:
         """Ask the run to stop; ``name`` says what asked (a signal's name)."""
-        self._signal = name
-        self.event.set()
+        self._run._signal = name
+        self._event.set()
+
+    def is_set(self) -> bool:
+        """Whether a signal asked the run to stop."""
+        return self._event.is_set()
+
+    def wait(self, seconds: float) -> bool:
+        """Sleep ``seconds``, unless a signal asks the run to stop; ``True`` when one did."""
+        return self._event.wait(seconds)
 
     def reason(self) -> SweeperError | None:
-        """Say whether the run must stop now, and why: ``None`` to go on."""
-        if self.event.is_set():
-            return Interrupted(f"interrupted by {self._signal or 'a signal'}")
-        if self._monotonic() >= self.deadline:
-            return RunTimeout(f"--timeout ({self._timeout:g}s) reached")
+        """Say whether the work must stop now, and why: ``None`` to go on."""
+        if self._event.is_set():
+            return Interrupted(f"interrupted by {self._run._signal or 'a signal'}")
+        fence = self._run._fence
+        if fence is not None and not fence.leading():
+            return Interrupted("no longer the leader")
+        if self._clock.monotonic() >= self.deadline:
+            where = f" {self._where}" if self._where else ""
+            return RunTimeout(f"--timeout ({self._timeout:g}s) reached{where}")
         return None
 
     def remaining(self) -> float:
         """Seconds left before ``--timeout``, on the run's clock (negative once past)."""
-        return self.deadline - self._monotonic()
-
-    def wait(self, seconds: float) -> bool:
-        """Sleep ``seconds``, unless a signal asks the run to stop; ``True`` when one did."""
-        return self.event.wait(seconds)
+        return self.deadline - self._clock.monotonic()
 
     def write_window(self) -> float:
-        """Unbounded: no Lease fences a one-shot run's writes (``--watch`` overrides this)."""
-        return math.inf
+        """Seconds a job write sent now may stay in flight: the fence's, else unbounded."""
+        fence = self._run._fence
+        return math.inf if fence is None else fence.write_window()
 
 
 @contextlib.contextmanager
-def signals_stop(flag: StopFlag) -> Iterator[None]:
+def signals_stop(stop: Stop) -> Iterator[None]:
     """Turn SIGTERM and SIGINT into a stop request for the duration of the block.
 
     A second signal gives up at once (``KeyboardInterrupt``). Outside the main thread (where
@@ -86,9 +118,9 @@ def signals_stop(flag: StopFlag) -> Iterator[None]:
         return
 
     def handler(signum: int, _frame: FrameType | None) -> None:
-        if flag.event.is_set():
+        if stop.is_set():
             raise KeyboardInterrupt
-        flag.request(signal.Signals(signum).name)
+        stop.request(signal.Signals(signum).name)
 
     previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:

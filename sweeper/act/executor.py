@@ -53,7 +53,7 @@ from sweeper.core.platform import source_note
 from sweeper.core.warn import DeadlineWarning, Warned
 from sweeper.k8s.cluster import Cluster, ServedKind
 from sweeper.k8s.dryrun import RecordingCluster
-from sweeper.stop import StopReason
+from sweeper.stop import Stop
 
 log = logging.getLogger(__name__)
 
@@ -91,8 +91,8 @@ class Executor:
         cluster: The cluster.
         dry_run: ``None`` to write, ``client`` to send nothing (the cluster is then wrapped
             in a :class:`~sweeper.k8s.dryrun.RecordingCluster`), ``server`` for dryRun=All.
-        stop_reason: Says why the run must stop (a signal, ``--timeout``, in watch mode the
-            lost Lease), or ``None``; asked before every write (:mod:`sweeper.stop`).
+        stop: The run's stop, asked before every write why it must stop (a signal,
+            ``--timeout``, in watch mode the lost Lease), if it must (:mod:`sweeper.stop`).
         on_outcome: Called with each outcome as soon as it is known (for logs).
         claim: Holds a job for the time of its action; entered with the action, it yields
             ``False`` when another actor has the job (the watch mode's timers, during a
@@ -107,7 +107,7 @@ class Executor:
         cluster: Cluster,
         *,
         dry_run: DryRun | None,
-        stop_reason: StopReason = lambda: None,
+        stop: Stop,
         on_outcome: Callable[[Outcome], None] = lambda _outcome: None,
         claim: Claim | None = None,
         view: Callable[[Job], Job] = lambda job: job,
@@ -123,7 +123,7 @@ class Executor:
         self._jobs = _JobWriter(writing, cleaner, DeadlineWriter(writing, cleaner, view), view)
         self._writing = writing
         self._done = writing.done
-        self._stop_reason = stop_reason
+        self._stop = stop
         self._on_outcome = on_outcome
         self._claim: Claim = claim or (lambda _action: contextlib.nullcontext(True))
 
@@ -148,7 +148,7 @@ class Executor:
             entry = plan.entries[index]
             assert isinstance(entry, Action)  # noqa: S101 - the order holds actions only
             if stopped is None:
-                stopped = self._stop_reason()
+                stopped = self._stop.reason()
             if stopped is not None:
                 outcomes[index] = Outcome(entry, Result.NOT_STARTED, str(stopped))
                 continue
@@ -245,7 +245,7 @@ class Executor:
         )
 
     def _stop_if_asked(self) -> None:
-        cause = self._stop_reason()
+        cause = self._stop.reason()
         if cause is not None:
             raise _Stop(cause)
 

@@ -1,13 +1,17 @@
-"""Time: the one place that reads the local clock, and the formats Kubernetes speaks.
+"""Time: the one clock a run is handed, and the formats Kubernetes speaks.
 
-Everything else receives ``now`` as an aware UTC datetime. The API
+A run reads time through one ``Clock``, chosen at its entry point (``SYSTEM_CLOCK``, or a
+test's) and handed to every part: the wall clock for instants, the monotonic clock for
+durations and deadlines. Pure functions receive ``now`` as an aware UTC datetime. The API
 server's clock comes from the ``Date`` header of its responses (RFC 7231, whole seconds).
 """
 
 from __future__ import annotations
 
 import email.utils
+import time
 from datetime import UTC, datetime
+from typing import Protocol
 
 import durationpy
 
@@ -15,9 +19,34 @@ import durationpy
 LONGEST_WAIT = 365 * 24 * 3600.0
 
 
-def local_now() -> datetime:
-    """Read the local clock, aware, in UTC (the only place that does)."""
-    return datetime.now(UTC)
+class Clock(Protocol):
+    """The two readings every part of a run takes from the one clock it is handed."""
+
+    def now(self) -> datetime:
+        """The wall clock, aware, in UTC: the instant jobs are judged at, Lease records."""
+        ...
+
+    def monotonic(self) -> float:
+        """Seconds on a clock that never steps: timers, timeouts, the Lease's expiry."""
+        ...
+
+
+class SystemClock:
+    """The machine's clocks: the only place that reads them."""
+
+    def now(self) -> datetime:
+        """Read the wall clock (the only place that does)."""
+        return datetime.now(UTC)
+
+    def monotonic(self) -> float:
+        """Read ``time.monotonic`` as it is at each call.
+
+        A test that patches it (freezegun) then moves every deadline of the run together.
+        """
+        return time.monotonic()
+
+
+SYSTEM_CLOCK: Clock = SystemClock()
 
 
 def parse_http_date(value: str | None) -> datetime | None:

@@ -7,9 +7,9 @@ official client, unit tests with a fake. ``Transport`` decides everything around
 - 429 (honouring ``Retry-After``, capped), 500, 502, 503, 504 and connection failures are
   retried with exponential backoff and jitter, ``RetryPolicy.attempts`` tries at most;
 - each attempt is bounded by ``--request-timeout`` and by what is left of ``--timeout``, as the
-  run's own stop flag tells it (its deadline, on the run's clock), and a signal cuts a wait
+  run's one stop tells it (its deadline, on the run's clock), and a signal cuts a wait
   short (``Interrupted``);
-- each attempt of a write (any method but GET) also asks the stop flag for its write window
+- each attempt of a write (any method but GET) also asks the stop for its write window
   first: in ``--watch`` with leader election, no attempt is sent once this replica no longer
   leads (a retry included), and each is bounded to end before another replica may take the
   Lease (``sweeper.watch.elector.Elector.write_window``); outside it the window is unbounded;
@@ -70,7 +70,7 @@ class Send(Protocol):
 
 
 class StopSignal(Protocol):
-    """What the transport asks of the run's stop flag (``sweeper.stop.StopFlag``)."""
+    """What the transport asks of the run's one stop (``sweeper.stop.Stop``)."""
 
     def remaining(self) -> float:
         """Seconds left before ``--timeout``, on the run's clock (negative once past)."""
@@ -124,7 +124,7 @@ class RetryPolicy:
 class Transport:
     """Sends requests through a ``Send`` with the retry policy, the run's stop and deadline.
 
-    The stop flag's deadline bounds every attempt and wait. ``fenced`` bounds the writes by
+    The stop's deadline bounds every attempt and wait. ``fenced`` bounds the writes by
     its write window too; not for the Lease's own writes: they are how a candidate becomes
     the leader.
     """

@@ -15,7 +15,7 @@ from datetime import datetime
 from http import HTTPStatus
 
 from sweeper.config import ClockMode, Config
-from sweeper.core import clock
+from sweeper.core.clock import Clock, human
 from sweeper.core.decide import judge
 from sweeper.core.errors import (
     ApiError,
@@ -23,7 +23,6 @@ from sweeper.core.errors import (
     ConfigError,
     Gone,
     NotFound,
-    SweeperError,
 )
 from sweeper.core.families import family_of
 from sweeper.core.jobs import Job
@@ -35,6 +34,7 @@ from sweeper.core.tally import held_reason
 from sweeper.core.warn import DeadlineWarning, warning_due
 from sweeper.k8s.cluster import Cluster, JobPage, ServedKind
 from sweeper.oneshot import namespaces, readahead, report
+from sweeper.stop import Stop
 
 log = logging.getLogger(__name__)
 
@@ -51,13 +51,15 @@ _AHEAD = 8
 def list_pass(
     cluster: Cluster,
     config: Config,
-    stop_reason: Callable[[], SweeperError | None],
+    clock: Clock,
+    stop: Stop,
     fresh: Callable[[], report.Ledger],
+    *,
     view: PlatformView | None = None,
 ) -> Listing:
     """Discover, then list and judge every job of the pass, starting over once if need be.
 
-    ``stop_reason`` is checked after each page; ``fresh`` makes the pass's empty ledger
+    ``stop`` is asked after each page; ``fresh`` makes the pass's empty ledger
     (again, when the listing starts over). Each job is judged under its platform rule
     (``view``; read from the Namespaces after discovery when not given).
 
@@ -69,7 +71,7 @@ def list_pass(
         Interrupted: A signal arrived.
         RunTimeout: ``--timeout`` ran out.
     """
-    listing = Listing(config, stop_reason, fresh())
+    listing = Listing(config, clock, stop, fresh())
     covered = _discover(cluster, config, listing)
     listing.view = view or namespaces.read_view(cluster, config)
     try:
@@ -80,7 +82,7 @@ def list_pass(
         log.warning("%s; listing every kind again", cause)
         discovery_date = listing.discovery_date
         view = listing.view
-        listing = Listing(config, stop_reason, fresh())
+        listing = Listing(config, clock, stop, fresh())
         listing.discovery_date = discovery_date
         listing.view = view
         try:
@@ -173,11 +175,13 @@ class Listing:
     def __init__(
         self,
         config: Config,
-        stop_reason: Callable[[], SweeperError | None],
+        clock: Clock,
+        stop: Stop,
         ledger: report.Ledger,
     ) -> None:
         self.config = config
-        self._stop_reason = stop_reason
+        self.clock = clock
+        self._stop = stop
         self.ledger = ledger
         self.actions: list[Action] = []
         self.warnings: list[DeadlineWarning] = []
@@ -225,7 +229,7 @@ class Listing:
                     jobs = [job for job in jobs if covered.kept(job.namespace)]
                 self._judge(jobs)
                 judged = True
-                cause = self._stop_reason()
+                cause = self._stop.reason()
                 if cause is not None:
                     raise cause
         except NotFound as error:
@@ -285,7 +289,7 @@ class Listing:
 
     def _saw(self, server_date: datetime | None) -> None:
         # One local reading, as close as possible to the server's answer.
-        self.local_date = clock.local_now()
+        self.local_date = self.clock.now()
         self.server_date = server_date
 
     def now(self) -> datetime:
@@ -300,7 +304,7 @@ class Listing:
     def _choose_now(self) -> datetime:
         if self.local_date is None:
             self._saw(self.discovery_date)
-        local = self.local_date or clock.local_now()
+        local = self.local_date or self.clock.now()
         server = self.server_date
         if server is None:
             if self.config.clock is ClockMode.SERVER:
@@ -311,7 +315,7 @@ class Listing:
             if abs(skew) > self.config.policy.grace + _SKEW_RESOLUTION_S:
                 log.warning(
                     "the local clock is %s %s the API server's; --clock local decides by it",
-                    clock.human(abs(skew)),
+                    human(abs(skew)),
                     "ahead of" if skew > 0 else "behind",
                     extra={"skew_s": round(skew, 3), "clock": "local"},
                 )

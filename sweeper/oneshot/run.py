@@ -3,8 +3,9 @@
 A pass discovers the served kinds, lists every job page by page and judges each page as it
 comes (``sweeper.oneshot.listing``), then executes the actions and reports
 (``sweeper.oneshot.report``).
-SIGTERM and SIGINT set a flag: the write in progress completes, no new one starts, the pass is
-reported and the run exits 4. ``--timeout`` bounds the whole run the same way (exit 5).
+SIGTERM and SIGINT set the run's ``Stop``: the write in progress completes, no new one starts,
+the pass is reported and the run exits 4. ``--timeout`` bounds the whole run the same way
+(exit 5).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Protocol, TextIO
 from sweeper.act.cleanup import leftovers_by_owner
 from sweeper.act.executor import Claim, Executor
 from sweeper.config import Config, OutputFormat
-from sweeper.core import clock
+from sweeper.core.clock import SYSTEM_CLOCK, Clock
 from sweeper.core.errors import (
     EXIT_ACTIONS_FAILED,
     EXIT_OK,
@@ -36,7 +37,7 @@ from sweeper.core.tally import Tally
 from sweeper.core.warn import DeadlineWarning, Warned
 from sweeper.k8s.cluster import Cluster
 from sweeper.oneshot import listing, notice, report
-from sweeper.stop import StopFlag, monotonic_now, signals_stop
+from sweeper.stop import Stop, signals_stop
 
 log = logging.getLogger(__name__)
 
@@ -49,8 +50,8 @@ PUSH_FLOOR_S = 1.0
 class Connect(Protocol):
     """Builds the cluster for a run (``sweeper.k8s.client.connect``, or a fake in tests)."""
 
-    def __call__(self, config: Config, /, *, stop: StopFlag) -> Cluster:
-        """Connect; ``stop`` bounds every request by the run's signal flag and ``--timeout``."""
+    def __call__(self, config: Config, /, *, stop: Stop) -> Cluster:
+        """Connect; ``stop`` bounds every request by the run's signals and ``--timeout``."""
         ...
 
 
@@ -59,9 +60,11 @@ def run(
     connect: Connect,
     out: TextIO,
     *,
-    monotonic: Callable[[], float] | None = None,
+    clock: Clock = SYSTEM_CLOCK,
 ) -> int:
     """Run the sweeper: one pass, or repeated passes; then push its metrics if asked.
+
+    ``clock`` is the one clock of the run: its passes, its ``Stop`` and ``--timeout``.
 
     Returns:
         The exit code (0, 1, 4 or 5; codes 2 and 3 are raised as errors).
@@ -71,19 +74,20 @@ def run(
         ClusterUnavailable: The cluster could not be listed, or RBAC refused some of its lists
             (exit 3, at the end of a run that acted on the jobs of the others).
     """
-    monotonic = monotonic or monotonic_now
-    started = monotonic()
+    started = clock.monotonic()
     last: list[Tally] = []  # the tally of the last pass that decided
     try:
-        code = _run(config, connect, out, monotonic=monotonic, started=started, last=last)
+        code = _run(config, connect, out, clock=clock, started=started, last=last)
     except SweeperError as error:
-        _push_metrics(config, last, error.exit_code, monotonic() - started)
+        _push_metrics(config, clock, last, error.exit_code, clock.monotonic() - started)
         raise
-    _push_metrics(config, last, code, monotonic() - started)
+    _push_metrics(config, clock, last, code, clock.monotonic() - started)
     return code
 
 
-def _push_metrics(config: Config, last: list[Tally], code: int, duration_s: float) -> None:
+def _push_metrics(
+    config: Config, clock: Clock, last: list[Tally], code: int, duration_s: float
+) -> None:
     """Push the run's metrics within what is left of ``--timeout`` (at least PUSH_FLOOR_S)."""
     if config.pushgateway is None:
         return
@@ -96,7 +100,7 @@ def _push_metrics(config: Config, last: list[Tally], code: int, duration_s: floa
     figures = metrics.figures(
         last[-1] if last else None,
         exit_code=code,
-        ended_at=clock.local_now(),
+        ended_at=clock.now(),
         duration_s=duration_s,
     )
     timeout = min(config.request_timeout, max(PUSH_FLOOR_S, left))
@@ -108,30 +112,28 @@ def _run(
     connect: Connect,
     out: TextIO,
     *,
-    monotonic: Callable[[], float],
+    clock: Clock,
     started: float,
     last: list[Tally],
 ) -> int:
-    flag = StopFlag(started + config.timeout, config.timeout, monotonic)
-    with signals_stop(flag):
-        cluster = connect(config, stop=flag)
+    stop = Stop(clock, deadline=started + config.timeout, timeout=config.timeout)
+    with signals_stop(stop):
+        cluster = connect(config, stop=stop)
         # The connections close with the run, not at process exit: a process that runs the
         # sweeper again (in-process tests, a long-lived caller) would otherwise leave every
         # run's keep-alive sockets to the garbage collector.
         with contextlib.closing(cluster):
-            return _passes(
-                config, cluster, flag, out, started=started, monotonic=monotonic, last=last
-            )
+            return _passes(config, cluster, stop, out, started=started, clock=clock, last=last)
 
 
 def _passes(
     config: Config,
     cluster: Cluster,
-    flag: StopFlag,
+    stop: Stop,
     out: TextIO,
     *,
     started: float,
-    monotonic: Callable[[], float],
+    clock: Clock,
     last: list[Tally],
 ) -> int:
     code = EXIT_OK
@@ -143,7 +145,7 @@ def _passes(
         # The collector pauses for the one-shot process's passes only: the watch mode's resync
         # calls sweep() from a thread, and a pause there would stop it for the whole process.
         with collector_paused():
-            outcome = sweep(number, config, cluster, flag, out, monotonic=monotonic)
+            outcome = sweep(number, config, cluster, stop, out, clock=clock)
         if outcome.tally is not None:
             last[:] = [outcome.tally]
         if outcome.errors:
@@ -154,15 +156,15 @@ def _passes(
         if config.every is None or config.for_seconds is None:
             break
         # A pass longer than --every skips the slots it overran rather than piling up.
-        elapsed = monotonic() - started
+        elapsed = clock.monotonic() - started
         slot = max(slot + 1, math.ceil(elapsed / config.every))
         next_start = started + slot * config.every
         # No pass starts after --for, nor at or after --timeout (it could not finish).
-        if slot * config.every >= config.for_seconds or next_start >= flag.deadline:
+        if slot * config.every >= config.for_seconds or next_start >= stop.deadline:
             break
-        delay = next_start - monotonic()
-        if flag.event.wait(max(0.0, delay)):
-            stopped = flag.reason() or Interrupted("interrupted")
+        delay = next_start - clock.monotonic()
+        if stop.wait(max(0.0, delay)):
+            stopped = stop.reason() or Interrupted("interrupted")
             log.warning("stopped between passes: %s", stopped)
             return stopped.exit_code
     if unlisted:
@@ -218,10 +220,10 @@ def sweep(
     number: int,
     config: Config,
     cluster: Cluster,
-    flag: StopFlag,
+    stop: Stop,
     out: TextIO,
     *,
-    monotonic: Callable[[], float] | None = None,
+    clock: Clock,
     claim: Claim | None = None,
     view: PlatformView | None = None,
     warned: Callable[[DeadlineWarning], bool] = lambda _warning: False,
@@ -240,7 +242,7 @@ def sweep(
         ConfigError: The server rejected the label selector (exit 2).
         ClusterUnavailable: Discovery or a list failed for good (exit 3).
     """
-    began = (monotonic or monotonic_now)()
+    began = clock.monotonic()
     stopped: SweeperError | None = None
     unavailable: ClusterUnavailable | None = None
     listed: listing.Listing | None = None
@@ -249,7 +251,7 @@ def sweep(
     recorded: tuple[Warned, ...] = ()
     try:
         listed = listing.list_pass(
-            cluster, config, flag.reason, lambda: report.Ledger(config.output), view
+            cluster, config, clock, stop, lambda: report.Ledger(config.output), view=view
         )
         now = listed.now()
         plan = _plan(cluster, config, listed, now)
@@ -264,7 +266,7 @@ def sweep(
         executor = Executor(
             cluster,
             dry_run=config.dry_run,
-            stop_reason=flag.reason,
+            stop=stop,
             on_outcome=lambda o: report.log_outcome(o, config.dry_run),
             claim=claim,
             view=listed.view,
@@ -278,7 +280,7 @@ def sweep(
             for each in recorded:
                 notice.log_warned(each, plan.now, config.dry_run)
                 ledger.tally.warned(each)
-    duration_s = (monotonic or monotonic_now)() - began
+    duration_s = clock.monotonic() - began
     reason = stopped or unavailable
     unlisted = listed.unlisted if listed is not None else []
     counts = _report(

@@ -16,9 +16,10 @@ import contextlib
 import random
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import datetime, timedelta
 
+from sweeper.core.clock import Clock
 from sweeper.core.schedule import Schedule
 from sweeper.k8s.transport import RetryPolicy
 from sweeper.watch.inbox import Ending, Event, Fired, JobKey, Listed, Message, Pending
@@ -38,11 +39,11 @@ _FAILURES_COUNTED = 20
 class Agenda:
     """The timers, the actors and the failure counts of the jobs a replica watches.
 
-    A failed fire's backoff counts from ``now``, the decision clock.
+    A failed fire's backoff counts from ``clock.now()``, the decision clock.
     """
 
-    def __init__(self, now: Callable[[], datetime]) -> None:
-        self._now = now
+    def __init__(self, clock: Clock) -> None:
+        self._clock = clock
         self._lock = threading.Lock()
         self._timers: Schedule[JobKey] = Schedule()
         # Jobs an actor holds, each with the earliest look that came due meanwhile.
@@ -110,7 +111,7 @@ class Agenda:
             if due is None:
                 self._warned.pop(key, None)  # gone, or never due as it stands
             return due
-        done = self._warned.get(key) == pending.name or self._now() >= pending.deadline
+        done = self._warned.get(key) == pending.name or self._clock.now() >= pending.deadline
         if done or (due is not None and due <= pending.at):
             return due
         return pending.at
@@ -154,7 +155,7 @@ class Agenda:
         failures = min(self._failures.get(fired.key, 0) + 1, _FAILURES_COUNTED)
         self._failures[fired.key] = failures
         delay = _FIRE_BACKOFF.backoff(failures, random.uniform)
-        return self._now() + timedelta(seconds=delay)
+        return self._clock.now() + timedelta(seconds=delay)
 
     def warned(self, key: JobKey) -> str | None:
         """The warning (its Event's name) a fire recorded or found recorded for the job."""

@@ -28,17 +28,14 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import math
 import queue
 import threading
-import time
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime
 from http.server import ThreadingHTTPServer
 from typing import Protocol, TextIO
 
 from sweeper.config import Config, WatchSettings
+from sweeper.core.clock import SYSTEM_CLOCK, Clock
 from sweeper.core.errors import (
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -52,7 +49,7 @@ from sweeper.core.scope import RunScope
 from sweeper.k8s.cluster import Discovery, ServedKind, WatchCluster
 from sweeper.metrics import WatchMetrics
 from sweeper.oneshot import namespaces
-from sweeper.stop import StopFlag, signals_stop
+from sweeper.stop import Stop, signals_stop
 from sweeper.watch.agenda import Agenda
 from sweeper.watch.elector import Elector
 from sweeper.watch.fire import DecisionClock, Fire
@@ -77,46 +74,38 @@ DRAIN_MARGIN_S = 1.0
 class WatchConnect(Protocol):
     """Builds the cluster for the watch mode (``sweeper.k8s.kube.connect``)."""
 
-    def __call__(self, config: Config, /, *, stop: StopFlag) -> WatchCluster:
+    def __call__(self, config: Config, /, *, stop: Stop) -> WatchCluster:
         """Connect; ``stop`` has no deadline in watch mode, which runs until a signal."""
         ...
 
 
-def watch(config: Config, connect: WatchConnect, out: TextIO) -> int:
+def watch(
+    config: Config, connect: WatchConnect, out: TextIO, *, clock: Clock = SYSTEM_CLOCK
+) -> int:
     """Run the watch mode until SIGTERM or SIGINT; the exit code is ``Watcher.run``'s.
+
+    ``clock`` is the one clock every part of the run reads; the run's one ``Stop`` is built
+    on it here, and handed to every part with it.
 
     Raises:
         ClusterUnavailable: Discovery failed for good at start-up (exit 3).
         ConfigError: The probes' port cannot be listened on (exit 2).
     """
     settings = config.watch or WatchSettings()
-    flag = _WatchFlag(config.timeout)
-    with signals_stop(flag):
-        cluster = connect(config, stop=flag)
+    stop = Stop(clock)  # no deadline: the watch runs until a signal
+    with signals_stop(stop):
+        cluster = connect(config, stop=stop)
         with contextlib.closing(cluster):
-            watcher = Watcher(config, settings, cluster, flag, out)
-            # The transport asks the flag before every attempt of a write: from now on, the
-            # Lease's answer.
-            flag.window = watcher.write_window
-            return watcher.run()
-
-
-class _WatchFlag(StopFlag):
-    """The watch's stop flag: signals only (no deadline), and the Lease's write window."""
-
-    def __init__(self, timeout: float) -> None:
-        super().__init__(math.inf, timeout)
-        self.window: Callable[[], float] = lambda: math.inf
-
-    def write_window(self) -> float:
-        """Seconds a job write sent now may stay in flight (``Watcher.write_window``)."""
-        return self.window()
+            return Watcher(config, settings, cluster, stop, out, clock=clock).run()
 
 
 class Watcher:
     """The watch mode's main loop, timers, fire pool and resync (see the module docstring).
 
-    ``monotonic`` is the clock of timers and leadership (injected by tests).
+    ``clock`` is the run's one clock, handed to every part: the Lease, the streams, the resync
+    and the probes read it as it is; the timers, the fires and the main loop read it through
+    the decision clock built on it (``sweeper.watch.fire.DecisionClock``). ``stop`` is the
+    run's one stop, handed to every part too; the Lease fences it (``Stop.fence``).
     """
 
     def __init__(
@@ -124,23 +113,23 @@ class Watcher:
         config: Config,
         settings: WatchSettings,
         cluster: WatchCluster,
-        flag: StopFlag,
+        stop: Stop,
         out: TextIO,
         *,
-        monotonic: Callable[[], float] = time.monotonic,
+        clock: Clock,
     ) -> None:
         self.config = config
         self.settings = settings
         self.cluster = cluster
-        self.flag = flag
+        self.stop = stop
         self.out = out
-        self.monotonic = monotonic
+        self.clock = clock
         self.metrics = WatchMetrics()
-        self.health = Health(streams=1)
-        self.agenda = Agenda(now=lambda: self.now())  # noqa: PLW0108 - late-bound
+        self.health = Health(streams=1, clock=clock)
+        self.decision = DecisionClock(config.clock, clock)
+        self.agenda = Agenda(self.decision)
         self.served: dict[str, ServedKind] = {}
         self.inbox: Inbox = queue.Queue()
-        self._clock = DecisionClock(config.clock, monotonic)
         # Every job under its platform rule: the Namespaces' labels as read at start and at
         # each resync (late-bound below: the streams, the fires and the pass read the latest).
         self.view = PlatformView()
@@ -151,21 +140,24 @@ class Watcher:
             settings,
             self.inbox,
             elects=self.elects,
-            saw_date=self._clock.saw_date,
-            stopping=flag.event,
+            saw_date=self.decision.saw_date,
+            stop=stop,
             metrics=self.metrics,
-            monotonic=monotonic,
+            clock=clock,
         )
+        # Every write of the run (a fire's, a pass's, through the transport too) stops when
+        # this replica no longer leads, and is bounded by the Lease: its answer from now on.
+        stop.fence(self.leader)
         self.streams = Streams(
             cluster,
             config,
             settings,
             self.inbox,
-            saw_date=self._clock.saw_date,
-            stopping=flag.event,
+            saw_date=self.decision.saw_date,
+            stop=stop,
             metrics=self.metrics,
             health=self.health,
-            monotonic=monotonic,
+            clock=clock,
             view=lambda: self.view,
         )
         self._fire = Fire(
@@ -173,10 +165,10 @@ class Watcher:
             config,
             inbox=self.inbox,
             metrics=self.metrics,
-            # Late-bound: the served kinds and the clock as they are when a timer fires.
+            # Late-bound: the served kinds as they are when a timer fires.
             served=lambda kind: self.served[kind],
-            now=lambda: self.now(),  # noqa: PLW0108 - late-bound, as said
-            stop_reason=self.stop_reason,
+            clock=self.decision,
+            stop=stop,
             view=lambda: self.view,
         )
         self._pool = ThreadPoolExecutor(max_workers=FIRE_WORKERS, thread_name_prefix="fire")
@@ -189,23 +181,18 @@ class Watcher:
             agenda=self.agenda,
             inbox=self.inbox,
             leading=self.leading,
-            stop_reason=self.stop_reason,
-            stopping=flag.event,
+            stop=stop,
             metrics=self.metrics,
-            monotonic=monotonic,
+            clock=clock,
             view=lambda: self.view,
         )
-        self.metrics.clock_offset.labels("low").set_function(lambda: self._clock.offset("low"))
-        self.metrics.clock_offset.labels("high").set_function(lambda: self._clock.offset("high"))
+        self.metrics.clock_offset.labels("low").set_function(lambda: self.decision.offset("low"))
+        self.metrics.clock_offset.labels("high").set_function(lambda: self.decision.offset("high"))
 
     @property
     def elector(self) -> Elector:
         """The Lease's state machine (``Leader.elector``)."""
         return self.leader.elector
-
-    def now(self) -> datetime:
-        """The decision clock's reading (one per fired job; see ``_DecisionClock.now``)."""
-        return self._clock.now()
 
     def leading(self) -> bool:
         """Whether this replica may write to jobs now (``Leader.leading``)."""
@@ -214,15 +201,6 @@ class Watcher:
     def write_window(self) -> float:
         """Seconds a job write sent now may stay in flight (``Leader.write_window``)."""
         return self.leader.write_window()
-
-    def stop_reason(self) -> SweeperError | None:
-        """Say why writes must stop (a signal, or this replica no longer leads), or ``None``."""
-        cause = self.flag.reason()
-        if cause is not None:
-            return cause
-        if not self.leading():
-            return Interrupted("no longer the leader")
-        return None
 
     # --- the run ---------------------------------------------------------------------------
 
@@ -303,7 +281,7 @@ class Watcher:
 
         client-go's contract for releasing on cancel: whatever the Lease guards must have
         completed first, or two replicas act at once. No write starts any more (every write
-        asks ``stop_reason``, and the signal cuts every retry wait short), so the fires in
+        asks ``Stop.reason``, and the signal cuts every retry wait short), so the fires in
         progress end within a request each, and the resync pass (its report included) and the
         Lease thread are waited for a bounded time.
 
@@ -324,12 +302,12 @@ class Watcher:
         return self.leader.finish(busy)
 
     def _loop(self) -> None:
-        while not self.flag.event.is_set():
+        while not self.stop.is_set():
             self.health.beat()
             timeout = MAX_SLEEP_S
             next_due = self.agenda.next_due()
             if next_due is not None and self.leading():
-                timeout = min(timeout, max((next_due - self.now()).total_seconds(), 0.0))
+                timeout = min(timeout, max((next_due - self.decision.now()).total_seconds(), 0.0))
             try:
                 message = self.inbox.get(timeout=timeout)
             except queue.Empty:
@@ -340,7 +318,7 @@ class Watcher:
                     message = self.inbox.get_nowait()
                 except queue.Empty:
                     message = None
-            now = self.now()
+            now = self.decision.now()
             leading = self.leading()
             self.metrics.tracked.set(len(self.agenda))
             # What this replica would act on and has not: a standby acts on nothing, and the

@@ -14,9 +14,9 @@ from datetime import datetime, timedelta
 
 from sweeper.act.executor import Executor
 from sweeper.config import ClockMode, Config
-from sweeper.core import clock
+from sweeper.core.clock import Clock
 from sweeper.core.decide import ALWAYS, due_at, judge
-from sweeper.core.errors import ApiError, NotFound, SweeperError
+from sweeper.core.errors import ApiError, NotFound
 from sweeper.core.families import family_of
 from sweeper.core.jobs import parse_job
 from sweeper.core.model import Action, ActionKind, Outcome, Plan, Result
@@ -25,6 +25,7 @@ from sweeper.core.warn import DeadlineWarning, warning_due
 from sweeper.k8s.cluster import Cluster, ServedKind
 from sweeper.metrics import WatchMetrics
 from sweeper.oneshot import notice, report
+from sweeper.stop import Stop
 from sweeper.watch.inbox import Ending, Fired, Inbox, JobKey
 from sweeper.watch.servertime import ServerClock
 
@@ -37,16 +38,19 @@ RETRY_UNREACHABLE_S = 0.5
 
 
 class DecisionClock:
-    """The instant a fired job is judged at, and the server clock estimate behind it.
+    """The run's clock as the judging parts read it: ``now`` is the instant a job is judged at.
+
+    A ``Clock`` built on the run's one clock (its monotonic reading is that clock's), with
+    the server clock estimate behind ``now`` under ``--clock server``.
 
     Args:
         mode: ``--clock``.
-        monotonic: The clock the requests are timed on.
+        clock: The run's clock; the requests are timed on its monotonic reading.
     """
 
-    def __init__(self, mode: ClockMode, monotonic: Callable[[], float]) -> None:
+    def __init__(self, mode: ClockMode, clock: Clock) -> None:
         self._mode = mode
-        self._monotonic = monotonic
+        self._clock = clock
         self._server = ServerClock()
         self._lock = threading.Lock()
         self._said_local = False
@@ -72,25 +76,29 @@ class DecisionClock:
             can show (the local clock until a response has been seen).
         """
         if self._mode is ClockMode.LOCAL:
-            return clock.local_now()
+            return self._clock.now()
         with self._lock:
-            estimate = self._server.now(self._monotonic())
+            estimate = self._server.now(self._clock.monotonic())
             if estimate is not None:
                 return estimate
             said, self._said_local = self._said_local, True
         if not said:  # once: a proxy that strips Date headers strips them all
             log.warning("no Date header from the API server yet; using the local clock")
-        return clock.local_now()
+        return self._clock.now()
+
+    def monotonic(self) -> float:
+        """The run's clock's monotonic reading."""
+        return self._clock.monotonic()
 
     def offset(self, bound: str) -> float:
         """The ``low`` or ``high`` bound of the server clock minus the local one, in seconds."""
-        mono = self._monotonic()
+        mono = self._clock.monotonic()
         with self._lock:
             bounds = self._server.bounds(mono)
         if bounds is None:
             return math.nan
         # server - local wall = (server - monotonic) - (wall - monotonic)
-        wall_minus_mono = clock.local_now().timestamp() - mono
+        wall_minus_mono = self._clock.now().timestamp() - mono
         return (bounds.low if bound == "low" else bounds.high) - wall_minus_mono
 
 
@@ -103,8 +111,8 @@ class Fire:
         inbox: Told how each fire ended (the main loop re-arms or backs off).
         served: A served kind by its name (known once discovery answered).
         metrics: The watch metrics (lateness, actions).
-        now: The decision clock.
-        stop_reason: Asked before every write: a signal, or no longer the leader.
+        clock: The decision clock (``DecisionClock``).
+        stop: The run's stop, asked before every write: a signal, or no longer the leader.
         view: The latest view of every job under its platform rule.
     """
 
@@ -116,8 +124,8 @@ class Fire:
         inbox: Inbox,
         served: Callable[[str], ServedKind],
         metrics: WatchMetrics,
-        now: Callable[[], datetime],
-        stop_reason: Callable[[], SweeperError | None],
+        clock: Clock,
+        stop: Stop,
         view: Callable[[], PlatformView] = PlatformView,
     ) -> None:
         self.cluster = cluster
@@ -126,8 +134,8 @@ class Fire:
         self.served = served
         self.inbox = inbox
         self.metrics = metrics
-        self._now = now
-        self._stop_reason = stop_reason
+        self._clock = clock
+        self._stop = stop
 
     def run(self, key: JobKey, due: datetime) -> None:
         """The pool's task: fire, and tell the inbox how it ended, whatever happened."""
@@ -151,16 +159,18 @@ class Fire:
                 "cannot read %s %s/%s at its deadline: %s", key.kind, key.namespace, key.name, error
             )
             if error.status is None:
-                return Fired(key, self._now() + _seconds(RETRY_UNREACHABLE_S), Ending.NOT_TRIED)
+                return Fired(
+                    key, self._clock.now() + _seconds(RETRY_UNREACHABLE_S), Ending.NOT_TRIED
+                )
             return Fired(key, None, Ending.FAILED)
         view = self.view()
         job = view(parse_job(raw, served.kind, served.version))
-        now = self._now()  # the one reading for this job
+        now = self._clock.now()  # the one reading for this job
         policy = self.config.policy  # never a cap: --watch refuses --max-actions
         executor = Executor(
             self.cluster,
             dry_run=self.config.dry_run,
-            stop_reason=self._stop_reason,
+            stop=self._stop,
             on_outcome=self._outcome,
             view=view,
         )

@@ -19,12 +19,11 @@ import ipaddress
 import logging
 import socket
 import threading
-import time
-from collections.abc import Callable
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Protocol
 
+from sweeper.core.clock import Clock
 from sweeper.core.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -51,15 +50,16 @@ class Exposition(Protocol):
 class Health:
     """What the probes report, updated by the watch loop's threads.
 
-    ``/readyz`` waits for ``streams`` watch streams to complete a first list.
+    ``/readyz`` waits for ``streams`` watch streams to complete a first list; ``/healthz``
+    reads the loop's beats on the run's ``clock``.
     """
 
-    def __init__(self, streams: int, monotonic: Callable[[], float] = time.monotonic) -> None:
-        self._monotonic = monotonic
+    def __init__(self, streams: int, clock: Clock) -> None:
+        self._clock = clock
         self._lock = threading.Lock()
         self._expected = streams
         self._listed: set[object] = set()
-        self._beat = monotonic()
+        self._beat = clock.monotonic()
 
     def expect(self, streams: int) -> None:
         """Set the number of streams ``/readyz`` waits for (known after discovery)."""
@@ -73,7 +73,7 @@ class Health:
 
     def beat(self) -> None:
         """Record that the main loop turned."""
-        self._beat = self._monotonic()
+        self._beat = self._clock.monotonic()
 
     @property
     def ready(self) -> bool:
@@ -84,7 +84,7 @@ class Health:
     @property
     def alive(self) -> bool:
         """Whether the main loop turned recently."""
-        return self._monotonic() - self._beat < STALE_LOOP_S
+        return self._clock.monotonic() - self._beat < STALE_LOOP_S
 
 
 def serve(address: str, port: int, health: Health, metrics: Exposition) -> ThreadingHTTPServer:

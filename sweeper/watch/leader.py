@@ -21,14 +21,14 @@ import logging
 import math
 import random
 import threading
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 
 from sweeper.config import JITTER_FACTOR, WatchSettings
-from sweeper.core import clock
+from sweeper.core.clock import Clock
 from sweeper.core.errors import ApiError, Conflict, Interrupted, NotFound
 from sweeper.k8s.cluster import WatchCluster
 from sweeper.metrics import WatchMetrics
+from sweeper.stop import Stop
 from sweeper.watch.elector import Create, Elector, Lease, Update, Wait, lease_body, parse_lease
 from sweeper.watch.inbox import Inbox, Leadership, SawDate
 
@@ -48,7 +48,7 @@ class Leader:
     """The Lease loop around the Elector; the one place that says whether this replica leads.
 
     Without ``elects`` it always leads. ``inbox`` is told each change of leadership (it wakes
-    the main loop up); on ``stopping`` the loop ends, and the Lease is released later.
+    the main loop up); once ``stop`` is set the loop ends, and the Lease is released later.
     """
 
     def __init__(
@@ -59,18 +59,18 @@ class Leader:
         *,
         elects: bool,
         saw_date: SawDate,
-        stopping: threading.Event,
+        stop: Stop,
         metrics: WatchMetrics,
-        monotonic: Callable[[], float] = time.monotonic,
+        clock: Clock,
     ) -> None:
         self.cluster = cluster
         self.settings = settings
         self.inbox = inbox
         self.elects = elects
         self.saw_date = saw_date
-        self.stopping = stopping
+        self.stop = stop
         self.metrics = metrics
-        self.monotonic = monotonic
+        self.clock = clock
         self.elector = Elector(settings.identity, settings.timing)
         self._lock = threading.Lock()
         # The Lease as last read or written: an update is written over it (lease_body).
@@ -86,7 +86,7 @@ class Leader:
         if not self.elects:
             return True
         with self._lock:
-            return self.elector.leading(self.monotonic())
+            return self.elector.leading(self.clock.monotonic())
 
     def write_window(self) -> float:
         """Seconds a job write sent now may stay in flight; 0 when none may be sent.
@@ -99,7 +99,7 @@ class Leader:
         if not self.elects:
             return math.inf
         with self._lock:
-            return self.elector.write_window(self.monotonic())
+            return self.elector.write_window(self.clock.monotonic())
 
     def run(self) -> None:
         """Take, renew or wait for the Lease every retry period until the run stops."""
@@ -108,8 +108,8 @@ class Leader:
         was_leading = False
         holder = ""
         read_first = False
-        while not self.stopping.is_set():
-            now = self.monotonic()
+        while not self.stop.is_set():
+            now = self.clock.monotonic()
             with self._lock:
                 if self.elector.lost(now):
                     # No write since the renew deadline passed (leading() says so). Exiting
@@ -155,7 +155,7 @@ class Leader:
             if not leading and self.elector.holder and self.elector.holder != holder:
                 holder = self.elector.holder
                 log.info("the leader is %s", holder, extra={"leader": holder})
-            self.stopping.wait(self._delay(leading=leading, answered=answered))
+            self.stop.wait(self._delay(leading=leading, answered=answered))
         # Released by the engine (release), once the work the Lease guards has finished.
 
     def _delay(self, *, leading: bool, answered: bool) -> float:
@@ -173,35 +173,35 @@ class Leader:
         if not answered:
             return LEASE_RETRY_UNREACHABLE_S
         with self._lock:
-            left = self.elector.expires_in(self.monotonic())
+            left = self.elector.expires_in(self.clock.monotonic())
         if left is not None and 0 < left < period:
             return left + EXPIRY_MARGIN_S
         return period * (1 + JITTER_FACTOR * random.random())  # noqa: S311 - spread, not crypto
 
     def _round(self, namespace: str, name: str, *, read_first: bool) -> None:
-        wall = clock.local_now()
+        wall = self.clock.now()
         with self._lock:
             step: Create | Update | Wait | None = None if read_first else self.elector.renewal(wall)
         if step is None:
-            sent = self.monotonic()
+            sent = self.clock.monotonic()
             try:
                 answer = self.cluster.get_lease(namespace, name)
                 current: Lease | None = parse_lease(answer.object)
-                self.saw_date(answer.server_date, sent, self.monotonic())
+                self.saw_date(answer.server_date, sent, self.clock.monotonic())
                 self._seen = answer.object
             except NotFound:
                 current = None
             with self._lock:
-                step = self.elector.attempt(current, self.monotonic(), wall)
+                step = self.elector.attempt(current, self.clock.monotonic(), wall)
         if isinstance(step, Wait):
             return
-        sent = self.monotonic()
+        sent = self.clock.monotonic()
         if isinstance(step, Create):
             answer = self.cluster.create_lease(namespace, lease_body(namespace, name, step.record))
         else:
             body = lease_body(namespace, name, step.record, step.resource_version, self._seen)
             answer = self.cluster.update_lease(namespace, name, body)
-        received = self.monotonic()
+        received = self.clock.monotonic()
         self._seen = answer.object
         self.saw_date(answer.server_date, sent, received)
         with self._lock:
@@ -234,7 +234,7 @@ class Leader:
         """Stop leading and hand the Lease back, so a follower takes over at its next retry."""
         namespace, name = self.namespace, self.settings.lease_name
         with self._lock:
-            step = self.elector.release(clock.local_now())
+            step = self.elector.release(self.clock.now())
             self.elector.step_down()
         self.metrics.leader.set(0)
         if step is None:

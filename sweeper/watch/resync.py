@@ -13,20 +13,19 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import threading
-import time
 from collections.abc import Callable, Iterator
 from typing import TextIO
 
 from sweeper.config import Config, WatchSettings
-from sweeper.core.errors import RunTimeout, SweeperError
+from sweeper.core.clock import Clock
+from sweeper.core.errors import SweeperError
 from sweeper.core.model import Action
 from sweeper.core.platform import PlatformView
 from sweeper.core.warn import DeadlineWarning
 from sweeper.k8s.cluster import Cluster
 from sweeper.metrics import WatchMetrics
 from sweeper.oneshot.run import sweep
-from sweeper.stop import StopFlag
+from sweeper.stop import Stop
 from sweeper.watch.agenda import Agenda
 from sweeper.watch.inbox import Ending, Fired, Inbox, JobKey
 
@@ -51,10 +50,9 @@ class Resync:
         agenda: Agenda,
         inbox: Inbox,
         leading: Callable[[], bool],
-        stop_reason: Callable[[], SweeperError | None],
-        stopping: threading.Event,
+        stop: Stop,
         metrics: WatchMetrics,
-        monotonic: Callable[[], float] = time.monotonic,
+        clock: Clock,
         view: Callable[[], PlatformView] = PlatformView,
     ) -> None:
         self.config = config
@@ -66,15 +64,14 @@ class Resync:
         self.agenda = agenda
         self.inbox = inbox
         self.leading = leading
-        self.stop_reason = stop_reason
-        self.stopping = stopping
+        self.stop = stop
         self.metrics = metrics
-        self.monotonic = monotonic
+        self.clock = clock
 
     def run(self) -> None:
         """Every ``--resync`` seconds: discover again, then a pass while leading."""
         number = 0
-        while not self.stopping.wait(self.settings.resync):
+        while not self.stop.wait(self.settings.resync):
             self.rediscover()
             if not self.leading():
                 # A former leader's count would outlive its passes: a standby holds nothing.
@@ -84,16 +81,23 @@ class Resync:
             self.pass_once(number)
 
     def pass_once(self, number: int) -> None:
-        """Run pass ``number``; a failed pass is logged and counted, never raised."""
-        flag = _PassFlag(self.config.timeout, self.stop_reason, self.stopping, self.monotonic)
+        """Run pass ``number``; a failed pass is logged and counted, never raised.
+
+        ``--timeout`` bounds each pass from its start, as it bounds a one-shot run: no page is
+        judged and no write starts once it is reached (the request in flight completes, within
+        ``--request-timeout``); the pass is reported as stopped, and the next one comes a
+        ``--resync`` later. Timer fires are not passes: ``--request-timeout`` bounds theirs.
+        """
+        stop = self.stop.within(self.config.timeout, "in resync pass")
         with self.agenda.passing():
             try:
                 outcome = sweep(
                     number,
                     self.config,
                     self.cluster,
-                    flag,
+                    stop,
                     self.out,
+                    clock=self.clock,
                     claim=self._claim,
                     view=self.view(),
                     warned=self._warned,
@@ -132,33 +136,3 @@ class Resync:
             if ours:
                 # Through the main loop, which re-arms a timer that came due meanwhile.
                 self.inbox.put(Fired(key, None, Ending.RELEASED))
-
-
-class _PassFlag(StopFlag):
-    """A resync pass's stop flag: a signal, this replica no longer leading, or ``--timeout``.
-
-    ``--timeout`` bounds each pass from its start, as it bounds a one-shot run: no page is
-    judged and no write starts once it is reached (the request in flight completes, within
-    ``--request-timeout``); the pass is reported as stopped, and the next one comes a
-    ``--resync`` later. Timer fires are not passes: ``--request-timeout`` bounds theirs.
-    """
-
-    def __init__(
-        self,
-        timeout: float,
-        stop_reason: Callable[[], SweeperError | None],
-        stopping: threading.Event,
-        monotonic: Callable[[], float],
-    ) -> None:
-        super().__init__(monotonic() + timeout, timeout, monotonic)
-        self.event = stopping
-        self._stop_reason = stop_reason
-
-    def reason(self) -> SweeperError | None:
-        """Say whether the pass must stop: the watch's reasons first, then ``--timeout``."""
-        cause = self._stop_reason()
-        if cause is not None:
-            return cause
-        if self._monotonic() >= self.deadline:
-            return RunTimeout(f"--timeout ({self._timeout:g}s) reached in resync pass")
-        return None

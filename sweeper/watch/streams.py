@@ -14,12 +14,12 @@ from __future__ import annotations
 import logging
 import random
 import threading
-import time
 from collections.abc import Callable
 from datetime import datetime
 from http import HTTPStatus
 
 from sweeper.config import Config, WatchSettings
+from sweeper.core.clock import Clock
 from sweeper.core.decide import due_at
 from sweeper.core.errors import ApiError, Gone, WatchStalled
 from sweeper.core.jobs import Job, parse_job
@@ -30,6 +30,7 @@ from sweeper.core.warn import warning_of
 from sweeper.k8s.cluster import ServedKind, WatchCluster
 from sweeper.k8s.transport import RetryPolicy
 from sweeper.metrics import WatchMetrics
+from sweeper.stop import Stop
 from sweeper.watch.health import Health
 from sweeper.watch.inbox import Event, Inbox, JobKey, Listed, Pending, SawDate, Scope
 
@@ -58,7 +59,7 @@ _FAILURES_COUNTED = 17
 
 
 class Streams:
-    """The stream threads' work: ``run`` is one scope's thread; ``stopping`` ends them all.
+    """The stream threads' work: ``run`` is one scope's thread; ``stop`` ends them all.
 
     Due instants go to ``inbox``; each answer's ``Date`` to ``saw_date`` (the server clock);
     ``health`` is told when each stream first listed (``/readyz``).
@@ -72,10 +73,10 @@ class Streams:
         inbox: Inbox,
         *,
         saw_date: SawDate,
-        stopping: threading.Event,
+        stop: Stop,
         metrics: WatchMetrics,
         health: Health,
-        monotonic: Callable[[], float] = time.monotonic,
+        clock: Clock,
         view: Callable[[], PlatformView] = PlatformView,
     ) -> None:
         self.cluster = cluster
@@ -84,10 +85,10 @@ class Streams:
         self.settings = settings
         self.inbox = inbox
         self.saw_date = saw_date
-        self.stopping = stopping
+        self.stop = stop
         self.metrics = metrics
         self.health = health
-        self.monotonic = monotonic
+        self.clock = clock
         # Whose jobs are kept: --exclude-namespace as every mode reads it. The watch API cannot
         # leave a namespace out either, so its jobs are dropped here: never tracked, so never
         # acted on. (The kinds and namespaces watched are the engine's scopes.)
@@ -135,7 +136,7 @@ class Streams:
             log.info("%s no longer served: its stream ends", scope)
 
     def _ended(self, scope: Scope) -> bool:
-        return self.stopping.is_set() or scope in self._retired
+        return self.stop.is_set() or scope in self._retired
 
     def run(self, scope: Scope) -> None:
         """List, then watch, one scope until the run stops; never raises."""
@@ -191,13 +192,13 @@ class Streams:
                 self.metrics.watch_restarts.labels("error").inc()
                 failures += 1
                 self._backoff(failures)
-        if not self.stopping.is_set():
+        if not self.stop.is_set():
             # Retired: its kind is no longer served, and with it every job of the scope.
             self.inbox.put(Listed(scope, {}, relist=True))
 
     def _backoff(self, failures: int, *, unreachable: bool = False) -> None:
         policy = _BACKOFF_UNREACHABLE if unreachable else _BACKOFF
-        self.stopping.wait(policy.backoff(min(failures, _FAILURES_COUNTED), random.uniform))
+        self.stop.wait(policy.backoff(min(failures, _FAILURES_COUNTED), random.uniform))
 
     def list_one(self, scope: Scope, *, relist: bool) -> str:
         """List a scope and queue every job's due instant.
@@ -217,11 +218,11 @@ class Streams:
             )
         )
         while True:
-            sent = self.monotonic()
+            sent = self.clock.monotonic()
             page = next(pages, None)
             if page is None:
                 break
-            self.saw_date(page.server_date, sent, self.monotonic())
+            self.saw_date(page.server_date, sent, self.clock.monotonic())
             for job in page.jobs:
                 if not kept(job.namespace):
                     continue
@@ -248,7 +249,7 @@ class Streams:
             _ShortWatch: The stream ended within ``SHORT_WATCH_S`` with no event at all.
         """
         policy, kept = self.config.policy, self.covered.kept
-        sent = self.monotonic()
+        sent = self.clock.monotonic()
         seen = False
         with self.cluster.watch_jobs(
             scope.served,
@@ -258,7 +259,7 @@ class Streams:
             timeout_s=random.randint(*WATCH_TIMEOUT_RANGE_S),  # noqa: S311 - spread, not crypto
             read_timeout_s=self.settings.watch_timeout,
         ) as stream:
-            self.saw_date(stream.server_date, sent, self.monotonic())
+            self.saw_date(stream.server_date, sent, self.clock.monotonic())
             for event in stream:
                 if self._ended(scope):
                     break
@@ -284,7 +285,7 @@ class Streams:
                     _unreadable(scope, named.get("namespace"), named.get("name"), event.type)
                     continue
                 self.inbox.put(Event(key, due, warning))
-        if not seen and self.monotonic() - sent < SHORT_WATCH_S and not self._ended(scope):
+        if not seen and self.clock.monotonic() - sent < SHORT_WATCH_S and not self._ended(scope):
             raise _ShortWatch
         return version
 

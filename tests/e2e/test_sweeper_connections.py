@@ -21,7 +21,7 @@ from sweeper.config import Config, DryRun
 from sweeper.core.model import ActionMode, Policy
 from sweeper.k8s import client, kube
 from sweeper.oneshot.run import run
-from sweeper.stop import StopFlag
+from sweeper.stop import Stop
 from tests.e2e import workloads as w
 
 pytestmark = pytest.mark.e2e
@@ -55,7 +55,7 @@ def test_a_run_leaves_no_socket_open(
     w.create_replicas(control_plane, late, {"Master": ["Running"]})
     kept: list[kube.KubeCluster] = []
 
-    def connect(cfg: Config, *, stop: StopFlag) -> kube.KubeCluster:
+    def connect(cfg: Config, *, stop: Stop) -> kube.KubeCluster:
         cluster = client.connect(cfg, stop=stop)
         kept.append(cluster)  # held, as a long-lived caller holds its client
         return cluster

@@ -28,7 +28,6 @@ import copy
 import functools
 import io
 import json
-import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -39,13 +38,14 @@ from hypothesis import given, note, settings
 from hypothesis import strategies as st
 
 from sweeper.config import ClockMode, Config, WatchSettings
+from sweeper.core.clock import SYSTEM_CLOCK
 from sweeper.core.decide import decide, due_at, judge
 from sweeper.core.jobs import Job, parse_job
 from sweeper.core.kinds import lookup
 from sweeper.core.model import ActionMode, Entry, Policy, SkipReason
 from sweeper.k8s import decode
 from sweeper.k8s.cluster import ServedKind, WatchCluster, WatchEvent
-from sweeper.stop import StopFlag
+from sweeper.stop import Stop
 from sweeper.watch import engine
 from sweeper.watch.inbox import JobKey, Scope
 from tests.property.strategies import (
@@ -583,8 +583,9 @@ def watcher_for(scene: Scene, cluster: FakeCluster) -> engine.Watcher:
         config,
         config.watch,
         cast("WatchCluster", cluster),
-        StopFlag(math.inf, config.timeout),
+        Stop(SYSTEM_CLOCK),
         io.StringIO(),
+        clock=SYSTEM_CLOCK,
     )
 
 

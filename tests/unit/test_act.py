@@ -9,11 +9,13 @@ import pytest
 from sweeper.act.cleanup import leftovers_by_owner
 from sweeper.act.executor import Executor, refused
 from sweeper.config import DryRun
+from sweeper.core.clock import SYSTEM_CLOCK
 from sweeper.core.decide import decide
 from sweeper.core.errors import ApiError, Interrupted, NotFound, RequestRef, SweeperError
 from sweeper.core.jobs import parse_job
 from sweeper.core.kinds import COMPONENT, TOUCHED_AT_ANNOTATION
 from sweeper.core.model import ActionMode, Outcome, PodsMode, Policy, Result
+from sweeper.stop import Stop
 from tests.unit.fakes import FakeCluster, Request
 from tests.unit.objects import KIND, NOW, condition, deadline_failed, job, owned
 
@@ -38,11 +40,11 @@ def execute(
     fake: FakeCluster,
     policy: Policy = TOUCH,
     dry_run: DryRun | None = None,
-    stop_reason: Any = lambda: None,
+    stop: Stop | None = None,
 ) -> list[Outcome]:
     jobs = [parse_job(raw, KIND[raw["kind"]]) for raw in fake.jobs.values()]
     plan = decide(jobs, NOW, policy)
-    execution = Executor(fake, dry_run=dry_run, stop_reason=stop_reason).execute(plan)
+    execution = Executor(fake, dry_run=dry_run, stop=stop or Stop(SYSTEM_CLOCK)).execute(plan)
     return list(execution.outcomes)
 
 
@@ -334,18 +336,25 @@ def test_a_failed_event_is_an_error_of_a_done_touch() -> None:
 # --- stopping ----------------------------------------------------------------------------------
 
 
-def stop_after(fake: FakeCluster, writes: int) -> Any:
-    def stop_reason() -> SweeperError | None:
-        return Interrupted("interrupted by SIGTERM") if len(fake.writes) >= writes else None
+class StopAfter(Stop):
+    """The run's stop, as a signal after ``writes`` writes would set it."""
 
-    return stop_reason
+    def __init__(self, fake: FakeCluster, writes: int) -> None:
+        super().__init__(SYSTEM_CLOCK)
+        self.fake = fake
+        self.writes = writes
+
+    def reason(self) -> SweeperError | None:
+        return (
+            Interrupted("interrupted by SIGTERM") if len(self.fake.writes) >= self.writes else None
+        )
 
 
 def test_a_signal_lets_the_current_write_finish_and_starts_no_other() -> None:
     fake = cluster_with(job(name="a"), job(name="b"), job(name="c"))
     jobs = [parse_job(r, KIND["PyTorchJob"]) for r in fake.jobs.values()]
     plan = decide(jobs, NOW, Policy())
-    execution = Executor(fake, dry_run=None, stop_reason=stop_after(fake, 1)).execute(plan)
+    execution = Executor(fake, dry_run=None, stop=StopAfter(fake, 1)).execute(plan)
     assert [w.method for w in fake.writes] == ["patch"]
     assert [o.result for o in execution.outcomes] == [
         Result.DONE,
@@ -359,7 +368,7 @@ def test_a_signal_after_the_status_write_leaves_pods_for_the_next_pass() -> None
     raw = job()
     fake = cluster_with(raw)
     with_pods(fake, raw, {"w-0": "Running"})
-    outcome = only(execute(fake, FAIL, stop_reason=stop_after(fake, 1)))
+    outcome = only(execute(fake, FAIL, stop=StopAfter(fake, 1)))
     assert outcome.result is Result.DONE
     assert "stopped: interrupted by SIGTERM" in outcome.detail
     assert [w.method for w in fake.writes] == ["patch-status"]
@@ -591,7 +600,7 @@ def test_a_clean_up_planned_with_its_pods_deletes_those_without_listing_pods() -
     index = leftovers_by_owner(fake, decide(jobs, NOW, FAIL).actions, ())
     plan = decide(jobs, NOW, FAIL, index)
 
-    outcome = Executor(fake, dry_run=None).execute(plan).outcomes[0]
+    outcome = Executor(fake, dry_run=None, stop=Stop(SYSTEM_CLOCK)).execute(plan).outcomes[0]
 
     assert (outcome.result, outcome.pods) == (Result.DONE, ("w-0", "w-1"))
     assert "list-pods" not in fake.methods()
@@ -654,7 +663,7 @@ def test_the_most_overdue_run_first_and_the_report_keeps_the_listing_order() -> 
     jobs = [parse_job(r, KIND["PyTorchJob"]) for r in fake.jobs.values()]
     plan = decide(jobs, NOW, Policy(max_actions=2))
 
-    execution = Executor(fake, dry_run=None, stop_reason=stop_after(fake, 1)).execute(plan)
+    execution = Executor(fake, dry_run=None, stop=StopAfter(fake, 1)).execute(plan)
 
     # Stopped after one write: the most overdue of the chosen two is the one done.
     assert [w.name for w in fake.writes] == ["c"]

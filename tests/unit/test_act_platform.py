@@ -13,11 +13,13 @@ import pytest
 
 from sweeper.act.executor import Executor
 from sweeper.config import DryRun
+from sweeper.core.clock import SYSTEM_CLOCK
 from sweeper.core.decide import judge
 from sweeper.core.jobs import DeadlineSource, Job, parse_job
 from sweeper.core.kinds import COMPONENT, MPI_OPERATOR_VERSION, TRAINER_VERSION
 from sweeper.core.model import Outcome, Plan, Policy, Result
 from sweeper.core.platform import PlatformRule, apply
+from sweeper.stop import Stop
 from tests.unit.fakes import FakeCluster, Request
 from tests.unit.objects import KIND, NOW, ago, jobset, mpijob, owned, trainjob
 
@@ -44,7 +46,9 @@ def run(fake: FakeCluster, job: Job, dry_run: DryRun | None = None) -> Outcome:
     entry = judge(job, NOW, POLICY)
     plan = Plan(now=NOW, policy=POLICY, entries=(entry,))
     under = rule(job.deadline_seconds or 0, job.deadline_source)
-    executor = Executor(fake, dry_run=dry_run, view=lambda fresh: apply(fresh, under))
+    executor = Executor(
+        fake, dry_run=dry_run, stop=Stop(SYSTEM_CLOCK), view=lambda fresh: apply(fresh, under)
+    )
     (outcome,) = executor.execute(plan).outcomes
     return outcome
 

@@ -27,7 +27,7 @@ from sweeper.core.kinds import (
 )
 from sweeper.core.model import ActionMode, PodsMode
 from sweeper.core.releases import Release
-from sweeper.stop import StopFlag
+from sweeper.stop import Stop
 from tests.cli_runner import runner
 from tests.unit.fakes import FakeWatchCluster, Request
 from tests.unit.objects import NOW, job
@@ -87,7 +87,7 @@ class Harness:
         self.fake = fake or FakeWatchCluster(date=NOW)
         self.config: Config | None = None
 
-    def connect(self, config: Config, *, stop: StopFlag) -> FakeWatchCluster:
+    def connect(self, config: Config, *, stop: Stop) -> FakeWatchCluster:
         self.config = config
         return self.fake
 
@@ -809,7 +809,7 @@ def test_watch_flags_and_their_twins_build_the_watch_settings(
 ) -> None:
     seen: list[Config] = []
 
-    def connect(config: Config, /, *, stop: StopFlag) -> FakeWatchCluster:
+    def connect(config: Config, /, *, stop: Stop) -> FakeWatchCluster:
         seen.append(config)
         raise ConfigError("stop here: the settings are what this test checks")
 

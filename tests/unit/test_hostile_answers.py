@@ -24,12 +24,13 @@ from hypothesis import strategies as st
 
 from sweeper.cli import Seams, command
 from sweeper.config import Config
+from sweeper.core.clock import SYSTEM_CLOCK
 from sweeper.core.errors import ApiError
 from sweeper.core.model import JSON
 from sweeper.k8s import kube
 from sweeper.k8s.cluster import ServedKind
 from sweeper.k8s.transport import Response, RetryPolicy, Transport
-from sweeper.stop import StopFlag
+from sweeper.stop import Stop
 from tests.cli_runner import runner
 from tests.unit.objects import NOW, job, owned
 
@@ -201,7 +202,7 @@ MODES = {
 
 
 def run(server: Server, *args: str) -> Any:
-    def connect(config: Config, *, stop: StopFlag) -> kube.KubeCluster:
+    def connect(config: Config, *, stop: Stop) -> kube.KubeCluster:
         return kube.KubeCluster(
             Transport(server, stop, request_timeout=config.request_timeout, policy=NO_WAIT),
             endpoint=ENDPOINT,
@@ -302,7 +303,7 @@ def test_watch_mode_exits_3_naming_the_server_when_discovery_is_garbled(target: 
 
 
 def lone_cluster(server: Server) -> kube.KubeCluster:
-    stop = StopFlag(float("inf"), 45.0)
+    stop = Stop(SYSTEM_CLOCK)
     transport = Transport(server, stop, request_timeout=10.0, policy=NO_WAIT)
     stream: Any = FakeStream(server)  # ClientStream's open(), over scripted bytes
     return kube.KubeCluster(transport, once=transport, stream=stream)

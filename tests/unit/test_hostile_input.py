@@ -11,7 +11,6 @@ from __future__ import annotations
 import io
 import json
 import logging
-import math
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
@@ -21,14 +20,14 @@ import pytest
 from sweeper.cli import Seams, command
 from sweeper.config import ClockMode, Config, WatchSettings
 from sweeper.core import model
-from sweeper.core.clock import parse_http_date, parse_rfc3339
+from sweeper.core.clock import SYSTEM_CLOCK, parse_http_date, parse_rfc3339
 from sweeper.core.decide import due_at, judge
 from sweeper.core.jobs import Job, parse_job
 from sweeper.core.kinds import KINDS, TOUCHED_AT_ANNOTATION, VERSION
 from sweeper.core.model import ActionMode, Policy, SkipReason
 from sweeper.k8s import decode
 from sweeper.k8s.cluster import ServedKind, WatchCluster, WatchEvent
-from sweeper.stop import StopFlag
+from sweeper.stop import Stop
 from sweeper.watch import engine, streams
 from sweeper.watch.elector import parse_lease
 from sweeper.watch.inbox import Scope
@@ -185,8 +184,9 @@ def watcher(fake: FakeCluster, policy: Policy) -> engine.Watcher:
         config,
         config.watch,
         cast("WatchCluster", fake),
-        StopFlag(math.inf, config.timeout),
+        Stop(SYSTEM_CLOCK),
         io.StringIO(),
+        clock=SYSTEM_CLOCK,
     )
 
 

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from sweeper.core.clock import format_rfc3339, local_now, parse_http_date, parse_rfc3339
+from sweeper.core.clock import SYSTEM_CLOCK, format_rfc3339, parse_http_date, parse_rfc3339
 
 MOMENT = datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC)
 
@@ -50,5 +50,5 @@ def test_format_rfc3339_is_utc_whole_seconds_with_z() -> None:
     assert format_rfc3339(moment) == "2024-05-01T12:00:00Z"
 
 
-def test_local_now_is_aware_utc() -> None:
-    assert local_now().tzinfo is UTC
+def test_the_system_clock_reads_aware_utc() -> None:
+    assert SYSTEM_CLOCK.now().tzinfo is UTC

@@ -1,4 +1,4 @@
-"""The retry policy of sweeper.k8s.transport, through a fake Send and a fake stop flag (no HTTP).
+"""The retry policy of sweeper.k8s.transport, through a fake Send and a fake stop (no HTTP).
 
 What the real apiserver does with these requests is the e2e tier's (tests/e2e/test_faults_*):
 here every answer, every lost connection and every second of the run is scripted.
@@ -40,7 +40,7 @@ def answer(status: int, retry_after: str | None = None, message: str = "") -> Re
 
 @dataclass
 class FakeStop:
-    """The run's stop flag, on a clock that moves only when waited on (or by a slow send)."""
+    """The run's stop, on a clock that moves only when waited on (or by a slow send)."""
 
     left: float = 30.0
     signal_at_wait: int | None = None
@@ -294,7 +294,7 @@ TIMING = Timing(lease_duration=15, renew_deadline=10, retry_period=2)
 
 @dataclass
 class LeaderClock:
-    """The watch's stop flag on a monotonic clock the test drives; the real Elector answers.
+    """The watch's stop on a monotonic clock the test drives; the real Elector answers.
 
     No ``--timeout`` (watch mode); a wait moves the clock by its length.
     """

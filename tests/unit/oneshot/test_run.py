@@ -7,12 +7,13 @@ import io
 import json
 import logging
 import time
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
 
 from sweeper.config import ClockMode, Config, OutputFormat
+from sweeper.core.clock import SYSTEM_CLOCK
 from sweeper.core.errors import (
     ApiError,
     ClusterUnavailable,
@@ -26,7 +27,7 @@ from sweeper.core.model import ActionMode, Policy
 from sweeper.k8s.cluster import ServedKind
 from sweeper.oneshot import run as oneshot
 from sweeper.oneshot.run import collector_paused, run
-from sweeper.stop import StopFlag
+from sweeper.stop import Stop
 from tests.unit.fakes import FakeCluster, Request
 from tests.unit.objects import NOW, deadline_failed, job, owned
 
@@ -34,25 +35,29 @@ JSON_CONFIG = Config(output=OutputFormat.JSON)
 
 
 class Ticker:
-    """A monotonic clock that only moves when asked: pass scheduling without real timing."""
+    """A clock whose monotonic reading only moves when asked: pass scheduling without real
+    timing (its wall clock is the machine's)."""
 
     def __init__(self, step: float = 0.0) -> None:
-        self.now = 1000.0
+        self.at = 1000.0
         self.step = step
 
-    def __call__(self) -> float:
-        self.now += self.step
-        return self.now
+    def now(self) -> datetime:
+        return SYSTEM_CLOCK.now()
+
+    def monotonic(self) -> float:
+        self.at += self.step
+        return self.at
 
 
 def sweep(
-    fake: FakeCluster, config: Config = JSON_CONFIG, monotonic: Any = None
+    fake: FakeCluster, config: Config = JSON_CONFIG, clock: Ticker | None = None
 ) -> tuple[int, list[dict[str, Any]]]:
-    def connect(config: Config, *, stop: StopFlag) -> FakeCluster:
+    def connect(config: Config, *, stop: Stop) -> FakeCluster:
         return fake
 
     out = io.StringIO()
-    code = run(config, connect, out, monotonic=monotonic or Ticker())
+    code = run(config, connect, out, clock=clock or Ticker())
     return code, documents(out.getvalue())
 
 
@@ -347,7 +352,7 @@ def test_a_pass_longer_than_the_interval_skips_the_slots_it_overran() -> None:
 
     def slow_discovery(request: Request) -> None:
         if request.method == "discover":
-            ticker.now += 1.5 / 16
+            ticker.at += 1.5 / 16
 
     fake.before = slow_discovery
     config = Config(output=OutputFormat.JSON, every=1 / 16, for_seconds=3.5 / 16, timeout=5)
@@ -400,10 +405,10 @@ def test_the_metrics_push_gets_what_is_left_of_the_timeout(
 def test_without_a_clock_the_run_and_its_stop_flag_read_time_monotonic_at_each_call(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # One default clock for the run, its passes and its StopFlag: patching time.monotonic
+    # One default clock for the run, its passes and its Stop: patching time.monotonic
     # (as freezegun does) moves them all together, the --timeout included.
     ticker = Ticker(step=0.3)
-    monkeypatch.setattr(time, "monotonic", ticker)
+    monkeypatch.setattr(time, "monotonic", ticker.monotonic)
     fake = server_at(NOW, job(name="a"), job(name="b"))
     out = io.StringIO()
 
@@ -464,7 +469,9 @@ def test_a_pass_called_alone_leaves_the_collector_on() -> None:
     # The watch mode's resync thread calls sweep(): the collector stays on for the process.
     fake = CollectorWitness()
     fake.add_job(job())
-    outcome = oneshot.sweep(1, JSON_CONFIG, fake, StopFlag(float("inf"), 45.0), io.StringIO())
+    outcome = oneshot.sweep(
+        1, JSON_CONFIG, fake, Stop(SYSTEM_CLOCK), io.StringIO(), clock=SYSTEM_CLOCK
+    )
     assert outcome.errors == 0
     assert fake.collecting
     assert all(fake.collecting)

@@ -143,9 +143,7 @@ def test_a_dry_run_names_the_jobset_it_would_delete_and_writes_nothing() -> None
     fake.jobsets[("team-a", "tj")] = jobset(raw)
 
     out = io.StringIO()
-    code = run(
-        Config(dry_run=DryRun.CLIENT), lambda _config, *, stop: fake, out, monotonic=Ticker()
-    )
+    code = run(Config(dry_run=DryRun.CLIENT), lambda _config, *, stop: fake, out, clock=Ticker())
 
     assert code == 0
     assert writes(fake) == []

@@ -1,11 +1,11 @@
 """A Watcher running on its own thread over the unit fake, with time in the test's hands.
 
-The watcher's decisions read two clocks, and both are the test's: its injected monotonic
-clock (timers on the server clock, the Lease's expiry and renew deadline) and the fake's
-``Date`` header, which :meth:`Running.advance` moves with it, so the server clock estimated
-from the headers moves as the API server's would. Nothing waits for the clock: a test moves it
-and wakes the main loop with a change the streams deliver. What the watcher did is read from
-the fake's requests (each stamped with the injected clock's reading) and from its probes and
+The watcher's decisions read two clocks, and both are the test's: the monotonic reading of the
+one clock it is handed (timers on the server clock, the Lease's expiry and renew deadline) and
+the fake's ``Date`` header, which :meth:`Running.advance` moves with it, so the server clock
+estimated from the headers moves as the API server's would. Nothing waits for the clock: a test
+moves it and wakes the main loop with a change the streams deliver. What the watcher did is read
+from the fake's requests (each stamped with the injected clock's reading) and from its probes and
 metrics, served on a loopback port like a pod's.
 """
 
@@ -20,15 +20,16 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
 from sweeper.config import Config, Timing, WatchSettings
+from sweeper.core.clock import SYSTEM_CLOCK
 from sweeper.core.errors import NotFound, RequestRef
 from sweeper.core.kinds import KINDS
-from sweeper.stop import StopFlag
+from sweeper.stop import Stop
 from sweeper.watch.engine import Watcher
 from tests.unit.fakes import FakeCluster, Request
 from tests.unit.objects import NOW, job
@@ -42,12 +43,19 @@ WAIT_S = 10.0  # at most, for another thread (a failing test: under load, hand-o
 
 @dataclass
 class Clock:
-    """The watcher's monotonic clock: it moves only when the test says."""
+    """The watcher's clock: its monotonic reading moves only when the test says.
 
-    now: float = 1000.0
+    Its wall clock is the machine's, unless ``wall`` fixes it.
+    """
 
-    def __call__(self) -> float:
-        return self.now
+    at: float = 1000.0
+    wall: datetime | None = None
+
+    def now(self) -> datetime:
+        return self.wall or SYSTEM_CLOCK.now()
+
+    def monotonic(self) -> float:
+        return self.at
 
 
 @dataclass
@@ -62,7 +70,7 @@ class Running:
 
     fake: FakeCluster
     watcher: Watcher
-    flag: StopFlag
+    flag: Stop  # the run's one stop (``stop()`` is SIGTERM)
     clock: Clock
     out: io.StringIO
     port: int
@@ -80,7 +88,7 @@ class Running:
 
     def advance(self, seconds: float) -> None:
         """Move the local monotonic clock and the API server's clock together."""
-        self.clock.now += seconds
+        self.clock.at += seconds
         if self.fake.date is not None:
             self.fake.date += timedelta(seconds=seconds)
 
@@ -248,13 +256,13 @@ def running(
     )
     config.setdefault("kinds", (PYTORCH,))
     made = Config(watch=settings, **config)
-    flag = StopFlag(math.inf, made.timeout)
+    stop = Stop(clock)
     out = io.StringIO()
-    watcher = Watcher(made, settings, fake, flag, out, monotonic=clock)
-    result = Running(fake, watcher, flag, clock, out, port, hook=hook, host=health_address)
+    watcher = Watcher(made, settings, fake, stop, out, clock=clock)
+    result = Running(fake, watcher, stop, clock, out, port, hook=hook, host=health_address)
 
     def stamp(request: Request) -> None:
-        result.log.append(Stamped(request, clock.now))
+        result.log.append(Stamped(request, clock.at))
         if result.hook is not None:
             result.hook(request)
 

@@ -8,6 +8,7 @@ from sweeper.core.kinds import KINDS
 from sweeper.k8s.cluster import ServedKind
 from sweeper.watch.agenda import Agenda
 from sweeper.watch.inbox import Ending, Event, Fired, JobKey, Listed, Pending, Scope
+from tests.unit.watch.harness import Clock
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 DUE = T0 + timedelta(minutes=30)
@@ -17,7 +18,7 @@ SCOPE = Scope(ServedKind(next(k for k in KINDS if k.name == "PyTorchJob"), "v1")
 
 
 def agenda() -> Agenda:
-    return Agenda(now=lambda: T0)
+    return Agenda(Clock(wall=T0))
 
 
 def test_the_timer_wakes_for_the_warning_before_the_due_instant() -> None:
@@ -87,7 +88,7 @@ def test_a_warning_due_after_the_action_is_not_waited_for() -> None:
 def test_a_warning_whose_deadline_came_does_not_wake_the_timer() -> None:
     # A controller's own deadline (no due instant of the sweeper's): events after the deadline
     # must not wake the timer for a warning that can no longer be given.
-    book = Agenda(now=lambda: DUE)
+    book = Agenda(Clock(wall=DUE))
     book.apply(Event(KEY, None, WARN))
     assert book.when(KEY) is None
     book.apply(Event(KEY, DUE + timedelta(minutes=2), WARN))

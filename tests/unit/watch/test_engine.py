@@ -16,12 +16,12 @@ from datetime import timedelta
 import pytest
 
 from sweeper.config import ClockMode, Config, WatchSettings
-from sweeper.core import clock
+from sweeper.core.clock import SYSTEM_CLOCK, parse_rfc3339
 from sweeper.core.errors import EXIT_OK, ApiError, ClusterUnavailable, Interrupted, RequestRef
 from sweeper.core.kinds import KINDS, TOUCHED_AT_ANNOTATION
 from sweeper.core.model import PodsMode, Policy
 from sweeper.k8s.cluster import WatchEvent
-from sweeper.stop import StopFlag
+from sweeper.stop import Stop
 from sweeper.watch.engine import watch
 from tests.unit.fakes import FakeCluster
 from tests.unit.objects import NOW, deadline_failed, job, owned, stamp
@@ -279,25 +279,25 @@ def test_a_resync_pass_sets_the_pods_finished_jobs_hold(start: Start) -> None:
 def test_with_the_local_clock_the_decision_instant_is_the_local_clock(start: Start) -> None:
     fake = fake_cluster(job(name="train"))  # overdue on any clock after 2024
     run = start(fake, clock=ClockMode.LOCAL, policy=NO_RETOUCH).listed()
-    before = clock.local_now().replace(microsecond=0)
+    before = SYSTEM_CLOCK.now().replace(microsecond=0)
 
     wait_for(lambda: run.requests("patch", "train") != [], "the touch")
 
-    written = clock.parse_rfc3339(touched_at(fake.job("pytorchjobs", "team-a", "train")))
+    written = parse_rfc3339(touched_at(fake.job("pytorchjobs", "team-a", "train")))
     assert written is not None
     assert written >= before > NOW  # not the server's (the fake's Date says NOW)
     run.stop()
 
 
 def test_sigterm_ends_the_watch_mode_with_0_after_releasing_the_lease() -> None:
-    # The entry point, as the CLI calls it: its own stop flag, signal handlers, and close.
+    # The entry point, as the CLI calls it: its own stop, signal handlers, and close.
     fake = fake_cluster(job(name="train"))
     settings = WatchSettings(
         leader_elect=True, identity="me", timing=QUICK_LEASE, health_port=0, lease_namespace="ns"
     )
     config = Config(watch=settings, kinds=(PYTORCH,), policy=NO_RETOUCH)
 
-    def connect(_config: Config, *, stop: StopFlag) -> FakeCluster:
+    def connect(_config: Config, *, stop: Stop) -> FakeCluster:
         return fake
 
     def terminate_once_acting() -> None:

@@ -104,18 +104,18 @@ def test_a_watcher_on_the_ipv6_loopback_serves_there_and_logs_the_address_in_bra
 
 def test_liveness_fails_once_the_loop_has_not_turned_for_the_stale_limit() -> None:
     clock = Clock(0.0)
-    health = Health(streams=0, monotonic=clock)
+    health = Health(streams=0, clock=clock)
     assert health.alive
-    clock.now = STALE_LOOP_S - 0.001
+    clock.at = STALE_LOOP_S - 0.001
     assert health.alive
-    clock.now = STALE_LOOP_S
+    clock.at = STALE_LOOP_S
     assert not health.alive
     health.beat()
     assert health.alive
 
 
 def test_readiness_counts_distinct_streams_against_the_expected_number() -> None:
-    health = Health(streams=1)
+    health = Health(streams=1, clock=Clock())
     health.expect(2)
     health.listed("a")
     health.listed("a")  # a relist of the same stream counts once
@@ -127,7 +127,7 @@ def test_readiness_counts_distinct_streams_against_the_expected_number() -> None
 def test_an_address_not_on_this_host_is_a_configuration_error_naming_both_options() -> None:
     # TEST-NET-3: never assigned to a local interface, so the bind fails (no packet is sent).
     with pytest.raises(ConfigError) as raised:
-        serve("203.0.113.7", 0, Health(streams=0), _Metrics())
+        serve("203.0.113.7", 0, Health(streams=0, clock=Clock()), _Metrics())
     message = str(raised.value)
     assert message.startswith("cannot serve /healthz, /readyz and /metrics on 203.0.113.7:0: ")
     assert "--health-address/SWEEPER_HEALTH_ADDRESS" in message

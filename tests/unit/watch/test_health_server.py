@@ -16,8 +16,9 @@ import pytest
 
 from sweeper.cli import Seams, command
 from sweeper.config import Config
+from sweeper.core.clock import SYSTEM_CLOCK
 from sweeper.core.errors import EXIT_CONFIG, ConfigError
-from sweeper.stop import StopFlag
+from sweeper.stop import Stop
 from sweeper.watch.health import Health, serve
 from tests.cli_runner import runner
 from tests.unit.fakes import FakeWatchCluster
@@ -52,7 +53,7 @@ def held_ipv6_port() -> Iterator[int]:
 @contextlib.contextmanager
 def listening(address: str) -> Iterator[ThreadingHTTPServer]:
     """``serve`` on a free port of ``address`` for the block; the port is freed after it."""
-    server = serve(address, 0, Health(streams=0), Metrics())
+    server = serve(address, 0, Health(streams=0, clock=SYSTEM_CLOCK), Metrics())
     try:
         yield server
     finally:
@@ -69,7 +70,7 @@ def test_a_port_in_use_is_a_configuration_error_naming_the_address_and_the_optio
     held_port: int,
 ) -> None:
     with pytest.raises(ConfigError) as raised:
-        serve("127.0.0.1", held_port, Health(streams=1), Metrics())
+        serve("127.0.0.1", held_port, Health(streams=1, clock=SYSTEM_CLOCK), Metrics())
 
     message = str(raised.value)
     assert raised.value.exit_code == EXIT_CONFIG
@@ -84,7 +85,7 @@ def test_a_second_watch_on_the_same_port_exits_2_with_one_line_not_as_a_bug(
 ) -> None:
     fake = FakeWatchCluster()
 
-    def connect(_config: Config, *, stop: StopFlag) -> FakeWatchCluster:
+    def connect(_config: Config, *, stop: Stop) -> FakeWatchCluster:
         return fake
 
     result = runner().invoke(
@@ -105,7 +106,7 @@ def test_a_second_watch_on_the_same_port_exits_2_with_one_line_not_as_a_bug(
 
 
 def test_the_probes_answer_and_closing_frees_the_port() -> None:
-    server = serve("127.0.0.1", 0, Health(streams=0), Metrics())
+    server = serve("127.0.0.1", 0, Health(streams=0, clock=SYSTEM_CLOCK), Metrics())
     port = int(server.server_address[1])
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as answer:
@@ -114,7 +115,7 @@ def test_the_probes_answer_and_closing_frees_the_port() -> None:
         server.shutdown()
         server.server_close()
     # A second sweeper (or a restarted one) may listen there at once.
-    again = serve("127.0.0.1", port, Health(streams=0), Metrics())
+    again = serve("127.0.0.1", port, Health(streams=0, clock=SYSTEM_CLOCK), Metrics())
     again.shutdown()
     again.server_close()
 
@@ -143,7 +144,7 @@ def test_an_ipv6_listener_takes_ipv4_clients_too_so_the_unspecified_address_is_d
 @needs_ipv6
 def test_an_ipv6_port_in_use_is_named_in_brackets_as_a_port_in_use(held_ipv6_port: int) -> None:
     with pytest.raises(ConfigError) as raised:
-        serve("::1", held_ipv6_port, Health(streams=1), Metrics())
+        serve("::1", held_ipv6_port, Health(streams=1, clock=SYSTEM_CLOCK), Metrics())
 
     message = str(raised.value)
     assert message.startswith(

@@ -18,7 +18,7 @@ from sweeper.config import DryRun, WatchSettings
 from sweeper.core.errors import EXIT_INTERRUPTED, EXIT_OK, ApiError, RequestRef
 from sweeper.core.model import ActionMode, Policy
 from sweeper.metrics import WatchMetrics
-from sweeper.stop import StopFlag
+from sweeper.stop import Stop
 from sweeper.watch.elector import micro_time
 from sweeper.watch.leader import Leader
 from tests.unit.fakes import FakeCluster, Request
@@ -250,24 +250,23 @@ def test_a_follower_runs_no_resync_pass(start: Start) -> None:
 # --- B2: a refused take waits a retry period; leaseTransitions stays an int32 ----------------
 
 
-class SimulatedWaits(threading.Event):
-    """The Lease thread's stop event, on simulated time: each wait moves the clock instead.
+class SimulatedWaits(Stop):
+    """The Lease thread's stop, on simulated time: each wait moves the clock instead.
 
     The thread runs ``rounds`` rounds, then stops; ``waits`` keeps every delay it asked for.
     """
 
     def __init__(self, clock: Clock, rounds: int) -> None:
-        super().__init__()
+        super().__init__(clock)
         self.clock = clock
         self.rounds = rounds
         self.waits: list[float] = []
 
-    def wait(self, timeout: float | None = None) -> bool:
-        assert timeout is not None
-        self.waits.append(timeout)
-        self.clock.now += timeout
+    def wait(self, seconds: float) -> bool:
+        self.waits.append(seconds)
+        self.clock.at += seconds
         if len(self.waits) >= self.rounds:
-            self.set()
+            self.request("the test")
         return self.is_set()
 
 
@@ -282,9 +281,9 @@ def lease_thread(fake: FakeCluster, rounds: int) -> tuple[Leader, SimulatedWaits
         queue.Queue(),
         elects=True,
         saw_date=lambda *_: None,
-        stopping=stopping,
+        stop=stopping,
         metrics=WatchMetrics(),
-        monotonic=clock,
+        clock=clock,
     )
     return leader, stopping
 
@@ -367,18 +366,18 @@ def test_a_standby_reports_no_overdue_jobs_it_is_not_the_one_to_handle(start: St
 class SecondSignalClock(Clock):
     """The injected clock; once armed, the main loop's next reading is where both signals land.
 
-    A signal handler runs in the main thread: the first sets the stop flag, the second raises
+    A signal handler runs in the main thread: the first sets the stop, the second raises
     ``KeyboardInterrupt``. Both landing before the loop's next check of the flag is the window.
     """
 
-    flag: StopFlag | None = None
+    stop: Stop | None = None
 
-    def __call__(self) -> float:
-        if self.flag is not None and threading.current_thread() is threading.main_thread():
-            flag, self.flag = self.flag, None
-            flag.request("SIGTERM")
+    def monotonic(self) -> float:
+        if self.stop is not None and threading.current_thread() is threading.main_thread():
+            stop, self.stop = self.stop, None
+            stop.request("SIGTERM")
             raise KeyboardInterrupt
-        return self.now
+        return self.at
 
 
 def test_a_second_signal_before_the_loop_saw_the_first_leaves_the_lease_to_expire() -> None:
@@ -388,7 +387,7 @@ def test_a_second_signal_before_the_loop_saw_the_first_leaves_the_lease_to_expir
 
     def signals_once_acting() -> None:
         wait_for(lambda: run.requests("patch", "train") != [], "the touch")
-        clock.flag = run.flag
+        clock.stop = run.flag
         run.wake()  # the loop's next turn reads the clock
 
     signaller = threading.Thread(target=signals_once_acting, daemon=True)

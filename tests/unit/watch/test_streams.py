@@ -2,7 +2,7 @@
 bookmarks move it; a closed stream resumes from the last one seen; 410 Gone lists again and
 drops what vanished meanwhile; a stalled or failing stream is reopened after a backoff.
 
-The backoffs after a stall or an error are real waits (the engine waits on its stop flag, not
+The backoffs after a stall or an error are real waits (the engine waits on its stop, not
 on the injected clock): a quarter to half a second for the first failure.
 """
 
@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 import math
 import queue
-import threading
 
 import pytest
 
@@ -21,6 +20,7 @@ from sweeper.core.kinds import KINDS, VERSION
 from sweeper.core.model import Policy
 from sweeper.k8s.cluster import ServedKind
 from sweeper.metrics import WatchMetrics
+from sweeper.stop import Stop
 from sweeper.watch.health import Health
 from sweeper.watch.inbox import Scope
 from sweeper.watch.streams import Streams
@@ -184,18 +184,17 @@ def test_a_selector_limits_what_the_stream_delivers(start: Start) -> None:
 # --- B4: a stream that ends at once, with no event, is a failure and backs off ------------------
 
 
-class CountedWaits(threading.Event):
-    """A stream thread's stop event: its backoffs are counted, not waited; set at the 10th."""
+class CountedWaits(Stop):
+    """A stream thread's stop: its backoffs are counted, not waited; set at the 10th."""
 
     def __init__(self) -> None:
-        super().__init__()
+        super().__init__(Clock())
         self.waits: list[float] = []
 
-    def wait(self, timeout: float | None = None) -> bool:
-        assert timeout is not None
-        self.waits.append(timeout)
+    def wait(self, seconds: float) -> bool:
+        self.waits.append(seconds)
         if len(self.waits) == 10:
-            self.set()
+            self.request("the test")
         return self.is_set()
 
 
@@ -213,14 +212,14 @@ def test_a_stream_the_server_ends_at_once_is_a_failure_and_backs_off() -> None:
         settings,
         queue.Queue(),
         saw_date=lambda *_: None,
-        stopping=stopping,
+        stop=stopping,
         metrics=metrics,
-        health=Health(streams=1),
-        monotonic=Clock(),  # never moves: every watch lasted less than a second
+        health=Health(streams=1, clock=Clock()),
+        clock=Clock(),  # never moves: every watch lasted less than a second
     )
 
     # Without a backoff the thread would never wait: stop it at the 100th watch instead.
-    fake.before = lambda request: stopping.set() if len(fake.requests) > 100 else None
+    fake.before = lambda request: stopping.request("the test") if len(fake.requests) > 100 else None
     streams.run(Scope(ServedKind(PYTORCH, VERSION), None))
 
     watches = [r for r in fake.requests if r.method == "watch"]

@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 
 from sweeper.config import ClockMode, Config, DryRun, OutputFormat, Timing, WatchSettings
-from sweeper.stop import StopFlag
+from sweeper.core.clock import SYSTEM_CLOCK
+from sweeper.stop import Stop
 from sweeper.watch.elector import Lease, Record
 from sweeper.watch.engine import Watcher
 from sweeper.watch.fire import DecisionClock
@@ -31,10 +32,13 @@ WALL = datetime(2031, 1, 1, tzinfo=UTC)
 
 @dataclass
 class Clock:
-    now: float = 100.0
+    at: float = 100.0
 
-    def __call__(self) -> float:
-        return self.now
+    def now(self) -> datetime:
+        return SYSTEM_CLOCK.now()
+
+    def monotonic(self) -> float:
+        return self.at
 
 
 def watcher(
@@ -49,10 +53,10 @@ def watcher(
     config = Config(
         dry_run=dry_run, timeout=timeout, watch=settings, output=OutputFormat.JSON, page_size=1
     )
-    flag = StopFlag(math.inf, timeout)
+    stop = Stop(clock)
     # A Cluster, not a WatchCluster: nothing here opens a stream or sends a Lease request.
     fake: Any = cluster or FakeCluster(date=NOW)
-    return Watcher(config, settings, fake, flag, io.StringIO(), monotonic=clock)
+    return Watcher(config, settings, fake, stop, io.StringIO(), clock=clock)
 
 
 @pytest.mark.parametrize("dry_run", [DryRun.CLIENT, DryRun.SERVER], ids=str)
@@ -74,11 +78,11 @@ def test_with_election_no_write_is_sent_until_leading_nor_in_flight_past_the_lea
     assert (real.leading(), real.write_window()) == (False, 0.0)
 
     real.elector.succeeded(Lease(Record("me", 15, WALL, WALL, 0), "1"), sent=100.0, now=100.2)
-    clock.now = 104.0
+    clock.at = 104.0
     assert (real.leading(), real.write_window()) == (True, 11.0)
-    clock.now = 110.0  # the renew deadline: the transport sends no attempt any more
+    clock.at = 110.0  # the renew deadline: the transport sends no attempt any more
     assert (real.leading(), real.write_window()) == (False, 0.0)
-    assert str(real.stop_reason()) == "no longer the leader"
+    assert str(real.stop.reason()) == "no longer the leader"
 
 
 def test_without_election_writes_are_not_fenced() -> None:
@@ -95,7 +99,7 @@ def test_a_resync_pass_that_outlasts_the_timeout_stops_and_is_reported_so() -> N
 
     def slow_list(request: Request) -> None:
         if request.method == "list":
-            clock.now += 30.0  # each page takes 30 s: the second ends past 45 s
+            clock.at += 30.0  # each page takes 30 s: the second ends past 45 s
 
     cluster.before = slow_list
     resyncing = watcher(clock, leader_elect=False, timeout=45.0, cluster=cluster)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-import math
 from datetime import timedelta
 
 from sweeper.config import Config, WatchSettings
@@ -12,11 +11,12 @@ from sweeper.core.jobs import parse_job
 from sweeper.core.kinds import PYTORCHJOB as PYTORCH
 from sweeper.core.platform import load_platform
 from sweeper.oneshot import namespaces
-from sweeper.stop import StopFlag
+from sweeper.stop import Stop
 from sweeper.watch.engine import Watcher
 from sweeper.watch.inbox import JobKey
 from tests.unit.fakes import FakeWatchCluster
 from tests.unit.objects import NOW, job
+from tests.unit.watch.harness import Clock
 
 RULES = """
 rules:
@@ -28,9 +28,9 @@ KEY = JobKey("PyTorchJob", "team-a", "train")
 def watcher(fake: FakeWatchCluster) -> Watcher:
     settings = WatchSettings(leader_elect=False, health_port=0)
     config = Config(watch=settings, platform=load_platform(RULES, "rules.yaml"))
-    made = Watcher(config, settings, fake, StopFlag(math.inf, 45), io.StringIO())
+    clock = Clock(wall=NOW)  # the decision clock, fixed
+    made = Watcher(config, settings, fake, Stop(clock), io.StringIO(), clock=clock)
     made.served = {s.kind.name: s for s in fake.served}
-    made.now = lambda: NOW  # type: ignore[method-assign] # the decision clock, fixed
     made.view = namespaces.read_view(fake, config)
     return made
 

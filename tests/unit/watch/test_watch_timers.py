@@ -9,37 +9,42 @@ apply the message the fire sends, and read the timer it left armed.
 from __future__ import annotations
 
 import io
-import math
 from datetime import datetime
 from typing import Any
 
 import pytest
 
 from sweeper.cli import Seams, command
-from sweeper.config import Config, WatchSettings
+from sweeper.config import ClockMode, Config, WatchSettings
+from sweeper.core.clock import SYSTEM_CLOCK
 from sweeper.core.errors import ApiError, ConfigError, RequestRef
 from sweeper.core.kinds import KINDS, VERSION
 from sweeper.core.model import ActionMode, Policy
 from sweeper.k8s.cluster import ServedKind
-from sweeper.stop import StopFlag
+from sweeper.stop import Stop
 from sweeper.watch.engine import Watcher
 from sweeper.watch.inbox import Event, Fired, JobKey, Listed, Scope
 from tests.cli_runner import runner
 from tests.unit.fakes import FakeWatchCluster, Request
 from tests.unit.objects import NOW, deadline_failed, job, owned
+from tests.unit.watch.harness import Clock
 
 KEY = JobKey("PyTorchJob", "team-a", "train")
 SCOPE = Scope(ServedKind(next(k for k in KINDS if k.name == "PyTorchJob"), VERSION), None)
 
 
-def watcher(fake: FakeWatchCluster, monkeypatch: pytest.MonkeyPatch, **config: Any) -> Watcher:
+def watcher(fake: FakeWatchCluster, **config: Any) -> Watcher:
     """A watcher on the fake, leading (no election), whose decision clock reads ``NOW``."""
     settings = WatchSettings(leader_elect=False, health_port=0)
     made = Watcher(
-        Config(watch=settings, **config), settings, fake, StopFlag(math.inf, 45), io.StringIO()
+        Config(watch=settings, clock=ClockMode.LOCAL, **config),
+        settings,
+        fake,
+        Stop(SYSTEM_CLOCK),
+        io.StringIO(),
+        clock=Clock(wall=NOW),
     )
     made.served = {s.kind.name: s for s in fake.served}
-    monkeypatch.setattr(made, "now", lambda: NOW)
     return made
 
 
@@ -89,7 +94,7 @@ def test_one_shot_passes_still_take_max_actions() -> None:
     assert Config(policy=Policy(max_actions=3)).policy.max_actions == 3
 
 
-def _never_connect(config: Config, *, stop: StopFlag) -> FakeWatchCluster:
+def _never_connect(config: Config, *, stop: Stop) -> FakeWatchCluster:
     raise AssertionError("a usage error never connects")
 
 
@@ -139,14 +144,12 @@ def test_escalate_after_may_be_zero_where_it_is_no_re_touch(action: ActionMode) 
 # --- S3: a failing fire backs off, per job, up to a cap ----------------------------------------
 
 
-def test_a_failing_fire_backs_off_exponentially_per_job_up_to_a_cap(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_a_failing_fire_backs_off_exponentially_per_job_up_to_a_cap() -> None:
     fake = FakeWatchCluster(date=NOW)
     fake.add_job(job())  # 1 h overdue; touch mode, and every touch is refused
     fake.add_job(job(name="other"))
     fake.fail("patch", "train", *(refused() for _ in range(12)))
-    w = watcher(fake, monkeypatch)
+    w = watcher(fake)
     delays = [delay(fire(w)) for _ in range(12)]
     # Equal jitter: the n-th retry comes between 5 x 2**(n-1) and twice that, capped at 300 s.
     for n, seconds in enumerate(delays, start=1):
@@ -158,11 +161,11 @@ def test_a_failing_fire_backs_off_exponentially_per_job_up_to_a_cap(
     assert delay(fire(w, JobKey("PyTorchJob", "team-a", "other"))) <= 10.0
 
 
-def test_the_backoff_starts_over_after_a_success(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_backoff_starts_over_after_a_success() -> None:
     fake = FakeWatchCluster(date=NOW)
     fake.add_job(job())
     fake.fail("patch", "train", *(refused() for _ in range(5)))
-    w = watcher(fake, monkeypatch)
+    w = watcher(fake)
     for _ in range(4):
         fire(w)
     assert delay(fire(w)) > 10.0  # backed off by now
@@ -172,11 +175,11 @@ def test_the_backoff_starts_over_after_a_success(monkeypatch: pytest.MonkeyPatch
     assert delay(fire(w)) <= 10.0
 
 
-def test_the_backoff_starts_over_when_the_job_changes(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_backoff_starts_over_when_the_job_changes() -> None:
     fake = FakeWatchCluster(date=NOW)
     fake.add_job(job())
     fake.fail("patch", "train", *(refused() for _ in range(6)))
-    w = watcher(fake, monkeypatch)
+    w = watcher(fake)
     for _ in range(4):
         fire(w)
     assert delay(fire(w)) > 10.0  # backed off by now
@@ -184,11 +187,11 @@ def test_the_backoff_starts_over_when_the_job_changes(monkeypatch: pytest.Monkey
     assert delay(fire(w)) <= 10.0
 
 
-def test_a_deleted_job_leaves_no_failure_count_behind(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_deleted_job_leaves_no_failure_count_behind() -> None:
     fake = FakeWatchCluster(date=NOW)
     fake.add_job(job())
     fake.fail("patch", "train", refused(), refused())
-    w = watcher(fake, monkeypatch)
+    w = watcher(fake)
     fire(w)
     fire(w)
     w._apply(Event(KEY, None))  # DELETED
@@ -196,9 +199,7 @@ def test_a_deleted_job_leaves_no_failure_count_behind(monkeypatch: pytest.Monkey
     assert w.agenda.when(KEY) is None
 
 
-def test_a_clean_up_that_deleted_some_pods_and_failed_on_others_is_tried_again(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_a_clean_up_that_deleted_some_pods_and_failed_on_others_is_tried_again() -> None:
     # S7: the fire ends "done" with errors; a dropped timer would leave the rest to the resync.
     fake = FakeWatchCluster(date=NOW)
     failed = fake.add_job(job(conditions=deadline_failed()))
@@ -206,7 +207,7 @@ def test_a_clean_up_that_deleted_some_pods_and_failed_on_others_is_tried_again(
         fake.add_pod(owned(pod, failed))
     gone = ApiError(RequestRef("delete", "pods", "team-a", "train-worker-1"), 500)
     fake.fail("delete-pod", "train-worker-1", gone)
-    w = watcher(fake, monkeypatch, policy=Policy(action=ActionMode.FAIL))
+    w = watcher(fake, policy=Policy(action=ActionMode.FAIL))
 
     assert delay(fire(w)) <= 10.0  # the job's backoff after a failure, as for any failed fire
     assert fire(w) is None  # the other pod deleted this time: nothing left to look at
@@ -220,13 +221,11 @@ def touches(fake: FakeWatchCluster) -> list[Request]:
     return [r for r in fake.requests if r.method == "patch"]
 
 
-def test_a_resync_pass_leaves_alone_a_job_its_timer_is_acting_on(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_a_resync_pass_leaves_alone_a_job_its_timer_is_acting_on() -> None:
     fake = FakeWatchCluster(date=NOW)
     fake.add_job(job())
     fake.add_job(job(name="other"))
-    w = watcher(fake, monkeypatch)
+    w = watcher(fake)
     assert take(w)  # the timer's fire is in flight
     w._resync.pass_once(1)
     assert [r.name for r in touches(fake)] == ["other"]
@@ -234,14 +233,12 @@ def test_a_resync_pass_leaves_alone_a_job_its_timer_is_acting_on(
     assert "left-alone" in w.out.getvalue()
 
 
-def test_a_resync_pass_leaves_alone_a_job_its_timer_took_since_the_pass_listed(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_a_resync_pass_leaves_alone_a_job_its_timer_took_since_the_pass_listed() -> None:
     # The timer fired (and touched, with a later instant) after the pass read the job: the
     # pass's touch, with its older instant, would move the annotation back.
     fake = FakeWatchCluster(date=NOW)
     fake.add_job(job())
-    w = watcher(fake, monkeypatch)
+    w = watcher(fake)
 
     fired: list[bool] = []
 
@@ -256,12 +253,10 @@ def test_a_resync_pass_leaves_alone_a_job_its_timer_took_since_the_pass_listed(
     assert touches(fake) == []
 
 
-def test_a_timer_waits_while_a_resync_pass_acts_on_its_job_then_looks_again(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_a_timer_waits_while_a_resync_pass_acts_on_its_job_then_looks_again() -> None:
     fake = FakeWatchCluster(date=NOW)
     fake.add_job(job())
-    w = watcher(fake, monkeypatch)
+    w = watcher(fake)
     taken: list[bool] = []
 
     def timer_comes_due_during_the_touch(request: Request) -> None:
@@ -277,13 +272,13 @@ def test_a_timer_waits_while_a_resync_pass_acts_on_its_job_then_looks_again(
     assert take(w)
 
 
-def test_an_action_not_started_is_no_failure_of_the_job(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_action_not_started_is_no_failure_of_the_job() -> None:
     # The run stopped (or the Lease was lost) between the read and the write: the timer is
     # kept at its instant, for the next leader's turn of the loop, and nothing is counted.
     fake = FakeWatchCluster(date=NOW)
     fake.add_job(job())
-    w = watcher(fake, monkeypatch)
-    w.flag.request("SIGTERM")
+    w = watcher(fake)
+    w.stop.request("SIGTERM")
     assert fire(w) == NOW
     assert w.agenda.failures(KEY) == 0
     assert touches(fake) == []
