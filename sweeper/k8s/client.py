@@ -14,6 +14,7 @@ needs only urllib3 (docs/benchmarks.md, "Decisions").
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import ssl
@@ -145,6 +146,7 @@ class Http:
         for attempt in (1, 2):
             try:
                 credential = self._auth.current()
+                pool = self.pool(credential)
             except ConfigError as error:
                 raise _NoCredential(str(error)) from error
             sent = {**headers, "User-Agent": USER_AGENT}
@@ -152,7 +154,7 @@ class Http:
                 sent["Authorization"] = credential.authorization
             if data is not None:
                 sent.setdefault("Content-Type", "application/json")
-            response = self.pool(credential).request(
+            response = pool.request(
                 method,
                 self._target.server + path,
                 body=data,
@@ -188,22 +190,30 @@ class Http:
 def _pool_manager(
     target: kubeconfig.Target, exec_cert: tuple[bytes, bytes] | None
 ) -> urllib3.PoolManager:
+    """Raises: ConfigError: A certificate or key cannot be loaded (named in the message)."""
     options: dict[str, Any] = {"maxsize": (os.cpu_count() or 1) * 5}  # the official client's
     if target.server.startswith("https:"):
         verify = ssl.CERT_NONE if target.insecure else ssl.CERT_REQUIRED
         context = create_urllib3_context(cert_reqs=verify)
-        if target.ca_file or target.ca_data:
-            context.load_verify_locations(cafile=target.ca_file, cadata=target.ca_data)
+        if target.ca_file:
+            with _loading(f"certificate-authority {target.ca_file}"):
+                context.load_verify_locations(cafile=target.ca_file)
+        elif target.ca_data:
+            with _loading("certificate-authority-data"):
+                context.load_verify_locations(cadata=target.ca_data)
         elif not target.insecure:
             context.load_default_certs()
         if exec_cert is not None:
-            _load_pair(context, *exec_cert)
+            with _loading("the exec plugin's client certificate and key"):
+                _load_pair(context, *exec_cert)
         elif target.cert_data is not None or target.key_data is not None:
-            cert = target.cert_data or Path(str(target.cert_file)).read_bytes()
-            key = target.key_data or Path(str(target.key_file)).read_bytes()
-            _load_pair(context, cert, key)
+            with _loading("client-certificate and client-key"):
+                cert = target.cert_data or Path(str(target.cert_file)).read_bytes()
+                key = target.key_data or Path(str(target.key_file)).read_bytes()
+                _load_pair(context, cert, key)
         elif target.cert_file:
-            context.load_cert_chain(target.cert_file, target.key_file)
+            with _loading(f"client-certificate {target.cert_file}, client-key {target.key_file}"):
+                context.load_cert_chain(target.cert_file, target.key_file)
         options.update(ssl_context=context, cert_reqs=verify)
         if target.tls_server_name:
             options["server_hostname"] = target.tls_server_name
@@ -213,6 +223,15 @@ def _pool_manager(
     if target.proxy_url:
         return urllib3.ProxyManager(target.proxy_url, **options)
     return urllib3.PoolManager(**options)
+
+
+@contextlib.contextmanager
+def _loading(what: str) -> Iterator[None]:
+    try:
+        yield
+    except (OSError, ValueError) as error:  # ssl.SSLError is an OSError
+        reason = error.strerror if isinstance(error, OSError) and error.strerror else error
+        raise ConfigError(f"{what}: {one_line(reason)}") from error
 
 
 def _load_pair(context: ssl.SSLContext, cert: bytes, key: bytes) -> None:

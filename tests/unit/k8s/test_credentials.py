@@ -128,7 +128,7 @@ def test_an_exec_plugin_gets_its_env_args_and_exec_info(tmp_path: Path) -> None:
         interactive_mode="Never",
         cluster=cluster,
     )
-    auth = auth_for(Target(server="s", context="c", exec_plugin=spec), lambda: 10.0)
+    auth = auth_for(Target(server="s", context="c", exec_plugin=spec), lambda: 60.0)
     assert runs(tmp_path) == []  # nothing runs before the first request
     assert auth.current() == Credential("Bearer t-1")
     [run] = runs(tmp_path)
@@ -145,7 +145,7 @@ def test_an_exec_credential_is_kept_until_it_expires(tmp_path: Path) -> None:
     expiry = (NOW + timedelta(minutes=5)).isoformat().replace("+00:00", "Z")
     command = script(tmp_path, printing({"token": "t-N", "expirationTimestamp": expiry}))
     clock = Clock()
-    auth = ExecAuth(plugin(command), lambda: 10.0, now=clock)
+    auth = ExecAuth(plugin(command), lambda: 60.0, now=clock)
     assert auth.current() == Credential("Bearer t-1")
     clock.now = NOW + timedelta(minutes=4, seconds=59)
     assert auth.current() == Credential("Bearer t-1")
@@ -156,7 +156,7 @@ def test_an_exec_credential_is_kept_until_it_expires(tmp_path: Path) -> None:
 
 def test_a_refused_exec_credential_is_fetched_again(tmp_path: Path) -> None:
     command = script(tmp_path, printing({"token": "t-N"}))
-    auth = ExecAuth(plugin(command), lambda: 10.0)
+    auth = ExecAuth(plugin(command), lambda: 60.0)
     first = auth.current()
     assert auth.renew(Credential("Bearer someone-else's")) is True
     assert auth.current() == first  # another thread renewed it already: no second run
@@ -166,7 +166,7 @@ def test_a_refused_exec_credential_is_fetched_again(tmp_path: Path) -> None:
 
 def test_an_exec_plugin_may_answer_with_a_client_certificate(tmp_path: Path) -> None:
     command = script(tmp_path, printing({"clientCertificateData": "C", "clientKeyData": "K"}))
-    assert ExecAuth(plugin(command), lambda: 10.0).current() == Credential(None, (b"C", b"K"))
+    assert ExecAuth(plugin(command), lambda: 60.0).current() == Credential(None, (b"C", b"K"))
 
 
 FAILURES = [
@@ -211,20 +211,21 @@ def test_a_failing_exec_plugin_is_one_config_error_line(
     tmp_path: Path, body: str, message: str
 ) -> None:
     command = script(tmp_path, body)
+    timeout = 0.2 if "sleep" in body else 60.0  # an interpreter's start can take a second here
     with pytest.raises(ConfigError) as raised:
-        ExecAuth(plugin(command), lambda: 0.2).current()
+        ExecAuth(plugin(command), lambda: timeout).current()
     assert str(raised.value) == f"exec plugin {command}: {message}"
 
 
 def test_a_missing_exec_plugin_names_its_install_hint() -> None:
     spec = plugin("no-such-plugin-anywhere", install_hint="brew install it")
     with pytest.raises(ConfigError) as raised:
-        ExecAuth(spec, lambda: 1.0).current()
+        ExecAuth(spec, lambda: 60.0).current()
     assert str(raised.value) == "exec plugin no-such-plugin-anywhere: not found (brew install it)"
 
 
 def test_an_always_interactive_plugin_without_a_terminal_is_refused(tmp_path: Path) -> None:
     command = script(tmp_path, printing({"token": "t"}))
     with pytest.raises(ConfigError, match="interactiveMode is Always and there is no terminal"):
-        ExecAuth(plugin(command, interactive_mode="Always"), lambda: 1.0).current()
+        ExecAuth(plugin(command, interactive_mode="Always"), lambda: 60.0).current()
     assert runs(tmp_path) == []
