@@ -78,7 +78,7 @@ class Target:
     basic: tuple[str, str] | None = None
     exec_plugin: ExecPlugin | None = None
     # The service account's token is re-read, as client-go does for bound tokens.
-    refresh_token_file: bool = field(default=False)
+    refresh_token_file: bool = False
 
 
 @dataclass(slots=True)
