@@ -13,8 +13,6 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-import yaml
-
 from sweeper.core.clock import LONGEST_WAIT, human, parse_duration
 from sweeper.core.errors import ConfigError
 from sweeper.core.jobs import DeadlineSource, Job
@@ -152,6 +150,8 @@ def load_platform(text: str, source: str) -> Platform:
         ConfigError: One line naming the file, the rule (its name, else ``rules[i]``) and the
             field: a typo must not silently widen a cap, so unknown keys are errors too.
     """
+    import yaml  # noqa: PLC0415 - only a run with --policy reads YAML: --help and --version stay quick
+
     try:
         document = yaml.safe_load(text)
     except yaml.YAMLError as error:

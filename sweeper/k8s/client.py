@@ -1,41 +1,43 @@
-"""The official client's glue: the only module that imports ``kubernetes`` and ``urllib3``.
+"""The HTTP glue: the only module that imports ``urllib3``.
 
-``connect`` loads the configuration (kubeconfig, else in-cluster) and builds a
-``sweeper.k8s.kube.KubeCluster`` over ``ClientSend``, which puts one request on the
-wire through the client and translates what it raises, and ``ClientStream``, which opens
-watch streams. Import it lazily: importing ``kubernetes`` costs a quarter of a second that
-``sweeper --version`` and ``--help`` do not need.
+``connect`` finds the API server and the credentials (``sweeper.k8s.kubeconfig``: a kubeconfig,
+else the pod's service account; ``sweeper.k8s.credentials``: what each request presents) and
+builds a ``sweeper.k8s.kube.KubeCluster`` over ``ClientSend``, which puts one request on the
+wire and translates what urllib3 raises, and ``ClientStream``, which opens watch streams.
+Import it lazily: ``sweeper --version`` and ``--help`` need none of it.
+
+Why not the official ``kubernetes`` client: its ``kubernetes.config`` imports
+``requests_oauthlib``, ``oauthlib``, ``dateutil`` and pydantic for the auth providers kubectl
+has dropped, some 0.45 s of every pass's start, while the sweeper sends raw requests and
+needs only urllib3 (docs/benchmarks.md, "Decisions").
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
+import ssl
+import tempfile
+import threading
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import urllib3
-import yaml
-from kubernetes import client as k8s_client
-from kubernetes import config as k8s_config
+from urllib3.util.ssl_ import create_urllib3_context
 
 from sweeper import __version__
 from sweeper.config import Config
 from sweeper.core.errors import ConfigError, RequestRef, WatchStalled, api_error
 from sweeper.core.model import JSON
+from sweeper.k8s import kubeconfig
+from sweeper.k8s.credentials import Auth, Credential, auth_for
 from sweeper.k8s.kube import KubeCluster
-from sweeper.k8s.transport import (
-    NoResponse,
-    Response,
-    RetryPolicy,
-    StopSignal,
-    Transport,
-    one_line,
-    status_message,
-)
+from sweeper.k8s.transport import NoResponse, Response, RetryPolicy, StopSignal, Transport, one_line
 
 USER_AGENT = f"kubeflow-deadline-sweeper/{__version__}"
-SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
 
 def connect(config: Config, *, stop: StopSignal) -> KubeCluster:
@@ -45,45 +47,36 @@ def connect(config: Config, *, stop: StopSignal) -> KubeCluster:
     account.
 
     Raises:
-        ConfigError: The kubeconfig is missing or broken, or no configuration applies.
+        ConfigError: The kubeconfig is missing or broken, its credentials cannot be had, or no
+            configuration applies.
     """
-    configuration = k8s_client.Configuration()
     source = config.kubeconfig
     default = Path.home() / ".kube" / "config"
     if not source and default.is_file():
         source = str(default)
     if source:
-        paths = [p for p in source.split(os.pathsep) if p]
-        if not any(Path(p).is_file() for p in paths):
-            raise ConfigError(f"kubeconfig {source}: no such file")
-        try:
-            k8s_config.load_kube_config(  # type: ignore[no-untyped-call]
-                config_file=source,
-                context=config.context,
-                client_configuration=configuration,
-                persist_config=False,
-            )
-        except Exception as error:
-            raise ConfigError(f"kubeconfig {source}: {_kubeconfig_fault(paths, error)}") from error
+        target = kubeconfig.load(source, config.context)
+        where = f"kubeconfig {source}"
     elif os.environ.get("KUBERNETES_SERVICE_HOST"):
         if config.context:
             raise ConfigError("--context needs a kubeconfig; none was found")
-        try:
-            k8s_config.load_incluster_config(  # type: ignore[no-untyped-call]
-                client_configuration=configuration
-            )
-        except Exception as error:
-            raise ConfigError(f"in-cluster configuration: {one_line(error)}") from error
+        target = kubeconfig.in_cluster()
+        where = "in-cluster configuration"
     else:
         raise ConfigError(
             "no kubeconfig found (--kubeconfig, KUBECONFIG, or ~/.kube/config) "
             "and not running in a cluster"
         )
-    # Retries are ours (bounded, with backoff); urllib3's would hide failures and time.
-    configuration.retries = False
-    api = k8s_client.ApiClient(configuration)
-    api.user_agent = USER_AGENT
-    send = ClientSend(api)
+    try:
+        auth = auth_for(target, stop.remaining)
+        http = Http(target, auth)
+        # Run an exec plugin and load the certificates now: what fails is a configuration error.
+        http.pool(auth.current())
+    except ConfigError as error:
+        raise ConfigError(f"{where}: {error}") from error
+    except (OSError, ValueError) as error:  # ssl.SSLError is an OSError
+        raise ConfigError(f"{where}: {one_line(error)}") from error
+    send = ClientSend(http)
     transport = Transport(send, stop, request_timeout=config.request_timeout)
     # A Lease write is tried once per retry period: a retried write could land after the
     # renew deadline, which the election counts from the first sending. It is not fenced by
@@ -95,94 +88,167 @@ def connect(config: Config, *, stop: StopSignal) -> KubeCluster:
         policy=RetryPolicy(attempts=1),
         fenced=False,
     )
-    context = "in-cluster" if not source else f'"{config.context or _current_context(source)}"'
+    context = "in-cluster" if target.context == "in-cluster" else f'"{target.context}"'
     return KubeCluster(
         transport,
-        close=lambda: _close(api),
+        close=http.close,
         once=once,
-        stream=ClientStream(api, config.request_timeout),
-        home_namespace=_home_namespace(source, config.context),
-        endpoint=f"server {configuration.host}, context {context}",
+        stream=ClientStream(http, config.request_timeout),
+        home_namespace=target.namespace,
+        endpoint=f"server {target.server}, context {context}",
     )
 
 
-_YAML_NAMES = {"str": "a string", "list": "a list", "int": "a number", "float": "a number"}
+class _NoCredential(Exception):  # noqa: N818 - a state, as NoResponse
+    """The credential source failed while sending (an exec plugin run again)."""
 
 
-def _kubeconfig_fault(paths: list[str], error: Exception) -> str:
-    """What is wrong with a kubeconfig the client could not load, in one line.
+class Http:
+    """urllib3's pool manager for one target, and the credential each request presents.
 
-    The client reads any YAML document and then indexes it: a file that is a string or a list
-    (a path pasted in, a stray ``-``) fails inside it as ``'str' object does not support item
-    assignment``, which names nothing the user wrote.
+    One pool manager serves every thread; an exec plugin that answers with another client
+    certificate gets a new one (the old ones are closed with the rest by ``close``).
     """
-    for path in paths:
-        try:
-            document = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-        except (OSError, ValueError, yaml.YAMLError):
-            continue  # the client's own message says it
-        if document is not None and not isinstance(document, dict):
-            found = _YAML_NAMES.get(type(document).__name__, "something else")
-            where = f"{path}: " if len(paths) > 1 else ""
-            return (
-                f"{where}not a kubeconfig (a YAML mapping with clusters, contexts and users; "
-                f"found {found})"
+
+    def __init__(self, target: kubeconfig.Target, auth: Auth) -> None:
+        self._target = target
+        self._auth = auth
+        self._lock = threading.Lock()
+        self._managers: list[urllib3.PoolManager] = []
+        self._cert: tuple[bytes, bytes] | None = None
+
+    def pool(self, credential: Credential) -> urllib3.PoolManager:
+        """The pool manager for ``credential``'s client certificate, built on first use."""
+        with self._lock:
+            if not self._managers or credential.cert != self._cert:
+                self._managers.append(_pool_manager(self._target, credential.cert))
+                self._cert = credential.cert
+            return self._managers[-1]
+
+    def open(
+        self,
+        method: str,
+        path: str,
+        headers: dict[str, str],
+        *,
+        body: JSON | None,
+        timeout: urllib3.Timeout,
+        preload: bool,
+    ) -> Any:
+        """Send one request; after a 401, once more with a renewed credential (exec plugins).
+
+        Raises:
+            urllib3.exceptions.HTTPError, OSError: No answer came back.
+            _NoCredential: The credential could not be had.
+        """
+        # Serialised as the official client did for every JSON content type.
+        data = None if body is None else json.dumps(body).encode("utf-8")
+        for attempt in (1, 2):
+            try:
+                credential = self._auth.current()
+                pool = self.pool(credential)
+            except ConfigError as error:
+                raise _NoCredential(str(error)) from error
+            sent = {**headers, "User-Agent": USER_AGENT}
+            if credential.authorization:
+                sent["Authorization"] = credential.authorization
+            if data is not None:
+                sent.setdefault("Content-Type", "application/json")
+            response = pool.request(
+                method,
+                self._target.server + path,
+                body=data,
+                headers=sent,
+                timeout=timeout,
+                # Retries are ours (bounded, with backoff); urllib3's would hide failures.
+                retries=False,
+                redirect=False,
+                preload_content=preload,
             )
-    return one_line(error)
+            if response.status == 401 and attempt == 1 and self._auth.renew(credential):  # noqa: PLR2004
+                if not preload:
+                    response.drain_conn()
+                    response.release_conn()
+                continue
+            return response
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def close(self) -> None:
+        """Close every connection of every pool manager."""
+        with self._lock:
+            managers, self._managers = self._managers, []
+        for manager in managers:
+            # Each pool closed explicitly: recent urllib3 releases no longer close the pools a
+            # clear() drops (they leave them, and their keep-alive sockets, to a finalizer).
+            for key in list(manager.pools.keys()):
+                pool = manager.pools.get(key)
+                if pool is not None:
+                    pool.close()
+            manager.clear()
 
 
-def _current_context(source: str) -> str:
+def _pool_manager(
+    target: kubeconfig.Target, exec_cert: tuple[bytes, bytes] | None
+) -> urllib3.PoolManager:
+    """Raises: ConfigError: A certificate or key cannot be loaded (named in the message)."""
+    options: dict[str, Any] = {"maxsize": (os.cpu_count() or 1) * 5}  # the official client's
+    if target.server.startswith("https:"):
+        verify = ssl.CERT_NONE if target.insecure else ssl.CERT_REQUIRED
+        context = create_urllib3_context(cert_reqs=verify)
+        if target.ca_file:
+            with _loading(f"certificate-authority {target.ca_file}"):
+                context.load_verify_locations(cafile=target.ca_file)
+        elif target.ca_data:
+            with _loading("certificate-authority-data"):
+                context.load_verify_locations(cadata=target.ca_data)
+        elif not target.insecure:
+            context.load_default_certs()
+        if exec_cert is not None:
+            with _loading("the exec plugin's client certificate and key"):
+                _load_pair(context, *exec_cert)
+        elif target.cert_data is not None or target.key_data is not None:
+            with _loading("client-certificate and client-key"):
+                cert = target.cert_data or Path(str(target.cert_file)).read_bytes()
+                key = target.key_data or Path(str(target.key_file)).read_bytes()
+                _load_pair(context, cert, key)
+        elif target.cert_file:
+            with _loading(f"client-certificate {target.cert_file}, client-key {target.key_file}"):
+                context.load_cert_chain(target.cert_file, target.key_file)
+        options.update(ssl_context=context, cert_reqs=verify)
+        if target.tls_server_name:
+            options["server_hostname"] = target.tls_server_name
+        if target.insecure:
+            # Asked for in the kubeconfig; urllib3 would warn on every request.
+            warnings.filterwarnings("ignore", category=urllib3.exceptions.InsecureRequestWarning)
+    if target.proxy_url:
+        return urllib3.ProxyManager(target.proxy_url, **options)
+    return urllib3.PoolManager(**options)
+
+
+@contextlib.contextmanager
+def _loading(what: str) -> Iterator[None]:
     try:
-        _contexts, active = k8s_config.list_kube_config_contexts(  # type: ignore[no-untyped-call]
-            config_file=source
-        )
-        return str(active["name"])
-    except Exception:  # noqa: BLE001 - only names the context in messages; never fails a run
-        return "?"
+        yield
+    except (OSError, ValueError) as error:  # ssl.SSLError is an OSError
+        reason = error.strerror if isinstance(error, OSError) and error.strerror else error
+        raise ConfigError(f"{what}: {one_line(reason)}") from error
 
 
-def _home_namespace(kubeconfig: str | None, context: str | None) -> str:
-    """The namespace a process "is in": its pod's, else its kubeconfig context's, else default.
-
-    ``kubeconfig`` is ``None`` in a cluster.
-    """
-    if not kubeconfig:
-        try:
-            return SERVICE_ACCOUNT_NAMESPACE.read_text().strip() or "default"
-        except OSError:
-            return "default"
-    try:
-        contexts, active = k8s_config.list_kube_config_contexts(  # type: ignore[no-untyped-call]
-            config_file=kubeconfig
-        )
-    except Exception:  # noqa: BLE001 - it loaded a moment ago; a default is enough here
-        return "default"
-    chosen = next((c for c in contexts if c.get("name") == context), None) if context else active
-    namespace = ((chosen or {}).get("context") or {}).get("namespace")
-    return namespace if isinstance(namespace, str) and namespace else "default"
-
-
-def _close(api: Any) -> None:
-    api.close()
-    # Each connection pool is closed explicitly: ``ApiClient.close`` clears the pool manager
-    # only from client 37 on, and recent urllib3 releases no longer close the pools a
-    # clear() drops (they leave them to a finalizer). Up to client 36 the ApiClient keeps
-    # its last response, and with it the pool and its keep-alive socket, alive.
-    manager = getattr(getattr(api, "rest_client", None), "pool_manager", None)
-    if manager is not None:
-        for key in list(manager.pools.keys()):
-            pool = manager.pools.get(key)
-            if pool is not None:
-                pool.close()
-        manager.clear()
+def _load_pair(context: ssl.SSLContext, cert: bytes, key: bytes) -> None:
+    """Load a certificate and key held in memory: ``ssl`` reads them only from files."""
+    with tempfile.TemporaryDirectory(prefix="sweeper-") as folder:
+        cert_path, key_path = Path(folder, "cert.pem"), Path(folder, "key.pem")
+        for path, data in ((cert_path, cert), (key_path, key)):
+            path.touch(mode=0o600)
+            path.write_bytes(data)
+        context.load_cert_chain(cert_path, key_path)
 
 
 class ClientSend:
-    """``sweeper.k8s.transport.Send`` over the official client's REST layer."""
+    """``sweeper.k8s.transport.Send`` over ``Http``."""
 
-    def __init__(self, api: Any) -> None:
-        self._api = api
-        self._send = _send_since_37 if hasattr(api, "param_serialize") else _send_before_37
+    def __init__(self, http: Http) -> None:
+        self._http = http
 
     def __call__(
         self,
@@ -193,26 +259,38 @@ class ClientSend:
         body: JSON | None,
         timeout: float,
     ) -> Response:
-        """Send one request; what the client raises becomes an answer or a ``NoResponse``."""
+        """Send one request; what urllib3 raises becomes a ``NoResponse``."""
         try:
-            return self._send(self._api, method, path, headers, body=body, timeout=timeout)
-        except k8s_client.ApiException as error:
-            if error.status:
-                # Only the legacy REST layer raises for an HTTP status: it is an answer.
-                return _answer_from(error)
-            # Both layers report TLS failures this way (status 0); they do not heal.
-            raise NoResponse(one_line(error.reason or error), retryable=False) from error
+            response = self._http.open(
+                method,
+                path,
+                headers,
+                body=body,
+                timeout=urllib3.Timeout(connect=timeout, read=timeout),
+                preload=True,
+            )
+        except _NoCredential as error:
+            raise NoResponse(str(error), retryable=False) from error
+        except urllib3.exceptions.SSLError as error:
+            # A TLS failure (an unknown CA, a name mismatch) does not heal.
+            raise NoResponse(_describe_tls_error(error), retryable=False) from error
         except urllib3.exceptions.HTTPError as error:
             raise NoResponse(_describe_connection_error(error), retryable=True) from error
         except OSError as error:
             raise NoResponse(one_line(error), retryable=True) from error
+        return Response(
+            int(response.status),
+            response.data or b"",
+            response.headers.get("Date"),
+            response.headers.get("Retry-After"),
+        )
 
 
 class ClientStream:
-    """Opens a streaming GET through the official client (a watch), body left unread."""
+    """Opens a streaming GET (a watch), its body left unread."""
 
-    def __init__(self, api: Any, connect_timeout: float = 10.0) -> None:
-        self._api = api
+    def __init__(self, http: Http, connect_timeout: float = 10.0) -> None:
+        self._http = http
         self._connect_timeout = connect_timeout
 
     def open(self, resource_path: str, ref: RequestRef, read_timeout_s: float) -> Any:
@@ -221,36 +299,19 @@ class ClientStream:
         Raises:
             ApiError: No answer came back.
         """
-        headers = {"Accept": "application/json"}
-        timeout = (self._connect_timeout, read_timeout_s)
         try:
-            # The two client generations, as in ClientSend.
-            if hasattr(self._api, "param_serialize"):
-                _m, url, header_params, _b, _p = self._api.param_serialize(
-                    method="GET",
-                    resource_path=resource_path,
-                    header_params=headers,
-                    auth_settings=["BearerToken"],
-                )
-                raw = self._api.call_api(
-                    "GET", url, header_params=header_params, _request_timeout=timeout
-                ).response
-            else:
-                raw = self._api.call_api(
-                    resource_path,
-                    "GET",
-                    header_params=headers,
-                    auth_settings=["BearerToken"],
-                    _preload_content=False,
-                    # Without it, 31-35 wrap the response in (data, status, headers).
-                    _return_http_data_only=True,
-                    _request_timeout=timeout,
-                )
-        except k8s_client.ApiException as error:
-            if error.status:
-                answer = _answer_from(error)
-                raise api_error(ref, answer.status, status_message(answer.data)) from error
-            raise api_error(ref, None, one_line(error.reason or error)) from error
+            raw = self._http.open(
+                "GET",
+                resource_path,
+                {"Accept": "application/json"},
+                body=None,
+                timeout=urllib3.Timeout(connect=self._connect_timeout, read=read_timeout_s),
+                preload=False,
+            )
+        except _NoCredential as error:
+            raise api_error(ref, None, str(error)) from error
+        except urllib3.exceptions.SSLError as error:
+            raise api_error(ref, None, _describe_tls_error(error)) from error
         except (urllib3.exceptions.HTTPError, OSError) as error:
             raise api_error(ref, None, _describe_connection_error(error)) from error
         return _Streamed(raw, ref, read_timeout_s)
@@ -259,7 +320,7 @@ class ClientStream:
 class _Streamed:
     """urllib3's streaming response, its body's errors translated where they are raised.
 
-    ``kube``'s watch stream reads lines from it and never sees the client's exceptions.
+    ``kube``'s watch stream reads lines from it and never sees urllib3's exceptions.
     """
 
     def __init__(self, raw: Any, ref: RequestRef, read_timeout_s: float) -> None:
@@ -299,80 +360,9 @@ class _Streamed:
         self._raw.close()
 
 
-# The client changed generators at release 37: ``ApiClient.call_api`` took a resource path and
-# options up to 36 (``_preload_content`` included), and takes a finished URL from 37 on, built by
-# ``param_serialize`` (new in 37). Both calls below are the public API of their releases, and
-# both return the raw response: no model classes, the body decoded once by ``json.loads``.
-
-
-def _send_since_37(
-    api: Any,
-    method: str,
-    resource_path: str,
-    headers: dict[str, str],
-    *,
-    body: JSON | None,
-    timeout: float,
-) -> Response:
-    """Client >= 37: every status comes back as a response; the REST layer raises none."""
-    _m, url, header_params, _b, _p = api.param_serialize(
-        method=method,
-        resource_path=resource_path,
-        header_params=headers,
-        auth_settings=["BearerToken"],
-    )
-    # The REST layer serialises a dict body to JSON for every JSON content type.
-    response = api.call_api(
-        method, url, header_params=header_params, body=body, _request_timeout=(timeout, timeout)
-    )
-    data = response.read()
-    return Response(
-        int(response.status),
-        data or b"",
-        response.headers.get("Date"),
-        response.headers.get("Retry-After"),
-    )
-
-
-def _send_before_37(
-    api: Any,
-    method: str,
-    resource_path: str,
-    headers: dict[str, str],
-    *,
-    body: JSON | None,
-    timeout: float,
-) -> Response:
-    """Client < 37: ``_preload_content=False`` returns urllib3's response for a 2xx as it came.
-
-    Any other status raises ``ApiException`` carrying the answer (see ``_answer_from``).
-    """
-    # Without _return_http_data_only, 31-35 wrap the response in (data, status, headers).
-    response = api.call_api(
-        resource_path,
-        method,
-        header_params=headers,
-        body=body,
-        auth_settings=["BearerToken"],
-        _preload_content=False,
-        _return_http_data_only=True,
-        _request_timeout=(timeout, timeout),
-    )
-    data = response.read()
-    return Response(
-        int(response.status),
-        data or b"",
-        response.headers.get("Date"),
-        response.headers.get("Retry-After"),
-    )
-
-
-def _answer_from(error: Any) -> Response:
-    """The HTTP answer inside a legacy ``ApiException`` (its body is bytes, or str from 35)."""
-    body = error.body or b""
-    data = body.encode("utf-8") if isinstance(body, str) else bytes(body)
-    headers = error.headers or {}
-    return Response(int(error.status), data, headers.get("Date"), headers.get("Retry-After"))
+def _describe_tls_error(error: BaseException) -> str:
+    # The official client's words, which messages and runbooks quote.
+    return one_line(f"SSLError {error}")
 
 
 def _describe_connection_error(error: BaseException) -> str:

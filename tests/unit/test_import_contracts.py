@@ -21,7 +21,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 
-CLIENT = "Only sweeper.k8s.client talks to the Kubernetes client"
+CLIENT = "Only sweeper.k8s.client talks HTTP, and nothing imports the Kubernetes client"
 CLICK = "Only sweeper.cli imports click"
 HOUSE = "The house: each layer of sweeper imports only the layers below it"
 CORE = "The decision core does no I/O"
@@ -52,6 +52,13 @@ PROBES = [
         CLIENT,
         "sweeper.k8s.kube -> kubernetes",
         id="the-requests-import-kubernetes",
+    ),
+    pytest.param(
+        "sweeper/k8s/client.py",
+        "import kubernetes\n",
+        CLIENT,
+        "sweeper.k8s.client -> kubernetes",
+        id="the-http-glue-imports-kubernetes",
     ),
     pytest.param(
         "sweeper/probe_click.py",

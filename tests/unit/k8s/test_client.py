@@ -1,28 +1,33 @@
 """sweeper.k8s.client against kubeconfigs in tmp_path and a loopback HTTP server.
 
 No traffic leaves 127.0.0.1: the kubeconfigs point at a port that was bound and closed, and
-the stream tests talk to an ``http.server`` started on port 0 inside the test.
+the request and stream tests talk to an ``http.server`` started on port 0 inside the test
+(plain HTTP: TLS and every credential are presented to the real kube-apiserver in
+tests/e2e/test_sweeper_credentials.py).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import socket
+import ssl
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import pytest
 import urllib3
-from kubernetes import client as k8s_client
-from kubernetes import config as k8s_config
+import yaml
 
 from sweeper.config import Config
 from sweeper.core.errors import ApiError, ConfigError, RequestRef, WatchStalled
-from sweeper.k8s import client
-from sweeper.k8s.transport import Response
+from sweeper.k8s import client, kubeconfig
+from sweeper.k8s.credentials import Auth, Credential
+from sweeper.k8s.kubeconfig import Target
+from sweeper.k8s.transport import NoResponse, Response
 from tests.unit.k8s.test_transport import FakeStop
 from tests.unit.loopback import serving
 
@@ -38,7 +43,7 @@ def closed_port() -> int:
     return port
 
 
-def kubeconfig(tmp_path: Path, server: str, current: str = "dev") -> Path:
+def write_kubeconfig(tmp_path: Path, server: str, current: str = "dev") -> Path:
     path = tmp_path / "config"
     path.write_text(
         f"""apiVersion: v1
@@ -79,63 +84,13 @@ def test_connect_names_the_server_context_and_home_namespace(
 ) -> None:
     """The endpoint and home namespace are what error messages and the Lease rely on."""
     server = f"https://127.0.0.1:{closed_port()}"
-    path = kubeconfig(tmp_path, server)
+    path = write_kubeconfig(tmp_path, server)
     cluster = client.connect(Config(kubeconfig=str(path), context=context), stop=FakeStop())
     try:
         assert cluster.endpoint == f'server {server}, context "{named}"'
         assert cluster.home_namespace == namespace
     finally:
         cluster.close()
-
-
-def test_close_closes_every_pool_and_clears_the_manager() -> None:
-    """Pools are closed one by one: a clear() alone leaves their sockets to a finalizer."""
-    closed: list[str] = []
-
-    class Pool:
-        def __init__(self, name: str) -> None:
-            self.name = name
-
-        def close(self) -> None:
-            closed.append(self.name)
-
-    class Manager:
-        def __init__(self) -> None:
-            self.pools: dict[str, Pool] = {"a": Pool("a"), "b": Pool("b")}
-            self.cleared = False
-
-        def clear(self) -> None:
-            self.cleared = True
-
-    class Rest:
-        pool_manager = Manager()
-
-    class Api:
-        rest_client = Rest()
-        api_closed = False
-
-        def close(self) -> None:
-            self.api_closed = True
-
-    api = Api()
-    client._close(api)
-    assert api.api_closed
-    assert sorted(closed) == ["a", "b"]
-    assert Rest.pool_manager.cleared
-
-
-def test_close_without_a_rest_client_only_closes_the_api() -> None:
-    """An ApiClient without a pool manager (another generation) is closed, nothing more."""
-
-    class Api:
-        closes = 0
-
-        def close(self) -> None:
-            self.closes += 1
-
-    api = Api()
-    client._close(api)
-    assert api.closes == 1
 
 
 BROKEN = [
@@ -152,7 +107,7 @@ BROKEN = [
 def test_a_broken_kubeconfig_is_one_line_naming_the_file(
     tmp_path: Path, text: str, prefix: str
 ) -> None:
-    """The client's multi-line exceptions become one line that starts with the file."""
+    """A fault becomes one line that starts with the file (every fault: test_kubeconfig)."""
     path = tmp_path / "config"
     path.write_text(text)
     with pytest.raises(ConfigError) as raised:
@@ -167,7 +122,7 @@ def test_an_unreadable_kubeconfig_is_a_config_error(tmp_path: Path) -> None:
     """A file that exists but cannot be read is reported, not raised as PermissionError."""
     if os.geteuid() == 0:
         pytest.skip("root reads any file")
-    path = kubeconfig(tmp_path, f"https://127.0.0.1:{closed_port()}")
+    path = write_kubeconfig(tmp_path, f"https://127.0.0.1:{closed_port()}")
     path.chmod(0)
     try:
         with pytest.raises(ConfigError, match=f"^kubeconfig {path}: "):
@@ -177,7 +132,7 @@ def test_an_unreadable_kubeconfig_is_a_config_error(tmp_path: Path) -> None:
 
 
 def test_a_kubeconfig_list_with_no_existing_file_is_no_such_file(tmp_path: Path) -> None:
-    """Every entry of a KUBECONFIG list is checked before the client sees it."""
+    """Every entry of a KUBECONFIG list is looked for."""
     source = os.pathsep.join([str(tmp_path / "a"), "", str(tmp_path / "b")])
     with pytest.raises(ConfigError) as raised:
         client.connect(Config(kubeconfig=source), stop=FakeStop())
@@ -191,7 +146,7 @@ def test_the_default_kubeconfig_is_used_when_none_is_given(
     monkeypatch.setenv("HOME", str(tmp_path))
     (tmp_path / ".kube").mkdir()
     server = f"https://127.0.0.1:{closed_port()}"
-    kubeconfig(tmp_path, server, current="prod").rename(tmp_path / ".kube" / "config")
+    write_kubeconfig(tmp_path, server, current="prod").rename(tmp_path / ".kube" / "config")
     cluster = client.connect(Config(), stop=FakeStop())
     try:
         assert cluster.endpoint == f'server {server}, context "prod"'
@@ -200,82 +155,104 @@ def test_the_default_kubeconfig_is_used_when_none_is_given(
         cluster.close()
 
 
-def fake_incluster(host: str) -> Callable[..., None]:
-    def load(client_configuration: Any) -> None:
-        client_configuration.host = host
-
-    return load
-
-
-def test_in_cluster_reads_the_pod_namespace(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """In a pod the service account's namespace file is the home namespace."""
+@pytest.fixture
+def account(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A pod's service account folder, and no kubeconfig in HOME."""
     monkeypatch.setenv("HOME", str(tmp_path))
-    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.0.0.1")
-    namespace = tmp_path / "namespace"
-    namespace.write_text("kubeflow\n")
-    monkeypatch.setattr(client, "SERVICE_ACCOUNT_NAMESPACE", namespace)
-    server = f"https://127.0.0.1:{closed_port()}"
-    monkeypatch.setattr(k8s_config, "load_incluster_config", fake_incluster(server))
+    folder = tmp_path / "serviceaccount"
+    folder.mkdir()
+    (folder / "token").write_text("tok")
+    (folder / "namespace").write_text("kubeflow\n")
+    monkeypatch.setattr(kubeconfig, "SERVICE_ACCOUNT", folder)
+    return folder
+
+
+def a_ca_bundle() -> bytes:
+    """PEM certificates the ssl module loads: the host's bundle."""
+    paths = ssl.get_default_verify_paths()
+    for found in (paths.cafile, paths.openssl_cafile):
+        if found and Path(found).is_file():
+            return Path(found).read_bytes()
+    pytest.skip("no CA bundle on this host")
+
+
+def test_in_cluster_reads_the_pod_namespace(account: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """In a pod the service account's namespace file is the home namespace."""
+    (account / "ca.crt").write_bytes(a_ca_bundle())
+    port = closed_port()
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "127.0.0.1")
+    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", str(port))
     cluster = client.connect(Config(), stop=FakeStop())
     try:
-        assert cluster.endpoint == f"server {server}, context in-cluster"
+        assert cluster.endpoint == f"server https://127.0.0.1:{port}, context in-cluster"
         assert cluster.home_namespace == "kubeflow"
     finally:
         cluster.close()
 
 
 def test_a_failing_in_cluster_configuration_is_a_config_error(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    account: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Without the service account's files the client's error is reported on one line."""
-    monkeypatch.setenv("HOME", str(tmp_path))
+    """Without the service account's CA the error is one line."""
     monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.0.0.1")
-
-    def fail(client_configuration: Any) -> None:
-        raise OSError("Service token file\n does not exist")
-
-    monkeypatch.setattr(k8s_config, "load_incluster_config", fail)
+    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "443")
     with pytest.raises(ConfigError) as raised:
         client.connect(Config(), stop=FakeStop())
-    assert str(raised.value) == "in-cluster configuration: Service token file does not exist"
+    assert str(raised.value) == f"in-cluster configuration: {account / 'ca.crt'} does not exist"
 
 
-NAMESPACE_FILES = [
-    pytest.param("team-x\n", "team-x", id="stripped"),
-    pytest.param("  \n", "default", id="blank-is-default"),
-    pytest.param(None, "default", id="absent-is-default"),
+def test_in_cluster_refuses_a_context(account: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.0.0.1")
+    with pytest.raises(ConfigError, match=r"^--context needs a kubeconfig; none was found$"):
+        client.connect(Config(context="prod"), stop=FakeStop())
+
+
+CERTIFICATE_FAULTS = [
+    pytest.param(
+        {"certificate-authority": "missing-ca.crt"},
+        {},
+        "certificate-authority {dir}/missing-ca.crt: No such file or directory",
+        id="ca-file-missing",
+    ),
+    pytest.param(
+        {"certificate-authority-data": "UEVN"}, {}, "certificate-authority-data: ", id="ca-not-pem"
+    ),
+    pytest.param(
+        {},
+        {"client-certificate": "tls.crt", "client-key": "tls.key"},
+        "client-certificate {dir}/tls.crt, client-key {dir}/tls.key: No such file or directory",
+        id="cert-file-missing",
+    ),
+    pytest.param(
+        {},
+        {"client-certificate-data": "Q0VSVA==", "client-key-data": "S0VZ"},
+        "client-certificate and client-key: ",
+        id="cert-not-pem",
+    ),
 ]
 
 
-@pytest.mark.parametrize(("text", "expected"), NAMESPACE_FILES)
-def test_home_namespace_in_a_cluster(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str | None, expected: str
+@pytest.mark.parametrize(("cluster", "user", "named"), CERTIFICATE_FAULTS)
+def test_certificates_that_cannot_be_loaded_are_one_config_error_line(
+    tmp_path: Path, cluster: dict[str, str], user: dict[str, str], named: str
 ) -> None:
-    """The pod's namespace file decides, and a missing or blank one means default."""
-    path = tmp_path / "namespace"
-    if text is not None:
-        path.write_text(text)
-    monkeypatch.setattr(client, "SERVICE_ACCOUNT_NAMESPACE", path)
-    assert client._home_namespace(None, None) == expected
-
-
-def test_home_namespace_and_context_of_an_unreadable_kubeconfig_fall_back(
-    tmp_path: Path,
-) -> None:
-    """These only name things in messages: a broken file gives defaults, not errors."""
-    broken = tmp_path / "config"
-    broken.write_text(": : :\n  - [")
-    assert client._home_namespace(str(broken), None) == "default"
-    assert client._current_context(str(broken)) == "?"
-
-
-def test_home_namespace_of_an_unknown_context_is_default(tmp_path: Path) -> None:
-    """A --context the file does not have (connect already refused it) gives default."""
-    path = kubeconfig(tmp_path, "https://127.0.0.1:1")
-    assert client._home_namespace(str(path), "elsewhere") == "default"
-    assert client._current_context(str(path)) == "dev"
+    path = tmp_path / "config"
+    server = {"server": f"https://127.0.0.1:{closed_port()}", **cluster}
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "current-context": "c",
+                "clusters": [{"name": "c", "cluster": server}],
+                "users": [{"name": "u", "user": {"token": "t", **user}}],
+                "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
+            }
+        )
+    )
+    with pytest.raises(ConfigError) as raised:
+        client.connect(Config(kubeconfig=str(path)), stop=FakeStop())
+    message = str(raised.value)
+    assert message.startswith(f"kubeconfig {path}: {named.format(dir=tmp_path)}")
+    assert "\n" not in message
 
 
 # --- error translation -------------------------------------------------------------------------
@@ -308,46 +285,43 @@ def test_describe_connection_error(error: BaseException, expected: str) -> None:
     assert client._describe_connection_error(error) == expected
 
 
-def legacy(status: int, body: Any, headers: Any) -> k8s_client.ApiException:
-    error = k8s_client.ApiException(status=status, reason="x")
-    error.body = body
-    error.headers = headers
-    return error
-
-
-ANSWERS = [
-    pytest.param(
-        legacy(503, b"down", {"Date": DATE, "Retry-After": "3"}),
-        Response(503, b"down", DATE, "3"),
-        id="bytes-body",
-    ),
-    pytest.param(
-        legacy(404, '{"message": "é"}', {}),
-        Response(404, '{"message": "é"}'.encode(), None, None),
-        id="str-body-utf8",
-    ),
-    pytest.param(legacy(500, None, None), Response(500, b"", None, None), id="nothing"),
-]
-
-
-@pytest.mark.parametrize(("error", "expected"), ANSWERS)
-def test_answer_from_a_legacy_exception(error: Any, expected: Response) -> None:
-    """The legacy client raises an HTTP answer; its body is bytes, str (35+) or None."""
-    assert client._answer_from(error) == expected
-
-
 # --- the loopback server -----------------------------------------------------------------------
 
 
 class Handler(BaseHTTPRequestHandler):
-    """Answers by path: /ok a watch event, /stall headers then silence, /cut a short body."""
+    """Answers by path: /ok a watch event, /stall headers then silence, /cut a short body.
+
+    /echo answers with what it was sent (method, path, headers, body), /auth with 401 unless
+    the token is ``good``; every request's Authorization is kept in ``seen``.
+    """
 
     protocol_version = "HTTP/1.1"
     release: threading.Event
+    seen: list[str | None]
+
+    def do_PATCH(self) -> None:
+        """Echo the request."""
+        self.do_GET()
 
     def do_GET(self) -> None:
-        """Answer one GET by its path."""
-        if self.path.startswith("/ok"):
+        """Answer one request by its path."""
+        self.seen.append(self.headers.get("Authorization"))
+        length = int(self.headers.get("Content-Length") or 0)
+        sent = self.rfile.read(length) if length else b""
+        if self.path.startswith(("/echo", "http://")):
+            self.answer(
+                200,
+                {
+                    "method": self.command,
+                    "path": self.path,
+                    "headers": dict(self.headers.items()),
+                    "body": sent.decode(),
+                },
+            )
+        elif self.path.startswith("/auth"):
+            good = self.headers.get("Authorization") == "Bearer good"
+            self.answer(200 if good else 401, {"kind": "Status"})
+        elif self.path.startswith("/ok"):
             body = b'{"type": "ADDED"}\n'
             self.send_response_only(200)  # no automatic Date: the test's own is checked
             self.send_header("Content-Type", "application/json")
@@ -370,6 +344,14 @@ class Handler(BaseHTTPRequestHandler):
             self.wfile.flush()
             self.close_connection = True
 
+    def answer(self, status: int, document: Any) -> None:
+        body = json.dumps(document).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
     def log_message(self, format: str, *args: Any) -> None:
         """Keep the test output quiet."""
 
@@ -386,7 +368,7 @@ class QuietServer(ThreadingHTTPServer):
 @pytest.fixture
 def server() -> Iterator[tuple[str, threading.Event]]:
     release = threading.Event()
-    handler = type("BoundHandler", (Handler,), {"release": release})
+    handler = type("BoundHandler", (Handler,), {"release": release, "seen": []})
     with serving(handler, server=QuietServer, poll=0.01) as url:
         try:
             yield url, release
@@ -394,56 +376,66 @@ def server() -> Iterator[tuple[str, threading.Event]]:
             release.set()  # a stalled answer ends before the server shuts down
 
 
-def api_for(host: str) -> k8s_client.ApiClient:
-    configuration = k8s_client.Configuration()
-    configuration.host = host
-    configuration.retries = False
-    return k8s_client.ApiClient(configuration)
+class Renewing(Auth):
+    """A token source that gives ``bad`` until a 401 asks for a new one, then ``good``."""
+
+    def __init__(self) -> None:
+        super().__init__(Credential("Bearer bad"))
+        self.renewals = 0
+
+    def renew(self, used: Credential) -> bool:
+        self.renewals += 1
+        self._credential = Credential("Bearer good")
+        return True
+
+
+def http_for(url: str, auth: Auth | None = None, **target: Any) -> client.Http:
+    return client.Http(Target(server=url, context="t", **target), auth or Auth())
 
 
 def test_stream_reads_a_watch_event(server: tuple[str, threading.Event]) -> None:
     """A 2xx comes back as soon as its headers arrive, the body read as chunks."""
-    api = api_for(server[0])
+    http = http_for(server[0])
     try:
-        raw = client.ClientStream(api, 1.0).open("/ok", REF, 1.0)
+        raw = client.ClientStream(http, 1.0).open("/ok", REF, 1.0)
         assert raw.status == 200
         assert raw.headers["Date"] == DATE
         assert b"".join(raw.stream(64)) == b'{"type": "ADDED"}\n'
         raw.release_conn()
         raw.close()
     finally:
-        client._close(api)
+        http.close()
 
 
 def test_stream_data_reads_the_whole_body(server: tuple[str, threading.Event]) -> None:
     """An answer that is not a stream is read whole through ``data``."""
-    api = api_for(server[0])
+    http = http_for(server[0])
     try:
-        raw = client.ClientStream(api, 1.0).open("/ok", REF, 1.0)
+        raw = client.ClientStream(http, 1.0).open("/ok", REF, 1.0)
         assert raw.data == b'{"type": "ADDED"}\n'
     finally:
-        client._close(api)
+        http.close()
 
 
 def test_a_silent_stream_is_watch_stalled(server: tuple[str, threading.Event]) -> None:
     """Nothing within the read timeout is WatchStalled, which the watch reopens."""
-    api = api_for(server[0])
+    http = http_for(server[0])
     try:
-        raw = client.ClientStream(api, 1.0).open("/stall", REF, 0.05)
+        raw = client.ClientStream(http, 1.0).open("/stall", REF, 0.05)
         with pytest.raises(WatchStalled) as raised:
             b"".join(raw.stream(64))
         assert raised.value.status is None
         assert raised.value.detail == "nothing received for 0.05s"
     finally:
         server[1].set()
-        client._close(api)
+        http.close()
 
 
 def test_a_cut_stream_is_an_api_error(server: tuple[str, threading.Event]) -> None:
-    """A body cut short is an ApiError without status, not the client's exception."""
-    api = api_for(server[0])
+    """A body cut short is an ApiError without status, not urllib3's exception."""
+    http = http_for(server[0])
     try:
-        raw = client.ClientStream(api, 1.0).open("/cut", REF, 1.0)
+        raw = client.ClientStream(http, 1.0).open("/cut", REF, 1.0)
         with pytest.raises(ApiError) as raised:
             b"".join(raw.stream(64))
         assert not isinstance(raised.value, WatchStalled)
@@ -451,109 +443,114 @@ def test_a_cut_stream_is_an_api_error(server: tuple[str, threading.Event]) -> No
         assert "IncompleteRead" in raised.value.detail
         assert isinstance(raised.value.__cause__, urllib3.exceptions.HTTPError)
     finally:
-        client._close(api)
+        http.close()
 
 
 def test_a_refused_stream_is_an_api_error() -> None:
     """A closed port is ``connection refused`` in the sweeper's message."""
-    api = api_for(f"http://127.0.0.1:{closed_port()}")
+    http = http_for(f"http://127.0.0.1:{closed_port()}")
     try:
         with pytest.raises(ApiError) as raised:
-            client.ClientStream(api, 1.0).open("/ok", REF, 1.0)
+            client.ClientStream(http, 1.0).open("/ok", REF, 1.0)
         assert (raised.value.status, raised.value.detail) == (None, "connection refused")
     finally:
-        client._close(api)
+        http.close()
 
 
-def test_client_send_since_37_reads_the_answer(server: tuple[str, threading.Event]) -> None:
-    """ClientSend on the installed client returns status, body and Date as they came."""
-    api = api_for(server[0])
+def test_send_reads_the_answer(server: tuple[str, threading.Event]) -> None:
+    """ClientSend returns status, body and Date as they came."""
+    http = http_for(server[0])
     try:
-        response = client.ClientSend(api)("GET", "/ok", {}, body=None, timeout=1.0)
+        response = client.ClientSend(http)("GET", "/ok", {}, body=None, timeout=1.0)
         assert response == Response(200, b'{"type": "ADDED"}\n', DATE, None)
     finally:
-        client._close(api)
+        http.close()
 
 
-# --- the legacy (< 37) generation, through a stand-in ApiClient ----------------------------------
-
-
-class LegacyRaw:
-    """urllib3's response as a < 37 client returns it with ``_preload_content=False``."""
-
-    status = 200
-    headers: ClassVar[dict[str, str]] = {"Date": DATE, "Retry-After": "1"}
-    data = None
-
-    def read(self) -> bytes:
-        return b"{}"
-
-
-class LegacyApi:
-    """An ApiClient of a < 37 generation: no ``param_serialize``; records the call."""
-
-    def __init__(self, error: BaseException | None = None) -> None:
-        self.error = error
-        self.calls: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
-
-    def call_api(self, *args: Any, **kwargs: Any) -> Any:
-        self.calls.append((args, kwargs))
-        if self.error is not None:
-            raise self.error
-        return LegacyRaw()
-
-
-def test_legacy_send_asks_for_the_raw_answer() -> None:
-    """Up to 36 the raw response needs ``_preload_content`` and ``_return_http_data_only``."""
-    api = LegacyApi()
-    response = client.ClientSend(api)("PATCH", "/x", {"A": "b"}, body={"k": 1}, timeout=2.0)
-    assert response == Response(200, b"{}", DATE, "1")
-    args, kwargs = api.calls[0]
-    assert args == ("/x", "PATCH")
-    assert kwargs["_preload_content"] is False
-    assert kwargs["_return_http_data_only"] is True
-    assert kwargs["_request_timeout"] == (2.0, 2.0)
-    assert kwargs["body"] == {"k": 1}
-
-
-def test_legacy_stream_opens_with_connect_and_read_timeouts() -> None:
-    """The stream is opened unread, with the connect and read timeouts apart."""
-    api = LegacyApi()
-    raw = client.ClientStream(api, 3.0).open("/w", REF, 7.0)
-    assert raw.status == 200
-    assert raw.data == b""
-    _args, kwargs = api.calls[0]
-    assert kwargs["_request_timeout"] == (3.0, 7.0)
-    assert kwargs["_preload_content"] is False
-    # Without it, clients 31-35 return (response, status, headers) and the watch cannot read it.
-    assert kwargs["_return_http_data_only"] is True
-
-
-LEGACY_OPEN_FAILURES = [
-    pytest.param(
-        legacy(503, '{"message": "try later"}', {}),
-        ApiError,
-        503,
-        'cannot watch pytorchjobs.kubeflow.org in namespace "a": service unavailable (503)',
-        id="status-is-an-api-error",
-    ),
-    pytest.param(
-        k8s_client.ApiException(status=0, reason="SSL:\n CERTIFICATE_VERIFY_FAILED"),
-        ApiError,
-        None,
-        'cannot watch pytorchjobs.kubeflow.org in namespace "a": SSL: CERTIFICATE_VERIFY_FAILED',
-        id="tls-without-status",
-    ),
-]
-
-
-@pytest.mark.parametrize(("error", "kind", "status", "prefix"), LEGACY_OPEN_FAILURES)
-def test_legacy_stream_errors_become_api_errors(
-    error: BaseException, kind: type[ApiError], status: int | None, prefix: str
+def test_send_puts_the_user_agent_the_credential_and_a_json_body(
+    server: tuple[str, threading.Event],
 ) -> None:
-    """What the legacy client raises while opening names the request and the failure."""
-    with pytest.raises(kind) as raised:
-        client.ClientStream(LegacyApi(error)).open("/w", REF, 1.0)
-    assert raised.value.status == status
-    assert str(raised.value).startswith(prefix)
-    assert raised.value.__cause__ is error
+    http = http_for(server[0], Auth(Credential("Basic YTpi")))
+    try:
+        response = client.ClientSend(http)(
+            "PATCH",
+            "/echo?dryRun=All",
+            {"Content-Type": "application/merge-patch+json"},
+            body={"k": [1, "é"]},
+            timeout=1.0,
+        )
+    finally:
+        http.close()
+    echoed = json.loads(response.data)
+    assert (echoed["method"], echoed["path"]) == ("PATCH", "/echo?dryRun=All")
+    assert echoed["headers"]["User-Agent"] == client.USER_AGENT
+    assert echoed["headers"]["Authorization"] == "Basic YTpi"
+    assert echoed["headers"]["Content-Type"] == "application/merge-patch+json"
+    assert json.loads(echoed["body"]) == {"k": [1, "é"]}
+
+
+def test_a_401_is_sent_once_more_with_a_renewed_credential(
+    server: tuple[str, threading.Event],
+) -> None:
+    """An exec plugin's token may be revoked before it expires: one new token, one new try."""
+    auth = Renewing()
+    http = http_for(server[0], auth)
+    try:
+        assert client.ClientSend(http)("GET", "/auth", {}, body=None, timeout=1.0).status == 200
+        raw = client.ClientStream(http, 1.0).open("/auth", REF, 1.0)
+        assert raw.status == 200
+        raw.close()
+    finally:
+        http.close()
+    assert auth.renewals == 1
+
+
+def test_a_401_to_a_fixed_credential_is_the_answer(server: tuple[str, threading.Event]) -> None:
+    http = http_for(server[0], Auth(Credential("Bearer bad")))
+    try:
+        assert client.ClientSend(http)("GET", "/auth", {}, body=None, timeout=1.0).status == 401
+    finally:
+        http.close()
+
+
+def test_a_credential_that_fails_is_no_response_that_heals() -> None:
+    class Failing(Auth):
+        def current(self) -> Credential:
+            raise ConfigError("exec plugin p: exit code 1")
+
+    http = http_for(f"http://127.0.0.1:{closed_port()}", Failing())
+    with pytest.raises(NoResponse) as raised:
+        client.ClientSend(http)("GET", "/ok", {}, body=None, timeout=1.0)
+    assert (raised.value.detail, raised.value.retryable) == ("exec plugin p: exit code 1", False)
+    with pytest.raises(ApiError, match="exec plugin p: exit code 1"):
+        client.ClientStream(http).open("/ok", REF, 1.0)
+
+
+def test_a_proxy_url_sends_every_request_through_the_proxy(
+    server: tuple[str, threading.Event],
+) -> None:
+    """The proxy (the loopback server) is asked for the API server's absolute URL."""
+    behind = f"http://127.0.0.1:{closed_port()}"
+    http = http_for(behind, proxy_url=server[0])
+    try:
+        response = client.ClientSend(http)("GET", "/echo", {}, body=None, timeout=1.0)
+    finally:
+        http.close()
+    assert json.loads(response.data)["path"] == f"{behind}/echo"
+
+
+def test_close_closes_every_pool_of_every_manager(server: tuple[str, threading.Event]) -> None:
+    """Pools are closed one by one: a clear() alone leaves their sockets to a finalizer.
+
+    An exec plugin's new client certificate gets a new manager; close closes the old one too.
+    """
+    http = http_for(server[0])
+    managers = [http.pool(Credential()), http.pool(Credential(None, (b"C", b"K")))]
+    assert managers[0] is not managers[1]
+    for manager in managers:
+        manager.request("GET", f"{server[0]}/ok", retries=False)
+    pools = [m.pools.get(key) for m in managers for key in m.pools.keys()]  # noqa: SIM118
+    assert len(pools) == 2
+    http.close()
+    assert [len(m.pools) for m in managers] == [0, 0]
+    assert all(pool is not None and pool.pool is None for pool in pools)  # closed: queue dropped
