@@ -119,11 +119,11 @@ DEFAULT_PUSHGATEWAY_JOB = "kubeflow-deadline-sweeper"
 _OBJECT_NAME = re.compile(r"[a-z0-9](?:[-a-z0-9.]{0,251}[a-z0-9])?")
 
 
-def parse_reference(text: str) -> tuple[str, str]:
-    """Read a job reference as kubectl users write one: ``NAMESPACE/NAME`` (``team-a/train``)."""
+def parse_reference(text: str, flag: str = "--explain") -> tuple[str, str]:
+    """Read a reference as kubectl users write one: ``NAMESPACE/NAME`` (``team-a/train``)."""
     namespace, slash, name = text.strip().partition("/")
     if not slash or not _NAMESPACE.fullmatch(namespace) or not _OBJECT_NAME.fullmatch(name):
-        raise ConfigError(f"expected NAMESPACE/NAME, got {text!r} (--explain)")
+        raise ConfigError(f"expected NAMESPACE/NAME, got {text!r} ({flag})")
     return namespace, name
 
 
@@ -226,6 +226,9 @@ class Config:
         watch: ``None`` for the one-shot (CronJob) mode.
         platform: The rules file's rules (``--policy``), ``None`` without one: then no
             Namespace is read and every job is judged by its own deadline.
+        training_operator_deployment: The (namespace, name) of the Training Operator's
+            Deployment, whose ``--enable-scheme`` each pass checks when MPIJob is served at
+            ``v2beta1`` (``sweeper.oneshot.misconfig``); ``None``: not checked.
     """
 
     kubeconfig: str | None = None
@@ -250,6 +253,7 @@ class Config:
     explain: tuple[str, str] | None = None
     watch: WatchSettings | None = None
     platform: Platform | None = None
+    training_operator_deployment: tuple[str, str] | None = None
 
     def __post_init__(self) -> None:
         """Check what no single flag can: how the settings combine.

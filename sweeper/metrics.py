@@ -36,7 +36,7 @@ from sweeper.core.errors import EXIT_OK
 from sweeper.core.families import TRAINER, family_of
 from sweeper.core.kinds import KINDS
 from sweeper.core.model import ActionKind, Outcome, Result, SkipReason
-from sweeper.core.tally import FAILED_BY, HELD_REASONS, Tally
+from sweeper.core.tally import FAILED_BY, HELD_REASONS, MISCONFIGURATIONS, Tally
 from sweeper.core.tally import RECLAIMED as RECLAIMED_WHAT
 
 log = logging.getLogger(__name__)
@@ -121,6 +121,12 @@ HELD_PODS = Metric(
     "--terminate-pods policy keeps what the operator keeps; else the job's skip reason).",
     ("family", "kind", "reason"),
 )
+MISCONFIGURED = Metric(
+    f"{PREFIX}misconfigured",
+    "1 when the last pass found this misconfigured around the sweeper (the log says how and the "
+    "fix), else 0; nothing is acted on because of it.",
+    ("what",),
+)
 
 METRICS = (
     LAST_RUN,
@@ -137,6 +143,7 @@ METRICS = (
     EXEMPTIONS,
     WARNINGS,
     HELD_PODS,
+    MISCONFIGURED,
 )
 
 _SKIP = "skip"
@@ -218,6 +225,7 @@ def _pass_values(tally: Tally) -> dict[str, Mapping[Labels, float]]:
     reclaimed.update(tally.reclaimed)
     return {
         HELD_PODS.name: _held(tally.held),
+        MISCONFIGURED.name: _misconfigured(tally.misconfigured),
         JOBS.name: jobs,
         SKIPPED.name: skipped,
         ACTIONS.name: actions,
@@ -229,6 +237,11 @@ def _pass_values(tally: Tally) -> dict[str, Mapping[Labels, float]]:
         # Rules are the run's own names, not a closed list: only the series that counted.
         WARNINGS.name: {labels: float(n) for labels, n in tally.warnings.items()},
     }
+
+
+def _misconfigured(found: Iterable[str]) -> dict[Labels, float]:
+    """Every misconfiguration the sweeper checks, 1 for those found, 0 for the others."""
+    return {(what,): float(what in found) for what in MISCONFIGURATIONS}
 
 
 def _held(held: Mapping[tuple[str, str, str], int]) -> Counter[Labels]:
@@ -334,6 +347,12 @@ WATCH_HELD_PODS = Metric(
     "--resync pass, by family, kind and why the sweeper leaves them.",
     HELD_PODS.labels,
 )
+WATCH_MISCONFIGURED = Metric(
+    MISCONFIGURED.name,
+    "1 when the last --resync pass found this misconfigured around the sweeper (the log says "
+    "how and the fix), else 0; nothing is acted on because of it.",
+    MISCONFIGURED.labels,
+)
 LATENESS = Metric(
     f"{PREFIX}lateness_seconds",
     "Seconds between the instant a job became due and the sweeper's decision to act.",
@@ -383,6 +402,8 @@ class WatchMetrics:
         self.resyncs = counter(RESYNCS)
         self.held_pods = gauge(WATCH_HELD_PODS)
         self.set_held_pods({})
+        self.misconfigured = gauge(WATCH_MISCONFIGURED)
+        self.set_misconfigured(())
 
     def set_overdue(self, by_kind: Mapping[str, int]) -> None:
         """Set the overdue gauge of every kind, 0 for those not given.
@@ -397,6 +418,11 @@ class WatchMetrics:
         """Set the held pods of every series from a resync pass's count (0 for the others)."""
         for labels, value in _held(held).items():
             self.held_pods.labels(*labels).set(value)
+
+    def set_misconfigured(self, found: Iterable[str]) -> None:
+        """Set each misconfiguration's series from a resync pass's (0 for those not found)."""
+        for labels, value in _misconfigured(found).items():
+            self.misconfigured.labels(*labels).set(value)
 
     def render(self) -> bytes:
         """The Prometheus text exposition of every metric: the body of ``/metrics``."""

@@ -39,15 +39,7 @@ from sweeper.core.kinds import Kind, lookup
 from sweeper.core.model import ActionMode, PodsMode, Policy
 from sweeper.core.platform import Platform, load_platform
 from sweeper.core.releases import Release, parse_release
-from sweeper.flag import (
-    LONGEST_WAIT,
-    Choice,
-    Count,
-    DryRunWord,
-    Duration,
-    Flag,
-    Switch,
-)
+from sweeper.flag import LONGEST_WAIT, Choice, Count, DryRunWord, Duration, Flag, Switch
 
 AUTO = "auto"
 
@@ -354,6 +346,14 @@ FLAGS: tuple[Flag, ...] = (
         metavar="NAMESPACE/NAME",
         to="explain",
         read=lambda text: parse_reference(text) if text else None,
+    ),
+    Flag(
+        ("--training-operator-deployment",),
+        "The Training Operator's Deployment: warn when it runs its v1 MPIJob controller "
+        "beside mpi-operator's v2beta1 CRD (a crash loop); needs get on that Deployment.",
+        metavar="NAMESPACE/NAME",
+        to="training_operator_deployment",
+        read=lambda text: parse_reference(text, "--training-operator-deployment") if text else None,
     ),
     Flag(
         ("--watch",),

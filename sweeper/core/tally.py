@@ -39,6 +39,10 @@ RECLAIMED = ("pods", "jobsets")
 # (``over-max-actions``, ``opted-out``, ``managed-elsewhere``, ``finished``: its controller's
 # to clean, as mpi-operator does for ``cleanPodPolicy: Running``...).
 HELD_REASONS = ("policy", *(reason.value for reason in SkipReason))
+# What a pass checks around the sweeper and reports, never acts on (sweeper.oneshot.misconfig):
+# a Training Operator running its v1 MPIJob controller beside mpi-operator's v2beta1 CRD.
+MPIJOB_SCHEME = "training-operator-mpijob-scheme"
+MISCONFIGURATIONS = (MPIJOB_SCHEME,)
 # Overdue, not acted on this pass, and still the sweeper's to enforce.
 _STILL_OVERDUE = (SkipReason.RECENTLY_TOUCHED, SkipReason.OVER_MAX_ACTIONS)
 _RECORDED = (Result.DONE, Result.PLANNED, Result.DRY_RUN)
@@ -66,6 +70,8 @@ class Tally:
         exemptions: Exemptions a platform rule allowed and the pass honoured, by rule name.
         warnings: ``DeadlineApproaching`` Events recorded (or, in a dry run, that would be),
             by (family, kind name, rule name); one already recorded is not counted again.
+        misconfigured: What the pass found misconfigured around the sweeper, by name (the
+            ``deadline_sweeper_misconfigured`` series at 1); nothing of it is acted on.
         held: The Running and Pending pods that jobs failed by their deadline and left by the
             pass still control, by (family, kind name, ``HELD_REASONS``); set by ``hold``
             from the pass's pod list.
@@ -84,6 +90,7 @@ class Tally:
         self.exemptions: Counter[str] = Counter()
         self.warnings: Counter[tuple[str, str, str]] = Counter()
         self.held: Counter[tuple[str, str, str]] = Counter()
+        self.misconfigured: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, outcomes: Iterable[Outcome]) -> Tally:

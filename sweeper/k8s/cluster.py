@@ -163,6 +163,10 @@ class Cluster(Protocol):
         """Read one Namespace (``NotFound`` if none)."""
         ...
 
+    def get_deployment(self, namespace: str, name: str) -> JSON:
+        """Read one apps/v1 Deployment (``NotFound`` if none)."""
+        ...
+
     def close(self) -> None:
         """Release the connections; the run calls it once, when it ends, however it ends."""
         ...

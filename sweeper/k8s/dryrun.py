@@ -108,6 +108,10 @@ class RecordingCluster:
         """Pass through (see ``sweeper.k8s.cluster.Cluster``)."""
         return self._cluster.get_namespace(name)
 
+    def get_deployment(self, namespace: str, name: str) -> JSON:
+        """Pass through (see ``sweeper.k8s.cluster.Cluster``)."""
+        return self._cluster.get_deployment(namespace, name)
+
     def delete_jobset(self, namespace: str, name: str, uid: str, *, dry_run: bool) -> None:
         """Record (see ``sweeper.k8s.cluster.Cluster``)."""
         self.writes.append(Write("delete-jobset", namespace, name))

@@ -237,6 +237,12 @@ class _CleanUpRequests:
         path = f"/api/v1/namespaces/{urllib.parse.quote(name, safe='')}"
         return answers.one_object(self._transport.request("GET", path, ref), ref)
 
+    def get_deployment(self, namespace: str, name: str) -> JSON:
+        """Read one apps/v1 Deployment (see ``sweeper.k8s.cluster.Cluster``)."""
+        ref = RequestRef("get", "deployments.apps", namespace, name)
+        path = _object("/apis/apps/v1", namespace, "deployments", name)
+        return answers.one_object(self._transport.request("GET", path, ref), ref)
+
 
 class KubeCluster(_WatchRequests, _CleanUpRequests):
     """``sweeper.k8s.cluster.Cluster`` as requests: paths, queries, bodies, pages, decoding.

@@ -33,7 +33,7 @@ from sweeper.core.scope import RunScope
 from sweeper.core.tally import held_reason
 from sweeper.core.warn import DeadlineWarning, warning_due
 from sweeper.k8s.cluster import Cluster, JobPage, ServedKind
-from sweeper.oneshot import namespaces, readahead, report
+from sweeper.oneshot import misconfig, namespaces, readahead, report
 from sweeper.stop import Stop
 
 log = logging.getLogger(__name__)
@@ -82,9 +82,11 @@ def list_pass(
         log.warning("%s; listing every kind again", cause)
         discovery_date = listing.discovery_date
         view = listing.view
+        covered_misconfigured = listing.misconfigured
         listing = Listing(config, clock, stop, fresh())
         listing.discovery_date = discovery_date
         listing.view = view
+        listing.misconfigured = covered_misconfigured
         try:
             listing.list_all(cluster, covered)
         except StartOver as again:
@@ -121,6 +123,8 @@ def _discover(cluster: Cluster, config: Config, listing: Listing) -> RunScope[Se
                 served.version,
                 extra={"kind": served.kind.name},
             )
+    if misconfig.check_mpijob_scheme(cluster, config.training_operator_deployment, scope.kinds):
+        listing.misconfigured = (misconfig.MPIJOB_SCHEME,)
     return scope
 
 
@@ -188,6 +192,8 @@ class Listing:
         # Skipped jobs that may hold pods (held_reason): uid -> (namespace, family, kind, why).
         self.holders: dict[str, tuple[str, str, str, str]] = {}
         self.unlisted: list[ClusterUnavailable] = []
+        # What the pass found misconfigured around it (sweeper.oneshot.misconfig), by name.
+        self.misconfigured: tuple[str, ...] = ()
         self.discovery_date: datetime | None = None
         self.server_date: datetime | None = None
         self.local_date: datetime | None = None

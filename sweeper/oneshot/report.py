@@ -91,6 +91,7 @@ class Summary:
     duration_s: float
     stopped_by: str | None
     unlisted: tuple[str, ...] = ()
+    misconfigured: tuple[str, ...] = ()
 
     def document(self) -> dict[str, Any]:
         """The JSON form, keyed by decision as the report spells them (``terminate-pods``)."""
@@ -109,11 +110,7 @@ class Summary:
 
     @classmethod
     def of(
-        cls,
-        tally: Tally,
-        duration_s: float,
-        stopped_by: str | None,
-        unlisted: tuple[str, ...] = (),
+        cls, tally: Tally, duration_s: float, stopped_by: str | None, unlisted: tuple[str, ...] = ()
     ) -> Summary:
         """A pass's summary from its tally (every kind summed)."""
         decisions, skipped = tally.decisions(), tally.reasons()
@@ -135,6 +132,7 @@ class Summary:
             duration_s=round(duration_s, 3),
             stopped_by=stopped_by,
             unlisted=unlisted,
+            misconfigured=tally.misconfigured,
         )
 
     def actions(self, kind: ActionKind) -> int:
@@ -414,6 +412,8 @@ def summary_line(counts: Summary) -> str:
     )
     if counts.unlisted:
         line += f"; lists refused: {len(counts.unlisted)}"
+    if counts.misconfigured:  # a WARNING of the pass says what and the fix
+        line += f"; misconfigured: {', '.join(counts.misconfigured)}"
     if counts.stopped_by:
         line += f"; stopped: {counts.stopped_by}"
     return line

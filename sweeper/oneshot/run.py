@@ -261,6 +261,7 @@ def sweep(
         # Nothing is decided on a partial listing; the pass is still reported, then exit 3.
         unavailable = error
     ledger = report.Ledger(config.output)  # a pass that decided nothing reports no job
+    misconfigured = listed.misconfigured if listed is not None else ()
     if plan is not None and listed is not None:
         ledger = listed.ledger
         executor = Executor(
@@ -280,6 +281,7 @@ def sweep(
             for each in recorded:
                 notice.log_warned(each, plan.now, config.dry_run)
                 ledger.tally.warned(each)
+    ledger.tally.misconfigured = misconfigured
     duration_s = clock.monotonic() - began
     reason = stopped or unavailable
     unlisted = listed.unlisted if listed is not None else []

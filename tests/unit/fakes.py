@@ -65,6 +65,7 @@ class FakeCluster:
     jobsets: dict[tuple[str, str], JSON] = field(default_factory=dict)
     batch_jobs: dict[tuple[str, str], JSON] = field(default_factory=dict)
     namespaces: dict[str, JSON] = field(default_factory=dict)
+    deployments: dict[tuple[str, str], JSON] = field(default_factory=dict)
     events: list[JSON] = field(default_factory=list)
     requests: list[Request] = field(default_factory=list)
     faults: dict[tuple[str, str | None], list[BaseException]] = field(default_factory=dict)
@@ -251,6 +252,10 @@ class FakeCluster:
     def delete_jobset(self, namespace: str, name: str, uid: str, *, dry_run: bool) -> None:
         self._record("delete-jobset", namespace, name, dry_run=dry_run)
         self._delete(self.jobsets, namespace, name, uid, dry_run=dry_run)
+
+    def get_deployment(self, namespace: str, name: str) -> JSON:
+        self._record("get-deployment", namespace, name)
+        return self._stored(self.deployments, "deployments.apps", namespace, name)
 
     def get_batch_job(self, namespace: str, name: str) -> JSON:
         self._record("get-batch-job", namespace, name)
