@@ -287,6 +287,9 @@ form so that an optional-value flag such as --dry-run cannot swallow the next ar
 {{- end }}
 - --max-actions={{ int $v.maxActions }}
 {{- end }}
+{{- with ($v.trainingOperator).deployment }}
+- --training-operator-deployment={{ . }}
+{{- end }}
 {{- $watch := and (eq $v.mode "watch") (not .oneShot) }}
 {{- if $watch }}
 {{- include "sweeper.checkLeaseTiming" $v.watch }}
