@@ -1,6 +1,6 @@
 """trainingOperator.deployment: the flag and a get on that one Deployment, only when set.
 
-tests/e2e/test_misconfig_training_operator.py proves on a real API server what the sweeper
+tests/e2e/test_family_mpi_misconfig.py proves on a real API server what the sweeper
 reads with it.
 """
 
