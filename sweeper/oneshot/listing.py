@@ -123,7 +123,9 @@ def _discover(cluster: Cluster, config: Config, listing: Listing) -> RunScope[Se
                 served.version,
                 extra={"kind": served.kind.name},
             )
-    if misconfig.check_mpijob_scheme(cluster, config.training_operator_deployment, scope.kinds):
+    if misconfig.check_mpijob_scheme(
+        cluster, config.training_operator_deployment, discovery.served
+    ):
         listing.misconfigured = (misconfig.MPIJOB_SCHEME,)
     return scope
 

@@ -76,6 +76,7 @@ class Resync:
             if not self.leading():
                 # A former leader's count would outlive its passes: a standby holds nothing.
                 self.metrics.set_held_pods({})
+                self.metrics.set_misconfigured(())
                 continue
             number += 1
             self.pass_once(number)

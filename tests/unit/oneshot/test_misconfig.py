@@ -208,3 +208,14 @@ def test_the_flag_and_its_twin_name_the_deployment() -> None:
         harness.invoke("--dry-run", *args, env=env)
         assert harness.config is not None
         assert harness.config.training_operator_deployment == ("kubeflow", "training-operator")
+
+
+def test_it_is_checked_whatever_kinds_the_sweeper_sweeps(caplog: pytest.LogCaptureFixture) -> None:
+    # The crash loop stops the operator enforcing every v1 kind: PyTorchJob-only runs need it.
+    fake = cluster(operator())
+
+    with caplog.at_level(logging.INFO):
+        outcome, _ = one_pass(fake, dataclasses.replace(CHECKED, kinds=(PYTORCHJOB,)))
+
+    assert len([w for w in warnings(caplog) if WARNING in w]) == 1
+    assert gauge(outcome) == 1
