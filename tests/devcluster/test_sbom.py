@@ -108,7 +108,8 @@ def test_every_pin_of_the_real_lock_is_read(tmp_path: Path) -> None:
         for line in LOCK.read_text().splitlines()
         if "==" in line and not line.startswith((" ", "#"))
     ]
-    assert len(pins) > 10
+    # Not vacuous: the direct dependencies the image needs are among them.
+    assert {"click", "urllib3", "msgspec"} <= {name for name, _version in pins}
     root = tmp_path / "root"
     for name, version in pins:
         dist_info(root, name, version)

@@ -114,7 +114,7 @@ def test_the_sbom_beside_the_archive_lists_every_locked_and_every_debian_package
     listed = {(c["purl"].split("/")[0], c["name"], c["version"]) for c in sbom["components"]}
     lock = (REPO / "requirements.txt").read_text(encoding="utf-8")
     pins = re.findall(r"^([a-z0-9][a-z0-9._-]*)==(\S+)", lock, re.MULTILINE)
-    assert len(pins) > 10
+    assert {"click", "urllib3", "msgspec"} <= {name for name, _version in pins}  # not vacuous
     for name, version in pins:
         assert ("pkg:pypi", re.sub(r"[-_.]+", "-", name), version) in listed, name
     assert ("pkg:pypi", "kubeflow-deadline-sweeper", sweeper.__version__) in listed
