@@ -160,14 +160,16 @@ def start_watcher(
     identity: str = "bench",
     health_port: int = 0,
     append: bool = False,
+    command: Sequence[str] = (),
 ) -> subprocess.Popen[bytes]:
     """Start ``sweeper --watch`` with ``args``, its health server on loopback, logs to a file.
 
     Its report (stdout) is thrown away; its log lines (stderr) go to ``log_path``, which the
-    scripts read for errors. The environment is :func:`clean_env`'s.
+    scripts read for errors. The environment is :func:`clean_env`'s. ``command`` replaces the
+    installed ``sweeper`` (``benchmarks.traced_watch`` runs it under ``tracemalloc``).
     """
     argv = [
-        str(sweeper_executable()),
+        *(command or [str(sweeper_executable())]),
         "--kubeconfig",
         str(kubeconfig),
         "--watch",

@@ -42,6 +42,7 @@ import json
 import os
 import signal
 import statistics
+import sys
 import threading
 import time
 from collections.abc import Sequence
@@ -341,6 +342,15 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 - one run, in o
     parser.add_argument("--sweeper-log", type=Path, help="keep the watcher's log here")
     parser.add_argument("--json", type=Path, help="write the figures here too (JSON)")
     parser.add_argument(
+        "--tracemalloc",
+        type=Path,
+        metavar="DIR",
+        help="run the watcher under tracemalloc, snapshots in DIR (benchmarks.traced_watch)",
+    )
+    parser.add_argument(
+        "--tracemalloc-every", type=float, default=180.0, help="seconds between snapshots"
+    )
+    parser.add_argument(
         "--crds",
         type=Path,
         help="a directory of the Training Operator's CRD manifests to install instead of the "
@@ -369,6 +379,7 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 - one run, in o
             "--action",
             "fail",
             identity="soak",
+            command=traced_command(args.tracemalloc, args.tracemalloc_every),
         )
         churn = Churn(cp, namespace, args)
         sampler = Sampler(sweeper.pid, args.sample_every, churn, args.samples)
@@ -439,6 +450,21 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 - one run, in o
     if args.json is not None:
         args.json.write_text(json.dumps(figures, indent=1) + "\n")
     return 0
+
+
+def traced_command(directory: Path | None, every: float) -> list[str]:
+    """The watcher's command under ``tracemalloc`` (none: the installed ``sweeper``)."""
+    if directory is None:
+        return []
+    return [
+        sys.executable,
+        "-m",
+        "benchmarks.traced_watch",
+        "run",
+        str(directory.resolve()),
+        str(every),
+        "--",
+    ]
 
 
 def curve_figures(
