@@ -161,18 +161,20 @@ def start_watcher(
     health_port: int = 0,
     append: bool = False,
     tree: Path | None = None,
+    command: Sequence[str] = (),
 ) -> subprocess.Popen[bytes]:
     """Start ``sweeper --watch`` with ``args``, its health server on loopback, logs to a file.
 
     Its report (stdout) is thrown away; its log lines (stderr) go to ``log_path``, which the
     scripts read for errors. The environment is :func:`clean_env`'s. With ``tree``, the
-    sweeper package in that checkout runs, as ``python -m sweeper`` from it.
+    sweeper package in that checkout runs, as ``python -m sweeper`` from it; ``command``
+    replaces the sweeper altogether (``benchmarks.traced_watch`` runs it under ``tracemalloc``).
     """
     # From the tree: "-m" puts the working directory first on sys.path, so started from
     # elsewhere it would import that directory's sweeper/ instead.
     program = [sys.executable, "-m", "sweeper"] if tree else [str(sweeper_executable())]
     argv = [
-        *program,
+        *(command or program),
         "--kubeconfig",
         str(kubeconfig),
         "--watch",

@@ -1,6 +1,7 @@
-"""Watch-mode soak: ``sweeper --watch`` under churn for half an hour; does anything grow?
+"""Watch-mode soak: ``sweeper --watch`` under churn for ``--minutes`` (30; 120 for the record).
 
     .venv/bin/python -m benchmarks.watch_soak [--minutes 30] [--rate 5] [--samples FILE]
+        [--sweeper-log FILE] [--json FILE]
 
 ``--watch`` is meant to run for weeks, so a leak of a few KiB, a thread or a socket per job
 would take it down in the end. This runs ``sweeper --watch --action fail`` (with leader
@@ -18,7 +19,11 @@ minutes of thirty) is warm-up: the population ramps up, the first resync runs an
 pool starts its threads. The verdict compares the largest value of each figure in the last
 bucket with the largest in the first bucket after warm-up (maxima, because pools and the
 garbage collector move the figures up and down within a bucket): ``ok`` if none grew more than
-5 %. Maxima and medians of every bucket are printed too, the curve in numbers.
+5 %. Maxima and medians of every bucket are printed too, and a ``curve_*`` line per
+``--curve-every`` minutes (maxima, with the machine's 1-minute load average at its end): the curve
+in numbers. ``--samples`` writes every sample as CSV while the run goes on (the 1-minute load
+average in its last column), so a run that is killed keeps its curve; ``--sweeper-log`` keeps the
+watcher's log, which otherwise goes with the control plane's directory.
 
 The lateness of a due job is the audit log's ``requestReceivedTimestamp`` of the sweeper's
 status PATCH minus ``startTime + activeDeadlineSeconds`` (both the API server's clock). A due
@@ -37,6 +42,7 @@ import json
 import os
 import signal
 import statistics
+import sys
 import threading
 import time
 from collections.abc import Sequence
@@ -68,6 +74,17 @@ class Sample:
     sockets: int
     cpu_s: float
     jobs_alive: int
+    load1: float
+
+    def csv(self) -> str:
+        """The sample as a line of ``--samples``' CSV (see :data:`CSV_HEADER`)."""
+        return (
+            f"{self.at:.1f},{self.rss_mb:.1f},{self.threads},{self.fds},{self.sockets},"
+            f"{self.cpu_s:.2f},{self.jobs_alive},{self.load1:.2f}"
+        )
+
+
+CSV_HEADER = "at_s,rss_mb,threads,fds,sockets,cpu_s,jobs_alive,load1"
 
 
 @dataclasses.dataclass
@@ -243,9 +260,9 @@ def read_process(pid: int) -> tuple[float, int, int, int, float]:
 class Sampler(threading.Thread):
     """Reads the watcher every ``every`` seconds, on a fixed monotonic grid."""
 
-    def __init__(self, pid: int, every: float, churn: Churn) -> None:
+    def __init__(self, pid: int, every: float, churn: Churn, csv: Path | None = None) -> None:
         super().__init__(name="sampler", daemon=True)
-        self.pid, self.every, self.churn = pid, every, churn
+        self.pid, self.every, self.churn, self.csv = pid, every, churn, csv
         self.samples: list[Sample] = []
         self.began = time.monotonic()
         self._finished = threading.Event()
@@ -253,14 +270,25 @@ class Sampler(threading.Thread):
     def run(self) -> None:
         """Sample until stopped (or the watcher is gone)."""
         n = 0
-        while not self._finished.wait(max(0.0, self.began + n * self.every - time.monotonic())):
-            try:
-                rss, threads, fds, sockets, cpu = read_process(self.pid)
-            except OSError:
-                return
-            at = time.monotonic() - self.began
-            self.samples.append(Sample(at, rss, threads, fds, sockets, cpu, self.churn.alive))
-            n += 1
+        out = None if self.csv is None else self.csv.open("w", buffering=1)
+        try:
+            if out is not None:
+                out.write(CSV_HEADER + "\n")
+            while not self._finished.wait(max(0.0, self.began + n * self.every - time.monotonic())):
+                try:
+                    rss, threads, fds, sockets, cpu = read_process(self.pid)
+                except OSError:
+                    return
+                at = time.monotonic() - self.began
+                load1 = os.getloadavg()[0]
+                sample = Sample(at, rss, threads, fds, sockets, cpu, self.churn.alive, load1)
+                self.samples.append(sample)
+                if out is not None:
+                    out.write(sample.csv() + "\n")
+                n += 1
+        finally:
+            if out is not None:
+                out.close()
 
     def stop(self) -> None:
         """Stop sampling."""
@@ -305,7 +333,23 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 - one run, in o
     )
     parser.add_argument("--sample-every", type=float, default=10.0)
     parser.add_argument("--settle", type=float, default=15.0, help="after the last deadline")
-    parser.add_argument("--samples", type=Path, help="write every sample here (CSV)")
+    parser.add_argument(
+        "--samples", type=Path, help="write every sample here (CSV), as they are taken"
+    )
+    parser.add_argument(
+        "--curve-every", type=float, default=10.0, help="minutes per curve_* line (default 10)"
+    )
+    parser.add_argument("--sweeper-log", type=Path, help="keep the watcher's log here")
+    parser.add_argument("--json", type=Path, help="write the figures here too (JSON)")
+    parser.add_argument(
+        "--tracemalloc",
+        type=Path,
+        metavar="DIR",
+        help="run the watcher under tracemalloc, snapshots in DIR (benchmarks.traced_watch)",
+    )
+    parser.add_argument(
+        "--tracemalloc-every", type=float, default=180.0, help="seconds between snapshots"
+    )
     parser.add_argument(
         "--crds",
         type=Path,
@@ -323,7 +367,7 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 - one run, in o
             cp.install_crds(sorted(args.crds.glob("kubeflow.org_*.yaml")))
         kubeconfig = cp.user_kubeconfig(SWEEPER_USER, ["system:masters"])
         namespace = cp.create_namespace("watch-soak")
-        log_path = cp.workdir / "soak-sweeper.log"
+        log_path = args.sweeper_log or cp.workdir / "soak-sweeper.log"
         since = cp.audit_offset()
         sweeper = measure.start_watcher(
             kubeconfig,
@@ -335,9 +379,10 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 - one run, in o
             "--action",
             "fail",
             identity="soak",
+            command=traced_command(args.tracemalloc, args.tracemalloc_every),
         )
         churn = Churn(cp, namespace, args)
-        sampler = Sampler(sweeper.pid, args.sample_every, churn)
+        sampler = Sampler(sweeper.pid, args.sample_every, churn, args.samples)
         try:
             sampler.start()
             rate = churn.run(seconds)
@@ -381,6 +426,11 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 - one run, in o
         "samples": len(sampler.samples),
         "load_avg": measure.load_average(),
     }
+    if sampler.samples:
+        loads = [s.load1 for s in sampler.samples]
+        figures["load1_min_median_max"] = (
+            f"{min(loads):.2f} {statistics.median(loads):.2f} {max(loads):.2f}"
+        )
     if late:
         figures |= {
             "lateness_p50_s": round(measure.percentile(late, 0.50), 3),
@@ -395,6 +445,37 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 - one run, in o
         figures["verdict"] = f"grew: {' '.join(over)}" if over else "ok"
     else:
         figures["verdict"] = "too few samples"
+    figures |= curve_figures(grouped, width, sampler.samples, args.curve_every * 60, churn_s)
+    measure.print_figures(figures)
+    if args.json is not None:
+        args.json.write_text(json.dumps(figures, indent=1) + "\n")
+    return 0
+
+
+def traced_command(directory: Path | None, every: float) -> list[str]:
+    """The watcher's command under ``tracemalloc`` (none: the installed ``sweeper``)."""
+    if directory is None:
+        return []
+    return [
+        sys.executable,
+        "-m",
+        "benchmarks.traced_watch",
+        "run",
+        str(directory.resolve()),
+        str(every),
+        "--",
+    ]
+
+
+def curve_figures(
+    grouped: Sequence[Sequence[Sample]],
+    width: float,
+    samples: Sequence[Sample],
+    curve_width: float,
+    end: float,
+) -> dict[str, measure.Figure]:
+    """The ``bucket_*`` lines of the verdict's buckets, then a ``curve_*`` line per curve window."""
+    figures: dict[str, measure.Figure] = {}
     for index, bucket in enumerate(grouped):
         label = f"bucket_{index * width / 60:.4g}-{(index + 1) * width / 60:.4g}min"
         parts = []
@@ -405,15 +486,18 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 - one run, in o
         alive = max((s.jobs_alive for s in bucket), default=0)
         parts.append(f"cpu_s={cpu:.1f} jobs_alive={alive}")
         figures[label] = " ".join(parts) + " (median/max)"
-    measure.print_figures(figures)
-    if args.samples is not None:
-        lines = ["at_s,rss_mb,threads,fds,sockets,cpu_s,jobs_alive"]
-        lines += [
-            f"{s.at:.1f},{s.rss_mb:.1f},{s.threads},{s.fds},{s.sockets},{s.cpu_s:.2f},{s.jobs_alive}"
-            for s in sampler.samples
-        ]
-        args.samples.write_text("\n".join(lines) + "\n")
-    return 0
+    for index, bucket in enumerate(buckets(samples, curve_width, end)):
+        if bucket:
+            figures[f"curve_{(index + 1) * curve_width / 60:.4g}min"] = curve_line(bucket)
+    return figures
+
+
+def curve_line(bucket: Sequence[Sample]) -> str:
+    """One point of the curve: each figure's maximum over ``bucket``, and the load at its end."""
+    parts = [f"{f}={max(float(getattr(s, f)) for s in bucket):.4g}" for f in _FIGURES]
+    parts.append(f"jobs_alive={max(s.jobs_alive for s in bucket)}")
+    parts.append(f"load1={bucket[-1].load1:.2f}")
+    return " ".join(parts)
 
 
 if __name__ == "__main__":

@@ -158,7 +158,12 @@ def parse_job(raw: object, kind: Kind, version: str = VERSION) -> Job:
     whatever identity could be read).
     """
     meta = raw.get("metadata") if isinstance(raw, Mapping) else None
-    namespace = _identity(meta, "namespace")
+    # Interned: thousands of jobs share a few namespaces. Never a name or a uid: each is one
+    # job's, and an interned string stays in the interpreter's table as long as it lives, for
+    # ever on CPython 3.12.0 to 3.12.6 (CPython gh-113993), so a long --watch would keep every
+    # name and uid it ever saw; elsewhere their churn rebuilds that table (some 2 MB) again and
+    # again, and the allocator keeps each old copy resident.
+    namespace = sys.intern(_identity(meta, "namespace"))
     name = _identity(meta, "name")
     uid = _identity(meta, "uid")
     try:
@@ -169,8 +174,7 @@ def parse_job(raw: object, kind: Kind, version: str = VERSION) -> Job:
 
 def _identity(meta: object, key: str) -> str:
     value = meta.get(key) if isinstance(meta, Mapping) else None
-    # Interned: thousands of jobs share a few namespaces.
-    return sys.intern(value) if isinstance(value, str) else ""
+    return value if isinstance(value, str) else ""
 
 
 def _parse(raw: object, kind: Kind, version: str, *, identity: tuple[str, str, str]) -> Job:

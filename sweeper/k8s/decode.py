@@ -191,10 +191,10 @@ def _view(item: _Item, kind: Kind, version: str) -> Job:
     return Job(
         kind=kind,
         version=version,
-        # Interned, as parse_job does: thousands of jobs share a few namespaces.
+        # The namespace interned, the name and uid not, as parse_job does (and says why).
         namespace=sys.intern(meta.namespace),
-        name=sys.intern(meta.name),
-        uid=sys.intern(meta.uid),
+        name=meta.name,
+        uid=meta.uid,
         start_time=start_time,
         deadline_seconds=deadline,
         declared_seconds=deadline,

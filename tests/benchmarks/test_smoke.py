@@ -7,6 +7,7 @@ the scale script that the sweeper and the floor made exactly one list request pe
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -156,15 +157,18 @@ WATCH_SOAK_KEYS = {
     "growth_fds_pct",
     "growth_sockets_pct",
     "verdict",
+    "load1_min_median_max",
+    "curve_0.1min",
     "samples",
 }
 
 
 @pytest.mark.e2e
-def test_watch_soak_prints_its_figures_and_enforces_every_due_job() -> None:
-    # 12 s of churn instead of thirty minutes (six buckets of 2 s, sampled every 0.5 s), jobs
-    # deleted 14 s after their creation (so deletions run while the last ones come due): the
-    # keys, and that every job that came due was failed and no other job was written to.
+def test_watch_soak_prints_its_figures_and_enforces_every_due_job(tmp_path: Path) -> None:
+    # 12 s of churn instead of thirty minutes (six buckets of 2 s, sampled every 0.5 s, a curve
+    # point every 6 s), jobs deleted 14 s after their creation (so deletions run while the last
+    # ones come due): the keys, that every job that came due was failed and no other job was
+    # written to, and the files the long run leaves behind.
     clusters.require_binaries("etcd", "kube-apiserver")
     figures = run_benchmark(
         "watch_soak",
@@ -182,8 +186,23 @@ def test_watch_soak_prints_its_figures_and_enforces_every_due_job() -> None:
         "5",
         "--sample-every",
         "0.5",
+        "--curve-every",
+        "0.1",
+        "--samples",
+        str(tmp_path / "samples.csv"),
+        "--sweeper-log",
+        str(tmp_path / "sweeper.log"),
+        "--json",
+        str(tmp_path / "figures.json"),
         timeout=300,
     )
     assert figures.keys() >= WATCH_SOAK_KEYS, sorted(WATCH_SOAK_KEYS - figures.keys())
     assert int(figures["due_jobs"]) > 0
     assert (figures["not_enforced"], figures["written_not_due"]) == ("0", "0")
+    rows = (tmp_path / "samples.csv").read_text().splitlines()
+    assert rows[0] == "at_s,rss_mb,threads,fds,sockets,cpu_s,jobs_alive,load1"
+    assert len(rows) - 1 == int(figures["samples"])
+    assert json.loads((tmp_path / "figures.json").read_text())["due_jobs"] == int(
+        figures["due_jobs"]
+    )
+    assert "watching" in (tmp_path / "sweeper.log").read_text().lower()

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import sys
+import uuid
 from datetime import timedelta
 from typing import Any
 
@@ -158,3 +161,20 @@ def test_an_owner_reference_that_is_not_the_controller_is_not_ownership() -> Non
     pod = parse_owned(owned("w-0", job(), controller=False))
     assert pod is not None
     assert pod.controller_uid is None
+
+
+def test_a_view_interns_the_namespace_never_a_name_or_uid() -> None:
+    # See tests/unit/k8s/test_decode.py: every job's name and uid interned leaked on 3.12.0-6.
+    unique = uuid.uuid4().hex
+    namespace = sys.intern(f"ns-{unique}")
+    name = sys.intern(f"job-{unique}")
+    uid = sys.intern(f"uid-{unique}")
+    # Through JSON, so the parser gets its own equal strings, as from the API server.
+    raw = json.loads(
+        json.dumps(job("PyTorchJob", f"job-{unique}", f"ns-{unique}", uid=f"uid-{unique}"))
+    )
+    view = parse_job(raw, KIND["PyTorchJob"])
+    assert (view.namespace, view.name, view.uid) == (namespace, name, uid)
+    assert view.namespace is namespace
+    assert view.name is not name
+    assert view.uid is not uid

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import sys
+import uuid
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -12,9 +15,12 @@ from sweeper.core.kinds import (
     LEGACY_EXCLUDE_ANNOTATION,
     LEGACY_TOUCHED_AT_ANNOTATION,
     TOUCHED_AT_ANNOTATION,
+    Kind,
 )
 from sweeper.k8s import decode
 from tests.unit.objects import KIND, ago, condition, deadline_failed, job
+
+Decoder = Callable[[bytes, Kind, str], decode.DecodedPage]
 
 # What the API server adds to every object and the views never read; the bulk of the bytes.
 MANAGED_FIELDS = [
@@ -229,3 +235,22 @@ def test_items_null_is_an_empty_page() -> None:
 def test_views_keep_the_kind_and_version_listed() -> None:
     page = decode.decode_jobs(body([job("MPIJob")]), KIND["MPIJob"], "v2beta1")
     assert (page.jobs[0].kind, page.jobs[0].version) == (KIND["MPIJob"], "v2beta1")
+
+
+@pytest.mark.parametrize(
+    "decoder", [decode.decode_jobs, decode.reference_decode_jobs], ids=["fast", "reference"]
+)
+def test_a_page_interns_the_namespace_never_a_name_or_uid(decoder: Decoder) -> None:
+    # An interned string lives in the interpreter's table, for ever on CPython 3.12.0 to
+    # 3.12.6: a --watch that interned each job's name and uid kept every one it ever saw.
+    # Equal copies interned first: a view that holds them was interned by the decoder.
+    unique = uuid.uuid4().hex
+    namespace = sys.intern(f"ns-{unique}")
+    name = sys.intern(f"job-{unique}")
+    uid = sys.intern(f"uid-{unique}")
+    data = body([dressed(job(name=f"job-{unique}", namespace=f"ns-{unique}", uid=f"uid-{unique}"))])
+    (view,) = decoder(data, KIND["PyTorchJob"], "v1").jobs
+    assert (view.namespace, view.name, view.uid) == (namespace, name, uid)
+    assert view.namespace is namespace
+    assert view.name is not name
+    assert view.uid is not uid
