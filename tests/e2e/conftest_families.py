@@ -128,7 +128,7 @@ def family_namespace(family_control_plane: ControlPlane, request: pytest.Fixture
     return family_control_plane.create_namespace(prefix or "family")
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def family_sweep(family_control_plane: ControlPlane) -> Callable[..., clusters.Sweep]:
     """Run the CLI against the module's cluster, as user ``sweeper`` (``system:masters``).
 

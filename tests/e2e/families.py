@@ -15,7 +15,7 @@ import secrets
 import subprocess
 import time
 import urllib.parse
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -393,3 +393,30 @@ def chart_user(cp: ControlPlane, user: str, values: Obj, tmp: Path, *, waits: Ob
             return cp.user_kubeconfig(user, [])
         time.sleep(0.1)
     raise AssertionError(f"RBAC never granted {waits} to {user}")
+
+
+def chart_policy_sweep(
+    cp: ControlPlane,
+    sweep: Callable[..., clusters.Sweep],
+    tmp: Path,
+    *,
+    user: str,
+    family: str,
+    kind: str,
+    rules: str,
+    waits: Obj,
+) -> Callable[..., clusters.Sweep]:
+    """The CLI with ``--policy`` over ``rules``, as ``user`` with the chart's grants for them.
+
+    ``family`` is the chart's one family and ``kind`` its kind, as the chart runs it
+    (cluster-wide, as its grants are); ``waits`` as for :func:`chart_user`.
+    """
+    path = tmp / "rules.yaml"
+    path.write_text(rules)
+    values = {"families": [family], "policy": {"rules": yaml.safe_load(rules)["rules"]}}
+    kubeconfig = chart_user(cp, user, values, tmp, waits=waits)
+
+    def run(*args: str) -> clusters.Sweep:
+        return sweep("--policy", str(path), "--kind", kind, *args, kubeconfig=kubeconfig, user=user)
+
+    return run

@@ -16,10 +16,8 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
-import yaml
 
 from devcluster import ControlPlane
 from tests.e2e import clusters, families
@@ -49,32 +47,22 @@ USER = "sweeper-chart-mpi"
 
 
 @pytest.fixture(scope="module")
-def chart_grants(
-    family_control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory
-) -> tuple[Path, Path]:
-    """The rules file, and a kubeconfig with the chart's grants for these rules."""
-    tmp = tmp_path_factory.mktemp("chart")
-    rules = tmp / "rules.yaml"
-    rules.write_text(RULES)
-    values = {"families": ["mpi-operator"], "policy": {"rules": yaml.safe_load(RULES)["rules"]}}
-    waits = {"group": "batch", "resource": "jobs", "verb": "patch"}
-    kubeconfig = families.chart_user(family_control_plane, USER, values, tmp, waits=waits)
-    return rules, kubeconfig
-
-
-@pytest.fixture
 def chart_sweep(
-    chart_grants: tuple[Path, Path], family_sweep: Callable[..., clusters.Sweep]
+    family_control_plane: ControlPlane,
+    family_sweep: Callable[..., clusters.Sweep],
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> Callable[..., clusters.Sweep]:
     """The CLI with ``--policy RULES``, as a user with the chart's grants for these rules."""
-    rules, kubeconfig = chart_grants
-
-    def run(*args: str) -> clusters.Sweep:
-        # The chart's arguments for its family; cluster-wide, as its grants are.
-        chart = ("--policy", str(rules), "--kind", "MPIJob")
-        return family_sweep(*chart, *args, kubeconfig=kubeconfig, user=USER)
-
-    return run
+    return families.chart_policy_sweep(
+        family_control_plane,
+        family_sweep,
+        tmp_path_factory.mktemp("chart"),
+        user=USER,
+        family="mpi-operator",
+        kind="MPIJob",
+        rules=RULES,
+        waits={"group": "batch", "resource": "jobs", "verb": "patch"},
+    )
 
 
 def _start(cluster: MPICluster, namespace: str, name: str) -> list[families.Obj]:
