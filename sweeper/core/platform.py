@@ -12,6 +12,7 @@ import dataclasses
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from sweeper.core.clock import LONGEST_WAIT, human, parse_duration
 from sweeper.core.errors import ConfigError
@@ -109,38 +110,45 @@ def apply(job: Job, rule: PlatformRule | None) -> Job:
     with the same rule or another, starts from the job's own fields, so a view can be re-judged
     after its Namespace was relabelled.
     """
+    if rule is None and job.rule is None:
+        return job
     # A view no rule was applied to still has its own deadline in deadline_seconds (and views
     # made by hand may not fill declared_seconds).
     own = job.deadline_seconds if job.rule is None else job.declared_seconds
     annotated = job.excluded or job.exemption_refused
+    return dataclasses.replace(job, **terms(own, annotated, rule))
+
+
+def terms(own: int | None, annotated: bool, rule: PlatformRule | None) -> dict[str, Any]:
+    """The fields of a job's view that its rule decides, from its own deadline and annotation.
+
+    ``apply`` replaces them in a view; a decoder building views passes them to ``Job`` itself,
+    so that a listed job is built once (a ``Job`` costs some 5 µs: docs/benchmarks.md).
+    """
     if rule is None:
-        if job.rule is None:
-            return job
-        return dataclasses.replace(
-            job,
-            deadline_seconds=own,
-            declared_seconds=own,
-            deadline_source=DeadlineSource.JOB,
-            rule=None,
-            excluded=annotated,
-            exemption_refused=False,
-            warn_before=None,
-        )
+        return {
+            "deadline_seconds": own,
+            "declared_seconds": own,
+            "deadline_source": DeadlineSource.JOB,
+            "rule": None,
+            "excluded": annotated,
+            "exemption_refused": False,
+            "warn_before": None,
+        }
     effective, source = own, DeadlineSource.JOB
     if effective is None and rule.default_deadline is not None:
         effective, source = int(rule.default_deadline), DeadlineSource.DEFAULT
     if rule.max_deadline is not None and (effective is None or effective > rule.max_deadline):
         effective, source = int(rule.max_deadline), DeadlineSource.CAP
-    return dataclasses.replace(
-        job,
-        deadline_seconds=effective,
-        declared_seconds=own,
-        deadline_source=source,
-        rule=rule.name,
-        excluded=annotated and rule.allow_exemption,
-        exemption_refused=annotated and not rule.allow_exemption,
-        warn_before=rule.warn_before,
-    )
+    return {
+        "deadline_seconds": effective,
+        "declared_seconds": own,
+        "deadline_source": source,
+        "rule": rule.name,
+        "excluded": annotated and rule.allow_exemption,
+        "exemption_refused": annotated and not rule.allow_exemption,
+        "warn_before": rule.warn_before,
+    }
 
 
 def load_platform(text: str, source: str) -> Platform:
@@ -323,14 +331,30 @@ class PlatformView:
         """The job's view under its rule (``apply``)."""
         if self.platform is None:
             return job
-        key = (job.namespace, job.kind.name)
+        return apply(job, self.rule(job.namespace, job.kind.name))
+
+    def terms(
+        self, namespace: str, kind_name: str, own: int | None, annotated: bool
+    ) -> dict[str, Any]:
+        """The fields of the view of a job being built (``terms``), under its rule."""
+        return terms(own, annotated, self.rule(namespace, kind_name))
+
+    def rule(self, namespace: str, kind_name: str) -> PlatformRule | None:
+        """The rule jobs of this kind in this namespace fall under, if any."""
+        if self.platform is None:
+            return None
+        key = (namespace, kind_name)
         try:
-            rule = self._rules[key]
+            return self._rules[key]
         except KeyError:
-            labels = self.labels.get(job.namespace)
-            rule = None if labels is None else self.platform.match(labels, job.kind.name)
+            labels = self.labels.get(namespace)
+            rule = None if labels is None else self.platform.match(labels, kind_name)
             self._rules[key] = rule
-        return apply(job, rule)
+            return rule
+
+
+# Jobs as without --policy: each is its own view (nothing is cached without a platform).
+NO_PLATFORM = PlatformView()
 
 
 def namespace_labels(raw: object) -> tuple[str, dict[str, str]] | None:

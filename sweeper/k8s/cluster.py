@@ -20,6 +20,7 @@ from typing import Protocol
 from sweeper.core.jobs import Job
 from sweeper.core.kinds import Kind
 from sweeper.core.model import JSON
+from sweeper.core.platform import NO_PLATFORM, PlatformView
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,9 +86,16 @@ class Cluster(Protocol):
         ...
 
     def list_job_views(
-        self, served: ServedKind, namespace: str | None, selector: str | None, page_size: int
+        self,
+        served: ServedKind,
+        namespace: str | None,
+        selector: str | None,
+        page_size: int,
+        view: PlatformView = NO_PLATFORM,
     ) -> Iterator[JobPage]:
         """List jobs page by page (``limit`` and ``continue``), in one namespace or all, as views.
+
+        Each view is under its platform rule (``view``): built once, not built and then replaced.
 
         The decoded objects are never handed out, so an implementation may read from each
         page only what the views need (``sweeper.k8s.kube`` does, with

@@ -34,6 +34,7 @@ from sweeper.core.jobs import (
     parse_job,
 )
 from sweeper.core.kinds import DEADLINE_MESSAGE, GROUP, VERSION, Kind
+from sweeper.core.platform import NO_PLATFORM, PlatformView
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,8 +123,12 @@ class _Unusual(Exception):  # noqa: N818 - internal control flow, never escapes 
     """A job the fast path does not vouch for: the page takes the reference path."""
 
 
-def decode_jobs(data: bytes, kind: Kind, version: str) -> DecodedPage:
+def decode_jobs(
+    data: bytes, kind: Kind, version: str, view: PlatformView = NO_PLATFORM
+) -> DecodedPage:
     """Read a page of a job list exactly as ``reference_decode_jobs`` reads it.
+
+    Each job is built once, already under its platform rule (``view``).
 
     Raises:
         ValueError: The body is not JSON at all (as ``json.loads`` raises it), or
@@ -132,18 +137,20 @@ def decode_jobs(data: bytes, kind: Kind, version: str) -> DecodedPage:
     """
     if kind.group != GROUP or version != VERSION:
         # mpi-operator's and Trainer's lists are few and small: the reference reads them.
-        return reference_decode_jobs(data, kind, version)
+        return reference_decode_jobs(data, kind, version, view)
     try:
         document = _LIST_DECODER.decode(data)
-        jobs = [_view(item, kind, version) for item in document.items or ()]
+        jobs = [_view(item, kind, version, view) for item in document.items or ()]
     except (msgspec.ValidationError, msgspec.DecodeError, _Unusual):
-        return reference_decode_jobs(data, kind, version)
+        return reference_decode_jobs(data, kind, version, view)
     meta = document.metadata or _NO_LIST_META
     return DecodedPage(jobs, meta.continue_ or None, meta.resource_version or None)
 
 
-def reference_decode_jobs(data: bytes, kind: Kind, version: str) -> DecodedPage:
-    """Read a page of a job list the reference way: ``json.loads``, then ``parse_job``.
+def reference_decode_jobs(
+    data: bytes, kind: Kind, version: str, view: PlatformView = NO_PLATFORM
+) -> DecodedPage:
+    """Read a page of a job list the reference way: ``json.loads``, then ``parse_job`` and ``view``.
 
     Raises:
         ValueError: The body is not JSON at all, or ``NotAList``.
@@ -167,12 +174,12 @@ def reference_decode_jobs(data: bytes, kind: Kind, version: str) -> DecodedPage:
     token = metadata.get("continue") or None
     resource_version = metadata.get("resourceVersion") or None
     return DecodedPage(
-        [parse_job(item, kind, version) for item in items or ()], token, resource_version
+        [view(parse_job(item, kind, version)) for item in items or ()], token, resource_version
     )
 
 
-def _view(item: _Item, kind: Kind, version: str) -> Job:
-    """The view of a well-formed job, field for field as parse_job builds it."""
+def _view(item: _Item, kind: Kind, version: str, view: PlatformView) -> Job:
+    """The view of a well-formed job, field for field as parse_job and ``view`` build it."""
     meta = item.metadata
     if not meta.name or not meta.namespace or not meta.uid:
         raise _Unusual
@@ -196,18 +203,16 @@ def _view(item: _Item, kind: Kind, version: str) -> Job:
         name=meta.name,
         uid=meta.uid,
         start_time=start_time,
-        deadline_seconds=deadline,
-        declared_seconds=deadline,
         suspended=bool(run_policy.suspend),
         suspended_condition=suspended_condition,
         managed_by=_shared(run_policy.managed_by),
         deleting=meta.deletion_timestamp is not None,
-        excluded=opted_out(annotations),
         touched_at=last_touch(annotations),
         finished=finished,
         failed_by_deadline=by_deadline,
         failed_by_sweeper=by_sweeper,
         clean_pod_policy=_shared(clean_pod_policy),
+        **view.terms(meta.namespace, kind.name, deadline, opted_out(annotations)),
     )
 
 

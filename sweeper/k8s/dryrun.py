@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from sweeper.core.model import JSON
+from sweeper.core.platform import NO_PLATFORM, PlatformView
 from sweeper.k8s.cluster import Cluster, Discovery, JobPage, Page, ServedKind
 
 
@@ -43,10 +44,15 @@ class RecordingCluster:
         return self._cluster.discover()
 
     def list_job_views(
-        self, served: ServedKind, namespace: str | None, selector: str | None, page_size: int
+        self,
+        served: ServedKind,
+        namespace: str | None,
+        selector: str | None,
+        page_size: int,
+        view: PlatformView = NO_PLATFORM,
     ) -> Iterator[JobPage]:
         """Pass through (see ``sweeper.k8s.cluster.Cluster``)."""
-        return self._cluster.list_job_views(served, namespace, selector, page_size)
+        return self._cluster.list_job_views(served, namespace, selector, page_size, view)
 
     def get_job(self, served: ServedKind, namespace: str, name: str) -> JSON:
         """Pass through (see ``sweeper.k8s.cluster.Cluster``)."""

@@ -22,6 +22,7 @@ from sweeper.core.clock import parse_http_date
 from sweeper.core.errors import RequestRef, api_error
 from sweeper.core.kinds import JOBSET_GROUP, JOBSET_VERSION, KINDS
 from sweeper.core.model import JSON
+from sweeper.core.platform import NO_PLATFORM, PlatformView
 from sweeper.k8s import answers, decode
 from sweeper.k8s.cluster import Answer, Discovery, JobPage, Page, ServedKind, Stream, WatchEvent
 from sweeper.k8s.transport import Transport, one_line, status_message, succeeded
@@ -317,14 +318,17 @@ class KubeCluster(_WatchRequests, _CleanUpRequests):
         return Discovery(tuple(served), date)
 
     def list_job_views(
-        self, served: ServedKind, namespace: str | None, selector: str | None, page_size: int
+        self,
+        served: ServedKind,
+        namespace: str | None,
+        selector: str | None,
+        page_size: int,
+        view: PlatformView = NO_PLATFORM,
     ) -> Iterator[JobPage]:
-        """List jobs as views (see ``sweeper.k8s.cluster.Cluster``).
+        """List jobs as views (see ``sweeper.k8s.cluster.Cluster``), a request per page in turn.
 
-        One request per page, one after the other; each body is read by
-        ``sweeper.k8s.decode.decode_jobs``, which builds only the fields the views need
-        (a page's objects are never built: ``managedFields`` and the replica specs are most
-        of its bytes).
+        ``sweeper.k8s.decode.decode_jobs`` reads each body into views, never into objects
+        (``managedFields`` and the replica specs are most of a page's bytes).
         """
         path = _collection(
             f"/apis/{served.kind.group}/{served.version}", namespace, served.kind.plural
@@ -336,7 +340,7 @@ class KubeCluster(_WatchRequests, _CleanUpRequests):
             response = self._transport.request("GET", path, ref, query=query)
             date = parse_http_date(response.date)
             try:
-                page = decode.decode_jobs(response.data, served.kind, served.version)
+                page = decode.decode_jobs(response.data, served.kind, served.version, view)
             except (ValueError, RecursionError) as error:
                 raise answers.undecodable(ref, response, error) from error
             del response  # the raw bytes are as big as the page; drop them before yielding

@@ -211,7 +211,12 @@ class Listing:
                 ahead.submit(
                     (kind, namespace),
                     functools.partial(
-                        cluster.list_job_views, kind, namespace, config.selector, config.page_size
+                        cluster.list_job_views,
+                        kind,
+                        namespace,
+                        config.selector,
+                        config.page_size,
+                        self.view,
                     ),
                 )
             for kind, namespace in lists:
@@ -273,9 +278,9 @@ class Listing:
         # A skip's line (debug level) is logged here: with --log-level debug, a pass whose
         # later list then fails has logged the skips before it, though it acts on nothing and
         # reports no job.
-        now, config, ledger, view = self.now(), self.config, self.ledger, self.view
-        for listed in jobs:
-            job = view(listed)
+        now, config, ledger = self.now(), self.config, self.ledger
+        # Listed under the pass's platform rules (list_all hands the view to the decoder).
+        for job in jobs:
             if job.rule is not None and (job.excluded or job.exemption_refused):
                 _exemption(job)
             entry = judge(job, now, config.policy)

@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sweeper.core.kinds import KINDS
+from sweeper.core.platform import PlatformView, load_platform
 from sweeper.k8s import decode
 from tests.property.strategies import job_cases, json_values, malformed_jobs
 
@@ -56,10 +57,10 @@ def test_the_fast_decoder_reads_a_page_as_the_reference_does(
     )
 
 
-def read(decoder: Any, data: bytes, kind: Any, version: str) -> object:
+def read(decoder: Any, data: bytes, *args: Any) -> Any:
     """The page, or why it is not one (a token that is not a string: not a List)."""
     try:
-        return decoder(data, kind, version)
+        return decoder(data, *args)
     except decode.NotAList as error:
         return f"not a List: {error}"
 
@@ -74,3 +75,46 @@ def test_valid_jobs_never_need_the_reference(items: list[dict[str, Any]]) -> Non
     assert fast == expected
     # Whatever a valid job holds (touched-at garbled or not), no view of it is malformed.
     assert all(job.malformed is None for job in fast.jobs)
+
+
+rules = st.builds(
+    lambda default, over, exempt: (
+        "rules:\n- name: all\n  namespaceSelector: {}\n"
+        + (f"  defaultDeadline: {default}s\n" if default else "")
+        + (f"  maxDeadline: {(default or 0) + over}s\n" if over else "")
+        + f"  allowExemption: {'true' if exempt else 'false'}\n"
+    ),
+    st.none() | st.integers(1, 10**6),
+    st.none() | st.integers(1, 10**6),
+    st.booleans(),
+)
+
+
+@PAGES
+@given(
+    items=st.lists(anything_a_page_may_hold, max_size=4),
+    text=rules,
+    kind=st.sampled_from(KINDS),
+    version=st.sampled_from(["v1", "v2beta1"]),
+)
+def test_a_job_is_decoded_under_its_rule_as_if_viewed_after(
+    items: list[Any], text: str, kind: Any, version: str
+) -> None:
+    # Built once under the rule (the listing's way) == built, then put under it (apply).
+    data = page(items, None)
+    namespaces = {
+        item["metadata"].get("namespace")
+        for item in items
+        if isinstance(item, dict) and isinstance(item.get("metadata"), dict)
+    }
+    labels: dict[str, dict[str, str]] = {ns: {} for ns in namespaces if isinstance(ns, str)}
+    view = PlatformView(load_platform(text, "rules.yaml"), labels)
+    for decoder in (decode.decode_jobs, decode.reference_decode_jobs):
+        plain, under = (
+            read(decoder, data, kind, version),
+            read(decoder, data, kind, version, view),
+        )
+        if isinstance(plain, str):
+            assert under == plain
+        else:
+            assert under.jobs == [view(job) for job in plain.jobs]

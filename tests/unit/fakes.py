@@ -31,6 +31,7 @@ from sweeper.core.errors import ApiError, Conflict, Gone, NotFound, RequestRef, 
 from sweeper.core.jobs import parse_job
 from sweeper.core.kinds import KINDS
 from sweeper.core.model import JSON
+from sweeper.core.platform import NO_PLATFORM, PlatformView
 from sweeper.k8s.cluster import Answer, Discovery, JobPage, Page, ServedKind, WatchEvent
 
 WRITE_VERBS = (
@@ -143,7 +144,12 @@ class FakeCluster:
         return Discovery(self.served, self.date)
 
     def list_job_views(
-        self, served: ServedKind, namespace: str | None, selector: str | None, page_size: int
+        self,
+        served: ServedKind,
+        namespace: str | None,
+        selector: str | None,
+        page_size: int,
+        view: PlatformView = NO_PLATFORM,
     ) -> Iterator[JobPage]:
         self._served_or_404("list", served, namespace)
         matching = [
@@ -156,7 +162,7 @@ class FakeCluster:
             first = False
             self._record("list", namespace, served.kind.plural)
             page, matching = matching[:page_size], matching[page_size:]
-            jobs = [parse_job(item, served.kind, served.version) for item in page]
+            jobs = [view(parse_job(item, served.kind, served.version)) for item in page]
             # The list's resourceVersion (where a watch starts) comes with the last page.
             yield JobPage(jobs, self.date, "" if matching else str(self.revision))
 
