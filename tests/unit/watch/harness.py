@@ -29,9 +29,11 @@ from sweeper.config import Config, Timing, WatchSettings
 from sweeper.core.clock import SYSTEM_CLOCK
 from sweeper.core.errors import NotFound, RequestRef
 from sweeper.core.kinds import KINDS
+from sweeper.core.platform import load_platform
+from sweeper.oneshot import namespaces
 from sweeper.stop import Stop
 from sweeper.watch.engine import Watcher
-from tests.unit.fakes import FakeCluster, Request
+from tests.unit.fakes import FakeCluster, FakeWatchCluster, Request
 from tests.unit.objects import NOW, job
 
 PYTORCH = next(kind for kind in KINDS if kind.name == "PyTorchJob")
@@ -276,3 +278,24 @@ def fake_cluster(*jobs: dict[str, Any]) -> FakeCluster:
     for raw in jobs:
         fake.add_job(raw)
     return fake
+
+
+GPU_RULES = """
+rules:
+  - {name: gpu, namespaceSelector: {matchLabels: {tier: gpu}}, defaultDeadline: 1h}
+"""
+
+
+def policy_watcher(fake: FakeWatchCluster, rules: str = GPU_RULES) -> Watcher:
+    """A Watcher under ``rules`` (not started), its decision clock fixed at ``NOW``.
+
+    Its served kinds and platform view are the fake's, as after start-up, so a test can hand
+    its streams and fires events directly.
+    """
+    settings = WatchSettings(leader_elect=False, health_port=0)
+    config = Config(watch=settings, platform=load_platform(rules, "rules.yaml"))
+    clock = Clock(wall=NOW)
+    made = Watcher(config, settings, fake, Stop(clock), io.StringIO(), clock=clock)
+    made.served = {s.kind.name: s for s in fake.served}
+    made.view = namespaces.read_view(fake, config)
+    return made

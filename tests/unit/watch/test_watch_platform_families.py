@@ -6,38 +6,18 @@ platform deadline where the job's controller enforces it.
 
 from __future__ import annotations
 
-import io
 from datetime import timedelta
 
-from sweeper.config import Config, WatchSettings
 from sweeper.core.decide import ALWAYS, due_at
 from sweeper.core.jobs import parse_job
 from sweeper.core.kinds import MPI_OPERATOR_VERSION, MPIJOB, TRAINER_VERSION, TRAINJOB
-from sweeper.core.platform import load_platform
 from sweeper.k8s.cluster import ServedKind
-from sweeper.oneshot import namespaces
-from sweeper.stop import Stop
-from sweeper.watch.engine import Watcher
 from sweeper.watch.inbox import JobKey
 from tests.unit.fakes import FakeWatchCluster
 from tests.unit.objects import NOW, ago, jobset, mpijob, owned, trainjob
-from tests.unit.watch.harness import Clock
+from tests.unit.watch.harness import policy_watcher
 
-RULES = """
-rules:
-  - {name: gpu, namespaceSelector: {matchLabels: {tier: gpu}}, defaultDeadline: 1h}
-"""
 SERVED = (ServedKind(MPIJOB, MPI_OPERATOR_VERSION), ServedKind(TRAINJOB, TRAINER_VERSION))
-
-
-def watcher(fake: FakeWatchCluster) -> Watcher:
-    settings = WatchSettings(leader_elect=False, health_port=0)
-    config = Config(watch=settings, platform=load_platform(RULES, "rules.yaml"))
-    clock = Clock(wall=NOW)  # the decision clock, fixed
-    made = Watcher(config, settings, fake, Stop(clock), io.StringIO(), clock=clock)
-    made.served = {s.kind.name: s for s in fake.served}
-    made.view = namespaces.read_view(fake, config)
-    return made
 
 
 def cluster() -> FakeWatchCluster:
@@ -50,7 +30,7 @@ def test_a_trainjob_without_a_deadline_is_armed_at_once_and_gets_the_default_wri
     fake = cluster()
     raw = fake.add_job(trainjob(deadline=None, created_ago=60))
     fake.jobsets[("team-a", "tj")] = jobset(raw)
-    w = watcher(fake)
+    w = policy_watcher(fake)
     listed = parse_job(fake.job("trainjobs", "team-a", "tj"), TRAINJOB, TRAINER_VERSION)
     assert due_at(listed, w.config.policy) is None
     assert due_at(w.streams.view()(listed), w.config.policy) == ALWAYS
@@ -70,7 +50,7 @@ def test_an_mpijobs_launcher_gets_the_default_when_its_timer_fires_at_the_instan
     launcher["spec"] = {}
     launcher["status"] = {"startTime": ago(3590)}
     fake.batch_jobs[("team-a", "mpi-launcher")] = launcher
-    w = watcher(fake)
+    w = policy_watcher(fake)
     listed = parse_job(fake.job("mpijobs", "team-a", "mpi"), MPIJOB, MPI_OPERATOR_VERSION)
     assert listed.start_time is not None
     assert due_at(w.streams.view()(listed), w.config.policy) == NOW
