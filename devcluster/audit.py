@@ -25,6 +25,7 @@ rules:
 """
 
 AuditEvent = dict[str, Any]
+log = logging.getLogger(__name__)
 
 
 def write_policy(path: Path) -> Path:
@@ -87,7 +88,7 @@ def read_events(log_path: Path, *, user: str | None = None, since: int = 0) -> l
             continue
         events.append(event)
     if torn:
-        logging.getLogger(__name__).warning("%s: left out %d line(s) that are not JSON", log_path, torn)
+        log.warning("%s: left out %d line(s) that are not JSON", log_path, torn)
     return events
 
 

@@ -222,7 +222,9 @@ def test_reading_events_leaves_out_a_line_still_being_written(tmp_path):
 
 def test_reading_events_leaves_out_a_torn_line_and_says_so(tmp_path, caplog):
     log = tmp_path / "audit.log"
-    log.write_bytes(b'{"user": {"username": "a"}}\n\x00\x00ername": "b"}}\n{"user": {"username": "c"}}\n')
+    log.write_bytes(
+        b'{"user": {"username": "a"}}\n\x00\x00ername": "b"}}\n{"user": {"username": "c"}}\n'
+    )
     assert [e["user"]["username"] for e in audit.read_events(log)] == ["a", "c"]
     assert "left out 1 line(s) that are not JSON" in caplog.text
 
