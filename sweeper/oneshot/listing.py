@@ -3,7 +3,7 @@
 The lists (one per kind and namespace) are read ahead on two threads
 (``sweeper.oneshot.readahead``); ``now`` is taken once, from the first page's ``Date``; each
 page's jobs are judged as they come (a skip is final there: only what the report prints of it
-is kept, ``sweeper.oneshot.report.Ledger``). What is left for the plan is the actions.
+is kept, ``sweeper.oneshot.ledger.Ledger``). What is left for the plan is the actions.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from sweeper.core.tally import held_reason
 from sweeper.core.warn import DeadlineWarning, warning_due
 from sweeper.k8s.cluster import Cluster, JobPage, ServedKind
 from sweeper.oneshot import misconfig, namespaces, readahead, report
+from sweeper.oneshot.ledger import Ledger
 from sweeper.stop import Stop
 
 log = logging.getLogger(__name__)
@@ -53,7 +54,7 @@ def list_pass(
     config: Config,
     clock: Clock,
     stop: Stop,
-    fresh: Callable[[], report.Ledger],
+    fresh: Callable[[], Ledger],
     *,
     view: PlatformView | None = None,
 ) -> Listing:
@@ -183,7 +184,7 @@ class Listing:
         config: Config,
         clock: Clock,
         stop: Stop,
-        ledger: report.Ledger,
+        ledger: Ledger,
     ) -> None:
         self.config = config
         self.clock = clock

@@ -15,12 +15,12 @@ from __future__ import annotations
 import itertools
 import json
 import logging
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TextIO
 
-from sweeper.config import ClockMode, DryRun, OutputFormat
+from sweeper.config import ClockMode, DryRun
 from sweeper.core.clock import format_rfc3339, human
 from sweeper.core.jobs import Job
 from sweeper.core.model import Action, ActionKind, ActionMode, Outcome, Result, SkipReason
@@ -106,6 +106,7 @@ class Summary:
             "duration_s": self.duration_s,
             "stopped_by": self.stopped_by,
             "unlisted": list(self.unlisted),
+            "misconfigured": list(self.misconfigured),
         }
 
     @classmethod
@@ -153,70 +154,6 @@ def summary(report: PassReport) -> Summary:
     )
 
 
-class Ledger:
-    """A pass's outcomes in listing order, kept only as far as its report needs them.
-
-    Memory that does not grow with the fleet: a pass adds each job's outcome as soon as it is
-    final, in listing order. A skip is final when the job is judged (``settle``); an
-    action holds its place (``expect``) until the executor has run it (``resolve``).
-    Of a settled outcome the ledger keeps what the output prints:
-
-    - ``-o json``: its record line, as the report prints it (some 350 bytes a job, where the
-      views, decisions and outcomes took some 700);
-    - ``-o text``: nothing, as the table lists actions and errors and counts the skips;
-    - ``-o wide``: the outcome itself, as every job gets a row for a person to read.
-
-    Every outcome is counted, by kind (``tally``): the pass's summary and, with
-    ``--pushgateway``, its metrics.
-    """
-
-    def __init__(self, output: OutputFormat) -> None:
-        self._output = output
-        self.tally = Tally()
-        self.kept: list[Outcome] = []
-        # -o wide: every outcome, None where one is expected.
-        self._wide: list[Outcome | None] = []
-        # -o json: the record lines, and the places of the expected outcomes.
-        self._records: list[str | int] = []
-        self._expected = 0
-
-    def settle(self, outcome: Outcome) -> None:
-        """Add a final outcome (a skip's), at the next place in listing order."""
-        self.tally.add(outcome)
-        if self._output is OutputFormat.JSON:
-            self._records.append(_record_lines(outcome))
-        elif self._output is OutputFormat.WIDE:
-            self._wide.append(outcome)
-
-    def expect(self) -> None:
-        """Hold the next place for an outcome ``resolve`` will supply."""
-        if self._output is OutputFormat.JSON:
-            self._records.append(self._expected)
-        elif self._output is OutputFormat.WIDE:
-            self._wide.append(None)
-        self._expected += 1
-
-    def resolve(self, outcomes: Sequence[Outcome]) -> None:
-        """Supply the expected outcomes, in the order their places were held."""
-        if len(outcomes) != self._expected:
-            raise ValueError(f"{len(outcomes)} outcomes for {self._expected} expected places")
-        for outcome in outcomes:
-            self.tally.add(outcome)
-        if self._output is OutputFormat.WIDE:
-            # Wide keeps every outcome: the resolved ones go back to their places.
-            resolved = iter(outcomes)
-            self.kept = [next(resolved) if o is None else o for o in self._wide]
-            self._wide = []
-        else:
-            self.kept = list(outcomes)
-        self._expected = 0
-
-    def records(self) -> Iterator[str]:
-        """``-o json``'s record lines, in listing order (after ``resolve``)."""
-        for record in self._records:
-            yield _record_lines(self.kept[record]) if isinstance(record, int) else record
-
-
 def job_record(outcome: Outcome) -> dict[str, Any]:
     """Render one outcome as the ``jobs[]`` item of ``-o json``. Pure."""
     entry = outcome.entry
@@ -251,7 +188,8 @@ def job_record(outcome: Outcome) -> dict[str, Any]:
     return record
 
 
-def _record_lines(outcome: Outcome) -> str:
+def record_lines(outcome: Outcome) -> str:
+    """A job's record as the lines of ``-o json`` hold it: one, if it fits in one."""
     record = job_record(outcome)
     line = _encode(record)
     if _fits(line):
@@ -293,7 +231,7 @@ def write_json(
     }
     stream.write(json.dumps(head)[:-1])
     stream.write(', "jobs": [')
-    lines = iter(records if records is not None else map(_record_lines, report.outcomes))
+    lines = iter(records if records is not None else map(record_lines, report.outcomes))
     # Chunks of records: one write per record costs more than encoding it, one write for
     # all would hold the whole document in memory.
     first = True

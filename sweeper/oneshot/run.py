@@ -37,6 +37,7 @@ from sweeper.core.tally import Tally
 from sweeper.core.warn import DeadlineWarning, Warned
 from sweeper.k8s.cluster import Cluster
 from sweeper.oneshot import listing, notice, report
+from sweeper.oneshot.ledger import Ledger
 from sweeper.stop import Stop, signals_stop
 
 log = logging.getLogger(__name__)
@@ -251,7 +252,7 @@ def sweep(
     recorded: tuple[Warned, ...] = ()
     try:
         listed = listing.list_pass(
-            cluster, config, clock, stop, lambda: report.Ledger(config.output), view=view
+            cluster, config, clock, stop, lambda: Ledger(config.output), view=view
         )
         now = listed.now()
         plan = _plan(cluster, config, listed, now)
@@ -260,7 +261,7 @@ def sweep(
     except ClusterUnavailable as error:
         # Nothing is decided on a partial listing; the pass is still reported, then exit 3.
         unavailable = error
-    ledger = report.Ledger(config.output)  # a pass that decided nothing reports no job
+    ledger = Ledger(config.output)  # a pass that decided nothing reports no job
     misconfigured = listed.misconfigured if listed is not None else ()
     if plan is not None and listed is not None:
         ledger = listed.ledger
@@ -306,7 +307,7 @@ def _report(
     number: int,
     config: Config,
     out: TextIO,
-    ledger: report.Ledger,
+    ledger: Ledger,
     *,
     now: datetime | None,
     duration_s: float,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import json
 import logging
 from typing import Any
 
@@ -128,6 +129,20 @@ def test_an_operator_with_its_mpijob_scheme_on_is_reported_once_per_pass_and_not
         ("create-event", "train"),
     ]
     assert [r.method for r in fake.requests].count("get-deployment") == 2
+
+
+@pytest.mark.parametrize(
+    ("deployment", "found"),
+    [(operator(), ["training-operator-mpijob-scheme"]), (operator(OTHERS), [])],
+    ids=["misconfigured", "not"],
+)
+def test_the_json_summary_lists_what_the_pass_found_misconfigured(
+    deployment: dict[str, Any], found: list[str]
+) -> None:
+    _, report = one_pass(
+        cluster(deployment), dataclasses.replace(CHECKED, output=OutputFormat.JSON)
+    )
+    assert json.loads(report)["summary"]["misconfigured"] == found
 
 
 def test_an_operator_with_every_scheme_but_mpijob_is_not_reported(

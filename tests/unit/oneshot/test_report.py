@@ -17,8 +17,8 @@ from sweeper.core.jobs import parse_job
 from sweeper.core.model import Action, ActionKind, ActionMode, Outcome, Policy, Result
 from sweeper.core.tally import Tally
 from sweeper.logs import MAX_LINE_BYTES
+from sweeper.oneshot.ledger import Ledger
 from sweeper.oneshot.report import (
-    Ledger,
     PassReport,
     Summary,
     job_record,
@@ -92,6 +92,7 @@ def test_summary_counts_decisions_skip_reasons_results_and_errors() -> None:
         "duration_s": 0.25,
         "stopped_by": None,
         "unlisted": [],
+        "misconfigured": [],
     }
     assert summary_line(counts) == (
         "4 jobs: 2 touch, 0 fail, 0 terminate-pods, 0 delete-jobset, 0 set-deadline, "
