@@ -28,6 +28,7 @@ from tests import summary
 from tests.e2e import clusters
 from tests.e2e.clusters import RunSweeper
 from tests.e2e.conftest_families import (  # noqa: F401
+    chart_sweep,
     family_control_plane,
     family_namespace,
     family_sweep,

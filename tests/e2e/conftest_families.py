@@ -35,7 +35,7 @@ from devcluster.families import Controllers, Wanted
 from devcluster.mpi_operator import MPIOperator
 from devcluster.trainer import JobSet, Trainer
 from tests import summary
-from tests.e2e import clusters
+from tests.e2e import clusters, families
 
 
 @dataclass(frozen=True)
@@ -149,3 +149,24 @@ def family_sweep(family_control_plane: ControlPlane) -> Callable[..., clusters.S
         )
 
     return run
+
+
+@pytest.fixture(scope="module")
+def chart_sweep(
+    family_control_plane: ControlPlane,
+    family_sweep: Callable[..., clusters.Sweep],
+    tmp_path_factory: pytest.TempPathFactory,
+    request: pytest.FixtureRequest,
+) -> Callable[..., clusters.Sweep]:
+    """The CLI with ``--policy`` over the module's ``RULES``, as its ``USER`` with the chart's
+    grants for them; the module's ``CHART`` gives the chart's family, kind and ``waits``
+    (``tests.e2e.families.chart_policy_sweep``)."""
+    module = request.module
+    return families.chart_policy_sweep(
+        family_control_plane,
+        family_sweep,
+        tmp_path_factory.mktemp("chart"),
+        user=module.USER,
+        rules=module.RULES,
+        **module.CHART,
+    )

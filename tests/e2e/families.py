@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import json
 import secrets
-import subprocess
 import time
 import urllib.parse
 from collections.abc import Callable, Iterator
@@ -21,10 +19,10 @@ from typing import Any
 
 import yaml
 
-from devcluster import BinaryMissing, ControlPlane, binaries, kubelet
+from devcluster import ControlPlane, kubelet
 from devcluster.admin import ApiError
 from devcluster.trainer import RUNTIME
-from tests.e2e import clusters
+from tests.e2e import charts, clusters
 from tests.e2e.conftest_operator import poll
 
 Obj = dict[str, Any]
@@ -340,32 +338,19 @@ def resource_versions(cp: ControlPlane, collection: str, namespace: str) -> dict
 
 # --- The chart's grants --------------------------------------------------------------------------
 
-_CHART = Path(__file__).resolve().parents[2] / "chart"
 _RBAC = "/apis/rbac.authorization.k8s.io/v1"
 
 
-def chart_user(cp: ControlPlane, user: str, values: Obj, tmp: Path, *, waits: Obj) -> Path:
+def chart_user(cp: ControlPlane, user: str, values: Obj, *, waits: Obj) -> Path:
     """A kubeconfig for ``user``, bound to the chart's ClusterRole rendered with ``values``.
 
     The sweeper run with it has exactly the chart's grants, on the real authorizer. ``waits``
     is one grant of the role (``resourceAttributes`` of a SubjectAccessReview) to wait for:
     the authorizer follows RBAC objects through a watch.
     """
-    try:
-        helm = binaries.find("helm")
-    except BinaryMissing as e:
-        clusters.binaries_missing(e)
-        raise  # unreachable: binaries_missing always raises
     name = f"sw-{secrets.token_hex(4)}"
-    values_file = tmp / f"{name}.json"
-    values_file.write_text(json.dumps({"fullnameOverride": name, **values}))
-    rendered = subprocess.run(
-        [str(helm), "template", "sw", str(_CHART), "-f", str(values_file)],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    (role,) = [d for d in yaml.safe_load_all(rendered) if d and d["kind"] == "ClusterRole"]
+    docs = charts.render({"fullnameOverride": name, **values})
+    (role,) = [d for d in docs if d["kind"] == "ClusterRole"]
     cp.request("POST", f"{_RBAC}/clusterroles", role)
     cp.request(
         "POST",
@@ -414,7 +399,7 @@ def chart_policy_sweep(
     path = tmp / "rules.yaml"
     path.write_text(rules)
     values = {"families": [family], "policy": {"rules": yaml.safe_load(rules)["rules"]}}
-    kubeconfig = chart_user(cp, user, values, tmp, waits=waits)
+    kubeconfig = chart_user(cp, user, values, waits=waits)
 
     def run(*args: str) -> clusters.Sweep:
         return sweep("--policy", str(path), "--kind", kind, *args, kubeconfig=kubeconfig, user=user)

@@ -15,7 +15,6 @@ installs the chart with that label as `selector`.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import secrets
 import subprocess
 import time
@@ -25,15 +24,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
-from devcluster import BinaryMissing, ControlPlane, binaries
+from devcluster import ControlPlane
 from devcluster import jobs as kubeflow
-from tests.e2e import clusters, workloads
+from tests.e2e import charts, clusters, workloads
 
 pytestmark = pytest.mark.e2e
 
-CHART = Path(__file__).resolve().parents[2] / "chart"
 LABEL = "e2e.deadline-sweeper.kubeflow.org/test"
 GROUP = "kubeflow.org"
 Obj = dict[str, Any]
@@ -57,24 +54,7 @@ _WORKLOAD_PATHS = {
 @pytest.fixture(scope="module")
 def helm() -> Path:
     """The helm binary (skips locally, fails in CI, when it is not built)."""
-    try:
-        return binaries.find("helm")
-    except BinaryMissing as e:
-        clusters.binaries_missing(e)
-        raise  # unreachable: binaries_missing always raises
-
-
-def render(helm: Path, namespace: str, values: Obj, tmp: Path) -> list[Obj]:
-    """``helm template`` into ``namespace`` with ``values``, parsed."""
-    values_file = tmp / f"values-{secrets.token_hex(3)}.json"
-    values_file.write_text(json.dumps(values))
-    out = subprocess.run(
-        [str(helm), "template", "sw", str(CHART), "-n", namespace, "-f", str(values_file)],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    return [d for d in yaml.safe_load_all(out) if d]
+    return charts.helm()
 
 
 def one(docs: list[Obj], kind: str) -> Obj:
@@ -149,7 +129,7 @@ class Install:
 
 @pytest.fixture
 def install(
-    control_plane: ControlPlane, helm: Path, tmp_path: Path
+    control_plane: ControlPlane,
 ) -> Iterator[Callable[..., Install]]:
     """Install the chart's SA and RBAC into a namespace with given values; removed afterwards."""
     created: list[str] = []
@@ -157,7 +137,7 @@ def install(
     def _install(namespace: str, values: Obj) -> Install:
         # Cluster-scoped names must not collide between tests.
         values = {"fullnameOverride": f"sw-{secrets.token_hex(4)}", **values}
-        docs = render(helm, namespace, values, tmp_path)
+        docs = charts.render(values, namespace)
         for doc in docs:
             if doc["kind"] not in _PATHS:
                 continue
@@ -585,12 +565,12 @@ def test_namespaced_install_without_one_verb_in_one_namespace_fails_that_action(
     ],
 )
 def test_workload_objects_pass_strict_validation_and_the_restricted_pod_security_standard(
-    helm, control_plane, tmp_path, values
+    control_plane, values
 ):
     restricted = control_plane.create_namespace(
         "chart-restricted", labels={"pod-security.kubernetes.io/enforce": "restricted"}
     )
-    docs = render(helm, restricted, values, tmp_path)
+    docs = charts.render(values, restricted)
     cronjob = one(docs, "CronJob")
     # The CronJob's pod, as the Job controller would create it: admission enforces
     # "restricted" on pods only (workload objects only get warnings).
@@ -615,7 +595,7 @@ def test_install_dry_run_against_the_cluster_prints_the_notes(helm, control_plan
             str(helm),
             "install",
             "sw",
-            str(CHART),
+            str(charts.CHART),
             "-n",
             namespace,
             "--dry-run",
@@ -637,13 +617,11 @@ def test_install_dry_run_against_the_cluster_prints_the_notes(helm, control_plan
 
 
 @pytest.mark.parametrize("mode", ["cronjob", "watch"])
-def test_the_default_priority_class_is_admitted_outside_kube_system(
-    helm, control_plane, tmp_path, mode
-):
+def test_the_default_priority_class_is_admitted_outside_kube_system(control_plane, mode):
     # The evidence behind priorityClassName's default (chart/README.md, "Priority"): the
     # Priority admission plugin resolves system-cluster-critical in an ordinary namespace.
     namespace = control_plane.create_namespace("chart-priority")
-    docs = render(helm, namespace, {"mode": mode}, tmp_path)
+    docs = charts.render({"mode": mode}, namespace)
     if mode == "cronjob":
         template = one(docs, "CronJob")["spec"]["jobTemplate"]["spec"]["template"]
     else:

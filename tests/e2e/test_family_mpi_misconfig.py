@@ -13,18 +13,16 @@ The CRD is mpi-operator's, from its Go module (``devcluster.mpi_operator.use_v2b
 
 from __future__ import annotations
 
-import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
-from devcluster import BinaryMissing, ControlPlane, binaries
+from devcluster import BinaryMissing, ControlPlane
 from devcluster.mpi_operator import use_v2beta1_crd
-from tests.e2e import clusters, families, workloads
+from tests.e2e import charts, clusters, families, workloads
 
 pytestmark = [pytest.mark.e2e]
 
@@ -42,7 +40,6 @@ UNREADABLE = "cannot check the Training Operator's schemes"
 SUMMARY = "; misconfigured: training-operator-mpijob-scheme"
 USER = "sweeper-chart-misconfig"
 _RBAC = "/apis/rbac.authorization.k8s.io/v1"
-CHART = Path(__file__).resolve().parents[2] / "chart"
 
 
 def deployment(name: str, args: list[str] | None) -> Obj:
@@ -150,7 +147,6 @@ def test_a_missing_deployment_is_one_warning_and_the_pass_acts(
 def chart_kubeconfig(
     family_control_plane: ControlPlane,
     operator_namespace: str,
-    tmp_path_factory: pytest.TempPathFactory,
 ) -> Path:
     """User ``USER`` with the chart's ClusterRole for trainingOperator.deployment set."""
     values = {
@@ -158,25 +154,13 @@ def chart_kubeconfig(
         "trainingOperator": {"deployment": f"{operator_namespace}/every-scheme"},
     }
     waits = {"group": "kubeflow.org", "resource": "pytorchjobs", "verb": "patch"}
-    tmp = tmp_path_factory.mktemp("chart")
-    return families.chart_user(family_control_plane, USER, values, tmp, waits=waits)
+    return families.chart_user(family_control_plane, USER, values, waits=waits)
 
 
 def grant_chart_role(cp: ControlPlane, operator_namespace: str) -> None:
     """Bind ``USER`` to the Role the chart renders for the operator's Deployment."""
-    try:
-        helm = binaries.find("helm")
-    except BinaryMissing as e:
-        clusters.binaries_missing(e)
-        raise  # unreachable: binaries_missing always raises
-    value = f"trainingOperator.deployment={operator_namespace}/every-scheme"
-    rendered = subprocess.run(
-        [str(helm), "template", "sw", str(CHART), "--set", value],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    docs = [d for d in yaml.safe_load_all(rendered) if d]
+    deployment = f"{operator_namespace}/every-scheme"
+    docs = charts.render({"trainingOperator": {"deployment": deployment}})
     (role,) = [d for d in docs if d["kind"] == "Role" and "deployments" in str(d["rules"])]
     (binding,) = [
         d

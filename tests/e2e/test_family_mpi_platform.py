@@ -19,7 +19,6 @@ from collections.abc import Callable
 
 import pytest
 
-from devcluster import ControlPlane
 from tests.e2e import clusters, families
 from tests.e2e.conftest_families import MPICluster
 from tests.e2e.conftest_operator import poll, sleep_until
@@ -43,26 +42,13 @@ rules:
     maxDeadline: 1h
 """
 # The sweeper runs as this user, bound to the ClusterRole the chart renders for RULES.
+# The chart the sweeper is granted as (conftest_families.chart_sweep).
+CHART = {
+    "family": "mpi-operator",
+    "kind": "MPIJob",
+    "waits": {"group": "batch", "resource": "jobs", "verb": "patch"},
+}
 USER = "sweeper-chart-mpi"
-
-
-@pytest.fixture(scope="module")
-def chart_sweep(
-    family_control_plane: ControlPlane,
-    family_sweep: Callable[..., clusters.Sweep],
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Callable[..., clusters.Sweep]:
-    """The CLI with ``--policy RULES``, as a user with the chart's grants for these rules."""
-    return families.chart_policy_sweep(
-        family_control_plane,
-        family_sweep,
-        tmp_path_factory.mktemp("chart"),
-        user=USER,
-        family="mpi-operator",
-        kind="MPIJob",
-        rules=RULES,
-        waits={"group": "batch", "resource": "jobs", "verb": "patch"},
-    )
 
 
 def _start(cluster: MPICluster, namespace: str, name: str) -> list[families.Obj]:

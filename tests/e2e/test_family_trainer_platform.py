@@ -44,26 +44,13 @@ rules:
     maxDeadline: {DEADLINE}s
 """
 # The sweeper runs as this user, bound to the ClusterRole the chart renders for RULES.
+# The chart the sweeper is granted as (conftest_families.chart_sweep).
+CHART = {
+    "family": "trainer",
+    "kind": "TrainJob",
+    "waits": {"group": "trainer.kubeflow.org", "resource": "trainjobs", "verb": "patch"},
+}
 USER = "sweeper-chart-trainer"
-
-
-@pytest.fixture(scope="module")
-def chart_sweep(
-    family_control_plane: ControlPlane,
-    family_sweep: Callable[..., clusters.Sweep],
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Callable[..., clusters.Sweep]:
-    """The CLI with ``--policy RULES``, as a user with the chart's grants for these rules."""
-    return families.chart_policy_sweep(
-        family_control_plane,
-        family_sweep,
-        tmp_path_factory.mktemp("chart"),
-        user=USER,
-        family="trainer",
-        kind="TrainJob",
-        rules=RULES,
-        waits={"group": "trainer.kubeflow.org", "resource": "trainjobs", "verb": "patch"},
-    )
 
 
 def _create(cp: ControlPlane, namespace: str, name: str, ads: int | None) -> families.Obj:

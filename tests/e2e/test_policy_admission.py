@@ -22,17 +22,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from devcluster import BinaryMissing, ControlPlane, binaries
 from devcluster import jobs as kubeflow
 from devcluster.trainer import manifest_files
-from tests.e2e import clusters
+from tests.e2e import charts, clusters
 from tests.e2e import workloads as w
 
 pytestmark = pytest.mark.e2e
 
-CHART = Path(__file__).resolve().parents[2] / "chart"
 RBAC = "rbac.authorization.k8s.io"
 ADMINS = "platform-admins"
 TENANTS = "ml-tenants"
@@ -68,23 +66,10 @@ def kubectl(
     )
 
 
-def render_policy(values: Obj, tmp: Path) -> list[Obj]:
+def render_policy(values: Obj) -> list[Obj]:
     """The chart's ValidatingAdmissionPolicy and binding, rendered by helm with ``values``."""
-    try:
-        helm = binaries.find("helm")
-    except BinaryMissing as e:
-        clusters.binaries_missing(e)
-        raise  # unreachable: binaries_missing always raises
-    values_file = tmp / "values.json"
-    values_file.write_text(json.dumps(values))
-    out = subprocess.run(
-        [str(helm), "template", "sw", str(CHART), "-n", "sweeper", "-f", str(values_file)],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
     kinds = ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
-    return [d for d in yaml.safe_load_all(out) if d and d["kind"] in kinds]
+    return [d for d in charts.render(values, "sweeper") if d["kind"] in kinds]
 
 
 def job(kind: str, name: str, annotations: dict[str, str] | None = None) -> Obj:
@@ -155,15 +140,12 @@ def trainjob_crd(family_control_plane: ControlPlane) -> None:
 
 
 @pytest.fixture(scope="module")
-def cluster(
-    family_control_plane: ControlPlane, trainjob_crd: None, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Cluster]:
+def cluster(family_control_plane: ControlPlane, trainjob_crd: None) -> Iterator[Cluster]:
     """The policy and its binding created, RBAC for the identities, and the policy enforcing."""
     del trainjob_crd
     cp = family_control_plane
     policy, binding = render_policy(
-        {"policy": {"exemptionAdmission": {"enabled": True, "allowedGroups": [ADMINS]}}},
-        tmp_path_factory.mktemp("policy"),
+        {"policy": {"exemptionAdmission": {"enabled": True, "allowedGroups": [ADMINS]}}}
     )
     admission = "/apis/admissionregistration.k8s.io/v1"
     # Strict: a field the API server does not know is an error, not a warning.

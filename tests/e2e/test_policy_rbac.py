@@ -19,14 +19,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
-from devcluster import BinaryMissing, ControlPlane, binaries
-from tests.e2e import clusters
+from devcluster import ControlPlane, binaries
+from tests.e2e import charts
 
 pytestmark = pytest.mark.e2e
 
-CHART = Path(__file__).resolve().parents[2] / "chart"
 RULES = {"rules": [{"name": "everyone", "maxDeadline": "168h"}]}
 _PATHS = {
     "ServiceAccount": "/api/v1/namespaces/{ns}/serviceaccounts",
@@ -61,27 +59,14 @@ class Account:
 
 
 @pytest.fixture
-def install(control_plane: ControlPlane, tmp_path: Path) -> Iterator[Any]:
+def install(control_plane: ControlPlane) -> Iterator[Any]:
     """Render the chart with values and create its ServiceAccount and RBAC; removed afterwards."""
-    try:
-        helm = binaries.find("helm")
-    except BinaryMissing as e:
-        clusters.binaries_missing(e)
-        raise  # unreachable: binaries_missing always raises
     created: list[str] = []
 
     def _install(namespace: str, values: Obj, ready: tuple[str, ...]) -> Account:
         # Cluster-scoped names must not collide with other tests'.
         values = {"fullnameOverride": f"pol-{secrets.token_hex(4)}", **values}
-        values_file = tmp_path / f"values-{secrets.token_hex(3)}.json"
-        values_file.write_text(json.dumps(values))
-        out = subprocess.run(
-            [str(helm), "template", "sw", str(CHART), "-n", namespace, "-f", str(values_file)],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
-        docs = [d for d in yaml.safe_load_all(out) if d and d["kind"] in _PATHS]
+        docs = [d for d in charts.render(values, namespace) if d["kind"] in _PATHS]
         for doc in docs:
             path = _PATHS[doc["kind"]].format(ns=doc["metadata"].get("namespace", namespace))
             control_plane.request("POST", path, doc)

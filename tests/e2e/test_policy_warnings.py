@@ -21,7 +21,7 @@ import pytest
 from devcluster import ControlPlane
 from tests.e2e import clusters
 from tests.e2e import workloads as w
-from tests.e2e.watchers import Watcher, wait_for
+from tests.e2e.watchers import Watcher, quick_watchers, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -144,31 +144,8 @@ def test_dry_runs_record_nothing_and_name_the_warning(
 
 @pytest.fixture
 def start_watcher(sweeper_kubeconfig: Path, tmp_path: Path, gpu_namespace: str) -> Iterator[Any]:
-    started: list[Watcher] = []
-
-    def start(*args: str, name: str) -> Watcher:
-        watcher = Watcher(
-            sweeper_kubeconfig,
-            tmp_path,
-            "-n",
-            gpu_namespace,
-            "--lease-namespace",
-            gpu_namespace,
-            "--retry-period",
-            "0.5",
-            "--renew-deadline",
-            "3",
-            "--lease-duration",
-            "4",
-            *args,
-            name=name,
-        )
-        started.append(watcher)
-        return watcher
-
-    yield start
-    for watcher in started:
-        watcher.stop()
+    with quick_watchers(sweeper_kubeconfig, tmp_path, gpu_namespace) as start:
+        yield start
 
 
 def warned_lines(watcher: Watcher) -> list[dict[str, Any]]:

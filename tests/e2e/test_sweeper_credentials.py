@@ -155,26 +155,16 @@ def test_an_exec_plugin_token_is_presented(  # noqa: PLR0917 - fixtures and a pa
     assert runs[0]["spec"]["cluster"]["server"] == control_plane.server
 
 
-def test_an_expired_exec_credential_is_fetched_again(
-    control_plane, namespace, account, sweep: SweepAs, tmp_path
+@pytest.mark.parametrize(
+    ("expiry", "expired"),
+    [("2000-01-01T00:00:00Z", True), ("2999-01-01T00:00:00Z", False)],
+    ids=["expired-fetched-again", "valid-until-later-kept"],
+)
+def test_an_exec_credential_is_fetched_again_only_once_it_expired(  # noqa: PLR0917 - fixtures and a table
+    control_plane, namespace, account, sweep: SweepAs, tmp_path, expiry, expired
 ):
     token, user = account
-    script = token_plugin(tmp_path, V1, expiry="2000-01-01T00:00:00Z")
-    config = write_config(
-        tmp_path / "config",
-        {"server": control_plane.server, "certificate-authority-data": ca_data(control_plane)},
-        exec_user(token),
-    )
-    done = sweep("--dry-run", "-n", namespace, kubeconfig=config, user=user)
-    assert passed(done), done.explain()
-    assert len(runs_of(script)) == len(done.requests) + 1  # connect, then every request
-
-
-def test_a_credential_valid_until_later_is_kept(
-    control_plane, namespace, account, sweep: SweepAs, tmp_path
-):
-    token, user = account
-    script = token_plugin(tmp_path, V1, expiry="2999-01-01T00:00:00Z")
+    script = token_plugin(tmp_path, V1, expiry=expiry)
     config = write_config(
         tmp_path / "config",
         {"server": control_plane.server, "certificate-authority-data": ca_data(control_plane)},
@@ -183,7 +173,8 @@ def test_a_credential_valid_until_later_is_kept(
     done = sweep("--dry-run", "-n", namespace, kubeconfig=config, user=user)
     assert passed(done), done.explain()
     assert len(done.requests) > 1
-    assert len(runs_of(script)) == 1
+    # Expired: a fetch to connect, then one before every request.
+    assert len(runs_of(script)) == (len(done.requests) + 1 if expired else 1)
 
 
 def test_a_refused_exec_token_is_fetched_again_once(

@@ -18,38 +18,15 @@ import pytest
 
 from tests.e2e import clusters
 from tests.e2e import workloads as w
-from tests.e2e.watchers import PATIENCE_S, Watcher, wait_for
+from tests.e2e.watchers import PATIENCE_S, Watcher, quick_watchers, wait_for
 
 pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture
 def start_watcher(sweeper_kubeconfig: Path, tmp_path: Path, namespace: str) -> Iterator[Any]:
-    started: list[Watcher] = []
-
-    def start(*args: str, name: str = "w") -> Watcher:
-        watcher = Watcher(
-            sweeper_kubeconfig,
-            tmp_path,
-            "-n",
-            namespace,
-            "--lease-namespace",
-            namespace,
-            "--retry-period",
-            "0.5",
-            "--renew-deadline",
-            "3",
-            "--lease-duration",
-            "4",
-            *args,
-            name=name,
-        )
-        started.append(watcher)
-        return watcher
-
-    yield start
-    for watcher in started:
-        watcher.stop()
+    with quick_watchers(sweeper_kubeconfig, tmp_path, namespace) as start:
+        yield start
 
 
 def touched_at(cp: Any, namespace: str, name: str) -> str | None:

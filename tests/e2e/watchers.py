@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -11,7 +12,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -125,3 +126,39 @@ def wait_for(condition: Callable[[], bool], what: str, *watchers: Watcher) -> No
     raise AssertionError(
         f"{what}: not within {PATIENCE_S}s\n" + "\n".join(w.explain() for w in watchers)
     )
+
+
+@contextlib.contextmanager
+def quick_watchers(kubeconfig: Path, workdir: Path, namespace: str) -> Iterator[Any]:
+    """Start watchers of ``namespace`` (their Lease there too) with short leader-election
+    timings, so a hand-over takes seconds; every one started is stopped on the way out.
+
+    ``start(*args, name="w")`` starts one with more arguments and returns its :class:`Watcher`.
+    """
+    started: list[Watcher] = []
+
+    def start(*args: str, name: str = "w") -> Watcher:
+        watcher = Watcher(
+            kubeconfig,
+            workdir,
+            "-n",
+            namespace,
+            "--lease-namespace",
+            namespace,
+            "--retry-period",
+            "0.5",
+            "--renew-deadline",
+            "3",
+            "--lease-duration",
+            "4",
+            *args,
+            name=name,
+        )
+        started.append(watcher)
+        return watcher
+
+    try:
+        yield start
+    finally:
+        for watcher in started:
+            watcher.stop()
