@@ -27,7 +27,7 @@ from sweeper.core.clock import SYSTEM_CLOCK, Clock, format_rfc3339, human
 from sweeper.core.decide import Step, explain
 from sweeper.core.errors import EXIT_OK, ApiError, ClusterUnavailable, ConfigError, NotFound
 from sweeper.core.jobs import parse_job
-from sweeper.core.model import Action, ActionKind, Entry
+from sweeper.core.model import CLEAN_UPS, Action, ActionKind, Entry
 from sweeper.core.plan import assemble
 from sweeper.core.platform import PlatformView, explain_rule, namespace_labels
 from sweeper.core.scope import RunScope
@@ -157,14 +157,11 @@ def _view(cluster: Cluster, config: Config, namespace: str) -> PlatformView:
 def _as_planned(cluster: Cluster, config: Config, entry: Entry, now: datetime) -> Entry:
     # A pass lists what a job failed by its deadline left (pods, a JobSet) before planning its
     # clean-up, and a clean-up with nothing to delete is a skip (finished) there: the same here.
-    if not isinstance(entry, Action) or entry.kind not in _CLEAN_UPS:
+    if not isinstance(entry, Action) or entry.kind not in CLEAN_UPS:
         return entry
     leftovers = leftovers_by_owner(cluster, [entry], (entry.job.namespace,))
     (planned,) = assemble([entry], now, config.policy, leftovers).entries
     return planned
-
-
-_CLEAN_UPS = (ActionKind.TERMINATE_PODS, ActionKind.DELETE_JOBSET)
 
 
 def _get(

@@ -129,10 +129,6 @@ class Writing:
         return Warned(warning, self.done)
 
 
-# The actions that reclaim what a job failed by its deadline left.
-CLEAN_UPS = (ActionKind.TERMINATE_PODS, ActionKind.DELETE_JOBSET)
-
-
 class PodCleaner:
     """Deletes a failed job's pods and their same-named services, or a TrainJob's JobSet."""
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from http import HTTPStatus
 
-from sweeper.act.cleanup import CLEAN_UPS, PodCleaner, Progress, Writing
+from sweeper.act.cleanup import PodCleaner, Progress, Writing
 from sweeper.act.deadline import DeadlineWriter, failed_patch, no_launcher
 from sweeper.config import DryRun
 from sweeper.core.clock import human
@@ -34,6 +34,7 @@ from sweeper.core.errors import ApiError, Conflict, Interrupted, NotFound, RunTi
 from sweeper.core.jobs import Job, parse_job
 from sweeper.core.kinds import COMPONENT, TRAINJOB
 from sweeper.core.model import (
+    CLEAN_UPS,
     JSON,
     Action,
     ActionKind,

@@ -50,6 +50,12 @@ class ActionKind(StrEnum):
     SET_DEADLINE = "set-deadline"
 
 
+# The actions that reclaim what a job failed by its deadline left: a pass plans them from one
+# listing of pods (or JobSets) per scope, and each finds nothing to do once its controller or
+# an earlier clean-up took it all.
+CLEAN_UPS = (ActionKind.TERMINATE_PODS, ActionKind.DELETE_JOBSET)
+
+
 class Why(StrEnum):
     """Why an action was planned."""
 

@@ -13,6 +13,7 @@ from datetime import datetime
 
 from sweeper.core.jobs import Job, Owned
 from sweeper.core.model import (
+    CLEAN_UPS,
     Action,
     ActionKind,
     Entry,
@@ -53,7 +54,7 @@ def assemble(
 
 
 def _with_targets(entry: Entry, owned: Mapping[str, Sequence[Owned]], policy: Policy) -> Entry:
-    if not isinstance(entry, Action) or entry.kind not in _CLEAN_UPS:
+    if not isinstance(entry, Action) or entry.kind not in CLEAN_UPS:
         return entry
     found = owned.get(entry.job.uid)
     if found is None:
@@ -70,15 +71,11 @@ def _with_targets(entry: Entry, owned: Mapping[str, Sequence[Owned]], policy: Po
     return replace(entry, targets=chosen)
 
 
-# What a job's controller left behind: the actions a pass plans from one listing per scope.
-_CLEAN_UPS = (ActionKind.TERMINATE_PODS, ActionKind.DELETE_JOBSET)
-
-
 def _priority(entries: Sequence[Entry], index: int) -> tuple[int, float, int]:
     # Touches and fails before pod clean-ups, then the most overdue first, then listing order.
     entry = entries[index]
     assert isinstance(entry, Action)  # noqa: S101 - only actions are ranked
-    cleanup = 1 if entry.kind in _CLEAN_UPS else 0
+    cleanup = 1 if entry.kind in CLEAN_UPS else 0
     return (cleanup, -(entry.seconds_overdue or 0.0), index)
 
 

@@ -23,7 +23,15 @@ from typing import Any, TextIO
 from sweeper.config import ClockMode, DryRun
 from sweeper.core.clock import format_rfc3339, human
 from sweeper.core.jobs import Job
-from sweeper.core.model import Action, ActionKind, ActionMode, Outcome, Result, SkipReason
+from sweeper.core.model import (
+    CLEAN_UPS,
+    Action,
+    ActionKind,
+    ActionMode,
+    Outcome,
+    Result,
+    SkipReason,
+)
 from sweeper.core.tally import Tally, has_errors
 from sweeper.core.warn import Warned
 from sweeper.logs import MAX_LINE_BYTES, shorten
@@ -398,6 +406,14 @@ def log_outcome(outcome: Outcome, dry_run: DryRun | None) -> None:
         log_at = log.error
     elif outcome.touch_refused:
         log_at = log.warning  # handled, but the operator (or admission) refused its nudge
+    elif (
+        outcome.result is Result.LEFT_ALONE
+        and isinstance(entry, Action)
+        and entry.kind in CLEAN_UPS
+    ):
+        # Nothing left to reclaim: a watch timer fires the clean-up right after its own fail,
+        # when the pods are often gone already (a pass plans it as a skip: finished).
+        log_at = log.debug
     else:
         log_at = log.info
     log_at(

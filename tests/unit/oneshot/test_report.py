@@ -14,7 +14,7 @@ from sweeper.config import ClockMode, DryRun, OutputFormat
 from sweeper.core.clock import human as duration
 from sweeper.core.decide import decide
 from sweeper.core.jobs import parse_job
-from sweeper.core.model import Action, ActionKind, ActionMode, Outcome, Policy, Result
+from sweeper.core.model import Action, ActionKind, ActionMode, Outcome, Policy, Result, Why
 from sweeper.core.tally import Tally
 from sweeper.logs import MAX_LINE_BYTES
 from sweeper.oneshot.ledger import Ledger
@@ -260,6 +260,27 @@ def test_skips_are_logged_only_at_debug(caplog: pytest.LogCaptureFixture) -> Non
     with caplog.at_level(logging.INFO, logger="sweeper"):
         log_outcome(outcome, None)
     assert caplog.records == []
+
+
+@pytest.mark.parametrize(
+    ("kind", "result", "level"),
+    [
+        (ActionKind.TERMINATE_PODS, Result.LEFT_ALONE, logging.DEBUG),
+        (ActionKind.DELETE_JOBSET, Result.LEFT_ALONE, logging.DEBUG),
+        (ActionKind.TERMINATE_PODS, Result.DONE, logging.INFO),
+        (ActionKind.FAIL, Result.LEFT_ALONE, logging.INFO),
+    ],
+    ids=["no-pods-left", "jobset-gone", "pods-deleted", "fail-left-alone"],
+)
+def test_a_clean_up_that_found_nothing_left_is_logged_at_debug(
+    caplog: pytest.LogCaptureFixture, kind: ActionKind, result: Result, level: int
+) -> None:
+    # A watch timer's clean-up right after its own fail: nothing to reclaim, nothing to read.
+    viewed = parse_job(job(), KIND["PyTorchJob"])
+    outcome = Outcome(Action(viewed, kind, Why.FAILED_BY_DEADLINE, 1.0), result, "")
+    with caplog.at_level(logging.DEBUG, logger="sweeper"):
+        log_outcome(outcome, None)
+    assert [r.levelno for r in caplog.records] == [level]
 
 
 def test_errors_are_logged_at_error_level(caplog: pytest.LogCaptureFixture) -> None:
