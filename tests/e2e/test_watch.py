@@ -18,7 +18,7 @@ import pytest
 
 from tests.e2e import clusters
 from tests.e2e import workloads as w
-from tests.e2e.watchers import PATIENCE_S, Watcher, quick_watchers, wait_for
+from tests.e2e.watchers import PATIENCE_S, QUICK_LEASE, Watcher, quick_watchers, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -166,12 +166,7 @@ def test_an_excluded_namespace_is_never_watched_into_an_action(
             other,
             "--lease-namespace",
             namespace,
-            "--retry-period",
-            "0.5",
-            "--renew-deadline",
-            "3",
-            "--lease-duration",
-            "4",
+            *QUICK_LEASE,
             name="excl",
         )
         try:

@@ -21,6 +21,8 @@ from tests.e2e.clusters import sweeper_executable
 # Generous bounds for waiting on a shared, loaded machine; the tests assert what happened,
 # never how fast (the benchmarks measure that).
 PATIENCE_S = 60.0
+# Leader election in seconds, not the default's tens: a hand-over within a test's patience.
+QUICK_LEASE = ("--retry-period", "0.5", "--renew-deadline", "3", "--lease-duration", "4")
 
 
 def free_port(address: str = "127.0.0.1") -> int:
@@ -145,12 +147,7 @@ def quick_watchers(kubeconfig: Path, workdir: Path, namespace: str) -> Iterator[
             namespace,
             "--lease-namespace",
             namespace,
-            "--retry-period",
-            "0.5",
-            "--renew-deadline",
-            "3",
-            "--lease-duration",
-            "4",
+            *QUICK_LEASE,
             *args,
             name=name,
         )
