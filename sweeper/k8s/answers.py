@@ -13,6 +13,7 @@ may not have reached it.
 from __future__ import annotations
 
 import json
+from http import HTTPStatus
 from typing import Any
 
 from sweeper.core.errors import ApiError, RequestRef, api_error
@@ -111,3 +112,21 @@ def start_of(data: bytes) -> str:
 
 
 _SHOWN = 40  # bytes of an undecodable body quoted in its error: enough to tell HTML from JSON
+
+
+# Reasons (metav1.StatusReason) whose code decides what the watch does next: a relist.
+_REASON_STATUS = {"Expired": HTTPStatus.GONE, "Gone": HTTPStatus.GONE}
+
+
+def watch_error_status(status: dict[str, Any]) -> int:
+    """The HTTP status of a watch's ERROR event, from the Status it carries.
+
+    An ERROR event is the server's answer even when its Status has no numeric ``code`` (a
+    proxy's, an aggregated server's): read by its ``reason`` (an expired resourceVersion is a
+    410, which relists), else as a server error (500, retried with the answers' backoff), never
+    as "no answer", which is retried within a second.
+    """
+    code = status.get("code")
+    if isinstance(code, int) and not isinstance(code, bool):
+        return code
+    return int(_REASON_STATUS.get(str(status.get("reason")), HTTPStatus.INTERNAL_SERVER_ERROR))

@@ -475,8 +475,7 @@ class _WatchStream:
         if not isinstance(kind, str) or not isinstance(obj, dict):
             raise api_error(self._ref, None, "malformed watch event")
         if kind == "ERROR":
-            code = obj.get("code")
-            status = code if isinstance(code, int) else None
+            status = answers.watch_error_status(obj)
             raise api_error(self._ref, status, one_line(str(obj.get("message") or "")))
         return WatchEvent(kind, obj)
 

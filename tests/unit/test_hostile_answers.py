@@ -392,6 +392,37 @@ def test_a_watch_stream_yields_events_or_raises_an_api_error(
         pass
 
 
+@pytest.mark.parametrize(
+    ("status", "expected"),
+    [
+        ({"kind": "Status", "code": 410, "reason": "Expired", "message": "too old"}, 410),
+        ({"kind": "Status", "reason": "Expired", "message": "too old"}, 410),
+        ({"kind": "Status", "code": "410", "reason": "Gone"}, 410),
+        ({"kind": "Status", "message": "something broke"}, 500),
+        ({"kind": "Status", "code": True, "reason": "Unknown"}, 500),
+    ],
+    ids=["code", "expired-without-code", "gone-code-not-a-number", "no-code-no-reason", "bool"],
+)
+def test_a_watch_error_event_is_an_answer_even_without_its_code(
+    status: dict[str, Any], expected: int
+) -> None:
+    # Without a code it was read as "no answer" (status None): retried within a second, and an
+    # expired resourceVersion never relisted.
+    cluster = lone_cluster(Server("discover-group", Hostile(200, None)))
+    stream = cluster._stream
+    assert isinstance(stream, FakeStream)
+    line = json.dumps({"type": "ERROR", "object": status}).encode() + b"\n"
+    stream.raw = FakeRaw(200, line, [line])
+    with (
+        pytest.raises(ApiError) as raised,
+        cluster.watch_jobs(
+            ServedKind(*_pytorch()), NAMESPACE, None, "7", timeout_s=60, read_timeout_s=90.0
+        ) as events,
+    ):
+        list(events)
+    assert raised.value.status == expected
+
+
 def _pytorch() -> tuple[Any, str]:
     discovery = lone_cluster(Server("none", Hostile(200))).discover()
     (served,) = discovery.served
