@@ -265,10 +265,7 @@ def _lateness(prefix: str, views: list[JobView]) -> dict[str, measure.Figure]:
     late = [v.late_by for v in views if v.late_by is not None]
     figures: dict[str, measure.Figure] = {f"{prefix}jobs": len(views)}
     if late:
-        figures[f"{prefix}lateness_p50_s"] = measure.percentile(late, 0.50)
-        figures[f"{prefix}lateness_p99_s"] = measure.percentile(late, 0.99)
-        figures[f"{prefix}lateness_max_s"] = max(late)
-        figures[f"{prefix}lateness_min_s"] = min(late)
+        figures |= measure.lateness(prefix, late)
     else:
         for key in ("p50", "p99", "max"):
             figures[f"{prefix}lateness_{key}_s"] = "never"

@@ -217,6 +217,19 @@ def percentile(values: Sequence[float], fraction: float) -> float:
     return float(ordered[rank - 1])
 
 
+def lateness(prefix: str, values: Sequence[float]) -> dict[str, Figure]:
+    """``{prefix}lateness_p50_s``, ``_p99_s``, ``_max_s`` and ``_min_s`` of ``values`` (seconds,
+    to the millisecond); nothing without values."""
+    if not values:
+        return {}
+    return {
+        f"{prefix}lateness_p50_s": round(percentile(values, 0.50), 3),
+        f"{prefix}lateness_p99_s": round(percentile(values, 0.99), 3),
+        f"{prefix}lateness_max_s": round(max(values), 3),
+        f"{prefix}lateness_min_s": round(min(values), 3),
+    }
+
+
 def load_average() -> str:
     """The 1, 5 and 15 minute load averages, e.g. ``2.10 1.85 1.60``."""
     return " ".join(f"{value:.2f}" for value in os.getloadavg())

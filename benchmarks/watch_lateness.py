@@ -195,19 +195,8 @@ def _figures(contender: Contender, prefix: str) -> dict[str, measure.Figure]:
         f"{prefix}not_touched": contender.not_touched,
         f"{prefix}early_writes": sum(1 for x in late if x < 0),
     }
-    if late:
-        figures |= {
-            f"{prefix}lateness_p50_s": round(measure.percentile(late, 0.50), 3),
-            f"{prefix}lateness_p99_s": round(measure.percentile(late, 0.99), 3),
-            f"{prefix}lateness_max_s": round(max(late), 3),
-            f"{prefix}lateness_min_s": round(min(late), 3),
-        }
-    if fired:
-        figures |= {
-            f"{prefix}reread_lateness_p50_s": round(measure.percentile(fired, 0.50), 3),
-            f"{prefix}reread_lateness_p99_s": round(measure.percentile(fired, 0.99), 3),
-            f"{prefix}reread_lateness_min_s": round(min(fired), 3),
-        }
+    figures |= measure.lateness(prefix, late)
+    figures |= measure.lateness(f"{prefix}reread_", fired)
     return figures
 
 

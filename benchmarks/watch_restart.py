@@ -130,13 +130,7 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 - one scenario,
             "load_avg_after": load_after,
         }
         for prefix, values in (("outage", outage), ("after", late)):
-            if values:
-                figures |= {
-                    f"{prefix}_lateness_p50_s": round(measure.percentile(values, 0.50), 3),
-                    f"{prefix}_lateness_p99_s": round(measure.percentile(values, 0.99), 3),
-                    f"{prefix}_lateness_max_s": round(max(values), 3),
-                    f"{prefix}_lateness_min_s": round(min(values), 3),
-                }
+            figures |= measure.lateness(f"{prefix}_", values)
         if served:
             figures["server_s_per_request_first_3s_p50"] = round(measure.median(served), 3)
             figures["server_s_per_request_first_3s_max"] = round(max(served), 3)

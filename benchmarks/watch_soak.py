@@ -431,12 +431,7 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 - one run, in o
         figures["load1_min_median_max"] = (
             f"{min(loads):.2f} {statistics.median(loads):.2f} {max(loads):.2f}"
         )
-    if late:
-        figures |= {
-            "lateness_p50_s": round(measure.percentile(late, 0.50), 3),
-            "lateness_p99_s": round(measure.percentile(late, 0.99), 3),
-            "lateness_max_s": round(max(late), 3),
-        }
+    figures |= measure.lateness("", late)
     if len(grouped) > 1 and all(grouped):
         grew = growth(grouped)
         for figure, pct in grew.items():

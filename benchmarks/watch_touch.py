@@ -193,13 +193,7 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 - one scenario,
             ("touch", touch),
             ("touch_to_failed", operator_part),
         ):
-            if values:
-                figures |= {
-                    f"{prefix}_lateness_p50_s": round(measure.percentile(values, 0.50), 3),
-                    f"{prefix}_lateness_p99_s": round(measure.percentile(values, 0.99), 3),
-                    f"{prefix}_lateness_max_s": round(max(values), 3),
-                    f"{prefix}_lateness_min_s": round(min(values), 3),
-                }
+            figures |= measure.lateness(f"{prefix}_", values)
         measure.print_figures(figures)
     return 0
 
