@@ -344,6 +344,7 @@ class PlatformView:
         if self.platform is None:
             return None
         key = (namespace, kind_name)
+        # The pass's two list readers may look up one key at once: both store the same rule.
         try:
             return self._rules[key]
         except KeyError:
