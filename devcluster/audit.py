@@ -4,7 +4,8 @@ The policy logs every request at ``Metadata`` level (who, verb, URI, object refe
 response code; never bodies) and only at stage ``ResponseComplete``, so each completed request
 is exactly one JSON line. The log backend runs in its default blocking mode: the line is
 written before the response is finished, so once a client has its answer, its request is in
-the log.
+the log. The control plane never rotates it (``--audit-log-maxsize=0``), so a byte offset
+taken once (``end_offset``) stays valid for its whole life.
 """
 
 from __future__ import annotations
@@ -64,8 +65,8 @@ def read_events(log_path: Path, *, user: str | None = None, since: int = 0) -> l
 
     Returns:
         Events in log order. A last line still being written is left out, and so is a line
-        that is not JSON (a warning counts them): a two-hour soak once lost its whole report
-        to one torn line, and a reader of figures wants the other events rather than nothing.
+        that is not JSON (a warning counts them): an offset into a log that was rotated since
+        starts mid-line, and a reader of figures wants the other events rather than nothing.
     """
     try:
         with log_path.open("rb") as f:

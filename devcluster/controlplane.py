@@ -329,6 +329,10 @@ class ControlPlane(AdminClient, processes.StopsOnExit):
                 f"--audit-policy-file={self.workdir / 'audit-policy.yaml'}",
                 f"--audit-log-path={self.audit_log}",
                 "--audit-log-format=json",
+                # One file for the control plane's life: readers keep byte offsets into it
+                # (audit.end_offset), which the default rotation at 100 MB breaks (a 2-hour
+                # soak lost the first part of its audit log, and once its report, to it).
+                "--audit-log-maxsize=0",
                 "--profiling=false",
             ]
 
