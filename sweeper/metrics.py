@@ -33,10 +33,10 @@ from prometheus_client import Counter as PromCounter
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, pushadd_to_gateway
 
 from sweeper.core.errors import EXIT_OK
-from sweeper.core.families import TRAINER, family_of
+from sweeper.core.families import FAMILIES
 from sweeper.core.kinds import KINDS
 from sweeper.core.model import ActionKind, Outcome, Result, SkipReason
-from sweeper.core.tally import FAILED_BY, HELD_REASONS, MISCONFIGURATIONS, Tally
+from sweeper.core.tally import FAILED_BY, HELD_REASONS, MISCONFIGURATIONS, PODS, Tally
 from sweeper.core.tally import RECLAIMED as RECLAIMED_WHAT
 
 log = logging.getLogger(__name__)
@@ -152,9 +152,9 @@ DECISIONS = (*_ACTION_NAMES, _SKIP)
 RESULTS = tuple(result.value for result in Result if result is not Result.SKIPPED)
 _KIND_NAMES = tuple(kind.name for kind in KINDS)
 # Every (family, kind) pair a family may list, each with its series from the start.
-_FAMILY_KINDS = tuple(
-    (family_of(kind, version).name, kind.name) for kind in KINDS for version in kind.versions
-)
+_FAMILY_KINDS = tuple((f.NAME, kind.name) for f in FAMILIES for kind, _ in f.SERVES)
+# The families whose jobs' leftovers are pods: the held-pods series.
+_HOLD_PODS = frozenset(f.NAME for f in FAMILIES if f.LEFTOVERS == PODS)
 
 Labels = tuple[str, ...]
 
@@ -250,7 +250,7 @@ def _held(held: Mapping[tuple[str, str, str], int]) -> Counter[Labels]:
         {
             (family, kind, reason): 0
             for family, kind in _FAMILY_KINDS
-            if family != TRAINER.name  # a TrainJob's pods are its JobSet's Jobs'
+            if family in _HOLD_PODS
             for reason in HELD_REASONS
         }
     )

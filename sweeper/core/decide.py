@@ -14,12 +14,16 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 
-from sweeper.core.families import family_of
-from sweeper.core.families.training_operator import RULES, current_touch
+from sweeper.core.families import due_at as family_due_at
+from sweeper.core.families import family_of, table, training_operator
+from sweeper.core.families.training_operator import current_touch
 from sweeper.core.jobs import Job, Owned
 from sweeper.core.model import Entry, Plan, Policy
 from sweeper.core.plan import assemble
 from sweeper.core.rules import ALWAYS, Step, judge_by, walk
+
+# The Training Operator v1's whole table, as ``--explain`` walks it for a v1 job.
+RULES = table(training_operator)
 
 __all__ = ["ALWAYS", "RULES", "Step", "current_touch", "decide", "due_at", "explain", "judge"]
 
@@ -46,12 +50,12 @@ def judge(job: Job, now: datetime, policy: Policy) -> Entry:
     spans); the seconds overdue are rounded to the millisecond only for the entry, as
     reported, never for a comparison.
     """
-    return judge_by(family_of(job.kind, job.version).rules, job, now, policy)
+    return judge_by(table(family_of(job.kind, job.version)), job, now, policy)
 
 
 def explain(job: Job, now: datetime, policy: Policy) -> tuple[tuple[Step, ...], Entry]:
     """Walk every rule of the job's family in order, as ``judge`` does, and give its entry."""
-    return walk(family_of(job.kind, job.version).rules, job, now, policy)
+    return walk(table(family_of(job.kind, job.version)), job, now, policy)
 
 
 def due_at(job: Job, policy: Policy) -> datetime | None:
@@ -65,4 +69,4 @@ def due_at(job: Job, policy: Policy) -> datetime | None:
     work left does not depend on time (the pods of a job failed by its deadline); ``None``
     when judge never acts on it.
     """
-    return family_of(job.kind, job.version).due_at(job, policy)
+    return family_due_at(job, policy)

@@ -43,15 +43,18 @@ class Rule:
         name: The skip reason it gives, or the name of the family's last rule.
         seen: What the rule looks at, rendered for ``--explain`` (never raises).
         decide: The entry when the rule decides, ``None`` to let the job through.
-        premise: For a rule that decides whatever the clock, whether it decides for the job;
-            ``None`` for a rule that reads the clock (:func:`premise_due` relies on every
-            premise rule coming before the first that reads it).
+        premise: Whether the rule decides for the job, at every instant; ``None`` for a rule
+            that may let the job through at some instants (:func:`premise_due` relies on every
+            premise rule coming before the first such rule).
+        acts_from: For a premise rule that reads the clock, the instant from which it acts on
+            the job (``None``: never); without it, the rule acts at every instant or never.
     """
 
     name: str
     seen: Seer
     decide: Decider
     premise: Callable[[Job], bool] | None = None
+    acts_from: Callable[[Job, Policy], datetime | None] | None = None
 
 
 def skip_if(
@@ -198,6 +201,20 @@ def reclaim_pods(job: Job, policy: Policy, overdue: float | None) -> Entry:
     )
 
 
+def reclaim_pods_words(policy: Policy) -> str:
+    """What follows a deadline failure for a family that reclaims pods (a warning says it)."""
+    mode = pods_mode(policy)
+    if mode is PodsMode.POLICY:
+        return "then its pods are kept or deleted as its cleanPodPolicy says"
+    which = "all its pods" if mode is PodsMode.ALL else "its Running and Pending pods"
+    return f"then {which} are deleted, giving their GPUs back"
+
+
+def at_once(entry: Entry | None) -> datetime | None:
+    """The instant of a rule's entry that does not read the clock: now for an action, or never."""
+    return ALWAYS if isinstance(entry, Action) else None
+
+
 @dataclass(frozen=True, slots=True)
 class Step:
     """One rule as ``--explain`` shows it.
@@ -258,6 +275,7 @@ def premise_due(rules: tuple[Rule, ...], job: Job, policy: Policy) -> tuple[bool
         if rule.premise is None:
             break
         if rule.premise(job):
-            acts = isinstance(rule.decide(job, ALWAYS, policy, None), Action)
-            return True, ALWAYS if acts else None
+            if rule.acts_from is not None:
+                return True, rule.acts_from(job, policy)
+            return True, at_once(rule.decide(job, ALWAYS, policy, None))
     return False, None

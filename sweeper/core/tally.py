@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 
 from sweeper.core.decide import current_touch
-from sweeper.core.families import TRAINER, family_of
+from sweeper.core.families import family_of
 from sweeper.core.jobs import Job, Owned
 from sweeper.core.model import (
     Action,
@@ -33,7 +33,8 @@ from sweeper.core.warn import Warned
 # enforces deadlines by itself.
 FAILED_BY = ("operator", "operator-after-touch", "sweeper")
 # What a clean-up deletes: a job's pods, a TrainJob's JobSet.
-RECLAIMED = ("pods", "jobsets")
+PODS = "pods"
+RECLAIMED = (PODS, "jobsets")
 # Why the Running and Pending pods of a job failed by its deadline are left:
 # ``--terminate-pods policy`` keeping what the operator keeps, or the job's skip reason
 # (``over-max-actions``, ``opted-out``, ``managed-elsewhere``, ``finished``: its controller's
@@ -119,7 +120,7 @@ class Tally:
             self.max_overdue_s = max(self.max_overdue_s, entry.seconds_overdue or 0.0)
         if job.failed_by_deadline:
             self.deadline_failed[kind, failed_by(job)] += 1
-        family = family_of(job.kind, job.version).name
+        family = family_of(job.kind, job.version).NAME
         for what, names in (("pods", outcome.pods), ("jobsets", outcome.jobsets)):
             if names:
                 self.reclaimed[family, kind, what] += len(names)
@@ -149,7 +150,7 @@ class Tally:
                 scope could not be listed is not counted.
         """
         capped = {
-            entry.job.uid: (family_of(entry.job.kind, entry.job.version).name, entry.job.kind.name)
+            entry.job.uid: (family_of(entry.job.kind, entry.job.version).NAME, entry.job.kind.name)
             for entry in entries
             if isinstance(entry, Skip)
             and entry.why is SkipReason.OVER_MAX_ACTIONS
@@ -189,11 +190,11 @@ def held_reason(entry: Skip, policy: Policy) -> str | None:
 
     ``None`` for any other job: one that has not finished (its pods are its own), one that
     finished otherwise (its controller's ``cleanPodPolicy`` is not the sweeper's business, and
-    a pass over jobs that all finished so lists no pod more), and a TrainJob, whose pods
-    belong to its JobSet's Jobs (the sweeper reclaims the JobSet, not pods).
+    a pass over jobs that all finished so lists no pod more), and one of a family whose
+    leftovers are not pods (a TrainJob's pods are its JobSet's Jobs').
     """
     job = entry.job
-    if not job.failed_by_deadline or family_of(job.kind, job.version) is TRAINER:
+    if not job.failed_by_deadline or family_of(job.kind, job.version).LEFTOVERS != PODS:
         return None
     policy_keeps = pods_mode(policy) is PodsMode.POLICY
     if entry.why is SkipReason.FINISHED and policy_keeps:

@@ -20,18 +20,16 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from sweeper.core.clock import format_rfc3339, human
-from sweeper.core.families import TRAINER, family_of
+from sweeper.core.families import Family, family_of, table
 from sweeper.core.jobs import DeadlineSource, Job
 from sweeper.core.model import (
     Action,
     ActionKind,
     ActionMode,
     Entry,
-    PodsMode,
     Policy,
     Result,
     SkipReason,
-    pods_mode,
 )
 from sweeper.core.rules import ALWAYS, judge_by, later
 
@@ -78,12 +76,12 @@ def warning_of(job: Job, policy: Policy) -> DeadlineWarning | None:
     if warn_before is None or deadline is None:
         return None
     family = family_of(job.kind, job.version)
-    entry = judge_by(family.rules, job, later(deadline, policy.grace) or deadline, policy)
-    ends = _what_ends(entry, family.name, policy)
+    entry = judge_by(table(family), job, later(deadline, policy.grace) or deadline, policy)
+    ends = _what_ends(entry, family, policy)
     if ends is None:
         return None
     at = _instant(deadline, warn_before)
-    return DeadlineWarning(job, at, deadline, event_name(job, deadline), family.name, ends)
+    return DeadlineWarning(job, at, deadline, event_name(job, deadline), family.NAME, ends)
 
 
 def warning_due(job: Job, now: datetime, policy: Policy) -> DeadlineWarning | None:
@@ -155,7 +153,7 @@ def message(warning: DeadlineWarning, now: datetime) -> str:
     )
 
 
-def _what_ends(entry: Entry, family: str, policy: Policy) -> str | None:
+def _what_ends(entry: Entry, family: Family, policy: Policy) -> str | None:
     if isinstance(entry, Action):
         if entry.kind is ActionKind.TOUCH:
             ends = "the sweeper touches it so that the Training Operator fails it"
@@ -171,17 +169,7 @@ def _what_ends(entry: Entry, family: str, policy: Policy) -> str | None:
         ends = "its controller fails it"
     else:
         return None
-    return f"{ends}; {_reclaim(family, policy)}"
-
-
-def _reclaim(family: str, policy: Policy) -> str:
-    if family == TRAINER.name:
-        return "then its JobSet is deleted, giving its GPUs back"
-    mode = pods_mode(policy)
-    if mode is PodsMode.POLICY:
-        return "then its pods are kept or deleted as its cleanPodPolicy says"
-    which = "all its pods" if mode is PodsMode.ALL else "its Running and Pending pods"
-    return f"then {which} are deleted, giving their GPUs back"
+    return f"{ends}; {family.reclaim_words(policy)}"
 
 
 @dataclass(frozen=True, slots=True)

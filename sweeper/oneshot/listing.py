@@ -292,7 +292,7 @@ class Listing:
                     self.warnings.append(warning)
                 held = held_reason(entry, config.policy)
                 if held is not None:
-                    family = family_of(job.kind, job.version).name
+                    family = family_of(job.kind, job.version).NAME
                     self.holders[job.uid] = (job.namespace, family, job.kind.name, held)
                 outcome = settled(entry)
                 report.log_outcome(outcome, config.dry_run)

@@ -224,7 +224,7 @@ class Fire:
             self.metrics.actions.labels(
                 job.kind.name, entry.kind.value, outcome.result.value, job.rule or ""
             ).inc()
-            family = family_of(job.kind, job.version).name
+            family = family_of(job.kind, job.version).NAME
             for what, names in (("pods", outcome.pods), ("jobsets", outcome.jobsets)):
                 if names:
                     self.metrics.reclaimed.labels(family, job.kind.name, what).inc(len(names))

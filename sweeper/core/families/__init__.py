@@ -1,71 +1,135 @@
-"""The controller families: one module each, behind one small interface. Pure.
+"""The controller families: one module each, behind one contract (:class:`Family`). Pure.
 
 A family is what one controller makes of its jobs: which kinds and versions it serves, where
 its deadline clock starts (the view's ``start_time``, read by :func:`sweeper.core.jobs.parse_job`),
 what ends a job past its deadline (a touch, the sweeper's fail, or the controller itself) and
-what it leaves behind that the sweeper reclaims (pods, a JobSet). Each module gives its rules
-as an ordered tuple (:class:`sweeper.core.rules.Rule`: the first that decides wins; ``--explain``
-walks them) and ``due_at``, the instant from which they act, which a watch timer is armed for.
-CONTRIBUTING.md says how to add the next one.
+what it leaves behind that the sweeper reclaims (pods, a JobSet). What every family shares is
+judged once, here, before a family's own rules (:func:`table`): a family adds rules, and
+cannot drop one of these. ``--explain`` walks the whole table; a watch timer is armed from it
+(:func:`due_at`). CONTRIBUTING.md says how to add the next family.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import datetime
+from typing import Protocol
 
 from sweeper.core.families import mpi_operator, trainer, training_operator
 from sweeper.core.jobs import Job
-from sweeper.core.kinds import MPI_OPERATOR_VERSION, TRAINJOB, Kind
-from sweeper.core.model import Policy
-from sweeper.core.rules import Rule
+from sweeper.core.kinds import Kind
+from sweeper.core.model import Entry, Policy, SkipReason
+from sweeper.core.rules import (
+    BEING_DELETED,
+    MALFORMED,
+    NO_DEADLINE,
+    NOT_STARTED,
+    OPTED_OUT,
+    RESUMING,
+    SUSPENDED,
+    Rule,
+    managed_elsewhere,
+    premise_due,
+)
 
 
-@dataclass(frozen=True, slots=True)
-class Family:
-    """One controller family.
+class Family(Protocol):
+    """What one controller family is; each module of this package is one (mypy checks it).
 
     Attributes:
-        name: As the report, the metrics and the chart's ``families`` value name it.
-        rules: Its decision, in order; the last rule always decides.
-        due_at: The instant from which ``rules`` act on a job that stays as it is; ``None``
-            when they never do.
-        reclaims: What it reclaims once its controller has failed a job, for the docs and
-            ``--explain``.
+        NAME: As the report, the metrics and the chart's ``families`` value name it.
+        SERVES: The kinds its controller serves, each at its version.
+        MANAGED_BY: Its controller, as ``managedBy`` names it.
+        LEFTOVERS: What the sweeper reclaims of a job its deadline failed (``pods``,
+            ``jobsets``), as the report and the metrics count it.
+        RULES: Its own rules, judged after the shared ones (:func:`table`), in order; the
+            last always decides.
     """
 
-    name: str
-    rules: tuple[Rule, ...]
-    due_at: Callable[[Job, Policy], datetime | None]
-    reclaims: str
+    NAME: str
+    SERVES: tuple[tuple[Kind, str], ...]
+    MANAGED_BY: str
+    LEFTOVERS: str
+    RULES: tuple[Rule, ...]
+
+    def reads_managed_by(self, job: Job) -> bool:
+        """Whether its controller honours the job's ``managedBy`` at all."""
+        ...
+
+    def finished(self, job: Job, now: datetime, policy: Policy, overdue: float | None) -> Entry:
+        """What becomes of a job that finished (a skip, or a reclaim of what it left)."""
+        ...
+
+    def seen_finished(self, job: Job, now: datetime, policy: Policy, overdue: float | None) -> str:
+        """What ``--explain`` says of a job's end."""
+        ...
+
+    def finished_due(self, job: Job, policy: Policy) -> datetime | None:
+        """The instant from which :meth:`finished` acts on a finished job; ``None``: never."""
+        ...
+
+    def due_at(self, job: Job, policy: Policy) -> datetime | None:
+        """The instant from which its own rules act on a job the shared rules let through."""
+        ...
+
+    def reclaim_words(self, policy: Policy) -> str:
+        """What follows its deadline failure, as a ``DeadlineApproaching`` warning says it."""
+        ...
 
 
-TRAINING_OPERATOR = Family(
-    training_operator.NAME,
-    training_operator.RULES,
-    training_operator.due_at,
-    "the Running and Pending pods of a job failed by its deadline",
-)
-MPI_OPERATOR = Family(
-    mpi_operator.NAME,
-    mpi_operator.RULES,
-    mpi_operator.due_at,
-    "the Running and Pending workers of an MPIJob failed by its deadline",
-)
-TRAINER = Family(
-    trainer.NAME,
-    trainer.RULES,
-    trainer.due_at,
-    "the JobSet of a TrainJob failed by its deadline",
-)
-FAMILIES: tuple[Family, ...] = (TRAINING_OPERATOR, MPI_OPERATOR, TRAINER)
+FAMILIES: tuple[Family, ...] = (training_operator, mpi_operator, trainer)
+_BY_KIND = {(kind.name, version): f for f in reversed(FAMILIES) for kind, version in f.SERVES}
+# A kind at a version no family serves is its first family's (a view built by hand).
+_BY_KIND |= {(kind.name, ""): f for f in reversed(FAMILIES) for kind, _ in f.SERVES}
 
 
 def family_of(kind: Kind, version: str) -> Family:
     """The family whose controller serves ``kind`` at ``version``."""
-    if kind is TRAINJOB:
-        return TRAINER
-    if version == MPI_OPERATOR_VERSION:
-        return MPI_OPERATOR
-    return TRAINING_OPERATOR
+    return _BY_KIND.get((kind.name, version)) or _BY_KIND[kind.name, ""]
+
+
+def table(family: Family) -> tuple[Rule, ...]:
+    """Every rule a family's jobs are judged by: the shared ones, then the family's own.
+
+    What no controller acts on either comes first, for every family: a job unreadable,
+    managed by another controller, being deleted, opted out, finished (the family says what
+    it then reclaims), suspended, resuming (its controller restarts its clock), without a
+    deadline or not started.
+    """
+    rules = _TABLES.get(family.NAME)
+    if rules is None:
+        rules = _TABLES[family.NAME] = _table(family)
+    return rules
+
+
+_TABLES: dict[str, tuple[Rule, ...]] = {}
+
+
+def _table(family: Family) -> tuple[Rule, ...]:
+    def finished(job: Job, now: datetime, policy: Policy, overdue: float | None) -> Entry | None:
+        return None if job.finished is None else family.finished(job, now, policy, overdue)
+
+    return (
+        MALFORMED,
+        managed_elsewhere(family.MANAGED_BY, checked=family.reads_managed_by),
+        BEING_DELETED,
+        OPTED_OUT,
+        Rule(
+            SkipReason.FINISHED.value,
+            family.seen_finished,
+            finished,
+            premise=lambda job: job.finished is not None,
+            acts_from=family.finished_due,
+        ),
+        SUSPENDED,
+        RESUMING,
+        NO_DEADLINE,
+        NOT_STARTED,
+        *family.RULES,
+    )
+
+
+def due_at(job: Job, policy: Policy) -> datetime | None:
+    """The instant from which the job's family's rules act on it (see ``decide.due_at``)."""
+    family = family_of(job.kind, job.version)
+    fixed, instant = premise_due(table(family), job, policy)
+    return instant if fixed else family.due_at(job, policy)

@@ -33,33 +33,39 @@ from datetime import datetime
 
 from sweeper.core.clock import human
 from sweeper.core.jobs import DeadlineSource, Job
-from sweeper.core.kinds import MPI_OPERATOR
+from sweeper.core.kinds import MPI_OPERATOR, MPI_OPERATOR_VERSION, MPIJOB, Kind
 from sweeper.core.model import Action, ActionKind, Entry, Policy, Skip, SkipReason, Why
 from sweeper.core.rules import (
-    BEING_DELETED,
-    MALFORMED,
-    NO_DEADLINE,
-    NOT_STARTED,
-    OPTED_OUT,
-    RESUMING,
-    SUSPENDED,
+    ALWAYS,
     Rule,
+    at_once,
     later,
-    managed_elsewhere,
-    premise_due,
     reclaim_pods,
+    reclaim_pods_words,
     skip_if,
     stamp,
 )
 
 NAME = "mpi-operator"
+SERVES: tuple[tuple[Kind, str], ...] = ((MPIJOB, MPI_OPERATOR_VERSION),)
+MANAGED_BY = MPI_OPERATOR
+LEFTOVERS = "pods"
 
 
-def _finished(job: Job, _now: datetime, policy: Policy, overdue: float | None) -> Entry | None:
-    if job.finished is None:
-        return None
+def reads_managed_by(_job: Job) -> bool:
+    """mpi-operator checks managedBy before anything else (syncHandler)."""
+    return True
+
+
+def reclaim_words(policy: Policy) -> str:
+    """Its workers, as ``--terminate-pods`` deletes them."""
+    return reclaim_pods_words(policy)
+
+
+def finished(job: Job, _now: datetime, policy: Policy, overdue: float | None) -> Entry:
+    """Its workers are reclaimed once it is Failed by its deadline with completionTime."""
     if job.finished != "Failed" or not job.failed_by_deadline:
-        return Skip(job, SkipReason.FINISHED, overdue, job.finished)
+        return Skip(job, SkipReason.FINISHED, overdue, job.finished or "")
     if not job.completed:
         return Skip(
             job,
@@ -77,7 +83,13 @@ def _finished(job: Job, _now: datetime, policy: Policy, overdue: float | None) -
     return reclaim_pods(job, policy, overdue)
 
 
-def _seen_finished(job: Job, *_: object) -> str:
+def finished_due(job: Job, policy: Policy) -> datetime | None:
+    """At once for the workers of a job its deadline failed; never for any other end."""
+    return at_once(finished(job, ALWAYS, policy, None))
+
+
+def seen_finished(job: Job, *_: object) -> str:
+    """The job's end, its completionTime and its cleanPodPolicy."""
     if job.finished is None:
         return "no Succeeded or Failed condition"
     how = ", reason DeadlineExceeded" if job.failed_by_deadline else ""
@@ -151,21 +163,6 @@ def _fail(job: Job, _now: datetime, _policy: Policy, overdue: float | None) -> E
 
 
 RULES: tuple[Rule, ...] = (
-    MALFORMED,
-    # mpi-operator checks managedBy before anything else (syncHandler).
-    managed_elsewhere(MPI_OPERATOR),
-    BEING_DELETED,
-    OPTED_OUT,
-    Rule(
-        SkipReason.FINISHED.value,
-        _seen_finished,
-        _finished,
-        premise=lambda job: job.finished is not None,
-    ),
-    SUSPENDED,
-    RESUMING,
-    NO_DEADLINE,
-    NOT_STARTED,
     skip_if(
         SkipReason.OPERATOR_ENFORCED,
         lambda job, *_: (
@@ -184,5 +181,4 @@ RULES: tuple[Rule, ...] = (
 
 def due_at(job: Job, policy: Policy) -> datetime | None:
     """``startTime`` + deadline + grace, for a gang or a deadline the launcher does not carry."""
-    fixed, instant = premise_due(RULES, job, policy)
-    return instant if fixed else _due_instant(job, policy)
+    return _due_instant(job, policy)

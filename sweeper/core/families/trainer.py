@@ -32,24 +32,26 @@ from datetime import datetime
 
 from sweeper.core.clock import human
 from sweeper.core.jobs import DeadlineSource, Job
-from sweeper.core.kinds import TRAINER
+from sweeper.core.kinds import TRAINER, TRAINER_VERSION, TRAINJOB, Kind
 from sweeper.core.model import Action, ActionKind, Entry, Policy, Skip, SkipReason, Why
-from sweeper.core.rules import (
-    ALWAYS,
-    BEING_DELETED,
-    MALFORMED,
-    NO_DEADLINE,
-    NOT_STARTED,
-    OPTED_OUT,
-    SUSPENDED,
-    Rule,
-    later,
-    managed_elsewhere,
-    premise_due,
-    stamp,
-)
+from sweeper.core.rules import ALWAYS, Rule, later, stamp
 
 NAME = "trainer"
+SERVES: tuple[tuple[Kind, str], ...] = ((TRAINJOB, TRAINER_VERSION),)
+# The controller skips MultiKueue's TrainJobs: the worker cluster's sweeper sees them.
+MANAGED_BY = TRAINER
+# A TrainJob's pods are its JobSet's Jobs': the sweeper reclaims the JobSet.
+LEFTOVERS = "jobsets"
+
+
+def reads_managed_by(_job: Job) -> bool:
+    """``spec.managedBy`` is the trainer's to honour for every TrainJob."""
+    return True
+
+
+def reclaim_words(_policy: Policy) -> str:
+    """Its JobSet, deleted."""
+    return "then its JobSet is deleted, giving its GPUs back"
 
 
 def _deadline_failure(job: Job) -> bool:
@@ -121,11 +123,10 @@ def _seen_platform(job: Job, *_: object) -> str:
     return f"effective {human(job.deadline_seconds or 0)}, {_platform_source(job)}; {own}"
 
 
-def _finished(job: Job, now: datetime, policy: Policy, overdue: float | None) -> Entry | None:
-    if job.finished is None:
-        return None
+def finished(job: Job, now: datetime, policy: Policy, overdue: float | None) -> Entry:
+    """The JobSet of a TrainJob its deadline failed, ``--reclaim-grace`` after the failure."""
     if not _deadline_failure(job):
-        return Skip(job, SkipReason.FINISHED, overdue, job.finished)
+        return Skip(job, SkipReason.FINISHED, overdue, job.finished or "")
     due = _reclaim_at(job, policy)
     if due is None or now < due:
         left = "never" if due is None else f"in {human((due - now).total_seconds())}"
@@ -144,7 +145,13 @@ def _finished(job: Job, now: datetime, policy: Policy, overdue: float | None) ->
     )
 
 
-def _seen_finished(job: Job, _now: datetime, policy: Policy, _overdue: float | None) -> str:
+def finished_due(job: Job, policy: Policy) -> datetime | None:
+    """``--reclaim-grace`` after its deadline failure (at once after the sweeper's); else never."""
+    return _reclaim_at(job, policy) if _deadline_failure(job) else None
+
+
+def seen_finished(job: Job, _now: datetime, policy: Policy, _overdue: float | None) -> str:
+    """The TrainJob's end, and when its JobSet is due to be checked."""
     if job.finished is None:
         return "no Succeeded or Failed condition"
     if not _deadline_failure(job):
@@ -183,16 +190,6 @@ def _seen_deadline(job: Job, _now: datetime, _policy: Policy, overdue: float | N
 
 
 RULES: tuple[Rule, ...] = (
-    MALFORMED,
-    # The controller skips MultiKueue's TrainJobs: the worker cluster's sweeper sees them.
-    managed_elsewhere(TRAINER),
-    BEING_DELETED,
-    OPTED_OUT,
-    # Reads the clock (--reclaim-grace): due_at below times it.
-    Rule(SkipReason.FINISHED.value, _seen_finished, _finished),
-    SUSPENDED,
-    NO_DEADLINE,
-    NOT_STARTED,
     # Reads the clock for a cap (due_at below times it).
     Rule(Why.PLATFORM_DEADLINE.value, _seen_platform, _platform),
     Rule("controller-enforced", _seen_deadline, _running),
@@ -200,17 +197,11 @@ RULES: tuple[Rule, ...] = (
 
 
 def due_at(job: Job, policy: Policy) -> datetime | None:
-    """When the sweeper acts on a TrainJob that stays as it is; ``None`` when it never does.
+    """When the sweeper acts on a running TrainJob that stays as it is; ``None``: never.
 
-    The JobSet of a TrainJob failed by its deadline, ``--reclaim-grace`` after the failure (at
-    once after the sweeper's); a platform deadline the TrainJob lacks, at once; a platform cap
-    below its own deadline, at the cap and ``--grace``.
+    A platform deadline the TrainJob lacks, at once; a platform cap below its own deadline, at
+    the cap and ``--grace``.
     """
-    fixed, instant = premise_due(RULES, job, policy)
-    if fixed:
-        return instant
-    if job.finished is not None:
-        return _reclaim_at(job, policy) if _deadline_failure(job) else None
-    if job.suspended or job.deadline is None or job.deadline_source is DeadlineSource.JOB:
+    if job.deadline_source is DeadlineSource.JOB:
         return None
     return ALWAYS if job.declared_seconds is None else _cap_due(job, policy)

@@ -17,7 +17,17 @@ from datetime import datetime
 
 from sweeper.core.clock import human
 from sweeper.core.jobs import DeadlineSource, Job
-from sweeper.core.kinds import TRAINING_OPERATOR
+from sweeper.core.kinds import (
+    JAXJOB,
+    MPIJOB,
+    MXJOB,
+    PADDLEJOB,
+    PYTORCHJOB,
+    TFJOB,
+    TRAINING_OPERATOR,
+    VERSION,
+    XGBOOSTJOB,
+)
 from sweeper.core.model import (
     Action,
     ActionKind,
@@ -30,29 +40,32 @@ from sweeper.core.model import (
 )
 from sweeper.core.platform import source_note
 from sweeper.core.rules import (
-    BEING_DELETED,
-    MALFORMED,
-    NO_DEADLINE,
-    NOT_STARTED,
-    OPTED_OUT,
-    RESUMING,
-    SUSPENDED,
+    ALWAYS,
     Rule,
+    at_once,
     later,
-    managed_elsewhere,
-    premise_due,
     reached,
     reclaim_pods,
+    reclaim_pods_words,
     stamp,
 )
 
 NAME = "training-operator"
+SERVES = tuple(
+    (kind, VERSION) for kind in (TFJOB, PYTORCHJOB, XGBOOSTJOB, MPIJOB, PADDLEJOB, JAXJOB, MXJOB)
+)
+MANAGED_BY = TRAINING_OPERATOR
+LEFTOVERS = "pods"
 
 
-def _decide_finished(
-    job: Job, _now: datetime, policy: Policy, overdue: float | None
-) -> Entry | None:
-    return None if job.finished is None else _finished(job, policy, overdue)
+def reads_managed_by(job: Job) -> bool:
+    """JAXJob's controller (and MXJob's, gone before managedBy existed) never reads it."""
+    return job.kind.checks_managed_by
+
+
+def reclaim_words(policy: Policy) -> str:
+    """The pods its deadline failure leaves, as ``--terminate-pods`` deletes them."""
+    return reclaim_pods_words(policy)
 
 
 def _decide_not_yet_due(
@@ -95,7 +108,8 @@ def current_touch(job: Job) -> datetime | None:
     return touched
 
 
-def _seen_finished(job: Job, *_: object) -> str:
+def seen_finished(job: Job, *_: object) -> str:
+    """The job's end, and who failed it by its deadline."""
     if job.finished is None:
         return "no Succeeded or Failed condition"
     seen = f"condition {job.finished}=True"
@@ -127,20 +141,6 @@ def _seen_touch(job: Job, now: datetime, policy: Policy, overdue: float | None) 
 
 
 RULES: tuple[Rule, ...] = (
-    MALFORMED,
-    BEING_DELETED,
-    OPTED_OUT,
-    managed_elsewhere(TRAINING_OPERATOR, checked=lambda job: job.kind.checks_managed_by),
-    Rule(
-        SkipReason.FINISHED.value,
-        _seen_finished,
-        _decide_finished,
-        premise=lambda job: job.finished is not None,
-    ),
-    SUSPENDED,
-    RESUMING,
-    NO_DEADLINE,
-    NOT_STARTED,
     # The one rule that reads the clock, after every rule that does not (due_at relies on it).
     Rule(SkipReason.NOT_YET_DUE.value, _seen_deadline, _decide_not_yet_due),
     # The last rule: the job is overdue; touch, fail or wait for the escalation.
@@ -149,7 +149,7 @@ RULES: tuple[Rule, ...] = (
 
 
 def due_at(job: Job, policy: Policy) -> datetime | None:
-    """The instant from which the rules act on the job (see :func:`sweeper.core.decide.due_at`).
+    """The instant from which the rules act on a started job with a deadline.
 
     Returns:
         ``startTime + activeDeadlineSeconds + grace``; for ``touch`` and ``auto`` on a job the
@@ -157,9 +157,6 @@ def due_at(job: Job, policy: Policy) -> datetime | None:
         ``escalate_after`` (or ``retouch_after`` while quick touches are left), and for
         ``auto`` no later than ``escalate_after`` past the deadline and grace.
     """
-    fixed, instant = premise_due(RULES, job, policy)
-    if fixed:
-        return instant
     deadline = job.deadline
     if deadline is None:  # not reached: not-started's premise
         return None
@@ -200,13 +197,19 @@ def _quick_retouch(touched: datetime, due: datetime, policy: Policy) -> bool:
     return (touched - due).total_seconds() < policy.retouch_limit * policy.retouch_after
 
 
-def _finished(job: Job, policy: Policy, overdue: float | None) -> Entry:
+def finished(job: Job, _now: datetime, policy: Policy, overdue: float | None) -> Entry:
+    """The pods of a job its deadline failed are reclaimed; any other end is left alone."""
     if job.finished == "Failed" and job.failed_by_deadline:
         # v1.9.4 keeps the pods of a job its deadline failed unless cleanPodPolicy says
         # otherwise, and a sweeper interrupted between its status write and its deletes
         # leaves pods too: they are reclaimed whatever the action.
         return reclaim_pods(job, policy, overdue)
     return Skip(job, SkipReason.FINISHED, overdue, job.finished or "")
+
+
+def finished_due(job: Job, policy: Policy) -> datetime | None:
+    """At once for the pods of a job its deadline failed; never for any other end."""
+    return at_once(finished(job, ALWAYS, policy, None))
 
 
 def _overdue(job: Job, now: datetime, deadline: datetime, policy: Policy, overdue: float) -> Entry:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -10,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sweeper.core.decide import ALWAYS, due_at, explain, judge
-from sweeper.core.families import FAMILIES, family_of
-from sweeper.core.jobs import parse_job
+from sweeper.core.families import FAMILIES, family_of, table
+from sweeper.core.jobs import DeadlineSource, parse_job
 from sweeper.core.kinds import MPI_OPERATOR_VERSION, TRAINER_VERSION
 from sweeper.core.model import Action, ActionKind, ActionMode, PodsMode, Policy
 from tests.unit.objects import KIND, NOW, mpijob, trainjob
@@ -213,18 +214,18 @@ def test_a_trainjob_field_of_the_wrong_type_is_named() -> None:
     assert train_verdict(raw) == ("skip", "malformed")
 
 
-@pytest.mark.parametrize("family", FAMILIES, ids=[f.name for f in FAMILIES])
+@pytest.mark.parametrize("family", FAMILIES, ids=[f.NAME for f in FAMILIES])
 def test_every_familys_last_rule_decides_and_explain_walks_them_all(family: Any) -> None:
     raws = {
         "training-operator": (mpijob(), KIND["TFJob"], "v1"),
         "mpi-operator": (mpijob(waits=True), KIND["MPIJob"], MPI_OPERATOR_VERSION),
         "trainer": (trainjob(created_ago=700), KIND["TrainJob"], TRAINER_VERSION),
     }
-    raw, kind, version = raws[family.name]
+    raw, kind, version = raws[family.NAME]
     job = parse_job(raw, kind, version)
     assert family_of(kind, version) is family
     steps, entry = explain(job, NOW, TOUCH)
-    assert [step.rule for step in steps] == [rule.name for rule in family.rules]
+    assert [step.rule for step in steps] == [rule.name for rule in table(family)]
     assert entry == judge(job, NOW, TOUCH)
     assert all(step.seen for step in steps)
 
@@ -271,3 +272,35 @@ def test_due_at_is_the_first_instant_judge_acts(
     moment = NOW + timedelta(seconds=offset)
     acts = isinstance(judge(job, moment, policy), Action)
     assert acts == (due is not None and moment >= due)
+
+
+SHARED = [
+    "malformed",
+    "managed-elsewhere",
+    "being-deleted",
+    "opted-out",
+    "finished",
+    "suspended",
+    "resuming",
+    "no-deadline",
+    "not-started",
+]
+
+
+@pytest.mark.parametrize("family", FAMILIES, ids=[f.NAME for f in FAMILIES])
+def test_every_family_is_judged_by_the_shared_rules_first(family: Any) -> None:
+    assert [rule.name for rule in table(family)][: len(SHARED)] == SHARED
+
+
+def test_a_trainjob_kueue_just_resumed_is_left_to_the_trainer_to_restart_its_clock() -> None:
+    # Suspended=True still written, suspend no longer set: the trainer has not reconciled the
+    # resume, so its clock (the Suspended=False transition) is not where the view reads it.
+    raw = trainjob(deadline=360000, created_ago=80 * 3600, suspend=False)
+    raw["status"]["conditions"].append(
+        {"type": "Suspended", "status": "True", "reason": "Suspended"}
+    )
+    job = parse_job(raw, KIND["TrainJob"], TRAINER_VERSION)
+    capped = replace(job, deadline_seconds=72 * 3600, deadline_source=DeadlineSource.CAP)
+    entry = judge(capped, NOW, TOUCH)
+    assert (entry.decision, entry.reason) == ("skip", "resuming")
+    assert due_at(capped, TOUCH) is None
