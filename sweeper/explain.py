@@ -27,6 +27,7 @@ from sweeper.core.clock import SYSTEM_CLOCK, Clock, format_rfc3339, human
 from sweeper.core.decide import Step, explain
 from sweeper.core.errors import EXIT_OK, ApiError, ClusterUnavailable, ConfigError, NotFound
 from sweeper.core.jobs import parse_job
+from sweeper.core.kinds import NAMESPACES
 from sweeper.core.model import CLEAN_UPS, Action, ActionKind, Entry
 from sweeper.core.plan import assemble
 from sweeper.core.platform import PlatformView, explain_rule, namespace_labels
@@ -145,7 +146,7 @@ def _view(cluster: Cluster, config: Config, namespace: str) -> PlatformView:
     if config.platform is None:
         return PlatformView()
     try:
-        found = namespace_labels(cluster.get_namespace(namespace))
+        found = namespace_labels(cluster.get(NAMESPACES, None, namespace))
     except ApiError as error:
         log.error(  # noqa: TRY400 - the server's refusal, one line: no traceback
             "%s; explained by the job's own deadline (no platform rule)", error
@@ -169,7 +170,7 @@ def _get(
 ) -> Any:
     # Per-kind RBAC (the chart's kinds) refuses the kinds it does not grant: 403 like 404.
     try:
-        return cluster.get_job(served, namespace, name)
+        return cluster.get(served.resource, namespace, name)
     except NotFound:
         return None
     except ApiError as error:

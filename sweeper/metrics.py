@@ -34,9 +34,9 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST, pushadd_to_gateway
 
 from sweeper.core.errors import EXIT_OK
 from sweeper.core.families import FAMILIES
-from sweeper.core.kinds import KINDS
+from sweeper.core.kinds import KINDS, PODS
 from sweeper.core.model import ActionKind, Outcome, Result, SkipReason
-from sweeper.core.tally import FAILED_BY, HELD_REASONS, MISCONFIGURATIONS, PODS, Tally
+from sweeper.core.tally import FAILED_BY, HELD_REASONS, MISCONFIGURATIONS, Tally
 from sweeper.core.tally import RECLAIMED as RECLAIMED_WHAT
 
 log = logging.getLogger(__name__)
@@ -154,7 +154,7 @@ _KIND_NAMES = tuple(kind.name for kind in KINDS)
 # Every (family, kind) pair a family may list, each with its series from the start.
 _FAMILY_KINDS = tuple((f.NAME, kind.name) for f in FAMILIES for kind, _ in f.SERVES)
 # The families whose jobs' leftovers are pods: the held-pods series.
-_HOLD_PODS = frozenset(f.NAME for f in FAMILIES if f.LEFTOVERS == PODS)
+_HOLD_PODS = frozenset(f.NAME for f in FAMILIES if f.LEFTOVERS.resource is PODS)
 
 Labels = tuple[str, ...]
 

@@ -12,21 +12,31 @@ delete. A TrainJob's JobSet is deleted as the trainer deletes it (:meth:`PodClea
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from sweeper.core.errors import ApiError, Conflict, NotFound
+from sweeper.core.families import family_of
 from sweeper.core.jobs import Job, Owned, parse_owned
-from sweeper.core.kinds import COMPONENT, JOB_NAME_LABEL
-from sweeper.core.model import JSON, Action, ActionKind, Policy, Result, pods_mode
+from sweeper.core.kinds import (
+    COMPONENT,
+    EVENTS,
+    JOB_NAME_LABEL,
+    OPERATOR_PODS,
+    PODS,
+    SERVICES,
+    Leftovers,
+    Resource,
+)
+from sweeper.core.model import CLEAN_UPS, JSON, Action, ActionKind, Policy, Result, pods_mode
 from sweeper.core.patches import event_body
 from sweeper.core.plan import pods_to_terminate, services_to_delete
 from sweeper.core.warn import REASON as WARNING_REASON
 from sweeper.core.warn import DeadlineWarning, Warned
 from sweeper.core.warn import message as warning_message
-from sweeper.k8s.cluster import Cluster, Page
+from sweeper.k8s.cluster import Cluster, list_all
 
 log = logging.getLogger(__name__)
 
@@ -97,7 +107,7 @@ class Writing:
             now=now,
         )
         try:
-            self.cluster.create_event(job.namespace, body, dry_run=self.server_dry_run)
+            self.cluster.create(EVENTS, job.namespace, body, dry_run=self.server_dry_run)
         except ApiError as error:
             progress.errors.append(str(error))
 
@@ -121,7 +131,7 @@ class Writing:
             event_name=warning.name,
         )
         try:
-            self.cluster.create_event(job.namespace, body, dry_run=self.server_dry_run)
+            self.cluster.create(EVENTS, job.namespace, body, dry_run=self.server_dry_run)
         except Conflict:
             return Warned(warning, Result.LEFT_ALONE, "already recorded")
         except ApiError as error:
@@ -200,16 +210,19 @@ class PodCleaner:
             targets: The JobSets the pass listed for it; ``None`` to read the one named after
                 it now (the trainer names it so).
         """
+        resource = family_of(job.kind, job.version).LEFTOVERS.resource
         if targets is None:
             try:
-                found = parse_owned(self._w.cluster.get_jobset(job.namespace, job.name))
+                found = parse_owned(self._w.cluster.get(resource, job.namespace, job.name))
             except NotFound:
                 found = None
             targets = (found,) if found is not None else ()
         chosen = [t for t in targets if t.controller_uid == job.uid and not t.deleting]
         for jobset in chosen:
             self._w.stop_if_asked()
-            if self._delete(self._w.cluster.delete_jobset, job, jobset, progress):
+            # Background, as the trainer's own delete: the garbage collector removes its Jobs
+            # and pods, and the request returns at once.
+            if self._delete(resource, job, jobset, progress, propagation="Background"):
                 progress.jobsets.append(jobset.name)
 
     def _reclaimed(
@@ -249,40 +262,50 @@ class PodCleaner:
                 the job's pods now (after a fail's status write, or in watch mode).
         """
         selector = f"{JOB_NAME_LABEL}={job.name}"
+        cluster = self._w.cluster
         if chosen is None:
-            listed = _views(self._w.cluster.list_pods(job.namespace, selector))
+            listed = _views(list_all(cluster, PODS, job.namespace, selector))
             chosen = pods_to_terminate(listed, job, pods_mode(policy))
         pods = list(chosen)
         if not pods:
             return
         services = services_to_delete(
-            _views(self._w.cluster.list_services(job.namespace, selector)),
+            _views(list_all(cluster, SERVICES, job.namespace, selector)),
             job,
             [pod.name for pod in pods],
         )
         by_name = {service.name: service for service in services}
         for pod in pods:
             self._w.stop_if_asked()
-            if not self._delete(self._w.cluster.delete_pod, job, pod, progress):
+            if not self._delete(PODS, job, pod, progress):
                 continue
             progress.pods.append(pod.name)
             service = by_name.get(pod.name)
             if service is None:
                 continue
             self._w.stop_if_asked()
-            if not self._delete(self._w.cluster.delete_service, job, service, progress):
+            if not self._delete(SERVICES, job, service, progress):
                 continue
             progress.services.append(service.name)
 
     def _delete(
         self,
-        delete: Callable[..., None],
+        resource: Resource,
         job: Job,
         target: Owned,
         progress: Progress,
+        *,
+        propagation: str = "",
     ) -> bool:
         try:
-            delete(job.namespace, target.name, target.uid, dry_run=self._w.server_dry_run)
+            self._w.cluster.delete(
+                resource,
+                job.namespace,
+                target.name,
+                target.uid,
+                propagation=propagation,
+                dry_run=self._w.server_dry_run,
+            )
             progress.wrote = True
         except (NotFound, Conflict):
             # Gone already, or replaced by an object with another uid: not ours to delete.
@@ -326,23 +349,20 @@ def leftovers_by_owner(
         Interrupted: A signal arrived while retrying the list.
         RunTimeout: ``--timeout`` ran out during the list.
     """
-    lists: dict[ActionKind, Callable[[str | None], Iterator[Page]]] = {
-        ActionKind.TERMINATE_PODS: lambda scope: cluster.list_pod_pages(scope, JOB_NAME_LABEL),
-        ActionKind.DELETE_JOBSET: cluster.list_jobset_pages,
-    }
-    wanted: dict[tuple[ActionKind, str | None], set[str]] = {}
+    wanted: dict[tuple[Leftovers, str | None], set[str]] = {}
     for action in actions:
-        if action.kind in lists:
+        if action.kind in CLEAN_UPS:
             scope = action.job.namespace if namespaces else None
-            wanted.setdefault((action.kind, scope), set()).add(action.job.uid)
+            left = family_of(action.job.kind, action.job.version).LEFTOVERS
+            wanted.setdefault((left, scope), set()).add(action.job.uid)
     for uid, namespace in (holders or {}).items():
         scope = namespace if namespaces else None
-        wanted.setdefault((ActionKind.TERMINATE_PODS, scope), set()).add(uid)
+        wanted.setdefault((OPERATOR_PODS, scope), set()).add(uid)
     index: dict[str, tuple[Owned, ...]] = {}
-    for (kind, scope), uids in wanted.items():
+    for (left, scope), uids in wanted.items():
         found: dict[str, list[Owned]] = {uid: [] for uid in uids}
         try:
-            for page in lists[kind](scope):
+            for page in cluster.list_pages(left.resource, scope, left.selector):
                 for view in _views(page.items):
                     if view.controller_uid in found:
                         found[view.controller_uid].append(view)

@@ -28,7 +28,7 @@ from sweeper.core.clock import parse_rfc3339
 from sweeper.core.decide import judge
 from sweeper.core.errors import Conflict, NotFound
 from sweeper.core.jobs import Job, parse_job, parse_owned
-from sweeper.core.kinds import COMPONENT, TRAINJOB
+from sweeper.core.kinds import BATCH_JOBS, COMPONENT, TRAINJOB
 from sweeper.core.model import JSON, Action, ActionKind, Entry, Policy, Result, Why
 from sweeper.core.patches import (
     deadline_patch,
@@ -37,7 +37,6 @@ from sweeper.core.patches import (
     trainjob_status_patch,
 )
 from sweeper.core.platform import source_note
-from sweeper.k8s.cluster import ServedKind
 
 # A job or launcher that keeps changing under the write is left for the next pass after this.
 WRITE_ATTEMPTS = 3
@@ -102,8 +101,7 @@ class DeadlineWriter:
     def _reread(self, action: Action, now: datetime, policy: Policy) -> tuple[JSON, Job] | str:
         # The job read again, or why it is left alone.
         listed = action.job
-        served = ServedKind(listed.kind, listed.version)
-        raw = self._w.cluster.get_job(served, listed.namespace, listed.name)
+        raw = self._w.cluster.get(listed.kind.at(listed.version), listed.namespace, listed.name)
         job = self._view(parse_job(raw, listed.kind, listed.version))
         if job.uid != listed.uid:
             return "job replaced by a new one of the same name"
@@ -137,8 +135,8 @@ class DeadlineWriter:
         seconds = max(job.deadline_seconds or 1, 1)
         progress.body = deadline_patch(raw, seconds)
         self._w.stop_if_asked()
-        self._w.cluster.patch_job(
-            ServedKind(job.kind, job.version),
+        self._w.cluster.patch(
+            job.kind.at(job.version),
             job.namespace,
             job.name,
             progress.body,
@@ -163,7 +161,7 @@ class DeadlineWriter:
     def _launcher(self, job: Job, now: datetime, progress: Progress) -> Result | None:
         name = f"{job.name}{LAUNCHER_SUFFIX}"
         try:
-            raw = self._w.cluster.get_batch_job(job.namespace, name)
+            raw = self._w.cluster.get(BATCH_JOBS, job.namespace, name)
         except NotFound:
             return None
         left = _launcher_left_alone(raw, job)
@@ -185,8 +183,8 @@ class DeadlineWriter:
             return Result.LEFT_ALONE
         progress.body = deadline_patch(raw, seconds)
         self._w.stop_if_asked()
-        self._w.cluster.patch_batch_job(
-            job.namespace, name, progress.body, dry_run=self._w.server_dry_run
+        self._w.cluster.patch(
+            BATCH_JOBS, job.namespace, name, progress.body, dry_run=self._w.server_dry_run
         )
         progress.wrote = True
         self._w.record_event(

@@ -32,7 +32,7 @@ from sweeper.core.clock import human
 from sweeper.core.decide import judge
 from sweeper.core.errors import ApiError, Conflict, Interrupted, NotFound, RunTimeout, SweeperError
 from sweeper.core.jobs import Job, parse_job
-from sweeper.core.kinds import COMPONENT, TRAINJOB
+from sweeper.core.kinds import BATCH_JOBS, COMPONENT, TRAINJOB, Resource
 from sweeper.core.model import (
     CLEAN_UPS,
     JSON,
@@ -52,7 +52,7 @@ from sweeper.core.patches import failure_message, touch_patch
 from sweeper.core.plan import execution_order
 from sweeper.core.platform import source_note
 from sweeper.core.warn import DeadlineWarning, Warned
-from sweeper.k8s.cluster import Cluster, ServedKind
+from sweeper.k8s.cluster import Cluster
 from sweeper.k8s.dryrun import RecordingCluster
 from sweeper.stop import Stop
 
@@ -271,8 +271,8 @@ class _JobWriter:
         progress.body = touch_patch(now)
         self._w.stop_if_asked()
         try:
-            self._w.cluster.patch_job(
-                _served(job),
+            self._w.cluster.patch(
+                _resource(job),
                 job.namespace,
                 job.name,
                 progress.body,
@@ -345,10 +345,10 @@ class _JobWriter:
         also: ActionKind | None = None,
     ) -> Result:
         listed = action.job
-        served = _served(listed)
+        resource = _resource(listed)
         sent: JSON | None = None  # the Failed condition of the last status write that got 409
         for _attempt in range(STATUS_WRITE_ATTEMPTS):
-            raw = self._w.cluster.get_job(served, listed.namespace, listed.name)
+            raw = self._w.cluster.get(resource, listed.namespace, listed.name)
             job = self._view(parse_job(raw, listed.kind, listed.version))
             if job.uid != listed.uid:
                 progress.detail = "job replaced by a new one of the same name"
@@ -375,11 +375,12 @@ class _JobWriter:
             progress.body = failed_patch(job, raw, now)
             self._w.stop_if_asked()
             try:
-                self._w.cluster.patch_job_status(
-                    served,
+                self._w.cluster.patch(
+                    resource,
                     job.namespace,
                     job.name,
                     progress.body,
+                    subresource="status",
                     dry_run=self._w.server_dry_run,
                 )
             except Conflict:
@@ -406,7 +407,7 @@ class _JobWriter:
         if fresh.why is Why.NO_LAUNCHER:
             # mpi-operator names the launcher Job so and looks it up by that name alone.
             try:
-                self._w.cluster.get_batch_job(job.namespace, f"{job.name}-launcher")
+                self._w.cluster.get(BATCH_JOBS, job.namespace, f"{job.name}-launcher")
             except NotFound:
                 return ""
             return "its launcher Job exists: the Job controller enforces the deadline"
@@ -484,5 +485,5 @@ def _late(action: Action) -> str:
     return "?" if action.seconds_overdue is None else human(action.seconds_overdue)
 
 
-def _served(job: Job) -> ServedKind:
-    return ServedKind(job.kind, job.version)
+def _resource(job: Job) -> Resource:
+    return job.kind.at(job.version)

@@ -51,6 +51,55 @@ DEADLINE_MESSAGE = "has failed because it was active longer than specified deadl
 
 
 @dataclass(frozen=True, slots=True)
+class Resource:
+    """A resource of the API server, as data: the verbs of ``Cluster`` take one.
+
+    Attributes:
+        group: The API group, ``""`` for the core group.
+        namespaced: Whether its objects live in a namespace.
+    """
+
+    group: str
+    version: str
+    plural: str
+    namespaced: bool = True
+
+    @property
+    def api(self) -> str:
+        """The path its group and version are served under."""
+        return f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+
+    @property
+    def name(self) -> str:
+        """The group-qualified resource, as RBAC and kubectl spell it (``jobs.batch``)."""
+        return f"{self.plural}.{self.group}" if self.group else self.plural
+
+
+PODS = Resource("", "v1", "pods")
+SERVICES = Resource("", "v1", "services")
+EVENTS = Resource("", "v1", "events")
+NAMESPACES = Resource("", "v1", "namespaces", namespaced=False)
+DEPLOYMENTS = Resource("apps", "v1", "deployments")
+BATCH_JOBS = Resource("batch", "v1", "jobs")
+
+
+@dataclass(frozen=True, slots=True)
+class Leftovers:
+    """What a family's controller may leave of a job its deadline failed, and how it is found.
+
+    The objects of ``resource`` that ``selector`` lists (every one without it) and whose
+    controller ``ownerReference`` is the job.
+    """
+
+    resource: Resource
+    selector: str | None = None
+
+
+# The pods the Training Operator and mpi-operator label with their job's name.
+OPERATOR_PODS = Leftovers(PODS, JOB_NAME_LABEL)
+
+
+@dataclass(frozen=True, slots=True)
 class Kind:
     """One Kubeflow job kind.
 
@@ -74,6 +123,10 @@ class Kind:
     def resource(self) -> str:
         """The group-qualified resource, as RBAC and kubectl spell it (``tfjobs.kubeflow.org``)."""
         return f"{self.plural}.{self.group}"
+
+    def at(self, version: str) -> Resource:
+        """Its resource at ``version``."""
+        return Resource(self.group, version, self.plural)
 
 
 TFJOB = Kind("TFJob", "tfjobs", "tfReplicaSpecs")

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from sweeper.core.decide import current_touch
 from sweeper.core.families import family_of
 from sweeper.core.jobs import Job, Owned
+from sweeper.core.kinds import PODS
 from sweeper.core.model import (
     Action,
     Entry,
@@ -33,8 +34,7 @@ from sweeper.core.warn import Warned
 # enforces deadlines by itself.
 FAILED_BY = ("operator", "operator-after-touch", "sweeper")
 # What a clean-up deletes: a job's pods, a TrainJob's JobSet.
-PODS = "pods"
-RECLAIMED = (PODS, "jobsets")
+RECLAIMED = ("pods", "jobsets")
 # Why the Running and Pending pods of a job failed by its deadline are left:
 # ``--terminate-pods policy`` keeping what the operator keeps, or the job's skip reason
 # (``over-max-actions``, ``opted-out``, ``managed-elsewhere``, ``finished``: its controller's
@@ -194,7 +194,10 @@ def held_reason(entry: Skip, policy: Policy) -> str | None:
     leftovers are not pods (a TrainJob's pods are its JobSet's Jobs').
     """
     job = entry.job
-    if not job.failed_by_deadline or family_of(job.kind, job.version).LEFTOVERS != PODS:
+    if (
+        not job.failed_by_deadline
+        or family_of(job.kind, job.version).LEFTOVERS.resource is not PODS
+    ):
         return None
     policy_keeps = pods_mode(policy) is PodsMode.POLICY
     if entry.why is SkipReason.FINISHED and policy_keeps:

@@ -18,17 +18,22 @@ from datetime import datetime
 from typing import Protocol
 
 from sweeper.core.jobs import Job
-from sweeper.core.kinds import Kind
+from sweeper.core.kinds import Kind, Resource
 from sweeper.core.model import JSON
 from sweeper.core.platform import NO_PLATFORM, PlatformView
 
 
 @dataclass(frozen=True, slots=True)
 class ServedKind:
-    """A kind the cluster serves, at ``v1`` (MPIJob v2: ``v2beta1``, TrainJob: ``v1alpha1``)."""
+    """A job kind the cluster serves, at the version discovery found."""
 
     kind: Kind
     version: str
+
+    @property
+    def resource(self) -> Resource:
+        """Where its jobs are."""
+        return self.kind.at(self.version)
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,81 +108,59 @@ class Cluster(Protocol):
         """
         ...
 
-    def get_job(self, served: ServedKind, namespace: str, name: str) -> JSON:
-        """Read one job."""
+    def get(self, resource: Resource, namespace: str | None, name: str) -> JSON:
+        """Read one object (``NotFound`` if none); ``namespace`` is ``None`` when cluster-scoped."""
         ...
 
-    def patch_job(
-        self, served: ServedKind, namespace: str, name: str, patch: JSON, *, dry_run: bool
+    def list_pages(
+        self, resource: Resource, namespace: str | None, selector: str | None = None
+    ) -> Iterator[Page]:
+        """List objects page by page, in one namespace or all (or cluster-scoped ones)."""
+        ...
+
+    def patch(
+        self,
+        resource: Resource,
+        namespace: str,
+        name: str,
+        patch: JSON,
+        *,
+        subresource: str = "",
+        dry_run: bool,
     ) -> None:
-        """Apply a JSON merge patch to a job (its metadata)."""
+        """Apply a JSON merge patch to an object, or to its ``subresource`` (``status``)."""
         ...
 
-    def patch_job_status(
-        self, served: ServedKind, namespace: str, name: str, patch: JSON, *, dry_run: bool
+    def delete(
+        self,
+        resource: Resource,
+        namespace: str,
+        name: str,
+        uid: str,
+        *,
+        propagation: str = "",
+        dry_run: bool,
     ) -> None:
-        """Apply a JSON merge patch to a job's ``/status`` subresource."""
+        """Delete an object provided it still has that uid (``propagationPolicy`` if given)."""
         ...
 
-    def list_pods(self, namespace: str, selector: str) -> list[JSON]:
-        """List the pods matching a label selector in one namespace."""
-        ...
-
-    def list_pod_pages(self, namespace: str | None, selector: str) -> Iterator[Page]:
-        """List the pods matching a label selector page by page, in one namespace or all."""
-        ...
-
-    def list_services(self, namespace: str, selector: str) -> list[JSON]:
-        """List the services matching a label selector in one namespace."""
-        ...
-
-    def delete_pod(self, namespace: str, name: str, uid: str, *, dry_run: bool) -> None:
-        """Delete a pod, provided it still has that uid."""
-        ...
-
-    def delete_service(self, namespace: str, name: str, uid: str, *, dry_run: bool) -> None:
-        """Delete a service, provided it still has that uid."""
-        ...
-
-    def create_event(self, namespace: str, event: JSON, *, dry_run: bool) -> None:
-        """Create a core/v1 Event."""
-        ...
-
-    def list_jobset_pages(self, namespace: str | None) -> Iterator[Page]:
-        """List the ``jobset.x-k8s.io`` JobSets page by page, in one namespace or all."""
-        ...
-
-    def get_jobset(self, namespace: str, name: str) -> JSON:
-        """Read one JobSet (``NotFound`` if none)."""
-        ...
-
-    def delete_jobset(self, namespace: str, name: str, uid: str, *, dry_run: bool) -> None:
-        """Delete a JobSet in the background, provided it still has that uid."""
-        ...
-
-    def get_batch_job(self, namespace: str, name: str) -> JSON:
-        """Read one batch/v1 Job (``NotFound`` if none)."""
-        ...
-
-    def patch_batch_job(self, namespace: str, name: str, patch: JSON, *, dry_run: bool) -> None:
-        """Apply a JSON merge patch to a batch/v1 Job (an MPIJob's launcher)."""
-        ...
-
-    def list_namespaces(self) -> list[JSON]:
-        """List every Namespace (cluster-scoped; for the platform rules' selectors)."""
-        ...
-
-    def get_namespace(self, name: str) -> JSON:
-        """Read one Namespace (``NotFound`` if none)."""
-        ...
-
-    def get_deployment(self, namespace: str, name: str) -> JSON:
-        """Read one apps/v1 Deployment (``NotFound`` if none)."""
+    def create(self, resource: Resource, namespace: str, body: JSON, *, dry_run: bool) -> None:
+        """Create an object (``Conflict`` if one of its name exists)."""
         ...
 
     def close(self) -> None:
         """Release the connections; the run calls it once, when it ends, however it ends."""
         ...
+
+
+def list_all(
+    cluster: Cluster, resource: Resource, namespace: str | None, selector: str | None = None
+) -> list[JSON]:
+    """Every object of a list, its pages joined (for the short lists: one job's pods...)."""
+    found: list[JSON] = []
+    for page in cluster.list_pages(resource, namespace, selector):
+        found.extend(page.items)
+    return found
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from sweeper.core.kinds import Resource
 from sweeper.core.model import JSON
 from sweeper.core.platform import NO_PLATFORM, PlatformView
 from sweeper.k8s.cluster import Cluster, Discovery, JobPage, Page, ServedKind
@@ -25,6 +26,7 @@ class Write:
     namespace: str
     name: str
     body: JSON | None = None
+    resource: Resource | None = None
 
 
 class RecordingCluster:
@@ -54,77 +56,48 @@ class RecordingCluster:
         """Pass through (see ``sweeper.k8s.cluster.Cluster``)."""
         return self._cluster.list_job_views(served, namespace, selector, page_size, view)
 
-    def get_job(self, served: ServedKind, namespace: str, name: str) -> JSON:
+    def get(self, resource: Resource, namespace: str | None, name: str) -> JSON:
         """Pass through (see ``sweeper.k8s.cluster.Cluster``)."""
-        return self._cluster.get_job(served, namespace, name)
+        return self._cluster.get(resource, namespace, name)
 
-    def list_pods(self, namespace: str, selector: str) -> list[JSON]:
+    def list_pages(
+        self, resource: Resource, namespace: str | None, selector: str | None = None
+    ) -> Iterator[Page]:
         """Pass through (see ``sweeper.k8s.cluster.Cluster``)."""
-        return self._cluster.list_pods(namespace, selector)
+        return self._cluster.list_pages(resource, namespace, selector)
 
-    def list_pod_pages(self, namespace: str | None, selector: str) -> Iterator[Page]:
-        """Pass through (see ``sweeper.k8s.cluster.Cluster``)."""
-        return self._cluster.list_pod_pages(namespace, selector)
-
-    def list_services(self, namespace: str, selector: str) -> list[JSON]:
-        """Pass through (see ``sweeper.k8s.cluster.Cluster``)."""
-        return self._cluster.list_services(namespace, selector)
-
-    def patch_job(
-        self, served: ServedKind, namespace: str, name: str, patch: JSON, *, dry_run: bool
+    def patch(
+        self,
+        resource: Resource,
+        namespace: str,
+        name: str,
+        patch: JSON,
+        *,
+        subresource: str = "",
+        dry_run: bool,
     ) -> None:
         """Record (see ``sweeper.k8s.cluster.Cluster``)."""
-        self.writes.append(Write("patch", namespace, name, patch))
+        verb = "-".join(("patch", subresource) if subresource else ("patch",))
+        self.writes.append(Write(verb, namespace, name, patch, resource))
 
-    def patch_job_status(
-        self, served: ServedKind, namespace: str, name: str, patch: JSON, *, dry_run: bool
+    def delete(
+        self,
+        resource: Resource,
+        namespace: str,
+        name: str,
+        uid: str,
+        *,
+        propagation: str = "",
+        dry_run: bool,
     ) -> None:
         """Record (see ``sweeper.k8s.cluster.Cluster``)."""
-        self.writes.append(Write("patch-status", namespace, name, patch))
+        self.writes.append(Write("delete", namespace, name, None, resource))
 
-    def delete_pod(self, namespace: str, name: str, uid: str, *, dry_run: bool) -> None:
+    def create(self, resource: Resource, namespace: str, body: JSON, *, dry_run: bool) -> None:
         """Record (see ``sweeper.k8s.cluster.Cluster``)."""
-        self.writes.append(Write("delete-pod", namespace, name))
-
-    def delete_service(self, namespace: str, name: str, uid: str, *, dry_run: bool) -> None:
-        """Record (see ``sweeper.k8s.cluster.Cluster``)."""
-        self.writes.append(Write("delete-service", namespace, name))
-
-    def list_jobset_pages(self, namespace: str | None) -> Iterator[Page]:
-        """Pass through (see ``sweeper.k8s.cluster.Cluster``)."""
-        return self._cluster.list_jobset_pages(namespace)
-
-    def get_jobset(self, namespace: str, name: str) -> JSON:
-        """Pass through (see ``sweeper.k8s.cluster.Cluster``)."""
-        return self._cluster.get_jobset(namespace, name)
-
-    def get_batch_job(self, namespace: str, name: str) -> JSON:
-        """Pass through (see ``sweeper.k8s.cluster.Cluster``)."""
-        return self._cluster.get_batch_job(namespace, name)
-
-    def patch_batch_job(self, namespace: str, name: str, patch: JSON, *, dry_run: bool) -> None:
-        """Record (see ``sweeper.k8s.cluster.Cluster``)."""
-        self.writes.append(Write("patch-batch-job", namespace, name, patch))
-
-    def list_namespaces(self) -> list[JSON]:
-        """Pass through (see ``sweeper.k8s.cluster.Cluster``)."""
-        return self._cluster.list_namespaces()
-
-    def get_namespace(self, name: str) -> JSON:
-        """Pass through (see ``sweeper.k8s.cluster.Cluster``)."""
-        return self._cluster.get_namespace(name)
-
-    def get_deployment(self, namespace: str, name: str) -> JSON:
-        """Pass through (see ``sweeper.k8s.cluster.Cluster``)."""
-        return self._cluster.get_deployment(namespace, name)
-
-    def delete_jobset(self, namespace: str, name: str, uid: str, *, dry_run: bool) -> None:
-        """Record (see ``sweeper.k8s.cluster.Cluster``)."""
-        self.writes.append(Write("delete-jobset", namespace, name))
-
-    def create_event(self, namespace: str, event: JSON, *, dry_run: bool) -> None:
-        """Record (see ``sweeper.k8s.cluster.Cluster``)."""
-        self.writes.append(Write("create-event", namespace, event["involvedObject"]["name"], event))
+        about = body.get("involvedObject") or body.get("metadata") or {}
+        name = str(about.get("name", ""))
+        self.writes.append(Write("create", namespace, name, body, resource))
 
     def close(self) -> None:
         """Pass through (see ``sweeper.k8s.cluster.Cluster``)."""

@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 from sweeper.core.clock import parse_http_date
 from sweeper.core.errors import RequestRef, api_error
-from sweeper.core.kinds import JOBSET_GROUP, JOBSET_VERSION, KINDS
+from sweeper.core.kinds import KINDS, Resource
 from sweeper.core.model import JSON
 from sweeper.core.platform import NO_PLATFORM, PlatformView
 from sweeper.k8s import answers, decode
@@ -28,10 +28,8 @@ from sweeper.k8s.cluster import Answer, Discovery, JobPage, Page, ServedKind, St
 from sweeper.k8s.transport import Transport, one_line, status_message, succeeded
 
 MERGE_PATCH = "application/merge-patch+json"
-LEASES = "/apis/coordination.k8s.io/v1"
-LEASE_RESOURCE = "leases.coordination.k8s.io"
-_JOBSETS = f"/apis/{JOBSET_GROUP}/{JOBSET_VERSION}"
-_JOBSET_RESOURCE = f"jobsets.{JOBSET_GROUP}"
+LEASES = Resource("coordination.k8s.io", "v1", "leases")
+LEASE_RESOURCE = LEASES.name
 
 
 class Opener(Protocol):
@@ -84,9 +82,7 @@ class _WatchRequests:
                 None,
                 "this cluster connection cannot watch",
             )
-        path = _collection(
-            f"/apis/{served.kind.group}/{served.version}", namespace, served.kind.plural
-        )
+        path = _collection(served.resource, namespace)
         ref = RequestRef("watch", served.kind.resource, namespace)
         query = [
             ("watch", "1"),
@@ -110,7 +106,7 @@ class _WatchRequests:
     def get_lease(self, namespace: str, name: str) -> Answer:
         """Read a Lease (see ``WatchCluster``)."""
         ref = RequestRef("get", LEASE_RESOURCE, namespace, name)
-        response = self._transport.request("GET", _object(LEASES, namespace, "leases", name), ref)
+        response = self._transport.request("GET", _object(LEASES, namespace, name), ref)
         return Answer(answers.one_object(response, ref), parse_http_date(response.date))
 
     def create_lease(self, namespace: str, body: JSON) -> Answer:
@@ -118,7 +114,7 @@ class _WatchRequests:
         ref = RequestRef("create", LEASE_RESOURCE, namespace)
         response = self._once.request(
             "POST",
-            _collection(LEASES, namespace, "leases"),
+            _collection(LEASES, namespace),
             ref,
             body=body,
             content_type="application/json",
@@ -130,7 +126,7 @@ class _WatchRequests:
         ref = RequestRef("update", LEASE_RESOURCE, namespace, name)
         response = self._once.request(
             "PUT",
-            _object(LEASES, namespace, "leases", name),
+            _object(LEASES, namespace, name),
             ref,
             body=body,
             content_type="application/json",
@@ -138,118 +134,11 @@ class _WatchRequests:
         return Answer(answers.one_object(response, ref), parse_http_date(response.date))
 
 
-class _CleanUpRequests:
-    """``KubeCluster``'s requests for what a family's controller leaves behind.
-
-    A TrainJob's JobSet and an MPIJob's launcher Job, and the paging and the guarded delete
-    they share with the pods'. The attributes are ``KubeCluster``'s.
-    """
-
-    _transport: Transport
-
-    def _pages(
-        self, path: str, ref: RequestRef, selector: str | None, page_size: int
-    ) -> Iterator[Page]:
-        token: str | None = None
-        while True:
-            query = _list_query(page_size, selector, token)
-            response = self._transport.request("GET", path, ref, query=query)
-            date = parse_http_date(response.date)
-            items, token, version = answers.list_page(response, ref)
-            del response  # the raw bytes are as big as the page; drop them before yielding
-            yield Page(items, date, version)
-            items.clear()  # the consumer is done with this page: free it before the next
-            if not token:
-                return
-
-    def _delete(
-        self, path: str, ref: RequestRef, uid: str, *, dry_run: bool, propagation: str = ""
-    ) -> None:
-        body: JSON = {
-            "apiVersion": "v1",
-            "kind": "DeleteOptions",
-            "preconditions": {"uid": uid},
-        }
-        if propagation:
-            body["propagationPolicy"] = propagation
-        if dry_run:
-            body["dryRun"] = ["All"]
-        answers.decoded(
-            self._transport.request(
-                "DELETE", path, ref, body=body, content_type="application/json", dry_run=dry_run
-            ),
-            ref,
-        )
-
-    def list_jobset_pages(self, namespace: str | None) -> Iterator[Page]:
-        """List JobSets page by page (see ``sweeper.k8s.cluster.Cluster``).
-
-        The trainer gives its JobSets no label: every JobSet of the scope is listed, and the
-        caller keeps those a TrainJob controls.
-        """
-        path = _collection(_JOBSETS, namespace, "jobsets")
-        ref = RequestRef("list", _JOBSET_RESOURCE, namespace)
-        yield from self._pages(path, ref, None, 500)
-
-    def get_jobset(self, namespace: str, name: str) -> JSON:
-        """Read one JobSet (see ``sweeper.k8s.cluster.Cluster``)."""
-        ref = RequestRef("get", _JOBSET_RESOURCE, namespace, name)
-        path = _object(_JOBSETS, namespace, "jobsets", name)
-        return answers.one_object(self._transport.request("GET", path, ref), ref)
-
-    def delete_jobset(self, namespace: str, name: str, uid: str, *, dry_run: bool) -> None:
-        """Delete a JobSet if its uid still matches (see ``sweeper.k8s.cluster.Cluster``).
-
-        Background propagation, as the trainer's own delete: the garbage collector removes
-        its Jobs and pods, and the sweeper's request returns at once.
-        """
-        ref = RequestRef("delete", _JOBSET_RESOURCE, namespace, name)
-        path = _object(_JOBSETS, namespace, "jobsets", name)
-        self._delete(path, ref, uid, dry_run=dry_run, propagation="Background")
-
-    def get_batch_job(self, namespace: str, name: str) -> JSON:
-        """Read one batch/v1 Job (see ``sweeper.k8s.cluster.Cluster``)."""
-        ref = RequestRef("get", "jobs.batch", namespace, name)
-        path = _object("/apis/batch/v1", namespace, "jobs", name)
-        return answers.one_object(self._transport.request("GET", path, ref), ref)
-
-    def patch_batch_job(self, namespace: str, name: str, patch: JSON, *, dry_run: bool) -> None:
-        """Merge-patch a batch/v1 Job (see ``sweeper.k8s.cluster.Cluster``)."""
-        ref = RequestRef("patch", "jobs.batch", namespace, name)
-        path = _object("/apis/batch/v1", namespace, "jobs", name)
-        answers.decoded(
-            self._transport.request(
-                "PATCH", path, ref, body=patch, content_type=MERGE_PATCH, dry_run=dry_run
-            ),
-            ref,
-        )
-
-    def list_namespaces(self) -> list[JSON]:
-        """List every Namespace (see ``sweeper.k8s.cluster.Cluster``)."""
-        ref = RequestRef("list", "namespaces", cluster_scoped=True)
-        found: list[JSON] = []
-        for page in self._pages("/api/v1/namespaces", ref, None, 500):
-            found.extend(page.items)
-        return found
-
-    def get_namespace(self, name: str) -> JSON:
-        """Read one Namespace (see ``sweeper.k8s.cluster.Cluster``)."""
-        ref = RequestRef("get", "namespaces", name=name, cluster_scoped=True)
-        path = f"/api/v1/namespaces/{urllib.parse.quote(name, safe='')}"
-        return answers.one_object(self._transport.request("GET", path, ref), ref)
-
-    def get_deployment(self, namespace: str, name: str) -> JSON:
-        """Read one apps/v1 Deployment (see ``sweeper.k8s.cluster.Cluster``)."""
-        ref = RequestRef("get", "deployments.apps", namespace, name)
-        path = _object("/apis/apps/v1", namespace, "deployments", name)
-        return answers.one_object(self._transport.request("GET", path, ref), ref)
-
-
-class KubeCluster(_WatchRequests, _CleanUpRequests):
+class KubeCluster(_WatchRequests):
     """``sweeper.k8s.cluster.Cluster`` as requests: paths, queries, bodies, pages, decoding.
 
     The watch mode's requests (``sweeper.k8s.cluster.WatchCluster``) come from
-    ``_WatchRequests``, those about a job's leftovers from ``_CleanUpRequests``.
+    ``_WatchRequests``.
 
     ``once`` sends the requests tried once (Lease writes), ``transport`` when not given;
     ``stream`` is ``None`` when the cluster cannot watch.
@@ -330,9 +219,7 @@ class KubeCluster(_WatchRequests, _CleanUpRequests):
         ``sweeper.k8s.decode.decode_jobs`` reads each body into views, never into objects
         (``managedFields`` and the replica specs are most of a page's bytes).
         """
-        path = _collection(
-            f"/apis/{served.kind.group}/{served.version}", namespace, served.kind.plural
-        )
+        path = _collection(served.resource, namespace)
         ref = RequestRef("list", served.kind.resource, namespace)
         token: str | None = None
         while True:
@@ -349,44 +236,45 @@ class KubeCluster(_WatchRequests, _CleanUpRequests):
             if not token:
                 return
 
-    def get_job(self, served: ServedKind, namespace: str, name: str) -> JSON:
-        """Read one job (see ``sweeper.k8s.cluster.Cluster``)."""
-        path = _object(
-            f"/apis/{served.kind.group}/{served.version}", namespace, served.kind.plural, name
-        )
-        ref = RequestRef("get", served.kind.resource, namespace, name)
+    def get(self, resource: Resource, namespace: str | None, name: str) -> JSON:
+        """Read one object (see ``sweeper.k8s.cluster.Cluster``)."""
+        ref = _ref("get", resource, namespace, name)
+        path = _object(resource, namespace, name)
         return answers.one_object(self._transport.request("GET", path, ref), ref)
 
-    def list_pods(self, namespace: str, selector: str) -> list[JSON]:
-        """List pods by label in one namespace (see ``sweeper.k8s.cluster.Cluster``)."""
-        return self._list_core("pods", namespace, selector)
-
-    def list_pod_pages(self, namespace: str | None, selector: str) -> Iterator[Page]:
-        """List pods by label, page by page; a page's items are cleared when the next is asked."""
-        path = _collection("/api/v1", namespace, "pods")
-        yield from self._pages(path, RequestRef("list", "pods", namespace), selector, 500)
-
-    def list_services(self, namespace: str, selector: str) -> list[JSON]:
-        """List services by label in one namespace (see ``sweeper.k8s.cluster.Cluster``)."""
-        return self._list_core("services", namespace, selector)
-
-    def _list_core(self, plural: str, namespace: str, selector: str) -> list[JSON]:
-        path = _collection("/api/v1", namespace, plural)
-        found: list[JSON] = []
-        for page in self._pages(path, RequestRef("list", plural, namespace), selector, 500):
-            found.extend(page.items)
-        return found
+    def list_pages(
+        self, resource: Resource, namespace: str | None, selector: str | None = None
+    ) -> Iterator[Page]:
+        """List objects page by page; a page's items are cleared when the next is asked."""
+        path = _collection(resource, namespace)
+        ref = _ref("list", resource, namespace)
+        token: str | None = None
+        while True:
+            query = _list_query(500, selector, token)
+            response = self._transport.request("GET", path, ref, query=query)
+            date = parse_http_date(response.date)
+            items, token, version = answers.list_page(response, ref)
+            del response  # the raw bytes are as big as the page; drop them before yielding
+            yield Page(items, date, version)
+            items.clear()  # the consumer is done with this page: free it before the next
+            if not token:
+                return
 
     # --- writes ----------------------------------------------------------------------------
 
-    def patch_job(
-        self, served: ServedKind, namespace: str, name: str, patch: JSON, *, dry_run: bool
+    def patch(
+        self,
+        resource: Resource,
+        namespace: str,
+        name: str,
+        patch: JSON,
+        *,
+        subresource: str = "",
+        dry_run: bool,
     ) -> None:
-        """Merge-patch a job (see ``sweeper.k8s.cluster.Cluster``)."""
-        path = _object(
-            f"/apis/{served.kind.group}/{served.version}", namespace, served.kind.plural, name
-        )
-        ref = RequestRef("patch", served.kind.resource, namespace, name)
+        """Merge-patch an object or its subresource (see ``sweeper.k8s.cluster.Cluster``)."""
+        ref = _ref("patch", resource, namespace, name, subresource)
+        path = _object(resource, namespace, name) + (f"/{subresource}" if subresource else "")
         answers.decoded(
             self._transport.request(
                 "PATCH", path, ref, body=patch, content_type=MERGE_PATCH, dry_run=dry_run
@@ -394,43 +282,50 @@ class KubeCluster(_WatchRequests, _CleanUpRequests):
             ref,
         )
 
-    def patch_job_status(
-        self, served: ServedKind, namespace: str, name: str, patch: JSON, *, dry_run: bool
+    def delete(
+        self,
+        resource: Resource,
+        namespace: str,
+        name: str,
+        uid: str,
+        *,
+        propagation: str = "",
+        dry_run: bool,
     ) -> None:
-        """Merge-patch a job's status subresource (see ``sweeper.k8s.cluster.Cluster``)."""
-        path = _object(
-            f"/apis/{served.kind.group}/{served.version}", namespace, served.kind.plural, name
-        )
-        ref = RequestRef("patch", f"{served.kind.resource}/status", namespace, name)
-        path = f"{path}/status"
+        """Delete an object if its uid still matches (see ``sweeper.k8s.cluster.Cluster``)."""
+        ref = _ref("delete", resource, namespace, name)
+        body: JSON = {
+            "apiVersion": "v1",
+            "kind": "DeleteOptions",
+            "preconditions": {"uid": uid},
+        }
+        if propagation:
+            body["propagationPolicy"] = propagation
+        if dry_run:
+            body["dryRun"] = ["All"]
         answers.decoded(
             self._transport.request(
-                "PATCH", path, ref, body=patch, content_type=MERGE_PATCH, dry_run=dry_run
+                "DELETE",
+                _object(resource, namespace, name),
+                ref,
+                body=body,
+                content_type="application/json",
+                dry_run=dry_run,
             ),
             ref,
         )
 
-    def delete_pod(self, namespace: str, name: str, uid: str, *, dry_run: bool) -> None:
-        """Delete a pod if its uid still matches (see ``sweeper.k8s.cluster.Cluster``)."""
-        self._delete_core("pods", namespace, name, uid, dry_run=dry_run)
-
-    def delete_service(self, namespace: str, name: str, uid: str, *, dry_run: bool) -> None:
-        """Delete a service if its uid still matches (see ``sweeper.k8s.cluster.Cluster``)."""
-        self._delete_core("services", namespace, name, uid, dry_run=dry_run)
-
-    def _delete_core(
-        self, plural: str, namespace: str, name: str, uid: str, *, dry_run: bool
-    ) -> None:
-        ref = RequestRef("delete", plural, namespace, name)
-        self._delete(_object("/api/v1", namespace, plural, name), ref, uid, dry_run=dry_run)
-
-    def create_event(self, namespace: str, event: JSON, *, dry_run: bool) -> None:
-        """Create a core/v1 Event (see ``sweeper.k8s.cluster.Cluster``)."""
-        ref = RequestRef("create", "events", namespace)
-        path = _collection("/api/v1", namespace, "events")
+    def create(self, resource: Resource, namespace: str, body: JSON, *, dry_run: bool) -> None:
+        """Create an object (see ``sweeper.k8s.cluster.Cluster``)."""
+        ref = _ref("create", resource, namespace)
         answers.decoded(
             self._transport.request(
-                "POST", path, ref, body=event, content_type="application/json", dry_run=dry_run
+                "POST",
+                _collection(resource, namespace),
+                ref,
+                body=body,
+                content_type="application/json",
+                dry_run=dry_run,
             ),
             ref,
         )
@@ -480,14 +375,23 @@ class _WatchStream:
         return WatchEvent(kind, obj)
 
 
-def _collection(prefix: str, namespace: str | None, plural: str) -> str:
-    if namespace is None:
-        return f"{prefix}/{plural}"
-    return f"{prefix}/namespaces/{urllib.parse.quote(namespace, safe='')}/{plural}"
+def _collection(resource: Resource, namespace: str | None) -> str:
+    if namespace is None or not resource.namespaced:
+        return f"{resource.api}/{resource.plural}"
+    return f"{resource.api}/namespaces/{urllib.parse.quote(namespace, safe='')}/{resource.plural}"
 
 
-def _object(prefix: str, namespace: str, plural: str, name: str) -> str:
-    return f"{_collection(prefix, namespace, plural)}/{urllib.parse.quote(name, safe='')}"
+def _object(resource: Resource, namespace: str | None, name: str) -> str:
+    return f"{_collection(resource, namespace)}/{urllib.parse.quote(name, safe='')}"
+
+
+def _ref(
+    verb: str, resource: Resource, namespace: str | None, name: str | None = None, sub: str = ""
+) -> RequestRef:
+    what = f"{resource.name}/{sub}" if sub else resource.name
+    if not resource.namespaced:
+        return RequestRef(verb, what, name=name, cluster_scoped=True)
+    return RequestRef(verb, what, namespace, name)
 
 
 def _list_query(page_size: int, selector: str | None, token: str | None) -> list[tuple[str, str]]:

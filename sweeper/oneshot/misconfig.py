@@ -19,7 +19,7 @@ import logging
 from collections.abc import Iterable
 
 from sweeper.core.errors import ApiError, ClusterUnavailable
-from sweeper.core.kinds import MPI_OPERATOR_VERSION, MPIJOB
+from sweeper.core.kinds import DEPLOYMENTS, MPI_OPERATOR_VERSION, MPIJOB
 from sweeper.core.model import JSON
 from sweeper.core.tally import MPIJOB_SCHEME
 from sweeper.k8s.cluster import Cluster, ServedKind
@@ -69,7 +69,7 @@ def check_mpijob_scheme(
     namespace, name = deployment
     fields = {"namespace": namespace, "misconfigured": MPIJOB_SCHEME}
     try:
-        raw = cluster.get_deployment(namespace, name)
+        raw = cluster.get(DEPLOYMENTS, namespace, name)
     except (ApiError, ClusterUnavailable) as error:
         log.warning(
             "cannot check the Training Operator's schemes (--training-operator-deployment "

@@ -12,8 +12,9 @@ import logging
 
 from sweeper.config import Config
 from sweeper.core.errors import ApiError
+from sweeper.core.kinds import NAMESPACES
 from sweeper.core.platform import PlatformView, namespace_labels
-from sweeper.k8s.cluster import Cluster
+from sweeper.k8s.cluster import Cluster, list_all
 
 log = logging.getLogger(__name__)
 
@@ -26,7 +27,7 @@ def read_view(cluster: Cluster, config: Config) -> PlatformView:
     if config.namespaces:
         for name in config.namespaces:
             try:
-                found = namespace_labels(cluster.get_namespace(name))
+                found = namespace_labels(cluster.get(NAMESPACES, None, name))
             except ApiError as error:
                 _unread(error, name)
                 continue
@@ -34,7 +35,7 @@ def read_view(cluster: Cluster, config: Config) -> PlatformView:
                 labels[found[0]] = found[1]
     else:
         try:
-            listed = cluster.list_namespaces()
+            listed = list_all(cluster, NAMESPACES, None)
         except ApiError as error:
             _unread(error, None)
             listed = []

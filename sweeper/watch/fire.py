@@ -151,7 +151,7 @@ class Fire:
         """Read the job again, judge it now, act; say when to look at it again, if ever."""
         served = self.served(key.kind)
         try:
-            raw = self.cluster.get_job(served, key.namespace, key.name)
+            raw = self.cluster.get(served.resource, key.namespace, key.name)
         except NotFound:
             return Fired(key, None)  # deleted meanwhile; its DELETED event is on its way
         except ApiError as error:

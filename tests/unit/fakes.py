@@ -29,7 +29,18 @@ from typing import Any
 
 from sweeper.core.errors import ApiError, Conflict, Gone, NotFound, RequestRef, WatchStalled
 from sweeper.core.jobs import parse_job
-from sweeper.core.kinds import KINDS
+from sweeper.core.kinds import (
+    BATCH_JOBS,
+    DEPLOYMENTS,
+    EVENTS,
+    JOBSET_GROUP,
+    JOBSET_VERSION,
+    KINDS,
+    NAMESPACES,
+    PODS,
+    SERVICES,
+    Resource,
+)
 from sweeper.core.model import JSON
 from sweeper.core.platform import NO_PLATFORM, PlatformView
 from sweeper.k8s.cluster import Answer, Discovery, JobPage, Page, ServedKind, WatchEvent
@@ -45,6 +56,7 @@ WRITE_VERBS = (
 )
 JOB_WRITES = ("patch", "patch-status")
 LEASE_RESOURCE = "leases.coordination.k8s.io"
+JOBSETS = Resource(JOBSET_GROUP, JOBSET_VERSION, "jobsets")
 
 
 @dataclass
@@ -166,14 +178,81 @@ class FakeCluster:
             # The list's resourceVersion (where a watch starts) comes with the last page.
             yield JobPage(jobs, self.date, "" if matching else str(self.revision))
 
-    def get_job(self, served: ServedKind, namespace: str, name: str) -> JSON:
-        self._record("get", namespace, name)
-        raw = self.jobs.get((served.kind.plural, namespace, name))
-        if raw is None:
-            raise NotFound(RequestRef("get", served.kind.resource, namespace, name), 404)
-        return copy.deepcopy(raw)
+    # --- the generic verbs: each resource's store, and the name a request is recorded by ---
 
-    def patch_job(
+    def _job_kind(self, resource: Resource) -> ServedKind | None:
+        for kind in KINDS:
+            if (kind.group, kind.plural) == (resource.group, resource.plural):
+                return ServedKind(kind, resource.version)
+        return None
+
+    def _store(self, resource: Resource) -> tuple[dict[Any, JSON], str]:
+        # The store of a resource that is not a job kind, and its singular (request names).
+        stores: dict[Resource, tuple[dict[Any, JSON], str]] = {
+            PODS: (self.pods, "pod"),
+            SERVICES: (self.services, "service"),
+            JOBSETS: (self.jobsets, "jobset"),
+            BATCH_JOBS: (self.batch_jobs, "batch-job"),
+            DEPLOYMENTS: (self.deployments, "deployment"),
+            NAMESPACES: (self.namespaces, "namespace"),
+        }
+        return stores[resource]
+
+    def get(self, resource: Resource, namespace: str | None, name: str) -> JSON:
+        served = self._job_kind(resource)
+        if served is not None:
+            self._record("get", namespace, name)
+            raw = self.jobs.get((served.kind.plural, namespace or "", name))
+            if raw is None:
+                raise NotFound(RequestRef("get", served.kind.resource, namespace, name), 404)
+            return copy.deepcopy(raw)
+        store, singular = self._store(resource)
+        self._record(f"get-{singular}", namespace, name)
+        key: Any = name if not resource.namespaced else (namespace, name)
+        found = store.get(key)
+        if found is None:
+            ref = RequestRef(
+                "get", resource.name, namespace, name, cluster_scoped=not resource.namespaced
+            )
+            raise NotFound(ref, 404)
+        return copy.deepcopy(found)
+
+    def list_pages(
+        self, resource: Resource, namespace: str | None, selector: str | None = None
+    ) -> Iterator[Page]:
+        store, _ = self._store(resource)
+        self._record(f"list-{resource.plural}", namespace, selector)
+        if not resource.namespaced:
+            yield Page(copy.deepcopy(list(store.values())), self.date)
+            return
+        yield Page(
+            [
+                copy.deepcopy(o)
+                for (ns, _), o in sorted(store.items())
+                if namespace in (None, ns) and _matches(o, selector or "")
+            ],
+            self.date,
+        )
+
+    def patch(
+        self,
+        resource: Resource,
+        namespace: str,
+        name: str,
+        patch: JSON,
+        *,
+        subresource: str = "",
+        dry_run: bool,
+    ) -> None:
+        served = self._job_kind(resource)
+        if served is None:
+            self._patch_batch_job(resource, namespace, name, patch, dry_run=dry_run)
+        elif subresource == "status":
+            self._patch_status(served, namespace, name, patch, dry_run=dry_run)
+        else:
+            self._patch_job(served, namespace, name, patch, dry_run=dry_run)
+
+    def _patch_job(
         self, served: ServedKind, namespace: str, name: str, patch: JSON, *, dry_run: bool
     ) -> None:
         self._record("patch", namespace, name, dry_run=dry_run, body=patch)
@@ -192,7 +271,7 @@ class FakeCluster:
         raw.setdefault("spec", {}).update(copy.deepcopy(patch.get("spec", {})))
         self._bump(served, raw)
 
-    def patch_job_status(
+    def _patch_status(
         self, served: ServedKind, namespace: str, name: str, patch: JSON, *, dry_run: bool
     ) -> None:
         self._record("patch-status", namespace, name, dry_run=dry_run, body=patch)
@@ -205,72 +284,13 @@ class FakeCluster:
         raw.setdefault("status", {}).update(copy.deepcopy(patch["status"]))
         self._bump(served, raw)
 
-    def list_pods(self, namespace: str, selector: str) -> list[JSON]:
-        self._record("list-pods", namespace, selector)
-        return [
-            copy.deepcopy(p)
-            for (ns, _), p in sorted(self.pods.items())
-            if ns == namespace and _matches(p, selector)
-        ]
-
-    def list_pod_pages(self, namespace: str | None, selector: str) -> Iterator[Page]:
-        self._record("list-pod-pages", namespace, selector)
-        yield Page(
-            [
-                copy.deepcopy(p)
-                for (ns, _), p in sorted(self.pods.items())
-                if namespace in (None, ns) and _matches(p, selector)
-            ],
-            self.date,
-        )
-
-    def list_services(self, namespace: str, selector: str) -> list[JSON]:
-        self._record("list-services", namespace, selector)
-        return [
-            copy.deepcopy(s)
-            for (ns, _), s in sorted(self.services.items())
-            if ns == namespace and _matches(s, selector)
-        ]
-
-    def delete_pod(self, namespace: str, name: str, uid: str, *, dry_run: bool) -> None:
-        self._record("delete-pod", namespace, name, dry_run=dry_run)
-        self._delete(self.pods, namespace, name, uid, dry_run=dry_run)
-
-    def delete_service(self, namespace: str, name: str, uid: str, *, dry_run: bool) -> None:
-        self._record("delete-service", namespace, name, dry_run=dry_run)
-        self._delete(self.services, namespace, name, uid, dry_run=dry_run)
-
-    def list_jobset_pages(self, namespace: str | None) -> Iterator[Page]:
-        self._record("list-jobset-pages", namespace)
-        yield Page(
-            [
-                copy.deepcopy(j)
-                for (ns, _), j in sorted(self.jobsets.items())
-                if namespace in (None, ns)
-            ],
-            self.date,
-        )
-
-    def get_jobset(self, namespace: str, name: str) -> JSON:
-        self._record("get-jobset", namespace, name)
-        return self._stored(self.jobsets, "jobsets.jobset.x-k8s.io", namespace, name)
-
-    def delete_jobset(self, namespace: str, name: str, uid: str, *, dry_run: bool) -> None:
-        self._record("delete-jobset", namespace, name, dry_run=dry_run)
-        self._delete(self.jobsets, namespace, name, uid, dry_run=dry_run)
-
-    def get_deployment(self, namespace: str, name: str) -> JSON:
-        self._record("get-deployment", namespace, name)
-        return self._stored(self.deployments, "deployments.apps", namespace, name)
-
-    def get_batch_job(self, namespace: str, name: str) -> JSON:
-        self._record("get-batch-job", namespace, name)
-        return self._stored(self.batch_jobs, "jobs.batch", namespace, name)
-
-    def patch_batch_job(self, namespace: str, name: str, patch: JSON, *, dry_run: bool) -> None:
-        self._record("patch-batch-job", namespace, name, dry_run=dry_run, body=patch)
-        raw = self.batch_jobs.get((namespace, name))
-        ref = RequestRef("patch", "jobs.batch", namespace, name)
+    def _patch_batch_job(
+        self, resource: Resource, namespace: str, name: str, patch: JSON, *, dry_run: bool
+    ) -> None:
+        store, singular = self._store(resource)
+        self._record(f"patch-{singular}", namespace, name, dry_run=dry_run, body=patch)
+        raw = store.get((namespace, name))
+        ref = RequestRef("patch", resource.name, namespace, name)
         if raw is None:
             raise NotFound(ref, 404)
         if patch["metadata"]["resourceVersion"] != raw["metadata"].get("resourceVersion"):
@@ -278,30 +298,27 @@ class FakeCluster:
         if not dry_run:
             raw["spec"].update(copy.deepcopy(patch["spec"]))
 
+    def delete(
+        self,
+        resource: Resource,
+        namespace: str,
+        name: str,
+        uid: str,
+        *,
+        propagation: str = "",
+        dry_run: bool,
+    ) -> None:
+        store, singular = self._store(resource)
+        self._record(
+            f"delete-{singular}", namespace, name, dry_run=dry_run, body=propagation or None
+        )
+        self._delete(store, namespace, name, uid, dry_run=dry_run)
+
     def add_namespace(self, name: str, labels: dict[str, str]) -> None:
         self.namespaces[name] = {"metadata": {"name": name, "labels": dict(labels)}}
 
-    def list_namespaces(self) -> list[JSON]:
-        self._record("list-namespaces")
-        return copy.deepcopy(list(self.namespaces.values()))
-
-    def get_namespace(self, name: str) -> JSON:
-        self._record("get-namespace", None, name)
-        found = self.namespaces.get(name)
-        if found is None:
-            raise NotFound(RequestRef("get", "namespaces", None, name, cluster_scoped=True), 404)
-        return copy.deepcopy(found)
-
-    @staticmethod
-    def _stored(
-        store: dict[tuple[str, str], JSON], resource: str, namespace: str, name: str
-    ) -> JSON:
-        found = store.get((namespace, name))
-        if found is None:
-            raise NotFound(RequestRef("get", resource, namespace, name), 404)
-        return copy.deepcopy(found)
-
-    def create_event(self, namespace: str, event: JSON, *, dry_run: bool) -> None:
+    def create(self, resource: Resource, namespace: str, event: JSON, *, dry_run: bool) -> None:
+        assert resource == EVENTS  # the one object the sweeper creates through Cluster
         self._record(
             "create-event", namespace, event["involvedObject"]["name"], dry_run=dry_run, body=event
         )

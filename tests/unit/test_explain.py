@@ -10,9 +10,13 @@ import pytest
 from sweeper.core.decide import RULES, explain, judge
 from sweeper.core.errors import ApiError, RequestRef
 from sweeper.core.jobs import parse_job
-from sweeper.core.kinds import EXCLUDE_ANNOTATION, LEGACY_EXCLUDE_ANNOTATION, TOUCHED_AT_ANNOTATION
+from sweeper.core.kinds import (
+    EXCLUDE_ANNOTATION,
+    LEGACY_EXCLUDE_ANNOTATION,
+    TOUCHED_AT_ANNOTATION,
+    Resource,
+)
 from sweeper.core.model import ActionMode, Policy
-from sweeper.k8s.cluster import ServedKind
 from tests.unit.objects import KIND, NOW, ago, condition, deadline_failed, job, owned
 from tests.unit.test_cli import Harness
 
@@ -219,15 +223,15 @@ def test_explain_errors_are_one_line_and_exit_two(reference: str, message: str) 
 
 def refuse_gets_but_of(harness: Harness, plural: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Answer 403 to the GET of every kind but ``plural``, as RBAC granting one kind does."""
-    get_job = harness.fake.get_job
+    get = harness.fake.get
 
-    def refusing(served: ServedKind, namespace: str, name: str) -> Any:
-        if served.kind.plural != plural:
-            ref = RequestRef("get", served.kind.resource, namespace, name)
+    def refusing(resource: Resource, namespace: str | None, name: str) -> Any:
+        if resource.plural != plural:
+            ref = RequestRef("get", resource.name, namespace, name)
             raise ApiError(ref, 403, "forbidden by RBAC")
-        return get_job(served, namespace, name)
+        return get(resource, namespace, name)
 
-    monkeypatch.setattr(harness.fake, "get_job", refusing)
+    monkeypatch.setattr(harness.fake, "get", refusing)
 
 
 def test_a_kind_rbac_refuses_does_not_stop_explaining_a_job_of_a_kind_it_grants(

@@ -16,7 +16,7 @@ from typing import Protocol
 
 from sweeper.core.families import mpi_operator, trainer, training_operator
 from sweeper.core.jobs import Job
-from sweeper.core.kinds import Kind
+from sweeper.core.kinds import Kind, Leftovers
 from sweeper.core.model import Entry, Policy, SkipReason
 from sweeper.core.rules import (
     BEING_DELETED,
@@ -39,8 +39,8 @@ class Family(Protocol):
         NAME: As the report, the metrics and the chart's ``families`` value name it.
         SERVES: The kinds its controller serves, each at its version.
         MANAGED_BY: Its controller, as ``managedBy`` names it.
-        LEFTOVERS: What the sweeper reclaims of a job its deadline failed (``pods``,
-            ``jobsets``), as the report and the metrics count it.
+        LEFTOVERS: What the sweeper reclaims of a job its deadline failed, and how it finds
+            them.
         RULES: Its own rules, judged after the shared ones (:func:`table`), in order; the
             last always decides.
     """
@@ -48,7 +48,7 @@ class Family(Protocol):
     NAME: str
     SERVES: tuple[tuple[Kind, str], ...]
     MANAGED_BY: str
-    LEFTOVERS: str
+    LEFTOVERS: Leftovers
     RULES: tuple[Rule, ...]
 
     def reads_managed_by(self, job: Job) -> bool:

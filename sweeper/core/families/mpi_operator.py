@@ -33,7 +33,7 @@ from datetime import datetime
 
 from sweeper.core.clock import human
 from sweeper.core.jobs import DeadlineSource, Job
-from sweeper.core.kinds import MPI_OPERATOR, MPI_OPERATOR_VERSION, MPIJOB, Kind
+from sweeper.core.kinds import MPI_OPERATOR, MPI_OPERATOR_VERSION, MPIJOB, OPERATOR_PODS, Kind
 from sweeper.core.model import Action, ActionKind, Entry, Policy, Skip, SkipReason, Why
 from sweeper.core.rules import (
     ALWAYS,
@@ -49,7 +49,7 @@ from sweeper.core.rules import (
 NAME = "mpi-operator"
 SERVES: tuple[tuple[Kind, str], ...] = ((MPIJOB, MPI_OPERATOR_VERSION),)
 MANAGED_BY = MPI_OPERATOR
-LEFTOVERS = "pods"
+LEFTOVERS = OPERATOR_PODS
 
 
 def reads_managed_by(_job: Job) -> bool:

@@ -32,7 +32,16 @@ from datetime import datetime
 
 from sweeper.core.clock import human
 from sweeper.core.jobs import DeadlineSource, Job
-from sweeper.core.kinds import TRAINER, TRAINER_VERSION, TRAINJOB, Kind
+from sweeper.core.kinds import (
+    JOBSET_GROUP,
+    JOBSET_VERSION,
+    TRAINER,
+    TRAINER_VERSION,
+    TRAINJOB,
+    Kind,
+    Leftovers,
+    Resource,
+)
 from sweeper.core.model import Action, ActionKind, Entry, Policy, Skip, SkipReason, Why
 from sweeper.core.rules import ALWAYS, Rule, later, stamp
 
@@ -41,7 +50,8 @@ SERVES: tuple[tuple[Kind, str], ...] = ((TRAINJOB, TRAINER_VERSION),)
 # The controller skips MultiKueue's TrainJobs: the worker cluster's sweeper sees them.
 MANAGED_BY = TRAINER
 # A TrainJob's pods are its JobSet's Jobs': the sweeper reclaims the JobSet.
-LEFTOVERS = "jobsets"
+# The trainer gives its JobSets no label: every JobSet of a scope is listed.
+LEFTOVERS = Leftovers(Resource(JOBSET_GROUP, JOBSET_VERSION, "jobsets"))
 
 
 def reads_managed_by(_job: Job) -> bool:

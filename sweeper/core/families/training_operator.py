@@ -21,6 +21,7 @@ from sweeper.core.kinds import (
     JAXJOB,
     MPIJOB,
     MXJOB,
+    OPERATOR_PODS,
     PADDLEJOB,
     PYTORCHJOB,
     TFJOB,
@@ -55,7 +56,7 @@ SERVES = tuple(
     (kind, VERSION) for kind in (TFJOB, PYTORCHJOB, XGBOOSTJOB, MPIJOB, PADDLEJOB, JAXJOB, MXJOB)
 )
 MANAGED_BY = TRAINING_OPERATOR
-LEFTOVERS = "pods"
+LEFTOVERS = OPERATOR_PODS
 
 
 def reads_managed_by(job: Job) -> bool:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from sweeper.core.kinds import PYTORCHJOB
-from sweeper.k8s.cluster import ServedKind
+from sweeper.core.kinds import EVENTS, PODS, PYTORCHJOB, SERVICES
+from sweeper.k8s.cluster import ServedKind, list_all
 from sweeper.k8s.dryrun import RecordingCluster, Write
 from tests.unit.fakes import FakeCluster
 from tests.unit.objects import NOW, job, owned
@@ -25,21 +25,24 @@ def test_reads_pass_through_and_writes_are_kept_not_sent() -> None:
 
     assert recording.discover().server_date == NOW
     assert [p.jobs[0].name for p in recording.list_job_views(PYTORCH, None, None, 5)] == ["train"]
-    assert recording.get_job(PYTORCH, "team-a", "train")["metadata"]["name"] == "train"
-    assert len(recording.list_pods("team-a", "")) == len(recording.list_services("team-a", "")) == 1
-    recording.patch_job(PYTORCH, "team-a", "train", patch, dry_run=False)
-    recording.patch_job_status(PYTORCH, "team-a", "train", {"status": {}}, dry_run=False)
-    recording.delete_pod("team-a", "w-0", "uid", dry_run=False)
-    recording.delete_service("team-a", "w-0", "uid", dry_run=False)
-    recording.create_event("team-a", event, dry_run=False)
+    job_resource = PYTORCH.resource
+    assert recording.get(job_resource, "team-a", "train")["metadata"]["name"] == "train"
+    assert len(list_all(recording, PODS, "team-a")) == len(list_all(recording, SERVICES, "team-a"))
+    recording.patch(job_resource, "team-a", "train", patch, dry_run=False)
+    recording.patch(
+        job_resource, "team-a", "train", {"status": {}}, subresource="status", dry_run=False
+    )
+    recording.delete(PODS, "team-a", "w-0", "uid", dry_run=False)
+    recording.delete(SERVICES, "team-a", "w-0", "uid", dry_run=False)
+    recording.create(EVENTS, "team-a", event, dry_run=False)
     recording.close()
 
     assert fake.writes == []
     assert fake.methods() == ["discover", "list", "get", "list-pods", "list-services"]
     assert recording.writes == [
-        Write("patch", "team-a", "train", patch),
-        Write("patch-status", "team-a", "train", {"status": {}}),
-        Write("delete-pod", "team-a", "w-0"),
-        Write("delete-service", "team-a", "w-0"),
-        Write("create-event", "team-a", "train", event),
+        Write("patch", "team-a", "train", patch, job_resource),
+        Write("patch-status", "team-a", "train", {"status": {}}, job_resource),
+        Write("delete", "team-a", "w-0", None, PODS),
+        Write("delete", "team-a", "w-0", None, SERVICES),
+        Write("create", "team-a", "train", event, EVENTS),
     ]

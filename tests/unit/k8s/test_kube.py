@@ -15,10 +15,22 @@ import urllib3
 
 from sweeper.config import Config
 from sweeper.core.errors import ConfigError
+from sweeper.core.families.trainer import LEFTOVERS as TRAINJOB_LEFTOVERS
 from sweeper.core.jobs import parse_job
-from sweeper.core.kinds import MPI_OPERATOR_VERSION, MPIJOB, PYTORCHJOB, TFJOB, TRAINJOB
+from sweeper.core.kinds import (
+    BATCH_JOBS,
+    EVENTS,
+    MPI_OPERATOR_VERSION,
+    MPIJOB,
+    NAMESPACES,
+    PODS,
+    PYTORCHJOB,
+    SERVICES,
+    TFJOB,
+    TRAINJOB,
+)
 from sweeper.k8s import client, kube
-from sweeper.k8s.cluster import ServedKind
+from sweeper.k8s.cluster import ServedKind, list_all
 from sweeper.k8s.credentials import Auth
 from sweeper.k8s.kubeconfig import Target
 from sweeper.k8s.transport import NoResponse, Response, Transport
@@ -26,6 +38,7 @@ from tests.unit.k8s.test_transport import FakeSend, FakeStop
 from tests.unit.objects import job
 
 PYTORCH = ServedKind(PYTORCHJOB, "v1")
+JOBSETS = TRAINJOB_LEFTOVERS.resource
 DATE = "Wed, 01 May 2024 12:00:00 GMT"
 
 
@@ -170,8 +183,8 @@ def test_all_namespaces_and_core_lists_collect_every_page() -> None:
         ok({"items": []}),
     )
 
-    assert sweeper_cluster.list_pods("a", "job=train") == [{"p": 1}, {"p": 2}]
-    assert sweeper_cluster.list_services("a", "job=train") == [{"s": 1}]
+    assert list_all(sweeper_cluster, PODS, "a", "job=train") == [{"p": 1}, {"p": 2}]
+    assert list_all(sweeper_cluster, SERVICES, "a", "job=train") == [{"s": 1}]
     assert next(sweeper_cluster.list_job_views(PYTORCH, None, None, 500)).jobs == []
     assert [s.path.split("?")[0] for s in send.sent] == [
         "/api/v1/namespaces/a/pods",
@@ -184,16 +197,20 @@ def test_all_namespaces_and_core_lists_collect_every_page() -> None:
 # --- reads and writes --------------------------------------------------------------------------
 
 
-def test_get_job_quotes_the_name_and_decodes_the_object() -> None:
+def test_get_quotes_the_name_and_decodes_the_object() -> None:
     answer = {"kind": "PyTorchJob", "metadata": {"uid": "u"}}
-    sweeper_cluster, send = cluster(ok(answer))
-    assert sweeper_cluster.get_job(PYTORCH, "a", "x/y") == answer
-    assert send.sent[0].path == "/apis/kubeflow.org/v1/namespaces/a/pytorchjobs/x%2Fy"
+    sweeper_cluster, send = cluster(ok(answer), ok(answer))
+    assert sweeper_cluster.get(PYTORCH.resource, "a", "x/y") == answer
+    assert sweeper_cluster.get(NAMESPACES, None, "team a") == answer
+    assert [s.path for s in send.sent] == [
+        "/apis/kubeflow.org/v1/namespaces/a/pytorchjobs/x%2Fy",
+        "/api/v1/namespaces/team%20a",
+    ]
 
 
 WRITES = [
     pytest.param(
-        lambda c: c.patch_job(PYTORCH, "a", "j", {"metadata": {}}, dry_run=False),
+        lambda c: c.patch(PYTORCH.resource, "a", "j", {"metadata": {}}, dry_run=False),
         "PATCH",
         "/apis/kubeflow.org/v1/namespaces/a/pytorchjobs/j",
         {"metadata": {}},
@@ -201,7 +218,9 @@ WRITES = [
         id="touch-patch",
     ),
     pytest.param(
-        lambda c: c.patch_job_status(PYTORCH, "a", "j", {"status": {}}, dry_run=True),
+        lambda c: c.patch(
+            PYTORCH.resource, "a", "j", {"status": {}}, subresource="status", dry_run=True
+        ),
         "PATCH",
         "/apis/kubeflow.org/v1/namespaces/a/pytorchjobs/j/status?dryRun=All",
         {"status": {}},
@@ -209,7 +228,7 @@ WRITES = [
         id="status-patch-server-dry-run",
     ),
     pytest.param(
-        lambda c: c.delete_pod("a", "p", "uid-1", dry_run=False),
+        lambda c: c.delete(PODS, "a", "p", "uid-1", dry_run=False),
         "DELETE",
         "/api/v1/namespaces/a/pods/p",
         {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": "uid-1"}},
@@ -217,7 +236,7 @@ WRITES = [
         id="pod-delete-with-uid-precondition",
     ),
     pytest.param(
-        lambda c: c.delete_service("a", "s", "uid-2", dry_run=True),
+        lambda c: c.delete(SERVICES, "a", "s", "uid-2", dry_run=True),
         "DELETE",
         "/api/v1/namespaces/a/services/s?dryRun=All",
         {
@@ -230,7 +249,7 @@ WRITES = [
         id="service-delete-server-dry-run",
     ),
     pytest.param(
-        lambda c: c.delete_jobset("a", "train", "uid-3", dry_run=False),
+        lambda c: c.delete(JOBSETS, "a", "train", "uid-3", propagation="Background", dry_run=False),
         "DELETE",
         "/apis/jobset.x-k8s.io/v1alpha2/namespaces/a/jobsets/train",
         {
@@ -243,8 +262,8 @@ WRITES = [
         id="jobset-delete-with-uid-precondition-in-the-background",
     ),
     pytest.param(
-        lambda c: c.patch_batch_job(
-            "a", "mpi-launcher", {"spec": {"activeDeadlineSeconds": 5}}, dry_run=True
+        lambda c: c.patch(
+            BATCH_JOBS, "a", "mpi-launcher", {"spec": {"activeDeadlineSeconds": 5}}, dry_run=True
         ),
         "PATCH",
         "/apis/batch/v1/namespaces/a/jobs/mpi-launcher?dryRun=All",
@@ -253,7 +272,7 @@ WRITES = [
         id="launcher-deadline-patch-server-dry-run",
     ),
     pytest.param(
-        lambda c: c.create_event("a", {"kind": "Event"}, dry_run=False),
+        lambda c: c.create(EVENTS, "a", {"kind": "Event"}, dry_run=False),
         "POST",
         "/api/v1/namespaces/a/events",
         {"kind": "Event"},

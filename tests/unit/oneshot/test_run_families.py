@@ -116,7 +116,7 @@ def test_the_jobset_the_trainer_left_is_deleted_with_its_uid_and_an_event() -> N
         "DeadlineJobSetDeleted",
         "trainer.kubeflow.org/v1alpha1",
     )
-    assert fake.methods().count("list-jobset-pages") == 1
+    assert fake.methods().count("list-jobsets") == 1
 
 
 def test_a_jobset_that_is_gone_deleting_or_someone_elses_is_never_deleted() -> None:
