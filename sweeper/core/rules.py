@@ -149,16 +149,19 @@ SUSPENDED = skip_if(
     lambda job, *_: f"suspend {'true' if job.suspended else 'false'}",
     lambda job: job.suspended,
 )
-# Resumed (e.g. re-admitted by Kueue) but not reconciled yet: the operator flips Suspended to
-# False and resets startTime to now before its deadline check, so the startTime read here is
-# stale and the job is not overdue.
+# Resumed (e.g. re-admitted by Kueue) but not reconciled yet: every family's controller flips
+# Suspended to False and restarts its clock (startTime; a TrainJob's Suspended=False
+# transition) before its deadline check, so the clock read here is stale and the job is not
+# overdue.
 RESUMING = skip_if(
     SkipReason.RESUMING,
     lambda job, *_: (
         "condition Suspended=True" if job.suspended_condition else "no Suspended=True condition"
     ),
     lambda job: job.suspended_condition,
-    lambda _job: "Suspended=True but suspend is not set: the operator restarts its clock on resume",
+    lambda _job: (
+        "Suspended=True but suspend is not set: its controller restarts its clock on resume"
+    ),
     with_overdue=False,
 )
 NO_DEADLINE = skip_if(

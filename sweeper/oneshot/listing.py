@@ -15,7 +15,7 @@ from datetime import datetime
 from http import HTTPStatus
 
 from sweeper.config import ClockMode, Config
-from sweeper.core.clock import Clock, human
+from sweeper.core.clock import DATE_RESOLUTION_S, Clock, human
 from sweeper.core.decide import judge
 from sweeper.core.errors import (
     ApiError,
@@ -39,8 +39,6 @@ from sweeper.stop import Stop
 
 log = logging.getLogger(__name__)
 
-# Date headers have whole-second resolution: a skew below this is noise.
-_SKEW_RESOLUTION_S = 1.0
 # Lists read at once, and pages (of every list together) that may wait for the pass
 # (sweeper.oneshot.readahead): two readers keep the API server busy while this process decodes
 # and judges (a third measured no better), and eight pages let a reader go on into the next list
@@ -326,7 +324,7 @@ class Listing:
             return local
         skew = (local - server).total_seconds()
         if self.config.clock is ClockMode.LOCAL:
-            if abs(skew) > self.config.policy.grace + _SKEW_RESOLUTION_S:
+            if abs(skew) > self.config.policy.grace + DATE_RESOLUTION_S:
                 log.warning(
                     "the local clock is %s %s the API server's; --clock local decides by it",
                     human(abs(skew)),

@@ -319,6 +319,43 @@ CASES = [
         "touch-again",
         id="touch-again-after-escalate-after",
     ),
+    # A stamp later than now by more than the skew tolerated (--grace plus the Date header's
+    # whole second) is no touch of the sweeper's: a tenant's would stop every touch.
+    pytest.param(
+        job(annotations={TOUCHED_AT_ANNOTATION: "2125-01-01T00:00:00Z"}),
+        TOUCH,
+        "touch",
+        "overdue",
+        id="touch-a-stamp-in-the-future-counts-as-none",
+    ),
+    pytest.param(
+        job(annotations={TOUCHED_AT_ANNOTATION: ago(-2)}),
+        TOUCH,
+        "touch",
+        "overdue",
+        id="touch-a-stamp-two-seconds-ahead-counts-as-none",
+    ),
+    pytest.param(
+        job(annotations={TOUCHED_AT_ANNOTATION: ago(-1)}),
+        TOUCH,
+        "skip",
+        "recently-touched",
+        id="touch-a-stamp-within-the-date-headers-second-counts",
+    ),
+    pytest.param(
+        job(annotations={TOUCHED_AT_ANNOTATION: ago(-31)}),
+        Policy(grace=30),
+        "skip",
+        "recently-touched",
+        id="touch-a-stamp-within-grace-and-a-second-counts",
+    ),
+    pytest.param(
+        job(started_ago=3660, annotations={TOUCHED_AT_ANNOTATION: "2125-01-01T00:00:00Z"}),
+        AUTO,
+        "touch",
+        "overdue",
+        id="auto-a-stamp-in-the-future-counts-as-none",
+    ),
     # Quick re-touches (--retouch-after 5s, --retouch-limit 3): the operator judges with its own
     # clock, which may not have reached the deadline when a touch written at it arrived.
     pytest.param(

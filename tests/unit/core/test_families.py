@@ -131,6 +131,11 @@ TRAIN_CASES = [
     ),
     pytest.param(trainjob(suspend=True), ("skip", "suspended"), id="suspended"),
     pytest.param(
+        trainjob(created_ago=5000, suspend=False, still_suspended=True),
+        ("skip", "resuming"),
+        id="resumed-the-trainer-restarts-its-clock-first",
+    ),
+    pytest.param(
         trainjob(failed="DeadlineExceeded", failed_ago=121),
         ("delete-jobset", "jobset-left"),
         id="jobset-left-after-the-grace",

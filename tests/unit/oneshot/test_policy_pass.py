@@ -11,10 +11,10 @@ from click.testing import Result
 
 from sweeper.cli import Seams, command
 from sweeper.core.errors import ApiError, RequestRef
-from sweeper.core.kinds import EXCLUDE_ANNOTATION
+from sweeper.core.kinds import EXCLUDE_ANNOTATION, TOUCHED_AT_ANNOTATION
 from tests.cli_runner import runner
 from tests.unit.fakes import FakeWatchCluster
-from tests.unit.objects import NOW, job
+from tests.unit.objects import NOW, job, trainjob
 
 RULES = """
 rules:
@@ -92,6 +92,37 @@ def test_the_report_says_where_each_deadline_comes_from(harness: Harness) -> Non
     assert records["today"]["reason"] == "no-deadline"
     wide = harness.invoke("-o", "wide", "--dry-run").stdout
     assert "(1h30m cap, rule gpu)" in wide
+
+
+def test_a_trainjob_kueue_just_resumed_is_left_to_the_trainer_to_restart_its_clock(
+    harness: Harness,
+) -> None:
+    # Suspended past its cap, then admitted: until the trainer flips Suspended to False (and
+    # so restarts its clock), creation + the cap reads as long past.
+    harness.fake.add_job(
+        trainjob(deadline=100 * 3600, created_ago=80 * 3600, suspend=False, still_suspended=True)
+    )
+    result = harness.invoke("--action", "touch", "-o", "json")
+    assert result.exit_code == 0, result.output
+    assert harness.fake.writes == []
+    (record,) = json.loads(result.stdout)["jobs"]
+    assert (record["decision"], record["reason"], record["rule"]) == ("skip", "resuming", "gpu")
+
+
+def test_a_stamp_a_tenant_wrote_in_the_future_stops_no_touch(harness: Harness) -> None:
+    forged = {TOUCHED_AT_ANNOTATION: "2125-01-01T00:00:00Z"}
+    harness.fake.add_job(
+        job(name="forged", deadline=3600, started_ago=3 * 3600, annotations=forged)
+    )
+    harness.fake.add_job(job(name="honest", deadline=3600, started_ago=3 * 3600))
+    result = harness.invoke("--action", "touch", "-o", "json")
+    assert result.exit_code == 0, result.output
+    assert sorted((r.method, r.name) for r in harness.fake.writes if r.method == "patch") == [
+        ("patch", "forged"),
+        ("patch", "honest"),
+    ]
+    stamp = harness.fake.job("pytorchjobs", "team-a", "forged")["metadata"]["annotations"]
+    assert stamp[TOUCHED_AT_ANNOTATION] == "2024-05-01T12:00:00Z"
 
 
 def test_a_job_within_its_rule_is_touched_as_without_a_policy(harness: Harness) -> None:
