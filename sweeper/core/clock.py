@@ -9,6 +9,8 @@ server's clock comes from the ``Date`` header of its responses (RFC 7231, whole 
 from __future__ import annotations
 
 import email.utils
+import math
+import reprlib
 import time
 from datetime import UTC, datetime
 from typing import Protocol
@@ -129,7 +131,10 @@ def parse_duration(value: object, *, positive: bool, longest: float | None = Non
             than ``longest``; the message is the usage error's wording.
     """
     if isinstance(value, int | float):
-        seconds = float(value)
+        try:
+            seconds = float(value)
+        except OverflowError:  # an integer past any float (a rules file's 400 digits)
+            seconds = math.inf
     else:
         text = str(value).strip()
         try:
@@ -139,12 +144,14 @@ def parse_duration(value: object, *, positive: bool, longest: float | None = Non
                 seconds = durationpy.from_str(text).total_seconds()
             except durationpy.DurationError:
                 raise ValueError(
-                    f"{value!r} is not a duration (e.g. 30s, 5m, 1h30m, or seconds)"
+                    f"{reprlib.repr(value)} is not a duration (e.g. 30s, 5m, 1h30m, or seconds)"
                 ) from None
     if seconds != seconds or seconds in (float("inf"), float("-inf")):  # noqa: PLR0124 - NaN
-        raise ValueError(f"{value!r} is not a finite duration")
+        raise ValueError(f"{reprlib.repr(value)} is not a finite duration")
     if seconds < 0 or (positive and seconds == 0):
-        raise ValueError(f"{value!r} must be {'positive' if positive else 'zero or more'}")
+        raise ValueError(
+            f"{reprlib.repr(value)} must be {'positive' if positive else 'zero or more'}"
+        )
     if longest is not None and seconds > longest:
-        raise ValueError(f"{value!r} must be at most {longest / 3600:g}h (a year)")
+        raise ValueError(f"{reprlib.repr(value)} must be at most {longest / 3600:g}h (a year)")
     return seconds

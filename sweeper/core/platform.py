@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import reprlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -167,6 +168,11 @@ def load_platform(text: str, source: str) -> Platform:
         where = f" (line {mark.line + 1})" if mark is not None else ""
         problem = getattr(error, "problem", None) or "unreadable"
         raise ConfigError(f"{source}: not YAML{where}: {problem}") from None
+    except RecursionError:  # the parser recurses once per level of nesting
+        raise ConfigError(f"{source}: not YAML: nested too deeply") from None
+    except ValueError as error:  # a value its constructors refuse (a 13th month, 5,000 digits)
+        # What follows a ';' is Python's advice to programmers (sys.set_int_max_str_digits).
+        raise ConfigError(f"{source}: not YAML: {str(error).partition(';')[0]}") from None
     if not isinstance(document, Mapping) or set(document) != {"rules"}:
         raise ConfigError(f"{source}: expected a mapping with one key, rules (a list of rules)")
     items = document["rules"]
@@ -188,8 +194,9 @@ def _rule(item: object, where: str, source: str) -> PlatformRule:
         raise ConfigError(f"{where}: expected a mapping")
     name = item.get("name")
     if not isinstance(name, str) or not _NAME.fullmatch(name):
+        shown = reprlib.repr(name)  # quoted in part: one short line, whatever the file holds
         raise ConfigError(
-            f"{where}: name: {name!r}: expected a DNS label (a-z, 0-9 and -, at most 63)"
+            f"{where}: name: {shown}: expected a DNS label (a-z, 0-9 and -, at most 63)"
         )
     where = f"{source}: rule {name}"
     for key in item:
@@ -199,12 +206,12 @@ def _rule(item: object, where: str, source: str) -> PlatformRule:
     cap = _duration(item, "maxDeadline", where, whole=True)
     if default is not None and cap is not None and default > cap:
         raise ConfigError(
-            f"{where}: defaultDeadline: {item['defaultDeadline']!r} is longer than "
-            f"maxDeadline {item['maxDeadline']!r}"
+            f"{where}: defaultDeadline: {reprlib.repr(item['defaultDeadline'])} is longer than "
+            f"maxDeadline {reprlib.repr(item['maxDeadline'])}"
         )
     allow = item.get("allowExemption", False)
     if not isinstance(allow, bool):
-        raise ConfigError(f"{where}: allowExemption: {allow!r}: expected true or false")
+        raise ConfigError(f"{where}: allowExemption: {reprlib.repr(allow)}: expected true or false")
     return PlatformRule(
         name=name,
         selector=_selector(item.get("namespaceSelector"), f"{where}: namespaceSelector"),
@@ -221,14 +228,14 @@ def _duration(item: Mapping[str, object], key: str, where: str, *, whole: bool) 
     if value is None:
         return None
     if isinstance(value, bool):
-        raise ConfigError(f"{where}: {key}: {value!r}: not a duration")
+        raise ConfigError(f"{where}: {key}: {reprlib.repr(value)}: not a duration")
     try:
         seconds = parse_duration(value, positive=True, longest=LONGEST_WAIT)
     except ValueError as error:
         raise ConfigError(f"{where}: {key}: {error}") from None
     if whole and seconds != int(seconds):
         # It becomes an activeDeadlineSeconds, an integer.
-        raise ConfigError(f"{where}: {key}: {value!r}: not a whole number of seconds")
+        raise ConfigError(f"{where}: {key}: {reprlib.repr(value)}: not a whole number of seconds")
     return seconds
 
 
@@ -239,9 +246,8 @@ def _kinds(value: object, where: str) -> frozenset[str] | None:
         raise ConfigError(f"{where}: expected a non-empty list of kinds, e.g. [PyTorchJob]")
     for name in value:
         if not isinstance(name, str) or name not in _KIND_NAMES:
-            raise ConfigError(
-                f"{where}: {name!r}: not a kind (expected one of {', '.join(_KIND_NAMES)})"
-            )
+            shown, kinds = reprlib.repr(name), ", ".join(_KIND_NAMES)
+            raise ConfigError(f"{where}: {shown}: not a kind (expected one of {kinds})")
     return frozenset(value)
 
 
@@ -283,7 +289,7 @@ def _requirement(entry: object, where: str) -> Requirement:
         raise ConfigError(f"{where}: key: expected a label key")
     if operator not in OPERATORS:
         raise ConfigError(
-            f"{where}: operator: {operator!r}: expected one of {', '.join(OPERATORS)}"
+            f"{where}: operator: {reprlib.repr(operator)}: expected one of {', '.join(OPERATORS)}"
         )
     if operator in ("In", "NotIn"):
         if (

@@ -32,6 +32,12 @@ from sweeper.watch.inbox import Ending, Event, Fired, JobKey, Listed, Message, P
 RETRY_FAILED_S = 5.0
 RETRY_FAILED_CAP_S = 300.0
 _FIRE_BACKOFF = RetryPolicy(backoff_base_s=2 * RETRY_FAILED_S, backoff_cap_s=RETRY_FAILED_CAP_S)
+# A fire that asks to look at its job again at once (at or before now) is looked at this much
+# later: whatever a fire makes of a job, it is never re-read in a loop, faster than the API
+# server answers. A read that got no answer, or an action not started (the Lease lost), is
+# tried again as soon: the transport has just spent its own retries (about 2 s), so the job
+# is tried again within about a second of the server's return.
+REFIRE_AFTER_S = 0.5
 # Failures counted at most (2**20 steps is far past the cap; no float overflow however long).
 _FAILURES_COUNTED = 20
 
@@ -147,10 +153,16 @@ class Agenda:
                 self._timers.arm(fired.key, rearm)
 
     def _retry(self, fired: Fired) -> datetime | None:
-        """When to look at a fired job again: its backoff after a failure, else as it said."""
+        """When to look at a fired job again: its backoff after a failure, else as it said.
+
+        Never at once: a look due at or before now is ``REFIRE_AFTER_S`` away.
+        """
         if fired.ending is Ending.SETTLED:
             self._failures.pop(fired.key, None)
         if fired.ending is not Ending.FAILED:
+            now = self._clock.now()
+            if fired.rearm is not None and fired.rearm <= now:
+                return now + timedelta(seconds=REFIRE_AFTER_S)
             return fired.rearm
         failures = min(self._failures.get(fired.key, 0) + 1, _FAILURES_COUNTED)
         self._failures[fired.key] = failures

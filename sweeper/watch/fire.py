@@ -10,7 +10,7 @@ import logging
 import math
 import threading
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from sweeper.act.executor import Executor
 from sweeper.config import ClockMode, Config
@@ -30,11 +30,6 @@ from sweeper.watch.inbox import Ending, Fired, Inbox, JobKey
 from sweeper.watch.servertime import ServerClock
 
 log = logging.getLogger(__name__)
-
-# A fired job whose read got no answer is looked at again this much later: the transport has
-# just spent its own retries (about 2 s), so the job is tried again within about a second of
-# the server's return.
-RETRY_UNREACHABLE_S = 0.5
 
 
 class DecisionClock:
@@ -158,10 +153,8 @@ class Fire:
             log.warning(
                 "cannot read %s %s/%s at its deadline: %s", key.kind, key.namespace, key.name, error
             )
-            if error.status is None:
-                return Fired(
-                    key, self._clock.now() + _seconds(RETRY_UNREACHABLE_S), Ending.NOT_TRIED
-                )
+            if error.status is None:  # no answer: looked at again in a moment (the agenda)
+                return Fired(key, due, Ending.NOT_TRIED)
             return Fired(key, None, Ending.FAILED)
         view = self.view()
         job = view(parse_job(raw, served.kind, served.version))
@@ -174,11 +167,13 @@ class Fire:
             on_outcome=self._outcome,
             view=view,
         )
-        warning = warning_due(job, now, policy)
-        if warning is not None:  # before its deadline: no action is due with it
-            return self._warn(key, due, executor, warning, now=now, then=due_at(job, policy))
         entry = judge(job, now, policy)
         if not isinstance(entry, Action):
+            # A warning never delays nor replaces an action: one due with it (a TrainJob's
+            # deadline to write) comes with the job's next event, as at the next pass.
+            warning = warning_due(job, now, policy)
+            if warning is not None:
+                return self._warn(key, due, executor, warning, now=now, then=due_at(job, policy))
             # Changed since the event, or the server clock is not surely there yet.
             return Fired(key, due_at(job, policy))
         if (
@@ -238,7 +233,3 @@ def _ended(key: JobKey, due: datetime, outcome: Outcome) -> Fired:
         # an action done in part (some pods deleted, one refused): the re-read judges again.
         return Fired(key, None, Ending.FAILED)
     return Fired(key, None)  # done: the job's next event (our own write's, too) re-arms it
-
-
-def _seconds(value: float) -> timedelta:
-    return timedelta(seconds=value)

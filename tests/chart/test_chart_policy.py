@@ -177,6 +177,17 @@ def rule_error(render_error: Any, rule: dict[str, Any]) -> str:
         ),
         pytest.param({"name": "x", "warnBefore": True}, "/policy/rules/1/warnBefore", id="bool"),
         pytest.param(
+            {"name": "x", "maxDeadline": 1e300}, "/policy/rules/1/maxDeadline", id="huge-number"
+        ),
+        pytest.param(
+            {"name": "x", "maxDeadline": 31536001}, "/policy/rules/1/maxDeadline", id="over-a-year"
+        ),
+        pytest.param(
+            {"name": "x", "warnBefore": "1" + "0" * 340 + "h"},
+            "/policy/rules/1/warnBefore",
+            id="huge-text",
+        ),
+        pytest.param(
             {"name": "x", "allowExemption": "yes"}, "/policy/rules/1/allowExemption", id="yes"
         ),
         pytest.param(
@@ -257,6 +268,9 @@ def test_two_rules_of_one_name_are_refused(render_error):
         pytest.param(
             {"name": "d", "defaultDeadline": 90, "maxDeadline": "1h30m", "warnBefore": "250ms"},
             id="durations",
+        ),
+        pytest.param(
+            {"name": "y", "defaultDeadline": 31536000, "maxDeadline": "8760h"}, id="a-year"
         ),
     ],
 )

@@ -203,6 +203,77 @@ def test_a_bad_rules_file_is_exit_two_before_any_request(harness: Harness, tmp_p
     assert "absent.yaml: cannot read: No such file or directory" in missing.stderr
 
 
+_HUGE = "1" + "0" * 340  # past a float: int too large to convert
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        pytest.param(
+            f"rules:\n  - {{name: gpu, maxDeadline: {_HUGE}}}\n",
+            "rule gpu: maxDeadline: 1000",
+            id="huge-integer",
+        ),
+        pytest.param(
+            f"rules:\n  - {{name: gpu, warnBefore: -{_HUGE}}}\n",
+            "rule gpu: warnBefore: -1000",
+            id="huge-negative-integer",
+        ),
+        pytest.param(
+            f"rules:\n  - {{name: gpu, defaultDeadline: 0x{'f' * 300}}}\n",
+            "rule gpu: defaultDeadline: ",
+            id="huge-hexadecimal",
+        ),
+        pytest.param(
+            f"rules:\n  - {{name: gpu, maxDeadline: 1{'0' * 5000}}}\n",
+            "not YAML",
+            id="integer-past-python-digit-limit",
+        ),
+        pytest.param("rules: " + "[" * 3000 + "]" * 3000 + "\n", "not YAML", id="deep-lists"),
+        pytest.param(
+            "rules:\n  - " + "{a: " * 3000 + "1" + "}" * 3000 + "\n",
+            "not YAML",
+            id="deep-mappings",
+        ),
+        pytest.param(
+            "rules:\n  - {name: gpu, kinds: " + "[" * 400 + "]" * 400 + "}\n",
+            "rule gpu: kinds: ",
+            id="nested-kinds",
+        ),
+        pytest.param(
+            "rules:\n  - {name: gpu, maxDeadline: 2001-13-45}\n",
+            "not YAML",
+            id="impossible-date",
+        ),
+        pytest.param(
+            "rules:\n  - {name: gpu, maxDeadline: 2001-12-14t25:59:43.10-05:00}\n",
+            "not YAML",
+            id="impossible-timestamp",
+        ),
+        pytest.param(
+            "rules:\n  - {name: " + "a" * 100_000 + "}\n",
+            "rules[0]: name: 'aaa",
+            id="huge-name",
+        ),
+        pytest.param(
+            "rules:\n  - {name: gpu, maxDeadline: '" + "1h" * 100_000 + "'}\n",
+            "rule gpu: maxDeadline: '1h1h",
+            id="huge-duration-text",
+        ),
+    ],
+)
+def test_a_hostile_rules_file_is_one_short_line_and_exit_two(
+    harness: Harness, text: str, message: str
+) -> None:
+    harness.rules.write_text(text)
+    result = harness.invoke()
+    assert result.exit_code == 2, result.stderr[-300:]
+    (line,) = result.stderr.splitlines()
+    assert f"--policy {harness.rules}: {message}" in line
+    assert len(line) < 400  # the value is quoted in part, never whole
+    assert harness.fake.requests == []
+
+
 def test_the_environment_twin_names_the_file(harness: Harness) -> None:
     harness.fake.add_job(job(name="none", deadline=None, started_ago=9000))
     result = runner().invoke(

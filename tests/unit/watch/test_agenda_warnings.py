@@ -80,6 +80,7 @@ def test_a_job_that_is_gone_forgets_its_warning() -> None:
 
 
 def test_a_warning_due_after_the_action_is_not_waited_for() -> None:
+    # The fire acts first too, and warns at the job's next look (test_watch_warnings.py).
     book = agenda()
     book.apply(Event(KEY, DUE, Pending(DUE, DUE, WARN.name)))
     assert book.when(KEY) == DUE

@@ -9,7 +9,7 @@ apply the message the fire sends, and read the timer it left armed.
 from __future__ import annotations
 
 import io
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -17,13 +17,15 @@ import pytest
 from sweeper.cli import Seams, command
 from sweeper.config import ClockMode, Config, WatchSettings
 from sweeper.core.clock import SYSTEM_CLOCK
+from sweeper.core.decide import ALWAYS
 from sweeper.core.errors import ApiError, ConfigError, RequestRef
 from sweeper.core.kinds import KINDS, VERSION
 from sweeper.core.model import ActionMode, Policy
 from sweeper.k8s.cluster import ServedKind
 from sweeper.stop import Stop
+from sweeper.watch.agenda import REFIRE_AFTER_S
 from sweeper.watch.engine import Watcher
-from sweeper.watch.inbox import Event, Fired, JobKey, Listed, Scope
+from sweeper.watch.inbox import Ending, Event, Fired, JobKey, Listed, Scope
 from tests.cli_runner import runner
 from tests.unit.fakes import FakeWatchCluster, Request
 from tests.unit.objects import NOW, deadline_failed, job, owned
@@ -274,11 +276,59 @@ def test_a_timer_waits_while_a_resync_pass_acts_on_its_job_then_looks_again() ->
 
 def test_an_action_not_started_is_no_failure_of_the_job() -> None:
     # The run stopped (or the Lease was lost) between the read and the write: the timer is
-    # kept at its instant, for the next leader's turn of the loop, and nothing is counted.
+    # kept armed, for the next leader's turn of the loop, and nothing is counted.
     fake = FakeWatchCluster(date=NOW)
     fake.add_job(job())
     w = watcher(fake)
     w.stop.request("SIGTERM")
-    assert fire(w) == NOW
+    assert delay(fire(w)) == REFIRE_AFTER_S
     assert w.agenda.failures(KEY) == 0
     assert touches(fake) == []
+
+
+# --- C4: nothing is re-fired faster than the API server answers --------------------------------
+
+
+@pytest.mark.parametrize(
+    ("rearm", "ending"),
+    [
+        pytest.param(ALWAYS, Ending.SETTLED, id="at-once"),
+        pytest.param(NOW, Ending.SETTLED, id="now"),
+        pytest.param(NOW - timedelta(minutes=5), Ending.SETTLED, id="in-the-past"),
+        pytest.param(NOW, Ending.NOT_TRIED, id="not-tried"),
+    ],
+)
+def test_a_fire_asking_to_look_again_at_once_is_looked_at_a_moment_later(
+    rearm: datetime, ending: Ending
+) -> None:
+    w = watcher(FakeWatchCluster(date=NOW))
+    assert take(w)
+    w._apply(Fired(KEY, rearm, ending))
+    assert delay(w.agenda.when(KEY)) == REFIRE_AFTER_S
+    assert w.agenda.take_due(NOW) == []
+
+
+def test_a_fire_asking_to_look_again_later_is_looked_at_then() -> None:
+    w = watcher(FakeWatchCluster(date=NOW))
+    assert take(w)
+    w._apply(Fired(KEY, NOW + timedelta(seconds=0.1)))
+    assert delay(w.agenda.when(KEY)) == 0.1
+
+
+def test_a_change_while_the_fire_ran_is_looked_at_at_once() -> None:
+    # The job's event is the API server's answer: its look is not held back.
+    w = watcher(FakeWatchCluster(date=NOW))
+    assert take(w)
+    w._apply(Event(KEY, NOW))
+    assert w.agenda.take_due(NOW) == []  # deferred while the fire holds the job
+    w._apply(Fired(KEY, NOW))
+    assert w.agenda.when(KEY) == NOW
+
+
+def test_an_unanswered_read_is_tried_again_a_moment_later_without_counting() -> None:
+    fake = FakeWatchCluster(date=NOW)
+    fake.add_job(job())
+    fake.fail("get", "train", ApiError(RequestRef("get", "pytorchjobs", "team-a", "train"), None))
+    w = watcher(fake)
+    assert delay(fire(w)) == REFIRE_AFTER_S
+    assert w.agenda.failures(KEY) == 0
