@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
+from sweeper.core.families import family_of
 from sweeper.core.jobs import Job
 from sweeper.core.kinds import Kind
 from sweeper.core.model import JSON
@@ -29,6 +30,11 @@ class ServedKind:
 
     kind: Kind
     version: str
+
+    @property
+    def family(self) -> str:
+        """The name of the family whose controller serves the kind at this version."""
+        return family_of(self.kind, self.version).name
 
 
 @dataclass(frozen=True, slots=True)
