@@ -12,11 +12,13 @@ what to type.
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from tests.unit.test_self_contained import _texts
+from tests.unit.test_self_contained import REPO, _texts
 
 # An interpreter, its options, then a path ending in .py: the options must include -P (or -I,
 # isolated mode, which implies it).
@@ -70,3 +72,16 @@ def test_no_in_repo_script_runs_with_its_directory_on_sys_path() -> None:
     ]
 
     assert found == []
+
+
+def test_run_without_dash_p_devcluster_shadows_the_standard_library() -> None:
+    # -S: no site-packages hook imports the real operator first, as on a bare image build.
+    def run(*options: str) -> subprocess.CompletedProcess[str]:
+        script = REPO / "devcluster" / "sbom.py"
+        argv = [sys.executable, "-S", *options, str(script), "--help"]
+        return subprocess.run(argv, capture_output=True, text=True, check=False, timeout=60)
+
+    bare, safe = run(), run("-P")
+
+    assert "partially initialized module 'operator'" in bare.stderr
+    assert (safe.returncode, safe.stderr) == (0, "")
