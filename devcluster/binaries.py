@@ -3,7 +3,7 @@
 One source for what is built at which version: ``tools/binaries.txt`` names each binary, its
 wrapper module under ``tools/`` and its Go package; the version is the one that module's
 ``go.mod`` requires for the package's Go module, which is what ``go build`` uses. The build
-script gets its rows from this module (``python3 devcluster/binaries.py``), so neither side
+script gets its rows from this module (``python3 -P devcluster/binaries.py``), so neither side
 parses the other. The cache directory comes from the script (``--print-dir``), so the
 environment overrides it honours (``SWEEPER_BIN_CACHE``, ``XDG_CACHE_HOME``) apply here too.
 

@@ -1,7 +1,7 @@
 """The image's software bill of materials: a CycloneDX 1.5 JSON document, read from its files.
 
 ``scripts/build-image`` runs it on the image it built (mounted), the release workflow on the
-released image (exported): ``python3 devcluster/sbom.py ROOTFS --name REF --lock
+released image (exported): ``python3 -P devcluster/sbom.py ROOTFS --name REF --lock
 requirements.txt --output FILE``. It lists
 
 - every Python distribution in the image's virtual environment (``opt/venv``'s ``*.dist-info``),

@@ -69,6 +69,31 @@ class DryRun(StrEnum):
     SERVER = "server"
 
 
+# kubectl's own spellings, plus the usual booleans (true means client, false none).
+_DRY_RUN_ALIASES = {"true": "client", "1": "client", "yes": "client"} | dict.fromkeys(
+    ("false", "0", "no"), "none"
+)
+
+
+def parse_dry_run(value: object) -> DryRun | None:
+    """Read a ``--dry-run`` word: ``client`` (also the bare flag), ``server``, or ``none``.
+
+    An empty value never gets here (the CLI refuses it): kubectl refuses ``--dry-run=``, and an
+    empty ``SWEEPER_DRY_RUN`` in a template must never turn into a writing run. ``none`` reads
+    as ``None``; any other word raises ``ValueError``.
+    """
+    if value is None or isinstance(value, DryRun):
+        return value
+    text = str(value).strip().lower()
+    text = _DRY_RUN_ALIASES.get(text, text)
+    if text == "none":
+        return None
+    try:
+        return DryRun(text)
+    except ValueError:
+        raise ValueError(f"{value!r} is not one of client, server, none") from None
+
+
 class OutputFormat(StrEnum):
     """``--output``: the report's format on stdout."""
 
@@ -213,6 +238,7 @@ class Config:
         kubeconfig: A path or a ``:``-separated list (``--kubeconfig`` or ``KUBECONFIG``).
         namespaces: Empty for all namespaces; ``exclude_namespaces`` drop jobs from the listing.
         kinds: Empty for every kind.
+        families: The names of the families swept (``--family``); empty for every family.
         policy: The decision's flags (``--action``, ``--grace``...).
         every: Seconds between pass starts; ``None`` for one pass.
         for_seconds: Seconds during which passes start.
@@ -236,6 +262,7 @@ class Config:
     namespaces: tuple[str, ...] = ()
     exclude_namespaces: tuple[str, ...] = ()
     kinds: tuple[Kind, ...] = ()
+    families: tuple[str, ...] = ()
     selector: str | None = None
     page_size: int = 500
     policy: Policy = field(default_factory=Policy)

@@ -83,7 +83,11 @@ def run_explain(
         try:
             discovery = cluster.discover()
             covered = RunScope.of(
-                discovery.served, config.kinds, config.namespaces, config.exclude_namespaces
+                discovery.served,
+                config.kinds,
+                config.namespaces,
+                config.exclude_namespaces,
+                config.families,
             )
             # In discovery's order (not --kind's): the order it always looked in and printed.
             served = [s for s in discovery.served if s in covered.kinds]

@@ -23,7 +23,6 @@ from sweeper.config import (
     LOG_LEVELS,
     ClockMode,
     Config,
-    DryRun,
     LogFormat,
     OutputFormat,
     Timing,
@@ -35,6 +34,7 @@ from sweeper.config import (
     parse_reference,
 )
 from sweeper.core.errors import ConfigError
+from sweeper.core.families import FAMILIES
 from sweeper.core.kinds import Kind, lookup
 from sweeper.core.model import ActionMode, PodsMode, Policy
 from sweeper.core.platform import Platform, load_platform
@@ -169,6 +169,16 @@ FLAGS: tuple[Flag, ...] = (
         multiple=True,
         to="kinds",
         read=_kinds,
+    ),
+    Flag(
+        ("--family", "families"),
+        "Only this controller family's jobs: training-operator, mpi-operator (MPIJob at "
+        "v2beta1) or trainer (repeatable; default: all).",
+        Choice(tuple(family.NAME for family in FAMILIES)),
+        metavar="FAMILY",
+        multiple=True,
+        to="families",
+        read=lambda names: tuple(dict.fromkeys(names)),
     ),
     Flag(
         ("-l", "--selector"),
@@ -441,31 +451,6 @@ FLAGS: tuple[Flag, ...] = (
         to="watch.health_port",
     ),
 )
-
-
-# kubectl's own spellings, plus the usual booleans (true means client, false none).
-_DRY_RUN_ALIASES = {"true": "client", "1": "client", "yes": "client"} | dict.fromkeys(
-    ("false", "0", "no"), "none"
-)
-
-
-def parse_dry_run(value: object) -> DryRun | None:
-    """Read a ``--dry-run`` word: ``client`` (also the bare flag), ``server``, or ``none``.
-
-    An empty value never gets here (the CLI refuses it): kubectl refuses ``--dry-run=``, and an
-    empty ``SWEEPER_DRY_RUN`` in a template must never turn into a writing run. ``none`` reads
-    as ``None``; any other word raises ``ValueError``.
-    """
-    if value is None or isinstance(value, DryRun):
-        return value
-    text = str(value).strip().lower()
-    text = _DRY_RUN_ALIASES.get(text, text)
-    if text == "none":
-        return None
-    try:
-        return DryRun(text)
-    except ValueError:
-        raise ValueError(f"{value!r} is not one of client, server, none") from None
 
 
 def build_config(options: dict[str, Any]) -> Config:

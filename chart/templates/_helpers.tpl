@@ -198,20 +198,25 @@ trainer:
 
 {{/*
 The kinds to sweep, as YAML: "kubeflow" (plurals in kubeflow.org), "trainer" (plurals in
-trainer.kubeflow.org), "names" (the kinds, for --kind) and "all" (whether every kind of every
-family is swept, so that no --kind is needed).
+trainer.kubeflow.org), "names" (the kinds, for --kind) and "ruled" (the plurals among them that
+some rule of policy.rules can select: its kinds absent or naming them; only these get the
+writes that enforce a platform deadline).
 */}}
 {{- define "sweeper.plurals" -}}
 {{- $table := include "sweeper.kindTable" . | fromYaml }}
-{{- $kubeflow := list }}{{ $trainer := list }}{{ $names := list }}{{ $all := true }}
+{{- $kubeflow := list }}{{ $trainer := list }}{{ $names := list }}{{ $ruled := list }}
 {{- range $family := list "training-operator" "mpi-operator" "trainer" }}
 {{- range $row := get $table $family }}
 {{- $kind := index $row 0 }}{{ $plural := index $row 1 }}
 {{- $on := and (has $family $.Values.families) (or (empty $.Values.kinds) (has $kind $.Values.kinds)) }}
-{{- if not $on }}{{ $all = false }}{{ end }}
 {{- if and $on (not (has $kind $names)) }}
 {{- $names = append $names $kind }}
 {{- if eq $family "trainer" }}{{ $trainer = append $trainer $plural }}{{ else }}{{ $kubeflow = append $kubeflow $plural }}{{ end }}
+{{- range $rule := $.Values.policy.rules }}
+{{- if and (or (empty $rule.kinds) (has $kind $rule.kinds)) (not (has $plural $ruled)) }}
+{{- $ruled = append $ruled $plural }}
+{{- end }}
+{{- end }}
 {{- end }}
 {{- end }}
 {{- end }}
@@ -221,7 +226,7 @@ family is swept, so that no --kind is needed).
 kubeflow: {{ toJson $kubeflow }}
 trainer: {{ toJson $trainer }}
 names: {{ toJson $names }}
-all: {{ and $all (empty .Values.kinds) }}
+ruled: {{ toJson $ruled }}
 {{- end }}
 
 {{/*
@@ -250,9 +255,17 @@ form so that an optional-value flag such as --dry-run cannot swallow the next ar
 - --exclude-namespace={{ . }}
 {{- end }}
 {{- $kinds := include "sweeper.plurals" $root | fromYaml }}
-{{- if not $kinds.all }}
+{{- if $v.kinds }}
 {{- range $kinds.names }}
 - --kind={{ . }}
+{{- end }}
+{{- end }}
+{{- /* A kind is swept by the family whose controller serves it (MPIJob: the Training
+Operator's v1 or mpi-operator's v2beta1), so the families left out are left out by --family,
+never by --kind. */}}
+{{- if lt (len $v.families) (len (include "sweeper.kindTable" $root | fromYaml)) }}
+{{- range $v.families }}
+- --family={{ . }}
 {{- end }}
 {{- end }}
 {{- with $v.selector }}
@@ -365,23 +378,24 @@ chosen action and families, on the selected kinds. Discovery (GET /apis/kubeflow
 no grant: the built-in system:discovery role covers every authenticated user.
   list jobs                  every action (the pass)
   patch jobs                 touch, auto: the touch annotation (a JSON merge patch)
-  get jobs                   fail, auto, mpi-operator, policy.rules: re-read the job just before
-                             failing it
-  patch <plural>/status      fail, auto, policy.rules (a deadline from the platform's default
-                             or cap, which the operator cannot see, is enforced by failing the
-                             job whatever the action): the Failed status, guarded by
-                             resourceVersion;
+  get jobs                   whenever a <plural>/status is patched: re-read the job just
+                             before failing it
+  patch <plural>/status      fail, auto; touch on the kinds a rule of policy.rules can select
+                             (a deadline from the platform's default or cap, which the operator
+                             cannot see, is enforced by failing the job whatever the action):
+                             the Failed status, guarded by resourceVersion;
                              mpi-operator: mpijobs/status, a gang with no launcher Job
   list, delete pods/services every action: the pods a job failed by its deadline still runs
                              (v1.9.4 and mpi-operator keep them), and their same-named services;
                              the list also counts the pods finished jobs still hold (held_pods)
   get jobs.batch             mpi-operator: is there a launcher Job, before failing a gang
-  patch jobs.batch           mpi-operator with policy.rules: a platform deadline written into
-                             the launcher Job (docs/policy.md)
+  patch jobs.batch           mpi-operator, when a rule can select MPIJobs: a platform deadline
+                             written into the launcher Job (docs/policy.md)
   list, get, delete jobsets  trainer: the JobSet of a TrainJob failed by its deadline
   list trainjobs             trainer: the pass (get and watch too in mode watch)
-  get, patch trainjobs,      trainer with policy.rules: a platform deadline written into a
-  patch trainjobs/status     TrainJob without one; a TrainJob failed at a cap below its own
+  get, patch trainjobs,      trainer, when a rule can select TrainJobs: a platform deadline
+  patch trainjobs/status     written into a TrainJob without one; one failed at a cap below
+                             its own
   create events (core v1)    every write records an event on the job
   namespaces                 policy.rules: the rules select jobs by their Namespace's labels,
                              read once per pass (mode watch: at start and each resync, no
@@ -398,22 +412,23 @@ like the real write, so it keeps the write verbs.
 {{- $plurals := $kinds.kubeflow }}
 {{- $writes := ne (include "sweeper.dryRun" .) "client" }}
 {{- $touches := ne .Values.action "fail" }}
-{{- /* A default or a cap the job does not carry is enforced by failing it, whatever the action. */}}
-{{- $fails := or (ne .Values.action "touch") (not (empty .Values.policy.rules)) }}
 {{- $watches := eq .Values.mode "watch" }}
 {{- $mpi := and (has "mpi-operator" .Values.families) (has "mpijobs" $plurals) }}
-{{- $platform := and .Values.policy .Values.policy.rules }}
+{{- /* A default or a cap the job does not carry is enforced by failing it, whatever the
+action: the kinds a rule can select are failed under action touch too. */}}
+{{- $status := list }}
+{{- range $plurals }}
+{{- if or (ne $.Values.action "touch") (has . $kinds.ruled) (and $mpi (eq . "mpijobs")) }}
+{{- $status = append $status (printf "%s/status" .) }}
+{{- end }}
+{{- end }}
 {{- $jobVerbs := list }}
-{{- if or $fails $watches $mpi }}{{ $jobVerbs = append $jobVerbs "get" }}{{ end }}
+{{- if or $status $watches }}{{ $jobVerbs = append $jobVerbs "get" }}{{ end }}
 {{- $jobVerbs = append $jobVerbs "list" }}
 {{- if $watches }}{{ $jobVerbs = append $jobVerbs "watch" }}{{ end }}
 {{- if and $touches $writes }}{{ $jobVerbs = append $jobVerbs "patch" }}{{ end }}
-{{- $status := list }}
-{{- if $fails }}
-{{- range $plurals }}{{ $status = append $status (printf "%s/status" .) }}{{ end }}
-{{- else if $mpi }}
-{{- $status = list "mpijobs/status" }}
-{{- end -}}
+{{- $launchers := and $mpi (has "mpijobs" $kinds.ruled) }}
+{{- $trainjobs := has "trainjobs" $kinds.ruled -}}
 rules:
 {{- if $plurals }}
   - apiGroups: ["kubeflow.org"]
@@ -431,18 +446,18 @@ rules:
 {{- if $mpi }}
   - apiGroups: ["batch"]
     resources: ["jobs"]
-    verbs: {{ if and $platform $writes }}["get", "patch"]{{ else }}["get"]{{ end }}
+    verbs: {{ if and $launchers $writes }}["get", "patch"]{{ else }}["get"]{{ end }}
 {{- end }}
 {{- if $kinds.trainer }}
 {{- $trainVerbs := list }}
-{{- if or $watches $platform }}{{ $trainVerbs = append $trainVerbs "get" }}{{ end }}
+{{- if or $watches $trainjobs }}{{ $trainVerbs = append $trainVerbs "get" }}{{ end }}
 {{- $trainVerbs = append $trainVerbs "list" }}
 {{- if $watches }}{{ $trainVerbs = append $trainVerbs "watch" }}{{ end }}
-{{- if and $platform $writes }}{{ $trainVerbs = append $trainVerbs "patch" }}{{ end }}
+{{- if and $trainjobs $writes }}{{ $trainVerbs = append $trainVerbs "patch" }}{{ end }}
   - apiGroups: ["trainer.kubeflow.org"]
     resources: {{ toJson $kinds.trainer }}
     verbs: {{ toJson $trainVerbs }}
-{{- if and $platform $writes }}
+{{- if and $trainjobs $writes }}
   - apiGroups: ["trainer.kubeflow.org"]
     resources: ["trainjobs/status"]
     verbs: ["patch"]

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
+from sweeper.core.families import family_of
 from sweeper.core.jobs import Job
 from sweeper.core.kinds import Kind, Resource
 from sweeper.core.model import JSON
@@ -34,6 +35,11 @@ class ServedKind:
     def resource(self) -> Resource:
         """Where its jobs are."""
         return self.kind.at(self.version)
+
+    @property
+    def family(self) -> str:
+        """The name of the family whose controller serves the kind at this version."""
+        return family_of(self.kind, self.version).NAME
 
 
 @dataclass(frozen=True, slots=True)

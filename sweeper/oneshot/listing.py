@@ -109,10 +109,23 @@ def _discover(cluster: Cluster, config: Config, listing: Listing) -> RunScope[Se
             f"and is this the right context? ({cluster.endpoint})"
         )
     scope = RunScope.of(
-        discovery.served, config.kinds, config.namespaces, config.exclude_namespaces
+        discovery.served,
+        config.kinds,
+        config.namespaces,
+        config.exclude_namespaces,
+        config.families,
     )
     for kind in scope.missing:
         log.info("%s is not served by this cluster; skipped", kind.name, extra={"kind": kind.name})
+    for served in scope.left_out:
+        log.info(
+            "%s is served at %s/%s by the %s family, which --family leaves out; skipped",
+            served.kind.name,
+            served.kind.group,
+            served.version,
+            served.family,
+            extra={"kind": served.kind.name},
+        )
     for served in scope.kinds:
         if served.version == MPI_OPERATOR_VERSION:
             # Only one mpijobs.kubeflow.org CRD can exist: say whose MPIJob this cluster has.

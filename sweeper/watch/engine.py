@@ -339,7 +339,9 @@ class Watcher:
 
 def _scopes(config: Config, discovery: Discovery) -> list[Scope]:
     """The streams a run watches: each wanted kind the cluster serves, in each namespace."""
-    covered = RunScope.of(discovery.served, config.kinds, config.namespaces)
+    covered = RunScope.of(
+        discovery.served, config.kinds, config.namespaces, families=config.families
+    )
     return [Scope(served, namespace) for served, namespace in covered.lists]
 
 

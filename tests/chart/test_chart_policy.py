@@ -17,7 +17,12 @@ from typing import Any
 import pytest
 import yaml
 
-from sweeper.core.kinds import EXCLUDE_ANNOTATION, LEGACY_EXCLUDE_ANNOTATION
+from sweeper.core.kinds import (
+    EXCLUDE_ANNOTATION,
+    LEGACY_EXCLUDE_ANNOTATION,
+    LEGACY_TOUCHED_AT_ANNOTATION,
+    TOUCHED_AT_ANNOTATION,
+)
 from sweeper.flag import parse_duration
 
 CHART = Path(__file__).resolve().parents[2] / "chart"
@@ -320,7 +325,7 @@ def test_the_admission_policy_guards_the_sweepers_own_annotation_keys(render):
 
     assert json.loads(variables["keys"]) == [EXCLUDE_ANNOTATION, LEGACY_EXCLUDE_ANNOTATION]
     assert '["ops"]' in variables["allowed"]
-    (validation,) = policy["spec"]["validations"]
+    validation = policy["spec"]["validations"][0]
     assert EXCLUDE_ANNOTATION in validation["message"]
     assert "the groups ops" in validation["message"]
     assert binding["spec"] == {
@@ -348,10 +353,52 @@ def test_the_admission_policy_covers_the_swept_kinds_on_create_and_update(render
     assert resources({"families": ["trainer"]}) == {"trainer.kubeflow.org": ["trainjobs"]}
 
 
-def test_without_allowed_groups_nobody_may_exempt(render):
-    policy, _ = admission(render({"policy": {"exemptionAdmission": {"enabled": True}}}))
+@pytest.mark.parametrize(
+    "admission_values",
+    [
+        pytest.param({"enabled": True}, id="default"),
+        # An emptied key in a values file (`allowedGroups:`) or --set ...allowedGroups=null.
+        pytest.param({"enabled": True, "allowedGroups": None}, id="null"),
+    ],
+)
+def test_without_allowed_groups_nobody_may_exempt(render, admission_values):
+    policy, _ = admission(render({"policy": {"exemptionAdmission": admission_values}}))
+    variables = {v["name"]: v["expression"] for v in policy["spec"]["variables"]}
 
     assert "only by a member of no group" in policy["spec"]["validations"][0]["message"]
+    # `g in null` has no CEL overload: the API server would refuse the policy.
+    assert variables["allowed"] == "request.userInfo.?groups.orValue([]).exists(g, g in [])"
+
+
+@pytest.mark.parametrize(
+    ("values", "account"),
+    [
+        pytest.param({}, "system:serviceaccount:sweeper:sw-kubeflow-deadline-sweeper", id="chart"),
+        pytest.param(
+            {"serviceAccount": {"create": False, "name": "platform-sweeper"}},
+            "system:serviceaccount:sweeper:platform-sweeper",
+            id="existing",
+        ),
+    ],
+)
+def test_only_the_sweepers_service_account_may_stamp_a_touch(render, values, account):
+    # A tenant's stamp in the future would hold back every touch of the job.
+    enabled = {"policy": {"exemptionAdmission": {"enabled": True, "allowedGroups": ["ops"]}}}
+    policy, _ = admission(render({**values, **enabled}))
+    variables = {v["name"]: v["expression"] for v in policy["spec"]["variables"]}
+
+    assert json.loads(variables["touchKeys"]) == [
+        TOUCHED_AT_ANNOTATION,
+        LEGACY_TOUCHED_AT_ANNOTATION,
+    ]
+    assert variables["sweeper"] == f"request.userInfo.username == {json.dumps(account)}"
+    exclude, touch = policy["spec"]["validations"]
+    assert "variables.allowed" in exclude["expression"]
+    assert "variables.keys" in exclude["expression"]
+    assert "variables.sweeper" in touch["expression"]
+    assert "variables.touchKeys" in touch["expression"]
+    assert TOUCHED_AT_ANNOTATION in touch["message"]
+    assert account in touch["message"]
 
 
 def test_the_admission_policy_needs_kubernetes_1_30(render, render_error):

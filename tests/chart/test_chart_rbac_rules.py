@@ -6,6 +6,8 @@ each one is needed.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 PLURALS = ["tfjobs", "pytorchjobs", "xgboostjobs", "mpijobs", "paddlejobs", "jaxjobs", "mxjobs"]
@@ -174,12 +176,26 @@ def test_no_jobset_delete_unless_the_trainer_family_is_on(render):
     assert "--reclaim-grace=120" not in rendered.args
 
 
+def selection(args: list[str]) -> list[str]:
+    return [a for a in args if a.startswith(("--kind", "--family"))]
+
+
 def test_a_family_selection_sweeps_its_kinds_only(render):
-    assert "--kind=TrainJob" in render({"families": ["trainer"]}).args
-    assert [a for a in render().args if a.startswith("--kind")] == []
-    assert [a for a in render(V1).args if a.startswith("--kind")] == [
-        f"--kind={k}"
-        for k in ("TFJob", "PyTorchJob", "XGBoostJob", "MPIJob", "PaddleJob", "JAXJob", "MXJob")
+    # --family, not --kind: MPIJob is the Training Operator's kind at v1 and mpi-operator's at
+    # v2beta1, so --kind=MPIJob would sweep mpi-operator's MPIJobs without their grant.
+    assert selection(render().args) == []
+    assert selection(render(V1).args) == ["--family=training-operator"]
+    assert selection(render({"families": ["trainer", "mpi-operator"]}).args) == [
+        "--family=trainer",
+        "--family=mpi-operator",
+    ]
+    assert selection(render({**V1, "kinds": ["MPIJob", "TrainJob"]}).args) == [
+        "--kind=MPIJob",
+        "--family=training-operator",
+    ]
+    assert selection(render({"kinds": ["TrainJob", "TFJob"]}).args) == [
+        "--kind=TFJob",
+        "--kind=TrainJob",
     ]
 
 
@@ -265,3 +281,69 @@ def test_an_existing_service_account_must_be_named(render_error):
     error = render_error({"serviceAccount": {"create": False}})
 
     assert "serviceAccount.name is required when serviceAccount.create is false" in error
+
+
+def test_rules_that_select_trainjobs_only_grant_no_write_on_batch_jobs_or_job_statuses(render):
+    # The review's reproduction: every family on, the rules select TrainJobs only. A Job or a
+    # kubeflow.org job no rule can select is judged by its own deadline: touched, never failed
+    # by the sweeper, never given a deadline.
+    rendered = render({"policy": {"rules": [{"name": "tj-only", "kinds": ["TrainJob"]}]}})
+    rules = rendered.one("ClusterRole")["rules"]
+
+    assert rules == [
+        rule("kubeflow.org", PLURALS, ["get", "list", "patch"]),
+        rule("kubeflow.org", ["mpijobs/status"], ["patch"]),
+        PODS,
+        rule("batch", ["jobs"], ["get"]),
+        rule("trainer.kubeflow.org", ["trainjobs"], ["get", "list", "patch"]),
+        rule("trainer.kubeflow.org", ["trainjobs/status"], ["patch"]),
+        *TRAINER[1:],
+        NAMESPACES,
+    ]
+
+
+def writes(rules: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
+    """Each (group, resource, verb) a rule list grants that writes."""
+    return {
+        (group, resource, verb)
+        for r in rules
+        for group in r["apiGroups"]
+        for resource in r["resources"]
+        for verb in r["verbs"]
+        if verb not in ("get", "list", "watch")
+    }
+
+
+@pytest.mark.parametrize(
+    ("kinds", "added"),
+    [
+        pytest.param(
+            ["PyTorchJob"], {("kubeflow.org", "pytorchjobs/status", "patch")}, id="pytorchjob"
+        ),
+        # mpi-operator's family patches mpijobs/status anyway: a gang without a launcher.
+        pytest.param(["MPIJob"], {("batch", "jobs", "patch")}, id="mpijob-launcher"),
+        pytest.param(
+            ["TrainJob"],
+            {
+                ("trainer.kubeflow.org", "trainjobs", "patch"),
+                ("trainer.kubeflow.org", "trainjobs/status", "patch"),
+            },
+            id="trainjob",
+        ),
+        pytest.param(
+            ["PyTorchJob", "TFJob"],
+            {("kubeflow.org", f"{p}/status", "patch") for p in ("pytorchjobs", "tfjobs")},
+            id="two-kinds",
+        ),
+    ],
+)
+def test_a_platform_write_is_granted_on_the_kinds_a_rule_can_select_only(render, kinds, added):
+    # Under action touch the only write on a job without rules is the touch annotation; the
+    # rules add what enforces a default or a cap, on the kinds they can select.
+    ruled = {"policy": {"rules": [{"name": "r", "kinds": kinds}]}}
+
+    before = writes(render({}).one("ClusterRole")["rules"])
+    after = writes(render(ruled).one("ClusterRole")["rules"])
+
+    assert after - before == added
+    assert before <= after

@@ -123,7 +123,7 @@ def test_the_projects_sbom_is_checked_against_the_lock_and_attached(
 ) -> None:
     runs = _runs(workflow, "image")
 
-    assert "python3 devcluster/sbom.py" in runs
+    assert "python3 -P devcluster/sbom.py" in runs
     assert "--lock requirements.txt" in runs
     assert "for arch in amd64 arm64" in runs
     assert '--type cyclonedx --predicate "sbom-$arch.cdx.json"' in runs

@@ -7,8 +7,8 @@ Training Operator's CRDs and the Trainer's TrainJob CRD, both from the binary ca
 requests come from real identities, each with RBAC to create and patch jobs: a tenant and a
 platform admin impersonated with kubectl's ``--as``/``--as-group`` (the admin's client
 certificate may impersonate), and a ServiceAccount's own token. Only the admin's group may add
-the exclude annotation or change its value; anyone may remove it; a job without it is
-created and edited as before.
+the exclude annotation or change its value, and only the sweeper's ServiceAccount the
+touched-at stamp; anyone may remove either; a job without them is created and edited as before.
 """
 
 from __future__ import annotations
@@ -37,6 +37,10 @@ TENANTS = "ml-tenants"
 TENANT = ["--as=alice", f"--as-group={TENANTS}"]
 ADMIN = ["--as=carol", f"--as-group={ADMINS}"]
 KEYS = [w.EXCLUDE, w.OLD_EXCLUDE]
+TOUCH_KEYS = [w.TOUCHED_AT, w.OLD_TOUCHED_AT]
+# The chart's ServiceAccount, as `helm template sw` names it.
+SWEEPER = "sw-kubeflow-deadline-sweeper"
+FUTURE = "2125-01-01T00:00:00Z"
 # How long the API server may take to start enforcing a new policy (its informers pick up the
 # policy and the binding and compile the CEL): polled, never slept through.
 ENFORCE_TIMEOUT = 60.0
@@ -45,11 +49,17 @@ Obj = dict[str, Any]
 
 @dataclass(frozen=True)
 class Cluster:
-    """The module's control plane with the policy enforced; ``kubeconfig`` may impersonate."""
+    """The module's control plane with the policy enforced; ``kubeconfig`` may impersonate.
+
+    ``message`` is the exclude annotation's refusal, ``touch_message`` the touch stamp's;
+    ``sweeper`` authenticates as the chart's ServiceAccount, with its own token.
+    """
 
     cp: ControlPlane
     kubeconfig: Path
     message: str
+    touch_message: str
+    sweeper: Path
 
 
 def kubectl(
@@ -66,10 +76,10 @@ def kubectl(
     )
 
 
-def render_policy(values: Obj) -> list[Obj]:
+def render_policy(values: Obj, namespace: str = "sweeper") -> list[Obj]:
     """The chart's ValidatingAdmissionPolicy and binding, rendered by helm with ``values``."""
     kinds = ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
-    return [d for d in charts.render(values, "sweeper") if d["kind"] in kinds]
+    return [d for d in charts.render(values, namespace) if d["kind"] in kinds]
 
 
 def job(kind: str, name: str, annotations: dict[str, str] | None = None) -> Obj:
@@ -117,6 +127,11 @@ def refused(done: subprocess.CompletedProcess[str], cluster: Cluster) -> bool:
     return done.returncode != 0 and cluster.message in done.stderr
 
 
+def refused_touch(done: subprocess.CompletedProcess[str], cluster: Cluster) -> bool:
+    """Whether the request was denied by the chart's policy for its touch stamp."""
+    return done.returncode != 0 and cluster.touch_message in done.stderr
+
+
 def allowed(done: subprocess.CompletedProcess[str]) -> bool:
     """Whether the request succeeded; its stderr is in the assertion's message otherwise."""
     assert done.returncode == 0, done.stderr
@@ -144,8 +159,9 @@ def cluster(family_control_plane: ControlPlane, trainjob_crd: None) -> Iterator[
     """The policy and its binding created, RBAC for the identities, and the policy enforcing."""
     del trainjob_crd
     cp = family_control_plane
+    home = cp.create_namespace("sweeper")
     policy, binding = render_policy(
-        {"policy": {"exemptionAdmission": {"enabled": True, "allowedGroups": [ADMINS]}}}
+        {"policy": {"exemptionAdmission": {"enabled": True, "allowedGroups": [ADMINS]}}}, home
     )
     admission = "/apis/admissionregistration.k8s.io/v1"
     # Strict: a field the API server does not know is an error, not a warning.
@@ -186,10 +202,13 @@ def cluster(family_control_plane: ControlPlane, trainjob_crd: None) -> Iterator[
             "subjects": [
                 {"apiGroup": RBAC, "kind": "Group", "name": TENANTS},
                 {"apiGroup": RBAC, "kind": "Group", "name": ADMINS},
+                {"kind": "ServiceAccount", "name": SWEEPER, "namespace": home},
             ],
         },
     )
-    enforced = Cluster(cp, cp.kubeconfig, policy["spec"]["validations"][0]["message"])
+    exclude, touch = (v["message"] for v in policy["spec"]["validations"])
+    sweeper = cp.token_kubeconfig(cp.service_account_token(home, SWEEPER), SWEEPER)
+    enforced = Cluster(cp, cp.kubeconfig, exclude, touch, sweeper)
     probe_namespace = cp.create_namespace("policy-probe")
     probe = job("PyTorchJob", "probe", {w.EXCLUDE: "true"})
     deadline = time.monotonic() + ENFORCE_TIMEOUT
@@ -316,6 +335,57 @@ def test_a_service_account_that_may_patch_jobs_cannot_add_it(cluster, namespace)
     assert refused(add, cluster), add.stderr
     assert allowed(label)
     assert w.EXCLUDE not in annotations_of(cluster, namespace, "PyTorchJob", "train")
+
+
+@pytest.mark.parametrize("key", TOUCH_KEYS)
+def test_only_the_sweeper_stamps_a_touch_and_anyone_may_remove_it(cluster, namespace, key):
+    # A stamp in the future would hold back every touch of the job.
+    assert allowed(create(cluster, TENANT, namespace, job("PyTorchJob", "train")))
+
+    forged = as_(cluster, TENANT, namespace, "annotate", f"{key}={FUTURE}")
+    by_admin = as_(cluster, ADMIN, namespace, "annotate", f"{key}={FUTURE}")
+    assert refused_touch(forged, cluster), forged.stderr
+    assert refused_touch(by_admin, cluster), by_admin.stderr
+    assert key not in annotations_of(cluster, namespace, "PyTorchJob", "train")
+
+    def stamp(value: str) -> subprocess.CompletedProcess[str]:
+        return kubectl(
+            cluster.sweeper, "-n", namespace, "annotate", "--overwrite", "pytorchjobs", "train",
+            f"{key}={value}",
+        )  # fmt: skip
+
+    assert allowed(stamp("2024-05-01T04:00:00Z"))
+    assert allowed(stamp("2024-05-01T04:02:00Z"))
+    moved = as_(cluster, TENANT, namespace, "annotate", "--overwrite", f"{key}={FUTURE}")
+    assert refused_touch(moved, cluster), moved.stderr
+    assert annotations_of(cluster, namespace, "PyTorchJob", "train")[key] == "2024-05-01T04:02:00Z"
+
+    assert allowed(as_(cluster, TENANT, namespace, "annotate", f"{key}-"))
+    assert key not in annotations_of(cluster, namespace, "PyTorchJob", "train")
+
+
+def test_a_tenant_cannot_create_a_job_with_a_touch_stamp(cluster, namespace):
+    done = create(cluster, TENANT, namespace, job("TrainJob", "tj", {w.TOUCHED_AT: FUTURE}))
+
+    assert refused_touch(done, cluster), done.stderr
+    assert SWEEPER in done.stderr
+
+
+def test_an_emptied_allowed_groups_is_a_policy_the_api_server_accepts(cluster):
+    # `allowedGroups:` in a values file is null: rendered as it is, `g in null` has no CEL
+    # overload and the API server refuses the whole policy at install.
+    values = {"policy": {"exemptionAdmission": {"enabled": True, "allowedGroups": None}}}
+    policy, _ = render_policy(values)
+    policy["metadata"]["name"] = "null-groups"
+    path = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies"
+    query = "?dryRun=All&fieldValidation=Strict"
+
+    cluster.cp.request("POST", path + query, policy)
+
+    allowed_ = next(v for v in policy["spec"]["variables"] if v["name"] == "allowed")
+    allowed_["expression"] = allowed_["expression"].replace("g in []", "g in null")
+    refusal = cluster.cp.request("POST", path + query, policy, expect=(422,))
+    assert "no matching overload" in json.dumps(refusal)
 
 
 def served_kinds(cp: ControlPlane) -> list[str]:

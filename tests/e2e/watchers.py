@@ -56,7 +56,7 @@ class Watcher:
         program = [str(sweeper_executable())]
         if clock_ahead_s:
             # The sweeper's local clock ahead of the machine's (tests/e2e/skewed_sweeper.py).
-            program = [sys.executable, str(Path(__file__).with_name("skewed_sweeper.py"))]
+            program = [sys.executable, "-P", str(Path(__file__).with_name("skewed_sweeper.py"))]
             env["SKEWED_SWEEPER_AHEAD_S"] = str(clock_ahead_s)
         argv = [
             *program,

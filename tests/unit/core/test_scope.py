@@ -59,3 +59,27 @@ def test_without_namespaces_one_list_covers_all_of_them() -> None:
 def test_namespaces_listed_and_kept(namespace: str, *, listed: bool, kept: bool) -> None:
     scope = RunScope.of(SERVED, namespaces=("team-a", "kube-system"), excluded=("kube-system",))
     assert (scope.listed(namespace), scope.kept(namespace)) == (listed, kept)
+
+
+@pytest.mark.parametrize(
+    ("kinds", "families", "covered", "left_out"),
+    [
+        pytest.param((), ("training-operator",), (TFJOB, PYTORCHJOB), (MPIJOB,), id="v2beta1"),
+        pytest.param((), ("mpi-operator",), (MPIJOB,), (TFJOB, PYTORCHJOB), id="mpi-operator"),
+        pytest.param(
+            (MPIJOB, JAXJOB), ("training-operator",), (), (MPIJOB,), id="of-the-kinds-given"
+        ),
+        pytest.param((), (), (TFJOB, PYTORCHJOB, MPIJOB), (), id="every-family"),
+    ],
+)
+def test_a_family_left_out_leaves_out_what_it_serves_not_a_kind(
+    kinds: tuple[Kind, ...],
+    families: tuple[str, ...],
+    covered: tuple[Kind, ...],
+    left_out: tuple[Kind, ...],
+) -> None:
+    # MPIJob at v2beta1 is mpi-operator's: --kind MPIJob cannot say which family it means.
+    scope = RunScope.of(SERVED, kinds, families=families)
+    assert tuple(served.kind for served in scope.kinds) == covered
+    assert tuple(served.kind for served in scope.left_out) == left_out
+    assert JAXJOB not in tuple(s.kind for s in scope.left_out)
