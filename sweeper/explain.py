@@ -24,12 +24,11 @@ from typing import Any, TextIO
 from sweeper.act.cleanup import leftovers_by_owner
 from sweeper.config import ClockMode, Config, OutputFormat
 from sweeper.core.clock import SYSTEM_CLOCK, Clock, format_rfc3339, human
-from sweeper.core.decide import Step, explain
+from sweeper.core.decide import Step, assemble, explain
 from sweeper.core.errors import EXIT_OK, ApiError, ClusterUnavailable, ConfigError, NotFound
 from sweeper.core.jobs import parse_job
 from sweeper.core.kinds import NAMESPACES
 from sweeper.core.model import CLEAN_UPS, Action, ActionKind, Entry
-from sweeper.core.plan import assemble
 from sweeper.core.platform import PlatformView, explain_rule, namespace_labels
 from sweeper.core.scope import RunScope
 from sweeper.core.warn import explain_warning

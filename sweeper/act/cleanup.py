@@ -1,12 +1,12 @@
-"""A failed job's pod and service clean-up, and what the executor's writers share.
+"""What a failed job left, deleted; and what the executor's writers share.
 
 :mod:`sweeper.act.executor` decides the order of a plan's writes and turns each action's
-:class:`Progress` into its outcome; the writes below the job itself live here: deleting the
-pods (and their same-named services) of a job failed by its deadline, after its Failed status
-is written (docs/operator.md, "Ordering when failing a job by hand"), and the Event recorded
-after every action (:meth:`Writing.record_event`). :func:`leftovers_by_owner` lists a pass's
-pods and JobSets once per scope, so the plan holds only the clean-ups that have something to
-delete. A TrainJob's JobSet is deleted as the trainer deletes it (:meth:`PodCleaner.delete_jobset`).
+:class:`Progress` into its outcome; the writes below the job itself live here: deleting what a
+job failed by its deadline left behind, its family's ``LEFTOVERS`` (and each one's companion),
+after its Failed status is written (docs/operator.md, "Ordering when failing a job by hand"),
+and the Event recorded after every action (:meth:`Writing.record_event`).
+:func:`leftovers_by_owner` lists a pass's leftovers once per resource and scope, so the plan
+holds only the clean-ups that have something to delete.
 """
 
 from __future__ import annotations
@@ -21,18 +21,14 @@ from sweeper.core.errors import ApiError, Conflict, NotFound
 from sweeper.core.families import family_of
 from sweeper.core.jobs import Job, Owned, parse_owned
 from sweeper.core.kinds import (
-    COMPONENT,
     EVENTS,
-    JOB_NAME_LABEL,
     OPERATOR_PODS,
-    PODS,
-    SERVICES,
     Leftovers,
     Resource,
 )
-from sweeper.core.model import CLEAN_UPS, JSON, Action, ActionKind, Policy, Result, pods_mode
+from sweeper.core.model import CLEAN_UPS, JSON, Action, Policy, Result
 from sweeper.core.patches import event_body
-from sweeper.core.plan import pods_to_terminate, services_to_delete
+from sweeper.core.plan import services_to_delete
 from sweeper.core.warn import REASON as WARNING_REASON
 from sweeper.core.warn import DeadlineWarning, Warned
 from sweeper.core.warn import message as warning_message
@@ -47,9 +43,7 @@ class Progress:
 
     body: JSON | None = None
     wrote: bool = False
-    pods: list[str] = field(default_factory=list)
-    services: list[str] = field(default_factory=list)
-    jobsets: list[str] = field(default_factory=list)
+    reclaimed: list[tuple[str, str]] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     detail: str = ""
     # Set when a refused touch escalated to a fail: the outcome reports that action.
@@ -139,154 +133,84 @@ class Writing:
         return Warned(warning, self.done)
 
 
-class PodCleaner:
-    """Deletes a failed job's pods and their same-named services, or a TrainJob's JobSet."""
+class Reclaimer:
+    """Deletes what a job its deadline failed left behind: its family's ``LEFTOVERS``."""
 
     def __init__(self, writing: Writing) -> None:
         self._w = writing
 
     def reclaim(self, action: Action, now: datetime, policy: Policy, progress: Progress) -> Result:
-        """Carry out a clean-up (one of ``CLEAN_UPS``)."""
-        if action.kind is ActionKind.DELETE_JOBSET:
-            return self.delete_jobset(action, now, progress)
-        return self.terminate_pods(action, now, policy, progress)
-
-    def terminate_pods(
-        self, action: Action, now: datetime, policy: Policy, progress: Progress
-    ) -> Result:
-        """Carry out a ``terminate-pods`` action: the pods the pass listed, then the event.
+        """Carry out a clean-up (one of ``CLEAN_UPS``): the deletes, then the Event.
 
         Returns:
-            The writes' result; ``left-alone`` when no pod was left to delete.
+            The writes' result; ``left-alone`` when nothing was left to delete.
         """
         job = action.job
-        self.delete_pods(job, policy, progress, action.targets)
-        return self._reclaimed(
-            job,
-            progress.pods,
-            progress,
-            now,
-            left="no pods left to terminate",
-            reason="DeadlinePodsTerminated",
-            message=(
-                f"Deleted {len(progress.pods)} pod(s) and {len(progress.services)} service(s) "
-                f"of a job failed by its deadline ({COMPONENT})"
-            ),
-        )
-
-    def delete_jobset(self, action: Action, now: datetime, progress: Progress) -> Result:
-        """Carry out a ``delete-jobset``: the JobSet the trainer failed to delete, then the event.
-
-        Only a JobSet that its TrainJob controls and that is not being deleted already, and
-        only while it still has the uid read (a precondition of the delete): a JobSet
-        re-created since is not the one left behind.
-
-        Returns:
-            The write's result; ``left-alone`` when no such JobSet is left.
-        """
-        job = action.job
-        self.delete_jobsets(job, progress, action.targets)
-        return self._reclaimed(
-            job,
-            progress.jobsets,
-            progress,
-            now,
-            left="no JobSet of it left to delete",
-            reason="DeadlineJobSetDeleted",
-            message=(
-                f"Deleted JobSet {', '.join(progress.jobsets)} of a TrainJob failed by its "
-                f"deadline, which the trainer controller left running ({COMPONENT})"
-            ),
-        )
-
-    def delete_jobsets(
-        self, job: Job, progress: Progress, targets: Sequence[Owned] | None = None
-    ) -> None:
-        """Delete the JobSet a TrainJob controls, unless it is being deleted already.
-
-        Args:
-            job: The TrainJob.
-            progress: Where the deletes are recorded.
-            targets: The JobSets the pass listed for it; ``None`` to read the one named after
-                it now (the trainer names it so).
-        """
-        resource = family_of(job.kind, job.version).LEFTOVERS.resource
-        if targets is None:
-            try:
-                found = parse_owned(self._w.cluster.get(resource, job.namespace, job.name))
-            except NotFound:
-                found = None
-            targets = (found,) if found is not None else ()
-        chosen = [t for t in targets if t.controller_uid == job.uid and not t.deleting]
-        for jobset in chosen:
-            self._w.stop_if_asked()
-            # Background, as the trainer's own delete: the garbage collector removes its Jobs
-            # and pods, and the request returns at once.
-            if self._delete(resource, job, jobset, progress, propagation="Background"):
-                progress.jobsets.append(jobset.name)
-
-    def _reclaimed(
-        self,
-        job: Job,
-        deleted: list[str],
-        progress: Progress,
-        now: datetime,
-        *,
-        left: str,
-        reason: str,
-        message: str,
-    ) -> Result:
-        # A clean-up's result: the Event when it deleted something, else why not.
+        family = family_of(job.kind, job.version)
+        deleted, companions = self.delete_leftovers(job, policy, progress, action.targets)
         if not deleted:
             if progress.errors:
                 return Result.ERROR
-            progress.detail = left
+            progress.detail = family.NOTHING_LEFT
             return Result.LEFT_ALONE
-        self._w.record_event(job, progress, now, reason=reason, warning=True, message=message)
+        self._w.record_event(
+            job,
+            progress,
+            now,
+            reason=family.RECLAIM_REASON,
+            warning=True,
+            message=family.reclaimed_event(job, deleted, companions),
+        )
         return self._w.done
 
-    def delete_pods(
+    def delete_leftovers(
         self,
         job: Job,
         policy: Policy,
         progress: Progress,
         chosen: Sequence[Owned] | None = None,
-    ) -> None:
-        """Delete the pods (and same-named services) of a failed job.
+    ) -> tuple[list[str], list[str]]:
+        """Delete what the job left (and each one's companion), provided it still has its uid.
 
         Args:
             job: The job.
             policy: The knobs (``--terminate-pods``).
             progress: Where the deletes are recorded.
-            chosen: The pods to delete, chosen from the pass's pod listing; ``None`` to list
-                the job's pods now (after a fail's status write, or in watch mode).
+            chosen: What to delete, chosen from the pass's listing; ``None`` to list the job's
+                leftovers now (after a fail's status write, or in watch mode).
+
+        Returns:
+            The names deleted, and those of their companions deleted.
         """
-        selector = f"{JOB_NAME_LABEL}={job.name}"
+        family = family_of(job.kind, job.version)
+        left = family.LEFTOVERS
         cluster = self._w.cluster
         if chosen is None:
-            listed = _views(list_all(cluster, PODS, job.namespace, selector))
-            chosen = pods_to_terminate(listed, job, pods_mode(policy))
-        pods = list(chosen)
-        if not pods:
-            return
-        services = services_to_delete(
-            _views(list_all(cluster, SERVICES, job.namespace, selector)),
-            job,
-            [pod.name for pod in pods],
-        )
-        by_name = {service.name: service for service in services}
-        for pod in pods:
+            listed = _views(list_all(cluster, left.resource, job.namespace, left.of(job.name)))
+            chosen = family.leftovers(listed, job, policy)
+        targets = list(chosen)
+        deleted: list[str] = []
+        companions: list[str] = []
+        if not targets:
+            return deleted, companions
+        by_name: dict[str, Owned] = {}
+        if left.companion is not None:
+            listed = _views(list_all(cluster, left.companion, job.namespace, left.of(job.name)))
+            by_name = {
+                c.name: c for c in services_to_delete(listed, job, [t.name for t in targets])
+            }
+        for target in targets:
             self._w.stop_if_asked()
-            if not self._delete(PODS, job, pod, progress):
+            if not self._delete(left.resource, job, target, progress, left.propagation):
                 continue
-            progress.pods.append(pod.name)
-            service = by_name.get(pod.name)
-            if service is None:
+            deleted.append(target.name)
+            companion = by_name.get(target.name)
+            if companion is None or left.companion is None:
                 continue
             self._w.stop_if_asked()
-            if not self._delete(SERVICES, job, service, progress):
-                continue
-            progress.services.append(service.name)
+            if self._delete(left.companion, job, companion, progress):
+                companions.append(companion.name)
+        return deleted, companions
 
     def _delete(
         self,
@@ -294,7 +218,6 @@ class PodCleaner:
         job: Job,
         target: Owned,
         progress: Progress,
-        *,
         propagation: str = "",
     ) -> bool:
         try:
@@ -313,6 +236,7 @@ class PodCleaner:
         except ApiError as error:
             progress.errors.append(str(error))
             return False
+        progress.reclaimed.append((resource.plural, target.name))
         return True
 
 
@@ -324,24 +248,22 @@ def leftovers_by_owner(
 ) -> dict[str, tuple[Owned, ...]]:
     """List what the jobs a pass would clean up left behind: one LIST per scope, not per job.
 
-    A job failed by its deadline stays ``terminate-pods`` (a TrainJob ``delete-jobset``) for
-    as long as it is kept, most of them with nothing left (their controllers delete nothing
-    more and re-create nothing). Listing the operators' pods (label
-    ``training.kubeflow.org/job-name``) and the JobSets once per namespace scope, cluster-wide
-    for a cluster-wide pass and per namespace with ``--namespace`` (the RBAC each grants), lets
+    A job failed by its deadline stays a clean-up for as long as it is kept, most of them with
+    nothing left (their controllers delete nothing more and re-create nothing). Listing each
+    family's ``LEFTOVERS`` once per namespace scope, cluster-wide for a cluster-wide pass and
+    per namespace with ``--namespace`` (the RBAC each grants), lets
     :func:`sweeper.core.plan.assemble` plan only the clean-ups that have something to delete.
 
     Args:
         cluster: The cluster (a read: a client dry run sends it too).
-        actions: The pass's actions; only ``terminate-pods`` and ``delete-jobset`` ones are
-            looked at.
+        actions: The pass's actions; only the clean-ups (``CLEAN_UPS``) are looked at.
         namespaces: ``--namespace``; empty for a cluster-wide pass.
         holders: Jobs failed by their deadline that the pass leaves, whose pods are counted
             too (uid to namespace):
             their scopes' pods are in the same one list.
 
     Returns:
-        For each such job whose scope was listed, the pods or JobSets (views) whose controller
+        For each such job whose scope was listed, the leftovers (views) whose controller
         ``ownerReference`` is its uid, possibly none. A scope whose list failed leaves its
         jobs out, with a warning: each then reads its own when executed.
 

@@ -25,14 +25,15 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from http import HTTPStatus
 
-from sweeper.act.cleanup import PodCleaner, Progress, Writing
-from sweeper.act.deadline import DeadlineWriter, failed_patch, no_launcher
+from sweeper.act.cleanup import Progress, Reclaimer, Writing
+from sweeper.act.deadline import DeadlineWriter
 from sweeper.config import DryRun
 from sweeper.core.clock import human
 from sweeper.core.decide import judge
 from sweeper.core.errors import ApiError, Conflict, Interrupted, NotFound, RunTimeout, SweeperError
+from sweeper.core.families import family_of
 from sweeper.core.jobs import Job, parse_job
-from sweeper.core.kinds import BATCH_JOBS, COMPONENT, TRAINJOB, Resource
+from sweeper.core.kinds import COMPONENT, Resource
 from sweeper.core.model import (
     CLEAN_UPS,
     JSON,
@@ -48,9 +49,8 @@ from sweeper.core.model import (
     Why,
     settled,
 )
-from sweeper.core.patches import failure_message, touch_patch
+from sweeper.core.patches import touch_patch
 from sweeper.core.plan import execution_order
-from sweeper.core.platform import source_note
 from sweeper.core.warn import DeadlineWarning, Warned
 from sweeper.k8s.cluster import Cluster
 from sweeper.k8s.dryrun import RecordingCluster
@@ -120,8 +120,7 @@ class Executor:
             done=_DONE[dry_run],
             stop_if_asked=self._stop_if_asked,
         )
-        cleaner = PodCleaner(writing)
-        self._jobs = _JobWriter(writing, cleaner, DeadlineWriter(writing, cleaner, view), view)
+        self._jobs = _JobWriter(writing, Reclaimer(writing), DeadlineWriter(writing, view), view)
         self._writing = writing
         self._done = writing.done
         self._stop = stop
@@ -197,9 +196,9 @@ class Executor:
                 result = self._jobs.fail(action, now, policy, progress)
             elif action.kind is ActionKind.SET_DEADLINE:
                 written = self._jobs.deadlines.set_deadline(action, now, policy, progress)
-                if written is None:  # an MPIJob with no launcher: failed as a gang without one
-                    progress.escalated = gang = no_launcher(action)
-                    written = self._jobs.fail(gang, now, policy, progress, also=action.kind)
+                if isinstance(written, Action):  # no carrier (a gang with no launcher): fail it
+                    progress.escalated = written
+                    written = self._jobs.fail(written, now, policy, progress, also=action.kind)
                 result = written
             else:
                 result = self._jobs.cleaner.reclaim(action, now, policy, progress)
@@ -238,9 +237,7 @@ class Executor:
             result=result,
             detail=detail,
             body=progress.body,
-            pods=tuple(progress.pods),
-            services=tuple(progress.services),
-            jobsets=tuple(progress.jobsets),
+            reclaimed=tuple(progress.reclaimed),
             errors=tuple(progress.errors),
             touch_refused=progress.touch_refused,
         )
@@ -257,7 +254,7 @@ class _JobWriter:
     def __init__(
         self,
         writing: Writing,
-        cleaner: PodCleaner,
+        cleaner: Reclaimer,
         deadlines: DeadlineWriter,
         view: Callable[[Job], Job],
     ) -> None:
@@ -372,7 +369,7 @@ class _JobWriter:
             if left:
                 progress.detail = left
                 return Result.LEFT_ALONE
-            progress.body = failed_patch(job, raw, now)
+            progress.body = family_of(job.kind, job.version).fail_patch(job, raw, now)
             self._w.stop_if_asked()
             try:
                 self._w.cluster.patch(
@@ -405,33 +402,30 @@ class _JobWriter:
         if not (isinstance(fresh, Action) and fresh.kind in wanted):
             return f"re-read: now {fresh.decision} ({fresh.reason})"
         if fresh.why is Why.NO_LAUNCHER:
-            # mpi-operator names the launcher Job so and looks it up by that name alone.
+            # Failed for want of a carrier of its deadline: not if one exists now.
+            carrier = family_of(job.kind, job.version).carrier(job)
             try:
-                self._w.cluster.get(BATCH_JOBS, job.namespace, f"{job.name}-launcher")
+                self._w.cluster.get(carrier.resource, job.namespace, carrier.name)
             except NotFound:
                 return ""
-            return "its launcher Job exists: the Job controller enforces the deadline"
+            return carrier.enforced
         return ""
 
     def _failed_by_us(
         self, action: Action, job: Job, now: datetime, policy: Policy, progress: Progress
     ) -> Result:
-        # The status write went through: then the pods, then the event (docs/operator.md,
-        # "Ordering when failing a job by hand").
+        # The status write went through: then what it left, then the event (docs/operator.md,
+        # "Ordering when failing a job by hand"); a TrainJob's JobSet goes at once, as the
+        # trainer deletes it at its own deadline.
         progress.wrote = True
-        if job.kind is TRAINJOB:
-            return self.deadlines.trainjob_failed(job, now, progress, _late(action))
-        self.cleaner.delete_pods(job, policy, progress)
+        deleted, _ = self.cleaner.delete_leftovers(job, policy, progress)
         self._w.record_event(
             job,
             progress,
             now,
             reason="DeadlineExceeded",
             warning=True,
-            message=(
-                f"{failure_message(job.name, job.version, source_note(job))}: "
-                f"{_late(action)} past its deadline"
-            ),
+            message=family_of(job.kind, job.version).failed_event(job, _late(action), deleted),
         )
         return self._w.done
 

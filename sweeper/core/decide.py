@@ -14,18 +14,28 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 
+from sweeper.core import plan
 from sweeper.core.families import due_at as family_due_at
 from sweeper.core.families import family_of, table, training_operator
 from sweeper.core.families.training_operator import current_touch
 from sweeper.core.jobs import Job, Owned
 from sweeper.core.model import Entry, Plan, Policy
-from sweeper.core.plan import assemble
 from sweeper.core.rules import ALWAYS, Step, judge_by, walk
 
 # The Training Operator v1's whole table, as ``--explain`` walks it for a v1 job.
 RULES = table(training_operator)
 
-__all__ = ["ALWAYS", "RULES", "Step", "current_touch", "decide", "due_at", "explain", "judge"]
+__all__ = [
+    "ALWAYS",
+    "RULES",
+    "Step",
+    "assemble",
+    "current_touch",
+    "decide",
+    "due_at",
+    "explain",
+    "judge",
+]
 
 
 def decide(
@@ -41,6 +51,24 @@ def decide(
     before pod clean-ups) and the rest become ``over-max-actions`` skips.
     """
     return assemble([judge(job, now, policy) for job in jobs], now, policy, pods)
+
+
+def assemble(
+    entries: Iterable[Entry],
+    now: datetime,
+    policy: Policy,
+    leftovers: Mapping[str, Sequence[Owned]] | None = None,
+) -> Plan:
+    """The plan of entries judged one by one (``sweeper.core.plan.assemble``).
+
+    Each clean-up's targets are chosen from ``leftovers`` by its job's family.
+    """
+    return plan.assemble(entries, now, policy, leftovers, _leftovers)
+
+
+def _leftovers(found: Sequence[Owned], job: Job, policy: Policy) -> tuple[list[Owned], str]:
+    family = family_of(job.kind, job.version)
+    return family.leftovers(found, job, policy), family.NOTHING_LEFT
 
 
 def judge(job: Job, now: datetime, policy: Policy) -> Entry:

@@ -87,16 +87,30 @@ BATCH_JOBS = Resource("batch", "v1", "jobs")
 class Leftovers:
     """What a family's controller may leave of a job its deadline failed, and how it is found.
 
-    The objects of ``resource`` that ``selector`` lists (every one without it) and whose
-    controller ``ownerReference`` is the job.
+    The objects of ``resource`` that ``selector`` lists (every one without it; one job's with
+    ``selector=<its name>``) and whose controller ``ownerReference`` is the job.
+
+    Attributes:
+        companion: A resource whose object of the same name and owner goes with each (a pod's
+            service).
+        propagation: The delete's ``propagationPolicy`` (``Background``: the request returns
+            at once, the garbage collector removes what the object owns); the server's
+            default when empty.
     """
 
     resource: Resource
     selector: str | None = None
+    companion: Resource | None = None
+    propagation: str = ""
+
+    def of(self, name: str) -> str | None:
+        """The selector of one job's leftovers, the job named ``name``."""
+        return None if self.selector is None else f"{self.selector}={name}"
 
 
-# The pods the Training Operator and mpi-operator label with their job's name.
-OPERATOR_PODS = Leftovers(PODS, JOB_NAME_LABEL)
+# The pods the Training Operator and mpi-operator label with their job's name, and the
+# same-named services the operators create for them.
+OPERATOR_PODS = Leftovers(PODS, JOB_NAME_LABEL, companion=SERVICES)
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,6 +16,7 @@ from enum import StrEnum
 from typing import Any
 
 from sweeper.core.jobs import Job, Owned
+from sweeper.core.kinds import Resource
 from sweeper.core.releases import Release
 
 # A decoded JSON object, as the API server sends it.
@@ -229,12 +230,34 @@ class Result(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
+class Carrier:
+    """Where a family writes a platform deadline for its controller to enforce.
+
+    Attributes:
+        enforced: Why a job whose carrier exists is not to be failed by the sweeper.
+    """
+
+    resource: Resource
+    name: str
+    enforced: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class DeadlineWrite:
+    """A platform deadline's write into its carrier, and the Event that says so."""
+
+    patch: JSON
+    event: str
+    warning: bool
+
+
+@dataclass(frozen=True, slots=True)
 class Outcome:
     """What became of one entry of the plan.
 
     Attributes:
         body: The patch sent (or that would be sent) for touch and fail.
-        pods: Names of the pods deleted (or that would be); so ``services`` and ``jobsets``.
+        reclaimed: What was deleted (or would be), as (resource plural, name).
         errors: One line per request that failed for this job.
         touch_refused: The API server's refusal of the touch, when ``auto`` failed the job
             instead (its operator's validating webhook rejects every update while it is down).
@@ -244,11 +267,28 @@ class Outcome:
     result: Result
     detail: str = ""
     body: JSON | None = None
-    pods: tuple[str, ...] = ()
-    services: tuple[str, ...] = ()
-    jobsets: tuple[str, ...] = ()
+    reclaimed: tuple[tuple[str, str], ...] = ()
     errors: tuple[str, ...] = ()
     touch_refused: str = ""
+
+    def deleted(self, plural: str) -> tuple[str, ...]:
+        """The names of the objects of one resource deleted (or that would be)."""
+        return tuple(name for what, name in self.reclaimed if what == plural)
+
+    @property
+    def pods(self) -> tuple[str, ...]:
+        """The pods deleted."""
+        return self.deleted("pods")
+
+    @property
+    def services(self) -> tuple[str, ...]:
+        """The services deleted."""
+        return self.deleted("services")
+
+    @property
+    def jobsets(self) -> tuple[str, ...]:
+        """The JobSets deleted."""
+        return self.deleted("jobsets")
 
 
 def settled(entry: Skip) -> Outcome:

@@ -20,39 +20,22 @@ from typing import Any
 from sweeper.core.clock import format_rfc3339
 from sweeper.core.kinds import (
     COMPONENT,
-    DEADLINE_EXCEEDED,
     DEADLINE_MESSAGE,
     LEGACY_TOUCHED_AT_ANNOTATION,
-    MPI_OPERATOR_VERSION,
     TOUCHED_AT_ANNOTATION,
     Kind,
 )
 
 
-def failure_message(name: str, version: str = "", source: str = "") -> str:
-    """The ``Failed`` condition's message: the controller's own plus who enforced it.
+def failure_message(name: str, source: str = "") -> str:
+    """The ``Failed`` condition's message: the operator's own plus who enforced it.
 
-    An mpi-operator MPIJob's also says that it had no launcher Job to enforce the deadline.
     ``source`` names a deadline the job does not carry (``sweeper.core.platform.source_note``);
     the operator's words stay first, so the message still reads as a deadline failure.
     """
     if source:
         return f"Job {name} {DEADLINE_MESSAGE} ({source}) (enforced by {COMPONENT})"
-    if version == MPI_OPERATOR_VERSION:
-        return (
-            f"MPIJob {name} {DEADLINE_MESSAGE}, with no launcher Job to enforce it "
-            f"(enforced by {COMPONENT})"
-        )
     return f"Job {name} {DEADLINE_MESSAGE} (enforced by {COMPONENT})"
-
-
-def failed_reason(kind: Kind, version: str = "") -> str:
-    """The ``Failed`` condition's reason, as the job's controller spells it.
-
-    ``<Kind>Failed`` (the Training Operator v1); ``DeadlineExceeded`` for an mpi-operator
-    MPIJob, the reason it copies from its launcher Job's deadline failure.
-    """
-    return DEADLINE_EXCEEDED if version == MPI_OPERATOR_VERSION else f"{kind.name}Failed"
 
 
 def failed_status(
@@ -60,15 +43,17 @@ def failed_status(
     name: str,
     status: Mapping[str, Any] | None,
     now: datetime,
-    version: str = "",
     *,
     source: str = "",
+    reason: str = "",
+    message: str = "",
 ) -> dict[str, Any]:
     """Build the status fields that fail a job by its deadline.
 
     ``completionTime`` only when the job has none yet. Written as a JSON merge patch, this
-    replaces the whole conditions list and leaves every other status field as it is.
-    ``version`` matters because mpi-operator's MPIJob spells its failure otherwise.
+    replaces the whole conditions list and leaves every other status field as it is. The
+    reason is the operator's ``<Kind>Failed`` and the message :func:`failure_message`'s,
+    unless a family spells its failure otherwise (``reason``, ``message``).
     """
     status = status or {}
     stamp = format_rfc3339(now)
@@ -85,8 +70,8 @@ def failed_status(
         {
             "type": "Failed",
             "status": "True",
-            "reason": failed_reason(kind, version),
-            "message": failure_message(name, version, source),
+            "reason": reason or f"{kind.name}Failed",
+            "message": message or failure_message(name, source),
             "lastUpdateTime": stamp,
             "lastTransitionTime": stamp,
         }
@@ -98,7 +83,13 @@ def failed_status(
 
 
 def status_patch(
-    kind: Kind, raw_job: Mapping[str, Any], now: datetime, version: str = "", *, source: str = ""
+    kind: Kind,
+    raw_job: Mapping[str, Any],
+    now: datetime,
+    *,
+    source: str = "",
+    reason: str = "",
+    message: str = "",
 ) -> dict[str, Any]:
     """Build the whole merge patch sent to ``.../<plural>/<name>/status``.
 
@@ -109,52 +100,14 @@ def status_patch(
     return {
         "metadata": {"resourceVersion": meta.get("resourceVersion")},
         "status": failed_status(
-            kind, str(meta.get("name", "")), raw_job.get("status"), now, version, source=source
+            kind,
+            str(meta.get("name", "")),
+            raw_job.get("status"),
+            now,
+            source=source,
+            reason=reason,
+            message=message,
         ),
-    }
-
-
-# Trainer v2.3.0's message for its own deadline failure (pkg/constants/constants.go:88).
-TRAINJOB_DEADLINE_MESSAGE = "TrainJob exceeded its active deadline"
-
-
-def trainjob_failure_message(deadline: str) -> str:
-    """A TrainJob's ``Failed`` message: the trainer's, which deadline, who enforced it."""
-    return f"{TRAINJOB_DEADLINE_MESSAGE} ({deadline}) (enforced by {COMPONENT})"
-
-
-def trainjob_status_patch(
-    raw_job: Mapping[str, Any], now: datetime, deadline: str
-) -> dict[str, Any]:
-    """Build the merge patch that fails a TrainJob as the trainer does at its deadline.
-
-    The trainer sets ``Failed=True``, reason ``DeadlineExceeded`` and its message with
-    ``meta.SetStatusCondition`` (trainjob_controller.go, ``setFailedCondition``): a
-    ``metav1.Condition``, replaced in place when one of that type exists (with a new
-    ``lastTransitionTime`` when its status changes), else appended. A TrainJob has no
-    ``completionTime``. ``raw_job``'s ``resourceVersion`` guards the write.
-    """
-    meta = raw_job.get("metadata") or {}
-    status = raw_job.get("status") or {}
-    failed = {
-        "type": "Failed",
-        "status": "True",
-        "reason": DEADLINE_EXCEEDED,
-        "message": trainjob_failure_message(deadline),
-        "lastTransitionTime": format_rfc3339(now),
-    }
-    conditions: list[dict[str, Any]] = []
-    for condition in status.get("conditions") or ():
-        if condition.get("type") == "Failed":
-            conditions.append(failed)
-            failed = {}
-        else:
-            conditions.append(dict(condition))
-    if failed:
-        conditions.append(failed)
-    return {
-        "metadata": {"resourceVersion": meta.get("resourceVersion")},
-        "status": {"conditions": conditions},
     }
 
 

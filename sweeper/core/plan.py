@@ -7,7 +7,7 @@ order to run it and which of a failed job's pods and services to delete. Pure.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
 
@@ -15,15 +15,17 @@ from sweeper.core.jobs import Job, Owned
 from sweeper.core.model import (
     CLEAN_UPS,
     Action,
-    ActionKind,
     Entry,
     Plan,
     PodsMode,
     Policy,
     Skip,
     SkipReason,
-    pods_mode,
 )
+
+# What of a job's leftovers a clean-up deletes (its family's ``leftovers``), and what its
+# family says when that is nothing.
+Select = Callable[[Sequence[Owned], Job, Policy], tuple[Sequence[Owned], str]]
 
 
 def assemble(
@@ -31,6 +33,7 @@ def assemble(
     now: datetime,
     policy: Policy,
     pods: Mapping[str, Sequence[Owned]] | None = None,
+    select: Select | None = None,
 ) -> Plan:
     """Make the plan of entries judged one by one, as ``sweeper.core.decide.decide`` does.
 
@@ -38,37 +41,35 @@ def assemble(
     hands over only the actions, since a skip is final): ``assemble([judge(j, now, policy)
     for j in jobs], now, policy)`` is ``decide(jobs, now, policy)``. Pure.
 
-    ``pods`` is what may be left of the jobs failed by their deadline (pods, or a TrainJob's
-    JobSet), by controller uid, from one listing per namespace scope (``leftovers_by_owner``).
-    A ``terminate-pods`` or ``delete-jobset`` whose job's uid is a key gets its targets chosen
-    here: with none to delete it is a ``finished`` skip, so a clean-up that can find nothing
-    takes no ``--max-actions`` slot and no request. A uid that is not a key (its scope could
-    not be listed) keeps the action, and the executor reads that job's leftovers itself.
+    ``pods`` is what may be left of the jobs failed by their deadline (each family's
+    leftovers), by controller uid, from one listing per namespace scope
+    (``leftovers_by_owner``). A clean-up whose job's uid is a key gets its targets chosen here
+    (by ``select``, the job's family's choice): with none to delete it is a ``finished``
+    skip, so a clean-up that can find nothing takes no ``--max-actions`` slot and no request.
+    A uid that is not a key (its scope could not be listed) keeps the action, and the
+    executor reads that job's leftovers itself.
     """
     listed = list(entries)
-    if pods is not None:
-        listed = [_with_targets(entry, pods, policy) for entry in listed]
+    if pods is not None and select is not None:
+        listed = [_with_targets(entry, pods, policy, select) for entry in listed]
     if policy.max_actions is not None:
         listed = _cap(listed, policy.max_actions)
     return Plan(now=now, policy=policy, entries=tuple(listed))
 
 
-def _with_targets(entry: Entry, owned: Mapping[str, Sequence[Owned]], policy: Policy) -> Entry:
+def _with_targets(
+    entry: Entry, owned: Mapping[str, Sequence[Owned]], policy: Policy, select: Select
+) -> Entry:
     if not isinstance(entry, Action) or entry.kind not in CLEAN_UPS:
         return entry
     found = owned.get(entry.job.uid)
     if found is None:
         return entry
-    if entry.kind is ActionKind.DELETE_JOBSET:
-        chosen = tuple(o for o in found if o.controller_uid == entry.job.uid and not o.deleting)
-        left = "its JobSet is gone"
-    else:
-        chosen = tuple(pods_to_terminate(found, entry.job, pods_mode(policy)))
-        left = "no pods left to terminate"
+    chosen, left = select(found, entry.job, policy)
     if not chosen:
         finished = entry.job.finished or "Failed"
         return Skip(entry.job, SkipReason.FINISHED, entry.seconds_overdue, f"{finished}; {left}")
-    return replace(entry, targets=chosen)
+    return replace(entry, targets=tuple(chosen))
 
 
 def _priority(entries: Sequence[Entry], index: int) -> tuple[int, float, int]:

@@ -8,13 +8,13 @@ tuple (:func:`walk`), and a watch timer is armed from it (:func:`premise_due`): 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from sweeper.core.clock import human
-from sweeper.core.jobs import Job
-from sweeper.core.kinds import EXCLUDE_ANNOTATION, LEGACY_EXCLUDE_ANNOTATION
+from sweeper.core.jobs import Job, Owned
+from sweeper.core.kinds import COMPONENT, EXCLUDE_ANNOTATION, LEGACY_EXCLUDE_ANNOTATION
 from sweeper.core.model import (
     Action,
     ActionKind,
@@ -26,6 +26,7 @@ from sweeper.core.model import (
     Why,
     pods_mode,
 )
+from sweeper.core.plan import pods_to_terminate
 
 Decider = Callable[[Job, datetime, Policy, "float | None"], "Entry | None"]
 Seer = Callable[[Job, datetime, Policy, "float | None"], str]
@@ -211,6 +212,24 @@ def reclaim_pods_words(policy: Policy) -> str:
         return "then its pods are kept or deleted as its cleanPodPolicy says"
     which = "all its pods" if mode is PodsMode.ALL else "its Running and Pending pods"
     return f"then {which} are deleted, giving their GPUs back"
+
+
+def pods_left(owned: Sequence[Owned], job: Job, policy: Policy) -> list[Owned]:
+    """The pods of a job its deadline failed that ``--terminate-pods`` deletes."""
+    return pods_to_terminate(owned, job, pods_mode(policy))
+
+
+# The Event of a pod family's reclaim, and what is said when nothing was left.
+PODS_RECLAIMED = "DeadlinePodsTerminated"
+NO_PODS_LEFT = "no pods left to terminate"
+
+
+def pods_reclaimed(_job: Job, deleted: Sequence[str], companions: Sequence[str]) -> str:
+    """The Event's message after a pod family's reclaim."""
+    return (
+        f"Deleted {len(deleted)} pod(s) and {len(companions)} service(s) "
+        f"of a job failed by its deadline ({COMPONENT})"
+    )
 
 
 def at_once(entry: Entry | None) -> datetime | None:

@@ -22,6 +22,7 @@ from sweeper.act.cleanup import leftovers_by_owner
 from sweeper.act.executor import Claim, Executor
 from sweeper.config import Config, OutputFormat
 from sweeper.core.clock import SYSTEM_CLOCK, Clock
+from sweeper.core.decide import assemble
 from sweeper.core.errors import (
     EXIT_ACTIONS_FAILED,
     EXIT_OK,
@@ -31,7 +32,6 @@ from sweeper.core.errors import (
     SweeperError,
 )
 from sweeper.core.model import Plan
-from sweeper.core.plan import assemble
 from sweeper.core.platform import PlatformView
 from sweeper.core.tally import Tally
 from sweeper.core.warn import DeadlineWarning, Warned

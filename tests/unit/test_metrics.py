@@ -156,7 +156,7 @@ def test_the_exposition_has_a_fixed_set_of_series_and_no_job_labels() -> None:
 def test_what_the_clean_ups_deleted_is_counted_by_family_kind_and_what() -> None:
     found = a_pass()
     cleaned = [
-        replace(o, pods=("w-0", "w-1"))
+        replace(o, reclaimed=(("pods", "w-0"), ("pods", "w-1")))
         for o in found
         if o.entry.decision == "terminate-pods" and o.entry.job.name == "by-operator"
     ]

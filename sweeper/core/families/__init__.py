@@ -11,13 +11,14 @@ cannot drop one of these. ``--explain`` walks the whole table; a watch timer is 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Protocol
 
 from sweeper.core.families import mpi_operator, trainer, training_operator
-from sweeper.core.jobs import Job
+from sweeper.core.jobs import Job, Owned
 from sweeper.core.kinds import Kind, Leftovers
-from sweeper.core.model import Entry, Policy, SkipReason
+from sweeper.core.model import JSON, Action, Carrier, DeadlineWrite, Entry, Policy, SkipReason
 from sweeper.core.rules import (
     BEING_DELETED,
     MALFORMED,
@@ -43,6 +44,8 @@ class Family(Protocol):
             them.
         RULES: Its own rules, judged after the shared ones (:func:`table`), in order; the
             last always decides.
+        RECLAIM_REASON: The Event's reason after its leftovers were deleted.
+        NOTHING_LEFT: What a reclaim that found nothing to delete says.
     """
 
     NAME: str
@@ -50,6 +53,8 @@ class Family(Protocol):
     MANAGED_BY: str
     LEFTOVERS: Leftovers
     RULES: tuple[Rule, ...]
+    RECLAIM_REASON: str
+    NOTHING_LEFT: str
 
     def reads_managed_by(self, job: Job) -> bool:
         """Whether its controller honours the job's ``managedBy`` at all."""
@@ -73,6 +78,33 @@ class Family(Protocol):
 
     def reclaim_words(self, policy: Policy) -> str:
         """What follows its deadline failure, as a ``DeadlineApproaching`` warning says it."""
+        ...
+
+    def leftovers(self, owned: Sequence[Owned], job: Job, policy: Policy) -> list[Owned]:
+        """Which of the objects listed (``LEFTOVERS``) a reclaim of the job deletes."""
+        ...
+
+    def reclaimed_event(self, job: Job, deleted: Sequence[str], companions: Sequence[str]) -> str:
+        """The Event's message after a reclaim deleted ``deleted`` (and their companions)."""
+        ...
+
+    def fail_patch(self, job: Job, raw: JSON, now: datetime) -> JSON:
+        """The status patch that fails the job (read as ``raw``) as its controller would."""
+        ...
+
+    def failed_event(self, job: Job, late: str, deleted: Sequence[str]) -> str:
+        """The Event's message once the sweeper failed the job and reclaimed ``deleted``."""
+        ...
+
+    def carrier(self, job: Job) -> Carrier:
+        """Where a platform deadline of the job is written for its controller to enforce."""
+        ...
+
+    def deadline_write(self, action: Action, target: JSON | None) -> DeadlineWrite | Action | str:
+        """The write of a ``set-deadline`` into its carrier as read (``None``: there is none).
+
+        Or the action to take instead (a fail), or why the carrier is left alone.
+        """
         ...
 
 

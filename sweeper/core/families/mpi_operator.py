@@ -29,17 +29,46 @@ the sweeper never touches an MPIJob. What it does, as docs/decisions.md says:
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from datetime import datetime
 
-from sweeper.core.clock import human
-from sweeper.core.jobs import DeadlineSource, Job
-from sweeper.core.kinds import MPI_OPERATOR, MPI_OPERATOR_VERSION, MPIJOB, OPERATOR_PODS, Kind
-from sweeper.core.model import Action, ActionKind, Entry, Policy, Skip, SkipReason, Why
+from sweeper.core.clock import human, parse_rfc3339
+from sweeper.core.jobs import DeadlineSource, Job, parse_owned
+from sweeper.core.kinds import (
+    BATCH_JOBS,
+    COMPONENT,
+    DEADLINE_EXCEEDED,
+    DEADLINE_MESSAGE,
+    MPI_OPERATOR,
+    MPI_OPERATOR_VERSION,
+    MPIJOB,
+    OPERATOR_PODS,
+    Kind,
+)
+from sweeper.core.model import (
+    JSON,
+    Action,
+    ActionKind,
+    Carrier,
+    DeadlineWrite,
+    Entry,
+    Policy,
+    Skip,
+    SkipReason,
+    Why,
+)
+from sweeper.core.patches import deadline_patch, failure_message, status_patch
+from sweeper.core.platform import source_note
 from sweeper.core.rules import (
     ALWAYS,
+    NO_PODS_LEFT,
+    PODS_RECLAIMED,
     Rule,
     at_once,
     later,
+    pods_left,
+    pods_reclaimed,
     reclaim_pods,
     reclaim_pods_words,
     skip_if,
@@ -182,3 +211,101 @@ RULES: tuple[Rule, ...] = (
 def due_at(job: Job, policy: Policy) -> datetime | None:
     """``startTime`` + deadline + grace, for a gang or a deadline the launcher does not carry."""
     return _due_instant(job, policy)
+
+
+# --- its writes: the fail, what it leaves, the launcher's deadline --------------------------
+
+RECLAIM_REASON = PODS_RECLAIMED
+NOTHING_LEFT = NO_PODS_LEFT
+leftovers = pods_left
+reclaimed_event = pods_reclaimed
+# mpi-operator names the launcher Job so and looks it up by that name alone (getLauncherJob).
+LAUNCHER_SUFFIX = "-launcher"
+
+
+def _failure_message(job: Job) -> str:
+    source = source_note(job)
+    if source:
+        return failure_message(job.name, source)
+    return (
+        f"MPIJob {job.name} {DEADLINE_MESSAGE}, with no launcher Job to enforce it "
+        f"(enforced by {COMPONENT})"
+    )
+
+
+def fail_patch(job: Job, raw: JSON, now: datetime) -> JSON:
+    """A failure as mpi-operator records its launcher's: reason ``DeadlineExceeded``."""
+    return status_patch(job.kind, raw, now, reason=DEADLINE_EXCEEDED, message=_failure_message(job))
+
+
+def failed_event(job: Job, late: str, _deleted: Sequence[str]) -> str:
+    """The Event's message once the sweeper failed the MPIJob."""
+    return f"{_failure_message(job)}: {late} past its deadline"
+
+
+def carrier(job: Job) -> Carrier:
+    """Its launcher Job, whose controller enforces the deadline mpi-operator copied there."""
+    return Carrier(
+        BATCH_JOBS,
+        f"{job.name}{LAUNCHER_SUFFIX}",
+        "its launcher Job exists: the Job controller enforces the deadline",
+    )
+
+
+def deadline_write(action: Action, target: JSON | None) -> DeadlineWrite | Action | str:
+    """The platform deadline written into the launcher Job, counted from its own start.
+
+    The seconds that fall on the effective instant counted from the launcher's
+    ``status.startTime`` (written at or after that instant, so the Job controller, which
+    re-syncs on the change, fails it at once). A gang with no launcher is failed as
+    mpi-operator records a failure; why the launcher is left alone, else.
+    """
+    job = action.job
+    if target is None:
+        return Action(
+            job,
+            ActionKind.FAIL,
+            Why.NO_LAUNCHER,
+            action.seconds_overdue,
+            f"no launcher Job to carry its deadline ({source_note(job)})",
+        )
+    name = f"{job.name}{LAUNCHER_SUFFIX}"
+    left = _launcher_left_alone(target, job)
+    if left:
+        return left
+    status = target.get("status") or {}
+    started = parse_rfc3339(status.get("startTime"))
+    instant = job.deadline
+    if started is None or instant is None:
+        return f"its launcher Job {name} has not started"
+    # Rounded up: the Job controller fails it at startTime + seconds, never before the
+    # effective instant; at least 1, a deadline the Job API and every release accept.
+    seconds = max(math.ceil((instant - started).total_seconds()), 1)
+    own = (target.get("spec") or {}).get("activeDeadlineSeconds")
+    if isinstance(own, int) and own <= seconds:
+        return f"its launcher Job's own activeDeadlineSeconds {own} comes first"
+    return DeadlineWrite(
+        deadline_patch(target, seconds),
+        f"Set activeDeadlineSeconds {seconds} on launcher Job {name} ({source_note(job)},"
+        " counted from the launcher's own startTime): the Job controller fails it, then"
+        f" mpi-operator the MPIJob ({COMPONENT})",
+        warning=True,
+    )
+
+
+def _launcher_left_alone(raw: JSON, job: Job) -> str:
+    # Why the launcher Job read is not to be given the deadline; empty when it is.
+    view = parse_owned(raw)
+    if view is None or view.controller_uid != job.uid:
+        return "its launcher Job is not controlled by this MPIJob"
+    if view.deleting:
+        return "its launcher Job is being deleted"
+    status = raw.get("status") or {}
+    for condition in status.get("conditions") or ():
+        if (
+            isinstance(condition, dict)
+            and condition.get("type") in ("Complete", "Failed")
+            and condition.get("status") == "True"
+        ):
+            return f"its launcher Job is {condition['type']}: mpi-operator records it"
+    return ""

@@ -28,11 +28,14 @@ re-creates it (it skips every object of a finished TrainJob).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 
-from sweeper.core.clock import human
-from sweeper.core.jobs import DeadlineSource, Job
+from sweeper.core.clock import format_rfc3339, human
+from sweeper.core.jobs import DeadlineSource, Job, Owned
 from sweeper.core.kinds import (
+    COMPONENT,
+    DEADLINE_EXCEEDED,
     JOBSET_GROUP,
     JOBSET_VERSION,
     TRAINER,
@@ -42,7 +45,20 @@ from sweeper.core.kinds import (
     Leftovers,
     Resource,
 )
-from sweeper.core.model import Action, ActionKind, Entry, Policy, Skip, SkipReason, Why
+from sweeper.core.model import (
+    JSON,
+    Action,
+    ActionKind,
+    Carrier,
+    DeadlineWrite,
+    Entry,
+    Policy,
+    Skip,
+    SkipReason,
+    Why,
+)
+from sweeper.core.patches import deadline_patch
+from sweeper.core.platform import source_note
 from sweeper.core.rules import ALWAYS, Rule, later, stamp
 
 NAME = "trainer"
@@ -215,3 +231,95 @@ def due_at(job: Job, policy: Policy) -> datetime | None:
     if job.deadline_source is DeadlineSource.JOB:
         return None
     return ALWAYS if job.declared_seconds is None else _cap_due(job, policy)
+
+
+# --- its writes: the fail at a cap, its JobSet, the deadline written into its spec ----------
+
+RECLAIM_REASON = "DeadlineJobSetDeleted"
+NOTHING_LEFT = "its JobSet is gone"
+# Trainer v2.3.0's message for its own deadline failure (pkg/constants/constants.go:88).
+DEADLINE_FAILURE = "TrainJob exceeded its active deadline"
+
+
+def leftovers(owned: Sequence[Owned], job: Job, _policy: Policy) -> list[Owned]:
+    """The JobSet the TrainJob controls, unless it is being deleted already."""
+    return [o for o in owned if o.controller_uid == job.uid and not o.deleting]
+
+
+def reclaimed_event(_job: Job, deleted: Sequence[str], _companions: Sequence[str]) -> str:
+    """The Event's message after its JobSet was deleted."""
+    return (
+        f"Deleted JobSet {', '.join(deleted)} of a TrainJob failed by its "
+        f"deadline, which the trainer controller left running ({COMPONENT})"
+    )
+
+
+def _failure_message(job: Job) -> str:
+    return f"{DEADLINE_FAILURE} ({source_note(job)}) (enforced by {COMPONENT})"
+
+
+def fail_patch(job: Job, raw: JSON, now: datetime) -> JSON:
+    """Fail a TrainJob as the trainer does at its deadline.
+
+    The trainer sets ``Failed=True``, reason ``DeadlineExceeded`` and its message with
+    ``meta.SetStatusCondition`` (trainjob_controller.go, ``setFailedCondition``): a
+    ``metav1.Condition``, replaced in place when one of that type exists (with a new
+    ``lastTransitionTime`` when its status changes), else appended. A TrainJob has no
+    ``completionTime``. ``raw``'s ``resourceVersion`` guards the write.
+    """
+    meta = raw.get("metadata") or {}
+    status = raw.get("status") or {}
+    failed = {
+        "type": "Failed",
+        "status": "True",
+        "reason": DEADLINE_EXCEEDED,
+        "message": _failure_message(job),
+        "lastTransitionTime": format_rfc3339(now),
+    }
+    conditions: list[JSON] = []
+    for condition in status.get("conditions") or ():
+        if condition.get("type") == "Failed":
+            conditions.append(failed)
+            failed = {}
+        else:
+            conditions.append(dict(condition))
+    if failed:
+        conditions.append(failed)
+    return {
+        "metadata": {"resourceVersion": meta.get("resourceVersion")},
+        "status": {"conditions": conditions},
+    }
+
+
+def failed_event(job: Job, late: str, deleted: Sequence[str]) -> str:
+    """The Event's message once the sweeper failed it at a cap and deleted its JobSet.
+
+    The JobSet goes at once, as the trainer deletes it at its own deadline; the trainer
+    re-creates nothing for a finished TrainJob (trainjob_controller.go, ``Reconcile``).
+    """
+    return (
+        f"{_failure_message(job)}: {late} past it; JobSet"
+        f" deleted: {', '.join(deleted) or 'none left'}"
+    )
+
+
+def carrier(job: Job) -> Carrier:
+    """The TrainJob itself: the trainer enforces its own ``spec.activeDeadlineSeconds``."""
+    return Carrier(job.kind.at(job.version), job.name)
+
+
+def deadline_write(action: Action, target: JSON | None) -> DeadlineWrite | Action | str:
+    """The effective deadline written into the TrainJob's spec (the trainer's own clock)."""
+    job = action.job
+    if target is None:  # pragma: no cover - the job itself, just read
+        return "the TrainJob is gone"
+    # The CRD's minimum is 1; the rule's durations are whole seconds of at least 1 anyway.
+    seconds = max(job.deadline_seconds or 1, 1)
+    deadline = job.deadline
+    when = "" if deadline is None else f" at {deadline:%Y-%m-%dT%H:%M:%SZ}"
+    return DeadlineWrite(
+        deadline_patch(target, seconds),
+        f"Set spec.activeDeadlineSeconds to {seconds} ({source_note(job)}): the "
+        f"trainer controller fails the TrainJob{when} ({COMPONENT})",
+        warning=False,
+    )

@@ -13,6 +13,7 @@ reads the job's own field alone: the sweeper fails the job, whatever ``--action`
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 
 from sweeper.core.clock import DATE_RESOLUTION_S, human
@@ -30,21 +31,29 @@ from sweeper.core.kinds import (
     XGBOOSTJOB,
 )
 from sweeper.core.model import (
+    JSON,
     Action,
     ActionKind,
     ActionMode,
+    Carrier,
+    DeadlineWrite,
     Entry,
     Policy,
     Skip,
     SkipReason,
     Why,
 )
+from sweeper.core.patches import failure_message, status_patch
 from sweeper.core.platform import source_note
 from sweeper.core.rules import (
     ALWAYS,
+    NO_PODS_LEFT,
+    PODS_RECLAIMED,
     Rule,
     at_once,
     later,
+    pods_left,
+    pods_reclaimed,
     reached,
     reclaim_pods,
     reclaim_pods_words,
@@ -286,3 +295,31 @@ def _overdue(job: Job, now: datetime, deadline: datetime, policy: Policy, overdu
     return Skip(
         job, SkipReason.RECENTLY_TOUCHED, overdue, f"touched {human(since)} ago; {follow_up}"
     )
+
+
+# --- its writes: the fail, what it leaves, and the deadline it never takes ---------------------
+
+RECLAIM_REASON = PODS_RECLAIMED
+NOTHING_LEFT = NO_PODS_LEFT
+leftovers = pods_left
+reclaimed_event = pods_reclaimed
+
+
+def fail_patch(job: Job, raw: JSON, now: datetime) -> JSON:
+    """The status the operator writes at a deadline (``sweeper.core.patches.status_patch``)."""
+    return status_patch(job.kind, raw, now, source=source_note(job))
+
+
+def failed_event(job: Job, late: str, _deleted: Sequence[str]) -> str:
+    """The Event's message once the sweeper failed the job."""
+    return f"{failure_message(job.name, source_note(job))}: {late} past its deadline"
+
+
+def carrier(job: Job) -> Carrier:
+    """The job itself: the operator reads no deadline but the job's own, so none is written."""
+    return Carrier(job.kind.at(job.version), job.name)
+
+
+def deadline_write(_action: Action, _target: JSON | None) -> DeadlineWrite | Action | str:
+    """Never: a platform deadline of this family is the sweeper's to enforce (it fails)."""
+    return "the Training Operator enforces the job's own deadline only"

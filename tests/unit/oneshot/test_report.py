@@ -106,7 +106,11 @@ def test_no_json_line_exceeds_16_kib_even_for_a_job_with_thousands_of_pods() -> 
     assert isinstance(entry.entry, Action)
     failed = replace(entry.entry, kind=ActionKind.FAIL)
     outcomes = [
-        replace(entry, entry=failed, pods=pods, services=pods),
+        replace(
+            entry,
+            entry=failed,
+            reclaimed=(*(("pods", p) for p in pods), *(("services", p) for p in pods)),
+        ),
         *pass_report(*(job(name=f"j{i}") for i in range(300))).outcomes,
     ]
     base = pass_report()
@@ -309,7 +313,8 @@ def mixed_pass(jobs: int, every: int) -> PassReport:
     report = pass_report(*raws, results={"j00000": Result.ERROR})
     huge = next((o for o in report.outcomes if o.entry.job.name == f"j{every:05d}"), None)
     pods = tuple(f"worker-{i}" for i in range(3000))
-    outcomes = [replace(o, pods=pods) if o is huge else o for o in report.outcomes]
+    reclaimed = tuple(("pods", pod) for pod in pods)
+    outcomes = [replace(o, reclaimed=reclaimed) if o is huge else o for o in report.outcomes]
     return replace(report, outcomes=outcomes)
 
 
