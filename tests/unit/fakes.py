@@ -105,7 +105,8 @@ class FakeCluster:
     # --- set-up ------------------------------------------------------------------------------
 
     def add_job(self, raw: JSON) -> JSON:
-        kind = next(k for k in KINDS if k.name == raw["kind"])
+        kinds = (*(s.kind for s in self.served), *KINDS)
+        kind = next(k for k in kinds if k.name == raw["kind"])
         meta = raw["metadata"]
         self.jobs[(kind.plural, meta["namespace"], meta["name"])] = copy.deepcopy(raw)
         return raw
@@ -181,7 +182,7 @@ class FakeCluster:
     # --- the generic verbs: each resource's store, and the name a request is recorded by ---
 
     def _job_kind(self, resource: Resource) -> ServedKind | None:
-        for kind in KINDS:
+        for kind in (*(s.kind for s in self.served), *KINDS):
             if (kind.group, kind.plural) == (resource.group, resource.plural):
                 return ServedKind(kind, resource.version)
         return None

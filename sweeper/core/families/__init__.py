@@ -109,14 +109,29 @@ class Family(Protocol):
 
 
 FAMILIES: tuple[Family, ...] = (training_operator, mpi_operator, trainer)
-_BY_KIND = {(kind.name, version): f for f in reversed(FAMILIES) for kind, version in f.SERVES}
-# A kind at a version no family serves is its first family's (a view built by hand).
-_BY_KIND |= {(kind.name, ""): f for f in reversed(FAMILIES) for kind, _ in f.SERVES}
 
 
 def family_of(kind: Kind, version: str) -> Family:
-    """The family whose controller serves ``kind`` at ``version``."""
-    return _BY_KIND.get((kind.name, version)) or _BY_KIND[kind.name, ""]
+    """The family whose controller serves ``kind`` at ``version``.
+
+    A kind at a version no family serves is its first family's (a view built by hand).
+    """
+    index = _index()
+    return index.get((kind.name, version)) or index[kind.name, ""]
+
+
+_INDEXED: list[tuple[tuple[Family, ...], dict[tuple[str, str], Family]]] = []
+
+
+def _index() -> dict[tuple[str, str], Family]:
+    # Built again only when FAMILIES is another tuple (a test's family added to it).
+    if not _INDEXED or _INDEXED[0][0] is not FAMILIES:
+        index: dict[tuple[str, str], Family] = {}
+        for family in reversed(FAMILIES):
+            for kind, version in family.SERVES:
+                index[kind.name, version] = index[kind.name, ""] = family
+        _INDEXED[:] = [(FAMILIES, index)]
+    return _INDEXED[0][1]
 
 
 def table(family: Family) -> tuple[Rule, ...]:
