@@ -21,11 +21,10 @@ from sweeper.core.kinds import (
     EXCLUDE_ANNOTATION,
     LEGACY_EXCLUDE_ANNOTATION,
     LEGACY_TOUCHED_AT_ANNOTATION,
-    MPI_OPERATOR_VERSION,
     TOUCHED_AT_ANNOTATION,
-    TRAINJOB,
     VERSION,
     Kind,
+    Reading,
 )
 
 # The operator computes ``time.Duration(activeDeadlineSeconds) * time.Second`` in int64
@@ -188,27 +187,25 @@ def _parse(raw: object, kind: Kind, version: str, *, identity: tuple[str, str, s
     annotations = _mapping(meta, "annotations", "metadata.annotations")
     spec = _mapping(raw, "spec", "spec", required=True)
     status = _mapping(raw, "status", "status")
-    # A TrainJob ends Complete (the trainer copies JobSet's Completed: jobset.go, Status).
-    seen = _conditions(status, "Complete" if kind is TRAINJOB else "Succeeded")
-    if kind is TRAINJOB:
-        # Trainer v2's clock: creation, or the last resume (trainjob_controller.go,
-        # reconcileDeadline); its own fields sit on spec, and the deadline failure is a reason.
-        policy: Mapping[str, object] = spec
-        prefix = "spec"
+    reading = kind.reading(version)
+    seen = _conditions(status, reading.succeeded)
+    if reading.run_policy:
+        policy = _mapping(spec, "runPolicy", "spec.runPolicy")
+        prefix = "spec.runPolicy"
+    else:
+        policy, prefix = spec, "spec"
+    if reading.created_clock:
         start_time = _time(meta, "creationTimestamp", "metadata.creationTimestamp")
         if seen.resumed_at is not None and (start_time is None or seen.resumed_at > start_time):
             start_time = seen.resumed_at
+    else:
+        start_time = _time(status, "startTime", "status.startTime")
+    # A reason (mpi-operator's copied from its launcher, the trainer's own), or the Training
+    # Operator v1's message (docs/operator.md).
+    if reading.failure_reason:
         by_deadline, by_sweeper = seen.deadline_reason, seen.reason_by_sweeper
     else:
-        policy = _mapping(spec, "runPolicy", "spec.runPolicy")
-        prefix = "spec.runPolicy"
-        start_time = _time(status, "startTime", "status.startTime")
-        # mpi-operator copies the launcher Job's reason; the Training Operator v1 writes a
-        # message of its own (docs/operator.md).
-        if version == MPI_OPERATOR_VERSION:
-            by_deadline, by_sweeper = seen.deadline_reason, seen.reason_by_sweeper
-        else:
-            by_deadline, by_sweeper = seen.message, seen.by_sweeper
+        by_deadline, by_sweeper = seen.message, seen.by_sweeper
     deadline_seconds = _deadline(policy, f"{prefix}.activeDeadlineSeconds")
     if start_time is not None and deadline_seconds is not None:
         try:
@@ -234,12 +231,12 @@ def _parse(raw: object, kind: Kind, version: str, *, identity: tuple[str, str, s
         finished=seen.finished,
         failed_by_deadline=by_deadline,
         failed_by_sweeper=by_sweeper,
-        clean_pod_policy=_clean_pod_policy(kind, version, spec, policy),
+        clean_pod_policy=_clean_pod_policy(kind, reading, spec, policy),
         # Read only where a family's rules use them: the fast decoder of v1 lists skips them.
-        completed=version == MPI_OPERATOR_VERSION and status.get("completionTime") is not None,
-        failed_at=seen.failed_at if kind is TRAINJOB else None,
+        completed=reading.completion and status.get("completionTime") is not None,
+        failed_at=seen.failed_at if reading.failed_at else None,
         launcher_waits=(
-            version == MPI_OPERATOR_VERSION
+            reading.launcher_policy
             and _string(spec, "launcherCreationPolicy", "spec.launcherCreationPolicy")
             == "WaitForWorkersReady"
         ),
@@ -299,12 +296,12 @@ def _deadline(policy: Mapping[str, object], field: str) -> int | None:
 
 
 def _clean_pod_policy(
-    kind: Kind, version: str, spec: Mapping[str, object], run_policy: Mapping[str, object]
+    kind: Kind, reading: Reading, spec: Mapping[str, object], run_policy: Mapping[str, object]
 ) -> str | None:
-    if kind is TRAINJOB:
+    if not reading.clean_pod_policy:
         return None
     policy = _string(run_policy, "cleanPodPolicy", "spec.runPolicy.cleanPodPolicy")
-    if policy is None and kind.legacy_clean_pod_policy and version != MPI_OPERATOR_VERSION:
+    if policy is None and kind.legacy_clean_pod_policy and reading.legacy_clean_pod_policy:
         policy = _string(spec, "cleanPodPolicy", "spec.cleanPodPolicy")
     return policy
 

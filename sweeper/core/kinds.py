@@ -114,6 +114,38 @@ OPERATOR_PODS = Leftovers(PODS, JOB_NAME_LABEL, companion=SERVICES)
 
 
 @dataclass(frozen=True, slots=True)
+class Reading:
+    """How one controller keeps its jobs: what ``sweeper.core.jobs.parse_job`` reads where.
+
+    The defaults are the Training Operator v1's.
+
+    Attributes:
+        run_policy: Its own fields (``activeDeadlineSeconds``, ``suspend``, ``managedBy``,
+            ``cleanPodPolicy``) sit in ``spec.runPolicy``; else in ``spec``.
+        succeeded: The condition a success sets.
+        created_clock: Its deadline clock starts at creation or the last resume (the
+            ``Suspended=False`` transition); else at ``status.startTime``.
+        failure_reason: Its deadline failure is read from the ``Failed`` reason
+            (``DeadlineExceeded``); else from the operator's message.
+        clean_pod_policy: It has a ``cleanPodPolicy``.
+        legacy_clean_pod_policy: It honours a kind's ``spec.cleanPodPolicy`` fallback.
+        completion: Its end is complete only with ``status.completionTime``.
+        failed_at: The ``Failed`` condition's time is read (a reclaim waits from it).
+        launcher_policy: ``spec.launcherCreationPolicy`` is read.
+    """
+
+    run_policy: bool = True
+    succeeded: str = "Succeeded"
+    created_clock: bool = False
+    failure_reason: bool = False
+    clean_pod_policy: bool = True
+    legacy_clean_pod_policy: bool = True
+    completion: bool = False
+    failed_at: bool = False
+    launcher_policy: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class Kind:
     """One Kubeflow job kind.
 
@@ -132,6 +164,11 @@ class Kind:
     legacy_clean_pod_policy: bool = False
     group: str = GROUP
     versions: tuple[str, ...] = (VERSION,)
+    readings: tuple[tuple[str, Reading], ...] = ()
+
+    def reading(self, version: str) -> Reading:
+        """How the controller serving it at ``version`` keeps it."""
+        return next((r for v, r in self.readings if v == version), _V1)
 
     @property
     def resource(self) -> str:
@@ -152,6 +189,19 @@ MPIJOB = Kind(
     "mpiReplicaSpecs",
     legacy_clean_pod_policy=True,
     versions=(VERSION, MPI_OPERATOR_VERSION),
+    # mpi-operator copies its launcher's failure (its reason) and cleans up and stops
+    # re-creating workers only with a completionTime.
+    readings=(
+        (
+            MPI_OPERATOR_VERSION,
+            Reading(
+                failure_reason=True,
+                legacy_clean_pod_policy=False,
+                completion=True,
+                launcher_policy=True,
+            ),
+        ),
+    ),
 )
 PADDLEJOB = Kind("PaddleJob", "paddlejobs", "paddleReplicaSpecs")
 JAXJOB = Kind("JAXJob", "jaxjobs", "jaxReplicaSpecs", checks_managed_by=False)
@@ -160,7 +210,31 @@ JAXJOB = Kind("JAXJob", "jaxjobs", "jaxReplicaSpecs", checks_managed_by=False)
 # release ever skipped an MXJob for it: like JAXJob, it is judged whatever managedBy says.
 MXJOB = Kind("MXJob", "mxjobs", "mxReplicaSpecs", checks_managed_by=False)
 
-TRAINJOB = Kind("TrainJob", "trainjobs", "", group=TRAINER_GROUP, versions=(TRAINER_VERSION,))
+# Trainer v2's clock is creation or the last resume (trainjob_controller.go, reconcileDeadline);
+# its own fields sit on spec, it ends Complete (copied from JobSet's Completed), and its
+# deadline failure is a reason.
+TRAINJOB = Kind(
+    "TrainJob",
+    "trainjobs",
+    "",
+    group=TRAINER_GROUP,
+    versions=(TRAINER_VERSION,),
+    readings=(
+        (
+            TRAINER_VERSION,
+            Reading(
+                run_policy=False,
+                succeeded="Complete",
+                created_clock=True,
+                failure_reason=True,
+                clean_pod_policy=False,
+                failed_at=True,
+            ),
+        ),
+    ),
+)
+
+_V1 = Reading()
 
 KINDS: tuple[Kind, ...] = (
     TFJOB,

@@ -26,7 +26,6 @@ from sweeper.core.errors import (
 )
 from sweeper.core.families import family_of
 from sweeper.core.jobs import Job
-from sweeper.core.kinds import MPI_OPERATOR_VERSION
 from sweeper.core.model import Action, Skip, settled
 from sweeper.core.platform import PlatformView
 from sweeper.core.scope import RunScope
@@ -127,12 +126,15 @@ def _discover(cluster: Cluster, config: Config, listing: Listing) -> RunScope[Se
             extra={"kind": served.kind.name},
         )
     for served in scope.kinds:
-        if served.version == MPI_OPERATOR_VERSION:
-            # Only one mpijobs.kubeflow.org CRD can exist: say whose MPIJob this cluster has.
+        family = family_of(served.kind, served.version)
+        if family is not family_of(served.kind, ""):
+            # One CRD per kind can exist: say whose this cluster has (mpi-operator's MPIJob).
             log.info(
-                "MPIJob is served at %s/%s: mpi-operator's; judged by its family",
+                "%s is served at %s/%s: %s's; judged by its family",
+                served.kind.name,
                 served.kind.group,
                 served.version,
+                family.NAME,
                 extra={"kind": served.kind.name},
             )
     if misconfig.check_mpijob_scheme(

@@ -19,7 +19,8 @@ import logging
 from collections.abc import Iterable
 
 from sweeper.core.errors import ApiError, ClusterUnavailable
-from sweeper.core.kinds import DEPLOYMENTS, MPI_OPERATOR_VERSION, MPIJOB
+from sweeper.core.families import family_of
+from sweeper.core.kinds import DEPLOYMENTS, VERSION
 from sweeper.core.model import JSON
 from sweeper.core.tally import MPIJOB_SCHEME
 from sweeper.k8s.cluster import Cluster, ServedKind
@@ -63,9 +64,14 @@ def check_mpijob_scheme(
     ``False`` without ``deployment``, when MPIJob is not served at ``v2beta1``, and when the
     Deployment cannot be read (logged once, as a WARNING).
     """
-    mpi = next((s for s in served if s.kind == MPIJOB), None)
-    if deployment is None or mpi is None or mpi.version != MPI_OPERATOR_VERSION:
+    # A kind the Training Operator serves at v1 that another family's CRD serves here.
+    mpi = next(
+        (s for s in served if family_of(s.kind, VERSION) is not family_of(s.kind, s.version)),
+        None,
+    )
+    if deployment is None or mpi is None:
         return False
+    scheme = mpi.kind.name.lower()
     namespace, name = deployment
     fields = {"namespace": namespace, "misconfigured": MPIJOB_SCHEME}
     try:
@@ -81,9 +87,9 @@ def check_mpijob_scheme(
         )
         return False
     schemes = enabled_schemes(raw)
-    if schemes is not None and "mpijob" not in schemes:
+    if schemes is not None and scheme not in schemes:
         return False
-    why = "passes no --enable-scheme (every scheme)" if schemes is None else "enables mpijob"
+    why = "passes no --enable-scheme (every scheme)" if schemes is None else f"enables {scheme}"
     log.warning(
         "Deployment %s/%s %s: the Training Operator runs its kubeflow.org/v1 MPIJob controller "
         "while MPIJob is served at %s/%s (mpi-operator's CRD), so it exits after a 2-minute "
