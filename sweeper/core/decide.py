@@ -16,18 +16,14 @@ from datetime import datetime
 
 from sweeper.core import plan
 from sweeper.core.families import due_at as family_due_at
-from sweeper.core.families import family_of, table, training_operator
+from sweeper.core.families import family_of, table
 from sweeper.core.families.training_operator import current_touch
 from sweeper.core.jobs import Job, Owned
 from sweeper.core.model import Entry, Plan, Policy
 from sweeper.core.rules import ALWAYS, Step, judge_by, walk
 
-# The Training Operator v1's whole table, as ``--explain`` walks it for a v1 job.
-RULES = table(training_operator)
-
 __all__ = [
     "ALWAYS",
-    "RULES",
     "Step",
     "assemble",
     "current_touch",

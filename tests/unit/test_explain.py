@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 
-from sweeper.core.decide import RULES, explain, judge
+from sweeper.core.decide import explain, judge
 from sweeper.core.errors import ApiError, RequestRef
+from sweeper.core.families import family_of, table
 from sweeper.core.jobs import parse_job
 from sweeper.core.kinds import (
     EXCLUDE_ANNOTATION,
@@ -19,6 +20,9 @@ from sweeper.core.kinds import (
 from sweeper.core.model import ActionMode, Policy
 from tests.unit.objects import KIND, NOW, ago, condition, deadline_failed, job, owned
 from tests.unit.test_cli import Harness
+
+# The Training Operator v1's whole table, as --explain walks it for a v1 job.
+RULES = table(family_of(KIND["PyTorchJob"], "v1"))
 
 CASES = [
     pytest.param(job(), "overdue", "touch (overdue): 1h00m past its deadline", id="overdue"),
