@@ -37,6 +37,7 @@ from sweeper.core.kinds import MPI_OPERATOR
 from sweeper.core.model import Action, ActionKind, Entry, Policy, Skip, SkipReason, Why
 from sweeper.core.rules import (
     BEING_DELETED,
+    DURATION_OVERFLOW,
     MALFORMED,
     NO_DEADLINE,
     NOT_STARTED,
@@ -165,6 +166,7 @@ RULES: tuple[Rule, ...] = (
     SUSPENDED,
     RESUMING,
     NO_DEADLINE,
+    DURATION_OVERFLOW,
     NOT_STARTED,
     skip_if(
         SkipReason.OPERATOR_ENFORCED,

@@ -37,6 +37,7 @@ from sweeper.core.model import Action, ActionKind, Entry, Policy, Skip, SkipReas
 from sweeper.core.rules import (
     ALWAYS,
     BEING_DELETED,
+    DURATION_OVERFLOW,
     MALFORMED,
     NO_DEADLINE,
     NOT_STARTED,
@@ -196,6 +197,7 @@ RULES: tuple[Rule, ...] = (
     # reconcileDeadline reads it: until then creation + a cap reads as long past.
     RESUMING,
     NO_DEADLINE,
+    DURATION_OVERFLOW,
     NOT_STARTED,
     # Reads the clock for a cap (due_at below times it).
     Rule(Why.PLATFORM_DEADLINE.value, _seen_platform, _platform),

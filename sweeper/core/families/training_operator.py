@@ -31,6 +31,7 @@ from sweeper.core.model import (
 from sweeper.core.platform import source_note
 from sweeper.core.rules import (
     BEING_DELETED,
+    DURATION_OVERFLOW,
     MALFORMED,
     NO_DEADLINE,
     NOT_STARTED,
@@ -156,6 +157,7 @@ RULES: tuple[Rule, ...] = (
     SUSPENDED,
     RESUMING,
     NO_DEADLINE,
+    DURATION_OVERFLOW,
     NOT_STARTED,
     # The one rule that reads the clock, after every rule that does not (due_at relies on it).
     Rule(SkipReason.NOT_YET_DUE.value, _seen_deadline, _decide_not_yet_due),
