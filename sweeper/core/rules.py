@@ -180,7 +180,7 @@ DURATION_OVERFLOW = Rule(
         f"activeDeadlineSeconds {job.deadline_seconds} overflows Go's time.Duration"
         f" (beyond {MAX_DEADLINE_SECONDS} s either way)"
         if overflows(job.deadline_seconds)
-        else "no deadline beyond Go's time.Duration"
+        else "activeDeadlineSeconds within Go's time.Duration"
     ),
     lambda job, _now, _policy, _overdue: (
         Skip(
