@@ -639,11 +639,10 @@ def test_every_kind_is_enforced(kind: Any, policy: Policy) -> None:
     assert (decision, reason) == (policy.action.value, "overdue")
 
 
-def test_an_mpi_operator_mpijob_is_reported_never_acted_on() -> None:
-    assert verdict(job("MPIJob"), FAIL, version=MPI_OPERATOR_VERSION) == (
-        "skip",
-        "operator-enforced",
-    )
+def test_an_mpi_operator_mpijob_past_its_deadline_has_its_launcher_read_whatever_the_action() -> (
+    None
+):
+    assert verdict(job("MPIJob"), FAIL, version=MPI_OPERATOR_VERSION) == ("set-deadline", "overdue")
 
 
 def test_not_yet_due_says_how_long_is_left_and_reports_negative_overdue() -> None:

@@ -11,10 +11,17 @@ from click.testing import Result
 
 from sweeper.cli import Seams, command
 from sweeper.core.errors import ApiError, RequestRef
-from sweeper.core.kinds import EXCLUDE_ANNOTATION, TOUCHED_AT_ANNOTATION
+from sweeper.core.kinds import (
+    EXCLUDE_ANNOTATION,
+    MPI_OPERATOR_VERSION,
+    MPIJOB,
+    TOUCHED_AT_ANNOTATION,
+)
+from sweeper.k8s.cluster import ServedKind
 from tests.cli_runner import runner
 from tests.unit.fakes import FakeWatchCluster
-from tests.unit.objects import NOW, job, trainjob
+from tests.unit.objects import NOW, job, mpijob, trainjob
+from tests.unit.test_act_platform import launcher
 
 RULES = """
 rules:
@@ -164,6 +171,40 @@ def test_without_a_rule_a_deadline_no_controller_can_represent_is_never_due_and_
     (line,) = [line for line in result.stderr.splitlines() if "WARNING" in line]
     assert f"/evader: activeDeadlineSeconds {OVERFLOWING} overflows" in line
     assert "never due: no platform rule caps it" in line
+
+
+def test_an_mpijob_deadline_added_or_shortened_after_its_launcher_is_enforced(
+    harness: Harness,
+) -> None:
+    # Rule gpu: default 1h, cap 90m. mpi-operator copies the deadline only when it creates the
+    # launcher (newLauncherJob), 10 s after the MPIJob started.
+    harness.fake.served = (ServedKind(MPIJOB, MPI_OPERATOR_VERSION),)
+    for name, own, carried in (
+        ("added-later", 3600, None),
+        ("no-deadline", None, None),
+        ("shortened", 3600, 360000),
+        ("carried", 3600, 3600),
+    ):
+        raw = harness.fake.add_job(mpijob(name, deadline=own, started_ago=3 * 3600))
+        harness.fake.batch_jobs[("team-a", f"{name}-launcher")] = launcher(
+            raw, started_ago=3 * 3600 - 10, own=carried
+        )
+    result = harness.invoke("-o", "json")
+    assert result.exit_code == 0, result.output
+    records = {r["name"]: r for r in json.loads(result.stdout)["jobs"]}
+    assert {n: (r["decision"], r["result"]) for n, r in records.items()} == {
+        "added-later": ("set-deadline", "done"),
+        "no-deadline": ("set-deadline", "done"),
+        "shortened": ("set-deadline", "done"),
+        "carried": ("set-deadline", "left-alone"),
+    }
+    written = {
+        name: harness.fake.batch_jobs[("team-a", f"{name}-launcher")]["spec"].get(
+            "activeDeadlineSeconds"
+        )
+        for name in records
+    }
+    assert written == {"added-later": 3590, "no-deadline": 3590, "shortened": 3590, "carried": 3600}
 
 
 def test_a_job_within_its_rule_is_touched_as_without_a_policy(harness: Harness) -> None:
