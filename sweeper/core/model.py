@@ -231,15 +231,10 @@ class Result(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Carrier:
-    """Where a family writes a platform deadline for its controller to enforce.
-
-    Attributes:
-        enforced: Why a job whose carrier exists is not to be failed by the sweeper.
-    """
+    """Where a family writes a deadline for its controller to enforce."""
 
     resource: Resource
     name: str
-    enforced: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from sweeper.core.clock import human
-from sweeper.core.jobs import Job, Owned
+from sweeper.core.jobs import MAX_DEADLINE_SECONDS, Job, Owned, overflows
 from sweeper.core.kinds import COMPONENT, EXCLUDE_ANNOTATION, LEGACY_EXCLUDE_ANNOTATION
 from sweeper.core.model import (
     Action,
@@ -174,6 +174,31 @@ NO_DEADLINE = skip_if(
     ),
     lambda job: job.deadline_seconds is None,
     with_overdue=False,
+)
+# A deadline beyond what Go's time.Duration holds wraps around in every controller: none enforces
+# what it says. Longer than any cap (a rule's cap has replaced it: platform.terms), so uncapped
+# it is never due: a skip the pass also logs as a warning (oneshot.listing).
+DURATION_OVERFLOW = Rule(
+    "duration-overflow",
+    lambda job, *_: (
+        f"activeDeadlineSeconds {job.deadline_seconds} overflows Go's time.Duration"
+        f" (beyond {MAX_DEADLINE_SECONDS} s either way)"
+        if overflows(job.deadline_seconds)
+        else "activeDeadlineSeconds within Go's time.Duration"
+    ),
+    lambda job, _now, _policy, _overdue: (
+        Skip(
+            job,
+            SkipReason.NOT_YET_DUE,
+            None,
+            f"due never: activeDeadlineSeconds {job.deadline_seconds} overflows its"
+            f" controller's time.Duration (beyond {MAX_DEADLINE_SECONDS} s either way), and no"
+            " platform rule caps it",
+        )
+        if overflows(job.deadline_seconds)
+        else None
+    ),
+    premise=lambda job: overflows(job.deadline_seconds),
 )
 NOT_STARTED = skip_if(
     SkipReason.NOT_STARTED,

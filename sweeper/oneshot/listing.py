@@ -25,7 +25,7 @@ from sweeper.core.errors import (
     NotFound,
 )
 from sweeper.core.families import family_of
-from sweeper.core.jobs import Job
+from sweeper.core.jobs import MAX_DEADLINE_SECONDS, DeadlineSource, Job, overflows
 from sweeper.core.model import Action, Skip, settled
 from sweeper.core.platform import PlatformView
 from sweeper.core.scope import RunScope
@@ -168,6 +168,31 @@ def _exemption(job: Job) -> None:
         )
 
 
+def _overflowing(job: Job) -> None:
+    # Once per pass and job: a deadline no controller enforces is a tenant's way out of every
+    # deadline but a cap, and the platform's engineers see it whether or not a rule caps it.
+    capped = job.deadline_source is DeadlineSource.CAP
+    log.warning(
+        "%s %s/%s: activeDeadlineSeconds %d overflows Go's time.Duration (beyond %d s either"
+        " way): no controller enforces it as written; %s",
+        job.kind.name,
+        job.namespace,
+        job.name,
+        job.declared_seconds,
+        MAX_DEADLINE_SECONDS,
+        f"enforced at the cap of platform rule {job.rule}"
+        if capped
+        else "never due: no platform rule caps it",
+        extra={
+            "kind": job.kind.name,
+            "namespace": job.namespace,
+            "job_name": job.name,
+            "declared_seconds": job.declared_seconds,
+            "rule": job.rule,
+        },
+    )
+
+
 class StartOver(Exception):  # noqa: N818 - a signal to the pass, not an error it reports
     """A list ended after some of its pages were judged: the pass must list again."""
 
@@ -297,6 +322,8 @@ class Listing:
         for job in jobs:
             if job.rule is not None and (job.excluded or job.exemption_refused):
                 _exemption(job)
+            if overflows(job.declared_seconds) and job.finished is None:
+                _overflowing(job)
             entry = judge(job, now, config.policy)
             if isinstance(entry, Skip):
                 # Only before its deadline, so only a skip: never alongside an action.

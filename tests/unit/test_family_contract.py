@@ -210,7 +210,7 @@ def test_explain_walks_the_shared_rules_and_its_own() -> None:
 
     assert result.exit_code == 0, result.output
     assert " 1. malformed " in result.output
-    assert "10. overdue " in result.output
+    assert "11. overdue " in result.output
     assert "Decision: fail (overdue)" in result.output
     assert harness.fake.writes == []
 

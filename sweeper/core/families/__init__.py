@@ -21,6 +21,7 @@ from sweeper.core.kinds import Kind, Leftovers
 from sweeper.core.model import JSON, Action, Carrier, DeadlineWrite, Entry, Policy, SkipReason
 from sweeper.core.rules import (
     BEING_DELETED,
+    DURATION_OVERFLOW,
     MALFORMED,
     NO_DEADLINE,
     NOT_STARTED,
@@ -140,7 +141,7 @@ def table(family: Family) -> tuple[Rule, ...]:
     What no controller acts on either comes first, for every family: a job unreadable,
     managed by another controller, being deleted, opted out, finished (the family says what
     it then reclaims), suspended, resuming (its controller restarts its clock), without a
-    deadline or not started.
+    deadline, with one no controller can hold (beyond Go's ``time.Duration``) or not started.
     """
     rules = _TABLES.get(family.NAME)
     if rules is None:
@@ -170,6 +171,7 @@ def _table(family: Family) -> tuple[Rule, ...]:
         SUSPENDED,
         RESUMING,
         NO_DEADLINE,
+        DURATION_OVERFLOW,
         NOT_STARTED,
         *family.RULES,
     )

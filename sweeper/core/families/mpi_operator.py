@@ -11,20 +11,21 @@ the sweeper never touches an MPIJob. What it does, as docs/decisions.md says:
   ``All``; its default, ``None``, exists only in its memory (``default.go``). The workers keep
   their GPUs for good, so they are deleted (never before ``completionTime``: until then the
   sync re-creates them).
+- **Put the deadline into the launcher.** mpi-operator copies the deadline only when it creates
+  the launcher, and updates it only for suspend and resume, from the launcher as it is (so it
+  keeps what the sweeper wrote). A deadline the launcher does not carry is enforced by nobody:
+  the MPIJob's own, added or shortened after the launcher was created, or a platform rule's
+  default or cap (docs/policy.md). So at ``status.startTime`` + the effective deadline (and
+  ``--grace``) the executor reads the launcher Job: one that carries the MPIJob's own deadline
+  as mpi-operator copied it (or a shorter one), or whose own comes first, is the Job
+  controller's; otherwise it writes the seconds that fall on that instant counted from the
+  launcher's own ``startTime`` (its ``activeDeadlineSeconds`` is mutable): the Job controller
+  re-syncs on the change and fails it at once (``DeadlineExceeded``), mpi-operator copies that
+  failure with ``completionTime``, and the workers go as above.
 - **Fail a gang with no launcher.** With ``launcherCreationPolicy: WaitForWorkersReady`` the
-  launcher, and with it the deadline, exists only once every worker is ready. Past
-  ``status.startTime + activeDeadlineSeconds`` such a job is failed as mpi-operator records a
-  failure (``Failed=True``, reason ``DeadlineExceeded``, ``completionTime``), after the executor
-  has made sure no launcher Job exists; its workers then go.
-- **Enforce a platform deadline through the launcher.** A deadline the MPIJob does not carry
-  (a platform rule's default or cap, docs/policy.md) is not in its launcher Job either, whose
-  ``spec.activeDeadlineSeconds`` is mutable and which mpi-operator only ever updates for
-  suspend and resume, from the launcher as it is (so it keeps what the sweeper wrote). At
-  ``status.startTime`` + the effective deadline, the sweeper writes into the launcher the
-  seconds that fall on that instant counted from the launcher's own ``startTime``: the Job
-  controller re-syncs on the change and fails it at once (``DeadlineExceeded``), mpi-operator
-  copies that failure with ``completionTime``, and the workers go as above. A gang with no
-  launcher yet is failed as above.
+  launcher, and with it the deadline, exists only once every worker is ready. When the
+  executor finds no launcher Job, the MPIJob is failed as mpi-operator records a failure
+  (``Failed=True``, reason ``DeadlineExceeded``, ``completionTime``); its workers then go.
 """
 
 from __future__ import annotations
@@ -71,7 +72,6 @@ from sweeper.core.rules import (
     pods_reclaimed,
     reclaim_pods,
     reclaim_pods_words,
-    skip_if,
     stamp,
 )
 
@@ -147,15 +147,12 @@ def _seen_deadline(job: Job, _now: datetime, policy: Policy, overdue: float | No
     return f"startTime + activeDeadlineSeconds {stamp(job.deadline)} ({when})"
 
 
-def _carried(job: Job) -> bool:
-    # The launcher Job carries the MPIJob's own deadline only (newLauncherJob).
-    return job.deadline_source is DeadlineSource.JOB
-
-
-def _seen_platform(job: Job, *_: object) -> str:
-    if _carried(job):
-        return "the deadline is the MPIJob's own" + (
-            "" if job.rule is None else f", within platform rule {job.rule}"
+def _seen_launcher(job: Job, *_: object) -> str:
+    if job.deadline_source is DeadlineSource.JOB:
+        within = "" if job.rule is None else f", within platform rule {job.rule}"
+        return (
+            f"the MPIJob's own activeDeadlineSeconds {job.deadline_seconds}{within}: in its"
+            " launcher Job only if set when mpi-operator created it"
         )
     own = (
         "none of its own"
@@ -168,48 +165,39 @@ def _seen_platform(job: Job, *_: object) -> str:
     )
 
 
-def _platform(job: Job, _now: datetime, _policy: Policy, overdue: float | None) -> Entry | None:
-    if _carried(job):
-        return None
+def _launcher_deadline(job: Job, _now: datetime, _policy: Policy, overdue: float | None) -> Entry:
+    late = f"{human(overdue or 0.0)} past"
+    if job.deadline_source is DeadlineSource.JOB:
+        return Action(
+            job,
+            ActionKind.SET_DEADLINE,
+            Why.OVERDUE,
+            overdue,
+            f"{late} its deadline: its launcher Job gets it unless it carries it already"
+            " (mpi-operator copies it only when it creates the launcher), or a gang with none"
+            " is failed",
+        )
     return Action(
         job,
         ActionKind.SET_DEADLINE,
         Why.PLATFORM_DEADLINE,
         overdue,
-        f"{human(overdue or 0.0)} past the {job.deadline_source.value} of platform rule"
-        f" {job.rule}: its launcher Job gets that deadline, or a gang with none is failed",
-    )
-
-
-def _fail(job: Job, _now: datetime, _policy: Policy, overdue: float | None) -> Entry:
-    return Action(
-        job,
-        ActionKind.FAIL,
-        Why.NO_LAUNCHER,
-        overdue,
-        f"{human(overdue or 0.0)} past its deadline with no launcher Job to enforce it",
+        f"{late} the {job.deadline_source.value} of platform rule {job.rule}: its launcher Job"
+        " gets that deadline, or a gang with none is failed",
     )
 
 
 RULES: tuple[Rule, ...] = (
-    skip_if(
-        SkipReason.OPERATOR_ENFORCED,
-        lambda job, *_: (
-            "launcherCreationPolicy WaitForWorkersReady"
-            if job.launcher_waits
-            else "launcherCreationPolicy AtStartup"
-        ),
-        lambda job: not job.launcher_waits and _carried(job),
-        lambda _job: "its launcher Job carries the deadline; the Job controller enforces it",
-    ),
     Rule(SkipReason.NOT_YET_DUE.value, _seen_deadline, _not_yet_due),
-    Rule(Why.PLATFORM_DEADLINE.value, _seen_platform, _platform),
-    Rule("no-launcher", lambda *_: "past its deadline; no launcher Job is expected yet", _fail),
+    # The executor reads the launcher Job (its carrier): it leaves alone one that carries the
+    # deadline (the MPIJob's own as mpi-operator copied it, or a shorter one), writes it into
+    # one that does not, and fails a gang that has none.
+    Rule("launcher-deadline", _seen_launcher, _launcher_deadline),
 )
 
 
 def due_at(job: Job, policy: Policy) -> datetime | None:
-    """``startTime`` + deadline + grace, for a gang or a deadline the launcher does not carry."""
+    """``startTime`` + deadline + grace: its launcher Job is read then."""
     return _due_instant(job, policy)
 
 
@@ -245,11 +233,7 @@ def failed_event(job: Job, late: str, _deleted: Sequence[str]) -> str:
 
 def carrier(job: Job) -> Carrier:
     """Its launcher Job, whose controller enforces the deadline mpi-operator copied there."""
-    return Carrier(
-        BATCH_JOBS,
-        f"{job.name}{LAUNCHER_SUFFIX}",
-        "its launcher Job exists: the Job controller enforces the deadline",
-    )
+    return Carrier(BATCH_JOBS, f"{job.name}{LAUNCHER_SUFFIX}")
 
 
 def deadline_write(action: Action, target: JSON | None) -> DeadlineWrite | Action | str:
@@ -267,7 +251,7 @@ def deadline_write(action: Action, target: JSON | None) -> DeadlineWrite | Actio
             ActionKind.FAIL,
             Why.NO_LAUNCHER,
             action.seconds_overdue,
-            f"no launcher Job to carry its deadline ({source_note(job)})",
+            f"no launcher Job to carry its deadline ({_source(job)})",
         )
     name = f"{job.name}{LAUNCHER_SUFFIX}"
     left = _launcher_left_alone(target, job)
@@ -284,13 +268,29 @@ def deadline_write(action: Action, target: JSON | None) -> DeadlineWrite | Actio
     own = (target.get("spec") or {}).get("activeDeadlineSeconds")
     if isinstance(own, int) and own <= seconds:
         return f"its launcher Job's own activeDeadlineSeconds {own} comes first"
+    if (
+        isinstance(own, int)
+        and job.deadline_source is DeadlineSource.JOB
+        and own <= (job.deadline_seconds or 0)
+    ):
+        # The MPIJob's own deadline as newLauncherJob copied it (or a shorter one): the Job
+        # controller counts it from the launcher's start, as mpi-operator means it.
+        return (
+            f"its launcher Job carries activeDeadlineSeconds {own}, the MPIJob's own or"
+            " shorter: the Job controller enforces it"
+        )
     return DeadlineWrite(
         deadline_patch(target, seconds),
-        f"Set activeDeadlineSeconds {seconds} on launcher Job {name} ({source_note(job)},"
+        f"Set activeDeadlineSeconds {seconds} on launcher Job {name} ({_source(job)},"
         " counted from the launcher's own startTime): the Job controller fails it, then"
         f" mpi-operator the MPIJob ({COMPONENT})",
         warning=True,
     )
+
+
+def _source(job: Job) -> str:
+    # Where the deadline written comes from, in words: a platform rule's, or the job's own.
+    return source_note(job) or f"its own activeDeadlineSeconds {job.deadline_seconds}"
 
 
 def _launcher_left_alone(raw: JSON, job: Job) -> str:

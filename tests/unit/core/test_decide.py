@@ -36,10 +36,6 @@ TOUCH = Policy()
 FAIL = Policy(action=ActionMode.FAIL)
 AUTO = Policy(action=ActionMode.AUTO)
 MAX_GO_SECONDS = (2**63 - 1) // 10**9  # time.Duration(s) * time.Second fits in int64
-OVERFLOWS = (
-    f"spec.runPolicy.activeDeadlineSeconds: beyond {MAX_GO_SECONDS} either way, it overflows "
-    "the operator's time.Duration"
-)
 
 
 def verdict(raw: dict[str, Any], policy: Policy = TOUCH, version: str = "v1") -> tuple[str, str]:
@@ -169,6 +165,29 @@ CASES = [
         "skip",
         "not-yet-due",
         id="largest-deadline-the-operator-can-hold",
+    ),
+    # Beyond it, every controller's time.Duration wraps: no controller enforces what it says, so
+    # it is longer than any deadline (a platform cap still applies: test_platform.py).
+    pytest.param(
+        job(deadline=MAX_GO_SECONDS + 1),
+        FAIL,
+        "skip",
+        "not-yet-due",
+        id="deadline-overflowing-go-duration-is-never-due",
+    ),
+    pytest.param(
+        job(deadline=-MAX_GO_SECONDS - 1),
+        FAIL,
+        "skip",
+        "not-yet-due",
+        id="negative-deadline-overflowing-go-duration-is-never-due",
+    ),
+    pytest.param(
+        job(deadline=22446744074, status={"startTime": "9900-01-01T00:00:00Z"}),
+        FAIL,
+        "skip",
+        "not-yet-due",
+        id="overflowing-deadline-needs-no-instant",
     ),
     pytest.param(
         job(deadline=20 * 366 * 24 * 3600),
@@ -541,12 +560,6 @@ MALFORMED = [
     ),
     pytest.param(job(deadline=3600.5), "spec.runPolicy.activeDeadlineSeconds", id="deadline-float"),
     pytest.param(job(deadline=True), "spec.runPolicy.activeDeadlineSeconds", id="deadline-bool"),
-    pytest.param(job(deadline=MAX_GO_SECONDS + 1), OVERFLOWS, id="deadline-overflows-go-duration"),
-    pytest.param(
-        job(deadline=-MAX_GO_SECONDS - 1),
-        OVERFLOWS,
-        id="negative-deadline-overflows-go-duration",
-    ),
     pytest.param(
         job(deadline=MAX_GO_SECONDS, status={"startTime": "9900-01-01T00:00:00Z"}),
         "status.startTime",
@@ -626,11 +639,10 @@ def test_every_kind_is_enforced(kind: Any, policy: Policy) -> None:
     assert (decision, reason) == (policy.action.value, "overdue")
 
 
-def test_an_mpi_operator_mpijob_is_reported_never_acted_on() -> None:
-    assert verdict(job("MPIJob"), FAIL, version=MPI_OPERATOR_VERSION) == (
-        "skip",
-        "operator-enforced",
-    )
+def test_an_mpi_operator_mpijob_past_its_deadline_has_its_launcher_read_whatever_the_action() -> (
+    None
+):
+    assert verdict(job("MPIJob"), FAIL, version=MPI_OPERATOR_VERSION) == ("set-deadline", "overdue")
 
 
 def test_not_yet_due_says_how_long_is_left_and_reports_negative_overdue() -> None:

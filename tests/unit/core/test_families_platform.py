@@ -178,13 +178,13 @@ MPI_CASES = [
     ),
     pytest.param(
         mpi(mpijob(deadline=300, started_ago=900), 300, JOB),
-        ("skip", "operator-enforced"),
-        id="its-own-the-launcher-carries",
+        ("set-deadline", "overdue"),
+        id="its-own-the-executor-reads-the-launcher-for",
     ),
     pytest.param(
         mpi(mpijob(deadline=300, started_ago=900, waits=True), 300, JOB),
-        ("fail", "no-launcher"),
-        id="its-own-gang-as-before",
+        ("set-deadline", "overdue"),
+        id="its-own-gang-too",
     ),
     pytest.param(
         mpi(mpijob(deadline=None, started_ago=None)),
@@ -218,7 +218,8 @@ def test_explain_shows_the_platform_rule_of_each_family() -> None:
         mpi(mpijob(deadline=None, started_ago=900)),
     ):
         steps, entry = explain(job, NOW, TOUCH)
-        (step,) = [s for s in steps if s.rule == "platform-deadline"]
+        name = "launcher-deadline" if job.kind.name == "MPIJob" else "platform-deadline"
+        (step,) = [s for s in steps if s.rule == name]
         assert step.entry == entry
         assert "platform rule gpu" in step.seen
         assert ("the cap" if job.deadline_source is CAP else "the default") in step.seen
