@@ -94,7 +94,11 @@ class Agenda:
                 self._timers.arm(message.key, self._look(message.key, message.due, message.pending))
             elif isinstance(message, Listed):
                 for key, due in message.due.items():
-                    self._timers.arm(key, self._look(key, due, message.pending.get(key)))
+                    pending = message.pending.get(key)
+                    if message.earlier_only:
+                        self._bring_forward(key, due, pending)
+                    else:
+                        self._timers.arm(key, self._look(key, due, pending))
                 if message.relist:
                     scope, listed = message.scope, message.due
                     gone = self._timers.drop_where(lambda k: scope.holds(k) and k not in listed)
@@ -121,6 +125,15 @@ class Agenda:
         if done or (due is not None and due <= pending.at):
             return due
         return pending.at
+
+    def _bring_forward(self, key: JobKey, due: datetime | None, pending: Pending | None) -> None:
+        # A stale instant armed early costs one extra look (which judges the job as it is now);
+        # one armed late, or a timer dropped, would be a deadline not enforced.
+        if due is None and pending is None:
+            return
+        look, current = self._look(key, due, pending), self._timers.when(key)
+        if look is not None and (current is None or look < current):
+            self._timers.arm(key, look)
 
     def take_due(self, now: datetime) -> list[tuple[JobKey, datetime]]:
         """Take every due timer for its fire, except those of jobs another actor holds.

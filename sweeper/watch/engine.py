@@ -266,15 +266,17 @@ class Watcher:
         """Discover again (before each resync): start or end streams as the kinds changed.
 
         The Namespaces' labels are read again too, on every replica: a relabelled Namespace
-        takes effect from this resync on (docs/watch.md).
+        takes effect from this resync on, its jobs' timers armed under its new rule
+        (docs/watch.md).
         """
-        self.view = namespaces.read_view(self.cluster, self.config)
+        before, self.view = self.view, namespaces.read_view(self.cluster, self.config)
         try:
             discovery = self.cluster.discover()
         except SweeperError as error:  # a signal cutting its retries short, too
             log.warning("discovery failed: %s; the streams stay as they are", error)
-            return
-        self._watch(discovery)
+        else:
+            self._watch(discovery)
+        self.streams.follow_rules(before, self.view)
 
     def _drain(self, threads: list[threading.Thread]) -> bool:
         """Let the work in flight finish, then release the Lease, in that order.

@@ -67,13 +67,16 @@ class Listed:
     """A stream's list, complete: each job's due instant (``None``: never due as it stands).
 
     On a ``relist`` (not the stream's first list) a job of the scope missing here is gone.
-    ``pending`` holds the warnings of the jobs that have one.
+    ``pending`` holds the warnings of the jobs that have one. An ``earlier_only`` list (a
+    rule newly selecting the jobs of a Namespace) is no stream's: not ordered with its events,
+    it only brings timers forward, never delays nor drops one.
     """
 
     scope: Scope
     due: dict[JobKey, datetime | None]
     relist: bool
     pending: dict[JobKey, Pending] = field(default_factory=dict)
+    earlier_only: bool = False
 
 
 @dataclass(frozen=True, slots=True)

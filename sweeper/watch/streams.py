@@ -21,7 +21,7 @@ from http import HTTPStatus
 from sweeper.config import Config, WatchSettings
 from sweeper.core.clock import Clock
 from sweeper.core.decide import due_at
-from sweeper.core.errors import ApiError, Gone, WatchStalled
+from sweeper.core.errors import ApiError, Gone, SweeperError, WatchStalled
 from sweeper.core.jobs import Job, parse_job
 from sweeper.core.model import JSON, Policy
 from sweeper.core.platform import PlatformView
@@ -200,7 +200,24 @@ class Streams:
         policy = _BACKOFF_UNREACHABLE if unreachable else _BACKOFF
         self.stop.wait(policy.backoff(min(failures, _FAILURES_COUNTED), random.uniform))
 
-    def list_one(self, scope: Scope, *, relist: bool) -> str:
+    def follow_rules(self, before: PlatformView, after: PlatformView) -> None:
+        """List again, once, the scopes whose jobs a rule selects since ``before`` was read.
+
+        A Namespace created or relabelled meanwhile: its jobs' timers were armed without that
+        rule, and a job that never changes again would wait for the resync pass after its new
+        deadline. The list only brings timers forward (``Listed.earlier_only``).
+        """
+        with self._lock:
+            scopes = [scope for scope in self._threads if scope not in self._retired]
+        for scope in _newly_ruled(scopes, before, after):
+            try:
+                self.list_one(scope, relist=False, earlier_only=True)
+            except SweeperError as error:
+                log.warning(
+                    "listing %s for a new rule failed: %s; left to the resync", scope, error
+                )
+
+    def list_one(self, scope: Scope, *, relist: bool, earlier_only: bool = False) -> str:
         """List a scope and queue every job's due instant.
 
         Streams list at the same time (at start-up, all of them): a page is read into views,
@@ -236,7 +253,7 @@ class Streams:
                 except Exception:  # noqa: BLE001 - one object never stops a kind's listing
                     _unreadable(scope, job.namespace, job.name, "list")
             version = page.resource_version or version
-        self.inbox.put(Listed(scope, due, relist, pending))
+        self.inbox.put(Listed(scope, due, relist, pending, earlier_only))
         log.info("listed %s: %d job(s)", scope, len(due))
         return version
 
@@ -288,6 +305,30 @@ class Streams:
         if not seen and self.clock.monotonic() - sent < SHORT_WATCH_S and not self._ended(scope):
             raise _ShortWatch
         return version
+
+
+def _newly_ruled(scopes: list[Scope], before: PlatformView, after: PlatformView) -> list[Scope]:
+    """The scopes holding a Namespace that a rule selects in ``after`` and did not in ``before``.
+
+    A Namespace whose rule did not change, or that no rule selects any more (its timers fire
+    early and judge again), costs nothing; a cluster-wide scope is listed whole.
+    """
+    kinds = {scope.served.kind.name for scope in scopes}
+    ruled = {
+        (namespace, kind)
+        for namespace in after.labels
+        for kind in kinds
+        if (rule := after.rule(namespace, kind)) is not None
+        and rule != before.rule(namespace, kind)
+    }
+    return [
+        scope
+        for scope in scopes
+        if any(
+            kind == scope.served.kind.name and scope.namespace in (None, namespace)
+            for namespace, kind in ruled
+        )
+    ]
 
 
 def _pending(job: Job, policy: Policy) -> Pending | None:

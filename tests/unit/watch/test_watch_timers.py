@@ -332,3 +332,25 @@ def test_an_unanswered_read_is_tried_again_a_moment_later_without_counting() -> 
     w = watcher(fake)
     assert delay(fire(w)) == REFIRE_AFTER_S
     assert w.agenda.failures(KEY) == 0
+
+
+# --- a list for a Namespace's new rule only brings timers forward ------------------------------
+
+
+@pytest.mark.parametrize(
+    ("armed", "listed", "expected"),
+    [
+        pytest.param(None, NOW, NOW, id="arms-a-job-without-a-timer"),
+        pytest.param(NOW + timedelta(hours=1), NOW, NOW, id="brings-a-timer-forward"),
+        pytest.param(NOW, NOW + timedelta(hours=1), NOW, id="never-delays-one"),
+        pytest.param(NOW, None, NOW, id="never-drops-one"),
+        pytest.param(None, None, None, id="arms-nothing-never-due"),
+    ],
+)
+def test_a_list_for_a_new_rule_only_brings_timers_forward(
+    armed: datetime | None, listed: datetime | None, expected: datetime | None
+) -> None:
+    w = watcher(FakeWatchCluster(date=NOW))
+    w._apply(Event(KEY, armed))
+    w._apply(Listed(SCOPE, {KEY: listed}, relist=False, earlier_only=True))
+    assert w.agenda.when(KEY) == expected
