@@ -133,6 +133,30 @@ def test_the_notes_say_the_critical_priority_and_what_refuses_it(
     assert ('set priorityClassName=""' in notes) is said
 
 
+@pytest.mark.parametrize(
+    ("values", "kinds"),
+    [
+        pytest.param(
+            {},
+            "TFJob, PyTorchJob, XGBoostJob, MPIJob, PaddleJob, JAXJob, MXJob, TrainJob "
+            "(families training-operator, mpi-operator, trainer)",
+            id="every-family",
+        ),
+        pytest.param({"families": ["trainer"]}, "TrainJob (families trainer)", id="trainer"),
+        pytest.param(
+            {"kinds": ["TrainJob", "TFJob"], "families": ["training-operator", "trainer"]},
+            "TFJob, TrainJob (families training-operator, trainer)",
+            id="kinds",
+        ),
+    ],
+)
+def test_the_notes_name_the_kinds_and_families_swept(
+    helm: Path, tmp_path: Path, values: dict[str, Any], kinds: str
+) -> None:
+    notes = render_notes(helm, tmp_path, OWN_IMAGE | values, "true")
+    assert f"  kinds      {kinds}\n" in notes
+
+
 def test_ci_holds_value_sets() -> None:
     assert len(CI_VALUES) >= 3
 
