@@ -1,4 +1,4 @@
-"""kubeflow-deadline-sweeper: enforces activeDeadlineSeconds on Kubeflow Training Operator v1 jobs.
+"""kubeflow-deadline-sweeper: Kubeflow training jobs past their deadline give their GPUs back.
 
 The command is ``sweeper`` (``sweeper.cli``); README.md describes it.
 """

@@ -253,7 +253,7 @@ def _options(function: _Decorated) -> _Decorated:
 @click.version_option(__version__, "--version", prog_name="sweeper")
 @click.pass_context
 def command(ctx: click.Context, /, **values: Any) -> None:
-    """Find Kubeflow v1 jobs past spec.runPolicy.activeDeadlineSeconds and touch or fail them.
+    """End Kubeflow training jobs past their deadline and reclaim what they leave running.
 
     Exit codes: 0 completed, 1 some actions failed, 2 usage or configuration error, 3 the
     cluster could not be listed, 4 interrupted (SIGTERM/SIGINT; --watch exits 0 once it
