@@ -88,6 +88,41 @@ class Writing:
             message: The human explanation.
             warning: ``Warning`` type rather than ``Normal``.
         """
+        try:
+            self._create_event(job, now, reason=reason, message=message, warning=warning)
+        except ApiError as error:
+            progress.errors.append(str(error))
+
+    def record_warning(self, warning: DeadlineWarning, now: datetime) -> Warned:
+        """Record a ``DeadlineApproaching`` Event, under the name that makes it once a deadline.
+
+        409 means a pass or a replica already recorded it: nothing more to do, and no error.
+        """
+        try:
+            self._create_event(
+                warning.job,
+                now,
+                reason=WARNING_REASON,
+                message=warning_message(warning, now),
+                warning=True,
+                name=warning.name,
+            )
+        except Conflict:
+            return Warned(warning, Result.LEFT_ALONE, "already recorded")
+        except ApiError as error:
+            return Warned(warning, Result.ERROR, str(error))
+        return Warned(warning, self.done)
+
+    def _create_event(
+        self,
+        job: Job,
+        now: datetime,
+        *,
+        reason: str,
+        message: str,
+        warning: bool,
+        name: str | None = None,
+    ) -> None:
         self.stop_if_asked()
         body = event_body(
             job.kind,
@@ -99,38 +134,9 @@ class Writing:
             message=message,
             warning=warning,
             now=now,
+            event_name=name,
         )
-        try:
-            self.cluster.create(EVENTS, job.namespace, body, dry_run=self.server_dry_run)
-        except ApiError as error:
-            progress.errors.append(str(error))
-
-    def record_warning(self, warning: DeadlineWarning, now: datetime) -> Warned:
-        """Record a ``DeadlineApproaching`` Event, under the name that makes it once a deadline.
-
-        409 means a pass or a replica already recorded it: nothing more to do, and no error.
-        """
-        job = warning.job
-        self.stop_if_asked()
-        body = event_body(
-            job.kind,
-            job.version,
-            job.namespace,
-            job.name,
-            job.uid,
-            reason=WARNING_REASON,
-            message=warning_message(warning, now),
-            warning=True,
-            now=now,
-            event_name=warning.name,
-        )
-        try:
-            self.cluster.create(EVENTS, job.namespace, body, dry_run=self.server_dry_run)
-        except Conflict:
-            return Warned(warning, Result.LEFT_ALONE, "already recorded")
-        except ApiError as error:
-            return Warned(warning, Result.ERROR, str(error))
-        return Warned(warning, self.done)
+        self.cluster.create(EVENTS, job.namespace, body, dry_run=self.server_dry_run)
 
 
 class Reclaimer:

@@ -89,6 +89,11 @@ def later(moment: datetime, seconds: float) -> datetime | None:
         return None
 
 
+def when(due: datetime | None, now: datetime) -> str:
+    """How far ``due`` is from ``now``, in words: ``in 5m00s``, or ``never``."""
+    return "never" if due is None else f"in {human((due - now).total_seconds())}"
+
+
 def reached(now: datetime, moment: datetime | None) -> bool:
     """Whether ``now`` is at or after ``moment`` (never, for ``None``)."""
     return moment is not None and now >= moment

@@ -121,9 +121,9 @@ class Tally:
         if job.failed_by_deadline:
             self.deadline_failed[kind, failed_by(job)] += 1
         family = family_of(job.kind, job.version).NAME
-        for what, names in (("pods", outcome.pods), ("jobsets", outcome.jobsets)):
-            if names:
-                self.reclaimed[family, kind, what] += len(names)
+        for what, _name in outcome.reclaimed:
+            if what in RECLAIMED:  # a pod's service goes with it, uncounted
+                self.reclaimed[family, kind, what] += 1
         self.errors += has_errors(outcome)
 
     def warned(self, warned: Warned) -> None:

@@ -21,6 +21,7 @@ from sweeper.core.families import family_of
 from sweeper.core.jobs import parse_job
 from sweeper.core.model import Action, ActionKind, Outcome, Plan, Result
 from sweeper.core.platform import PlatformView
+from sweeper.core.tally import RECLAIMED
 from sweeper.core.warn import DeadlineWarning, warning_due
 from sweeper.k8s.cluster import Cluster, ServedKind
 from sweeper.metrics import WatchMetrics
@@ -220,9 +221,9 @@ class Fire:
                 job.kind.name, entry.kind.value, outcome.result.value, job.rule or ""
             ).inc()
             family = family_of(job.kind, job.version).NAME
-            for what, names in (("pods", outcome.pods), ("jobsets", outcome.jobsets)):
-                if names:
-                    self.metrics.reclaimed.labels(family, job.kind.name, what).inc(len(names))
+            for what, _name in outcome.reclaimed:
+                if what in RECLAIMED:  # a pod's service goes with it, uncounted
+                    self.metrics.reclaimed.labels(family, job.kind.name, what).inc()
 
 
 def _ended(key: JobKey, due: datetime, outcome: Outcome) -> Fired:

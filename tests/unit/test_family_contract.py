@@ -73,10 +73,6 @@ class SweepJobs:
     NOTHING_LEFT = "no pods left"
 
     @staticmethod
-    def reads_managed_by(_job: Job) -> bool:
-        return True
-
-    @staticmethod
     def finished(job: Job, _now: datetime, policy: Policy, overdue: float | None) -> Entry:
         if job.failed_by_deadline:
             return reclaim_pods(job, policy, overdue)

@@ -57,10 +57,6 @@ class Family(Protocol):
     RECLAIM_REASON: str
     NOTHING_LEFT: str
 
-    def reads_managed_by(self, job: Job) -> bool:
-        """Whether its controller honours the job's ``managedBy`` at all."""
-        ...
-
     def finished(self, job: Job, now: datetime, policy: Policy, overdue: float | None) -> Entry:
         """What becomes of a job that finished (a skip, or a reclaim of what it left)."""
         ...
@@ -158,7 +154,8 @@ def _table(family: Family) -> tuple[Rule, ...]:
 
     return (
         MALFORMED,
-        managed_elsewhere(family.MANAGED_BY, checked=family.reads_managed_by),
+        # JAXJob's and MXJob's controllers never read managedBy (Kind.checks_managed_by).
+        managed_elsewhere(family.MANAGED_BY, checked=lambda job: job.kind.checks_managed_by),
         BEING_DELETED,
         OPTED_OUT,
         Rule(

@@ -73,6 +73,7 @@ from sweeper.core.rules import (
     reclaim_pods,
     reclaim_pods_words,
     stamp,
+    when,
 )
 
 NAME = "mpi-operator"
@@ -81,14 +82,8 @@ MANAGED_BY = MPI_OPERATOR
 LEFTOVERS = OPERATOR_PODS
 
 
-def reads_managed_by(_job: Job) -> bool:
-    """mpi-operator checks managedBy before anything else (syncHandler)."""
-    return True
-
-
-def reclaim_words(policy: Policy) -> str:
-    """Its workers, as ``--terminate-pods`` deletes them."""
-    return reclaim_pods_words(policy)
+# Its workers, as --terminate-pods deletes them.
+reclaim_words = reclaim_pods_words
 
 
 def finished(job: Job, _now: datetime, policy: Policy, overdue: float | None) -> Entry:
@@ -131,8 +126,7 @@ def _not_yet_due(job: Job, now: datetime, policy: Policy, overdue: float | None)
     due = _due_instant(job, policy)
     if due is not None and now >= due:
         return None
-    left = "never" if due is None else f"in {human((due - now).total_seconds())}"
-    return Skip(job, SkipReason.NOT_YET_DUE, overdue, f"due {left}")
+    return Skip(job, SkipReason.NOT_YET_DUE, overdue, f"due {when(due, now)}")
 
 
 def _due_instant(job: Job, policy: Policy) -> datetime | None:

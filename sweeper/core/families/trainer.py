@@ -59,7 +59,7 @@ from sweeper.core.model import (
 )
 from sweeper.core.patches import deadline_patch
 from sweeper.core.platform import source_note
-from sweeper.core.rules import ALWAYS, Rule, later, stamp
+from sweeper.core.rules import ALWAYS, Rule, later, stamp, when
 
 NAME = "trainer"
 SERVES: tuple[tuple[Kind, str], ...] = ((TRAINJOB, TRAINER_VERSION),)
@@ -68,11 +68,6 @@ MANAGED_BY = TRAINER
 # A TrainJob's pods are its JobSet's Jobs': the sweeper reclaims the JobSet.
 # The trainer gives its JobSets no label: every JobSet of a scope is listed.
 LEFTOVERS = Leftovers(Resource(JOBSET_GROUP, JOBSET_VERSION, "jobsets"))
-
-
-def reads_managed_by(_job: Job) -> bool:
-    """``spec.managedBy`` is the trainer's to honour for every TrainJob."""
-    return True
 
 
 def reclaim_words(_policy: Policy) -> str:
@@ -112,12 +107,11 @@ def _platform(job: Job, now: datetime, policy: Policy, overdue: float | None) ->
         )
     due = _cap_due(job, policy)
     if due is None or now < due:
-        left = "never" if due is None else f"in {human((due - now).total_seconds())}"
         return Skip(
             job,
             SkipReason.NOT_YET_DUE,
             overdue,
-            f"capped at {human(seconds)} ({_platform_source(job)}); due {left}",
+            f"capped at {human(seconds)} ({_platform_source(job)}); due {when(due, now)}",
         )
     return Action(
         job,
@@ -155,12 +149,11 @@ def finished(job: Job, now: datetime, policy: Policy, overdue: float | None) -> 
         return Skip(job, SkipReason.FINISHED, overdue, job.finished or "")
     due = _reclaim_at(job, policy)
     if due is None or now < due:
-        left = "never" if due is None else f"in {human((due - now).total_seconds())}"
         return Skip(
             job,
             SkipReason.RECLAIM_LATER,
             overdue,
-            f"failed by its deadline; its JobSet is checked {left} (--reclaim-grace)",
+            f"failed by its deadline; its JobSet is checked {when(due, now)} (--reclaim-grace)",
         )
     return Action(
         job,

@@ -68,14 +68,8 @@ MANAGED_BY = TRAINING_OPERATOR
 LEFTOVERS = OPERATOR_PODS
 
 
-def reads_managed_by(job: Job) -> bool:
-    """JAXJob's controller (and MXJob's, gone before managedBy existed) never reads it."""
-    return job.kind.checks_managed_by
-
-
-def reclaim_words(policy: Policy) -> str:
-    """The pods its deadline failure leaves, as ``--terminate-pods`` deletes them."""
-    return reclaim_pods_words(policy)
+# The pods its deadline failure leaves, as --terminate-pods deletes them.
+reclaim_words = reclaim_pods_words
 
 
 def _decide_not_yet_due(
