@@ -168,7 +168,10 @@ class Kind:
 
     def reading(self, version: str) -> Reading:
         """How the controller serving it at ``version`` keeps it."""
-        return next((r for v, r in self.readings if v == version), _V1)
+        for served, reading in self.readings:
+            if served == version:
+                return reading
+        return _V1
 
     @property
     def resource(self) -> str:
