@@ -51,11 +51,11 @@ class DeadlineWriter:
                 return Result.LEFT_ALONE
             raw, job = fresh
             family = family_of(job.kind, job.version)
-            carrier = family.carrier(job)
+            resource, name = family.carrier(job)
             target: JSON | None = raw
-            if (carrier.resource, carrier.name) != (job.kind.at(job.version), job.name):
+            if (resource, name) != (job.kind.at(job.version), job.name):
                 try:
-                    target = self._w.cluster.get(carrier.resource, job.namespace, carrier.name)
+                    target = self._w.cluster.get(resource, job.namespace, name)
                 except NotFound:
                     target = None
             write = family.deadline_write(replace(action, job=job), target)
@@ -68,9 +68,9 @@ class DeadlineWriter:
             self._w.stop_if_asked()
             try:
                 self._w.cluster.patch(
-                    carrier.resource,
+                    resource,
                     job.namespace,
-                    carrier.name,
+                    name,
                     write.patch,
                     dry_run=self._w.server_dry_run,
                 )

@@ -16,7 +16,6 @@ from enum import StrEnum
 from typing import Any
 
 from sweeper.core.jobs import Job, Owned
-from sweeper.core.kinds import Resource
 from sweeper.core.releases import Release
 
 # A decoded JSON object, as the API server sends it.
@@ -227,14 +226,6 @@ class Result(StrEnum):
     LEFT_ALONE = "left-alone"  # re-read: the job no longer needs the action
     ERROR = "error"
     NOT_STARTED = "not-started"  # the run stopped first (signal or --timeout)
-
-
-@dataclass(frozen=True, slots=True)
-class Carrier:
-    """Where a family writes a deadline for its controller to enforce."""
-
-    resource: Resource
-    name: str
 
 
 @dataclass(frozen=True, slots=True)

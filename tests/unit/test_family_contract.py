@@ -18,12 +18,11 @@ from sweeper.core import families
 from sweeper.core.clock import human
 from sweeper.core.families import Family, family_of, table
 from sweeper.core.jobs import Job, Owned
-from sweeper.core.kinds import DEADLINE_MESSAGE, PODS, Kind, Leftovers
+from sweeper.core.kinds import DEADLINE_MESSAGE, PODS, Kind, Leftovers, Resource
 from sweeper.core.model import (
     JSON,
     Action,
     ActionKind,
-    Carrier,
     DeadlineWrite,
     Entry,
     Policy,
@@ -111,8 +110,8 @@ class SweepJobs:
         return f"failed {late} past its deadline; deleted {', '.join(deleted)}"
 
     @staticmethod
-    def carrier(job: Job) -> Carrier:
-        return Carrier(job.kind.at(job.version), job.name)
+    def carrier(job: Job) -> tuple[Resource, str]:
+        return job.kind.at(job.version), job.name
 
     @staticmethod
     def deadline_write(_action: Action, _target: JSON | None) -> DeadlineWrite | Action | str:

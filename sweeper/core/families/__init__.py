@@ -17,8 +17,8 @@ from typing import Protocol
 
 from sweeper.core.families import mpi_operator, trainer, training_operator
 from sweeper.core.jobs import Job, Owned
-from sweeper.core.kinds import Kind, Leftovers
-from sweeper.core.model import JSON, Action, Carrier, DeadlineWrite, Entry, Policy, SkipReason
+from sweeper.core.kinds import Kind, Leftovers, Resource
+from sweeper.core.model import JSON, Action, DeadlineWrite, Entry, Policy, SkipReason
 from sweeper.core.rules import (
     BEING_DELETED,
     DURATION_OVERFLOW,
@@ -93,7 +93,7 @@ class Family(Protocol):
         """The Event's message once the sweeper failed the job and reclaimed ``deleted``."""
         ...
 
-    def carrier(self, job: Job) -> Carrier:
+    def carrier(self, job: Job) -> tuple[Resource, str]:
         """Where a platform deadline of the job is written for its controller to enforce."""
         ...
 

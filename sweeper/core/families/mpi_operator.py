@@ -46,12 +46,12 @@ from sweeper.core.kinds import (
     MPIJOB,
     OPERATOR_PODS,
     Kind,
+    Resource,
 )
 from sweeper.core.model import (
     JSON,
     Action,
     ActionKind,
-    Carrier,
     DeadlineWrite,
     Entry,
     Policy,
@@ -225,9 +225,9 @@ def failed_event(job: Job, late: str, _deleted: Sequence[str]) -> str:
     return f"{_failure_message(job)}: {late} past its deadline"
 
 
-def carrier(job: Job) -> Carrier:
+def carrier(job: Job) -> tuple[Resource, str]:
     """Its launcher Job, whose controller enforces the deadline mpi-operator copied there."""
-    return Carrier(BATCH_JOBS, f"{job.name}{LAUNCHER_SUFFIX}")
+    return BATCH_JOBS, f"{job.name}{LAUNCHER_SUFFIX}"
 
 
 def deadline_write(action: Action, target: JSON | None) -> DeadlineWrite | Action | str:

@@ -49,7 +49,6 @@ from sweeper.core.model import (
     JSON,
     Action,
     ActionKind,
-    Carrier,
     DeadlineWrite,
     Entry,
     Policy,
@@ -296,9 +295,9 @@ def failed_event(job: Job, late: str, deleted: Sequence[str]) -> str:
     )
 
 
-def carrier(job: Job) -> Carrier:
+def carrier(job: Job) -> tuple[Resource, str]:
     """The TrainJob itself: the trainer enforces its own ``spec.activeDeadlineSeconds``."""
-    return Carrier(job.kind.at(job.version), job.name)
+    return job.kind.at(job.version), job.name
 
 
 def deadline_write(action: Action, target: JSON | None) -> DeadlineWrite | Action | str:

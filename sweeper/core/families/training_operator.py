@@ -29,13 +29,13 @@ from sweeper.core.kinds import (
     TRAINING_OPERATOR,
     VERSION,
     XGBOOSTJOB,
+    Resource,
 )
 from sweeper.core.model import (
     JSON,
     Action,
     ActionKind,
     ActionMode,
-    Carrier,
     DeadlineWrite,
     Entry,
     Policy,
@@ -309,9 +309,9 @@ def failed_event(job: Job, late: str, _deleted: Sequence[str]) -> str:
     return f"{failure_message(job.name, source_note(job))}: {late} past its deadline"
 
 
-def carrier(job: Job) -> Carrier:
+def carrier(job: Job) -> tuple[Resource, str]:
     """The job itself: the operator reads no deadline but the job's own, so none is written."""
-    return Carrier(job.kind.at(job.version), job.name)
+    return job.kind.at(job.version), job.name
 
 
 def deadline_write(_action: Action, _target: JSON | None) -> DeadlineWrite | Action | str:
