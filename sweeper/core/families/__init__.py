@@ -59,50 +59,39 @@ class Family(Protocol):
 
     def finished(self, job: Job, now: datetime, policy: Policy, overdue: float | None) -> Entry:
         """What becomes of a job that finished (a skip, or a reclaim of what it left)."""
-        ...
 
     def seen_finished(self, job: Job, now: datetime, policy: Policy, overdue: float | None) -> str:
         """What ``--explain`` says of a job's end."""
-        ...
 
     def finished_due(self, job: Job, policy: Policy) -> datetime | None:
         """The instant from which :meth:`finished` acts on a finished job; ``None``: never."""
-        ...
 
     def due_at(self, job: Job, policy: Policy) -> datetime | None:
         """The instant from which its own rules act on a job the shared rules let through."""
-        ...
 
     def reclaim_words(self, policy: Policy) -> str:
         """What follows its deadline failure, as a ``DeadlineApproaching`` warning says it."""
-        ...
 
     def leftovers(self, owned: Sequence[Owned], job: Job, policy: Policy) -> list[Owned]:
         """Which of the objects listed (``LEFTOVERS``) a reclaim of the job deletes."""
-        ...
 
     def reclaimed_event(self, job: Job, deleted: Sequence[str], companions: Sequence[str]) -> str:
         """The Event's message after a reclaim deleted ``deleted`` (and their companions)."""
-        ...
 
     def fail_patch(self, job: Job, raw: JSON, now: datetime) -> JSON:
         """The status patch that fails the job (read as ``raw``) as its controller would."""
-        ...
 
     def failed_event(self, job: Job, late: str, deleted: Sequence[str]) -> str:
         """The Event's message once the sweeper failed the job and reclaimed ``deleted``."""
-        ...
 
     def carrier(self, job: Job) -> tuple[Resource, str]:
         """Where a platform deadline of the job is written for its controller to enforce."""
-        ...
 
     def deadline_write(self, action: Action, target: JSON | None) -> DeadlineWrite | Action | str:
         """The write of a ``set-deadline`` into its carrier as read (``None``: there is none).
 
         Or the action to take instead (a fail), or why the carrier is left alone.
         """
-        ...
 
 
 FAMILIES: tuple[Family, ...] = (training_operator, mpi_operator, trainer)
