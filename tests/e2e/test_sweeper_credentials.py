@@ -272,6 +272,30 @@ def test_a_token_file_and_a_ca_file_are_read_relative_to_the_kubeconfig(
     assert passed(done), done.explain()
 
 
+def test_impersonation_is_who_the_api_server_sees(
+    control_plane, namespace, account, sweep: SweepAs, tmp_path
+):
+    """kubectl's ``as``, ``as-groups``, ``as-user-extra``: the API server acts as that user."""
+    token, user = account  # cluster-admin: may impersonate
+    config = write_config(
+        tmp_path / "config",
+        {"server": control_plane.server, "certificate-authority-data": ca_data(control_plane)},
+        {
+            "token": token,
+            "as": "impersonated-sweeper",
+            "as-groups": ["system:masters"],
+            "as-user-extra": {"example.com/reason": ["e2e"]},
+        },
+    )
+    done = sweep("--dry-run", "-n", namespace, kubeconfig=config, user=user)
+    assert passed(done), done.explain()
+    seen = {
+        (e["impersonatedUser"]["username"], tuple(e["impersonatedUser"].get("extra", {})))
+        for e in done.requests
+    }
+    assert seen == {("impersonated-sweeper", ("example.com/reason",))}
+
+
 def test_client_certificate_files_are_presented(control_plane, namespace, sweep: SweepAs, tmp_path):
     issued = yaml.safe_load(
         control_plane.user_kubeconfig("file-cert", ["system:masters"]).read_text()
