@@ -138,6 +138,9 @@ class Recorder(ThreadingHTTPServer):
         tls = self._context.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
         return tls, address
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """Quiet: a client that hangs up mid-handshake shows in ``seen`` as nothing."""
+
     def record(self, seen: Seen) -> bool:
         """Keep ``seen``; whether it is the first request since the last ``reset``."""
         with self._lock:

@@ -122,8 +122,8 @@ class Kit:
             },
         )
 
-    def plugin(self, version: str) -> dict[str, Any]:
-        """An exec plugin (relative to the kubeconfig) printing ``token`` until next year.
+    def plugin(self, version: str, *, certificate: bool = False) -> dict[str, Any]:
+        """An exec plugin (relative to the kubeconfig): ``token`` or ``cert``, valid a while.
 
         It appends the ``spec`` kubectl or the sweeper handed it to ``exec-runs.jsonl``.
         """
@@ -135,16 +135,21 @@ class Kit:
             runs = pathlib.Path(__file__).parent.parent / "exec-runs.jsonl"
             with runs.open("a") as f:
                 f.write(json.dumps(info["spec"], sort_keys=True) + "\\n")
-            status = {{"token": os.environ["TOKEN"], "expirationTimestamp": "2999-01-01T00:00:00Z"}}
             kind = {{"apiVersion": "{version}", "kind": "ExecCredential"}}
-            print(json.dumps({{**kind, "status": status}}))
+            print(json.dumps({{**kind, "status": json.loads(os.environ["STATUS"])}}))
             """
         script.write_text(f"#!{sys.executable}\n" + textwrap.dedent(body))
         script.chmod(0o755)
+        status: dict[str, str] = {"expirationTimestamp": "2999-01-01T00:00:00Z"}
+        if certificate:
+            status["clientCertificateData"] = self.cert.cert_pem.decode()
+            status["clientKeyData"] = self.cert.key_pem.decode()
+        else:
+            status["token"] = self.token
         return {
             "apiVersion": version,
             "command": "./bin/plugin",
-            "env": [{"name": "TOKEN", "value": self.token}],
+            "env": [{"name": "STATUS", "value": json.dumps(status)}],
             "interactiveMode": "Never",
         }
 
@@ -325,6 +330,10 @@ CASES = [
     pytest.param(
         Case(_with(lambda k: {"exec": k.plugin(V1BETA1)}), identity=True),
         id="exec-v1beta1-with-expiry",
+    ),
+    pytest.param(
+        Case(_with(lambda k: {"exec": k.plugin(V1, certificate=True)}), identity=True),
+        id="exec-client-certificate",
     ),
     pytest.param(Case(lambda k: _exec_info(k, "data")), id="exec-provide-cluster-info-ca-data"),
     pytest.param(
