@@ -28,8 +28,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from socketserver import BaseRequestHandler, ThreadingTCPServer
-from typing import Any
+from socketserver import BaseRequestHandler, BaseServer, ThreadingTCPServer
+from typing import Any, TypeVar
 
 from devcluster.pki import KeyPair
 from devcluster.relay import join
@@ -37,6 +37,7 @@ from devcluster.relay import join
 LOOPBACK = "127.0.0.1"
 _GROUP = "/apis/kubeflow.org"
 _MAX_HEADER = 16 * 1024
+_Server = TypeVar("_Server", bound=BaseServer)
 
 
 @dataclass(frozen=True)
@@ -153,17 +154,6 @@ class Recorder(ThreadingHTTPServer):
             self.seen = []
             self.after_first = None
 
-    @contextlib.contextmanager
-    def running(self) -> Iterator[Recorder]:
-        """Serve on a daemon thread for the block."""
-        thread = threading.Thread(target=self.serve_forever, args=(0.05,), daemon=True)
-        thread.start()
-        try:
-            yield self
-        finally:
-            self.shutdown()
-            self.server_close()
-
 
 def _remember_sni(sock: Any, name: str | None, context: ssl.SSLContext) -> None:
     del context
@@ -246,16 +236,17 @@ class TunnelProxy(ThreadingTCPServer):
         with self._lock:
             self.tunnels = []
 
-    @contextlib.contextmanager
-    def running(self) -> Iterator[TunnelProxy]:
-        """Serve on a daemon thread for the block."""
-        thread = threading.Thread(target=self.serve_forever, args=(0.05,), daemon=True)
-        thread.start()
-        try:
-            yield self
-        finally:
-            self.shutdown()
-            self.server_close()
+
+@contextlib.contextmanager
+def running(server: _Server) -> Iterator[_Server]:
+    """Serve ``server`` on a daemon thread for the block, then close it."""
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 class _TunnelHandler(BaseRequestHandler):

@@ -42,7 +42,7 @@ import yaml
 from devcluster import ControlPlane, binaries
 from devcluster.pki import KeyPair
 from tests.e2e import clusters
-from tests.e2e.recorder import Recorder, Seen, Tunnel, TunnelProxy
+from tests.e2e.recorder import Recorder, Seen, Tunnel, TunnelProxy, running
 
 pytestmark = pytest.mark.e2e
 
@@ -448,41 +448,23 @@ class Sites:
         self.proxy.reset()
 
 
-def _admin_token(cp: ControlPlane, namespace: str, name: str) -> str:
-    token = cp.service_account_token(namespace, name)
-    cp.request(
-        "POST",
-        "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
-        {
-            "metadata": {"name": f"{namespace}-{name}"},
-            "roleRef": {
-                "apiGroup": "rbac.authorization.k8s.io",
-                "kind": "ClusterRole",
-                "name": "cluster-admin",
-            },
-            "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}],
-        },
-    )
-    return token
-
-
 @pytest.fixture(scope="module")
 def sites(control_plane: ControlPlane) -> Iterator[Sites]:
     clusters.require_binaries("kubectl")
     namespace = control_plane.create_namespace("client-differential")
     serving = control_plane.ca.serving_cert(["127.0.0.1", "localhost", PROXIED, SERVER_NAME])
     with (
-        Recorder(serving, client_ca=control_plane.ca_pem).running() as recorder,
-        Recorder().running() as plain,
-        TunnelProxy().running() as proxy,
+        running(Recorder(serving, client_ca=control_plane.ca_pem)) as recorder,
+        running(Recorder()) as plain,
+        running(TunnelProxy()) as proxy,
     ):
         yield Sites(
             control_plane,
             recorder,
             plain,
             proxy,
-            _admin_token(control_plane, namespace, "first"),
-            _admin_token(control_plane, namespace, "other"),
+            clusters.admin_account_token(control_plane, namespace, "first"),
+            clusters.admin_account_token(control_plane, namespace, "other"),
             control_plane.ca.client_cert("differential-cert", ["system:masters"]),
         )
 

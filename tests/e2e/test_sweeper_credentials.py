@@ -26,6 +26,7 @@ from devcluster import ControlPlane
 from sweeper.config import Config, DryRun
 from sweeper.k8s import client, kubeconfig
 from sweeper.oneshot.run import run
+from tests.e2e import clusters
 from tests.e2e.conftest import SweepAs
 
 pytestmark = pytest.mark.e2e
@@ -38,20 +39,7 @@ V1BETA1 = "client.authentication.k8s.io/v1beta1"
 def account(control_plane: ControlPlane, namespace: str) -> tuple[str, str]:
     """A ServiceAccount bound to cluster-admin: its token and its audit user name."""
     name = "exec-robot"
-    token = control_plane.service_account_token(namespace, name)
-    control_plane.request(
-        "POST",
-        "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
-        {
-            "metadata": {"name": f"{namespace}-{name}"},
-            "roleRef": {
-                "apiGroup": "rbac.authorization.k8s.io",
-                "kind": "ClusterRole",
-                "name": "cluster-admin",
-            },
-            "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}],
-        },
-    )
+    token = clusters.admin_account_token(control_plane, namespace, name)
     return token, f"system:serviceaccount:{namespace}:{name}"
 
 
