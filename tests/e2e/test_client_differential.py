@@ -450,6 +450,7 @@ class Sites:
 
 @pytest.fixture(scope="module")
 def sites(control_plane: ControlPlane) -> Iterator[Sites]:
+    """The recorders and the proxy on loopback; two cluster-admin tokens and a certificate."""
     clusters.require_binaries("kubectl")
     namespace = control_plane.create_namespace("client-differential")
     serving = control_plane.ca.serving_cert(["127.0.0.1", "localhost", PROXIED, SERVER_NAME])
@@ -467,6 +468,7 @@ def sites(control_plane: ControlPlane) -> Iterator[Sites]:
             clusters.admin_account_token(control_plane, namespace, "other"),
             control_plane.ca.client_cert("differential-cert", ["system:masters"]),
         )
+    control_plane.request("DELETE", f"/api/v1/namespaces/{namespace}", expect=(200, 202))
 
 
 @dataclass(frozen=True)
