@@ -395,6 +395,8 @@ CASES = [
     pytest.param(
         Case(_with(_token, env=_via_proxy)), id="https-proxy-skipped-for-a-loopback-server"
     ),
+    # NO_PROXY naming the server sends both to it directly: to a name only the proxy resolves,
+    # that would be a question to the machine's resolver, so the name is localhost.
     pytest.param(
         Case(
             _with(
