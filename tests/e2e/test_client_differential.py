@@ -13,7 +13,8 @@ is the second witness: the same user, groups and impersonated user for both clie
 
 Where the sweeper refuses a kubeconfig on purpose (a SOCKS5 proxy, the oidc auth-provider),
 a test named for it checks the sweeper's exit code 2 and one-line reason, and records what
-kubectl does with the same kubeconfig.
+kubectl does with the same kubeconfig; so does the one known difference the other way (a CA
+file beside CA data, which kubectl refuses).
 
 The wire is compared for two kubectls: the e2e tier's (the pinned minor, or
 ``SWEEPER_TEST_KUBERNETES_VERSION``'s, with its own control plane) and ``OTHER_KUBECTL``, the
@@ -39,8 +40,7 @@ from typing import Any
 import pytest
 import yaml
 
-from devcluster import ControlPlane, binaries
-from devcluster.pki import KeyPair
+from devcluster import ControlPlane, binaries, pki
 from tests.e2e import clusters
 from tests.e2e.recorder import Recorder, Seen, Tunnel, TunnelProxy, running
 
@@ -85,7 +85,7 @@ class Kit:
     ca_pem: bytes
     token: str
     other_token: str
-    cert: KeyPair
+    cert: pki.KeyPair
 
     @property
     def server(self) -> str:
@@ -430,7 +430,7 @@ class Sites:
     proxy: TunnelProxy
     token: str
     other_token: str
-    cert: KeyPair
+    cert: pki.KeyPair
 
     def kit(self, folder: Path, port: int) -> Kit:
         return Kit(
@@ -696,3 +696,26 @@ def test_the_oidc_auth_provider_is_refused_on_purpose(sites: Sites, tmp_path: Pa
     assert {r.authorization for r in kubectl.requests} == {_short(f"Bearer {id_token}")}
     assert line.startswith("sweeper: error: kubeconfig ")
     assert "auth-provider oidc" in line and "kubelogin" in line
+
+
+def test_a_ca_file_beside_ca_data_kubectl_refuses_and_the_sweeper_trusts_the_file(
+    sites: Sites, tmp_path: Path
+) -> None:
+    """A known difference: kubectl's validation refuses both; the sweeper takes the file."""
+    stray = pki.CertificateAuthority("stray-ca").cert_pem
+
+    def build(k: Kit) -> Setup:
+        cluster = {
+            "server": k.server,
+            "certificate-authority": k.file("ca.crt", k.ca_pem),
+            "certificate-authority-data": base64.b64encode(stray).decode(),
+        }
+        return Setup(k.single(_token(k), cluster))
+
+    reference = kubectl(binaries.version("kubectl"))
+    wire, done = on_the_wire(sites, Case(build), reference, tmp_path / "kubectl")
+    assert done.returncode != 0 and not wire.requests, reference.said(done)
+    assert "are both specified" in done.stderr
+    sweeper, sweeper_done = on_the_wire(sites, Case(build), SWEEPER, tmp_path / "sweeper")
+    assert sweeper_done.returncode == 0, SWEEPER.said(sweeper_done)
+    assert {r.authorization for r in sweeper.requests} == {_short(f"Bearer {sites.token}")}
