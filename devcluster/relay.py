@@ -40,7 +40,8 @@ def _pipe(source: socket.socket, sink: socket.socket) -> None:
             sink.shutdown(socket.SHUT_WR)
 
 
-def _join(client: socket.socket, upstream: socket.socket) -> None:
+def join(client: socket.socket, upstream: socket.socket) -> None:
+    """Carry bytes both ways until both sides are done, then close both sockets."""
     back = threading.Thread(target=_pipe, args=(upstream, client), daemon=True)
     back.start()
     _pipe(client, upstream)
@@ -71,7 +72,7 @@ def _forward(connect: Callable[[], socket.socket]) -> Callable[[socket.socket], 
         except OSError:
             client.close()
             return
-        _join(client, upstream)
+        join(client, upstream)
 
     return handle
 
@@ -102,7 +103,7 @@ def _connect_proxy(client: socket.socket) -> None:
     client.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
     if rest:
         upstream.sendall(rest)
-    _join(client, upstream)
+    join(client, upstream)
 
 
 def main(argv: Sequence[str]) -> int:

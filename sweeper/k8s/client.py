@@ -6,16 +6,20 @@ builds a ``sweeper.k8s.kube.KubeCluster`` over ``ClientSend``, which puts one re
 wire and translates what urllib3 raises, and ``ClientStream``, which opens watch streams.
 Import it lazily: ``sweeper --version`` and ``--help`` need none of it.
 
-Why not the official ``kubernetes`` client: its ``kubernetes.config`` imports
-``requests_oauthlib``, ``oauthlib``, ``dateutil`` and pydantic for the auth providers kubectl
-has dropped, some 0.45 s of every pass's start, while the sweeper sends raw requests and
-needs only urllib3 (docs/benchmarks.md, "Decisions").
+What each request says of its sender is kubectl's: the credential, the ``Impersonate-*``
+headers, a proxy's ``Proxy-Authorization``; the proxy is the kubeconfig's ``proxy-url``, else
+the environment's (``sweeper.k8s.proxies``). Only a plain-http server warns, once, that the
+kubeconfig's credentials are not sent to it.
+
+Why not the official ``kubernetes`` client: docs/decisions.md (its import alone is some
+0.2 CPU seconds and 18 MB of every pass; the sweeper sends raw requests and needs only urllib3).
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import ssl
 import tempfile
@@ -32,12 +36,18 @@ from sweeper import __version__
 from sweeper.config import Config
 from sweeper.core.errors import ConfigError, RequestRef, WatchStalled, api_error
 from sweeper.core.model import JSON
-from sweeper.k8s import kubeconfig
+from sweeper.k8s import kubeconfig, proxies
 from sweeper.k8s.credentials import Auth, Credential, auth_for
 from sweeper.k8s.kube import KubeCluster
 from sweeper.k8s.transport import NoResponse, Response, RetryPolicy, StopSignal, Transport, one_line
 
 USER_AGENT = f"kubeflow-deadline-sweeper/{__version__}"
+# Header-name bytes client-go leaves as they are in Impersonate-Extra-<key> (RFC 7230's token
+# characters but %); every other byte is percent-encoded.
+_HEADER_KEY_BYTES = frozenset(
+    b"!#$&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+)
+log = logging.getLogger(__name__)
 
 
 def connect(config: Config, *, stop: StopSignal) -> KubeCluster:
@@ -66,6 +76,14 @@ def connect(config: Config, *, stop: StopSignal) -> KubeCluster:
         raise ConfigError(
             "no kubeconfig found (--kubeconfig, KUBECONFIG, or ~/.kube/config) "
             "and not running in a cluster"
+        )
+    if target.withheld:
+        log.warning(
+            "server %s is plain http: not sending the kubeconfig's %s (kubectl sends credentials "
+            "only over https)",
+            target.server,
+            ", ".join(target.withheld),
+            extra={"server": target.server, "withheld": list(target.withheld)},
         )
     try:
         auth = auth_for(target, stop.remaining)
@@ -104,26 +122,41 @@ class _NoCredential(Exception):  # noqa: N818 - a state, as NoResponse
 
 
 class Http:
-    """urllib3's pool manager for one target, and the credential each request presents.
+    """urllib3's pool manager for one target, and what each request says of its sender.
 
-    One pool manager serves every thread; an exec plugin that answers with another client
-    certificate gets a new one (the old ones are closed with the rest by ``close``).
+    One pool manager serves every thread. An exec plugin that answers with another client
+    certificate gets a new one, and the old one is closed: its idle sockets now, each one still
+    lent to a response (a watch) when that response is released, as urllib3 closes what comes
+    back to a closed pool.
     """
 
     def __init__(self, target: kubeconfig.Target, auth: Auth) -> None:
         self._target = target
         self._auth = auth
         self._lock = threading.Lock()
-        self._managers: list[urllib3.PoolManager] = []
+        self._manager: urllib3.PoolManager | None = None
         self._cert: tuple[bytes, bytes] | None = None
+        self._identity = _impersonation_headers(target.impersonate)
 
     def pool(self, credential: Credential) -> urllib3.PoolManager:
-        """The pool manager for ``credential``'s client certificate, built on first use."""
+        """The pool manager for ``credential``'s client certificate, built on first use.
+
+        Raises:
+            ConfigError: A certificate or key cannot be loaded, or the environment names a
+                proxy the sweeper cannot use.
+        """
         with self._lock:
-            if not self._managers or credential.cert != self._cert:
-                self._managers.append(_pool_manager(self._target, credential.cert))
+            superseded = None
+            if self._manager is None or credential.cert != self._cert:
+                superseded, self._manager = (
+                    self._manager,
+                    _pool_manager(self._target, credential.cert),
+                )
                 self._cert = credential.cert
-            return self._managers[-1]
+            manager = self._manager
+        if superseded is not None:
+            _close(superseded)
+        return manager
 
     def open(
         self,
@@ -149,7 +182,9 @@ class Http:
                 pool = self.pool(credential)
             except ConfigError as error:
                 raise _NoCredential(str(error)) from error
-            sent = {**headers, "User-Agent": USER_AGENT}
+            sent = urllib3.HTTPHeaderDict({**headers, "User-Agent": USER_AGENT})
+            for name, value in self._identity:
+                sent.add(name, value)
             if credential.authorization:
                 sent["Authorization"] = credential.authorization
             if data is not None:
@@ -174,23 +209,44 @@ class Http:
         raise AssertionError("unreachable")  # pragma: no cover
 
     def close(self) -> None:
-        """Close every connection of every pool manager."""
+        """Close every connection of the pool manager."""
         with self._lock:
-            managers, self._managers = self._managers, []
-        for manager in managers:
-            # Each pool closed explicitly: recent urllib3 releases no longer close the pools a
-            # clear() drops (they leave them, and their keep-alive sockets, to a finalizer).
-            for key in list(manager.pools.keys()):
-                pool = manager.pools.get(key)
-                if pool is not None:
-                    pool.close()
-            manager.clear()
+            manager, self._manager = self._manager, None
+        if manager is not None:
+            _close(manager)
+
+
+def _close(manager: urllib3.PoolManager) -> None:
+    # Each pool closed explicitly: recent urllib3 releases no longer close the pools a clear()
+    # drops (they leave them, and their keep-alive sockets, to a finalizer). The closed pools
+    # stay in the manager: a thread that took it just before it was superseded gets a
+    # ClosedPoolError (no answer, tried again) instead of a new pool that nothing would close.
+    for key in list(manager.pools.keys()):
+        pool = manager.pools.get(key)
+        if pool is not None:
+            pool.close()
+
+
+def _impersonation_headers(who: kubeconfig.Impersonation | None) -> list[tuple[str, str]]:
+    """The ``Impersonate-*`` headers kubectl sends: one per group, one per value of an extra."""
+    if who is None:
+        return []
+    headers = [("Impersonate-User", who.user)]
+    if who.uid:
+        headers.append(("Impersonate-Uid", who.uid))
+    headers += [("Impersonate-Group", group) for group in who.groups]
+    for key, values in who.extra:
+        escaped = "".join(
+            chr(b) if b in _HEADER_KEY_BYTES else f"%{b:02X}" for b in key.encode("utf-8")
+        )
+        headers += [(f"Impersonate-Extra-{escaped}", value) for value in values]
+    return headers
 
 
 def _pool_manager(
     target: kubeconfig.Target, exec_cert: tuple[bytes, bytes] | None
 ) -> urllib3.PoolManager:
-    """Raises: ConfigError: A certificate or key cannot be loaded (named in the message)."""
+    """Raises: ConfigError: A certificate, a key or the proxy cannot be used (named)."""
     options: dict[str, Any] = {"maxsize": (os.cpu_count() or 1) * 5}  # the official client's
     if target.server.startswith("https:"):
         verify = ssl.CERT_NONE if target.insecure else ssl.CERT_REQUIRED
@@ -220,8 +276,12 @@ def _pool_manager(
         if target.insecure:
             # Asked for in the kubeconfig; urllib3 would warn on every request.
             warnings.filterwarnings("ignore", category=urllib3.exceptions.InsecureRequestWarning)
-    if target.proxy_url:
-        return urllib3.ProxyManager(target.proxy_url, **options)
+    url = target.proxy_url or proxies.from_environment(target.server, os.environ)
+    if url:
+        proxy = proxies.parse(url)
+        if proxy.basic_auth is not None:
+            options["proxy_headers"] = urllib3.make_headers(proxy_basic_auth=proxy.basic_auth)
+        return urllib3.ProxyManager(proxy.url, **options)
     return urllib3.PoolManager(**options)
 
 

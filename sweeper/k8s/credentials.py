@@ -3,9 +3,11 @@
 ``auth_for`` picks the source a ``sweeper.k8s.kubeconfig.Target`` names. Every source is safe
 to call from the reader and watch threads at once.
 
-- A ``tokenFile`` is read once; the in-cluster service account's token is read again every
-  minute, as client-go does for bound tokens, which the kubelet rotates (a failed re-read keeps
-  the token it has).
+- A token file (a kubeconfig's ``tokenFile``, the pod's service account token) is read again
+  every minute, as client-go does (``NewCachedFileTokenSource``): the kubelet rotates bound
+  tokens. A failed re-read keeps the token it has; with an inline ``token`` beside the file,
+  the file wins once read and the inline token stands in until then. A 401 reads the file at
+  once, and the request is tried again if the token changed.
 - An exec plugin (``client.authentication.k8s.io`` v1 or v1beta1) is run as client-go runs it:
   its ``env`` over the sweeper's environment, ``KUBERNETES_EXEC_INFO`` describing the call,
   standard input only when its ``interactiveMode`` allows it and there is a terminal. Its
@@ -25,7 +27,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -37,10 +39,13 @@ TOKEN_FILE_PERIOD_S = 60.0
 
 @dataclass(frozen=True, slots=True)
 class Credential:
-    """An ``Authorization`` header value and, from an exec plugin, a client certificate (PEM)."""
+    """An ``Authorization`` header value and, from an exec plugin, a client certificate (PEM).
 
-    authorization: str | None = None
-    cert: tuple[bytes, bytes] | None = None
+    Neither is in the repr.
+    """
+
+    authorization: str | None = field(default=None, repr=False)
+    cert: tuple[bytes, bytes] | None = field(default=None, repr=False)
 
 
 class Auth:
@@ -64,20 +69,25 @@ class Auth:
 
 
 class TokenFile(Auth):
-    """A bearer token read from a file, read again after ``period`` seconds when ``period``."""
+    """A bearer token read from a file, read again every ``TOKEN_FILE_PERIOD_S`` seconds.
+
+    ``fallback`` (a kubeconfig's inline ``token``) is sent while the file cannot be read.
+    """
 
     def __init__(
-        self,
-        path: str,
-        period: float | None,
-        clock: Callable[[], float] = time.monotonic,
+        self, path: str, fallback: str | None, clock: Callable[[], float] = time.monotonic
     ) -> None:
-        super().__init__(Credential(f"Bearer {self._read(path)}"))
         self._path = path
-        self._period = period
         self._clock = clock
         self._read_at = clock()
         self._lock = threading.Lock()
+        try:
+            token = self._read(path)
+        except ConfigError:
+            if fallback is None:
+                raise
+            token = fallback
+        super().__init__(Credential(f"Bearer {token}"))
 
     @staticmethod
     def _read(path: str) -> str:
@@ -89,15 +99,22 @@ class TokenFile(Auth):
 
     def current(self) -> Credential:
         """The token, read again if the period has passed (the old one if that read fails)."""
-        if self._period is None:
-            return self._credential
         with self._lock:
-            if self._clock() - self._read_at >= self._period:
-                self._read_at = self._clock()
-                # As client-go: a failed re-read keeps the token, which may still be valid.
-                with contextlib.suppress(ConfigError):
-                    self._credential = Credential(f"Bearer {self._read(self._path)}")
+            if self._clock() - self._read_at >= TOKEN_FILE_PERIOD_S:
+                self._reread()
             return self._credential
+
+    def renew(self, used: Credential) -> bool:
+        """Read the file now: worth another try if it holds another token than ``used``."""
+        with self._lock:
+            self._reread()
+            return self._credential != used
+
+    def _reread(self) -> None:
+        self._read_at = self._clock()
+        # As client-go: a failed re-read keeps the token, which may still be valid.
+        with contextlib.suppress(ConfigError):
+            self._credential = Credential(f"Bearer {self._read(self._path)}")
 
 
 class ExecAuth(Auth):
@@ -133,19 +150,21 @@ class ExecAuth(Auth):
         return True
 
 
-def auth_for(target: Target, timeout: Callable[[], float]) -> Auth:
+def auth_for(
+    target: Target, timeout: Callable[[], float], clock: Callable[[], float] = time.monotonic
+) -> Auth:
     """The credential source ``target`` names; ``timeout`` bounds each run of an exec plugin.
 
-    An exec plugin first runs at the source's first ``current()``.
+    An exec plugin first runs at the source's first ``current()``; ``clock`` times the
+    re-reads of a token file.
 
     Raises:
-        ConfigError: The token file cannot be read.
+        ConfigError: The token file cannot be read (and there is no inline token).
     """
+    if target.token_file:
+        return TokenFile(target.token_file, target.token, clock)
     if target.token:
         return Auth(Credential(f"Bearer {target.token}"))
-    if target.token_file:
-        period = TOKEN_FILE_PERIOD_S if target.refresh_token_file else None
-        return TokenFile(target.token_file, period)
     if target.exec_plugin:
         return ExecAuth(target.exec_plugin, timeout)
     if target.basic:

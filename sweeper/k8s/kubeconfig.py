@@ -10,10 +10,13 @@ is given. Both return a ``Target``; nothing here opens a connection or runs a pl
 Supported, per cluster: ``server``, ``certificate-authority`` and ``-data``,
 ``insecure-skip-tls-verify``, ``tls-server-name``, ``proxy-url`` (http and https proxies); per
 user: ``token``, ``tokenFile``, ``client-certificate`` and ``client-key`` and their ``-data``,
-``username`` and ``password``, ``exec`` (``client.authentication.k8s.io/v1`` and ``v1beta1``).
-The user's credentials are taken in this order, the first present wins: token or tokenFile,
-exec, username and password. ``auth-provider`` (the legacy gcp, azure and oidc plugins that
-kubectl dropped in 1.26) is refused with the exec plugin that replaces it.
+``username`` and ``password``, ``exec`` (``client.authentication.k8s.io/v1`` and ``v1beta1``),
+impersonation (``as``, ``as-uid``, ``as-groups``, ``as-user-extra``). The user's credentials
+are taken in this order, the first present wins: token or tokenFile, exec, username and
+password. As client-go, a server reached over plain ``http://`` is sent no credential at all
+(the ``Target`` says which it withheld); impersonation is sent either way. ``auth-provider`` is
+refused: gcp and azure were removed from kubectl in 1.26, oidc is not implemented here; each
+message names the exec plugin that replaces it.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from __future__ import annotations
 import base64
 import binascii
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,6 +32,7 @@ from typing import Any
 import yaml
 
 from sweeper.core.errors import ConfigError
+from sweeper.k8s import proxies
 
 SERVICE_ACCOUNT = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 EXEC_API_VERSIONS = ("client.authentication.k8s.io/v1", "client.authentication.k8s.io/v1beta1")
@@ -42,15 +47,29 @@ class ExecPlugin:
     """A user's ``exec`` credential plugin, its command already resolved against its file.
 
     ``cluster`` is what ``provideClusterInfo`` hands the plugin in ``KUBERNETES_EXEC_INFO``.
+    ``args`` and ``env`` stay out of the repr, as client-go redacts them: they may hold secrets.
     """
 
     api_version: str
     command: str
-    args: tuple[str, ...] = ()
-    env: tuple[tuple[str, str], ...] = ()
+    args: tuple[str, ...] = field(default=(), repr=False)
+    env: tuple[tuple[str, str], ...] = field(default=(), repr=False)
     interactive_mode: str = "IfAvailable"
     install_hint: str = ""
     cluster: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Impersonation:
+    """Who the sweeper acts as (kubeconfig ``as``, ``as-uid``, ``as-groups``, ``as-user-extra``).
+
+    ``extra`` is sorted by key, each with its values in the file's order.
+    """
+
+    user: str
+    uid: str | None = None
+    groups: tuple[str, ...] = ()
+    extra: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +77,10 @@ class Target:
     """One API server and the credentials to present to it.
 
     ``context`` is the kubeconfig context's name, or ``in-cluster``; the PEM data fields hold
-    what the kubeconfig embeds (base64-decoded), the file fields what it names.
+    what the kubeconfig embeds (base64-decoded), the file fields what it names. With both a
+    ``token`` and a ``token_file`` the file wins once read (``sweeper.k8s.credentials``).
+    ``withheld`` names the credentials the kubeconfig gives that a plain ``http://`` server is
+    not sent. Secrets stay out of the repr.
     """
 
     server: str
@@ -69,16 +91,16 @@ class Target:
     insecure: bool = False
     tls_server_name: str | None = None
     proxy_url: str | None = None
-    token: str | None = None
+    token: str | None = field(default=None, repr=False)
     token_file: str | None = None
     cert_file: str | None = None
     key_file: str | None = None
-    cert_data: bytes | None = None
-    key_data: bytes | None = None
-    basic: tuple[str, str] | None = None
+    cert_data: bytes | None = field(default=None, repr=False)
+    key_data: bytes | None = field(default=None, repr=False)
+    basic: tuple[str, str] | None = field(default=None, repr=False)
     exec_plugin: ExecPlugin | None = None
-    # The service account's token is re-read, as client-go does for bound tokens.
-    refresh_token_file: bool = False
+    impersonate: Impersonation | None = None
+    withheld: tuple[str, ...] = ()
 
 
 @dataclass(slots=True)
@@ -129,14 +151,16 @@ def in_cluster(environ: dict[str, str] | None = None) -> Target:
     return Target(
         server=f"https://{host}:{port}",
         context="in-cluster",
-        namespace=_pod_namespace(),
+        namespace=_pod_namespace(env),
         ca_file=str(ca),
         token_file=str(token),
-        refresh_token_file=True,
     )
 
 
-def _pod_namespace() -> str:
+def _pod_namespace(env: Mapping[str, str]) -> str:
+    """As client-go: ``POD_NAMESPACE`` (the downward API), else the service account's file."""
+    if env.get("POD_NAMESPACE"):
+        return env["POD_NAMESPACE"]
     try:
         return (SERVICE_ACCOUNT / "namespace").read_text().strip() or "default"
     except OSError:
@@ -168,7 +192,7 @@ def _merge(paths: list[str], where: str) -> _Merged:
         try:
             document = yaml.load(text, Loader=_Loader)  # noqa: S506 - a safe loader
         except yaml.YAMLError as error:
-            raise _KubeconfigError(f"{prefix}not valid YAML: {_one_line(error)}") from None
+            raise _KubeconfigError(f"{prefix}not valid YAML: {_yaml_problem(error)}") from None
         if document is None:
             continue
         if not isinstance(document, dict):
@@ -219,29 +243,71 @@ def _resolve(merged: _Merged, wanted: str | None) -> Target:
     if not isinstance(insecure, bool):
         raise _KubeconfigError(f"{at}: insecure-skip-tls-verify: not true or false")
     namespace = _text(context.body, "namespace", f'context "{name}"') or "default"
+    ca_file = _path(cluster, "certificate-authority", at)
+    exec_info = _ExecInfo(cluster.body, server, ca_file, at)
+    credentials = _credentials(user, f'user "{user_name}"', exec_info)
+    if not server.startswith("https:"):
+        credentials = _withheld(credentials)
     return Target(
         server=server,
         context=name,
         namespace=namespace,
-        ca_file=_path(cluster, "certificate-authority", at),
+        ca_file=ca_file,
         ca_data=_text_of(_pem(cluster.body, "certificate-authority-data", at)),
         insecure=insecure,
         tls_server_name=_text(cluster.body, "tls-server-name", at),
         proxy_url=_proxy(cluster.body, at),
-        **_credentials(user, f'user "{user_name}"', cluster.body, server),
+        impersonate=_impersonation(user.body, f'user "{user_name}"'),
+        **credentials,
     )
 
 
-def _credentials(user: _Entry, at: str, cluster: dict[str, Any], server: str) -> dict[str, Any]:
+# What a plain-http server is not sent, named as the kubeconfig names it.
+_WITHHELD = (
+    ("token", "token"),
+    ("token_file", "tokenFile"),
+    ("basic", "username and password"),
+    ("exec_plugin", "exec"),
+    ("cert_file", "client certificate"),
+    ("cert_data", "client certificate"),
+)
+
+
+def _withheld(credentials: dict[str, Any]) -> dict[str, Any]:
+    """client-go reads a user's credentials only for a TLS server (``IsConfigTransportTLS``)."""
+    named = [word for key, word in _WITHHELD if credentials.get(key)]
+    return {"withheld": tuple(dict.fromkeys(named))}
+
+
+@dataclass(frozen=True, slots=True)
+class _ExecInfo:
+    """What ``provideClusterInfo`` needs of the cluster: its fields, the CA file it names."""
+
+    body: dict[str, Any]
+    server: str
+    ca_file: str | None
+    at: str
+
+
+# What replaces each auth-provider. kubectl removed gcp and azure in 1.26 (client-go keeps
+# stubs that fail); it still ships oidc, which the sweeper does not implement (docs/decisions.md).
+_AUTH_PROVIDERS = {
+    "gcp": "was removed from kubectl in 1.26: use gke-gcloud-auth-plugin",
+    "azure": "was removed from kubectl in 1.26: use kubelogin",
+    "oidc": (
+        "is not supported by the sweeper (kubectl still supports it): use the exec plugin "
+        "kubelogin (kubectl oidc-login get-token) instead"
+    ),
+}
+
+
+def _credentials(user: _Entry, at: str, exec_info: _ExecInfo) -> dict[str, Any]:
     body = user.body
     if body.get("auth-provider") is not None:
         provider = body["auth-provider"]
         kind = provider.get("name") if isinstance(provider, dict) else None
-        raise _KubeconfigError(
-            f"{at}: auth-provider {kind or '?'!s} is not supported (kubectl dropped these "
-            "plugins in 1.26): use its exec plugin instead (gcp: gke-gcloud-auth-plugin, "
-            "azure: kubelogin, oidc: kubelogin / kubectl oidc-login)"
-        )
+        said = _AUTH_PROVIDERS.get(str(kind), "is not supported: use an exec plugin")
+        raise _KubeconfigError(f"{at}: auth-provider {_one_line(kind or '?')} {said}")
     found: dict[str, Any] = {
         "cert_file": _path(user, "client-certificate", at),
         "key_file": _path(user, "client-key", at),
@@ -252,9 +318,9 @@ def _credentials(user: _Entry, at: str, cluster: dict[str, Any], server: str) ->
     token_file = _path(user, "tokenFile", at)
     if token or token_file:
         found["token"] = token
-        found["token_file"] = None if token else token_file
+        found["token_file"] = token_file
     elif body.get("exec") is not None:
-        found["exec_plugin"] = _exec(user, at, cluster, server)
+        found["exec_plugin"] = _exec(user, at, exec_info)
     else:
         username, password = _text(body, "username", at), _text(body, "password", at)
         if username is not None and password is not None:
@@ -264,7 +330,32 @@ def _credentials(user: _Entry, at: str, cluster: dict[str, Any], server: str) ->
     return found
 
 
-def _exec(user: _Entry, at: str, cluster: dict[str, Any], server: str) -> ExecPlugin:
+def _impersonation(body: dict[str, Any], at: str) -> Impersonation | None:
+    user, uid = _text(body, "as", at), _text(body, "as-uid", at)
+    groups = body.get("as-groups") or []
+    if not isinstance(groups, list) or not all(isinstance(g, str) for g in groups):
+        raise _KubeconfigError(f"{at}: as-groups: not a list of strings")
+    extra = body.get("as-user-extra") or {}
+    if not isinstance(extra, dict) or not all(
+        isinstance(k, str) and isinstance(v, list) and all(isinstance(i, str) for i in v)
+        for k, v in extra.items()
+    ):
+        raise _KubeconfigError(f"{at}: as-user-extra: not a mapping of lists of strings")
+    if not user:
+        if uid or groups or extra:  # as client-go's validation
+            raise _KubeconfigError(
+                f"{at}: as-groups, as-uid or as-user-extra without as (the user to impersonate)"
+            )
+        return None
+    return Impersonation(
+        user=user,
+        uid=uid or None,
+        groups=tuple(groups),
+        extra=tuple((key, tuple(extra[key])) for key in sorted(extra)),
+    )
+
+
+def _exec(user: _Entry, at: str, exec_info: _ExecInfo) -> ExecPlugin:
     spec = user.body["exec"]
     at = f"{at}: exec"
     if not isinstance(spec, dict):
@@ -301,13 +392,17 @@ def _exec(user: _Entry, at: str, cluster: dict[str, Any], server: str) -> ExecPl
         env=tuple(env),
         interactive_mode=mode,
         install_hint=_one_line(spec.get("installHint") or ""),
-        cluster=_cluster_info(cluster, server) if spec.get("provideClusterInfo") is True else None,
+        cluster=_cluster_info(exec_info) if spec.get("provideClusterInfo") is True else None,
     )
 
 
-def _cluster_info(cluster: dict[str, Any], server: str) -> dict[str, Any]:
-    """ExecCredential's ``spec.cluster``: the cluster's fields, its exec extension as config."""
-    info: dict[str, Any] = {"server": server}
+def _cluster_info(exec_info: _ExecInfo) -> dict[str, Any]:
+    """ExecCredential's ``spec.cluster``: the cluster's fields, its exec extension as config.
+
+    A CA file goes as its contents, base64-encoded, as client-go's ``ConfigToExecCluster``.
+    """
+    cluster = exec_info.body
+    info: dict[str, Any] = {"server": exec_info.server}
     for key in (
         "tls-server-name",
         "insecure-skip-tls-verify",
@@ -316,6 +411,15 @@ def _cluster_info(cluster: dict[str, Any], server: str) -> dict[str, Any]:
     ):
         if cluster.get(key) is not None:
             info[key] = cluster[key]
+    if exec_info.ca_file and "certificate-authority-data" not in info:
+        try:
+            pem = Path(exec_info.ca_file).read_bytes()
+        except OSError as error:
+            raise _KubeconfigError(
+                f"{exec_info.at}: certificate-authority {exec_info.ca_file}: cannot read it for "
+                f"the exec plugin: {error.strerror or _one_line(error)}"
+            ) from None
+        info["certificate-authority-data"] = base64.b64encode(pem).decode("ascii")
     for extension in cluster.get("extensions") or []:
         if isinstance(extension, dict) and extension.get("name") == _EXEC_EXTENSION:
             info["config"] = extension.get("extension")
@@ -351,11 +455,20 @@ def _text_of(pem: bytes | None) -> str | None:
 
 def _proxy(body: dict[str, Any], at: str) -> str | None:
     url = _text(body, "proxy-url", at)
-    if url and not url.startswith(("http://", "https://")):
+    if url and proxies.unsupported(url):
         raise _KubeconfigError(
-            f"{at}: proxy-url {url}: only http:// and https:// proxies are supported"
+            f"{at}: proxy-url {proxies.redacted(url)}: only http:// and https:// proxies are "
+            "supported"
         )
     return url or None
+
+
+def _yaml_problem(error: yaml.YAMLError) -> str:
+    """The problem and where: never the snippet, which quotes the file (a token, say)."""
+    problem = getattr(error, "problem", None) or type(error).__name__
+    mark = getattr(error, "problem_mark", None)
+    where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+    return _one_line(f"{problem}{where}")
 
 
 def _one_line(value: object) -> str:

@@ -58,6 +58,28 @@ def start_control_plane(crds: bool = True) -> ControlPlane:
         raise  # unreachable: binaries_missing always raises
 
 
+def admin_account_token(cp: ControlPlane, namespace: str, name: str) -> str:
+    """A token of ServiceAccount ``name``, bound to cluster-admin (made if missing).
+
+    Its audit user name is ``system:serviceaccount:<namespace>:<name>``.
+    """
+    token = cp.service_account_token(namespace, name)
+    cp.request(
+        "POST",
+        "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+        {
+            "metadata": {"name": f"{namespace}-{name}"},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": "cluster-admin",
+            },
+            "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}],
+        },
+    )
+    return token
+
+
 def empty_namespace(cp: ControlPlane, namespace: str) -> None:
     """Delete every Kubeflow job, pod and service in ``namespace`` (nothing garbage-collects)."""
     for plural in KUBEFLOW_PLURALS:

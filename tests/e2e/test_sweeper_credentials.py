@@ -26,6 +26,7 @@ from devcluster import ControlPlane
 from sweeper.config import Config, DryRun
 from sweeper.k8s import client, kubeconfig
 from sweeper.oneshot.run import run
+from tests.e2e import clusters
 from tests.e2e.conftest import SweepAs
 
 pytestmark = pytest.mark.e2e
@@ -38,20 +39,7 @@ V1BETA1 = "client.authentication.k8s.io/v1beta1"
 def account(control_plane: ControlPlane, namespace: str) -> tuple[str, str]:
     """A ServiceAccount bound to cluster-admin: its token and its audit user name."""
     name = "exec-robot"
-    token = control_plane.service_account_token(namespace, name)
-    control_plane.request(
-        "POST",
-        "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
-        {
-            "metadata": {"name": f"{namespace}-{name}"},
-            "roleRef": {
-                "apiGroup": "rbac.authorization.k8s.io",
-                "kind": "ClusterRole",
-                "name": "cluster-admin",
-            },
-            "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}],
-        },
-    )
+    token = clusters.admin_account_token(control_plane, namespace, name)
     return token, f"system:serviceaccount:{namespace}:{name}"
 
 
@@ -270,6 +258,30 @@ def test_a_token_file_and_a_ca_file_are_read_relative_to_the_kubeconfig(
     )
     done = sweep("--dry-run", "-n", namespace, kubeconfig=config, user=user)
     assert passed(done), done.explain()
+
+
+def test_impersonation_is_who_the_api_server_sees(
+    control_plane, namespace, account, sweep: SweepAs, tmp_path
+):
+    """kubectl's ``as``, ``as-groups``, ``as-user-extra``: the API server acts as that user."""
+    token, user = account  # cluster-admin: may impersonate
+    config = write_config(
+        tmp_path / "config",
+        {"server": control_plane.server, "certificate-authority-data": ca_data(control_plane)},
+        {
+            "token": token,
+            "as": "impersonated-sweeper",
+            "as-groups": ["system:masters"],
+            "as-user-extra": {"example.com/reason": ["e2e"]},
+        },
+    )
+    done = sweep("--dry-run", "-n", namespace, kubeconfig=config, user=user)
+    assert passed(done), done.explain()
+    seen = {
+        (e["impersonatedUser"]["username"], tuple(e["impersonatedUser"].get("extra", {})))
+        for e in done.requests
+    }
+    assert seen == {("impersonated-sweeper", ("example.com/reason",))}
 
 
 def test_client_certificate_files_are_presented(control_plane, namespace, sweep: SweepAs, tmp_path):

@@ -9,10 +9,12 @@ tests/e2e/test_sweeper_credentials.py).
 from __future__ import annotations
 
 import json
+import logging
 import os
 import socket
 import ssl
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -542,15 +544,166 @@ def test_a_proxy_url_sends_every_request_through_the_proxy(
 def test_close_closes_every_pool_of_every_manager(server: tuple[str, threading.Event]) -> None:
     """Pools are closed one by one: a clear() alone leaves their sockets to a finalizer.
 
-    An exec plugin's new client certificate gets a new manager; close closes the old one too.
+    An exec plugin's new client certificate gets a new manager, and the old one is closed then.
     """
     http = http_for(server[0])
-    managers = [http.pool(Credential()), http.pool(Credential(None, (b"C", b"K")))]
-    assert managers[0] is not managers[1]
-    for manager in managers:
-        manager.request("GET", f"{server[0]}/ok", retries=False)
-    pools = [m.pools.get(key) for m in managers for key in m.pools.keys()]  # noqa: SIM118
-    assert len(pools) == 2
+    first = http.pool(Credential())
+    first.request("GET", f"{server[0]}/ok", retries=False)
+    (old,) = [first.pools.get(key) for key in first.pools.keys()]  # noqa: SIM118
+    second = http.pool(Credential(None, (b"C", b"K")))
+    assert second is not first
+    assert old is not None and old.pool is None  # closed: its queue dropped
+    with pytest.raises(urllib3.exceptions.ClosedPoolError):  # not a new pool nothing closes
+        first.request("GET", f"{server[0]}/ok", retries=False)
+    second.request("GET", f"{server[0]}/ok", retries=False)
+    (new,) = [second.pools.get(key) for key in second.pools.keys()]  # noqa: SIM118
     http.close()
-    assert [len(m.pools) for m in managers] == [0, 0]
-    assert all(pool is not None and pool.pool is None for pool in pools)  # closed: queue dropped
+    assert new is not None and new.pool is None
+
+
+# --- who the requests say the sweeper is -------------------------------------------------------
+
+
+class Recorder(BaseHTTPRequestHandler):
+    """Answers an object to every GET and keeps each request's headers as (name, value) pairs."""
+
+    protocol_version = "HTTP/1.1"
+    requests: list[list[tuple[str, str]]]
+    live: list[int]  # connections open now, as the server sees them
+
+    def setup(self) -> None:
+        """Count the connection."""
+        super().setup()
+        self.live.append(1)
+
+    def finish(self) -> None:
+        """Count the connection's end."""
+        self.live.pop()
+        super().finish()
+
+    def do_GET(self) -> None:
+        """Record, then answer."""
+        self.requests.append(list(self.headers.items()))
+        body = b'{"metadata": {"name": "n", "uid": "u"}}'
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Keep the test output quiet."""
+
+
+@pytest.fixture
+def recorder() -> Iterator[tuple[str, Any]]:
+    handler = type("Recording", (Recorder,), {"requests": [], "live": []})
+    with serving(handler, server=QuietServer, poll=0.01) as url:
+        yield url, handler
+
+
+def impersonation_sent(recorder: tuple[str, Any]) -> list[tuple[str, str]]:
+    """The Impersonate-* headers of the one request the recorder got, in order."""
+    (headers,) = recorder[1].requests
+    return [(k, v) for k, v in headers if k.startswith("Impersonate-")]
+
+
+def test_impersonation_sends_kubectls_headers(recorder: tuple[str, Any]) -> None:
+    """One Impersonate-Group per group, one Impersonate-Extra-<key> per value, the key escaped."""
+    impersonate = kubeconfig.Impersonation(
+        user="restricted-sweeper",
+        uid="1234",
+        groups=("sweepers", "auditors"),
+        extra=(("example.com/team x", ("ml",)), ("scopes", ("view", "list"))),
+    )
+    http = http_for(recorder[0], Auth(Credential("Bearer t")), impersonate=impersonate)
+    try:
+        assert client.ClientSend(http)("GET", "/api", {}, body=None, timeout=1.0).status == 200
+    finally:
+        http.close()
+    assert impersonation_sent(recorder) == [
+        ("Impersonate-User", "restricted-sweeper"),
+        ("Impersonate-Uid", "1234"),
+        ("Impersonate-Group", "sweepers"),
+        ("Impersonate-Group", "auditors"),
+        ("Impersonate-Extra-example.com%2Fteam%20x", "ml"),
+        ("Impersonate-Extra-scopes", "view"),
+        ("Impersonate-Extra-scopes", "list"),
+    ]
+
+
+def test_a_plain_http_server_gets_no_credential_and_one_warning(
+    tmp_path: Path, recorder: tuple[str, Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    """client-go sends user credentials only over TLS: no token in clear, and say so once."""
+    path = write_kubeconfig(tmp_path, recorder[0])  # its user has a token
+    with caplog.at_level(logging.WARNING, logger="sweeper.k8s"):
+        cluster = client.connect(Config(kubeconfig=str(path)), stop=FakeStop())
+    try:
+        cluster.get_namespace("team-a")
+        cluster.get_namespace("team-b")
+    finally:
+        cluster.close()
+    assert [k for headers in recorder[1].requests for k, _ in headers if k == "Authorization"] == []
+    (warning,) = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert warning.getMessage() == (
+        f"server {recorder[0]} is plain http: not sending the kubeconfig's token "
+        "(kubectl sends credentials only over https)"
+    )
+
+
+def test_a_renewed_client_certificate_closes_the_superseded_pool(
+    recorder: tuple[str, Any],
+) -> None:
+    """Each certificate an exec plugin renews gets a pool; the old one's socket is closed."""
+
+    class Renewed(Auth):
+        def __init__(self) -> None:
+            super().__init__()
+            self.n = 0
+
+        def current(self) -> Credential:
+            self.n += 1
+            return Credential(None, (f"CERT {self.n}".encode(), b"KEY"))
+
+    http = http_for(recorder[0], Renewed())
+    try:
+        for _ in range(20):
+            assert client.ClientSend(http)("GET", "/api", {}, body=None, timeout=1.0).status == 200
+        deadline = time.monotonic() + 5.0
+        while len(recorder[1].live) > 1 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert len(recorder[1].live) <= 1
+    finally:
+        http.close()
+
+
+def test_a_superseded_pool_lets_an_open_stream_finish(server: tuple[str, threading.Event]) -> None:
+    """A watch opened on the old certificate's pool reads on; its socket closes when released."""
+    http = http_for(server[0])
+    stream = client.ClientStream(http, 1.0).open("/ok", REF, 1.0)
+    http.pool(Credential(None, (b"NEW CERT", b"KEY")))
+    try:
+        assert b"".join(stream.stream(64)) == b'{"type": "ADDED"}\n'
+        stream.release_conn()
+    finally:
+        http.close()
+
+
+def test_a_kubeconfig_impersonation_reaches_the_server(
+    tmp_path: Path, recorder: tuple[str, Any]
+) -> None:
+    """The regression: ``as`` was ignored, and the sweeper acted as the token's own identity."""
+    path = write_kubeconfig(tmp_path, recorder[0])
+    document = yaml.safe_load(path.read_text())
+    document["users"][0]["user"].update({"as": "restricted-sweeper", "as-groups": ["sweepers"]})
+    path.write_text(yaml.safe_dump(document))
+    cluster = client.connect(Config(kubeconfig=str(path)), stop=FakeStop())
+    try:
+        cluster.get_namespace("team-a")
+    finally:
+        cluster.close()
+    assert impersonation_sent(recorder) == [
+        ("Impersonate-User", "restricted-sweeper"),
+        ("Impersonate-Group", "sweepers"),
+    ]

@@ -17,7 +17,7 @@ import pytest
 
 from sweeper.core.errors import ConfigError
 from sweeper.k8s import credentials
-from sweeper.k8s.credentials import Credential, ExecAuth, TokenFile, auth_for
+from sweeper.k8s.credentials import Credential, ExecAuth, auth_for
 from sweeper.k8s.kubeconfig import ExecPlugin, Target
 
 V1 = "client.authentication.k8s.io/v1"
@@ -86,27 +86,58 @@ def test_fixed_sources(target: Target, header: str | None) -> None:
 # --- token files -------------------------------------------------------------------------------
 
 
-def test_a_token_file_is_read_once(tmp_path: Path) -> None:
+class Ticks:
+    """A monotonic clock the test moves."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_kubeconfig_token_file_is_read_again_every_minute(tmp_path: Path) -> None:
+    """As client-go (``NewCachedFileTokenSource``): every token file, not only the pod's."""
     path = tmp_path / "token"
     path.write_text("one\n")
-    auth = auth_for(Target(server="s", context="c", token_file=str(path)), lambda: 1.0)
+    ticks = Ticks()
+    auth = auth_for(Target(server="s", context="c", token_file=str(path)), lambda: 1.0, ticks)
     path.write_text("two")
+    ticks.now += credentials.TOKEN_FILE_PERIOD_S - 1
     assert auth.current() == Credential("Bearer one")
-
-
-def test_the_service_account_token_is_read_again_every_minute(tmp_path: Path) -> None:
-    path = tmp_path / "token"
-    path.write_text("one")
-    now = [0.0]
-    auth = TokenFile(str(path), credentials.TOKEN_FILE_PERIOD_S, clock=lambda: now[0])
-    path.write_text("two")
-    now[0] = 59.0
-    assert auth.current() == Credential("Bearer one")
-    now[0] = 60.0
+    ticks.now += 1
     assert auth.current() == Credential("Bearer two")
     path.unlink()  # a failed re-read keeps the token it has
-    now[0] = 121.0
+    ticks.now += 3600
     assert auth.current() == Credential("Bearer two")
+
+
+def test_a_token_file_wins_over_the_inline_token_once_read(tmp_path: Path) -> None:
+    """client-go sends the file's token when it reads it, else the kubeconfig's ``token``."""
+    path = tmp_path / "token"
+    target = Target(server="s", context="c", token="inline", token_file=str(path))  # noqa: S106
+    ticks = Ticks()
+    auth = auth_for(target, lambda: 1.0, ticks)
+    assert auth.current() == Credential("Bearer inline")  # no file yet: no error either
+    path.write_text("rotated")
+    ticks.now += credentials.TOKEN_FILE_PERIOD_S
+    assert auth.current() == Credential("Bearer rotated")
+
+
+def test_a_401_reads_the_token_file_again(tmp_path: Path) -> None:
+    """A token rotated within the minute is picked up at once after a 401."""
+    path = tmp_path / "token"
+    path.write_text("old")
+    auth = auth_for(Target(server="s", context="c", token_file=str(path)), lambda: 1.0, Ticks())
+    refused = auth.current()
+    assert auth.renew(refused) is False  # the same token: no point in another try
+    path.write_text("new")
+    assert auth.renew(refused) is True
+    assert auth.current() == Credential("Bearer new")
+
+
+def test_a_credential_prints_no_secret() -> None:
+    assert "SECRET" not in repr(Credential("Bearer SECRET", (b"SECRET-CERT", b"SECRET-KEY")))
 
 
 def test_an_unreadable_token_file_is_a_config_error(tmp_path: Path) -> None:

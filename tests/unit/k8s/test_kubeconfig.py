@@ -87,7 +87,9 @@ USERS = [
     pytest.param({"token": "abc"}, {"token": "abc", "token_file": None}, id="token"),
     pytest.param({"tokenFile": "tok"}, {"token_file": "{dir}/tok"}, id="token-file-relative"),
     pytest.param(
-        {"token": "abc", "tokenFile": "tok"}, {"token": "abc", "token_file": None}, id="token-wins"
+        {"token": "abc", "tokenFile": "tok"},
+        {"token": "abc", "token_file": "{dir}/tok"},
+        id="token-and-file-both-kept",  # the file wins once read (credentials)
     ),
     pytest.param(
         {"client-certificate": "tls.crt", "client-key": "/k/tls.key"},
@@ -275,12 +277,6 @@ FAULTS = [
         id="cert-without-key",
     ),
     pytest.param(
-        config(user={"auth-provider": {"name": "gcp", "config": {}}}),
-        'user "u": auth-provider gcp is not supported (kubectl dropped these plugins in 1.26): '
-        "use its exec plugin instead (gcp: gke-gcloud-auth-plugin",
-        id="auth-provider-gcp",
-    ),
-    pytest.param(
         config(user={"exec": {"apiVersion": "client.authentication.k8s.io/v1alpha1"}}),
         "user \"u\": exec: apiVersion 'client.authentication.k8s.io/v1alpha1' is not one of "
         "client.authentication.k8s.io/v1, client.authentication.k8s.io/v1beta1",
@@ -406,7 +402,6 @@ def test_in_cluster_reads_the_service_and_the_account(
         namespace="kubeflow",
         ca_file=str(account / "ca.crt"),
         token_file=str(account / "token"),
-        refresh_token_file=True,
     )
 
 
@@ -436,3 +431,184 @@ def test_in_cluster_without_the_account_files_is_a_config_error(account: Path, n
     with pytest.raises(ConfigError) as raised:
         kubeconfig.in_cluster(env)
     assert str(raised.value) == f"in-cluster configuration: {account / name} does not exist"
+
+
+def test_in_a_pod_pod_namespace_wins_over_the_account_file(account: Path) -> None:
+    """client-go reads POD_NAMESPACE (the downward API) first, then the account's file."""
+    (account / "namespace").write_text("kubeflow\n")
+    env = {
+        "KUBERNETES_SERVICE_HOST": "10.0.0.1",
+        "KUBERNETES_SERVICE_PORT": "443",
+        "POD_NAMESPACE": "ml-platform",
+    }
+    assert kubeconfig.in_cluster(env).namespace == "ml-platform"
+    assert kubeconfig.in_cluster({**env, "POD_NAMESPACE": ""}).namespace == "kubeflow"
+
+
+# --- impersonation, plain http, what kubectl does with them -----------------------------------
+
+
+def test_impersonation_is_read(tmp_path: Path) -> None:
+    user = {
+        "token": "t",
+        "as": "restricted-sweeper",
+        "as-uid": "1234",
+        "as-groups": ["sweepers", "auditors"],
+        "as-user-extra": {"scopes": ["view", "list"], "example.com/team": ["ml"]},
+    }
+    assert load(tmp_path, config(user=user)).impersonate == kubeconfig.Impersonation(
+        user="restricted-sweeper",
+        uid="1234",
+        groups=("sweepers", "auditors"),
+        extra=(("example.com/team", ("ml",)), ("scopes", ("view", "list"))),
+    )
+    assert load(tmp_path, config(user={"token": "t"})).impersonate is None
+
+
+IMPERSONATION_FAULTS = [
+    pytest.param(
+        {"as-groups": ["g"]},
+        'user "u": as-groups, as-uid or as-user-extra without as (the user to impersonate)',
+        id="groups-without-user",
+    ),
+    pytest.param(
+        {"as": "a", "as-groups": "g"}, 'user "u": as-groups: not a list of strings', id="groups"
+    ),
+    pytest.param(
+        {"as": "a", "as-user-extra": {"k": "v"}},
+        'user "u": as-user-extra: not a mapping of lists of strings',
+        id="extra-not-lists",
+    ),
+]
+
+
+@pytest.mark.parametrize(("user", "message"), IMPERSONATION_FAULTS)
+def test_broken_impersonation_is_one_line(
+    tmp_path: Path, user: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ConfigError) as raised:
+        load(tmp_path, config(user=user))
+    assert str(raised.value).endswith(message)
+
+
+PLAIN_HTTP_USERS = [
+    pytest.param({"token": "SECRET"}, ("token",), id="token"),
+    pytest.param({"tokenFile": "tok"}, ("tokenFile",), id="token-file"),
+    pytest.param({"username": "ada", "password": "SECRET"}, ("username and password",), id="basic"),
+    pytest.param(
+        {"exec": {"apiVersion": "client.authentication.k8s.io/v1", "command": "p"}},
+        ("exec",),
+        id="exec",
+    ),
+    pytest.param(
+        {"client-certificate-data": b64("CERT"), "client-key-data": b64("KEY"), "token": "SECRET"},
+        ("token", "client certificate"),
+        id="cert-and-token",
+    ),
+    pytest.param({}, (), id="anonymous"),
+]
+
+
+@pytest.mark.parametrize(("user", "withheld"), PLAIN_HTTP_USERS)
+def test_no_user_credentials_for_a_plain_http_server(
+    tmp_path: Path, user: dict[str, Any], withheld: tuple[str, ...]
+) -> None:
+    """As client-go (IsConfigTransportTLS): credentials only over TLS; impersonation always."""
+    document = config(user={**user, "as": "viewer"})
+    document["clusters"][0]["cluster"]["server"] = "http://127.0.0.1:8080"
+    target = load(tmp_path, document)
+    assert target.withheld == withheld
+    assert (target.token, target.token_file, target.basic, target.exec_plugin) == (None,) * 4
+    assert (target.cert_file, target.key_file, target.cert_data, target.key_data) == (None,) * 4
+    assert target.impersonate == kubeconfig.Impersonation(user="viewer")
+
+
+AUTH_PROVIDERS = [
+    pytest.param(
+        "gcp", "auth-provider gcp was removed from kubectl in 1.26: use gke-gcloud-auth-plugin"
+    ),
+    pytest.param("azure", "auth-provider azure was removed from kubectl in 1.26: use kubelogin"),
+    pytest.param(
+        "oidc",
+        "auth-provider oidc is not supported by the sweeper (kubectl still supports it): use "
+        "the exec plugin kubelogin (kubectl oidc-login get-token) instead",
+    ),
+    pytest.param("acme", "auth-provider acme is not supported: use an exec plugin"),
+]
+
+
+@pytest.mark.parametrize(("name", "message"), AUTH_PROVIDERS, ids=lambda v: str(v)[:5])
+def test_an_auth_provider_is_refused_with_true_words(
+    tmp_path: Path, name: str, message: str
+) -> None:
+    """kubectl dropped gcp and azure in 1.26, never oidc (client-go still registers it)."""
+    user = {"auth-provider": {"name": name, "config": {"id-token": "SECRET"}}}
+    with pytest.raises(ConfigError) as raised:
+        load(tmp_path, config(user=user))
+    assert str(raised.value).endswith(f'user "u": {message}')
+    assert "SECRET" not in str(raised.value)
+
+
+def test_provide_cluster_info_sends_a_ca_file_as_data(tmp_path: Path) -> None:
+    """client-go hands the plugin the CA file's contents as certificate-authority-data."""
+    write(tmp_path / "kube" / "pki" / "ca.crt", "PEM FROM FILE")
+    user = {
+        "exec": {
+            "apiVersion": "client.authentication.k8s.io/v1",
+            "command": "p",
+            "provideClusterInfo": True,
+        }
+    }
+    target = load(tmp_path, config(cluster={"certificate-authority": "pki/ca.crt"}, user=user))
+    assert target.exec_plugin is not None
+    assert target.exec_plugin.cluster == {
+        "server": SERVER,
+        "certificate-authority-data": b64("PEM FROM FILE"),
+    }
+
+
+def test_provide_cluster_info_with_an_unreadable_ca_file_is_one_line(tmp_path: Path) -> None:
+    user = {
+        "exec": {
+            "apiVersion": "client.authentication.k8s.io/v1",
+            "command": "p",
+            "provideClusterInfo": True,
+        }
+    }
+    with pytest.raises(ConfigError) as raised:
+        load(tmp_path, config(cluster={"certificate-authority": "missing.crt"}, user=user))
+    assert str(raised.value).endswith(
+        f'cluster "c": certificate-authority {tmp_path}/kube/missing.crt: cannot read it '
+        "for the exec plugin: No such file or directory"
+    )
+
+
+@pytest.mark.parametrize("loader", [yaml.SafeLoader, kubeconfig._Loader], ids=["python", "libyaml"])
+def test_a_yaml_error_names_line_and_column_and_echoes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, loader: type[Any]
+) -> None:
+    """PyYAML's pure-Python loader quotes the faulty line: a token, say."""
+    monkeypatch.setattr(kubeconfig, "_Loader", loader)
+    text = 'apiVersion: v1\nusers:\n- name: u\n  user: {token: "SECRET-TOKEN-123\n'
+    with pytest.raises(ConfigError) as raised:
+        load(tmp_path, text)
+    message = str(raised.value)
+    assert "SECRET" not in message
+    assert "line 5, column 1" in message
+    assert "\n" not in message
+
+
+def test_reprs_show_no_secret(tmp_path: Path) -> None:
+    """A Target or ExecPlugin that reaches a log or a traceback shows no token, key or password."""
+    target = Target(
+        server=SERVER,
+        context="c",
+        token="SECRET-1",  # noqa: S106 - a sentinel the repr must not show
+        cert_data=b"SECRET-2",
+        key_data=b"SECRET-3",
+        basic=("ada", "SECRET-4"),
+        exec_plugin=ExecPlugin(
+            "v1", "p", args=("--token", "SECRET-5"), env=(("PASSWORD", "SECRET-6"),)
+        ),
+    )
+    assert "SECRET" not in repr(target)
