@@ -17,10 +17,11 @@ from sweeper.config import Config
 from sweeper.core.errors import ConfigError
 from sweeper.core.jobs import parse_job
 from sweeper.core.kinds import MPI_OPERATOR_VERSION, MPIJOB, PYTORCHJOB, TFJOB, TRAINJOB
-from sweeper.k8s import client, kube
+from sweeper.k8s import kube
 from sweeper.k8s.cluster import ServedKind
-from sweeper.k8s.credentials import Auth
-from sweeper.k8s.kubeconfig import Target
+from sweeper.k8s.connection import client
+from sweeper.k8s.connection.credentials import Auth
+from sweeper.k8s.connection.kubeconfig import Target
 from sweeper.k8s.transport import NoResponse, Response, Transport
 from tests.unit.k8s.test_transport import FakeSend, FakeStop
 from tests.unit.objects import job

@@ -1,4 +1,4 @@
-"""sweeper.k8s.client against kubeconfigs in tmp_path and a loopback HTTP server.
+"""sweeper.k8s.connection.client against kubeconfigs in tmp_path and a loopback HTTP server.
 
 No traffic leaves 127.0.0.1: the kubeconfigs point at a port that was bound and closed, and
 the request and stream tests talk to an ``http.server`` started on port 0 inside the test
@@ -26,9 +26,9 @@ import yaml
 
 from sweeper.config import Config
 from sweeper.core.errors import ApiError, ConfigError, RequestRef, WatchStalled
-from sweeper.k8s import client, kubeconfig
-from sweeper.k8s.credentials import Auth, Credential
-from sweeper.k8s.kubeconfig import Target
+from sweeper.k8s.connection import client, kubeconfig
+from sweeper.k8s.connection.credentials import Auth, Credential
+from sweeper.k8s.connection.kubeconfig import Target
 from sweeper.k8s.transport import NoResponse, Response
 from tests.unit.k8s.test_transport import FakeStop
 from tests.unit.loopback import serving
