@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
 
 def _connect(config: Config, *, stop: Stop) -> WatchCluster:
-    from sweeper.k8s import client  # noqa: PLC0415 - urllib3, ssl and YAML: only runs need them
+    from sweeper.k8s.connection import client  # noqa: PLC0415 - urllib3, ssl, YAML: runs only
 
     return client.connect(config, stop=stop)
 

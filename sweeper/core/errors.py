@@ -1,7 +1,7 @@
 """The sweeper's own error vocabulary and the exit code each error class maps to.
 
-Client errors are translated into these in ``sweeper.k8s.client`` (``raise ... from``), so the
-rest of the package never sees the Kubernetes client's exceptions. The exit codes are the
+Client errors are translated into these in ``sweeper.k8s.connection.client`` (``raise ...
+from``), so the rest of the package never sees the HTTP client's exceptions. The exit codes are the
 documented contract (docs/cli.md, "Exit codes").
 """
 

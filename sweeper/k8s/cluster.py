@@ -1,9 +1,9 @@
 """The sweeper's own boundary to the cluster: the interface the executor and the pass loop use.
 
-``sweeper.k8s.kube`` implements ``Cluster`` over the official client
-(``sweeper.k8s.client``); unit tests implement it in memory. Objects cross this boundary as
-decoded JSON, never as the client's model classes. Every method raises only the sweeper's own
-errors (``sweeper.core.errors``): ``ApiError`` and its subclasses
+``sweeper.k8s.kube`` implements ``Cluster`` over the sweeper's HTTP client
+(``sweeper.k8s.connection.client``); unit tests implement it in memory. Objects cross this
+boundary as decoded JSON, never as the client's model classes. Every method raises only the
+sweeper's own errors (``sweeper.core.errors``): ``ApiError`` and its subclasses
 for a request that failed for good, ``RunTimeout`` when ``--timeout``
 ran out, and ``Interrupted`` when a signal arrived while waiting to retry.
 A ``server_date`` is always the API server's clock (its ``Date`` header) when it answered.

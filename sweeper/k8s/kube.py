@@ -4,8 +4,9 @@ It implements ``sweeper.k8s.cluster.Cluster`` with raw JSON (no model classes: d
 into them is the main cost at scale): ``KubeCluster`` turns each method into requests (paths,
 queries, bodies, pages) over a ``sweeper.k8s.transport.Transport``, which does the retries,
 backoff, ``Retry-After``, ``--timeout`` and error mapping over a one-method ``Send``;
-``sweeper.k8s.answers`` reads what comes back. The official client is ``sweeper.k8s.client``'s
-alone: it builds a ``KubeCluster`` over the client's ``Send`` and watch opener.
+``sweeper.k8s.answers`` reads what comes back. The HTTP client is
+``sweeper.k8s.connection.client``'s alone: it builds a ``KubeCluster`` over its ``Send`` and
+watch opener.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ class Opener(Protocol):
     The response has urllib3's shape (``status``, ``data``, ``headers``, ``stream``,
     ``release_conn``, ``close``); its ``stream`` raises ``sweeper.core.errors.ApiError``
     (``WatchStalled`` when nothing came for the read timeout), never the client's errors.
-    ``sweeper.k8s.client.ClientStream`` is the one over the official client.
+    ``sweeper.k8s.connection.client.ClientStream`` is the one over urllib3.
     """
 
     def open(self, resource_path: str, ref: RequestRef, read_timeout_s: float) -> Any:

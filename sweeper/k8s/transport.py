@@ -1,8 +1,8 @@
 """The one request path to the API server: bounded retries, ``Retry-After``, backoff, errors.
 
 No HTTP library here. A ``Send`` puts one request on the wire and returns the answer, or
-raises ``NoResponse`` when none came back: ``sweeper.k8s.client`` implements it over the
-official client, unit tests with a fake. ``Transport`` decides everything around it:
+raises ``NoResponse`` when none came back: ``sweeper.k8s.connection.client`` implements it
+over urllib3, unit tests with a fake. ``Transport`` decides everything around it:
 
 - 429 (honouring ``Retry-After``, capped), 500, 502, 503, 504 and connection failures are
   retried with exponential backoff and jitter, ``RetryPolicy.attempts`` tries at most;

@@ -49,7 +49,7 @@ PUSH_FLOOR_S = 1.0
 
 
 class Connect(Protocol):
-    """Builds the cluster for a run (``sweeper.k8s.client.connect``, or a fake in tests)."""
+    """Builds the cluster for a run (``sweeper.k8s.connection.client.connect``, or a fake)."""
 
     def __call__(self, config: Config, /, *, stop: Stop) -> Cluster:
         """Connect; ``stop`` bounds every request by the run's signals and ``--timeout``."""

@@ -1,7 +1,7 @@
 """A run closes its connections when it ends, even while its caller still holds the client.
 
 The run is made in-process (``sweeper.oneshot.run.run`` with the real
-``sweeper.k8s.client.connect``) against
+``sweeper.k8s.connection.client.connect``) against
 the real apiserver, and the test keeps a reference to the cluster client the run built, as a
 long-lived caller would. Before, the client's keep-alive sockets stayed open until the client
 was garbage-collected: a ``ResourceWarning: unclosed <ssl.SSLSocket ...>`` at some later,
@@ -19,7 +19,8 @@ import pytest
 from devcluster import ControlPlane
 from sweeper.config import Config, DryRun
 from sweeper.core.model import ActionMode, Policy
-from sweeper.k8s import client, kube
+from sweeper.k8s import kube
+from sweeper.k8s.connection import client
 from sweeper.oneshot.run import run
 from sweeper.stop import Stop
 from tests.e2e import workloads as w

@@ -1,11 +1,11 @@
 """Every way a kubeconfig or a pod connects the sweeper, against the real kube-apiserver.
 
-Each kubeconfig is written here field by field (``sweeper.k8s.kubeconfig`` reads it, never the
-official client); a run is a client dry run of one namespace, and the audit log says which user
-the API server saw, so a credential that was not presented cannot pass. The exec plugins are
-small Python scripts written by the test: they print an ``ExecCredential`` with a
-ServiceAccount token that the API server accepts, or a client certificate from the devcluster's
-CA, and record each run.
+Each kubeconfig is written here field by field (``sweeper.k8s.connection.kubeconfig`` reads
+it, never the official client); a run is a client dry run of one namespace, and the audit log
+says which user the API server saw, so a credential that was not presented cannot pass. The
+exec plugins are small Python scripts written by the test: they print an ``ExecCredential``
+with a ServiceAccount token that the API server accepts, or a client certificate from the
+devcluster's CA, and record each run.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import yaml
 
 from devcluster import ControlPlane
 from sweeper.config import Config, DryRun
-from sweeper.k8s import client, kubeconfig
+from sweeper.k8s.connection import client, kubeconfig
 from sweeper.oneshot.run import run
 from tests.e2e import clusters
 from tests.e2e.conftest import SweepAs

@@ -726,7 +726,8 @@ def test_the_cli_imports_no_http_library_until_a_run_starts() -> None:
 def test_no_run_imports_the_kubernetes_client() -> None:
     # Its kubernetes.config alone took ~0.45 s of every pass's start (docs/benchmarks.md).
     code = (
-        "import sys, sweeper.cli, sweeper.k8s.client, sweeper.oneshot.run, sweeper.watch.engine; "
+        "import sys, sweeper.cli, sweeper.k8s.connection.client, sweeper.oneshot.run, "
+        "sweeper.watch.engine; "
         "print(sorted(m for m in sys.modules if m.split('.')[0] in "
         "('kubernetes', 'requests_oauthlib', 'oauthlib', 'pydantic', 'dateutil')))"
     )

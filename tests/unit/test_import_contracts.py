@@ -1,9 +1,9 @@
 """The import contracts cover modules nobody told them about.
 
 lint-imports runs on a copy of the tree with probe modules added the way a newcomer would add
-them. The contracts are stated over whole packages (only ``sweeper.k8s.client`` may import the
-client, only ``sweeper.cli`` click, only ``sweeper.k8s.decode`` msgspec, every module of
-``sweeper`` has its layer, the harness and the property-test oracle keep away from
+them. The contracts are stated over whole packages (only ``sweeper.k8s.connection.client`` may
+import the client, only ``sweeper.cli`` click, only ``sweeper.k8s.decode`` msgspec, every module
+of ``sweeper`` has its layer, the harness and the property-test oracle keep away from
 ``sweeper.core.kinds``), so each probe breaks its contract without being named anywhere. Two
 runs in all: lint-imports takes seconds.
 """
@@ -21,7 +21,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 
-CLIENT = "Only sweeper.k8s.client talks HTTP, and nothing imports the Kubernetes client"
+CLIENT = "Only sweeper.k8s.connection.client talks HTTP; nothing imports kubernetes"
 CLICK = "Only sweeper.cli imports click"
 HOUSE = "The house: each layer of sweeper imports only the layers below it"
 CORE = "The decision core does no I/O"
@@ -54,10 +54,10 @@ PROBES = [
         id="the-requests-import-kubernetes",
     ),
     pytest.param(
-        "sweeper/k8s/client.py",
+        "sweeper/k8s/connection/client.py",
         "import kubernetes\n",
         CLIENT,
-        "sweeper.k8s.client -> kubernetes",
+        "sweeper.k8s.connection.client -> kubernetes",
         id="the-http-glue-imports-kubernetes",
     ),
     pytest.param(

@@ -29,10 +29,11 @@ from sweeper.core.kinds import (
     TFJOB,
     TRAINJOB,
 )
-from sweeper.k8s import client, kube
+from sweeper.k8s import kube
 from sweeper.k8s.cluster import ServedKind, list_all
-from sweeper.k8s.credentials import Auth
-from sweeper.k8s.kubeconfig import Target
+from sweeper.k8s.connection import client
+from sweeper.k8s.connection.credentials import Auth
+from sweeper.k8s.connection.kubeconfig import Target
 from sweeper.k8s.transport import NoResponse, Response, Transport
 from tests.unit.k8s.test_transport import FakeSend, FakeStop
 from tests.unit.objects import job

@@ -1,4 +1,4 @@
-"""sweeper.k8s.kubeconfig on kubeconfig files written in tmp_path: every field, merges, faults.
+"""sweeper.k8s.connection.kubeconfig on kubeconfig files in tmp_path: every field, merges, faults.
 
 Nothing here connects; tests/e2e/test_sweeper_credentials.py presents each credential to the
 real kube-apiserver.
@@ -15,8 +15,8 @@ import pytest
 import yaml
 
 from sweeper.core.errors import ConfigError
-from sweeper.k8s import kubeconfig
-from sweeper.k8s.kubeconfig import ExecPlugin, Target
+from sweeper.k8s.connection import kubeconfig
+from sweeper.k8s.connection.kubeconfig import ExecPlugin, Target
 
 SERVER = "https://127.0.0.1:6443"
 

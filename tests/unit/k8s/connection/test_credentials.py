@@ -1,4 +1,4 @@
-"""sweeper.k8s.credentials: token files on a stepped clock, exec plugins as real scripts.
+"""sweeper.k8s.connection.credentials: token files on a stepped clock, exec plugins as real scripts.
 
 The plugins are small Python scripts written to tmp_path and run as a kubeconfig would have
 them run; tests/e2e/test_sweeper_credentials.py presents what they print to the API server.
@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 
 from sweeper.core.errors import ConfigError
-from sweeper.k8s import credentials
-from sweeper.k8s.credentials import Credential, ExecAuth, auth_for
-from sweeper.k8s.kubeconfig import ExecPlugin, Target
+from sweeper.k8s.connection import credentials
+from sweeper.k8s.connection.credentials import Credential, ExecAuth, auth_for
+from sweeper.k8s.connection.kubeconfig import ExecPlugin, Target
 
 V1 = "client.authentication.k8s.io/v1"
 NOW = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)

@@ -1,7 +1,7 @@
 """The credential each request presents, kept fresh: a fixed token, a token file, an exec plugin.
 
-``auth_for`` picks the source a ``sweeper.k8s.kubeconfig.Target`` names. Every source is safe
-to call from the reader and watch threads at once.
+``auth_for`` picks the source a ``sweeper.k8s.connection.kubeconfig.Target`` names. Every
+source is safe to call from the reader and watch threads at once.
 
 - A token file (a kubeconfig's ``tokenFile``, the pod's service account token) is read again
   every minute, as client-go does (``NewCachedFileTokenSource``): the kubelet rotates bound
@@ -32,7 +32,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sweeper.core.errors import ConfigError
-from sweeper.k8s.kubeconfig import ExecPlugin, Target
+from sweeper.k8s.connection.kubeconfig import ExecPlugin, Target
 
 TOKEN_FILE_PERIOD_S = 60.0
 

@@ -1,4 +1,4 @@
-"""sweeper.k8s.client against kubeconfigs in tmp_path and a loopback HTTP server.
+"""sweeper.k8s.connection.client against kubeconfigs in tmp_path and a loopback HTTP server.
 
 No traffic leaves 127.0.0.1: the kubeconfigs point at a port that was bound and closed, and
 the request and stream tests talk to an ``http.server`` started on port 0 inside the test
@@ -26,9 +26,10 @@ import yaml
 
 from sweeper.config import Config
 from sweeper.core.errors import ApiError, ConfigError, RequestRef, WatchStalled
-from sweeper.k8s import client, kubeconfig
-from sweeper.k8s.credentials import Auth, Credential
-from sweeper.k8s.kubeconfig import Target
+from sweeper.core.kinds import NAMESPACES
+from sweeper.k8s.connection import client, kubeconfig
+from sweeper.k8s.connection.credentials import Auth, Credential
+from sweeper.k8s.connection.kubeconfig import Target
 from sweeper.k8s.transport import NoResponse, Response
 from tests.unit.k8s.test_transport import FakeStop
 from tests.unit.loopback import serving
@@ -640,8 +641,8 @@ def test_a_plain_http_server_gets_no_credential_and_one_warning(
     with caplog.at_level(logging.WARNING, logger="sweeper.k8s"):
         cluster = client.connect(Config(kubeconfig=str(path)), stop=FakeStop())
     try:
-        cluster.get_namespace("team-a")
-        cluster.get_namespace("team-b")
+        cluster.get(NAMESPACES, None, "team-a")
+        cluster.get(NAMESPACES, None, "team-b")
     finally:
         cluster.close()
     assert [k for headers in recorder[1].requests for k, _ in headers if k == "Authorization"] == []
@@ -700,7 +701,7 @@ def test_a_kubeconfig_impersonation_reaches_the_server(
     path.write_text(yaml.safe_dump(document))
     cluster = client.connect(Config(kubeconfig=str(path)), stop=FakeStop())
     try:
-        cluster.get_namespace("team-a")
+        cluster.get(NAMESPACES, None, "team-a")
     finally:
         cluster.close()
     assert impersonation_sent(recorder) == [

@@ -1,4 +1,4 @@
-"""Proxies: Go's environment rules (sweeper.k8s.proxies) and what a proxy sees (client.Http).
+"""Proxies: Go's environment rules (``proxies``) and what a proxy sees (``client.Http``).
 
 The proxies are the test's own loopback servers. The API servers behind them are named
 ``*.invalid``, which only the proxy is told of: a guard refuses to resolve any name that is not
@@ -19,11 +19,11 @@ import pytest
 
 from sweeper.config import Config
 from sweeper.core.errors import ConfigError
-from sweeper.k8s import client, proxies
-from sweeper.k8s.credentials import Auth
-from sweeper.k8s.kubeconfig import Target
+from sweeper.k8s.connection import client, proxies
+from sweeper.k8s.connection.credentials import Auth
+from sweeper.k8s.connection.kubeconfig import Target
 from sweeper.k8s.transport import NoResponse
-from tests.unit.k8s.test_client import QuietServer, write_kubeconfig
+from tests.unit.k8s.connection.test_client import QuietServer, write_kubeconfig
 from tests.unit.k8s.test_transport import FakeStop
 from tests.unit.loopback import serving
 

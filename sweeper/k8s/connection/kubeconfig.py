@@ -32,7 +32,7 @@ from typing import Any
 import yaml
 
 from sweeper.core.errors import ConfigError
-from sweeper.k8s import proxies
+from sweeper.k8s.connection import proxies
 
 SERVICE_ACCOUNT = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 EXEC_API_VERSIONS = ("client.authentication.k8s.io/v1", "client.authentication.k8s.io/v1beta1")
@@ -78,7 +78,7 @@ class Target:
 
     ``context`` is the kubeconfig context's name, or ``in-cluster``; the PEM data fields hold
     what the kubeconfig embeds (base64-decoded), the file fields what it names. With both a
-    ``token`` and a ``token_file`` the file wins once read (``sweeper.k8s.credentials``).
+    ``token`` and a ``token_file`` the file wins once read (``credentials``).
     ``withheld`` names the credentials the kubeconfig gives that a plain ``http://`` server is
     not sent. Secrets stay out of the repr.
     """

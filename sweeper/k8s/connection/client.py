@@ -1,15 +1,15 @@
 """The HTTP glue: the only module that imports ``urllib3``.
 
-``connect`` finds the API server and the credentials (``sweeper.k8s.kubeconfig``: a kubeconfig,
-else the pod's service account; ``sweeper.k8s.credentials``: what each request presents) and
-builds a ``sweeper.k8s.kube.KubeCluster`` over ``ClientSend``, which puts one request on the
-wire and translates what urllib3 raises, and ``ClientStream``, which opens watch streams.
+``connect`` finds the API server and the credentials (``kubeconfig``: a kubeconfig, else the
+pod's service account; ``credentials``: what each request presents) and builds a
+``sweeper.k8s.kube.KubeCluster`` over ``ClientSend``, which puts one request on the wire and
+translates what urllib3 raises, and ``ClientStream``, which opens watch streams.
 Import it lazily: ``sweeper --version`` and ``--help`` need none of it.
 
 What each request says of its sender is kubectl's: the credential, the ``Impersonate-*``
 headers, a proxy's ``Proxy-Authorization``; the proxy is the kubeconfig's ``proxy-url``, else
-the environment's (``sweeper.k8s.proxies``). Only a plain-http server warns, once, that the
-kubeconfig's credentials are not sent to it.
+the environment's (``proxies``). Only a plain-http server warns, once, that the kubeconfig's
+credentials are not sent to it.
 
 Why not the official ``kubernetes`` client: docs/decisions.md (its import alone is some
 0.2 CPU seconds and 18 MB of every pass; the sweeper sends raw requests and needs only urllib3).
@@ -36,8 +36,8 @@ from sweeper import __version__
 from sweeper.config import Config
 from sweeper.core.errors import ConfigError, RequestRef, WatchStalled, api_error
 from sweeper.core.model import JSON
-from sweeper.k8s import kubeconfig, proxies
-from sweeper.k8s.credentials import Auth, Credential, auth_for
+from sweeper.k8s.connection import kubeconfig, proxies
+from sweeper.k8s.connection.credentials import Auth, Credential, auth_for
 from sweeper.k8s.kube import KubeCluster
 from sweeper.k8s.transport import NoResponse, Response, RetryPolicy, StopSignal, Transport, one_line
 
