@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from sweeper import __version__, flag, logs, options
-from sweeper.config import Config, DryRun
+from sweeper.config import Config, DryRun, parse_dry_run
 from sweeper.core.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, SweeperError
 from sweeper.core.model import ActionMode, PodsMode
 from sweeper.explain import run_explain
@@ -51,7 +51,7 @@ class Seams:
 
 # Not subscripted: ParamType is generic only from click 8.2 on, and we support 8.1.
 class DryRunChoice(click.ParamType):  # type: ignore[type-arg]
-    """``--dry-run`` values, read by ``sweeper.options.parse_dry_run``.
+    """``--dry-run`` values, read by ``sweeper.config.parse_dry_run``.
 
     An empty value never reaches it (``Option``): kubectl refuses ``--dry-run=``.
     """
@@ -63,7 +63,7 @@ class DryRunChoice(click.ParamType):  # type: ignore[type-arg]
     ) -> DryRun | None:
         """Read a flag or environment value; ``None`` means no dry run at all."""
         try:
-            return options.parse_dry_run(value)
+            return parse_dry_run(value)
         except ValueError as error:
             self.fail(str(error), param, ctx)
 

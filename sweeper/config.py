@@ -315,3 +315,28 @@ class Config:
                 "--watch acts on each job at its deadline; it does not take --max-actions "
                 "(a cap per pass)"
             )
+
+
+# kubectl's own spellings, plus the usual booleans (true means client, false none).
+_DRY_RUN_ALIASES = {"true": "client", "1": "client", "yes": "client"} | dict.fromkeys(
+    ("false", "0", "no"), "none"
+)
+
+
+def parse_dry_run(value: object) -> DryRun | None:
+    """Read a ``--dry-run`` word: ``client`` (also the bare flag), ``server``, or ``none``.
+
+    An empty value never gets here (the CLI refuses it): kubectl refuses ``--dry-run=``, and an
+    empty ``SWEEPER_DRY_RUN`` in a template must never turn into a writing run. ``none`` reads
+    as ``None``; any other word raises ``ValueError``.
+    """
+    if value is None or isinstance(value, DryRun):
+        return value
+    text = str(value).strip().lower()
+    text = _DRY_RUN_ALIASES.get(text, text)
+    if text == "none":
+        return None
+    try:
+        return DryRun(text)
+    except ValueError:
+        raise ValueError(f"{value!r} is not one of client, server, none") from None

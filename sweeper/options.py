@@ -23,7 +23,6 @@ from sweeper.config import (
     LOG_LEVELS,
     ClockMode,
     Config,
-    DryRun,
     LogFormat,
     OutputFormat,
     Timing,
@@ -35,7 +34,8 @@ from sweeper.config import (
     parse_reference,
 )
 from sweeper.core.errors import ConfigError
-from sweeper.core.kinds import Kind, lookup
+from sweeper.core.held import parse_gpu_resources
+from sweeper.core.kinds import GPU_RESOURCES, Kind, lookup
 from sweeper.core.model import ActionMode, PodsMode, Policy
 from sweeper.core.platform import Platform, load_platform
 from sweeper.core.releases import Release, parse_release
@@ -245,6 +245,23 @@ FLAGS: tuple[Flag, ...] = (
         waited=False,
     ),
     _durations(
+        "--stuck-after",
+        default="10m",
+        help="Report a job stuck starting when pods of it still wait this long after its first "
+        "pod was scheduled (a finished job holding pods: --reclaim-grace after its end).",
+        to="policy.stuck_after",
+        positive=False,
+        waited=False,
+    ),
+    Flag(
+        ("--gpu-resources",),
+        "The extended resources counted as GPUs, comma-separated (a trailing * matches the rest).",
+        default=",".join(GPU_RESOURCES),
+        metavar="NAMES",
+        to="policy.gpu_resources",
+        read=parse_gpu_resources,
+    ),
+    _durations(
         "--retouch-after",
         default="5s",
         help="Touch a job again this soon when a touch written near its deadline did not fail "
@@ -441,31 +458,6 @@ FLAGS: tuple[Flag, ...] = (
         to="watch.health_port",
     ),
 )
-
-
-# kubectl's own spellings, plus the usual booleans (true means client, false none).
-_DRY_RUN_ALIASES = {"true": "client", "1": "client", "yes": "client"} | dict.fromkeys(
-    ("false", "0", "no"), "none"
-)
-
-
-def parse_dry_run(value: object) -> DryRun | None:
-    """Read a ``--dry-run`` word: ``client`` (also the bare flag), ``server``, or ``none``.
-
-    An empty value never gets here (the CLI refuses it): kubectl refuses ``--dry-run=``, and an
-    empty ``SWEEPER_DRY_RUN`` in a template must never turn into a writing run. ``none`` reads
-    as ``None``; any other word raises ``ValueError``.
-    """
-    if value is None or isinstance(value, DryRun):
-        return value
-    text = str(value).strip().lower()
-    text = _DRY_RUN_ALIASES.get(text, text)
-    if text == "none":
-        return None
-    try:
-        return DryRun(text)
-    except ValueError:
-        raise ValueError(f"{value!r} is not one of client, server, none") from None
 
 
 def build_config(options: dict[str, Any]) -> Config:

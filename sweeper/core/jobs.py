@@ -22,6 +22,7 @@ from sweeper.core.kinds import (
     LEGACY_EXCLUDE_ANNOTATION,
     LEGACY_TOUCHED_AT_ANNOTATION,
     MPI_OPERATOR_VERSION,
+    QUEUE_NAME_LABEL,
     TOUCHED_AT_ANNOTATION,
     TRAINJOB,
     VERSION,
@@ -82,6 +83,10 @@ class Job:
         completed: Whether ``status.completionTime`` is set (mpi-operator cleans up and stops
             re-creating workers only then).
         failed_at: When the ``Failed=True`` condition was written (``lastTransitionTime``).
+        finished_at: When the condition ``finished`` names turned ``True``, every family
+            (``lastTransitionTime``; ``None`` when unfinished or unreadable).
+        queued: Kueue's job (the ``kueue.x-k8s.io/queue-name`` label): Kueue decides whether
+            it waits or goes (``waitForPodsReady``).
         launcher_waits: An MPIJob v2beta1 whose launcher is created only once every worker is
             ready (``launcherCreationPolicy: WaitForWorkersReady``).
         malformed: The field that made the object unusable, ``None`` for a usable job.
@@ -113,6 +118,8 @@ class Job:
     rule: str | None = None
     exemption_refused: bool = False
     warn_before: float | None = None
+    finished_at: datetime | None = None
+    queued: bool = False
 
     @property
     def deadline(self) -> datetime | None:
@@ -186,6 +193,7 @@ def _parse(raw: object, kind: Kind, version: str, *, identity: tuple[str, str, s
         if not value:
             raise _Malformed(f"metadata.{key}")
     annotations = _mapping(meta, "annotations", "metadata.annotations")
+    labels = meta.get("labels")
     spec = _mapping(raw, "spec", "spec", required=True)
     status = _mapping(raw, "status", "status")
     # A TrainJob ends Complete (the trainer copies JobSet's Completed: jobset.go, Status).
@@ -238,6 +246,8 @@ def _parse(raw: object, kind: Kind, version: str, *, identity: tuple[str, str, s
         # Read only where a family's rules use them: the fast decoder of v1 lists skips them.
         completed=version == MPI_OPERATOR_VERSION and status.get("completionTime") is not None,
         failed_at=seen.failed_at if kind is TRAINJOB else None,
+        finished_at=seen.finished_at,
+        queued=isinstance(labels, Mapping) and isinstance(labels.get(QUEUE_NAME_LABEL), str),
         launcher_waits=(
             version == MPI_OPERATOR_VERSION
             and _string(spec, "launcherCreationPolicy", "spec.launcherCreationPolicy")
@@ -319,6 +329,7 @@ class _Conditions:
     suspended: bool = False
     failed_at: datetime | None = None
     resumed_at: datetime | None = None
+    finished_at: datetime | None = None
 
 
 def _conditions(status: Mapping[str, object], succeeded: str) -> _Conditions:
@@ -329,7 +340,7 @@ def _conditions(status: Mapping[str, object], succeeded: str) -> _Conditions:
         raise _Malformed("status.conditions")
     finished: str | None = None
     message = reason = by_sweeper = reason_by_sweeper = suspended = False
-    failed_at = resumed_at = None
+    failed_at = resumed_at = finished_at = None
     for index, condition in enumerate(conditions):
         field = f"status.conditions[{index}]"
         if not isinstance(condition, Mapping):
@@ -346,9 +357,11 @@ def _conditions(status: Mapping[str, object], succeeded: str) -> _Conditions:
             # Failed wins: it is the one that can carry the deadline.
             if finished != "Failed":
                 finished = ctype
+                finished_at = parse_rfc3339(condition.get("lastTransitionTime"))
             if ctype != "Failed":
                 continue
             failed_at = parse_rfc3339(condition.get("lastTransitionTime"))
+            finished_at = failed_at
             text = condition.get("message")
             text = text if isinstance(text, str) else ""
             # As the fast decoder reads v1 lists: any deadline Failed condition counts.
@@ -357,7 +370,15 @@ def _conditions(status: Mapping[str, object], succeeded: str) -> _Conditions:
             if condition.get("reason") == DEADLINE_EXCEEDED:
                 reason, reason_by_sweeper = True, SWEEPER_MARK in text
     return _Conditions(
-        finished, message, reason, by_sweeper, reason_by_sweeper, suspended, failed_at, resumed_at
+        finished,
+        message,
+        reason,
+        by_sweeper,
+        reason_by_sweeper,
+        suspended,
+        failed_at,
+        resumed_at,
+        finished_at,
     )
 
 

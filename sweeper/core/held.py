@@ -1,0 +1,308 @@
+"""GPUs held for nothing: jobs stuck half-started, and finished jobs that keep their pods. Pure.
+
+A gang whose scheduler placed some pods and left the others Pending holds the placed pods'
+GPUs while it cannot run; a job that finished (any reason but its deadline, which the
+deadline rules reclaim) with pods still Running or Pending holds theirs, outside Kueue's quota
+once Kueue saw it finish. Both are read from the pass's one pod list: each pod becomes a
+``PodLoad`` (what it holds, whether it is placed, when it was scheduled), the pods of a job
+(by controller uid) sum into a ``Load``, and ``classify`` says what the job is doing with them.
+``reclaim`` turns a platform rule's ``startDeadline`` or ``reclaimFailedAfter`` into an action;
+without one nothing is ever written.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+
+from sweeper.core.clock import human, parse_rfc3339
+from sweeper.core.errors import ConfigError
+from sweeper.core.jobs import Job, Owned
+from sweeper.core.kinds import MPI_OPERATOR_VERSION
+from sweeper.core.model import Action, ActionKind, Why
+from sweeper.core.platform import PlatformRule
+
+# An extended resource's name: a DNS subdomain prefix, then a name; a trailing * matches any
+# rest of the name.
+_PATTERN = re.compile(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[-A-Za-z0-9_.]*\*?")
+# A whole number of devices: extended resources are never fractional.
+_WHOLE = re.compile(r"\+?[0-9]{1,9}")
+_ACTIVE = ("Running", "Pending")
+
+
+class HeldState(StrEnum):
+    """What a job is doing with the pods it holds."""
+
+    # Some pods placed (their GPUs held), others Pending unscheduled, past --stuck-after.
+    STUCK = "stuck-starting"
+    # Succeeded or Failed, not by its deadline, with Running or Pending pods past the grace.
+    FINISHED = "finished-holding"
+    # Every pod Pending and none placed: it holds nothing yet (reported, never acted on).
+    WAITING = "waiting"
+
+
+def parse_gpu_resources(text: str) -> tuple[str, ...]:
+    """Read ``--gpu-resources``: comma-separated resource names, each may end in ``*``.
+
+    Raises:
+        ConfigError: One line naming the entry that is not an extended resource's name.
+    """
+    names = tuple(dict.fromkeys(part.strip() for part in text.split(",") if part.strip()))
+    if not names:
+        raise ConfigError("--gpu-resources: expected a resource name, e.g. nvidia.com/gpu")
+    for name in names:
+        if not _PATTERN.fullmatch(name) or name.endswith("/"):
+            raise ConfigError(
+                f"--gpu-resources: "
+                f"{name!r}: not an extended resource name (domain/name, a trailing * "
+                "matches the rest, e.g. nvidia.com/mig-*)"
+            )
+    return names
+
+
+def is_gpu(resource: str, patterns: Sequence[str]) -> bool:
+    """Whether a resource name is one of ``patterns`` (a trailing ``*`` matches the rest)."""
+    for pattern in patterns:
+        if pattern.endswith("*"):
+            if resource.startswith(pattern[:-1]):
+                return True
+        elif resource == pattern:
+            return True
+    return False
+
+
+@dataclass(frozen=True, slots=True)
+class PodLoad:
+    """What one pod holds, as the held-GPU rules read it.
+
+    Attributes:
+        placed: Bound to a node (``spec.nodeName``): its devices are taken, whether its
+            containers run yet or not.
+        scheduled_at: When ``PodScheduled`` turned ``True``; ``None`` if unknown.
+        gpus: The devices it asks for: per matched resource, the larger of request and
+            limit of each container summed, or of the largest init container if larger (as
+            the scheduler counts a pod).
+    """
+
+    pod: Owned
+    placed: bool
+    scheduled_at: datetime | None
+    gpus: int
+
+
+def parse_pod_load(raw: object, owned: Owned, patterns: Sequence[str]) -> PodLoad:
+    """Read what a listed pod holds; never raises (an unreadable field counts as absent)."""
+    spec = raw.get("spec") if isinstance(raw, Mapping) else None
+    spec = spec if isinstance(spec, Mapping) else {}
+    status = raw.get("status") if isinstance(raw, Mapping) else None
+    status = status if isinstance(status, Mapping) else {}
+    node = spec.get("nodeName")
+    scheduled_at = None
+    conditions = status.get("conditions")
+    for condition in conditions if isinstance(conditions, list) else ():
+        if (
+            isinstance(condition, Mapping)
+            and condition.get("type") == "PodScheduled"
+            and condition.get("status") == "True"
+        ):
+            scheduled_at = parse_rfc3339(condition.get("lastTransitionTime"))
+    # The scheduler's sum: the containers together, or the largest init container if larger.
+    regular = sum(_container_devices(c, patterns) for c in _list(spec.get("containers")))
+    init = max(
+        (_container_devices(c, patterns) for c in _list(spec.get("initContainers"))), default=0
+    )
+    return PodLoad(
+        pod=owned,
+        placed=(isinstance(node, str) and bool(node)) or owned.phase == "Running",
+        scheduled_at=scheduled_at,
+        gpus=max(regular, init),
+    )
+
+
+def _container_devices(container: object, patterns: Sequence[str]) -> int:
+    resources = container.get("resources") if isinstance(container, Mapping) else None
+    if not isinstance(resources, Mapping):
+        return 0
+    wanted: dict[str, int] = {}
+    for part in ("requests", "limits"):
+        values = resources.get(part)
+        if not isinstance(values, Mapping):
+            continue
+        for name, quantity in values.items():
+            if isinstance(name, str) and is_gpu(name, patterns):
+                wanted[name] = max(wanted.get(name, 0), _whole(quantity))
+    return sum(wanted.values())
+
+
+def _whole(quantity: object) -> int:
+    if isinstance(quantity, bool):
+        return 0
+    if isinstance(quantity, int):
+        return max(quantity, 0)
+    if isinstance(quantity, str) and _WHOLE.fullmatch(quantity.strip()):
+        return int(quantity.strip())
+    return 0
+
+
+def _list(value: object) -> list[object]:
+    return value if isinstance(value, list) else []
+
+
+@dataclass(slots=True)
+class Load:
+    """The active pods of one job, summed as the pod list comes (one per job, not per pod).
+
+    Attributes:
+        placed: Running, or Pending on a node.
+        unplaced: Pending with no node: unschedulable, or not yet looked at.
+        gpus: The devices the placed pods hold.
+        first_scheduled: The earliest ``PodScheduled`` of its placed pods.
+        pods: Its active pods not being deleted: what a ``reclaimFailedAfter`` deletes, and
+            what the report names.
+    """
+
+    placed: int = 0
+    unplaced: int = 0
+    gpus: int = 0
+    first_scheduled: datetime | None = None
+    pods: list[PodLoad] = field(default_factory=list)
+
+    def add(self, load: PodLoad) -> None:
+        """Count one of the job's pods (finished and deleting pods hold nothing: left out)."""
+        pod = load.pod
+        if pod.phase not in _ACTIVE or pod.deleting:
+            return
+        self.pods.append(load)
+        if not load.placed:
+            self.unplaced += 1
+            return
+        self.placed += 1
+        self.gpus += load.gpus
+        at = load.scheduled_at
+        if at is not None and (self.first_scheduled is None or at < self.first_scheduled):
+            self.first_scheduled = at
+
+
+@dataclass(frozen=True, slots=True)
+class Held:
+    """A job holding pods (and their GPUs) for nothing, or waiting for all of them.
+
+    Attributes:
+        since: When the grace started: the first pod scheduled (stuck), the end (finished);
+            ``None`` for a waiting job.
+        seconds: How long ago ``since`` was (0 for a waiting job).
+        holding: The pods holding devices or a node (placed).
+        waiting: The pods never placed.
+        gpus: The devices the placed pods hold.
+    """
+
+    job: Job
+    state: HeldState
+    since: datetime | None
+    seconds: float
+    holding: tuple[Owned, ...]
+    waiting: tuple[Owned, ...]
+    gpus: int
+
+    @property
+    def pods(self) -> int:
+        """How many active pods the job has."""
+        return len(self.holding) + len(self.waiting)
+
+
+def classify(
+    job: Job,
+    load: Load | None,
+    now: datetime,
+    *,
+    stuck_after: float,
+    finished_after: float,
+) -> Held | None:
+    """What a job does with its active pods; ``None`` when nothing to report. Pure.
+
+    - finished (not by its deadline: those are the deadline rules'), with active pods, at
+      least ``finished_after`` after the end: ``finished-holding``;
+    - running (not suspended, not being deleted), some pods placed and some not, at least
+      ``stuck_after`` after its first pod was scheduled: ``stuck-starting``;
+    - running, pods Pending and none placed: ``waiting`` (it holds nothing).
+
+    A job whose end or first scheduling time is unknown is never past its grace.
+    """
+    if load is None or not load.pods or job.malformed is not None or job.deleting:
+        return None
+    holding = tuple(p.pod for p in load.pods if p.placed)
+    waiting = tuple(p.pod for p in load.pods if not p.placed)
+    if job.finished is not None:
+        # A deadline failure's pods are the deadline rules' (terminate-pods, delete-jobset).
+        since = None if job.failed_by_deadline else job.finished_at
+        state, grace = HeldState.FINISHED, finished_after
+    elif job.suspended:
+        return None
+    elif not load.placed:
+        return Held(job, HeldState.WAITING, None, 0.0, (), waiting, 0)
+    else:
+        since = load.first_scheduled if load.unplaced else None
+        state, grace = HeldState.STUCK, stuck_after
+    if since is None or (now - since).total_seconds() < grace:
+        return None
+    seconds = (now - since).total_seconds()
+    return Held(job, state, since, seconds, holding, waiting, load.gpus)
+
+
+def reclaim(held: Held, rule: PlatformRule | None) -> Action | None:
+    """What the job's platform rule has the sweeper do about it; ``None``: report only. Pure.
+
+    ``startDeadline``: a job stuck starting that long after its first pod was scheduled is
+    failed (then its active pods deleted), never a Kueue-managed one (Kueue's
+    ``waitForPodsReady`` owns that decision). ``reclaimFailedAfter``: the Running and Pending
+    pods a job finished that long ago controls are deleted, whatever its ``cleanPodPolicy``;
+    never those its controller still re-creates (mpi-operator's workers until it writes
+    ``completionTime``).
+    """
+    if rule is None or held.since is None:
+        return None
+    job = held.job
+    if held.state is HeldState.STUCK:
+        after = rule.start_deadline
+        if after is None or job.queued or held.seconds < after:
+            return None
+        never = ", ".join(pod.name for pod in held.waiting)
+        return Action(
+            job,
+            ActionKind.FAIL,
+            Why.START_DEADLINE,
+            held.seconds - after,
+            f"stuck starting {human(held.seconds)}, past startDeadline {human(after)} of "
+            f"platform rule {rule.name}: {len(held.waiting)} pod(s) never started ({never}); "
+            f"{held.gpus} GPU(s) freed",
+        )
+    after = rule.reclaim_failed_after
+    recreated = job.version == MPI_OPERATOR_VERSION and not job.completed
+    if after is None or recreated or held.seconds < after:
+        return None
+    targets = tuple(p for p in (*held.holding, *held.waiting) if p.controller_uid == job.uid)
+    if not targets:
+        return None
+    return Action(
+        job,
+        ActionKind.TERMINATE_PODS,
+        Why.FINISHED_HOLDING,
+        held.seconds - after,
+        f"{job.finished} {human(held.seconds)} ago, past reclaimFailedAfter {human(after)} of "
+        f"platform rule {rule.name}: {len(targets)} pod(s) holding {held.gpus} GPU(s)",
+        targets,
+    )
+
+
+def summary_line(gpus: Mapping[HeldState, int], pods: Mapping[HeldState, int]) -> str:
+    """The report's one line on held GPUs, e.g. ``GPUs held: 6 by stuck jobs, 2 by finished``."""
+    stuck, finished = HeldState.STUCK, HeldState.FINISHED
+    return (
+        f"GPUs held for nothing: {gpus.get(stuck, 0)} by jobs stuck starting "
+        f"({pods.get(stuck, 0)} pods), {gpus.get(finished, 0)} by finished jobs "
+        f"({pods.get(finished, 0)} pods); {pods.get(HeldState.WAITING, 0)} pods of jobs "
+        "waiting with none started"
+    )
