@@ -15,14 +15,14 @@ import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from sweeper.core.errors import ApiError, Conflict, NotFound
 from sweeper.core.jobs import Job, Owned, parse_owned
 from sweeper.core.kinds import COMPONENT, JOB_NAME_LABEL
-from sweeper.core.model import JSON, Action, ActionKind, Policy, Result, pods_mode
+from sweeper.core.model import JSON, Action, ActionKind, PodsMode, Policy, Result, Why, pods_mode
 from sweeper.core.patches import event_body
-from sweeper.core.plan import pods_to_terminate, services_to_delete
+from sweeper.core.plan import pods_to_terminate, reclaim_mode, services_to_delete
 from sweeper.core.warn import REASON as WARNING_REASON
 from sweeper.core.warn import DeadlineWarning, Warned
 from sweeper.core.warn import message as warning_message
@@ -150,18 +150,20 @@ class PodCleaner:
             The writes' result; ``left-alone`` when no pod was left to delete.
         """
         job = action.job
-        self.delete_pods(job, policy, progress, action.targets)
+        self.delete_pods(job, policy, progress, action.targets, reclaim_mode(action, policy))
+        deleted = f"Deleted {len(progress.pods)} pod(s) and {len(progress.services)} service(s)"
+        if action.why is Why.FINISHED_HOLDING:
+            reason, message = "HeldPodsDeleted", f"{deleted} of a job {action.detail}"
+        else:
+            reason, message = "DeadlinePodsTerminated", f"{deleted} of a job failed by its deadline"
         return self._reclaimed(
             job,
             progress.pods,
             progress,
             now,
             left="no pods left to terminate",
-            reason="DeadlinePodsTerminated",
-            message=(
-                f"Deleted {len(progress.pods)} pod(s) and {len(progress.services)} service(s) "
-                f"of a job failed by its deadline ({COMPONENT})"
-            ),
+            reason=reason,
+            message=f"{message} ({COMPONENT})",
         )
 
     def delete_jobset(self, action: Action, now: datetime, progress: Progress) -> Result:
@@ -238,6 +240,7 @@ class PodCleaner:
         policy: Policy,
         progress: Progress,
         chosen: Sequence[Owned] | None = None,
+        mode: PodsMode | None = None,
     ) -> None:
         """Delete the pods (and same-named services) of a failed job.
 
@@ -247,11 +250,12 @@ class PodCleaner:
             progress: Where the deletes are recorded.
             chosen: The pods to delete, chosen from the pass's pod listing; ``None`` to list
                 the job's pods now (after a fail's status write, or in watch mode).
+            mode: Which pods to choose then; ``pods_mode`` of the policy by default.
         """
         selector = f"{JOB_NAME_LABEL}={job.name}"
         if chosen is None:
             listed = _views(self._w.cluster.list_pods(job.namespace, selector))
-            chosen = pods_to_terminate(listed, job, pods_mode(policy))
+            chosen = pods_to_terminate(listed, job, mode or pods_mode(policy))
         pods = list(chosen)
         if not pods:
             return
@@ -293,11 +297,24 @@ class PodCleaner:
         return True
 
 
+class PodSink(Protocol):
+    """Where a pass's one pod list is summed, besides the clean-ups' leftovers."""
+
+    def add(self, raw: object, pod: Owned) -> None:
+        """Take one listed pod (the object and its view)."""
+        ...
+
+    def lost(self, namespace: str | None) -> None:
+        """The list of a scope (``None``: cluster-wide) failed: its sums are incomplete."""
+        ...
+
+
 def leftovers_by_owner(
     cluster: Cluster,
     actions: Iterable[Action],
     namespaces: Sequence[str],
     holders: Mapping[str, str] | None = None,
+    sink: PodSink | None = None,
 ) -> dict[str, tuple[Owned, ...]]:
     """List what the jobs a pass would clean up left behind: one LIST per scope, not per job.
 
@@ -316,6 +333,9 @@ def leftovers_by_owner(
         holders: Jobs failed by their deadline that the pass leaves, whose pods are counted
             too (uid to namespace):
             their scopes' pods are in the same one list.
+        sink: Handed every pod listed when given, and then every scope's pods are listed:
+            the pass sums there the pods of the jobs that could hold GPUs for nothing
+            (``sweeper.oneshot.holding``).
 
     Returns:
         For each such job whose scope was listed, the pods or JobSets (views) whose controller
@@ -330,20 +350,18 @@ def leftovers_by_owner(
         ActionKind.TERMINATE_PODS: lambda scope: cluster.list_pod_pages(scope, JOB_NAME_LABEL),
         ActionKind.DELETE_JOBSET: cluster.list_jobset_pages,
     }
-    wanted: dict[tuple[ActionKind, str | None], set[str]] = {}
-    for action in actions:
-        if action.kind in lists:
-            scope = action.job.namespace if namespaces else None
-            wanted.setdefault((action.kind, scope), set()).add(action.job.uid)
-    for uid, namespace in (holders or {}).items():
-        scope = namespace if namespaces else None
-        wanted.setdefault((ActionKind.TERMINATE_PODS, scope), set()).add(uid)
+    wanted = _wanted(actions, lists, namespaces, holders or {}, every=sink is not None)
     index: dict[str, tuple[Owned, ...]] = {}
     for (kind, scope), uids in wanted.items():
         found: dict[str, list[Owned]] = {uid: [] for uid in uids}
         try:
             for page in lists[kind](scope):
-                for view in _views(page.items):
+                for raw in page.items:
+                    view = parse_owned(raw)
+                    if view is None:
+                        continue
+                    if sink is not None and kind is ActionKind.TERMINATE_PODS:
+                        sink.add(raw, view)
                     if view.controller_uid in found:
                         found[view.controller_uid].append(view)
         except ApiError as error:
@@ -353,9 +371,35 @@ def leftovers_by_owner(
                 len(uids),
                 extra={"namespace": scope},
             )
+            if sink is not None and kind is ActionKind.TERMINATE_PODS:
+                sink.lost(scope)
             continue
         index.update((uid, tuple(owned)) for uid, owned in found.items())
     return index
+
+
+def _wanted(
+    actions: Iterable[Action],
+    lists: Mapping[ActionKind, object],
+    namespaces: Sequence[str],
+    holders: Mapping[str, str],
+    *,
+    every: bool,
+) -> dict[tuple[ActionKind, str | None], set[str]]:
+    # The lists a pass reads (what, scope), each with the uids whose leftovers it looks for;
+    # every scope's pods with ``every``.
+    wanted: dict[tuple[ActionKind, str | None], set[str]] = {}
+    for action in actions:
+        if action.kind in lists:
+            scope = action.job.namespace if namespaces else None
+            wanted.setdefault((action.kind, scope), set()).add(action.job.uid)
+    for uid, namespace in holders.items():
+        scope = namespace if namespaces else None
+        wanted.setdefault((ActionKind.TERMINATE_PODS, scope), set()).add(uid)
+    if every:
+        for scope in namespaces or (None,):
+            wanted.setdefault((ActionKind.TERMINATE_PODS, scope), set())
+    return wanted
 
 
 def _views(objects: Iterable[Any]) -> list[Owned]:

@@ -27,6 +27,7 @@ from http import HTTPStatus
 
 from sweeper.act.cleanup import PodCleaner, Progress, Writing
 from sweeper.act.deadline import DeadlineWriter, failed_patch, no_launcher
+from sweeper.act.held import StartDeadlineWriter
 from sweeper.config import DryRun
 from sweeper.core.clock import human
 from sweeper.core.decide import judge
@@ -122,6 +123,7 @@ class Executor:
         )
         cleaner = PodCleaner(writing)
         self._jobs = _JobWriter(writing, cleaner, DeadlineWriter(writing, cleaner, view), view)
+        self._stuck = StartDeadlineWriter(writing, cleaner, view)
         self._writing = writing
         self._done = writing.done
         self._stop = stop
@@ -193,6 +195,8 @@ class Executor:
         try:
             if action.kind is ActionKind.TOUCH:
                 result = self._jobs.touch(action, now, policy, progress)
+            elif action.why is Why.START_DEADLINE:
+                result = self._stuck.end(action, now, policy, progress)
             elif action.kind is ActionKind.FAIL:
                 result = self._jobs.fail(action, now, policy, progress)
             elif action.kind is ActionKind.SET_DEADLINE:

@@ -22,7 +22,7 @@ from sweeper.core.clock import human, parse_rfc3339
 from sweeper.core.errors import ConfigError
 from sweeper.core.jobs import Job, Owned
 from sweeper.core.kinds import MPI_OPERATOR_VERSION
-from sweeper.core.model import Action, ActionKind, Why
+from sweeper.core.model import Action, ActionKind, Entry, Skip, SkipReason, Why
 from sweeper.core.platform import PlatformRule
 
 # An extended resource's name: a DNS subdomain prefix, then a name; a trailing * matches any
@@ -155,29 +155,28 @@ def _list(value: object) -> list[object]:
 class Load:
     """The active pods of one job, summed as the pod list comes (one per job, not per pod).
 
+    Of the placed pods only their count is kept (a pass reads every pod of the fleet); the
+    pods that wait are few, and kept to be named.
+
     Attributes:
         placed: Running, or Pending on a node.
-        unplaced: Pending with no node: unschedulable, or not yet looked at.
         gpus: The devices the placed pods hold.
         first_scheduled: The earliest ``PodScheduled`` of its placed pods.
-        pods: Its active pods not being deleted: what a ``reclaimFailedAfter`` deletes, and
-            what the report names.
+        waiting: Pending with no node: unschedulable, or not yet looked at.
     """
 
     placed: int = 0
-    unplaced: int = 0
     gpus: int = 0
     first_scheduled: datetime | None = None
-    pods: list[PodLoad] = field(default_factory=list)
+    waiting: list[Owned] = field(default_factory=list)
 
     def add(self, load: PodLoad) -> None:
         """Count one of the job's pods (finished and deleting pods hold nothing: left out)."""
         pod = load.pod
         if pod.phase not in _ACTIVE or pod.deleting:
             return
-        self.pods.append(load)
         if not load.placed:
-            self.unplaced += 1
+            self.waiting.append(pod)
             return
         self.placed += 1
         self.gpus += load.gpus
@@ -194,7 +193,7 @@ class Held:
         since: When the grace started: the first pod scheduled (stuck), the end (finished);
             ``None`` for a waiting job.
         seconds: How long ago ``since`` was (0 for a waiting job).
-        holding: The pods holding devices or a node (placed).
+        placed: How many pods hold devices or a node.
         waiting: The pods never placed.
         gpus: The devices the placed pods hold.
     """
@@ -203,14 +202,14 @@ class Held:
     state: HeldState
     since: datetime | None
     seconds: float
-    holding: tuple[Owned, ...]
+    placed: int
     waiting: tuple[Owned, ...]
     gpus: int
 
     @property
     def pods(self) -> int:
         """How many active pods the job has."""
-        return len(self.holding) + len(self.waiting)
+        return self.placed + len(self.waiting)
 
 
 def classify(
@@ -231,10 +230,11 @@ def classify(
 
     A job whose end or first scheduling time is unknown is never past its grace.
     """
-    if load is None or not load.pods or job.malformed is not None or job.deleting:
+    if load is None or job.malformed is not None or job.deleting:
         return None
-    holding = tuple(p.pod for p in load.pods if p.placed)
-    waiting = tuple(p.pod for p in load.pods if not p.placed)
+    waiting = tuple(load.waiting)
+    if not load.placed and not waiting:
+        return None
     if job.finished is not None:
         # A deadline failure's pods are the deadline rules' (terminate-pods, delete-jobset).
         since = None if job.failed_by_deadline else job.finished_at
@@ -242,14 +242,14 @@ def classify(
     elif job.suspended:
         return None
     elif not load.placed:
-        return Held(job, HeldState.WAITING, None, 0.0, (), waiting, 0)
+        return Held(job, HeldState.WAITING, None, 0.0, 0, waiting, 0)
     else:
-        since = load.first_scheduled if load.unplaced else None
+        since = load.first_scheduled if waiting else None
         state, grace = HeldState.STUCK, stuck_after
     if since is None or (now - since).total_seconds() < grace:
         return None
     seconds = (now - since).total_seconds()
-    return Held(job, state, since, seconds, holding, waiting, load.gpus)
+    return Held(job, state, since, seconds, load.placed, waiting, load.gpus)
 
 
 def reclaim(held: Held, rule: PlatformRule | None) -> Action | None:
@@ -283,26 +283,58 @@ def reclaim(held: Held, rule: PlatformRule | None) -> Action | None:
     recreated = job.version == MPI_OPERATOR_VERSION and not job.completed
     if after is None or recreated or held.seconds < after:
         return None
-    targets = tuple(p for p in (*held.holding, *held.waiting) if p.controller_uid == job.uid)
-    if not targets:
-        return None
+    # The executor reads the job's pods again and deletes those it controls, each by uid.
     return Action(
         job,
         ActionKind.TERMINATE_PODS,
         Why.FINISHED_HOLDING,
         held.seconds - after,
         f"{job.finished} {human(held.seconds)} ago, past reclaimFailedAfter {human(after)} of "
-        f"platform rule {rule.name}: {len(targets)} pod(s) holding {held.gpus} GPU(s)",
-        targets,
+        f"platform rule {rule.name}: {held.pods} pod(s) holding {held.gpus} GPU(s)",
     )
 
 
-def summary_line(gpus: Mapping[HeldState, int], pods: Mapping[HeldState, int]) -> str:
-    """The report's one line on held GPUs, e.g. ``GPUs held: 6 by stuck jobs, 2 by finished``."""
-    stuck, finished = HeldState.STUCK, HeldState.FINISHED
-    return (
-        f"GPUs held for nothing: {gpus.get(stuck, 0)} by jobs stuck starting "
-        f"({pods.get(stuck, 0)} pods), {gpus.get(finished, 0)} by finished jobs "
-        f"({pods.get(finished, 0)} pods); {pods.get(HeldState.WAITING, 0)} pods of jobs "
-        "waiting with none started"
-    )
+# The skips a held job's rule may overrule: the deadline rules found nothing to do. Never the
+# shared invariants (malformed, being deleted, opted out, managed elsewhere, suspended...).
+_IDLE = (
+    SkipReason.NO_DEADLINE,
+    SkipReason.NOT_STARTED,
+    SkipReason.NOT_YET_DUE,
+    SkipReason.OPERATOR_ENFORCED,
+    SkipReason.FINISHED,
+)
+
+
+def watched(job: Job) -> bool:
+    """Whether a job could hold pods for nothing: its pods are looked at after the listing. Pure.
+
+    Running and not suspended (stuck starting, or waiting), or finished otherwise than by its
+    deadline (those pods are the deadline rules'); never a malformed job or one being deleted.
+    """
+    if job.malformed is not None or job.deleting:
+        return False
+    if job.finished is not None:
+        return not job.failed_by_deadline
+    return not job.suspended
+
+
+def may_act(job: Job, entry: Entry, rule: PlatformRule | None) -> bool:
+    """Whether the job's rule might replace its skip once its pods are known (``overrule``). Pure.
+
+    A pass holds such a skip back until its pod list is read, as it holds an action.
+    """
+    if rule is None or not isinstance(entry, Skip) or entry.why not in _IDLE:
+        return False
+    after = rule.reclaim_failed_after if job.finished else rule.start_deadline
+    return after is not None and watched(job)
+
+
+def overrule(entry: Entry, held: Held | None, rule: PlatformRule | None) -> Entry:
+    """The job's entry once its held pods are known: ``reclaim``'s action, else as judged. Pure.
+
+    Only a skip for lack of anything due is replaced: an action of the deadline rules comes
+    first, and a job left alone by a shared invariant stays alone.
+    """
+    if held is None or not isinstance(entry, Skip) or entry.why not in _IDLE:
+        return entry
+    return reclaim(held, rule) or entry

@@ -63,8 +63,10 @@ def failed_status(
     version: str = "",
     *,
     source: str = "",
+    reason: str = "",
+    message: str = "",
 ) -> dict[str, Any]:
-    """Build the status fields that fail a job by its deadline.
+    """Build the status fields that fail a job by its deadline (or ``reason`` and ``message``).
 
     ``completionTime`` only when the job has none yet. Written as a JSON merge patch, this
     replaces the whole conditions list and leaves every other status field as it is.
@@ -85,8 +87,8 @@ def failed_status(
         {
             "type": "Failed",
             "status": "True",
-            "reason": failed_reason(kind, version),
-            "message": failure_message(name, version, source),
+            "reason": reason or failed_reason(kind, version),
+            "message": message or failure_message(name, version, source),
             "lastUpdateTime": stamp,
             "lastTransitionTime": stamp,
         }

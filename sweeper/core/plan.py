@@ -22,6 +22,7 @@ from sweeper.core.model import (
     Policy,
     Skip,
     SkipReason,
+    Why,
     pods_mode,
 )
 
@@ -63,12 +64,24 @@ def _with_targets(entry: Entry, owned: Mapping[str, Sequence[Owned]], policy: Po
         chosen = tuple(o for o in found if o.controller_uid == entry.job.uid and not o.deleting)
         left = "its JobSet is gone"
     else:
-        chosen = tuple(pods_to_terminate(found, entry.job, pods_mode(policy)))
+        chosen = tuple(pods_to_terminate(found, entry.job, reclaim_mode(entry, policy)))
         left = "no pods left to terminate"
     if not chosen:
         finished = entry.job.finished or "Failed"
         return Skip(entry.job, SkipReason.FINISHED, entry.seconds_overdue, f"{finished}; {left}")
     return replace(entry, targets=chosen)
+
+
+def reclaim_mode(action: Action, policy: Policy) -> PodsMode:
+    """Which pods an action's clean-up deletes. Pure.
+
+    A platform rule's ``startDeadline`` and ``reclaimFailedAfter`` free the GPUs their job
+    holds: its Running and Pending pods, whatever ``--terminate-pods`` and ``cleanPodPolicy``
+    say (finished pods stay, with their logs). Any other clean-up: ``pods_mode``.
+    """
+    if action.why in (Why.START_DEADLINE, Why.FINISHED_HOLDING):
+        return PodsMode.ACTIVE
+    return pods_mode(policy)
 
 
 def _priority(entries: Sequence[Entry], index: int) -> tuple[int, float, int]:

@@ -303,10 +303,9 @@ RULE = PlatformRule("gpu-tenants", start_deadline=900.0, reclaim_failed_after=18
 
 
 def held(state: HeldState, seconds: float, job: Job | None = None) -> Held:
-    holding = (Owned("w0", "u0", "Running", UID), Owned("w1", "u1", "Running", "another"))
     waiting = (Owned("w2", "u2", "Pending", UID),)
     since = NOW - timedelta(seconds=seconds)
-    return Held(job or tfjob(), state, since, seconds, holding, waiting, 2)
+    return Held(job or tfjob(), state, since, seconds, 2, waiting, 2)
 
 
 RECLAIM_CASES = [
@@ -346,7 +345,7 @@ RECLAIM_CASES = [
         id="mpi-operator-after-completionTime",
     ),
     pytest.param(
-        Held(tfjob(), HeldState.WAITING, None, 0.0, (), (), 0),
+        Held(tfjob(), HeldState.WAITING, None, 0.0, 0, (), 0),
         RULE,
         None,
         id="waiting-is-never-acted-on",
@@ -369,8 +368,8 @@ def test_start_deadline_names_the_rule_the_pods_and_the_gpus() -> None:
     assert "2 GPU(s) freed" in action.detail
 
 
-def test_reclaim_failed_after_targets_only_the_pods_the_job_controls() -> None:
+def test_reclaim_failed_after_names_the_rule_the_pods_and_the_gpus() -> None:
     action = reclaim(held(HeldState.FINISHED, 2000, tfjob(**FINISHED)), RULE)
     assert action is not None
-    assert action.targets is not None
-    assert [p.name for p in action.targets] == ["w0", "w2"]
+    assert action.targets is None  # the executor reads them again
+    assert action.detail.endswith("gpu-tenants: 3 pod(s) holding 2 GPU(s)")

@@ -1,0 +1,94 @@
+"""A platform rule's ``startDeadline``: a job stuck starting failed, then its pods deleted.
+
+The plan's ``fail`` (``start-deadline``) was decided from the pass's pod list
+(``sweeper.core.held``). Here the job is read again, and its pods: only a job still running,
+not suspended, with pods placed and others still waiting is failed, as the sweeper fails a job
+(its controller's status, with the reason ``StartDeadlineExceeded`` and the plan's words, under
+the ``resourceVersion`` just read), then its Running and Pending pods are deleted (each with
+its uid as precondition) and a Warning Event says so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+
+from sweeper.act.cleanup import PodCleaner, Progress, Writing
+from sweeper.core.errors import Conflict
+from sweeper.core.held import HeldState, Load, classify, parse_pod_load
+from sweeper.core.jobs import Job, parse_job, parse_owned
+from sweeper.core.kinds import COMPONENT, JOB_NAME_LABEL
+from sweeper.core.model import Action, PodsMode, Policy, Result
+from sweeper.core.patches import failed_status
+from sweeper.k8s.cluster import ServedKind
+
+# The Failed condition's reason: not the deadline's, so nothing reads it as one.
+REASON = "StartDeadlineExceeded"
+
+
+class StartDeadlineWriter:
+    """Ends jobs stuck starting past their rule's ``startDeadline``."""
+
+    def __init__(self, writing: Writing, cleaner: PodCleaner, view: Callable[[Job], Job]) -> None:
+        self._w = writing
+        self._cleaner = cleaner
+        self._view = view
+
+    def end(self, action: Action, now: datetime, policy: Policy, progress: Progress) -> Result:
+        """Fail the job if it is still stuck starting, then delete its active pods.
+
+        Returns:
+            The writes' result; ``left-alone`` when the job read again is no longer stuck
+            (finished, suspended, replaced, or every pod placed or none).
+        """
+        listed = action.job
+        served = ServedKind(listed.kind, listed.version)
+        raw = self._w.cluster.get_job(served, listed.namespace, listed.name)
+        job = self._view(parse_job(raw, listed.kind, listed.version))
+        left = self._still_stuck(job, listed, now, policy)
+        if left:
+            progress.detail = left
+            return Result.LEFT_ALONE
+        meta = raw.get("metadata") or {}
+        message = f"Job {job.name} {action.detail} (enforced by {COMPONENT})"
+        progress.body = {
+            "metadata": {"resourceVersion": meta.get("resourceVersion")},
+            "status": failed_status(
+                job.kind,
+                job.name,
+                raw.get("status"),
+                now,
+                job.version,
+                reason=REASON,
+                message=message,
+            ),
+        }
+        self._w.stop_if_asked()
+        try:
+            self._w.cluster.patch_job_status(
+                served, job.namespace, job.name, progress.body, dry_run=self._w.server_dry_run
+            )
+        except Conflict:
+            progress.detail = "changed while being failed: judged again next pass"
+            return Result.LEFT_ALONE
+        progress.wrote = True
+        self._cleaner.delete_pods(job, policy, progress, None, PodsMode.ACTIVE)
+        self._w.record_event(job, progress, now, reason=REASON, message=message, warning=True)
+        return self._w.done
+
+    def _still_stuck(self, job: Job, listed: Job, now: datetime, policy: Policy) -> str:
+        # Why the job read again is no longer to be failed; empty when it still is.
+        if job.uid != listed.uid:
+            return "job replaced by a new one of the same name"
+        load = Load()
+        selector = f"{JOB_NAME_LABEL}={job.name}"
+        for raw in self._w.cluster.list_pods(job.namespace, selector):
+            owned = parse_owned(raw)
+            if owned is not None and owned.controller_uid == job.uid:
+                load.add(parse_pod_load(raw, owned, policy.gpu_resources))
+        # Past its startDeadline when planned; only what the job and its pods are can change.
+        held = classify(job, load, now, stuck_after=0.0, finished_after=0.0)
+        if held is None or held.state is not HeldState.STUCK:
+            state = job.finished or ("suspended" if job.suspended else "not stuck starting")
+            return f"re-read: {state}"
+        return ""
