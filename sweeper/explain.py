@@ -26,7 +26,17 @@ from sweeper.config import ClockMode, Config, OutputFormat
 from sweeper.core.clock import SYSTEM_CLOCK, Clock, format_rfc3339, human
 from sweeper.core.decide import Step, explain
 from sweeper.core.errors import EXIT_OK, ApiError, ClusterUnavailable, ConfigError, NotFound
-from sweeper.core.jobs import parse_job
+from sweeper.core.held import (
+    Held,
+    Load,
+    classify,
+    explain_held,
+    overrule,
+    parse_pod_load,
+    watched,
+)
+from sweeper.core.jobs import Job, parse_job, parse_owned
+from sweeper.core.kinds import JOB_NAME_LABEL
 from sweeper.core.model import CLEAN_UPS, Action, ActionKind, Entry
 from sweeper.core.plan import assemble
 from sweeper.core.platform import PlatformView, explain_rule, namespace_labels
@@ -116,6 +126,11 @@ def run_explain(
             if job.warn_before is not None:
                 seen = explain_warning(job, now, config.policy)
                 steps = (Step("deadline-approaching", seen, None, reached=True), *steps)
+            held = _held(cluster, config, job, now) if watched(job) else None
+            if held is not None:
+                rule = view.rule(job.namespace, job.kind.name)
+                steps = (Step("held-gpus", explain_held(held, rule), None, reached=True), *steps)
+                entry = overrule(entry, held, rule)
             if config.platform is not None:
                 steps = (Step("platform-rule", explain_rule(job), None, reached=True), *steps)
             keep = all(passes for _, _, passes in scope)
@@ -152,6 +167,19 @@ def _view(cluster: Cluster, config: Config, namespace: str) -> PlatformView:
         )
         return PlatformView(config.platform)
     return PlatformView(config.platform, dict([found]) if found else {})
+
+
+def _held(cluster: Cluster, config: Config, job: Job, now: datetime) -> Held | None:
+    # The job's pods, summed as a pass sums them from its one list.
+    load = Load()
+    for raw in cluster.list_pods(job.namespace, f"{JOB_NAME_LABEL}={job.name}"):
+        pod = parse_owned(raw)
+        if pod is not None and pod.controller_uid == job.uid:
+            load.add(parse_pod_load(raw, pod, config.policy.gpu_resources))
+    policy = config.policy
+    return classify(
+        job, load, now, stuck_after=policy.stuck_after, finished_after=policy.reclaim_grace
+    )
 
 
 def _as_planned(cluster: Cluster, config: Config, entry: Entry, now: datetime) -> Entry:

@@ -338,3 +338,27 @@ def overrule(entry: Entry, held: Held | None, rule: PlatformRule | None) -> Entr
     if held is None or not isinstance(entry, Skip) or entry.why not in _IDLE:
         return entry
     return reclaim(held, rule) or entry
+
+
+def explain_held(held: Held, rule: PlatformRule | None) -> str:
+    """What ``--explain``'s ``held-gpus`` step saw: the job's pods, and what its rule does. Pure."""
+    job = held.job
+    waiting = ", ".join(pod.name for pod in held.waiting) or "none"
+    if held.state is HeldState.WAITING:
+        return f"waiting: none of its {held.pods} pod(s) placed ({waiting}); it holds nothing"
+    parts = [
+        f"{held.state.value} for {human(held.seconds)}: {held.placed} pod(s) placed holding "
+        f"{held.gpus} GPU(s), waiting: {waiting}"
+    ]
+    key, after = (
+        ("startDeadline", rule.start_deadline if rule else None)
+        if held.state is HeldState.STUCK
+        else ("reclaimFailedAfter", rule.reclaim_failed_after if rule else None)
+    )
+    if held.state is HeldState.STUCK and job.queued:
+        parts.append("Kueue's job: its waitForPodsReady decides, the sweeper never ends it")
+    elif rule is None or after is None:
+        parts.append(f"reported only: no platform rule sets {key}")
+    else:
+        parts.append(f"{key} {human(after)} of platform rule {rule.name}")
+    return "; ".join(parts)

@@ -16,14 +16,18 @@ from sweeper.core.held import (
     HeldState,
     Load,
     classify,
+    explain_held,
     is_gpu,
+    may_act,
+    overrule,
     parse_gpu_resources,
     parse_pod_load,
     reclaim,
+    watched,
 )
 from sweeper.core.jobs import Job, Owned, parse_owned
 from sweeper.core.kinds import GPU_RESOURCES, MPI_OPERATOR_VERSION
-from sweeper.core.model import ActionKind, Why
+from sweeper.core.model import Action, ActionKind, Skip, SkipReason, Why
 from sweeper.core.platform import PlatformRule
 from tests.unit.objects import KIND, NOW, stamp
 
@@ -373,3 +377,88 @@ def test_reclaim_failed_after_names_the_rule_the_pods_and_the_gpus() -> None:
     assert action is not None
     assert action.targets is None  # the executor reads them again
     assert action.detail.endswith("gpu-tenants: 3 pod(s) holding 2 GPU(s)")
+
+
+EXPLAIN_CASES = [
+    pytest.param(
+        held(HeldState.STUCK, 960),
+        RULE,
+        "stuck-starting for 16m00s: 2 pod(s) placed holding 2 GPU(s), waiting: w2; "
+        "startDeadline 15m00s of platform rule gpu-tenants",
+        id="stuck-under-a-rule",
+    ),
+    pytest.param(
+        held(HeldState.STUCK, 960),
+        None,
+        "stuck-starting for 16m00s: 2 pod(s) placed holding 2 GPU(s), waiting: w2; "
+        "reported only: no platform rule sets startDeadline",
+        id="stuck-without-a-rule",
+    ),
+    pytest.param(
+        held(HeldState.STUCK, 960, tfjob(queued=True)),
+        RULE,
+        "stuck-starting for 16m00s: 2 pod(s) placed holding 2 GPU(s), waiting: w2; "
+        "Kueue's job: its waitForPodsReady decides, the sweeper never ends it",
+        id="kueue",
+    ),
+    pytest.param(
+        held(HeldState.FINISHED, 7200, tfjob(**FINISHED)),
+        PlatformRule("r"),
+        "finished-holding for 2h00m: 2 pod(s) placed holding 2 GPU(s), waiting: w2; "
+        "reported only: no platform rule sets reclaimFailedAfter",
+        id="finished-rule-without-the-key",
+    ),
+    pytest.param(
+        Held(tfjob(), HeldState.WAITING, None, 0.0, 0, (Owned("w0", "u", "Pending", UID),), 0),
+        RULE,
+        "waiting: none of its 1 pod(s) placed (w0); it holds nothing",
+        id="waiting",
+    ),
+]
+
+
+@pytest.mark.parametrize(("entry", "rule", "text"), EXPLAIN_CASES)
+def test_explain_held(entry: Held, rule: PlatformRule | None, text: str) -> None:
+    assert explain_held(entry, rule) == text
+
+
+OVERRULE_CASES = [
+    pytest.param(Skip(tfjob(), SkipReason.NO_DEADLINE), True, id="no-deadline-overruled"),
+    pytest.param(Skip(tfjob(), SkipReason.OPTED_OUT), False, id="opted-out-stays-alone"),
+    pytest.param(Skip(tfjob(), SkipReason.MANAGED_ELSEWHERE), False, id="foreign-stays-alone"),
+]
+
+
+@pytest.mark.parametrize(("entry", "acted"), OVERRULE_CASES)
+def test_overrule_replaces_only_a_skip_for_lack_of_anything_due(entry: Skip, acted: bool) -> None:
+    result = overrule(entry, held(HeldState.STUCK, 960), RULE)
+    assert isinstance(result, Action) is acted
+    assert may_act(entry.job, entry, RULE) is acted
+
+
+def test_an_action_of_the_deadline_rules_comes_first() -> None:
+    action = Action(tfjob(), ActionKind.TOUCH, Why.OVERDUE, 5.0)
+    assert overrule(action, held(HeldState.STUCK, 960), RULE) is action
+    assert overrule(Skip(tfjob(), SkipReason.NO_DEADLINE), None, RULE).decision == "skip"
+
+
+@pytest.mark.parametrize(
+    ("job", "expected"),
+    [
+        pytest.param(tfjob(), True, id="running"),
+        pytest.param(tfjob(suspended=True), False, id="suspended"),
+        pytest.param(tfjob(**FINISHED), True, id="finished"),
+        pytest.param(tfjob(**FINISHED, failed_by_deadline=True), False, id="deadline-failed"),
+        pytest.param(tfjob(deleting=True), False, id="deleting"),
+        pytest.param(tfjob(malformed="spec"), False, id="malformed"),
+    ],
+)
+def test_watched(job: Job, expected: bool) -> None:
+    assert watched(job) is expected
+
+
+def test_may_act_needs_the_key_for_the_jobs_state() -> None:
+    skip = Skip(tfjob(**FINISHED), SkipReason.FINISHED)
+    assert may_act(skip.job, skip, RULE)
+    assert not may_act(skip.job, skip, PlatformRule("r", start_deadline=60))
+    assert not may_act(skip.job, skip, None)
