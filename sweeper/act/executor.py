@@ -18,7 +18,6 @@ construction; ``--dry-run=server`` sends each write with ``dryRun=All``.
 from __future__ import annotations
 
 import contextlib
-import logging
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -27,11 +26,12 @@ from http import HTTPStatus
 
 from sweeper.act.cleanup import PodCleaner, Progress, Writing
 from sweeper.act.deadline import DeadlineWriter, failed_patch, no_launcher
-from sweeper.act.held import StartDeadlineWriter
+from sweeper.act.held import StartDeadlineWriter, record_held_events
 from sweeper.config import DryRun
 from sweeper.core.clock import human
 from sweeper.core.decide import judge
 from sweeper.core.errors import ApiError, Conflict, Interrupted, NotFound, RunTimeout, SweeperError
+from sweeper.core.held import Held
 from sweeper.core.jobs import Job, parse_job
 from sweeper.core.kinds import COMPONENT, TRAINJOB
 from sweeper.core.model import (
@@ -56,8 +56,6 @@ from sweeper.core.warn import DeadlineWarning, Warned
 from sweeper.k8s.cluster import Cluster, ServedKind
 from sweeper.k8s.dryrun import RecordingCluster
 from sweeper.stop import Stop
-
-log = logging.getLogger(__name__)
 
 # A job that keeps changing under a status write is left for the next pass after this many.
 STATUS_WRITE_ATTEMPTS = 3
@@ -187,6 +185,14 @@ class Executor:
                     stopped = stop.cause
             warned.append(Warned(warning, Result.NOT_STARTED, str(stopped)))
         return tuple(warned), stopped
+
+    def held(self, found: Sequence[Held], now: datetime) -> SweeperError | None:
+        """Record each job's ``GPUsHeld`` Event (once per episode); what stopped them, if any."""
+        try:
+            record_held_events(self._writing, found, now)
+        except _Stop as stop:
+            return stop.cause
+        return None
 
     def _apply(
         self, action: Action, now: datetime, policy: Policy

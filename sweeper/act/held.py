@@ -10,17 +10,29 @@ its uid as precondition) and a Warning Event says so.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import logging
+from collections.abc import Callable, Sequence
 from datetime import datetime
 
 from sweeper.act.cleanup import PodCleaner, Progress, Writing
-from sweeper.core.errors import Conflict
-from sweeper.core.held import HeldState, Load, classify, parse_pod_load
+from sweeper.core.errors import ApiError, Conflict
+from sweeper.core.held import (
+    EVENT_REASON,
+    Held,
+    HeldState,
+    Load,
+    classify,
+    event_message,
+    event_name,
+    parse_pod_load,
+)
 from sweeper.core.jobs import Job, parse_job, parse_owned
 from sweeper.core.kinds import COMPONENT, JOB_NAME_LABEL
 from sweeper.core.model import Action, PodsMode, Policy, Result
-from sweeper.core.patches import failed_status
+from sweeper.core.patches import event_body, failed_status
 from sweeper.k8s.cluster import ServedKind
+
+log = logging.getLogger(__name__)
 
 # The Failed condition's reason: not the deadline's, so nothing reads it as one.
 REASON = "StartDeadlineExceeded"
@@ -92,3 +104,48 @@ class StartDeadlineWriter:
             state = job.finished or ("suspended" if job.suspended else "not stuck starting")
             return f"re-read: {state}"
         return ""
+
+
+def record_held_events(writing: Writing, found: Sequence[Held], now: datetime) -> None:
+    """Record the ``GPUsHeld`` Event of each job holding GPUs (a refusal is logged)."""
+    for held in found:
+        if held.state is HeldState.WAITING:
+            continue
+        if record_held(writing, held, now) is Result.ERROR:
+            job = held.job
+            log.warning(
+                "%s %s/%s: its GPUsHeld Event was refused",
+                job.kind.name,
+                job.namespace,
+                job.name,
+                extra={"kind": job.kind.name, "namespace": job.namespace, "job_name": job.name},
+            )
+
+
+def record_held(writing: Writing, held: Held, now: datetime) -> Result:
+    """Record the job's ``GPUsHeld`` Warning Event, once per episode (``event_name``).
+
+    409 means a pass or a replica recorded it already: nothing more to do. A waiting job holds
+    nothing and gets none.
+    """
+    job = held.job
+    writing.stop_if_asked()
+    body = event_body(
+        job.kind,
+        job.version,
+        job.namespace,
+        job.name,
+        job.uid,
+        reason=EVENT_REASON,
+        message=f"{event_message(held)} ({COMPONENT})",
+        warning=True,
+        now=now,
+        event_name=event_name(held),
+    )
+    try:
+        writing.cluster.create_event(job.namespace, body, dry_run=writing.server_dry_run)
+    except Conflict:
+        return Result.LEFT_ALONE
+    except ApiError:
+        return Result.ERROR
+    return writing.done

@@ -12,6 +12,7 @@ without one nothing is ever written.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -31,6 +32,12 @@ _PATTERN = re.compile(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[-A-Za-z0-9_.]*\*?")
 # A whole number of devices: extended resources are never fractional.
 _WHOLE = re.compile(r"\+?[0-9]{1,9}")
 _ACTIVE = ("Running", "Pending")
+
+
+# The Event recorded once per episode on a job holding pods for nothing.
+EVENT_REASON = "GPUsHeld"
+_NAME_MAX = 253  # an Event's name is a DNS subdomain
+_HASH_CHARS = 10
 
 
 class HeldState(StrEnum):
@@ -362,3 +369,25 @@ def explain_held(held: Held, rule: PlatformRule | None) -> str:
     else:
         parts.append(f"{key} {human(after)} of platform rule {rule.name}")
     return "; ".join(parts)
+
+
+def event_name(held: Held) -> str:
+    """The Event's name for this episode: ``<job>.<state>.<hash>``, alike in every pass.
+
+    An episode is the job (its uid), its state and when the state's grace started: a gang
+    whose pods are re-created, or a job that finishes again after a resume, is another one.
+    """
+    since = "" if held.since is None else held.since.isoformat()
+    digest = hashlib.sha256(f"{held.job.uid}/{held.state.value}/{since}".encode()).hexdigest()
+    suffix = f".{held.state.value}.{digest[:_HASH_CHARS]}"
+    return f"{held.job.name[: _NAME_MAX - len(suffix)].rstrip('-.')}{suffix}"
+
+
+def event_message(held: Held) -> str:
+    """The Event's words: what the job holds, for how long, and which pods wait."""
+    waiting = ", ".join(pod.name for pod in held.waiting[:5])
+    more = f" (+{len(held.waiting) - 5} more)" if len(held.waiting) > 5 else ""  # noqa: PLR2004
+    what = "stuck starting" if held.state is HeldState.STUCK else f"{held.job.finished}"
+    return f"{what} for {human(held.seconds)}, {held.placed} pod(s) holding {held.gpus} GPU(s)" + (
+        f"; waiting: {waiting}{more}" if waiting else ""
+    )

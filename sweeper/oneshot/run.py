@@ -277,6 +277,8 @@ def sweep(
         execution = executor.execute(plan)
         ledger.resolve(execution.outcomes)
         stopped = execution.stopped_by
+        if stopped is None and listed.found.jobs:
+            stopped = executor.held(listed.found.jobs, plan.now)
         warnings = [w for w in listed.warnings if not warned(w)]
         if stopped is None and warnings:
             recorded, stopped = executor.warn(warnings, plan.now)

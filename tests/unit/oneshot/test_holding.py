@@ -87,7 +87,13 @@ def with_rules(**fields: Any) -> Config:
     return Config(platform=load_platform(RULES, "--policy r.yaml"), **fields)
 
 
-def test_the_text_report_says_the_gpus_held_at_a_glance_and_writes_nothing() -> None:
+def events_only(fake: FakeCluster) -> list[str]:
+    """The reasons of the Events written, asserting that nothing else was."""
+    assert all(w.method == "create-event" for w in fake.writes), fake.writes
+    return sorted(w.body["reason"] for w in fake.writes)
+
+
+def test_the_text_report_says_the_gpus_held_at_a_glance_and_writes_only_events() -> None:
     fake = server()
     stuck(fake)
     failed(fake)
@@ -97,7 +103,7 @@ def test_the_text_report_says_the_gpus_held_at_a_glance_and_writes_nothing() -> 
         "2 by finished jobs (2 pods)\n" in report
     )
     assert "Held:" not in report  # one line; -o wide names the jobs
-    assert fake.writes == []
+    assert events_only(fake) == ["GPUsHeld", "GPUsHeld"]
 
 
 def test_wide_names_each_job_its_gpus_and_the_pods_that_wait() -> None:
@@ -131,7 +137,7 @@ def test_json_lists_each_job_held_and_sums_them_by_state() -> None:
         "finished-holding": {"pods": 2, "gpus": 2},
         "waiting": {"pods": 1, "gpus": 0},
     }
-    assert fake.writes == []
+    assert events_only(fake) == ["GPUsHeld", "GPUsHeld"]  # a waiting job holds nothing
 
 
 def test_within_stuck_after_a_gang_is_not_stuck() -> None:
@@ -148,7 +154,7 @@ def test_a_kueue_job_is_reported_marked_and_never_ended() -> None:
     assert code == 0
     assert passes[0]["held"][0]["kueue"] is True
     assert passes[0]["jobs"][0]["decision"] == "skip"
-    assert fake.writes == []
+    assert events_only(fake) == ["GPUsHeld"]
 
 
 def test_a_dry_run_names_the_job_it_would_end_and_the_pods_it_would_delete() -> None:
@@ -220,3 +226,15 @@ def test_a_pod_list_refused_reports_nothing_held_and_the_deadlines_go_on() -> No
         "gang": "skip",
         "late": "touch",
     }
+
+
+def test_the_event_is_recorded_once_per_episode() -> None:
+    fake = server()
+    stuck(fake)
+    sweep(fake)
+    sweep(fake)
+    (event,) = fake.events  # the second pass's create is refused: 409, the same name
+    assert len(fake.writes) == 2
+    assert event["type"] == "Warning"
+    assert event["metadata"]["name"].startswith("gang.stuck-starting.")
+    assert "stuck starting for 1h00m, 2 pod(s) holding 2 GPU(s)" in event["message"]
