@@ -497,4 +497,5 @@ def test_watch_mode_renders_its_own_alerts_only(render: Callable[..., Rendered])
         "DeadlineSweeperLateEnforcement",
         "DeadlineSweeperJobsOverdue",
         "DeadlineSweeperPodsHeldByFinishedJobs",
+        "DeadlineSweeperGPUsHeldForNothing",
     ]
