@@ -102,11 +102,23 @@ class Writing:
             progress.errors.append(str(error))
 
     def record_warning(self, warning: DeadlineWarning, now: datetime) -> Warned:
-        """Record a ``DeadlineApproaching`` Event, under the name that makes it once a deadline.
+        """Record a ``DeadlineApproaching`` Event, under the name that makes it once a deadline."""
+        message = warning_message(warning, now)
+        result, detail = self.record_once(
+            warning.job, now, reason=WARNING_REASON, message=message, name=warning.name
+        )
+        return Warned(warning, result, detail)
+
+    def record_once(
+        self, job: Job, now: datetime, *, reason: str, message: str, name: str
+    ) -> tuple[Result, str]:
+        """Record a Warning Event under a name of its own, so that it is recorded once.
 
         409 means a pass or a replica already recorded it: nothing more to do, and no error.
+
+        Returns:
+            The write's result, and why when it is not done.
         """
-        job = warning.job
         self.stop_if_asked()
         body = event_body(
             job.kind,
@@ -114,19 +126,19 @@ class Writing:
             job.namespace,
             job.name,
             job.uid,
-            reason=WARNING_REASON,
-            message=warning_message(warning, now),
+            reason=reason,
+            message=message,
             warning=True,
             now=now,
-            event_name=warning.name,
+            event_name=name,
         )
         try:
             self.cluster.create_event(job.namespace, body, dry_run=self.server_dry_run)
         except Conflict:
-            return Warned(warning, Result.LEFT_ALONE, "already recorded")
+            return Result.LEFT_ALONE, "already recorded"
         except ApiError as error:
-            return Warned(warning, Result.ERROR, str(error))
-        return Warned(warning, self.done)
+            return Result.ERROR, str(error)
+        return self.done, ""
 
 
 class PodCleaner:

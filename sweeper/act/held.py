@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 
 from sweeper.act.cleanup import PodCleaner, Progress, Writing
-from sweeper.core.errors import ApiError, Conflict
+from sweeper.core.errors import Conflict
 from sweeper.core.held import (
     EVENT_REASON,
     Held,
@@ -29,7 +29,7 @@ from sweeper.core.held import (
 from sweeper.core.jobs import Job, parse_job, parse_owned
 from sweeper.core.kinds import COMPONENT, JOB_NAME_LABEL
 from sweeper.core.model import Action, PodsMode, Policy, Result
-from sweeper.core.patches import event_body, failed_status
+from sweeper.core.patches import failed_status
 from sweeper.k8s.cluster import ServedKind
 
 log = logging.getLogger(__name__)
@@ -123,29 +123,9 @@ def record_held_events(writing: Writing, found: Sequence[Held], now: datetime) -
 
 
 def record_held(writing: Writing, held: Held, now: datetime) -> Result:
-    """Record the job's ``GPUsHeld`` Warning Event, once per episode (``event_name``).
-
-    409 means a pass or a replica recorded it already: nothing more to do. A waiting job holds
-    nothing and gets none.
-    """
-    job = held.job
-    writing.stop_if_asked()
-    body = event_body(
-        job.kind,
-        job.version,
-        job.namespace,
-        job.name,
-        job.uid,
-        reason=EVENT_REASON,
-        message=f"{event_message(held)} ({COMPONENT})",
-        warning=True,
-        now=now,
-        event_name=event_name(held),
+    """Record the job's ``GPUsHeld`` Warning Event, once per episode (``event_name``)."""
+    message = f"{event_message(held)} ({COMPONENT})"
+    result, _ = writing.record_once(
+        held.job, now, reason=EVENT_REASON, message=message, name=event_name(held)
     )
-    try:
-        writing.cluster.create_event(job.namespace, body, dry_run=writing.server_dry_run)
-    except Conflict:
-        return Result.LEFT_ALONE
-    except ApiError:
-        return Result.ERROR
-    return writing.done
+    return result
