@@ -26,6 +26,7 @@ from sweeper.core.model import (
     Result,
     Skip,
     SkipReason,
+    Why,
     pods_mode,
 )
 from sweeper.core.warn import Warned
@@ -125,7 +126,9 @@ class Tally:
             self.skipped[kind, entry.reason] += 1
             if entry.why is SkipReason.OPTED_OUT and job.rule is not None:
                 self.exemptions[job.rule] += 1
-        if job.finished is None and (acted or entry.why in _STILL_OVERDUE):
+        # A gang failed by its rule's startDeadline is past no deadline of its own.
+        past = entry.why is not Why.START_DEADLINE if acted else entry.why in _STILL_OVERDUE
+        if job.finished is None and past:
             self.overdue[kind] += 1
             self.max_overdue_s = max(self.max_overdue_s, entry.seconds_overdue or 0.0)
         if job.failed_by_deadline:

@@ -8,8 +8,11 @@ from typing import Any
 
 from sweeper.config import Config, DryRun, OutputFormat
 from sweeper.core.errors import ApiError, RequestRef
-from sweeper.core.model import Policy
+from sweeper.core.jobs import Job
+from sweeper.core.kinds import TFJOB
+from sweeper.core.model import Action, ActionKind, Outcome, Policy, Result, Why
 from sweeper.core.platform import load_platform
+from sweeper.core.tally import Tally
 from sweeper.oneshot.run import run
 from sweeper.stop import Stop
 from tests.unit.fakes import FakeCluster
@@ -238,3 +241,20 @@ def test_the_event_is_recorded_once_per_episode() -> None:
     assert event["type"] == "Warning"
     assert event["metadata"]["name"].startswith("gang.stuck-starting.")
     assert "stuck starting for 1h00m, 2 pod(s) holding 2 GPU(s)" in event["message"]
+
+
+def test_a_gang_ended_by_its_start_deadline_is_no_overdue_job() -> None:
+    fake = server()
+    stuck(fake)
+    _, passes = sweep(fake, with_rules(output=OutputFormat.JSON, dry_run=DryRun.CLIENT))
+    assert passes[0]["jobs"][0]["reason"] == "start-deadline"
+    tally = Tally.of(
+        [
+            Outcome(
+                Action(Job(TFJOB, "v1", "a", "g", "u"), ActionKind.FAIL, Why.START_DEADLINE, 60.0),
+                Result.PLANNED,
+            )
+        ]
+    )
+    assert not tally.overdue
+    assert tally.max_overdue_s == 0
