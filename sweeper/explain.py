@@ -31,6 +31,7 @@ from sweeper.core.held import (
     Load,
     classify,
     explain_held,
+    graces,
     overrule,
     parse_pod_load,
     watched,
@@ -39,7 +40,7 @@ from sweeper.core.jobs import Job, parse_job, parse_owned
 from sweeper.core.kinds import JOB_NAME_LABEL
 from sweeper.core.model import CLEAN_UPS, Action, ActionKind, Entry
 from sweeper.core.plan import assemble
-from sweeper.core.platform import PlatformView, explain_rule, namespace_labels
+from sweeper.core.platform import PlatformRule, PlatformView, explain_rule, namespace_labels
 from sweeper.core.scope import RunScope
 from sweeper.core.warn import explain_warning
 from sweeper.k8s.cluster import Cluster, ServedKind
@@ -126,9 +127,9 @@ def run_explain(
             if job.warn_before is not None:
                 seen = explain_warning(job, now, config.policy)
                 steps = (Step("deadline-approaching", seen, None, reached=True), *steps)
-            held = _held(cluster, config, job, now) if watched(job) else None
+            rule = view.rule(job.namespace, job.kind.name)
+            held = _held(cluster, config, job, now, rule) if watched(job) else None
             if held is not None:
-                rule = view.rule(job.namespace, job.kind.name)
                 steps = (Step("held-gpus", explain_held(held, rule), None, reached=True), *steps)
                 entry = overrule(entry, held, rule)
             if config.platform is not None:
@@ -169,17 +170,17 @@ def _view(cluster: Cluster, config: Config, namespace: str) -> PlatformView:
     return PlatformView(config.platform, dict([found]) if found else {})
 
 
-def _held(cluster: Cluster, config: Config, job: Job, now: datetime) -> Held | None:
+def _held(
+    cluster: Cluster, config: Config, job: Job, now: datetime, rule: PlatformRule | None
+) -> Held | None:
     # The job's pods, summed as a pass sums them from its one list.
     load = Load()
     for raw in cluster.list_pods(job.namespace, f"{JOB_NAME_LABEL}={job.name}"):
         pod = parse_owned(raw)
         if pod is not None and pod.controller_uid == job.uid:
             load.add(parse_pod_load(raw, pod, config.policy.gpu_resources))
-    policy = config.policy
-    return classify(
-        job, load, now, stuck_after=policy.stuck_after, finished_after=policy.reclaim_grace
-    )
+    stuck, finished = graces(config.policy.stuck_after, config.policy.reclaim_grace, rule)
+    return classify(job, load, now, stuck_after=stuck, finished_after=finished)
 
 
 def _as_planned(cluster: Cluster, config: Config, entry: Entry, now: datetime) -> Entry:

@@ -219,6 +219,22 @@ class Held:
         return self.placed + len(self.waiting)
 
 
+def graces(
+    stuck_after: float, finished_after: float, rule: PlatformRule | None
+) -> tuple[float, float]:
+    """The graces a job is classified with: the flags', or its rule's keys when shorter. Pure.
+
+    A rule's ``startDeadline`` (``reclaimFailedAfter``) acts from its own instant whatever
+    ``--stuck-after`` (``--reclaim-grace``) says: the job is stuck (finished holding) by then.
+    """
+    if rule is None:
+        return stuck_after, finished_after
+    return (
+        min(stuck_after, rule.start_deadline or stuck_after),
+        min(finished_after, rule.reclaim_failed_after or finished_after),
+    )
+
+
 def classify(
     job: Job,
     load: Load | None,

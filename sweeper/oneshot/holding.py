@@ -12,15 +12,16 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TextIO
 
 from sweeper.core.clock import format_rfc3339, human
-from sweeper.core.held import Held, HeldState, Load, classify, parse_pod_load
+from sweeper.core.held import Held, HeldState, Load, classify, graces, parse_pod_load
 from sweeper.core.jobs import Job, Owned
 from sweeper.core.model import Policy
+from sweeper.core.platform import PlatformRule
 
 log = logging.getLogger(__name__)
 
@@ -76,18 +77,23 @@ class Loads:
             extra={"namespace": namespace},
         )
 
-    def find(self, now: datetime, policy: Policy) -> Found:
-        """The watched jobs holding pods for nothing (or waiting for all), in listing order."""
+    def find(
+        self, now: datetime, policy: Policy, rule: Callable[[str, str], PlatformRule | None]
+    ) -> Found:
+        """The watched jobs holding pods for nothing (or waiting for all), in listing order.
+
+        ``rule`` gives a job's platform rule (by namespace and kind name), whose keys may
+        shorten the graces (``sweeper.core.held.graces``).
+        """
         found = Found()
         for uid, job in self._watched.items():
             if None in self._lost or job.namespace in self._lost:
                 continue
+            stuck, finished = graces(
+                policy.stuck_after, policy.reclaim_grace, rule(job.namespace, job.kind.name)
+            )
             held = classify(
-                job,
-                self._loads.get(uid),
-                now,
-                stuck_after=policy.stuck_after,
-                finished_after=policy.reclaim_grace,
+                job, self._loads.get(uid), now, stuck_after=stuck, finished_after=finished
             )
             if held is not None:
                 found.jobs.append(held)

@@ -363,12 +363,12 @@ def _plan(cluster: Cluster, config: Config, listed: listing.Listing, now: dateti
     actions = [entry for entry in listed.actions if isinstance(entry, Action)]
     loads = holding.Loads(listed.watched, config.policy.gpu_resources)
     pods = leftovers_by_owner(cluster, actions, config.namespaces, scopes, loads)
-    listed.found = found = loads.find(now, config.policy)
+    listed.found = found = loads.find(now, config.policy, listed.view.rule)
     by_uid = {held.job.uid: held for held in found.jobs}
     for held in found.jobs:
         listed.ledger.tally.found(held)
     rule = listed.view.rule
-    entries = [
+    entries = [  # the skips held back for a rule's keys, now that the pods are known
         overrule(entry, by_uid.get(entry.job.uid), rule(entry.job.namespace, entry.job.kind.name))
         for entry in listed.actions
     ]

@@ -17,6 +17,7 @@ from sweeper.core.held import (
     Load,
     classify,
     explain_held,
+    graces,
     is_gpu,
     may_act,
     overrule,
@@ -462,3 +463,10 @@ def test_may_act_needs_the_key_for_the_jobs_state() -> None:
     assert may_act(skip.job, skip, RULE)
     assert not may_act(skip.job, skip, PlatformRule("r", start_deadline=60))
     assert not may_act(skip.job, skip, None)
+
+
+def test_graces_are_the_flags_or_the_rules_keys_when_shorter() -> None:
+    assert graces(600, 120, None) == (600, 120)
+    assert graces(600, 120, RULE) == (600, 120)
+    assert graces(7200, 86400, RULE) == (900, 1800)
+    assert graces(7200, 86400, PlatformRule("r")) == (7200, 86400)

@@ -258,3 +258,25 @@ def test_a_gang_ended_by_its_start_deadline_is_no_overdue_job() -> None:
     )
     assert not tally.overdue
     assert tally.max_overdue_s == 0
+
+
+def test_a_start_deadline_shorter_than_stuck_after_acts_at_its_own_instant() -> None:
+    # The gang's first pod was scheduled an hour ago: past a 15m startDeadline, within a 2h
+    # --stuck-after (the node test's first failure: the rule waited for --stuck-after).
+    fake = server()
+    stuck(fake)
+    config = with_rules(
+        output=OutputFormat.JSON, dry_run=DryRun.CLIENT, policy=Policy(stuck_after=7200)
+    )
+    _, passes = sweep(fake, config)
+    assert passes[0]["jobs"][0]["reason"] == "start-deadline"
+
+
+def test_reclaim_failed_after_shorter_than_the_grace_acts_at_its_own_instant() -> None:
+    fake = server()
+    failed(fake)
+    config = with_rules(
+        output=OutputFormat.JSON, dry_run=DryRun.CLIENT, policy=Policy(reclaim_grace=86400)
+    )
+    _, passes = sweep(fake, config)
+    assert passes[0]["jobs"][0]["reason"] == "finished-holding"
