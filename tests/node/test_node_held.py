@@ -109,3 +109,54 @@ def test_a_gang_larger_than_the_gpus_is_reported_then_ended_and_its_gpus_go_to_a
         what="the smaller job's two pods running on the freed GPUs",
         explain=lambda: cluster.explain_namespace(node, namespace),
     )
+
+
+def test_a_job_failed_by_a_workers_exit_keeps_its_chief_until_reclaim_failed_after(
+    node: Node, node_operator: Operator, two_gpus: None, tmp_path: Path
+) -> None:
+    namespace = node.ensure_namespace(f"held-{secrets.token_hex(3)}")
+    body = gpus.gpu_limits(node.training_manifest("TFJob", "crash", deadline=None, workers=1))
+    worker = body["spec"][kubeflow.KINDS["TFJob"].replica_specs]["Worker"]
+    (container,) = worker["template"]["spec"]["containers"]
+    container["command"] = ["python", "-c", "import sys; sys.exit(3)"]
+    plural = kubeflow.KINDS["TFJob"].plural
+    node.control_plane.request(
+        "POST", f"/apis/kubeflow.org/v1/namespaces/{namespace}/{plural}", body
+    )
+    cluster.poll(
+        lambda: cluster.condition(cluster.get_job(node, namespace, "crash"), "Failed"),
+        timeout=180,
+        what="the TFJob failed by its worker's exit",
+        explain=lambda: cluster.explain_namespace(node, namespace),
+    )
+    # v1.9.4 keeps the chief Running (cleanPodPolicy absent means None).
+    assert [p["metadata"]["name"] for p in cluster.running_pods(node, namespace, "crash")] == [
+        "crash-chief-0"
+    ]
+
+    reported = sweep(node, namespace, "--reclaim-grace", "0s")
+    (held,) = reported["held"]
+    assert (held["state"], held["gpus"], held["pods"]) == ("finished-holding", 1, 1)
+    assert cluster.running_pods(node, namespace, "crash"), "reported, never written"
+
+    rules = tmp_path / "rules.yaml"
+    rules.write_text("rules:\n  - {name: gpu-tenants, reclaimFailedAfter: 1s}\n", encoding="utf-8")
+    freed = sweep(node, namespace, "--policy", str(rules))
+    (done,) = [j for j in freed["jobs"] if j["name"] == "crash"]
+    assert (done["decision"], done["reason"], done["result"]) == (
+        "terminate-pods",
+        "finished-holding",
+        "done",
+    ), done
+    assert done["deleted"]["pods"] == ["crash-chief-0"]
+    cluster.poll(
+        lambda: True if not cluster.running_pods(node, namespace, "crash") else None,
+        timeout=120,
+        what="the chief gone, and not re-created",
+        explain=lambda: cluster.explain_namespace(node, namespace),
+    )
+    names = [
+        p["metadata"]["name"]
+        for p in cluster.pods_of(node, namespace, f"{kubeflow.JOB_NAME_LABEL}=crash")
+    ]
+    assert "crash-worker-0" in names, "the finished pod stays, with its logs"
