@@ -160,3 +160,42 @@ def test_a_job_failed_by_a_workers_exit_keeps_its_chief_until_reclaim_failed_aft
         for p in cluster.pods_of(node, namespace, f"{kubeflow.JOB_NAME_LABEL}=crash")
     ]
     assert "crash-worker-0" in names, "the finished pod stays, with its logs"
+
+
+def test_a_job_fully_started_and_one_with_every_pod_pending_are_left_alone(
+    node: Node, node_operator: Operator, two_gpus: None, tmp_path: Path
+) -> None:
+    namespace = node.ensure_namespace(f"held-{secrets.token_hex(3)}")
+    started = gpus.gpu_limits(node.training_manifest("TFJob", "fits", deadline=None, workers=1))
+    plural = kubeflow.KINDS["TFJob"].plural
+    path = f"/apis/kubeflow.org/v1/namespaces/{namespace}/{plural}"
+    node.control_plane.request("POST", path, started)
+    # Three GPUs a pod on a node of two: none of its pods is ever placed.
+    node.control_plane.request(
+        "POST",
+        path,
+        gpus.gpu_limits(
+            node.training_manifest("TFJob", "queued", deadline=None, workers=1), count=3
+        ),
+    )
+    cluster.poll(
+        lambda: (
+            True
+            if placement(node, namespace, "fits") == (2, 0)
+            and placement(node, namespace, "queued") == (0, 2)
+            else None
+        ),
+        timeout=120,
+        what="one job fully placed, the other with both pods Unschedulable",
+        explain=lambda: cluster.explain_namespace(node, namespace),
+    )
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(
+        "rules:\n  - {name: gpu-tenants, startDeadline: 1s, reclaimFailedAfter: 1s}\n",
+        encoding="utf-8",
+    )
+    done = sweep(node, namespace, "--policy", str(rules), "--stuck-after", "0s")
+    assert [(h["name"], h["state"], h["gpus"]) for h in done["held"]] == [("queued", "waiting", 0)]
+    assert {j["name"]: j["decision"] for j in done["jobs"]} == {"fits": "skip", "queued": "skip"}
+    for name in ("fits", "queued"):
+        assert cluster.condition(cluster.get_job(node, namespace, name), "Failed") is None
