@@ -18,6 +18,7 @@ from sweeper.act.cleanup import PodCleaner, Progress, Writing
 from sweeper.core.errors import Conflict
 from sweeper.core.held import (
     EVENT_REASON,
+    START_WARNING_REASON,
     Held,
     HeldState,
     Load,
@@ -107,14 +108,25 @@ class StartDeadlineWriter:
 
 
 def record_held_events(writing: Writing, found: Sequence[Held], now: datetime) -> None:
-    """Record the ``GPUsHeld`` Event of each job holding GPUs (a refusal is logged)."""
+    """Record each held job's ``GPUsHeld`` Event and its ``StartDeadlineApproaching`` warning.
+
+    Each once per episode; a refusal is logged.
+    """
     for held in found:
         if held.state is HeldState.WAITING:
             continue
-        if record_held(writing, held, now) is Result.ERROR:
+        results = [record_held(writing, held, now)]
+        if held.warning:
+            name = event_name(held, "start-deadline-approaching")
+            message = f"{held.warning} ({COMPONENT})"
+            warned, _ = writing.record_once(
+                held.job, now, reason=START_WARNING_REASON, message=message, name=name
+            )
+            results.append(warned)
+        if Result.ERROR in results:
             job = held.job
             log.warning(
-                "%s %s/%s: its GPUsHeld Event was refused",
+                "%s %s/%s: an Event of the GPUs it holds was refused",
                 job.kind.name,
                 job.namespace,
                 job.name,

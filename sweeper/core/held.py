@@ -16,10 +16,10 @@ import hashlib
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import StrEnum
 
-from sweeper.core.clock import human, parse_rfc3339
+from sweeper.core.clock import format_rfc3339, human, parse_rfc3339
 from sweeper.core.errors import ConfigError
 from sweeper.core.jobs import Job, Owned
 from sweeper.core.kinds import MPI_OPERATOR_VERSION
@@ -36,6 +36,8 @@ _ACTIVE = ("Running", "Pending")
 
 # The Event recorded once per episode on a job holding pods for nothing.
 EVENT_REASON = "GPUsHeld"
+# The Event recorded once per episode a rule's warnBefore ahead of its startDeadline.
+START_WARNING_REASON = "StartDeadlineApproaching"
 _NAME_MAX = 253  # an Event's name is a DNS subdomain
 _HASH_CHARS = 10
 
@@ -203,6 +205,8 @@ class Held:
         placed: How many pods hold devices or a node.
         waiting: The pods never placed.
         gpus: The devices the placed pods hold.
+        warning: The words of the warning due ahead of its rule's ``startDeadline``
+            (``start_warning``); empty when none is.
     """
 
     job: Job
@@ -212,6 +216,7 @@ class Held:
     placed: int
     waiting: tuple[Owned, ...]
     gpus: int
+    warning: str = ""
 
     @property
     def pods(self) -> int:
@@ -229,10 +234,11 @@ def graces(
     """
     if rule is None:
         return stuck_after, finished_after
-    return (
-        min(stuck_after, rule.start_deadline or stuck_after),
-        min(finished_after, rule.reclaim_failed_after or finished_after),
-    )
+    start = stuck_after
+    if rule.start_deadline is not None:
+        # Stuck from the warning on, when the rule warns before it ends the job.
+        start = min(start, max(rule.start_deadline - (rule.warn_before or 0.0), 0.0))
+    return start, min(finished_after, rule.reclaim_failed_after or finished_after)
 
 
 def classify(
@@ -387,15 +393,36 @@ def explain_held(held: Held, rule: PlatformRule | None) -> str:
     return "; ".join(parts)
 
 
-def event_name(held: Held) -> str:
-    """The Event's name for this episode: ``<job>.<state>.<hash>``, alike in every pass.
+def start_warning(held: Held, rule: PlatformRule | None) -> str:
+    """The warning due before the rule's ``startDeadline`` ends the job; empty when none. Pure.
+
+    Due from ``startDeadline - warnBefore`` after the first pod was scheduled until the end;
+    never for a Kueue job, which the rule does not end.
+    """
+    if held.state is not HeldState.STUCK or held.since is None or held.job.queued:
+        return ""
+    if rule is None or rule.start_deadline is None or rule.warn_before is None:
+        return ""
+    if not rule.start_deadline - rule.warn_before <= held.seconds < rule.start_deadline:
+        return ""
+    ends = format_rfc3339(held.since + timedelta(seconds=rule.start_deadline))
+    return (
+        f"stuck starting for {human(held.seconds)}: platform rule {rule.name} ends it at {ends} "
+        f"(startDeadline {human(rule.start_deadline)}) unless its {len(held.waiting)} waiting "
+        f"pod(s) start; {held.gpus} GPU(s) held"
+    )
+
+
+def event_name(held: Held, what: str = "") -> str:
+    """The Event's name for this episode: ``<job>.<state or what>.<hash>``, alike in every pass.
 
     An episode is the job (its uid), its state and when the state's grace started: a gang
     whose pods are re-created, or a job that finishes again after a resume, is another one.
     """
+    what = what or held.state.value
     since = "" if held.since is None else held.since.isoformat()
-    digest = hashlib.sha256(f"{held.job.uid}/{held.state.value}/{since}".encode()).hexdigest()
-    suffix = f".{held.state.value}.{digest[:_HASH_CHARS]}"
+    digest = hashlib.sha256(f"{held.job.uid}/{what}/{since}".encode()).hexdigest()
+    suffix = f".{what}.{digest[:_HASH_CHARS]}"
     return f"{held.job.name[: _NAME_MAX - len(suffix)].rstrip('-.')}{suffix}"
 
 

@@ -13,12 +13,20 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, TextIO
 
 from sweeper.core.clock import format_rfc3339, human
-from sweeper.core.held import Held, HeldState, Load, classify, graces, parse_pod_load
+from sweeper.core.held import (
+    Held,
+    HeldState,
+    Load,
+    classify,
+    graces,
+    parse_pod_load,
+    start_warning,
+)
 from sweeper.core.jobs import Job, Owned
 from sweeper.core.model import Policy
 from sweeper.core.platform import PlatformRule
@@ -89,14 +97,13 @@ class Loads:
         for uid, job in self._watched.items():
             if None in self._lost or job.namespace in self._lost:
                 continue
-            stuck, finished = graces(
-                policy.stuck_after, policy.reclaim_grace, rule(job.namespace, job.kind.name)
-            )
+            its = rule(job.namespace, job.kind.name)
+            stuck, finished = graces(policy.stuck_after, policy.reclaim_grace, its)
             held = classify(
                 job, self._loads.get(uid), now, stuck_after=stuck, finished_after=finished
             )
             if held is not None:
-                found.jobs.append(held)
+                found.jobs.append(replace(held, warning=start_warning(held, its)))
         return found
 
 

@@ -24,6 +24,7 @@ from sweeper.core.held import (
     parse_gpu_resources,
     parse_pod_load,
     reclaim,
+    start_warning,
     watched,
 )
 from sweeper.core.jobs import Job, Owned, parse_owned
@@ -470,3 +471,30 @@ def test_graces_are_the_flags_or_the_rules_keys_when_shorter() -> None:
     assert graces(600, 120, RULE) == (600, 120)
     assert graces(7200, 86400, RULE) == (900, 1800)
     assert graces(7200, 86400, PlatformRule("r")) == (7200, 86400)
+
+
+WARNS = PlatformRule("gpu-tenants", start_deadline=900.0, warn_before=300.0)
+
+
+@pytest.mark.parametrize(
+    ("seconds", "rule", "due"),
+    [
+        pytest.param(599.9, WARNS, False, id="before-the-warning"),
+        pytest.param(600.0, WARNS, True, id="exactly-warnBefore-ahead"),
+        pytest.param(899.9, WARNS, True, id="until-the-end"),
+        pytest.param(900.0, WARNS, False, id="at-startDeadline-it-ends-instead"),
+        pytest.param(700.0, RULE, False, id="a-rule-that-does-not-warn"),
+        pytest.param(700.0, None, False, id="no-rule"),
+    ],
+)
+def test_start_warning(seconds: float, rule: PlatformRule | None, due: bool) -> None:
+    assert bool(start_warning(held(HeldState.STUCK, seconds), rule)) is due
+
+
+def test_no_start_warning_for_a_kueue_job_nor_a_finished_one() -> None:
+    assert not start_warning(held(HeldState.STUCK, 700, tfjob(queued=True)), WARNS)
+    assert not start_warning(held(HeldState.FINISHED, 700, tfjob(**FINISHED)), WARNS)
+
+
+def test_a_rule_that_warns_makes_the_job_stuck_from_the_warning() -> None:
+    assert graces(3600, 120, WARNS) == (600, 120)

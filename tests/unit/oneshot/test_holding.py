@@ -280,3 +280,19 @@ def test_reclaim_failed_after_shorter_than_the_grace_acts_at_its_own_instant() -
     )
     _, passes = sweep(fake, config)
     assert passes[0]["jobs"][0]["reason"] == "finished-holding"
+
+
+def test_warn_before_warns_once_ahead_of_a_start_deadline() -> None:
+    # First pod scheduled an hour ago: a 90m startDeadline, warned 45m ahead, is due in 30m.
+    fake = server()
+    stuck(fake)
+    rules = "rules:\n  - {name: gpu-tenants, startDeadline: 90m, warnBefore: 45m}\n"
+    config = Config(output=OutputFormat.JSON, platform=load_platform(rules, "r.yaml"))
+    _, passes = sweep(fake, config)
+    sweep(fake, config)
+    assert passes[0]["jobs"][0]["decision"] == "skip"
+    reasons = sorted(event["reason"] for event in fake.events)
+    assert reasons == ["GPUsHeld", "StartDeadlineApproaching"]
+    (warning,) = [e for e in fake.events if e["reason"] == "StartDeadlineApproaching"]
+    assert "ends it at 2024-05-01T12:30:00Z (startDeadline 1h30m)" in warning["message"]
+    assert "1 waiting pod(s)" in warning["message"]
