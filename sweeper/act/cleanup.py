@@ -320,6 +320,10 @@ class PodSink(Protocol):
         """The list of a scope (``None``: cluster-wide) failed: its sums are incomplete."""
         ...
 
+    def namespaces(self) -> set[str]:
+        """The namespaces whose pods it sums (those of the jobs it watches)."""
+        ...
+
 
 def leftovers_by_owner(
     cluster: Cluster,
@@ -345,8 +349,8 @@ def leftovers_by_owner(
         holders: Jobs failed by their deadline that the pass leaves, whose pods are counted
             too (uid to namespace):
             their scopes' pods are in the same one list.
-        sink: Handed every pod listed when given, and then every scope's pods are listed:
-            the pass sums there the pods of the jobs that could hold GPUs for nothing
+        sink: Handed every pod listed when given, and the scopes of its namespaces are listed
+            too: the pass sums there the pods of the jobs that could hold GPUs for nothing
             (``sweeper.oneshot.holding``).
 
     Returns:
@@ -362,7 +366,8 @@ def leftovers_by_owner(
         ActionKind.TERMINATE_PODS: lambda scope: cluster.list_pod_pages(scope, JOB_NAME_LABEL),
         ActionKind.DELETE_JOBSET: cluster.list_jobset_pages,
     }
-    wanted = _wanted(actions, lists, namespaces, holders or {}, every=sink is not None)
+    summed = sink.namespaces() if sink is not None else set()
+    wanted = _wanted(actions, lists, namespaces, holders or {}, summed)
     index: dict[str, tuple[Owned, ...]] = {}
     for (kind, scope), uids in wanted.items():
         found: dict[str, list[Owned]] = {uid: [] for uid in uids}
@@ -395,11 +400,10 @@ def _wanted(
     lists: Mapping[ActionKind, object],
     namespaces: Sequence[str],
     holders: Mapping[str, str],
-    *,
-    every: bool,
+    summed: set[str],
 ) -> dict[tuple[ActionKind, str | None], set[str]]:
     # The lists a pass reads (what, scope), each with the uids whose leftovers it looks for;
-    # every scope's pods with ``every``.
+    # and the pods of the scopes of ``summed`` (the namespaces of the jobs a sink watches).
     wanted: dict[tuple[ActionKind, str | None], set[str]] = {}
     for action in actions:
         if action.kind in lists:
@@ -408,9 +412,8 @@ def _wanted(
     for uid, namespace in holders.items():
         scope = namespace if namespaces else None
         wanted.setdefault((ActionKind.TERMINATE_PODS, scope), set()).add(uid)
-    if every:
-        for scope in namespaces or (None,):
-            wanted.setdefault((ActionKind.TERMINATE_PODS, scope), set())
+    for namespace in summed:
+        wanted.setdefault((ActionKind.TERMINATE_PODS, namespace if namespaces else None), set())
     return wanted
 
 

@@ -85,6 +85,10 @@ class Loads:
             extra={"namespace": namespace},
         )
 
+    def namespaces(self) -> set[str]:
+        """The namespaces of the watched jobs: the scopes whose pods are listed for them."""
+        return {job.namespace for job in self._watched.values()}
+
     def find(
         self, now: datetime, policy: Policy, rule: Callable[[str, str], PlatformRule | None]
     ) -> Found:

@@ -296,3 +296,12 @@ def test_warn_before_warns_once_ahead_of_a_start_deadline() -> None:
     (warning,) = [e for e in fake.events if e["reason"] == "StartDeadlineApproaching"]
     assert "ends it at 2024-05-01T12:30:00Z (startDeadline 1h30m)" in warning["message"]
     assert "1 waiting pod(s)" in warning["message"]
+
+
+def test_the_pods_are_listed_only_where_a_job_could_hold_them() -> None:
+    # A namespace with no job (or whose job list was refused) costs no pod list.
+    fake = server()
+    stuck(fake)
+    sweep(fake, Config(output=OutputFormat.JSON, namespaces=("team-a", "team-b")))
+    lists = [r.namespace for r in fake.requests if r.method == "list-pod-pages"]
+    assert lists == ["team-a"]
