@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import io
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
+
+import pytest
 
 from sweeper.config import Config, DryRun, OutputFormat
 from sweeper.core.errors import ApiError, RequestRef
@@ -260,26 +263,25 @@ def test_a_gang_ended_by_its_start_deadline_is_no_overdue_job() -> None:
     assert tally.max_overdue_s == 0
 
 
-def test_a_start_deadline_shorter_than_stuck_after_acts_at_its_own_instant() -> None:
-    # The gang's first pod was scheduled an hour ago: past a 15m startDeadline, within a 2h
-    # --stuck-after (the node test's first failure: the rule waited for --stuck-after).
+@pytest.mark.parametrize(
+    ("make", "policy", "reason"),
+    [
+        pytest.param(stuck, Policy(stuck_after=7200), "start-deadline", id="startDeadline"),
+        pytest.param(
+            failed, Policy(reclaim_grace=86400), "finished-holding", id="reclaimFailedAfter"
+        ),
+    ],
+)
+def test_a_rule_key_shorter_than_the_flags_grace_acts_at_its_own_instant(
+    make: Callable[[FakeCluster], None], policy: Policy, reason: str
+) -> None:
+    # The gang's first pod was scheduled an hour ago, the job failed two hours ago: past the
+    # rule's keys, within the flags' graces (the node test's first failure: the rule waited).
     fake = server()
-    stuck(fake)
-    config = with_rules(
-        output=OutputFormat.JSON, dry_run=DryRun.CLIENT, policy=Policy(stuck_after=7200)
-    )
+    make(fake)
+    config = with_rules(output=OutputFormat.JSON, dry_run=DryRun.CLIENT, policy=policy)
     _, passes = sweep(fake, config)
-    assert passes[0]["jobs"][0]["reason"] == "start-deadline"
-
-
-def test_reclaim_failed_after_shorter_than_the_grace_acts_at_its_own_instant() -> None:
-    fake = server()
-    failed(fake)
-    config = with_rules(
-        output=OutputFormat.JSON, dry_run=DryRun.CLIENT, policy=Policy(reclaim_grace=86400)
-    )
-    _, passes = sweep(fake, config)
-    assert passes[0]["jobs"][0]["reason"] == "finished-holding"
+    assert passes[0]["jobs"][0]["reason"] == reason
 
 
 def test_warn_before_warns_once_ahead_of_a_start_deadline() -> None:
