@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from devcluster import binaries, fields, jobs
+from devcluster import binaries, demo_held, fields, jobs
 from devcluster import node as node_module
 from devcluster.controlplane import ControlPlane
 from devcluster.kubelet import Kubelet, staggered
@@ -154,10 +154,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="use a stand-in kubelet even where a real node could run",
     )
+    parser.add_argument(
+        "--scene",
+        choices=("deadline", "held"),
+        default="deadline",
+        help="deadline: a job overruns its deadline (default); held: a gang larger than the "
+        "GPUs holds some idle, and a platform rule's startDeadline frees them (a real node only)",
+    )
     args = parser.parse_args(argv)
     ensure_ready()
     began = time.monotonic()
     reasons = ["--no-node"] if args.no_node else node_module.missing_prerequisites()
+    if args.scene == "held" and reasons:
+        raise SystemExit(f"demo: --scene held needs a real node: {'; '.join(reasons)}")
     if not reasons:
         say("demo: on a REAL NODE: kube-controller-manager, scheduler, kubelet, containerd, runc")
         with node_module.Node.start() as node:
@@ -166,6 +175,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             started = time.monotonic()
             with Operator.start(node.control_plane) as _operator:
                 say(f"demo: ... ready in {time.monotonic() - started:.1f}s")
+                if args.scene == "held":
+                    return demo_held.play(node, run_sweeper, say, began)
                 return play(node.control_plane, args.overrun, began, node)
     say(f"demo: with a STAND-IN KUBELET (no real node: {'; '.join(reasons)})")
     say("demo: starting a local control plane (etcd, kube-apiserver, the Kubeflow CRDs)")

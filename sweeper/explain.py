@@ -26,13 +26,23 @@ from sweeper.config import ClockMode, Config, OutputFormat
 from sweeper.core.clock import SYSTEM_CLOCK, Clock, format_rfc3339, human
 from sweeper.core.decide import Step, assemble, explain
 from sweeper.core.errors import EXIT_OK, ApiError, ClusterUnavailable, ConfigError, NotFound
-from sweeper.core.jobs import parse_job
-from sweeper.core.kinds import NAMESPACES
+from sweeper.core.held import (
+    Held,
+    Load,
+    classify,
+    explain_held,
+    graces,
+    overrule,
+    parse_pod_load,
+    watched,
+)
+from sweeper.core.jobs import Job, parse_job, parse_owned
+from sweeper.core.kinds import NAMESPACES, OPERATOR_PODS
 from sweeper.core.model import CLEAN_UPS, Action, ActionKind, Entry
-from sweeper.core.platform import PlatformView, explain_rule, namespace_labels
+from sweeper.core.platform import PlatformRule, PlatformView, explain_rule, namespace_labels
 from sweeper.core.scope import RunScope
 from sweeper.core.warn import explain_warning
-from sweeper.k8s.cluster import Cluster, ServedKind
+from sweeper.k8s.cluster import Cluster, ServedKind, list_all
 from sweeper.oneshot.run import Connect
 from sweeper.stop import Stop
 
@@ -120,6 +130,11 @@ def run_explain(
             if job.warn_before is not None:
                 seen = explain_warning(job, now, config.policy)
                 steps = (Step("deadline-approaching", seen, None, reached=True), *steps)
+            rule = view.rule(job.namespace, job.kind.name)
+            held = _held(cluster, config, job, now, rule) if watched(job) else None
+            if held is not None:
+                steps = (Step("held-gpus", explain_held(held, rule), None, reached=True), *steps)
+                entry = overrule(entry, held, rule)
             if config.platform is not None:
                 steps = (Step("platform-rule", explain_rule(job), None, reached=True), *steps)
             keep = all(passes for _, _, passes in scope)
@@ -156,6 +171,20 @@ def _view(cluster: Cluster, config: Config, namespace: str) -> PlatformView:
         )
         return PlatformView(config.platform)
     return PlatformView(config.platform, dict([found]) if found else {})
+
+
+def _held(
+    cluster: Cluster, config: Config, job: Job, now: datetime, rule: PlatformRule | None
+) -> Held | None:
+    # The job's pods, summed as a pass sums them from its one list.
+    load = Load()
+    pods = list_all(cluster, OPERATOR_PODS.resource, job.namespace, OPERATOR_PODS.of(job.name))
+    for raw in pods:
+        pod = parse_owned(raw)
+        if pod is not None and pod.controller_uid == job.uid:
+            load.add(parse_pod_load(raw, pod, config.policy.gpu_resources))
+    stuck, finished = graces(config.policy.stuck_after, config.policy.reclaim_grace, rule)
+    return classify(job, load, now, stuck_after=stuck, finished_after=finished)
 
 
 def _as_planned(cluster: Cluster, config: Config, entry: Entry, now: datetime) -> Entry:

@@ -36,7 +36,13 @@ from sweeper.core.errors import EXIT_OK
 from sweeper.core.families import FAMILIES
 from sweeper.core.kinds import KINDS, PODS
 from sweeper.core.model import ActionKind, Outcome, Result, SkipReason
-from sweeper.core.tally import FAILED_BY, HELD_REASONS, MISCONFIGURATIONS, Tally
+from sweeper.core.tally import (
+    FAILED_BY,
+    HELD_GPU_REASONS,
+    HELD_REASONS,
+    MISCONFIGURATIONS,
+    Tally,
+)
 from sweeper.core.tally import RECLAIMED as RECLAIMED_WHAT
 
 log = logging.getLogger(__name__)
@@ -121,6 +127,13 @@ HELD_PODS = Metric(
     "--terminate-pods policy keeps what the operator keeps; else the job's skip reason).",
     ("family", "kind", "reason"),
 )
+HELD_GPUS = Metric(
+    f"{PREFIX}held_gpus",
+    "GPUs held for nothing at the last pass, by family, kind and reason: stuck-starting (a "
+    "gang's placed pods while others wait past --stuck-after), finished-holding (the Running "
+    "and Pending pods of a finished job); the pods are deadline_sweeper_held_pods'.",
+    ("family", "kind", "reason"),
+)
 MISCONFIGURED = Metric(
     f"{PREFIX}misconfigured",
     "1 when the last pass found this misconfigured around the sweeper (the log says how and the "
@@ -143,6 +156,7 @@ METRICS = (
     EXEMPTIONS,
     WARNINGS,
     HELD_PODS,
+    HELD_GPUS,
     MISCONFIGURED,
 )
 
@@ -225,6 +239,7 @@ def _pass_values(tally: Tally) -> dict[str, Mapping[Labels, float]]:
     reclaimed.update(tally.reclaimed)
     return {
         HELD_PODS.name: _held(tally.held),
+        HELD_GPUS.name: _held(tally.held_gpus, HELD_GPU_REASONS),
         MISCONFIGURED.name: _misconfigured(tally.misconfigured),
         JOBS.name: jobs,
         SKIPPED.name: skipped,
@@ -244,14 +259,16 @@ def _misconfigured(found: Iterable[str]) -> dict[Labels, float]:
     return {(what,): float(what in found) for what in MISCONFIGURATIONS}
 
 
-def _held(held: Mapping[tuple[str, str, str], int]) -> Counter[Labels]:
-    """The held pods of every (family, kind) that holds pods and every reason, zeros included."""
+def _held(
+    held: Mapping[tuple[str, str, str], int], reasons: Sequence[str] = HELD_REASONS
+) -> Counter[Labels]:
+    """What every (family, kind) that holds pods holds, by every reason, zeros included."""
     series: Counter[Labels] = Counter(
         {
             (family, kind, reason): 0
             for family, kind in _FAMILY_KINDS
             if family in _HOLD_PODS
-            for reason in HELD_REASONS
+            for reason in reasons
         }
     )
     series.update(held)
@@ -347,6 +364,12 @@ WATCH_HELD_PODS = Metric(
     "--resync pass, by family, kind and why the sweeper leaves them.",
     HELD_PODS.labels,
 )
+WATCH_HELD_GPUS = Metric(
+    HELD_GPUS.name,
+    "GPUs held for nothing at the last --resync pass (stuck-starting, finished-holding), by "
+    "family, kind and reason.",
+    HELD_GPUS.labels,
+)
 WATCH_MISCONFIGURED = Metric(
     MISCONFIGURED.name,
     "1 when the last --resync pass found this misconfigured around the sweeper (the log says "
@@ -401,6 +424,7 @@ class WatchMetrics:
         self.leader = gauge(LEADER)
         self.resyncs = counter(RESYNCS)
         self.held_pods = gauge(WATCH_HELD_PODS)
+        self.held_gpus = gauge(WATCH_HELD_GPUS)
         self.set_held_pods({})
         self.misconfigured = gauge(WATCH_MISCONFIGURED)
         self.set_misconfigured(())
@@ -414,10 +438,16 @@ class WatchMetrics:
         for kind in _KIND_NAMES:
             self.overdue.labels(kind).set(by_kind.get(kind, 0))
 
-    def set_held_pods(self, held: Mapping[tuple[str, str, str], int]) -> None:
-        """Set the held pods of every series from a resync pass's count (0 for the others)."""
+    def set_held_pods(
+        self,
+        held: Mapping[tuple[str, str, str], int],
+        gpus: Mapping[tuple[str, str, str], int] | None = None,
+    ) -> None:
+        """Set the held pods and GPUs of every series from a resync pass's (0 for the others)."""
         for labels, value in _held(held).items():
             self.held_pods.labels(*labels).set(value)
+        for labels, value in _held(gpus or {}, HELD_GPU_REASONS).items():
+            self.held_gpus.labels(*labels).set(value)
 
     def set_misconfigured(self, found: Iterable[str]) -> None:
         """Set each misconfiguration's series from a resync pass's (0 for those not found)."""

@@ -1,11 +1,10 @@
 """The command line's surface as data, and its values turned into one ``Config``.
 
 No click here (``sweeper.cli`` is its only importer): ``FLAGS`` lists every option in
-``--help`` order, each a ``Flag`` row with its names, ``SWEEPER_*`` twin,
-default, value, help, and where its value goes; ``sweeper.cli`` turns each into a click
-option, and ``build_config`` puts each parsed value where its row says (``to``, through
-``read``) in the frozen ``Config``, which validates their combination.
-A new flag is one row here, and the attribute it fills.
+``--help`` order, each a ``Flag`` row with its names, ``SWEEPER_*`` twin, default, value,
+help, and where its value goes; ``sweeper.cli`` turns each into a click option, and
+``build_config`` puts each parsed value where its row says (``to``, through ``read``) in the
+frozen ``Config``, which validates their combination. A new flag is one row, and its field.
 """
 
 from __future__ import annotations
@@ -35,7 +34,8 @@ from sweeper.config import (
 )
 from sweeper.core.errors import ConfigError
 from sweeper.core.families import FAMILIES
-from sweeper.core.kinds import Kind, lookup
+from sweeper.core.held import parse_gpu_resources
+from sweeper.core.kinds import GPU_RESOURCES, Kind, lookup
 from sweeper.core.model import ActionMode, PodsMode, Policy
 from sweeper.core.platform import Platform, load_platform
 from sweeper.core.releases import Release, parse_release
@@ -253,6 +253,23 @@ FLAGS: tuple[Flag, ...] = (
         to="policy.reclaim_grace",
         positive=False,
         waited=False,
+    ),
+    _durations(
+        "--stuck-after",
+        default="10m",
+        help="Report a job stuck starting when pods of it still wait this long after its first "
+        "pod was scheduled (a finished job holding pods: --reclaim-grace after its end).",
+        to="policy.stuck_after",
+        positive=False,
+        waited=False,
+    ),
+    Flag(
+        ("--gpu-resources",),
+        "The extended resources counted as GPUs, comma-separated (a trailing * matches the rest).",
+        default=",".join(GPU_RESOURCES),
+        metavar="NAMES",
+        to="policy.gpu_resources",
+        read=parse_gpu_resources,
     ),
     _durations(
         "--retouch-after",

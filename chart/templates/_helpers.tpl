@@ -387,7 +387,9 @@ no grant: the built-in system:discovery role covers every authenticated user.
                              mpi-operator: mpijobs/status, a gang with no launcher Job
   list, delete pods/services every action: the pods a job failed by its deadline still runs
                              (v1.9.4 and mpi-operator keep them), and their same-named services;
-                             the list also counts the pods finished jobs still hold (held_pods)
+                             the list, every pass, also sums the pods and GPUs jobs hold for
+                             nothing (held_pods, held_gpus); policy.rules' startDeadline and
+                             reclaimFailedAfter delete them (and patch status, get jobs, as fail)
   get jobs.batch             mpi-operator: is there a launcher Job, before failing a gang
   patch jobs.batch           mpi-operator, when a rule can select MPIJobs: a platform deadline
                              written into the launcher Job (docs/policy.md)

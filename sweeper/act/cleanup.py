@@ -15,10 +15,11 @@ import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from sweeper.core.errors import ApiError, Conflict, NotFound
 from sweeper.core.families import family_of
+from sweeper.core.held import HELD_PODS_REASON, held_pods_deleted
 from sweeper.core.jobs import Job, Owned, parse_owned
 from sweeper.core.kinds import (
     EVENTS,
@@ -26,9 +27,9 @@ from sweeper.core.kinds import (
     Leftovers,
     Resource,
 )
-from sweeper.core.model import CLEAN_UPS, JSON, Action, Policy, Result
+from sweeper.core.model import CLEAN_UPS, JSON, Action, Policy, Result, Why
 from sweeper.core.patches import event_body
-from sweeper.core.plan import services_to_delete
+from sweeper.core.plan import reclaim_policy, services_to_delete
 from sweeper.core.warn import REASON as WARNING_REASON
 from sweeper.core.warn import DeadlineWarning, Warned
 from sweeper.core.warn import message as warning_message
@@ -94,24 +95,30 @@ class Writing:
             progress.errors.append(str(error))
 
     def record_warning(self, warning: DeadlineWarning, now: datetime) -> Warned:
-        """Record a ``DeadlineApproaching`` Event, under the name that makes it once a deadline.
+        """Record a ``DeadlineApproaching`` Event, under the name that makes it once a deadline."""
+        message = warning_message(warning, now)
+        result, detail = self.record_once(
+            warning.job, now, reason=WARNING_REASON, message=message, name=warning.name
+        )
+        return Warned(warning, result, detail)
+
+    def record_once(
+        self, job: Job, now: datetime, *, reason: str, message: str, name: str
+    ) -> tuple[Result, str]:
+        """Record a Warning Event under a name of its own, so that it is recorded once.
 
         409 means a pass or a replica already recorded it: nothing more to do, and no error.
+
+        Returns:
+            The write's result, and why when it is not done.
         """
         try:
-            self._create_event(
-                warning.job,
-                now,
-                reason=WARNING_REASON,
-                message=warning_message(warning, now),
-                warning=True,
-                name=warning.name,
-            )
+            self._create_event(job, now, reason=reason, message=message, warning=True, name=name)
         except Conflict:
-            return Warned(warning, Result.LEFT_ALONE, "already recorded")
+            return Result.LEFT_ALONE, "already recorded"
         except ApiError as error:
-            return Warned(warning, Result.ERROR, str(error))
-        return Warned(warning, self.done)
+            return Result.ERROR, str(error)
+        return self.done, ""
 
     def _create_event(
         self,
@@ -153,20 +160,21 @@ class Reclaimer:
         """
         job = action.job
         family = family_of(job.kind, job.version)
-        deleted, companions = self.delete_leftovers(job, policy, progress, action.targets)
+        deleted, companions = self.delete_leftovers(
+            job, reclaim_policy(action, policy), progress, action.targets
+        )
         if not deleted:
             if progress.errors:
                 return Result.ERROR
             progress.detail = family.NOTHING_LEFT
             return Result.LEFT_ALONE
-        self._w.record_event(
-            job,
-            progress,
-            now,
-            reason=family.RECLAIM_REASON,
-            warning=True,
-            message=family.reclaimed_event(job, deleted, companions),
-        )
+        if action.why is Why.FINISHED_HOLDING:
+            reason = HELD_PODS_REASON
+            message = held_pods_deleted(deleted, companions, action.detail)
+        else:
+            reason = family.RECLAIM_REASON
+            message = family.reclaimed_event(job, deleted, companions)
+        self._w.record_event(job, progress, now, reason=reason, warning=True, message=message)
         return self._w.done
 
     def delete_leftovers(
@@ -246,11 +254,28 @@ class Reclaimer:
         return True
 
 
+class PodSink(Protocol):
+    """Where a pass's one pod list is summed, besides the clean-ups' leftovers."""
+
+    def add(self, raw: object, pod: Owned) -> None:
+        """Take one listed pod (the object and its view)."""
+        ...
+
+    def lost(self, namespace: str | None) -> None:
+        """The list of a scope (``None``: cluster-wide) failed: its sums are incomplete."""
+        ...
+
+    def namespaces(self) -> set[str]:
+        """The namespaces whose pods it sums (those of the jobs it watches)."""
+        ...
+
+
 def leftovers_by_owner(
     cluster: Cluster,
     actions: Iterable[Action],
     namespaces: Sequence[str],
     holders: Mapping[str, str] | None = None,
+    sink: PodSink | None = None,
 ) -> dict[str, tuple[Owned, ...]]:
     """List what the jobs a pass would clean up left behind: one LIST per scope, not per job.
 
@@ -267,6 +292,9 @@ def leftovers_by_owner(
         holders: Jobs failed by their deadline that the pass leaves, whose pods are counted
             too (uid to namespace):
             their scopes' pods are in the same one list.
+        sink: Handed every pod listed when given, and the scopes of its namespaces are listed
+            too: the pass sums there the pods of the jobs that could hold GPUs for nothing
+            (``sweeper.oneshot.holding``).
 
     Returns:
         For each such job whose scope was listed, the leftovers (views) whose controller
@@ -277,21 +305,21 @@ def leftovers_by_owner(
         Interrupted: A signal arrived while retrying the list.
         RunTimeout: ``--timeout`` ran out during the list.
     """
-    wanted: dict[tuple[Leftovers, str | None], set[str]] = {}
-    for action in actions:
-        if action.kind in CLEAN_UPS:
-            scope = action.job.namespace if namespaces else None
-            left = family_of(action.job.kind, action.job.version).LEFTOVERS
-            wanted.setdefault((left, scope), set()).add(action.job.uid)
-    for uid, namespace in (holders or {}).items():
-        scope = namespace if namespaces else None
-        wanted.setdefault((OPERATOR_PODS, scope), set()).add(uid)
+    summed = sink.namespaces() if sink is not None else set()
+    wanted = _wanted(actions, namespaces, holders or {}, summed)
     index: dict[str, tuple[Owned, ...]] = {}
     for (left, scope), uids in wanted.items():
         found: dict[str, list[Owned]] = {uid: [] for uid in uids}
+        # The pods every pod family's controller labels: the sink sums them all.
+        summing = sink if left == OPERATOR_PODS else None
         try:
             for page in cluster.list_pages(left.resource, scope, left.selector):
-                for view in _views(page.items):
+                for raw in page.items:
+                    view = parse_owned(raw)
+                    if view is None:
+                        continue
+                    if summing is not None:
+                        summing.add(raw, view)
                     if view.controller_uid in found:
                         found[view.controller_uid].append(view)
         except ApiError as error:
@@ -301,9 +329,33 @@ def leftovers_by_owner(
                 len(uids),
                 extra={"namespace": scope},
             )
+            if summing is not None:
+                summing.lost(scope)
             continue
         index.update((uid, tuple(owned)) for uid, owned in found.items())
     return index
+
+
+def _wanted(
+    actions: Iterable[Action],
+    namespaces: Sequence[str],
+    holders: Mapping[str, str],
+    summed: set[str],
+) -> dict[tuple[Leftovers, str | None], set[str]]:
+    # The lists a pass reads (what, scope), each with the uids whose leftovers it looks for;
+    # and the pods of the scopes of ``summed`` (the namespaces of the jobs a sink watches).
+    wanted: dict[tuple[Leftovers, str | None], set[str]] = {}
+    for action in actions:
+        if action.kind in CLEAN_UPS:
+            scope = action.job.namespace if namespaces else None
+            left = family_of(action.job.kind, action.job.version).LEFTOVERS
+            wanted.setdefault((left, scope), set()).add(action.job.uid)
+    for uid, namespace in holders.items():
+        scope = namespace if namespaces else None
+        wanted.setdefault((OPERATOR_PODS, scope), set()).add(uid)
+    for namespace in summed:
+        wanted.setdefault((OPERATOR_PODS, namespace if namespaces else None), set())
+    return wanted
 
 
 def _views(objects: Iterable[Any]) -> list[Owned]:

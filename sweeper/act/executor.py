@@ -18,7 +18,6 @@ construction; ``--dry-run=server`` sends each write with ``dryRun=All``.
 from __future__ import annotations
 
 import contextlib
-import logging
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -27,11 +26,13 @@ from http import HTTPStatus
 
 from sweeper.act.cleanup import Progress, Reclaimer, Writing
 from sweeper.act.deadline import DeadlineWriter
+from sweeper.act.held import StartDeadlineWriter, record_held_events
 from sweeper.config import DryRun
 from sweeper.core.clock import human
 from sweeper.core.decide import judge
 from sweeper.core.errors import ApiError, Conflict, Interrupted, NotFound, RunTimeout, SweeperError
 from sweeper.core.families import family_of
+from sweeper.core.held import Held
 from sweeper.core.jobs import Job, parse_job
 from sweeper.core.kinds import COMPONENT, Resource
 from sweeper.core.model import (
@@ -55,8 +56,6 @@ from sweeper.core.warn import DeadlineWarning, Warned
 from sweeper.k8s.cluster import Cluster
 from sweeper.k8s.dryrun import RecordingCluster
 from sweeper.stop import Stop
-
-log = logging.getLogger(__name__)
 
 # A job that keeps changing under a status write is left for the next pass after this many.
 STATUS_WRITE_ATTEMPTS = 3
@@ -120,7 +119,9 @@ class Executor:
             done=_DONE[dry_run],
             stop_if_asked=self._stop_if_asked,
         )
-        self._jobs = _JobWriter(writing, Reclaimer(writing), DeadlineWriter(writing, view), view)
+        reclaimer = Reclaimer(writing)
+        self._jobs = _JobWriter(writing, reclaimer, DeadlineWriter(writing, view), view)
+        self._stuck = StartDeadlineWriter(writing, reclaimer, view)
         self._writing = writing
         self._done = writing.done
         self._stop = stop
@@ -185,6 +186,14 @@ class Executor:
             warned.append(Warned(warning, Result.NOT_STARTED, str(stopped)))
         return tuple(warned), stopped
 
+    def held(self, found: Sequence[Held], now: datetime) -> SweeperError | None:
+        """Record each job's ``GPUsHeld`` Event (once per episode); what stopped them, if any."""
+        try:
+            record_held_events(self._writing, found, now)
+        except _Stop as stop:
+            return stop.cause
+        return None
+
     def _apply(
         self, action: Action, now: datetime, policy: Policy
     ) -> tuple[Outcome, SweeperError | None]:
@@ -192,6 +201,8 @@ class Executor:
         try:
             if action.kind is ActionKind.TOUCH:
                 result = self._jobs.touch(action, now, policy, progress)
+            elif action.why is Why.START_DEADLINE:
+                result = self._stuck.end(action, now, policy, progress)
             elif action.kind is ActionKind.FAIL:
                 result = self._jobs.fail(action, now, policy, progress)
             elif action.kind is ActionKind.SET_DEADLINE:

@@ -21,6 +21,7 @@ from sweeper.core.kinds import (
     EXCLUDE_ANNOTATION,
     LEGACY_EXCLUDE_ANNOTATION,
     LEGACY_TOUCHED_AT_ANNOTATION,
+    QUEUE_NAME_LABEL,
     TOUCHED_AT_ANNOTATION,
     VERSION,
     Kind,
@@ -93,6 +94,10 @@ class Job:
         completed: Whether ``status.completionTime`` is set (mpi-operator cleans up and stops
             re-creating workers only then).
         failed_at: When the ``Failed=True`` condition was written (``lastTransitionTime``).
+        finished_at: When the condition ``finished`` names turned ``True``, every family
+            (``lastTransitionTime``; ``None`` when unfinished or unreadable).
+        queued: Kueue's job (the ``kueue.x-k8s.io/queue-name`` label): Kueue decides whether
+            it waits or goes (``waitForPodsReady``).
         launcher_waits: An MPIJob v2beta1 whose launcher is created only once every worker is
             ready (``launcherCreationPolicy: WaitForWorkersReady``).
         malformed: The field that made the object unusable, ``None`` for a usable job.
@@ -124,6 +129,8 @@ class Job:
     rule: str | None = None
     exemption_refused: bool = False
     warn_before: float | None = None
+    finished_at: datetime | None = None
+    queued: bool = False
 
     @property
     def deadline(self) -> datetime | None:
@@ -200,6 +207,7 @@ def _parse(raw: object, kind: Kind, version: str, *, identity: tuple[str, str, s
         if not value:
             raise _Malformed(f"metadata.{key}")
     annotations = _mapping(meta, "annotations", "metadata.annotations")
+    labels = meta.get("labels")
     spec = _mapping(raw, "spec", "spec", required=True)
     status = _mapping(raw, "status", "status")
     reading = kind.reading(version)
@@ -250,6 +258,8 @@ def _parse(raw: object, kind: Kind, version: str, *, identity: tuple[str, str, s
         # Read only where a family's rules use them: the fast decoder of v1 lists skips them.
         completed=reading.completion and status.get("completionTime") is not None,
         failed_at=seen.failed_at if reading.failed_at else None,
+        finished_at=seen.finished_at,
+        queued=isinstance(labels, Mapping) and isinstance(labels.get(QUEUE_NAME_LABEL), str),
         launcher_waits=(
             reading.launcher_policy
             and _string(spec, "launcherCreationPolicy", "spec.launcherCreationPolicy")
@@ -326,6 +336,7 @@ class _Conditions:
     suspended: bool = False
     failed_at: datetime | None = None
     resumed_at: datetime | None = None
+    finished_at: datetime | None = None
 
 
 def _conditions(status: Mapping[str, object], succeeded: str) -> _Conditions:
@@ -336,7 +347,7 @@ def _conditions(status: Mapping[str, object], succeeded: str) -> _Conditions:
         raise _Malformed("status.conditions")
     finished: str | None = None
     message = reason = by_sweeper = reason_by_sweeper = suspended = False
-    failed_at = resumed_at = None
+    failed_at = resumed_at = finished_at = None
     for index, condition in enumerate(conditions):
         field = f"status.conditions[{index}]"
         if not isinstance(condition, Mapping):
@@ -353,9 +364,11 @@ def _conditions(status: Mapping[str, object], succeeded: str) -> _Conditions:
             # Failed wins: it is the one that can carry the deadline.
             if finished != "Failed":
                 finished = ctype
+                finished_at = parse_rfc3339(condition.get("lastTransitionTime"))
             if ctype != "Failed":
                 continue
             failed_at = parse_rfc3339(condition.get("lastTransitionTime"))
+            finished_at = failed_at
             text = condition.get("message")
             text = text if isinstance(text, str) else ""
             # As the fast decoder reads v1 lists: any deadline Failed condition counts.
@@ -364,7 +377,15 @@ def _conditions(status: Mapping[str, object], succeeded: str) -> _Conditions:
             if condition.get("reason") == DEADLINE_EXCEEDED:
                 reason, reason_by_sweeper = True, SWEEPER_MARK in text
     return _Conditions(
-        finished, message, reason, by_sweeper, reason_by_sweeper, suspended, failed_at, resumed_at
+        finished,
+        message,
+        reason,
+        by_sweeper,
+        reason_by_sweeper,
+        suspended,
+        failed_at,
+        resumed_at,
+        finished_at,
     )
 
 

@@ -40,6 +40,11 @@ TRAINING_OPERATOR = "kubeflow.org/training-operator"
 MPI_OPERATOR = "kubeflow.org/mpi-operator"
 TRAINER = "trainer.kubeflow.org/trainjob-controller"
 MULTIKUEUE = "kueue.x-k8s.io/multikueue"
+# What --gpu-resources names by default: NVIDIA's and AMD's device plugins, and NVIDIA's MIG
+# profiles under the mixed strategy (nvidia.com/mig-1g.5gb...); a trailing * matches the rest.
+GPU_RESOURCES = ("nvidia.com/gpu", "amd.com/gpu", "nvidia.com/mig-*")
+# The label that makes a job Kueue's: admitted, suspended and requeued by Kueue.
+QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
 # The reason both the batch/v1 Job controller (copied by mpi-operator into the MPIJob) and
 # Trainer v2 give a deadline failure.
 DEADLINE_EXCEEDED = "DeadlineExceeded"

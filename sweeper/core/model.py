@@ -16,6 +16,7 @@ from enum import StrEnum
 from typing import Any
 
 from sweeper.core.jobs import Job, Owned
+from sweeper.core.kinds import GPU_RESOURCES
 from sweeper.core.releases import Release
 
 # A decoded JSON object, as the API server sends it.
@@ -69,6 +70,10 @@ class Why(StrEnum):
     # A deadline the job does not carry (a platform rule's default or cap): only the sweeper
     # can enforce it, since the job's controller reads its own field alone.
     PLATFORM_DEADLINE = "platform-deadline"
+    # A platform rule's startDeadline: some pods placed (their GPUs held), others never.
+    START_DEADLINE = "start-deadline"
+    # A platform rule's reclaimFailedAfter: a finished job's Running and Pending pods.
+    FINISHED_HOLDING = "finished-holding"
 
 
 class SkipReason(StrEnum):
@@ -112,7 +117,12 @@ class Policy:
             ``--terminate-pods policy`` reads it (``pods_mode``).
         reclaim_grace: How long a controller that ends jobs itself (Trainer
             v2, mpi-operator) has to do so, or to clean up after its deadline failure, before
-            the sweeper reclaims what it left or reports it late.
+            the sweeper reclaims what it left or reports it late; also how long after its end
+            a finished job's active pods are reported as held (``sweeper.core.held``).
+        stuck_after: How long after its first pod was scheduled a job with others still
+            unplaced is reported stuck starting.
+        gpu_resources: The extended resources counted as GPUs (a trailing ``*`` matches the
+            rest of a name).
     """
 
     action: ActionMode = ActionMode.TOUCH
@@ -124,6 +134,8 @@ class Policy:
     retouch_limit: int = 3
     operator_version: Release | None = None
     reclaim_grace: float = 120.0
+    stuck_after: float = 600.0
+    gpu_resources: tuple[str, ...] = GPU_RESOURCES
 
 
 def pods_mode(policy: Policy) -> PodsMode:

@@ -21,6 +21,7 @@ from sweeper.core.model import (
     Policy,
     Skip,
     SkipReason,
+    Why,
 )
 
 # What of a job's leftovers a clean-up deletes (its family's ``leftovers``), and what its
@@ -65,11 +66,23 @@ def _with_targets(
     found = owned.get(entry.job.uid)
     if found is None:
         return entry
-    chosen, left = select(found, entry.job, policy)
+    chosen, left = select(found, entry.job, reclaim_policy(entry, policy))
     if not chosen:
         finished = entry.job.finished or "Failed"
         return Skip(entry.job, SkipReason.FINISHED, entry.seconds_overdue, f"{finished}; {left}")
     return replace(entry, targets=tuple(chosen))
+
+
+def reclaim_policy(action: Action, policy: Policy) -> Policy:
+    """The policy a clean-up's leftovers are chosen under (the family's ``leftovers``). Pure.
+
+    A platform rule's ``startDeadline`` and ``reclaimFailedAfter`` free the GPUs their job
+    holds: its Running and Pending pods, whatever ``--terminate-pods`` and ``cleanPodPolicy``
+    say (finished pods stay, with their logs). Any other clean-up: ``policy`` as it is.
+    """
+    if action.why in (Why.START_DEADLINE, Why.FINISHED_HOLDING):
+        return replace(policy, terminate_pods=PodsMode.ACTIVE)
+    return policy
 
 
 def _priority(entries: Sequence[Entry], index: int) -> tuple[int, float, int]:

@@ -29,6 +29,8 @@ _RULE_KEYS = (
     "maxDeadline",
     "allowExemption",
     "warnBefore",
+    "startDeadline",
+    "reclaimFailedAfter",
 )
 # A DNS label (RFC 1123), as Kubernetes names many things: it goes into metric labels and logs.
 _NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
@@ -78,6 +80,9 @@ class PlatformRule:
         default_deadline: The deadline of a job that declares none (whole seconds).
         max_deadline: The longest deadline a job may have (whole seconds).
         allow_exemption: Whether the exclude annotation is honoured.
+        start_deadline: End a job still stuck starting this long after its first pod was
+            scheduled (``sweeper.core.held``).
+        reclaim_failed_after: Delete the Running and Pending pods of a job finished this long.
     """
 
     name: str
@@ -87,6 +92,8 @@ class PlatformRule:
     max_deadline: float | None = None
     allow_exemption: bool = False
     warn_before: float | None = None
+    start_deadline: float | None = None
+    reclaim_failed_after: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,6 +230,8 @@ def _rule(item: object, where: str, source: str) -> PlatformRule:
         max_deadline=cap,
         allow_exemption=allow,
         warn_before=_duration(item, "warnBefore", where, whole=False),
+        start_deadline=_duration(item, "startDeadline", where, whole=False),
+        reclaim_failed_after=_duration(item, "reclaimFailedAfter", where, whole=False),
     )
 
 

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from sweeper.core.decide import current_touch
 from sweeper.core.families import family_of
+from sweeper.core.held import Held, HeldState
 from sweeper.core.jobs import Job, Owned
 from sweeper.core.kinds import PODS
 from sweeper.core.model import (
@@ -26,6 +27,7 @@ from sweeper.core.model import (
     Result,
     Skip,
     SkipReason,
+    Why,
     pods_mode,
 )
 from sweeper.core.warn import Warned
@@ -39,7 +41,14 @@ RECLAIMED = ("pods", "jobsets")
 # ``--terminate-pods policy`` keeping what the operator keeps, or the job's skip reason
 # (``over-max-actions``, ``opted-out``, ``managed-elsewhere``, ``finished``: its controller's
 # to clean, as mpi-operator does for ``cleanPodPolicy: Running``...).
-HELD_REASONS = ("policy", *(reason.value for reason in SkipReason))
+# A job's own pods it holds for nothing (sweeper.core.held) count under their state.
+HELD_REASONS = (
+    "policy",
+    *(reason.value for reason in SkipReason),
+    *(state.value for state in HeldState),
+)
+# What holds GPUs for nothing: a gang stuck half-started, a finished job's pods.
+HELD_GPU_REASONS = (HeldState.STUCK.value, HeldState.FINISHED.value)
 # What a pass checks around the sweeper and reports, never acts on (sweeper.oneshot.misconfig):
 # a Training Operator running its v1 MPIJob controller beside mpi-operator's v2beta1 CRD.
 MPIJOB_SCHEME = "training-operator-mpijob-scheme"
@@ -75,7 +84,9 @@ class Tally:
             ``deadline_sweeper_misconfigured`` series at 1); nothing of it is acted on.
         held: The Running and Pending pods that jobs failed by their deadline and left by the
             pass still control, by (family, kind name, ``HELD_REASONS``); set by ``hold``
-            from the pass's pod list.
+            from the pass's pod list; and, under their ``HeldState``, the active pods of the
+            jobs ``found`` holds (stuck starting, finished holding, waiting).
+        held_gpus: The GPUs the placed pods of those jobs hold, by (family, kind name, state).
     """
 
     def __init__(self) -> None:
@@ -91,6 +102,7 @@ class Tally:
         self.exemptions: Counter[str] = Counter()
         self.warnings: Counter[tuple[str, str, str]] = Counter()
         self.held: Counter[tuple[str, str, str]] = Counter()
+        self.held_gpus: Counter[tuple[str, str, str]] = Counter()
         self.misconfigured: tuple[str, ...] = ()
 
     @classmethod
@@ -115,7 +127,9 @@ class Tally:
             self.skipped[kind, entry.reason] += 1
             if entry.why is SkipReason.OPTED_OUT and job.rule is not None:
                 self.exemptions[job.rule] += 1
-        if job.finished is None and (acted or entry.why in _STILL_OVERDUE):
+        # A gang failed by its rule's startDeadline is past no deadline of its own.
+        past = entry.why is not Why.START_DEADLINE if acted else entry.why in _STILL_OVERDUE
+        if job.finished is None and past:
             self.overdue[kind] += 1
             self.max_overdue_s = max(self.max_overdue_s, entry.seconds_overdue or 0.0)
         if job.failed_by_deadline:
@@ -162,6 +176,13 @@ class Tally:
             self.held[family, kind, SkipReason.OVER_MAX_ACTIONS.value] += _active(
                 owned.get(uid, ()), uid
             )
+
+    def found(self, held: Held) -> None:
+        """Count a job holding pods for nothing (or waiting for all of them)."""
+        job = held.job
+        key = (family_of(job.kind, job.version).NAME, job.kind.name, held.state.value)
+        self.held[key] += held.pods
+        self.held_gpus[key] += held.gpus
 
     def decisions(self) -> Counter[str]:
         """Outcomes by decision, every kind summed."""

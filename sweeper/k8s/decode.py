@@ -33,7 +33,7 @@ from sweeper.core.jobs import (
     overflows,
     parse_job,
 )
-from sweeper.core.kinds import DEADLINE_MESSAGE, GROUP, VERSION, Kind
+from sweeper.core.kinds import DEADLINE_MESSAGE, GROUP, QUEUE_NAME_LABEL, VERSION, Kind
 from sweeper.core.platform import NO_PLATFORM, PlatformView
 
 
@@ -61,6 +61,7 @@ class _Metadata(msgspec.Struct, rename="camel", gc=False):
     namespace: str = ""
     uid: str = ""
     annotations: dict[str, str] | None = None
+    labels: dict[str, str] | None = None
     # Only whether it is set matters, whatever it holds.
     deletion_timestamp: Any = None
 
@@ -82,6 +83,7 @@ class _Condition(msgspec.Struct, gc=False):
     type: str
     status: str
     message: str | None = None
+    last_transition_time: str | None = msgspec.field(default=None, name="lastTransitionTime")
 
 
 class _Status(msgspec.Struct, rename="camel", gc=False):
@@ -189,7 +191,7 @@ def _view(item: _Item, kind: Kind, version: str, view: PlatformView) -> Job:
     deadline = run_policy.active_deadline_seconds
     if overflows(deadline):
         raise _Unusual  # rare: the reference builds its view
-    start_time, finished, by_deadline, by_sweeper, suspended_condition = _status(
+    start_time, finished, finished_at, by_deadline, by_sweeper, suspended_condition = _status(
         item.status, deadline
     )
     clean_pod_policy = run_policy.clean_pod_policy
@@ -212,6 +214,8 @@ def _view(item: _Item, kind: Kind, version: str, view: PlatformView) -> Job:
         failed_by_deadline=by_deadline,
         failed_by_sweeper=by_sweeper,
         clean_pod_policy=_shared(clean_pod_policy),
+        finished_at=finished_at,
+        queued=meta.labels is not None and QUEUE_NAME_LABEL in meta.labels,
         **view.terms(meta.namespace, kind.name, deadline, opted_out(annotations)),
     )
 
@@ -223,10 +227,10 @@ def _shared(value: str | None) -> str | None:
 
 def _status(
     status: _Status | None, deadline: int | None
-) -> tuple[datetime | None, str | None, bool, bool, bool]:
-    """Start time, finished how, failed by the deadline, by the sweeper, ``Suspended=True``."""
+) -> tuple[datetime | None, str | None, datetime | None, bool, bool, bool]:
+    """Start time, finished how and when, failed by the deadline, by the sweeper, suspended."""
     if status is None:
-        return None, None, False, False, False
+        return None, None, None, False, False, False
     start_time = None
     if status.start_time is not None:
         start_time = parse_rfc3339(status.start_time)
@@ -238,6 +242,7 @@ def _status(
             except OverflowError:
                 raise _Unusual from None  # a deadline after the year 9999
     finished: str | None = None
+    finished_at: datetime | None = None
     by_deadline = by_sweeper = False
     suspended_condition = False
     for condition in status.conditions or ():
@@ -248,8 +253,11 @@ def _status(
             # Failed wins: it is the one that can carry the deadline.
             if finished != "Failed":
                 finished = "Failed" if ctype == "Failed" else "Succeeded"  # not the page's copy
+                finished_at = parse_rfc3339(condition.last_transition_time)
+            elif ctype == "Failed":
+                finished_at = parse_rfc3339(condition.last_transition_time)
             message = condition.message
             if ctype == "Failed" and message is not None and DEADLINE_MESSAGE in message:
                 by_deadline = True
                 by_sweeper = SWEEPER_MARK in message
-    return start_time, finished, by_deadline, by_sweeper, suspended_condition
+    return start_time, finished, finished_at, by_deadline, by_sweeper, suspended_condition

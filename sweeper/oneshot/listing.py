@@ -25,14 +25,15 @@ from sweeper.core.errors import (
     NotFound,
 )
 from sweeper.core.families import family_of
+from sweeper.core.held import may_act, watched
 from sweeper.core.jobs import MAX_DEADLINE_SECONDS, DeadlineSource, Job, overflows
-from sweeper.core.model import Action, Skip, settled
+from sweeper.core.model import Entry, Skip, settled
 from sweeper.core.platform import PlatformView
 from sweeper.core.scope import RunScope
 from sweeper.core.tally import held_reason
 from sweeper.core.warn import DeadlineWarning, warning_due
 from sweeper.k8s.cluster import Cluster, JobPage, ServedKind
-from sweeper.oneshot import misconfig, namespaces, readahead, report
+from sweeper.oneshot import holding, misconfig, namespaces, readahead, report
 from sweeper.oneshot.ledger import Ledger
 from sweeper.stop import Stop
 
@@ -204,7 +205,10 @@ class Listing:
     this thread judges one page, the API server answers the next request. Each page's jobs
     are judged with the pass's one instant (taken from the first page). A skip is final there
     and then: its outcome goes to the ledger, and the job is not kept. An action is kept for
-    the plan, its place held in the ledger. So nothing of a page outlives it but its actions,
+    the plan, its place held in the ledger (so is a skip that a platform rule's
+    ``startDeadline`` or ``reclaimFailedAfter`` may overrule once the pods are read). A job that
+    could hold pods for nothing (``sweeper.core.held.watched``) is kept until the pass's one pod
+    list has summed its pods. Else nothing of a page outlives it but its actions,
     and a pass's memory does not grow with the fleet. A skipped job failed by its deadline,
     which may still hold pods, leaves its uid, namespace and labels behind (``holders``): the
     pass counts its pods from its one pod list (``deadline_sweeper_held_pods``).
@@ -228,7 +232,8 @@ class Listing:
         self.clock = clock
         self._stop = stop
         self.ledger = ledger
-        self.actions: list[Action] = []
+        # The actions, and the skips a rule may yet overrule once the pods are read.
+        self.actions: list[Entry] = []
         self.warnings: list[DeadlineWarning] = []
         # Skipped jobs that may hold pods (held_reason): uid -> (namespace, family, kind, why).
         self.holders: dict[str, tuple[str, str, str, str]] = {}
@@ -240,6 +245,10 @@ class Listing:
         self.local_date: datetime | None = None
         self._now: datetime | None = None
         self.view = PlatformView()
+        # The jobs whose pods the pass's pod list sums (sweeper.core.held), in listing order,
+        # and those it found holding them for nothing.
+        self.watched: dict[str, Job] = {}
+        self.found = holding.Found()
 
     def list_all(self, cluster: Cluster, covered: RunScope[ServedKind]) -> None:
         """List and judge every job the pass covers, in order (kind, then namespace)."""
@@ -325,6 +334,8 @@ class Listing:
             if overflows(job.declared_seconds) and job.finished is None:
                 _overflowing(job)
             entry = judge(job, now, config.policy)
+            if watched(job):
+                self.watched[job.uid] = job
             if isinstance(entry, Skip):
                 # Only before its deadline, so only a skip: never alongside an action.
                 warning = warning_due(job, now, config.policy)
@@ -334,6 +345,11 @@ class Listing:
                 if held is not None:
                     family = family_of(job.kind, job.version).NAME
                     self.holders[job.uid] = (job.namespace, family, job.kind.name, held)
+                if may_act(job, entry, self.view.rule(job.namespace, job.kind.name)):
+                    # Its rule's startDeadline or reclaimFailedAfter may yet act, by its pods.
+                    self.actions.append(entry)
+                    ledger.expect()
+                    continue
                 outcome = settled(entry)
                 report.log_outcome(outcome, config.dry_run)
                 ledger.settle(outcome)

@@ -16,12 +16,13 @@ import itertools
 import json
 import logging
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TextIO
 
 from sweeper.config import ClockMode, DryRun
 from sweeper.core.clock import format_rfc3339, human
+from sweeper.core.held import HeldState
 from sweeper.core.jobs import Job
 from sweeper.core.model import (
     CLEAN_UPS,
@@ -35,9 +36,11 @@ from sweeper.core.model import (
 from sweeper.core.tally import Tally, has_errors
 from sweeper.core.warn import Warned
 from sweeper.logs import MAX_LINE_BYTES, shorten
-from sweeper.oneshot import notice
+from sweeper.oneshot import holding, notice
 
 log = logging.getLogger(__name__)
+
+HELD_STATES = tuple(state.value for state in HeldState)
 
 _RECORDS_PER_WRITE = 256
 # json.dumps with its defaults, less the check for circular references: records are trees
@@ -58,6 +61,7 @@ class PassReport:
             the counts and records coming from the ledger.
         unlisted: The lists RBAC refused, each as its error: their jobs were not judged.
         warnings: The ``DeadlineApproaching`` warnings the pass recorded or would record.
+        held: The jobs found holding pods for nothing, or waiting for all of them.
     """
 
     number: int
@@ -70,6 +74,7 @@ class PassReport:
     stopped_by: str | None = None
     unlisted: tuple[str, ...] = ()
     warnings: Sequence[Warned] = ()
+    held: holding.Found = field(default_factory=holding.Found)
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +105,7 @@ class Summary:
     stopped_by: str | None
     unlisted: tuple[str, ...] = ()
     misconfigured: tuple[str, ...] = ()
+    held: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def document(self) -> dict[str, Any]:
         """The JSON form, keyed by decision as the report spells them (``terminate-pods``)."""
@@ -115,6 +121,7 @@ class Summary:
             "stopped_by": self.stopped_by,
             "unlisted": list(self.unlisted),
             "misconfigured": list(self.misconfigured),
+            "held": self.held,
         }
 
     @classmethod
@@ -142,6 +149,13 @@ class Summary:
             stopped_by=stopped_by,
             unlisted=unlisted,
             misconfigured=tally.misconfigured,
+            held={
+                state: {
+                    what: sum(n for (_, _, why), n in counted.items() if why == state)
+                    for what, counted in (("pods", tally.held), ("gpus", tally.held_gpus))
+                }
+                for state in HELD_STATES
+            },
         )
 
     def actions(self, kind: ActionKind) -> int:
@@ -249,6 +263,7 @@ def write_json(
         first = False
     stream.write("]" if first else "\n  ]")
     notice.write_json(stream, report.warnings, report.now)
+    holding.write_json(stream, report.held.jobs)
     stream.write(', "summary": ')
     stream.write(json.dumps((counts or summary(report)).document()))
     stream.write("}\n")
@@ -339,6 +354,7 @@ def write_text(
     for unlisted in counts.unlisted:
         stream.write(f"Not listed, its jobs not judged: {unlisted}\n")
     notice.write_text(stream, report.warnings, report.now)
+    holding.write_text(stream, report.held, wide=wide)
     hidden = counts.jobs - len(shown)
     if hidden:
         by_reason = ", ".join(f"{reason} {n}" for reason, n in counts.skipped.items())

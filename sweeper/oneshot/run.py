@@ -31,12 +31,13 @@ from sweeper.core.errors import (
     RunTimeout,
     SweeperError,
 )
-from sweeper.core.model import Plan
+from sweeper.core.held import overrule
+from sweeper.core.model import Action, Plan
 from sweeper.core.platform import PlatformView
 from sweeper.core.tally import Tally
 from sweeper.core.warn import DeadlineWarning, Warned
 from sweeper.k8s.cluster import Cluster
-from sweeper.oneshot import listing, notice, report
+from sweeper.oneshot import holding, listing, notice, report
 from sweeper.oneshot.ledger import Ledger
 from sweeper.stop import Stop, signals_stop
 
@@ -276,6 +277,8 @@ def sweep(
         execution = executor.execute(plan)
         ledger.resolve(execution.outcomes)
         stopped = execution.stopped_by
+        if stopped is None and listed.found.jobs:
+            stopped = executor.held(listed.found.jobs, plan.now)
         warnings = [w for w in listed.warnings if not warned(w)]
         if stopped is None and warnings:
             recorded, stopped = executor.warn(warnings, plan.now)
@@ -296,6 +299,7 @@ def sweep(
         stopped_by=reason,
         unlisted=tuple(str(u) for u in unlisted),
         warned=recorded,
+        held=listed.found if listed is not None and plan is not None else None,
     )
     if unavailable is not None:
         raise unavailable
@@ -314,6 +318,7 @@ def _report(
     stopped_by: SweeperError | None,
     unlisted: tuple[str, ...],
     warned: tuple[Warned, ...] = (),
+    held: holding.Found | None = None,
 ) -> report.Summary:
     """Write the pass's report (stdout) and its summary line (the log); give its counts."""
     pass_report = report.PassReport(
@@ -327,6 +332,7 @@ def _report(
         stopped_by=str(stopped_by or "") or None,
         unlisted=unlisted,
         warnings=warned,
+        held=held or holding.Found(),
     )
     counts = report.Summary.of(
         ledger.tally, pass_report.duration_s, pass_report.stopped_by, unlisted
@@ -354,10 +360,22 @@ def _plan(cluster: Cluster, config: Config, listed: listing.Listing, now: dateti
     """
     holders = listed.holders
     scopes = {uid: namespace for uid, (namespace, *_) in holders.items()}
-    pods = leftovers_by_owner(cluster, listed.actions, config.namespaces, scopes)
-    plan = assemble(listed.actions, now, config.policy, pods)
-    held = {uid: (family, kind, why) for uid, (_, family, kind, why) in holders.items()}
-    listed.ledger.tally.hold(held, plan.entries, pods)
+    actions = [entry for entry in listed.actions if isinstance(entry, Action)]
+    loads = holding.Loads(listed.watched, config.policy.gpu_resources)
+    pods = leftovers_by_owner(cluster, actions, config.namespaces, scopes, loads)
+    listed.found = found = loads.find(now, config.policy, listed.view.rule)
+    by_uid = {held.job.uid: held for held in found.jobs}
+    for held in found.jobs:
+        listed.ledger.tally.found(held)
+    rule = listed.view.rule
+    entries = [  # the skips held back for a rule's keys, now that the pods are known
+        overrule(entry, by_uid.get(entry.job.uid), rule(entry.job.namespace, entry.job.kind.name))
+        for entry in listed.actions
+    ]
+    plan = assemble(entries, now, config.policy, pods)
+    held_by = {uid: (family, kind, why) for uid, (_, family, kind, why) in holders.items()}
+    listed.ledger.tally.hold(held_by, plan.entries, pods)
     listed.actions = []
     listed.holders = {}
+    listed.watched = {}
     return plan

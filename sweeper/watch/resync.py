@@ -109,7 +109,7 @@ class Resync:
                 if outcome.tally is not None:
                     for labels, count in outcome.tally.warnings.items():
                         self.metrics.warnings.labels(*labels).inc(count)
-                    self.metrics.set_held_pods(outcome.tally.held)
+                    self.metrics.set_held_pods(outcome.tally.held, outcome.tally.held_gpus)
                     self.metrics.set_misconfigured(outcome.tally.misconfigured)
                 result = "stopped" if outcome.stopped_by else ("errors" if failed else "ok")
             except SweeperError as error:

@@ -113,6 +113,7 @@ def pushed(name: str, **labels: str) -> str:
 
 
 SUCCESS = pushed("deadline_sweeper_last_success_timestamp_seconds")
+HELD = {"family": "training-operator", "kind": "TFJob"}
 OVERDUE = pushed("deadline_sweeper_overdue_seconds_max")
 
 
@@ -244,6 +245,21 @@ OVERDUE = pushed("deadline_sweeper_overdue_seconds_max")
             },
             [("DeadlineSweeperPodsHeldByFinishedJobs", "20m", False)],
             id="pods-reclaimed-before-10-runs-are-quiet",
+        ),
+        pytest.param(
+            PUSHED,
+            {
+                SUCCESS: "0+60x20",
+                pushed("deadline_sweeper_held_gpus", **HELD, reason="stuck-starting"): "0 0 4x20",
+                # A waiting job's pods hold no GPU: never the finished jobs' alert.
+                pushed("deadline_sweeper_held_pods", **HELD, reason="waiting"): "3x22",
+            },
+            [
+                ("DeadlineSweeperGPUsHeldForNothing", "11m", False),
+                ("DeadlineSweeperGPUsHeldForNothing", "12m", True),
+                ("DeadlineSweeperPodsHeldByFinishedJobs", "20m", False),
+            ],
+            id="gpus-held-for-10-runs",
         ),
         pytest.param(
             {"prometheusRule": {"enabled": True}},
@@ -475,6 +491,15 @@ def lateness_buckets(slow: bool) -> dict[str, str]:
             ],
             id="pods-held-for-30-minutes",
         ),
+        pytest.param(
+            WATCH,
+            {scraped("deadline_sweeper_held_gpus", **HELD, reason="finished-holding"): "2x40"},
+            [
+                ("DeadlineSweeperGPUsHeldForNothing", "29m", False),
+                ("DeadlineSweeperGPUsHeldForNothing", "30m", True),
+            ],
+            id="watch-gpus-held-for-30-minutes",
+        ),
     ],
 )
 def test_watch_mode_alerts_fire_when_they_should(  # noqa: PLR0917 - fixtures and table columns
@@ -497,4 +522,5 @@ def test_watch_mode_renders_its_own_alerts_only(render: Callable[..., Rendered])
         "DeadlineSweeperLateEnforcement",
         "DeadlineSweeperJobsOverdue",
         "DeadlineSweeperPodsHeldByFinishedJobs",
+        "DeadlineSweeperGPUsHeldForNothing",
     ]

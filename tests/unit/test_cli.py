@@ -559,7 +559,7 @@ def test_json_report_shape(harness: Harness) -> None:
     harness.fake.add_job(job())
     result = harness.invoke("-o", "json")
     report = json.loads(result.stdout)
-    assert set(report) == {"pass", "now", "clock", "dry_run", "action", "jobs", "summary"}
+    assert set(report) == {"pass", "now", "clock", "dry_run", "action", "jobs", "held", "summary"}
     assert set(report["jobs"][0]) >= {
         "kind",
         "namespace",

@@ -328,3 +328,22 @@ def test_explain_in_json_names_the_pods_a_clean_up_would_delete() -> None:
     (document,) = json.loads(result.stdout)
     assert (document["decision"], document["pods"]) == ("terminate-pods", ["w-0"])
     assert harness.fake.writes == []
+
+
+def test_a_kueue_job_stuck_starting_is_explained_as_kueue_s_to_end() -> None:
+    harness = Harness()
+    raw = job(name="gang", namespace="team-a", deadline=None)
+    raw["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": "team-a"}
+    harness.fake.add_job(raw)
+    placed = owned("gang-worker-0", raw)
+    placed["spec"] = {"nodeName": "node-a", "containers": []}
+    placed["status"]["conditions"] = [
+        {"type": "PodScheduled", "status": "True", "lastTransitionTime": "2024-05-01T11:00:00Z"}
+    ]
+    harness.fake.add_pod(placed)
+    harness.fake.add_pod(owned("gang-worker-1", raw, phase="Pending"))
+    result = harness.invoke("--explain", "team-a/gang")
+    assert result.exit_code == 0, result.output
+    assert "held-gpus" in result.stdout
+    assert "waitForPodsReady" in result.stdout
+    assert harness.fake.writes == []

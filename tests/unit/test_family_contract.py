@@ -102,6 +102,10 @@ class SweepJobs:
         return pods_reclaimed(job, deleted, companions)
 
     @staticmethod
+    def recreates_pods(_job: Job) -> bool:
+        return False
+
+    @staticmethod
     def fail_patch(job: Job, raw: JSON, now: datetime) -> JSON:
         return status_patch(job.kind, raw, now)
 

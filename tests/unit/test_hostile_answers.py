@@ -52,6 +52,7 @@ ROUTES = [
     ("patch-job", "PATCH", r"/pytorchjobs/[^/]+$"),
     ("patch-status", "PATCH", r"/pytorchjobs/[^/]+/status$"),
     ("list-pods", "GET", r"^/api/v1/namespaces/[^/]+/pods$"),
+    ("list-all-pods", "GET", r"^/api/v1/pods$"),
     ("list-services", "GET", r"^/api/v1/namespaces/[^/]+/services$"),
     ("delete-pod", "DELETE", r"^/api/v1/namespaces/[^/]+/pods/[^/]+$"),
     ("delete-service", "DELETE", r"^/api/v1/namespaces/[^/]+/services/[^/]+$"),
@@ -140,6 +141,8 @@ class Server:
         if name == "list-pods":
             pods = [owned(f"{n}-worker-0", j) for n, j in jobs.items() if f"={n}" in path]
             return {"items": pods, "metadata": {}}
+        if name == "list-all-pods":
+            return {"items": [owned(f"{n}-worker-0", j) for n, j in jobs.items()], "metadata": {}}
         if name == "list-services":
             return {"items": [], "metadata": {}}
         if name in ("delete-pod", "delete-service"):

@@ -337,3 +337,51 @@ def test_the_watch_modes_held_pods_gauge_is_set_from_a_resync_pass_and_zeroes_th
     }
     assert not any(second.values())
     assert set(second) == set(first)
+
+
+def _samples(body: str, metric: metrics.Metric) -> dict[tuple[str, ...], float]:
+    return {
+        tuple(s.labels[label] for label in metric.labels): s.value
+        for family in text_string_to_metric_families(body)
+        for s in family.samples
+        if s.name == metric.name
+    }
+
+
+def test_the_gpus_held_for_nothing_are_pushed_beside_their_pods(
+    gateway: tuple[str, list[str]],
+) -> None:
+    url, bodies = gateway
+    harness = Harness()
+    gang = harness.fake.add_job(job(name="gang", deadline=None))
+    for name, node in (("gang-master-0", "node-a"), ("gang-worker-0", None)):
+        pod = owned(name, gang, phase="Running" if node else "Pending")
+        pod["spec"] = {"containers": [{"resources": {"limits": {"nvidia.com/gpu": 4}}}]}
+        if node:
+            pod["spec"]["nodeName"] = node
+            pod["status"]["conditions"] = [
+                {"type": "PodScheduled", "status": "True", "lastTransitionTime": ago(3600)}
+            ]
+        harness.fake.add_pod(pod)
+
+    result = harness.invoke("--pushgateway", url)
+
+    assert result.exit_code == 0, result.output
+    (body,) = bodies
+    gpus = _samples(body, metrics.HELD_GPUS)
+    pods = _samples(body, metrics.HELD_PODS)
+    stuck = ("training-operator", "PyTorchJob", "stuck-starting")
+    assert {labels: n for labels, n in gpus.items() if n} == {stuck: 4}
+    assert pods[stuck] == 2
+    assert gpus[("mpi-operator", "MPIJob", "finished-holding")] == 0, "zeros included"
+
+
+def test_the_watch_modes_held_gpus_gauge_is_set_from_a_resync_pass() -> None:
+    watch = metrics.WatchMetrics()
+    stuck = ("training-operator", "TFJob", "stuck-starting")
+    watch.set_held_pods({stuck: 3}, {stuck: 2})
+    first = _samples(watch.render().decode(), metrics.HELD_GPUS)
+    watch.set_held_pods({})
+    second = _samples(watch.render().decode(), metrics.HELD_GPUS)
+    assert {labels: n for labels, n in first.items() if n} == {stuck: 2}
+    assert not any(second.values())

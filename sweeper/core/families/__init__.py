@@ -78,6 +78,12 @@ class Family(Protocol):
     def reclaimed_event(self, job: Job, deleted: Sequence[str], companions: Sequence[str]) -> str:
         """The Event's message after a reclaim deleted ``deleted`` (and their companions)."""
 
+    def recreates_pods(self, job: Job) -> bool:
+        """Whether its controller may still re-create the pods of the finished job.
+
+        A platform rule's ``reclaimFailedAfter`` leaves such pods alone (``sweeper.core.held``).
+        """
+
     def fail_patch(self, job: Job, raw: JSON, now: datetime) -> JSON:
         """The status patch that fails the job (read as ``raw``) as its controller would."""
 

@@ -201,6 +201,13 @@ RECLAIM_REASON = PODS_RECLAIMED
 NOTHING_LEFT = NO_PODS_LEFT
 leftovers = pods_left
 reclaimed_event = pods_reclaimed
+
+
+def recreates_pods(job: Job) -> bool:
+    """Until it writes ``completionTime``, mpi-operator re-creates a finished job's workers."""
+    return not job.completed
+
+
 # mpi-operator names the launcher Job so and looks it up by that name alone (getLauncherJob).
 LAUNCHER_SUFFIX = "-launcher"
 

@@ -238,6 +238,11 @@ def leftovers(owned: Sequence[Owned], job: Job, _policy: Policy) -> list[Owned]:
     return [o for o in owned if o.controller_uid == job.uid and not o.deleting]
 
 
+def recreates_pods(_job: Job) -> bool:
+    """Its pods are its JobSet's Jobs', never re-created once the TrainJob finished."""
+    return False
+
+
 def reclaimed_event(_job: Job, deleted: Sequence[str], _companions: Sequence[str]) -> str:
     """The Event's message after its JobSet was deleted."""
     return (

@@ -299,6 +299,11 @@ leftovers = pods_left
 reclaimed_event = pods_reclaimed
 
 
+def recreates_pods(_job: Job) -> bool:
+    """The operator re-creates no pod of a finished job."""
+    return False
+
+
 def fail_patch(job: Job, raw: JSON, now: datetime) -> JSON:
     """The status the operator writes at a deadline (``sweeper.core.patches.status_patch``)."""
     return status_patch(job.kind, raw, now, source=source_note(job))

@@ -110,6 +110,30 @@ def test_failed_wins_over_succeeded_when_both_are_true() -> None:
     assert (view.finished, view.failed_by_deadline) == ("Failed", True)
 
 
+def test_the_end_of_a_finished_job_is_its_condition_turning_true() -> None:
+    succeeded = parse_job(job(conditions=[condition("Succeeded")]), KIND["PyTorchJob"])
+    assert succeeded.finished_at == NOW - timedelta(seconds=60)
+    failed = condition("Failed") | {"lastTransitionTime": "2024-05-01T11:00:00Z"}
+    both = parse_job(job(conditions=[condition("Succeeded"), failed]), KIND["PyTorchJob"])
+    assert both.finished_at == NOW - timedelta(hours=1)
+    assert parse_job(job(), KIND["PyTorchJob"]).finished_at is None
+
+
+@pytest.mark.parametrize(
+    ("labels", "queued"),
+    [
+        pytest.param({"kueue.x-k8s.io/queue-name": "team-a"}, True, id="kueue-label"),
+        pytest.param({"kueue.x-k8s.io/queue-name": 3}, False, id="not-a-name"),
+        pytest.param({"app": "x"}, False, id="other-labels"),
+        pytest.param("labels", False, id="labels-not-a-mapping"),
+    ],
+)
+def test_a_kueue_job_is_queued(labels: object, queued: bool) -> None:
+    raw = job()
+    raw["metadata"]["labels"] = labels
+    assert parse_job(raw, KIND["PyTorchJob"]).queued is queued
+
+
 @pytest.mark.parametrize(
     ("conditions", "by_deadline", "by_sweeper"),
     [

@@ -34,6 +34,8 @@ rules:
     defaultDeadline: 24h
     maxDeadline: 72h
     warnBefore: 30m
+    startDeadline: 15m
+    reclaimFailedAfter: 1h
   - name: sandbox
     namespaceSelector:
       matchExpressions:
@@ -65,8 +67,11 @@ def test_the_design_example_loads_in_order() -> None:
         max_deadline=259200.0,
         allow_exemption=False,
         warn_before=1800.0,
+        start_deadline=900.0,
+        reclaim_failed_after=3600.0,
     )
     assert platform.rules[2].selector == Selector()
+    assert platform.rules[2].start_deadline is None
 
 
 @pytest.mark.parametrize(
@@ -247,6 +252,22 @@ def test_applying_again_starts_from_the_job_own_fields() -> None:
             "--policy r.yaml: rule gpu: warnBefore: True: not a duration",
         ),
         (
+            "rules:\n  - {name: gpu, startDeadline: 0}\n",
+            "--policy r.yaml: rule gpu: startDeadline: 0 must be positive",
+        ),
+        (
+            "rules:\n  - {name: gpu, startDeadline: soon}\n",
+            "--policy r.yaml: rule gpu: startDeadline: ",
+        ),
+        (
+            "rules:\n  - {name: gpu, reclaimFailedAfter: -5m}\n",
+            "--policy r.yaml: rule gpu: reclaimFailedAfter: ",
+        ),
+        (
+            "rules:\n  - {name: gpu, reclaimFailedAfter: false}\n",
+            "--policy r.yaml: rule gpu: reclaimFailedAfter: False: not a duration",
+        ),
+        (
             "rules:\n  - {name: gpu, defaultDeadline: 2h, maxDeadline: 1h}\n",
             "--policy r.yaml: rule gpu: defaultDeadline: '2h' is longer than maxDeadline '1h'",
         ),
@@ -299,6 +320,10 @@ def test_applying_again_starts_from_the_job_own_fields() -> None:
         "zero-duration",
         "fractional-deadline",
         "bool-duration",
+        "zero-startDeadline",
+        "startDeadline-not-a-duration",
+        "negative-reclaimFailedAfter",
+        "bool-reclaimFailedAfter",
         "default-over-cap",
         "allow-not-a-bool",
         "unknown-kind",

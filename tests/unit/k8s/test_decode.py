@@ -68,6 +68,13 @@ WELL_FORMED = [
     pytest.param(job(conditions=deadline_failed(by_sweeper=True)), id="failed-by-the-sweeper"),
     pytest.param(job(conditions=[condition("Succeeded"), *deadline_failed()]), id="both-finished"),
     pytest.param(job(conditions=[condition("Succeeded")]), id="succeeded"),
+    pytest.param(
+        job(conditions=[condition("Failed"), condition("Succeeded")]), id="failed-then-succeeded"
+    ),
+    pytest.param(
+        job() | {"metadata": {**job()["metadata"], "labels": {"kueue.x-k8s.io/queue-name": "q"}}},
+        id="kueue-queued",
+    ),
     pytest.param(job(conditions=[condition("Failed", "False")]), id="failed-false"),
     pytest.param(job(suspend=True, managed_by="kueue.x-k8s.io/multikueue"), id="suspended-foreign"),
     pytest.param(job(suspend=False), id="suspend-false"),

@@ -93,6 +93,10 @@ def test_summary_counts_decisions_skip_reasons_results_and_errors() -> None:
         "stopped_by": None,
         "unlisted": [],
         "misconfigured": [],
+        "held": {
+            state: {"pods": 0, "gpus": 0}
+            for state in ("stuck-starting", "finished-holding", "waiting")
+        },
     }
     assert summary_line(counts) == (
         "4 jobs: 2 touch, 0 fail, 0 terminate-pods, 0 delete-jobset, 0 set-deadline, "
