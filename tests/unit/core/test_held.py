@@ -11,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sweeper.core.errors import ConfigError
+from sweeper.core.families import FAMILIES, Family
 from sweeper.core.held import (
     Held,
     HeldState,
@@ -500,3 +501,14 @@ def test_no_start_warning_for_a_kueue_job_nor_a_finished_one() -> None:
 
 def test_a_rule_that_warns_makes_the_job_stuck_from_the_warning() -> None:
     assert graces(3600, 120, WARNS) == (600, 120)
+
+
+@pytest.mark.parametrize("family", FAMILIES, ids=lambda f: f.NAME)
+@pytest.mark.parametrize("completed", [False, True])
+def test_only_mpi_operator_recreates_a_finished_jobs_pods_until_its_completion_time(
+    family: Family, completed: bool
+) -> None:
+    kind, version = family.SERVES[0]
+    finished = tfjob(**FINISHED, kind=kind, version=version, completed=completed)
+    recreates = family.NAME == "mpi-operator" and not completed
+    assert family.recreates_pods(finished) is recreates

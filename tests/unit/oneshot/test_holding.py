@@ -219,6 +219,17 @@ def test_reclaim_failed_after_deletes_the_active_pods_and_keeps_the_finished_one
     assert all(w.method in ("delete-pod", "create-event") for w in fake.writes)
 
 
+def test_reclaim_failed_after_says_so_in_its_own_event() -> None:
+    # Not the deadline reclaim's DeadlinePodsTerminated: the job was not failed by a deadline.
+    fake = server()
+    failed(fake)
+    sweep(fake, with_rules(output=OutputFormat.JSON))
+    (event,) = [e for e in fake.events if e["reason"] != "GPUsHeld"]
+    assert event["reason"] == "HeldPodsDeleted"
+    assert event["message"].startswith("Deleted 2 pod(s) and 0 service(s) of a job Failed ")
+    assert "past reclaimFailedAfter 1h00m of platform rule gpu-tenants" in event["message"]
+
+
 def test_a_pod_list_refused_reports_nothing_held_and_the_deadlines_go_on() -> None:
     fake = server()
     stuck(fake)
