@@ -145,6 +145,39 @@ def annotations_of(cluster: Cluster, namespace: str, kind: str, name: str) -> di
     return dict(stored["metadata"].get("annotations") or {})
 
 
+def create_policy(cp: ControlPlane, policy: Obj, binding: Obj) -> None:
+    """Create a ValidatingAdmissionPolicy and its binding (strict: an unknown field fails)."""
+    admission = "/apis/admissionregistration.k8s.io/v1"
+    cp.request("POST", f"{admission}/validatingadmissionpolicies?fieldValidation=Strict", policy)
+    cp.request(
+        "POST", f"{admission}/validatingadmissionpolicybindings?fieldValidation=Strict", binding
+    )
+
+
+def grant(cp: ControlPlane, namespace: str, name: str, rule: Obj, account: tuple[str, str]) -> None:
+    """A Role ``name`` in ``namespace`` with ``rule``, bound to ServiceAccount ``account``."""
+    rbac = f"/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}"
+    cp.request(
+        "POST",
+        f"{rbac}/roles",
+        {"apiVersion": f"{RBAC}/v1", "kind": "Role", "metadata": {"name": name}, "rules": [rule]},
+    )
+    account_namespace, account_name = account
+    cp.request(
+        "POST",
+        f"{rbac}/rolebindings",
+        {
+            "apiVersion": f"{RBAC}/v1",
+            "kind": "RoleBinding",
+            "metadata": {"name": name},
+            "roleRef": {"apiGroup": RBAC, "kind": "Role", "name": name},
+            "subjects": [
+                {"kind": "ServiceAccount", "name": account_name, "namespace": account_namespace}
+            ],
+        },
+    )
+
+
 @pytest.fixture(scope="module")
 def trainjob_crd(family_control_plane: ControlPlane) -> None:
     """The Trainer's TrainJob CRD (no controller: admission is all that is exercised)."""
@@ -165,12 +198,7 @@ def cluster(family_control_plane: ControlPlane, trainjob_crd: None) -> Iterator[
     policy, binding = render_policy(
         {"policy": {"exemptionAdmission": {"enabled": True, "allowedGroups": [ADMINS]}}}, home
     )
-    admission = "/apis/admissionregistration.k8s.io/v1"
-    # Strict: a field the API server does not know is an error, not a warning.
-    cp.request("POST", f"{admission}/validatingadmissionpolicies?fieldValidation=Strict", policy)
-    cp.request(
-        "POST", f"{admission}/validatingadmissionpolicybindings?fieldValidation=Strict", binding
-    )
+    create_policy(cp, policy, binding)
     resources = [kubeflow.ALL_KINDS[k].plural for k in kubeflow.ALL_KINDS]
     cp.request(
         "POST",
@@ -299,33 +327,8 @@ def test_a_cluster_admin_outside_the_group_cannot_add_it_either(cluster, namespa
 
 def test_a_service_account_that_may_patch_jobs_cannot_add_it(cluster, namespace):
     cp = cluster.cp
-    cp.request(
-        "POST",
-        f"/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}/roles",
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "Role",
-            "metadata": {"name": "pipeline"},
-            "rules": [
-                {
-                    "apiGroups": ["kubeflow.org"],
-                    "resources": ["pytorchjobs"],
-                    "verbs": ["get", "patch"],
-                }
-            ],
-        },
-    )
-    cp.request(
-        "POST",
-        f"/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}/rolebindings",
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "RoleBinding",
-            "metadata": {"name": "pipeline"},
-            "roleRef": {"apiGroup": RBAC, "kind": "Role", "name": "pipeline"},
-            "subjects": [{"kind": "ServiceAccount", "name": "pipeline", "namespace": namespace}],
-        },
-    )
+    jobs = {"apiGroups": ["kubeflow.org"], "resources": ["pytorchjobs"], "verbs": ["get", "patch"]}
+    grant(cp, namespace, "pipeline", jobs, (namespace, "pipeline"))
     kubeconfig = cp.token_kubeconfig(cp.service_account_token(namespace, "pipeline"), "pipeline")
     w.create_job(cp, namespace, "train", started_ago=None)
 
@@ -427,33 +430,9 @@ def test_the_sweeper_may_write_only_a_launchers_deadline(cluster, namespace):
         "ValidatingAdmissionPolicy",
         "ValidatingAdmissionPolicyBinding",
     ]
-    policy, binding = launchers
-    admission = "/apis/admissionregistration.k8s.io/v1"
-    cp.request("POST", f"{admission}/validatingadmissionpolicies?fieldValidation=Strict", policy)
-    cp.request(
-        "POST", f"{admission}/validatingadmissionpolicybindings?fieldValidation=Strict", binding
-    )
-    cp.request(
-        "POST",
-        f"/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}/roles",
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "Role",
-            "metadata": {"name": "launchers"},
-            "rules": [{"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get", "patch"]}],
-        },
-    )
-    cp.request(
-        "POST",
-        f"/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}/rolebindings",
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "RoleBinding",
-            "metadata": {"name": "launchers"},
-            "roleRef": {"apiGroup": RBAC, "kind": "Role", "name": "launchers"},
-            "subjects": [{"kind": "ServiceAccount", "name": SWEEPER, "namespace": cluster.home}],
-        },
-    )
+    create_policy(cp, *launchers)
+    launcher_jobs = {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get", "patch"]}
+    grant(cp, namespace, "launchers", launcher_jobs, (cluster.home, SWEEPER))
     owner = {
         "apiVersion": "kubeflow.org/v2beta1",
         "kind": "MPIJob",
@@ -465,7 +444,7 @@ def test_the_sweeper_may_write_only_a_launchers_deadline(cluster, namespace):
     jobs = f"/apis/batch/v1/namespaces/{namespace}/jobs"
     cp.request("POST", jobs, batch_job("mpi-launcher", owner))
     cp.request("POST", jobs, batch_job("queued"))
-    message = policy["spec"]["validations"][0]["message"]
+    message = launchers[0]["spec"]["validations"][0]["message"]
 
     def patch(name: str, spec: Obj, *extra: str) -> subprocess.CompletedProcess[str]:
         return kubectl(
