@@ -9,7 +9,10 @@ written where the job's own controller enforces it, on its own clock:
 - an MPIJob's launcher Job gets the seconds that fall on the effective instant counted from
   the launcher's own ``status.startTime`` (written at or after that instant, so the Job
   controller, which re-syncs on the change, fails it at once); a gang with no launcher is the
-  executor's to fail (:meth:`DeadlineWriter.set_deadline` returns ``None``).
+  executor's to fail (:meth:`DeadlineWriter.set_deadline` returns ``None``). So does an
+  MPIJob's own deadline, which mpi-operator copies into the launcher only when it creates it:
+  one added or shortened since is in no launcher. A launcher carrying the MPIJob's own deadline
+  (or a shorter one) is left to the Job controller, which counts it from its own start.
 
 Each is a read-modify-write: the job is read again and judged again under its rule,
 the write carries the ``resourceVersion`` just read, and a 409 starts over, a few times at
@@ -27,7 +30,7 @@ from sweeper.act.cleanup import PodCleaner, Progress, Writing
 from sweeper.core.clock import parse_rfc3339
 from sweeper.core.decide import judge
 from sweeper.core.errors import Conflict, NotFound
-from sweeper.core.jobs import Job, parse_job, parse_owned
+from sweeper.core.jobs import DeadlineSource, Job, parse_job, parse_owned
 from sweeper.core.kinds import COMPONENT, TRAINJOB
 from sweeper.core.model import JSON, Action, ActionKind, Entry, Policy, Result, Why
 from sweeper.core.patches import (
@@ -46,14 +49,19 @@ LAUNCHER_SUFFIX = "-launcher"
 
 
 def no_launcher(action: Action) -> Action:
-    """The fail of an MPIJob whose platform deadline found no launcher Job to carry it."""
+    """The fail of an MPIJob whose deadline found no launcher Job to carry it."""
     return Action(
         action.job,
         ActionKind.FAIL,
         Why.NO_LAUNCHER,
         action.seconds_overdue,
-        f"no launcher Job to carry its deadline ({source_note(action.job)})",
+        f"no launcher Job to carry its deadline ({_source(action.job)})",
     )
+
+
+def _source(job: Job) -> str:
+    # Where the deadline written comes from, in words: a platform rule's, or the job's own.
+    return source_note(job) or f"its own activeDeadlineSeconds {job.deadline_seconds}"
 
 
 def failed_patch(job: Job, raw: JSON, now: datetime) -> JSON:
@@ -183,6 +191,18 @@ class DeadlineWriter:
         if isinstance(own, int) and own <= seconds:
             progress.detail = f"its launcher Job's own activeDeadlineSeconds {own} comes first"
             return Result.LEFT_ALONE
+        if (
+            isinstance(own, int)
+            and job.deadline_source is DeadlineSource.JOB
+            and own <= (job.deadline_seconds or 0)
+        ):
+            # The MPIJob's own deadline as newLauncherJob copied it (or a shorter one): the Job
+            # controller counts it from the launcher's start, as mpi-operator means it.
+            progress.detail = (
+                f"its launcher Job carries activeDeadlineSeconds {own}, the MPIJob's own or"
+                " shorter: the Job controller enforces it"
+            )
+            return Result.LEFT_ALONE
         progress.body = deadline_patch(raw, seconds)
         self._w.stop_if_asked()
         self._w.cluster.patch_batch_job(
@@ -196,7 +216,7 @@ class DeadlineWriter:
             reason="DeadlineSet",
             warning=True,
             message=(
-                f"Set activeDeadlineSeconds {seconds} on launcher Job {name} ({source_note(job)},"
+                f"Set activeDeadlineSeconds {seconds} on launcher Job {name} ({_source(job)},"
                 " counted from the launcher's own startTime): the Job controller fails it, then"
                 f" mpi-operator the MPIJob ({COMPONENT})"
             ),

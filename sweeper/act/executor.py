@@ -368,7 +368,7 @@ class _JobWriter:
                     part for part in ("already failed by its deadline", progress.detail) if part
                 )
                 return result
-            left = self._left_alone(fresh, job, touch_refused=touch_refused, also=also)
+            left = _left_alone(fresh, touch_refused=touch_refused, also=also)
             if left:
                 progress.detail = left
                 return Result.LEFT_ALONE
@@ -392,26 +392,6 @@ class _JobWriter:
         )
         return Result.ERROR
 
-    def _left_alone(
-        self, fresh: Entry, job: Job, *, touch_refused: bool, also: ActionKind | None
-    ) -> str:
-        # Why the re-read job is no longer to be failed; empty when it still is.
-        # After a refused touch, a job the re-read still finds due for a touch is failed; an
-        # MPIJob whose platform deadline found no launcher, one still due for set-deadline.
-        wanted = (ActionKind.FAIL, ActionKind.TOUCH) if touch_refused else (ActionKind.FAIL,)
-        if also is not None:
-            wanted = (*wanted, also)
-        if not (isinstance(fresh, Action) and fresh.kind in wanted):
-            return f"re-read: now {fresh.decision} ({fresh.reason})"
-        if fresh.why is Why.NO_LAUNCHER:
-            # mpi-operator names the launcher Job so and looks it up by that name alone.
-            try:
-                self._w.cluster.get_batch_job(job.namespace, f"{job.name}-launcher")
-            except NotFound:
-                return ""
-            return "its launcher Job exists: the Job controller enforces the deadline"
-        return ""
-
     def _failed_by_us(
         self, action: Action, job: Job, now: datetime, policy: Policy, progress: Progress
     ) -> Result:
@@ -433,6 +413,18 @@ class _JobWriter:
             ),
         )
         return self._w.done
+
+
+def _left_alone(fresh: Entry, *, touch_refused: bool, also: ActionKind | None) -> str:
+    # Why the re-read job is no longer to be failed; empty when it still is.
+    # After a refused touch, a job the re-read still finds due for a touch is failed; an
+    # MPIJob whose deadline found no launcher, one still due for set-deadline.
+    wanted = (ActionKind.FAIL, ActionKind.TOUCH) if touch_refused else (ActionKind.FAIL,)
+    if also is not None:
+        wanted = (*wanted, also)
+    if not (isinstance(fresh, Action) and fresh.kind in wanted):
+        return f"re-read: now {fresh.decision} ({fresh.reason})"
+    return ""
 
 
 def _failed_condition(document: object) -> JSON | None:

@@ -17,6 +17,8 @@ import durationpy
 
 # Python's waits and socket timeouts overflow past some 292 years (threading.TIMEOUT_MAX).
 LONGEST_WAIT = 365 * 24 * 3600.0
+# The API server's Date header has whole seconds: its clock may be this far past what it says.
+DATE_RESOLUTION_S = 1.0
 
 
 class Clock(Protocol):

@@ -28,13 +28,25 @@ from sweeper.core.kinds import (
     Kind,
 )
 
-# The operator computes ``time.Duration(activeDeadlineSeconds) * time.Second`` in int64
-# nanoseconds: beyond this many seconds (about 292 years) either way the product wraps around,
-# and what the operator then decides is an accident of the overflow, not the deadline written.
+# Every controller computes ``time.Duration(activeDeadlineSeconds) * time.Second`` in int64
+# nanoseconds: beyond this many seconds (about 292 years) either way the product wraps around
+# (22446744074 s to about 127 years), and what a controller then decides is an accident of the
+# overflow, not the deadline written (:func:`overflows`).
 MAX_DEADLINE_SECONDS = (2**63 - 1) // 10**9
 # What the sweeper appends to the operator's deadline message
 # (sweeper.core.patches.failure_message).
 SWEEPER_MARK = f"(enforced by {COMPONENT})"
+
+
+def overflows(seconds: int | None) -> bool:
+    """Whether an ``activeDeadlineSeconds`` is beyond what the controllers' ``time.Duration`` holds.
+
+    No controller enforces such a deadline as written, so it is longer than any other: a
+    platform rule's cap replaces it (``sweeper.core.platform.terms``), and uncapped it is never
+    due (``sweeper.core.rules.DURATION_OVERFLOW``). Never ``malformed``: a tenant could then
+    evade every cap with one.
+    """
+    return seconds is not None and not -MAX_DEADLINE_SECONDS <= seconds <= MAX_DEADLINE_SECONDS
 
 
 class DeadlineSource(StrEnum):
@@ -119,9 +131,12 @@ class Job:
         """``startTime + activeDeadlineSeconds``, when both are known.
 
         A negative deadline is due at ``startTime``: the operator compares
-        ``now - startTime >= activeDeadlineSeconds``, already true for any job it started.
+        ``now - startTime >= activeDeadlineSeconds``, already true for any job it started. One
+        that :func:`overflows` has no instant.
         """
         if self.start_time is None or self.deadline_seconds is None:
+            return None
+        if overflows(self.deadline_seconds):
             return None
         return self.start_time + timedelta(seconds=max(self.deadline_seconds, 0))
 
@@ -210,7 +225,7 @@ def _parse(raw: object, kind: Kind, version: str, *, identity: tuple[str, str, s
         else:
             by_deadline, by_sweeper = seen.message, seen.by_sweeper
     deadline_seconds = _deadline(policy, f"{prefix}.activeDeadlineSeconds")
-    if start_time is not None and deadline_seconds is not None:
+    if start_time is not None and deadline_seconds is not None and not overflows(deadline_seconds):
         try:
             start_time + timedelta(seconds=max(deadline_seconds, 0))
         except OverflowError:
@@ -290,11 +305,6 @@ def _deadline(policy: Mapping[str, object], field: str) -> int | None:
     # bool is an int in Python, never in the CRD schema.
     if isinstance(value, bool) or not isinstance(value, int):
         raise _Malformed(field)
-    if not -MAX_DEADLINE_SECONDS <= value <= MAX_DEADLINE_SECONDS:
-        raise _Malformed(
-            f"{field}: beyond {MAX_DEADLINE_SECONDS} either way, "
-            "it overflows the operator's time.Duration"
-        )
     return value
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from sweeper.core.clock import LONGEST_WAIT, human, parse_duration
 from sweeper.core.errors import ConfigError
-from sweeper.core.jobs import DeadlineSource, Job
+from sweeper.core.jobs import DeadlineSource, Job, overflows
 from sweeper.core.kinds import KINDS
 
 OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
@@ -138,7 +138,10 @@ def terms(own: int | None, annotated: bool, rule: PlatformRule | None) -> dict[s
     effective, source = own, DeadlineSource.JOB
     if effective is None and rule.default_deadline is not None:
         effective, source = int(rule.default_deadline), DeadlineSource.DEFAULT
-    if rule.max_deadline is not None and (effective is None or effective > rule.max_deadline):
+    # A deadline no controller can represent (either way) is longer than any cap.
+    if rule.max_deadline is not None and (
+        effective is None or overflows(effective) or effective > rule.max_deadline
+    ):
         effective, source = int(rule.max_deadline), DeadlineSource.CAP
     return {
         "deadline_seconds": effective,
@@ -375,6 +378,8 @@ def explain_rule(job: Job) -> str:
     if job.rule is None:
         return "no rule matches: the job's own deadline, as without --policy"
     own = "none" if job.declared_seconds is None else human(job.declared_seconds)
+    if overflows(job.declared_seconds):
+        own = f"{job.declared_seconds} s, beyond Go's time.Duration: longer than any cap"
     if job.deadline_source is DeadlineSource.JOB:
         deadline = (
             f"deadline {human(job.deadline_seconds)} from the job"

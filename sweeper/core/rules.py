@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from sweeper.core.clock import human
-from sweeper.core.jobs import Job
+from sweeper.core.jobs import MAX_DEADLINE_SECONDS, Job, overflows
 from sweeper.core.kinds import EXCLUDE_ANNOTATION, LEGACY_EXCLUDE_ANNOTATION
 from sweeper.core.model import (
     Action,
@@ -146,16 +146,19 @@ SUSPENDED = skip_if(
     lambda job, *_: f"suspend {'true' if job.suspended else 'false'}",
     lambda job: job.suspended,
 )
-# Resumed (e.g. re-admitted by Kueue) but not reconciled yet: the operator flips Suspended to
-# False and resets startTime to now before its deadline check, so the startTime read here is
-# stale and the job is not overdue.
+# Resumed (e.g. re-admitted by Kueue) but not reconciled yet: every family's controller flips
+# Suspended to False and restarts its clock (startTime; a TrainJob's Suspended=False
+# transition) before its deadline check, so the clock read here is stale and the job is not
+# overdue.
 RESUMING = skip_if(
     SkipReason.RESUMING,
     lambda job, *_: (
         "condition Suspended=True" if job.suspended_condition else "no Suspended=True condition"
     ),
     lambda job: job.suspended_condition,
-    lambda _job: "Suspended=True but suspend is not set: the operator restarts its clock on resume",
+    lambda _job: (
+        "Suspended=True but suspend is not set: its controller restarts its clock on resume"
+    ),
     with_overdue=False,
 )
 NO_DEADLINE = skip_if(
@@ -167,6 +170,31 @@ NO_DEADLINE = skip_if(
     ),
     lambda job: job.deadline_seconds is None,
     with_overdue=False,
+)
+# A deadline beyond what Go's time.Duration holds wraps around in every controller: none enforces
+# what it says. Longer than any cap (a rule's cap has replaced it: platform.terms), so uncapped
+# it is never due: a skip the pass also logs as a warning (oneshot.listing).
+DURATION_OVERFLOW = Rule(
+    "duration-overflow",
+    lambda job, *_: (
+        f"activeDeadlineSeconds {job.deadline_seconds} overflows Go's time.Duration"
+        f" (beyond {MAX_DEADLINE_SECONDS} s either way)"
+        if overflows(job.deadline_seconds)
+        else "activeDeadlineSeconds within Go's time.Duration"
+    ),
+    lambda job, _now, _policy, _overdue: (
+        Skip(
+            job,
+            SkipReason.NOT_YET_DUE,
+            None,
+            f"due never: activeDeadlineSeconds {job.deadline_seconds} overflows its"
+            f" controller's time.Duration (beyond {MAX_DEADLINE_SECONDS} s either way), and no"
+            " platform rule caps it",
+        )
+        if overflows(job.deadline_seconds)
+        else None
+    ),
+    premise=lambda job: overflows(job.deadline_seconds),
 )
 NOT_STARTED = skip_if(
     SkipReason.NOT_STARTED,

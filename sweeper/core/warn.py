@@ -167,6 +167,8 @@ def _what_ends(entry: Entry, family: str, policy: Policy) -> str | None:
             return None  # a clean-up: the job is already finished
         else:  # the deadline written where its controller enforces it (a TrainJob's spec...)
             ends = "its controller fails it"
+            if entry.job.launcher_waits:  # a gang with no launcher Job: failed by the sweeper
+                ends += " (the sweeper, if it has no launcher Job by then)"
     elif entry.why in _CONTROLLER_ENDS:
         ends = "its controller fails it"
     else:

@@ -26,11 +26,11 @@ import msgspec
 
 from sweeper.core.clock import parse_rfc3339
 from sweeper.core.jobs import (
-    MAX_DEADLINE_SECONDS,
     SWEEPER_MARK,
     Job,
     last_touch,
     opted_out,
+    overflows,
     parse_job,
 )
 from sweeper.core.kinds import DEADLINE_MESSAGE, GROUP, VERSION, Kind
@@ -187,8 +187,8 @@ def _view(item: _Item, kind: Kind, version: str, view: PlatformView) -> Job:
     spec = item.spec
     run_policy = spec.run_policy or _NO_RUN_POLICY
     deadline = run_policy.active_deadline_seconds
-    if deadline is not None and not -MAX_DEADLINE_SECONDS <= deadline <= MAX_DEADLINE_SECONDS:
-        raise _Unusual
+    if overflows(deadline):
+        raise _Unusual  # rare: the reference builds its view
     start_time, finished, by_deadline, by_sweeper, suspended_condition = _status(
         item.status, deadline
     )

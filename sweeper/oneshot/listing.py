@@ -15,7 +15,7 @@ from datetime import datetime
 from http import HTTPStatus
 
 from sweeper.config import ClockMode, Config
-from sweeper.core.clock import Clock, human
+from sweeper.core.clock import DATE_RESOLUTION_S, Clock, human
 from sweeper.core.decide import judge
 from sweeper.core.errors import (
     ApiError,
@@ -25,7 +25,7 @@ from sweeper.core.errors import (
     NotFound,
 )
 from sweeper.core.families import family_of
-from sweeper.core.jobs import Job
+from sweeper.core.jobs import MAX_DEADLINE_SECONDS, DeadlineSource, Job, overflows
 from sweeper.core.kinds import MPI_OPERATOR_VERSION
 from sweeper.core.model import Action, Skip, settled
 from sweeper.core.platform import PlatformView
@@ -39,8 +39,6 @@ from sweeper.stop import Stop
 
 log = logging.getLogger(__name__)
 
-# Date headers have whole-second resolution: a skew below this is noise.
-_SKEW_RESOLUTION_S = 1.0
 # Lists read at once, and pages (of every list together) that may wait for the pass
 # (sweeper.oneshot.readahead): two readers keep the API server busy while this process decodes
 # and judges (a third measured no better), and eight pages let a reader go on into the next list
@@ -166,6 +164,31 @@ def _exemption(job: Job) -> None:
             job.rule,
             extra={**fields, "rule": job.rule, "exemption": "refused"},
         )
+
+
+def _overflowing(job: Job) -> None:
+    # Once per pass and job: a deadline no controller enforces is a tenant's way out of every
+    # deadline but a cap, and the platform's engineers see it whether or not a rule caps it.
+    capped = job.deadline_source is DeadlineSource.CAP
+    log.warning(
+        "%s %s/%s: activeDeadlineSeconds %d overflows Go's time.Duration (beyond %d s either"
+        " way): no controller enforces it as written; %s",
+        job.kind.name,
+        job.namespace,
+        job.name,
+        job.declared_seconds,
+        MAX_DEADLINE_SECONDS,
+        f"enforced at the cap of platform rule {job.rule}"
+        if capped
+        else "never due: no platform rule caps it",
+        extra={
+            "kind": job.kind.name,
+            "namespace": job.namespace,
+            "job_name": job.name,
+            "declared_seconds": job.declared_seconds,
+            "rule": job.rule,
+        },
+    )
 
 
 class StartOver(Exception):  # noqa: N818 - a signal to the pass, not an error it reports
@@ -297,6 +320,8 @@ class Listing:
         for job in jobs:
             if job.rule is not None and (job.excluded or job.exemption_refused):
                 _exemption(job)
+            if overflows(job.declared_seconds) and job.finished is None:
+                _overflowing(job)
             entry = judge(job, now, config.policy)
             if isinstance(entry, Skip):
                 # Only before its deadline, so only a skip: never alongside an action.
@@ -339,7 +364,7 @@ class Listing:
             return local
         skew = (local - server).total_seconds()
         if self.config.clock is ClockMode.LOCAL:
-            if abs(skew) > self.config.policy.grace + _SKEW_RESOLUTION_S:
+            if abs(skew) > self.config.policy.grace + DATE_RESOLUTION_S:
                 log.warning(
                     "the local clock is %s %s the API server's; --clock local decides by it",
                     human(abs(skew)),

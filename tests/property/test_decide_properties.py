@@ -136,11 +136,28 @@ def test_every_overdue_eligible_job_gets_an_action_or_waits_for_its_touch(
         assert isinstance(entry, Action)
         assert entry.kind is ActionKind.FAIL
     elif isinstance(entry, Skip):
-        # touch and auto remember their touch: only a fresh one defers the next step.
+        # touch and auto remember their touch: only a fresh one defers the next step, never
+        # one later than now by more than the skew tolerated (a tenant's stamp in the future).
         assert entry.why is SkipReason.RECENTLY_TOUCHED
         assert case.touched_at is not None
+        touched = datetime.fromisoformat(case.touched_at.replace("Z", "+00:00"))
+        assert touched - now <= timedelta(seconds=policy.grace + 1), "a future stamp deferred it"
     else:
         assert entry.kind in ACTS_ON_THE_JOB
+
+
+@SINGLE
+@given(st.booleans().flatmap(lambda overdue: case_and_clock(overdue=overdue)))
+def test_a_touch_stamp_ahead_of_now_counts_as_none(drawn: tuple[JobCase, datetime, Policy]) -> None:
+    # Later than now by more than the skew tolerated (--grace and the Date header's second):
+    # no sweeper wrote it, so it defers nothing.
+    case, now, policy = drawn
+    job = parse_job(case.raw(), product(case.kind))
+    if job.touched_at is None or (job.touched_at - now).total_seconds() <= policy.grace + 1:
+        return
+    entry = judge(job, now, policy)
+    untouched = judge(replace(job, touched_at=None), now, policy)
+    assert (entry.decision, entry.reason) == (untouched.decision, untouched.reason)
 
 
 @SINGLE

@@ -2,20 +2,31 @@
 
 Whatever the job and the rule: the effective deadline never exceeds the cap nor lengthens a
 deadline the job declares; a job within its rule's cap is judged exactly as without a policy;
-and re-applying starts from the job's own fields (a relabelled Namespace re-judges a view).
+re-applying starts from the job's own fields (a relabelled Namespace re-judges a view); and a
+cap is a cap on the decision too: whatever deadline a job declares, none evades it.
 """
 
 from __future__ import annotations
 
-from hypothesis import given
+from datetime import timedelta
+from typing import Any
+
+from hypothesis import given, note
 from hypothesis import strategies as st
 
 from sweeper.core.decide import judge
 from sweeper.core.jobs import DeadlineSource, Job, parse_job
 from sweeper.core.kinds import lookup
-from sweeper.core.model import Policy
+from sweeper.core.model import Policy, Skip, SkipReason
 from sweeper.core.platform import PlatformRule, apply
-from tests.property.strategies import ORIGIN, job_cases, policies
+from tests.property.strategies import (
+    LARGEST_VALID_DEADLINE,
+    ORIGIN,
+    graces,
+    job_cases,
+    policies,
+    rfc3339,
+)
 
 seconds = st.one_of(st.none(), st.integers(1, 10**7).map(float))
 
@@ -71,3 +82,79 @@ def test_applying_again_starts_from_the_job_own_fields(
 ) -> None:
     assert apply(apply(job, first), second) == apply(job, second)
     assert apply(apply(job, first), None) == job
+
+
+# A job of each family as its controller stores it, started at ORIGIN: (kind, apiVersion).
+FAMILIES = (
+    ("PyTorchJob", "kubeflow.org/v1"),
+    ("MPIJob", "kubeflow.org/v2beta1"),
+    ("TrainJob", "trainer.kubeflow.org/v1alpha1"),
+)
+# What a job may declare: nothing, any deadline a controller holds, and any beyond it either
+# way (its time.Duration wraps: 22446744074 s is about 127 years to the controllers).
+declared_deadlines = st.one_of(
+    st.none(),
+    st.integers(-(10**7), 10**7),
+    st.integers(-LARGEST_VALID_DEADLINE, LARGEST_VALID_DEADLINE),
+    st.integers(min_value=LARGEST_VALID_DEADLINE + 1, max_value=2**80),
+    st.integers(min_value=-(2**80), max_value=-LARGEST_VALID_DEADLINE - 1),
+    st.sampled_from([22446744074, LARGEST_VALID_DEADLINE + 1, -LARGEST_VALID_DEADLINE - 1]),
+)
+
+
+def started(kind: str, api_version: str, declared: int | None) -> dict[str, Any]:
+    """A running job of ``kind`` started (a TrainJob: created) at ORIGIN, declaring ``declared``."""
+    meta = {"name": "j", "namespace": "team-a", "uid": "u", "creationTimestamp": rfc3339(ORIGIN)}
+    if kind == "TrainJob":
+        spec: dict[str, Any] = {"runtimeRef": {"name": "torch"}}
+        if declared is not None:
+            spec["activeDeadlineSeconds"] = declared
+        return {"apiVersion": api_version, "kind": kind, "metadata": meta, "spec": spec}
+    policy = {} if declared is None else {"activeDeadlineSeconds": declared}
+    return {
+        "apiVersion": api_version,
+        "kind": kind,
+        "metadata": meta,
+        "spec": {"runPolicy": policy},
+        "status": {"startTime": rfc3339(ORIGIN)},
+    }
+
+
+@given(
+    family=st.sampled_from(FAMILIES),
+    declared=declared_deadlines,
+    cap=st.integers(1, 10**7),
+    default=st.one_of(st.none(), st.integers(1, 10**7)),
+    policy=policies,
+    grace=graces,
+    after=st.integers(0, 10**6),
+)
+def test_no_declared_deadline_evades_a_cap(
+    *,
+    family: tuple[str, str],
+    declared: int | None,
+    cap: int,
+    default: int | None,
+    policy: Policy,
+    grace: float,
+    after: int,
+) -> None:
+    """Under a rule with ``maxDeadline``, a running job judged at or after its start + the cap +
+    ``--grace`` is never skipped as ``malformed`` or ``not-yet-due``: its effective deadline, at
+    most the cap, has passed, whatever it declares (none, negative, or beyond what Go's
+    ``time.Duration`` holds either way). The job is started (a TrainJob: created), not finished,
+    suspended, resuming, being deleted, opted out or managed elsewhere."""
+    kind, api_version = family
+    rule = PlatformRule("gpu", default_deadline=min(default or cap, cap), max_deadline=cap)
+    policy = Policy(action=policy.action, grace=grace, escalate_after=policy.escalate_after)
+    job = apply(
+        parse_job(started(kind, api_version, declared), lookup(kind), api_version.split("/")[1]),
+        rule,
+    )
+    now = ORIGIN + timedelta(seconds=cap + grace + after)
+    entry = judge(job, now, policy)
+    note(f"{kind} declaring {declared}, cap {cap}, at start + {cap + grace + after}s: {entry}")
+    assert job.deadline_seconds is not None and job.deadline_seconds <= cap
+    assert not (
+        isinstance(entry, Skip) and entry.why in (SkipReason.MALFORMED, SkipReason.NOT_YET_DUE)
+    ), "a capped job past its cap was skipped as malformed or never due"

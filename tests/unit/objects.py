@@ -246,11 +246,13 @@ def trainjob(
     suspend: bool | None = None,
     resumed_ago: float | None = None,
     complete: bool = False,
+    still_suspended: bool = False,
 ) -> dict[str, Any]:
     """A Trainer v2 TrainJob (``trainer.kubeflow.org/v1alpha1``) as v2.3.0 stores it.
 
     ``complete``: with the ``Complete=True`` condition the trainer copies from JobSet's
-    ``Completed`` (jobset.go, ``Status``).
+    ``Completed`` (jobset.go, ``Status``). ``still_suspended``: with the ``Suspended=True``
+    condition the trainer wrote while it was suspended (``setSuspendedCondition``).
     """
     spec: dict[str, Any] = {"runtimeRef": {"name": "torch-distributed"}}
     if deadline is not None:
@@ -260,6 +262,8 @@ def trainjob(
     if suspend is not None:
         spec["suspend"] = suspend
     conditions: list[dict[str, Any]] = []
+    if still_suspended:
+        conditions.append(condition("Suspended", reason="Suspended"))
     if resumed_ago is not None:
         resumed = condition("Suspended", "False", reason="Resumed")
         resumed["lastTransitionTime"] = ago(resumed_ago)

@@ -11,20 +11,21 @@ the sweeper never touches an MPIJob. What it does, as docs/decisions.md says:
   ``All``; its default, ``None``, exists only in its memory (``default.go``). The workers keep
   their GPUs for good, so they are deleted (never before ``completionTime``: until then the
   sync re-creates them).
+- **Put the deadline into the launcher.** mpi-operator copies the deadline only when it creates
+  the launcher, and updates it only for suspend and resume, from the launcher as it is (so it
+  keeps what the sweeper wrote). A deadline the launcher does not carry is enforced by nobody:
+  the MPIJob's own, added or shortened after the launcher was created, or a platform rule's
+  default or cap (docs/policy.md). So at ``status.startTime`` + the effective deadline (and
+  ``--grace``) the executor reads the launcher Job: one that carries the MPIJob's own deadline
+  as mpi-operator copied it (or a shorter one), or whose own comes first, is the Job
+  controller's; otherwise it writes the seconds that fall on that instant counted from the
+  launcher's own ``startTime`` (its ``activeDeadlineSeconds`` is mutable): the Job controller
+  re-syncs on the change and fails it at once (``DeadlineExceeded``), mpi-operator copies that
+  failure with ``completionTime``, and the workers go as above.
 - **Fail a gang with no launcher.** With ``launcherCreationPolicy: WaitForWorkersReady`` the
-  launcher, and with it the deadline, exists only once every worker is ready. Past
-  ``status.startTime + activeDeadlineSeconds`` such a job is failed as mpi-operator records a
-  failure (``Failed=True``, reason ``DeadlineExceeded``, ``completionTime``), after the executor
-  has made sure no launcher Job exists; its workers then go.
-- **Enforce a platform deadline through the launcher.** A deadline the MPIJob does not carry
-  (a platform rule's default or cap, docs/policy.md) is not in its launcher Job either, whose
-  ``spec.activeDeadlineSeconds`` is mutable and which mpi-operator only ever updates for
-  suspend and resume, from the launcher as it is (so it keeps what the sweeper wrote). At
-  ``status.startTime`` + the effective deadline, the sweeper writes into the launcher the
-  seconds that fall on that instant counted from the launcher's own ``startTime``: the Job
-  controller re-syncs on the change and fails it at once (``DeadlineExceeded``), mpi-operator
-  copies that failure with ``completionTime``, and the workers go as above. A gang with no
-  launcher yet is failed as above.
+  launcher, and with it the deadline, exists only once every worker is ready. When the
+  executor finds no launcher Job, the MPIJob is failed as mpi-operator records a failure
+  (``Failed=True``, reason ``DeadlineExceeded``, ``completionTime``); its workers then go.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from sweeper.core.kinds import MPI_OPERATOR
 from sweeper.core.model import Action, ActionKind, Entry, Policy, Skip, SkipReason, Why
 from sweeper.core.rules import (
     BEING_DELETED,
+    DURATION_OVERFLOW,
     MALFORMED,
     NO_DEADLINE,
     NOT_STARTED,
@@ -48,7 +50,6 @@ from sweeper.core.rules import (
     managed_elsewhere,
     premise_due,
     reclaim_pods,
-    skip_if,
     stamp,
 )
 
@@ -106,15 +107,12 @@ def _seen_deadline(job: Job, _now: datetime, policy: Policy, overdue: float | No
     return f"startTime + activeDeadlineSeconds {stamp(job.deadline)} ({when})"
 
 
-def _carried(job: Job) -> bool:
-    # The launcher Job carries the MPIJob's own deadline only (newLauncherJob).
-    return job.deadline_source is DeadlineSource.JOB
-
-
-def _seen_platform(job: Job, *_: object) -> str:
-    if _carried(job):
-        return "the deadline is the MPIJob's own" + (
-            "" if job.rule is None else f", within platform rule {job.rule}"
+def _seen_launcher(job: Job, *_: object) -> str:
+    if job.deadline_source is DeadlineSource.JOB:
+        within = "" if job.rule is None else f", within platform rule {job.rule}"
+        return (
+            f"the MPIJob's own activeDeadlineSeconds {job.deadline_seconds}{within}: in its"
+            " launcher Job only if set when mpi-operator created it"
         )
     own = (
         "none of its own"
@@ -127,26 +125,25 @@ def _seen_platform(job: Job, *_: object) -> str:
     )
 
 
-def _platform(job: Job, _now: datetime, _policy: Policy, overdue: float | None) -> Entry | None:
-    if _carried(job):
-        return None
+def _launcher_deadline(job: Job, _now: datetime, _policy: Policy, overdue: float | None) -> Entry:
+    late = f"{human(overdue or 0.0)} past"
+    if job.deadline_source is DeadlineSource.JOB:
+        return Action(
+            job,
+            ActionKind.SET_DEADLINE,
+            Why.OVERDUE,
+            overdue,
+            f"{late} its deadline: its launcher Job gets it unless it carries it already"
+            " (mpi-operator copies it only when it creates the launcher), or a gang with none"
+            " is failed",
+        )
     return Action(
         job,
         ActionKind.SET_DEADLINE,
         Why.PLATFORM_DEADLINE,
         overdue,
-        f"{human(overdue or 0.0)} past the {job.deadline_source.value} of platform rule"
-        f" {job.rule}: its launcher Job gets that deadline, or a gang with none is failed",
-    )
-
-
-def _fail(job: Job, _now: datetime, _policy: Policy, overdue: float | None) -> Entry:
-    return Action(
-        job,
-        ActionKind.FAIL,
-        Why.NO_LAUNCHER,
-        overdue,
-        f"{human(overdue or 0.0)} past its deadline with no launcher Job to enforce it",
+        f"{late} the {job.deadline_source.value} of platform rule {job.rule}: its launcher Job"
+        " gets that deadline, or a gang with none is failed",
     )
 
 
@@ -165,24 +162,17 @@ RULES: tuple[Rule, ...] = (
     SUSPENDED,
     RESUMING,
     NO_DEADLINE,
+    DURATION_OVERFLOW,
     NOT_STARTED,
-    skip_if(
-        SkipReason.OPERATOR_ENFORCED,
-        lambda job, *_: (
-            "launcherCreationPolicy WaitForWorkersReady"
-            if job.launcher_waits
-            else "launcherCreationPolicy AtStartup"
-        ),
-        lambda job: not job.launcher_waits and _carried(job),
-        lambda _job: "its launcher Job carries the deadline; the Job controller enforces it",
-    ),
     Rule(SkipReason.NOT_YET_DUE.value, _seen_deadline, _not_yet_due),
-    Rule(Why.PLATFORM_DEADLINE.value, _seen_platform, _platform),
-    Rule("no-launcher", lambda *_: "past its deadline; no launcher Job is expected yet", _fail),
+    # The executor reads the launcher Job (act/deadline.py): it leaves alone one that carries
+    # the deadline (the MPIJob's own as mpi-operator copied it, or a shorter one), writes it
+    # into one that does not, and fails a gang that has none.
+    Rule("launcher-deadline", _seen_launcher, _launcher_deadline),
 )
 
 
 def due_at(job: Job, policy: Policy) -> datetime | None:
-    """``startTime`` + deadline + grace, for a gang or a deadline the launcher does not carry."""
+    """``startTime`` + deadline + grace: its launcher Job is read then."""
     fixed, instant = premise_due(RULES, job, policy)
     return instant if fixed else _due_instant(job, policy)

@@ -37,10 +37,12 @@ from sweeper.core.model import Action, ActionKind, Entry, Policy, Skip, SkipReas
 from sweeper.core.rules import (
     ALWAYS,
     BEING_DELETED,
+    DURATION_OVERFLOW,
     MALFORMED,
     NO_DEADLINE,
     NOT_STARTED,
     OPTED_OUT,
+    RESUMING,
     SUSPENDED,
     Rule,
     later,
@@ -191,7 +193,11 @@ RULES: tuple[Rule, ...] = (
     # Reads the clock (--reclaim-grace): due_at below times it.
     Rule(SkipReason.FINISHED.value, _seen_finished, _finished),
     SUSPENDED,
+    # setSuspendedCondition flips Suspended to False, restarting the clock, before
+    # reconcileDeadline reads it: until then creation + a cap reads as long past.
+    RESUMING,
     NO_DEADLINE,
+    DURATION_OVERFLOW,
     NOT_STARTED,
     # Reads the clock for a cap (due_at below times it).
     Rule(Why.PLATFORM_DEADLINE.value, _seen_platform, _platform),
@@ -211,6 +217,11 @@ def due_at(job: Job, policy: Policy) -> datetime | None:
         return instant
     if job.finished is not None:
         return _reclaim_at(job, policy) if _deadline_failure(job) else None
-    if job.suspended or job.deadline is None or job.deadline_source is DeadlineSource.JOB:
+    if (
+        job.suspended
+        or job.suspended_condition
+        or job.deadline is None
+        or job.deadline_source is DeadlineSource.JOB
+    ):
         return None
     return ALWAYS if job.declared_seconds is None else _cap_due(job, policy)

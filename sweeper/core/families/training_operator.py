@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sweeper.core.clock import human
+from sweeper.core.clock import DATE_RESOLUTION_S, human
 from sweeper.core.jobs import DeadlineSource, Job
 from sweeper.core.kinds import TRAINING_OPERATOR
 from sweeper.core.model import (
@@ -31,6 +31,7 @@ from sweeper.core.model import (
 from sweeper.core.platform import source_note
 from sweeper.core.rules import (
     BEING_DELETED,
+    DURATION_OVERFLOW,
     MALFORMED,
     NO_DEADLINE,
     NOT_STARTED,
@@ -95,6 +96,20 @@ def current_touch(job: Job) -> datetime | None:
     return touched
 
 
+def _ahead(touched: datetime | None, now: datetime, policy: Policy) -> bool:
+    # A stamp later than now by more than the clock skew the sweeper tolerates (--grace, and
+    # the Date header's whole second) is no touch of its own but a tenant's: counted, it would
+    # stop every touch until then. due_at counts it: a timer is only ever late for one, and
+    # every pass (a --watch resync too) judges it by its own instant.
+    horizon = later(now, policy.grace + DATE_RESOLUTION_S)
+    return touched is not None and horizon is not None and touched > horizon
+
+
+def _counted_touch(job: Job, now: datetime, policy: Policy) -> datetime | None:
+    touched = current_touch(job)
+    return None if _ahead(touched, now, policy) else touched
+
+
 def _seen_finished(job: Job, *_: object) -> str:
     if job.finished is None:
         return "no Succeeded or Failed condition"
@@ -114,6 +129,8 @@ def _seen_deadline(job: Job, now: datetime, policy: Policy, overdue: float | Non
 
 def _seen_touch(job: Job, now: datetime, policy: Policy, overdue: float | None) -> str:
     touched = "never touched" if job.touched_at is None else f"touched at {stamp(job.touched_at)}"
+    if _ahead(job.touched_at, now, policy):
+        touched += " (later than now: counts as none)"
     escalate = human(policy.escalate_after)
     if job.deadline_source is not DeadlineSource.JOB:
         return f"deadline {source_note(job)}: failed by the sweeper whatever --action"
@@ -140,6 +157,7 @@ RULES: tuple[Rule, ...] = (
     SUSPENDED,
     RESUMING,
     NO_DEADLINE,
+    DURATION_OVERFLOW,
     NOT_STARTED,
     # The one rule that reads the clock, after every rule that does not (due_at relies on it).
     Rule(SkipReason.NOT_YET_DUE.value, _seen_deadline, _decide_not_yet_due),
@@ -213,7 +231,7 @@ def _overdue(job: Job, now: datetime, deadline: datetime, policy: Policy, overdu
     late = f"{human(overdue)} past its deadline"
     if policy.action is ActionMode.FAIL:
         return Action(job, ActionKind.FAIL, Why.OVERDUE, overdue, late)
-    touched = current_touch(job)
+    touched = _counted_touch(job, now, policy)
     since = None if touched is None else (now - touched).total_seconds()  # as reported
     if policy.action is ActionMode.AUTO:
         # Escalation never waits for a touch to have been written: while the operator is down

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from sweeper.core.decide import decide, judge
+from sweeper.core.decide import decide, explain, judge
 from sweeper.core.jobs import parse_job, parse_owned
 from sweeper.core.kinds import (
     EXCLUDE_ANNOTATION,
@@ -36,10 +36,6 @@ TOUCH = Policy()
 FAIL = Policy(action=ActionMode.FAIL)
 AUTO = Policy(action=ActionMode.AUTO)
 MAX_GO_SECONDS = (2**63 - 1) // 10**9  # time.Duration(s) * time.Second fits in int64
-OVERFLOWS = (
-    f"spec.runPolicy.activeDeadlineSeconds: beyond {MAX_GO_SECONDS} either way, it overflows "
-    "the operator's time.Duration"
-)
 
 
 def verdict(raw: dict[str, Any], policy: Policy = TOUCH, version: str = "v1") -> tuple[str, str]:
@@ -169,6 +165,29 @@ CASES = [
         "skip",
         "not-yet-due",
         id="largest-deadline-the-operator-can-hold",
+    ),
+    # Beyond it, every controller's time.Duration wraps: no controller enforces what it says, so
+    # it is longer than any deadline (a platform cap still applies: test_platform.py).
+    pytest.param(
+        job(deadline=MAX_GO_SECONDS + 1),
+        FAIL,
+        "skip",
+        "not-yet-due",
+        id="deadline-overflowing-go-duration-is-never-due",
+    ),
+    pytest.param(
+        job(deadline=-MAX_GO_SECONDS - 1),
+        FAIL,
+        "skip",
+        "not-yet-due",
+        id="negative-deadline-overflowing-go-duration-is-never-due",
+    ),
+    pytest.param(
+        job(deadline=22446744074, status={"startTime": "9900-01-01T00:00:00Z"}),
+        FAIL,
+        "skip",
+        "not-yet-due",
+        id="overflowing-deadline-needs-no-instant",
     ),
     pytest.param(
         job(deadline=20 * 366 * 24 * 3600),
@@ -318,6 +337,43 @@ CASES = [
         "touch",
         "touch-again",
         id="touch-again-after-escalate-after",
+    ),
+    # A stamp later than now by more than the skew tolerated (--grace plus the Date header's
+    # whole second) is no touch of the sweeper's: a tenant's would stop every touch.
+    pytest.param(
+        job(annotations={TOUCHED_AT_ANNOTATION: "2125-01-01T00:00:00Z"}),
+        TOUCH,
+        "touch",
+        "overdue",
+        id="touch-a-stamp-in-the-future-counts-as-none",
+    ),
+    pytest.param(
+        job(annotations={TOUCHED_AT_ANNOTATION: ago(-2)}),
+        TOUCH,
+        "touch",
+        "overdue",
+        id="touch-a-stamp-two-seconds-ahead-counts-as-none",
+    ),
+    pytest.param(
+        job(annotations={TOUCHED_AT_ANNOTATION: ago(-1)}),
+        TOUCH,
+        "skip",
+        "recently-touched",
+        id="touch-a-stamp-within-the-date-headers-second-counts",
+    ),
+    pytest.param(
+        job(annotations={TOUCHED_AT_ANNOTATION: ago(-31)}),
+        Policy(grace=30),
+        "skip",
+        "recently-touched",
+        id="touch-a-stamp-within-grace-and-a-second-counts",
+    ),
+    pytest.param(
+        job(started_ago=3660, annotations={TOUCHED_AT_ANNOTATION: "2125-01-01T00:00:00Z"}),
+        AUTO,
+        "touch",
+        "overdue",
+        id="auto-a-stamp-in-the-future-counts-as-none",
     ),
     # Quick re-touches (--retouch-after 5s, --retouch-limit 3): the operator judges with its own
     # clock, which may not have reached the deadline when a touch written at it arrived.
@@ -504,12 +560,6 @@ MALFORMED = [
     ),
     pytest.param(job(deadline=3600.5), "spec.runPolicy.activeDeadlineSeconds", id="deadline-float"),
     pytest.param(job(deadline=True), "spec.runPolicy.activeDeadlineSeconds", id="deadline-bool"),
-    pytest.param(job(deadline=MAX_GO_SECONDS + 1), OVERFLOWS, id="deadline-overflows-go-duration"),
-    pytest.param(
-        job(deadline=-MAX_GO_SECONDS - 1),
-        OVERFLOWS,
-        id="negative-deadline-overflows-go-duration",
-    ),
     pytest.param(
         job(deadline=MAX_GO_SECONDS, status={"startTime": "9900-01-01T00:00:00Z"}),
         "status.startTime",
@@ -589,11 +639,10 @@ def test_every_kind_is_enforced(kind: Any, policy: Policy) -> None:
     assert (decision, reason) == (policy.action.value, "overdue")
 
 
-def test_an_mpi_operator_mpijob_is_reported_never_acted_on() -> None:
-    assert verdict(job("MPIJob"), FAIL, version=MPI_OPERATOR_VERSION) == (
-        "skip",
-        "operator-enforced",
-    )
+def test_an_mpi_operator_mpijob_past_its_deadline_has_its_launcher_read_whatever_the_action() -> (
+    None
+):
+    assert verdict(job("MPIJob"), FAIL, version=MPI_OPERATOR_VERSION) == ("set-deadline", "overdue")
 
 
 def test_not_yet_due_says_how_long_is_left_and_reports_negative_overdue() -> None:
@@ -931,3 +980,15 @@ def test_execution_order_holds_only_the_actions() -> None:
     assert execution_order(plan) == ()
     plan = decide(jobs, NOW, TOUCH)
     assert execution_order(plan) == (1,)
+
+
+def test_explain_says_a_stamp_later_than_now_counts_as_none() -> None:
+    raw = job(annotations={TOUCHED_AT_ANNOTATION: "2125-01-01T00:00:00Z"})
+    steps, entry = explain(parse_job(raw, KIND["PyTorchJob"]), NOW, TOUCH)
+    (step,) = [s for s in steps if s.rule == "overdue"]
+    assert "touched at 2125-01-01T00:00:00Z (later than now: counts as none)" in step.seen
+    assert (entry.decision, entry.reason) == ("touch", "overdue")
+    steps, _ = explain(
+        parse_job(job(annotations={TOUCHED_AT_ANNOTATION: ago(10)}), KIND["PyTorchJob"]), NOW, TOUCH
+    )
+    assert "counts as none" not in next(s for s in steps if s.rule == "overdue").seen

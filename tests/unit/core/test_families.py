@@ -31,8 +31,11 @@ def train_verdict(raw: dict[str, Any], policy: Policy = TOUCH) -> tuple[str, str
 
 
 MPI_CASES = [
-    pytest.param(mpijob(), TOUCH, ("skip", "operator-enforced"), id="launcher-enforces"),
-    pytest.param(mpijob(), FAIL, ("skip", "operator-enforced"), id="never-failed-by-action"),
+    # Past it, the executor reads the launcher: mpi-operator copies the deadline only when it
+    # creates it (newLauncherJob), so one added or shortened since is in no launcher.
+    pytest.param(mpijob(), TOUCH, ("set-deadline", "overdue"), id="launcher-checked-when-due"),
+    pytest.param(mpijob(), FAIL, ("set-deadline", "overdue"), id="whatever-the-action"),
+    pytest.param(mpijob(started_ago=599), TOUCH, ("skip", "not-yet-due"), id="not-yet-due"),
     pytest.param(
         mpijob(failed="DeadlineExceeded"),
         TOUCH,
@@ -70,7 +73,7 @@ MPI_CASES = [
         id="policy-keeps-what-mpi-operator-keeps",
     ),
     pytest.param(
-        mpijob(waits=True), TOUCH, ("fail", "no-launcher"), id="gang-without-launcher-past-due"
+        mpijob(waits=True), TOUCH, ("set-deadline", "overdue"), id="gang-launcher-checked-when-due"
     ),
     pytest.param(
         mpijob(waits=True, started_ago=599),
@@ -98,7 +101,7 @@ def test_an_mpi_operator_mpijob_is_never_touched(
 def test_a_gang_past_grace_only_is_due() -> None:
     raw = mpijob(waits=True, started_ago=630)
     assert mpi_verdict(raw, Policy(grace=60)) == ("skip", "not-yet-due")
-    assert mpi_verdict(raw, Policy(grace=30)) == ("fail", "no-launcher")
+    assert mpi_verdict(raw, Policy(grace=30)) == ("set-deadline", "overdue")
 
 
 def test_an_mpijob_managed_by_another_controller_is_left_alone() -> None:
@@ -106,7 +109,7 @@ def test_an_mpijob_managed_by_another_controller_is_left_alone() -> None:
     raw["spec"]["runPolicy"]["managedBy"] = "kueue.x-k8s.io/multikueue"
     assert mpi_verdict(raw) == ("skip", "managed-elsewhere")
     raw["spec"]["runPolicy"]["managedBy"] = "kubeflow.org/mpi-operator"
-    assert mpi_verdict(raw) == ("fail", "no-launcher")
+    assert mpi_verdict(raw) == ("set-deadline", "overdue")
 
 
 TRAIN_CASES = [
@@ -129,6 +132,11 @@ TRAIN_CASES = [
         id="complete-is-finished-not-late",
     ),
     pytest.param(trainjob(suspend=True), ("skip", "suspended"), id="suspended"),
+    pytest.param(
+        trainjob(created_ago=5000, suspend=False, still_suspended=True),
+        ("skip", "resuming"),
+        id="resumed-the-trainer-restarts-its-clock-first",
+    ),
     pytest.param(
         trainjob(failed="DeadlineExceeded", failed_ago=121),
         ("delete-jobset", "jobset-left"),
@@ -195,14 +203,13 @@ def test_a_trainjob_failure_without_a_readable_time_is_due_at_once() -> None:
     assert due_at(job, TOUCH) == ALWAYS
 
 
-def test_an_mpijob_gang_is_timed_from_its_start_and_its_left_workers_at_once() -> None:
-    gang = parse_job(mpijob(waits=True), KIND["MPIJob"], MPI_OPERATOR_VERSION)
-    assert gang.start_time is not None
-    assert due_at(gang, TOUCH) == gang.start_time + timedelta(seconds=600)
+@pytest.mark.parametrize("waits", [False, True], ids=["at-startup", "gang"])
+def test_an_mpijob_is_timed_from_its_start_and_its_left_workers_at_once(waits: bool) -> None:
+    running = parse_job(mpijob(waits=waits), KIND["MPIJob"], MPI_OPERATOR_VERSION)
+    assert running.start_time is not None
+    assert due_at(running, TOUCH) == running.start_time + timedelta(seconds=600)
     left = parse_job(mpijob(failed="DeadlineExceeded"), KIND["MPIJob"], MPI_OPERATOR_VERSION)
     assert due_at(left, TOUCH) == ALWAYS
-    enforced = parse_job(mpijob(), KIND["MPIJob"], MPI_OPERATOR_VERSION)
-    assert due_at(enforced, TOUCH) is None
 
 
 def test_a_trainjob_field_of_the_wrong_type_is_named() -> None:

@@ -81,6 +81,20 @@ TRAIN_CASES = [
         id="suspended-waits-for-resume",
     ),
     pytest.param(
+        # Kueue admitted it: its clock restarts when the trainer flips Suspended to False.
+        train(
+            trainjob(deadline=7200, created_ago=5000, suspend=False, still_suspended=True),
+            source=CAP,
+        ),
+        ("skip", "resuming"),
+        id="cap-waits-for-the-trainer-to-restart-its-clock",
+    ),
+    pytest.param(
+        train(trainjob(deadline=None, created_ago=5000, still_suspended=True)),
+        ("skip", "resuming"),
+        id="default-waits-for-the-trainer-to-restart-its-clock",
+    ),
+    pytest.param(
         train(trainjob(deadline=None, managed_by="kueue.x-k8s.io/multikueue")),
         ("skip", "managed-elsewhere"),
         id="multikueue",
@@ -164,13 +178,13 @@ MPI_CASES = [
     ),
     pytest.param(
         mpi(mpijob(deadline=300, started_ago=900), 300, JOB),
-        ("skip", "operator-enforced"),
-        id="its-own-the-launcher-carries",
+        ("set-deadline", "overdue"),
+        id="its-own-the-executor-reads-the-launcher-for",
     ),
     pytest.param(
         mpi(mpijob(deadline=300, started_ago=900, waits=True), 300, JOB),
-        ("fail", "no-launcher"),
-        id="its-own-gang-as-before",
+        ("set-deadline", "overdue"),
+        id="its-own-gang-too",
     ),
     pytest.param(
         mpi(mpijob(deadline=None, started_ago=None)),
@@ -204,7 +218,8 @@ def test_explain_shows_the_platform_rule_of_each_family() -> None:
         mpi(mpijob(deadline=None, started_ago=900)),
     ):
         steps, entry = explain(job, NOW, TOUCH)
-        (step,) = [s for s in steps if s.rule == "platform-deadline"]
+        name = "launcher-deadline" if job.kind.name == "MPIJob" else "platform-deadline"
+        (step,) = [s for s in steps if s.rule == name]
         assert step.entry == entry
         assert "platform rule gpu" in step.seen
         assert ("the cap" if job.deadline_source is CAP else "the default") in step.seen
@@ -218,6 +233,7 @@ def test_explain_shows_the_platform_rule_of_each_family() -> None:
     source=st.sampled_from(list(DeadlineSource)),
     age=st.integers(0, 10000),
     waits=st.booleans(),
+    resuming=st.booleans(),
     grace=st.integers(0, 300),
     offset=st.integers(-400, 400),
 )
@@ -229,13 +245,15 @@ def test_due_at_is_the_first_instant_judge_acts_under_a_rule(
     source: DeadlineSource,
     age: int,
     waits: bool,
+    resuming: bool,
     grace: int,
     offset: int,
 ) -> None:
     if family == "mpi":
         job = mpi(mpijob(deadline=declared, started_ago=age, waits=waits), effective, source)
     else:
-        job = train(trainjob(deadline=declared, created_ago=age), effective, source)
+        raw = trainjob(deadline=declared, created_ago=age, still_suspended=resuming)
+        job = train(raw, effective, source)
     policy = Policy(grace=grace)
     due = due_at(job, policy)
     moment = NOW + timedelta(seconds=offset)

@@ -144,8 +144,19 @@ RULE = PlatformRule("gpu", default_deadline=600.0, max_deadline=3600.0, warn_bef
         (3600, 3600, DeadlineSource.JOB),
         (3601, 3600, DeadlineSource.CAP),
         (-5, -5, DeadlineSource.JOB),
+        # Beyond what Go's time.Duration holds either way: longer than any cap.
+        (22446744074, 3600, DeadlineSource.CAP),
+        (-22446744074, 3600, DeadlineSource.CAP),
     ],
-    ids=["default", "own-within-cap", "own-at-cap", "own-over-cap", "negative-own"],
+    ids=[
+        "default",
+        "own-within-cap",
+        "own-at-cap",
+        "own-over-cap",
+        "negative-own",
+        "own-overflowing-go-duration",
+        "negative-own-overflowing-go-duration",
+    ],
 )
 def test_the_effective_deadline(
     declared: int | None, deadline: int, source: DeadlineSource
@@ -324,6 +335,22 @@ def test_a_v1_job_past_a_deadline_it_does_not_carry_is_failed_whatever_the_actio
     assert (entry.kind, entry.why) == (ActionKind.FAIL, Why.PLATFORM_DEADLINE)
     assert entry.detail == "1h50m past its deadline (10m00s, the default of platform rule gpu)"
     assert due_at(applied, policy) == NOW - timedelta(minutes=110)
+
+
+@pytest.mark.parametrize("declared", [22446744074, -22446744074])
+def test_a_deadline_no_controller_can_represent_is_failed_at_the_cap_never_skipped(
+    declared: int,
+) -> None:
+    capped = apply(view(declared), PlatformRule("gpu", max_deadline=3600.0))
+    entry = judge(capped, NOW, Policy())
+    assert (entry.decision, entry.reason) == ("fail", "platform-deadline")
+    assert due_at(capped, Policy()) == NOW - timedelta(hours=1)
+    # Without a cap (a default alone does not apply: the job declares one), never due.
+    uncapped = apply(view(declared), PlatformRule("rest", default_deadline=600.0))
+    entry = judge(uncapped, NOW, Policy())
+    assert (entry.decision, entry.reason) == ("skip", "not-yet-due")
+    assert entry.detail.startswith(f"due never: activeDeadlineSeconds {declared} overflows")
+    assert due_at(uncapped, Policy()) is None
 
 
 def test_a_job_the_sweeper_failed_under_a_rule_has_its_pods_reclaimed() -> None:

@@ -132,8 +132,8 @@ def test_no_warning_for_a_job_its_rules_would_not_end(raw: dict[str, Any]) -> No
         pytest.param(
             mpijob(started_ago=60, waits=True),
             TOUCH,
-            "the sweeper fails it; then its Running and Pending pods are deleted, giving their "
-            "GPUs back",
+            "its controller fails it (the sweeper, if it has no launcher Job by then); then its "
+            "Running and Pending pods are deleted, giving their GPUs back",
             id="mpi-gang-without-launcher",
         ),
         pytest.param(

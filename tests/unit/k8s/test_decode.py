@@ -106,7 +106,6 @@ MALFORMED = [
     pytest.param(job(deadline="soon"), "spec.runPolicy.activeDeadlineSeconds", id="deadline-text"),
     pytest.param(job(deadline=True), "spec.runPolicy.activeDeadlineSeconds", id="deadline-bool"),
     pytest.param(job(deadline=60.5), "spec.runPolicy.activeDeadlineSeconds", id="deadline-float"),
-    pytest.param(job(deadline=10**12), "spec.runPolicy.activeDeadlineSeconds", id="deadline-huge"),
     pytest.param(job(suspend="true"), "spec.runPolicy.suspend", id="suspend-text"),
     pytest.param(job(managed_by=1), "spec.runPolicy.managedBy", id="managed-by-number"),
     pytest.param(
@@ -169,6 +168,18 @@ def test_a_malformed_job_is_named_as_the_reference_names_it(raw: Any, field: str
     assert (before, after) == (None, None)
     assert broken is not None
     assert broken.startswith(field)
+
+
+@pytest.mark.parametrize("deadline", [10**12, -(10**12), 2**64, 2**70])
+def test_a_deadline_beyond_go_duration_is_read_as_the_reference_reads_it(deadline: int) -> None:
+    # Never malformed (a platform cap still applies to it): the reference builds its view.
+    data = body([dressed(job(name="before")), dressed(job(deadline=deadline))])
+    page = decode.decode_jobs(data, KIND["PyTorchJob"], "v1")
+    assert page == decode.reference_decode_jobs(data, KIND["PyTorchJob"], "v1")
+    assert [(j.malformed, j.declared_seconds) for j in page.jobs] == [
+        (None, 3600),
+        (None, deadline),
+    ]
 
 
 @pytest.mark.parametrize(

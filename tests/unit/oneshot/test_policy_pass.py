@@ -11,10 +11,17 @@ from click.testing import Result
 
 from sweeper.cli import Seams, command
 from sweeper.core.errors import ApiError, RequestRef
-from sweeper.core.kinds import EXCLUDE_ANNOTATION
+from sweeper.core.kinds import (
+    EXCLUDE_ANNOTATION,
+    MPI_OPERATOR_VERSION,
+    MPIJOB,
+    TOUCHED_AT_ANNOTATION,
+)
+from sweeper.k8s.cluster import ServedKind
 from tests.cli_runner import runner
 from tests.unit.fakes import FakeWatchCluster
-from tests.unit.objects import NOW, job
+from tests.unit.objects import NOW, job, mpijob, trainjob
+from tests.unit.test_act_platform import launcher
 
 RULES = """
 rules:
@@ -92,6 +99,112 @@ def test_the_report_says_where_each_deadline_comes_from(harness: Harness) -> Non
     assert records["today"]["reason"] == "no-deadline"
     wide = harness.invoke("-o", "wide", "--dry-run").stdout
     assert "(1h30m cap, rule gpu)" in wide
+
+
+def test_a_trainjob_kueue_just_resumed_is_left_to_the_trainer_to_restart_its_clock(
+    harness: Harness,
+) -> None:
+    # Suspended past its cap, then admitted: until the trainer flips Suspended to False (and
+    # so restarts its clock), creation + the cap reads as long past.
+    harness.fake.add_job(
+        trainjob(deadline=100 * 3600, created_ago=80 * 3600, suspend=False, still_suspended=True)
+    )
+    result = harness.invoke("--action", "touch", "-o", "json")
+    assert result.exit_code == 0, result.output
+    assert harness.fake.writes == []
+    (record,) = json.loads(result.stdout)["jobs"]
+    assert (record["decision"], record["reason"], record["rule"]) == ("skip", "resuming", "gpu")
+
+
+def test_a_stamp_a_tenant_wrote_in_the_future_stops_no_touch(harness: Harness) -> None:
+    forged = {TOUCHED_AT_ANNOTATION: "2125-01-01T00:00:00Z"}
+    harness.fake.add_job(
+        job(name="forged", deadline=3600, started_ago=3 * 3600, annotations=forged)
+    )
+    harness.fake.add_job(job(name="honest", deadline=3600, started_ago=3 * 3600))
+    result = harness.invoke("--action", "touch", "-o", "json")
+    assert result.exit_code == 0, result.output
+    assert sorted((r.method, r.name) for r in harness.fake.writes if r.method == "patch") == [
+        ("patch", "forged"),
+        ("patch", "honest"),
+    ]
+    stamp = harness.fake.job("pytorchjobs", "team-a", "forged")["metadata"]["annotations"]
+    assert stamp[TOUCHED_AT_ANNOTATION] == "2024-05-01T12:00:00Z"
+
+
+OVERFLOWING = 22446744074  # Go's time.Duration(v) * time.Second wraps to about 127 years
+
+
+def test_a_deadline_no_controller_can_represent_is_enforced_at_the_cap_and_said_once(
+    tmp_path: Path,
+) -> None:
+    harness = Harness(tmp_path, "rules:\n  - name: gpu\n    maxDeadline: 1h\n")
+    harness.fake.add_namespace("team-a", {})
+    harness.fake.add_job(job(name="pt-capped", deadline=7200, started_ago=3 * 3600))
+    harness.fake.add_job(job(name="pt-evader", deadline=OVERFLOWING, started_ago=3 * 3600))
+    harness.fake.add_job(trainjob("tj-evader", deadline=OVERFLOWING, created_ago=3 * 3600))
+    result = harness.invoke("-o", "json", "--dry-run")
+    assert result.exit_code == 0, result.output
+    records = {r["name"]: r for r in json.loads(result.stdout)["jobs"]}
+    assert {name: (r["decision"], r["reason"]) for name, r in records.items()} == {
+        "pt-capped": ("fail", "platform-deadline"),
+        "pt-evader": ("fail", "platform-deadline"),
+        "tj-evader": ("fail", "platform-deadline"),
+    }
+    warnings = [line for line in result.stderr.splitlines() if "WARNING" in line]
+    for name in ("pt-evader", "tj-evader"):
+        (line,) = [line for line in warnings if f"/{name}:" in line]
+        assert f"activeDeadlineSeconds {OVERFLOWING} overflows" in line
+        assert "enforced at the cap of platform rule gpu" in line
+    assert len(warnings) == 2
+
+
+def test_without_a_rule_a_deadline_no_controller_can_represent_is_never_due_and_said(
+    tmp_path: Path,
+) -> None:
+    harness = Harness(tmp_path)
+    harness.fake.add_job(job(name="evader", deadline=OVERFLOWING, started_ago=3 * 3600))
+    result = harness.invoke("-o", "json", "--dry-run", policy=False)
+    assert result.exit_code == 0, result.output
+    (record,) = json.loads(result.stdout)["jobs"]
+    assert (record["decision"], record["reason"]) == ("skip", "not-yet-due")
+    (line,) = [line for line in result.stderr.splitlines() if "WARNING" in line]
+    assert f"/evader: activeDeadlineSeconds {OVERFLOWING} overflows" in line
+    assert "never due: no platform rule caps it" in line
+
+
+def test_an_mpijob_deadline_added_or_shortened_after_its_launcher_is_enforced(
+    harness: Harness,
+) -> None:
+    # Rule gpu: default 1h, cap 90m. mpi-operator copies the deadline only when it creates the
+    # launcher (newLauncherJob), 10 s after the MPIJob started.
+    harness.fake.served = (ServedKind(MPIJOB, MPI_OPERATOR_VERSION),)
+    for name, own, carried in (
+        ("added-later", 3600, None),
+        ("no-deadline", None, None),
+        ("shortened", 3600, 360000),
+        ("carried", 3600, 3600),
+    ):
+        raw = harness.fake.add_job(mpijob(name, deadline=own, started_ago=3 * 3600))
+        harness.fake.batch_jobs[("team-a", f"{name}-launcher")] = launcher(
+            raw, started_ago=3 * 3600 - 10, own=carried
+        )
+    result = harness.invoke("-o", "json")
+    assert result.exit_code == 0, result.output
+    records = {r["name"]: r for r in json.loads(result.stdout)["jobs"]}
+    assert {n: (r["decision"], r["result"]) for n, r in records.items()} == {
+        "added-later": ("set-deadline", "done"),
+        "no-deadline": ("set-deadline", "done"),
+        "shortened": ("set-deadline", "done"),
+        "carried": ("set-deadline", "left-alone"),
+    }
+    written = {
+        name: harness.fake.batch_jobs[("team-a", f"{name}-launcher")]["spec"].get(
+            "activeDeadlineSeconds"
+        )
+        for name in records
+    }
+    assert written == {"added-later": 3590, "no-deadline": 3590, "shortened": 3590, "carried": 3600}
 
 
 def test_a_job_within_its_rule_is_touched_as_without_a_policy(harness: Harness) -> None:
@@ -195,3 +308,25 @@ def test_explain_names_the_rule_and_the_source(harness: Harness) -> None:
     assert step["seen"] == (
         "rule gpu; deadline 1h00m, the default of platform rule gpu (the job declares none)"
     )
+
+
+def test_explain_names_a_deadline_no_controller_can_represent(tmp_path: Path) -> None:
+    harness = Harness(tmp_path, "rules:\n  - name: gpu\n    maxDeadline: 1h\n")
+    harness.fake.add_namespace("team-a", {})
+    harness.fake.add_job(job(name="evader", deadline=OVERFLOWING, started_ago=3 * 3600))
+
+    def steps(*, policy: bool) -> dict[str, dict[str, str]]:
+        result = harness.invoke("--explain", "team-a/evader", "-o", "json", policy=policy)
+        assert result.exit_code == 0, result.output
+        (explained,) = json.loads(result.stdout)
+        return {step["rule"]: step for step in explained["rules"]}
+
+    capped = steps(policy=True)
+    assert (
+        "(the job declares 22446744074 s, beyond Go's time.Duration: longer than any cap)"
+        in (capped["platform-rule"]["seen"])
+    )
+    assert capped["duration-overflow"]["outcome"] == "passes"
+    uncapped = steps(policy=False)["duration-overflow"]
+    assert uncapped["seen"].startswith(f"activeDeadlineSeconds {OVERFLOWING} overflows")
+    assert uncapped["outcome"].startswith("skip")

@@ -29,7 +29,7 @@ from sweeper.oneshot import run as oneshot
 from sweeper.oneshot.run import collector_paused, run
 from sweeper.stop import Stop
 from tests.unit.fakes import FakeCluster, Request
-from tests.unit.objects import NOW, deadline_failed, job, owned
+from tests.unit.objects import NOW, ago, deadline_failed, job, owned
 
 JSON_CONFIG = Config(output=OutputFormat.JSON)
 
@@ -144,11 +144,15 @@ def test_kinds_not_served_are_skipped_with_one_info_line(caplog: pytest.LogCaptu
     ]
 
 
-def test_an_mpi_operator_mpijob_is_listed_and_reported_but_never_acted_on() -> None:
+def test_an_mpi_operator_mpijob_whose_launcher_carries_its_deadline_is_never_written_to() -> None:
     fake = server_at(NOW, job("MPIJob"))
     fake.served = (ServedKind(MPIJOB, MPI_OPERATOR_VERSION),)
+    launcher = owned("train-launcher", job("MPIJob"), phase=None)
+    launcher.update(spec={"activeDeadlineSeconds": 3600}, status={"startTime": ago(7190)})
+    fake.batch_jobs[("team-a", "train-launcher")] = launcher
     _, passes = sweep(fake, Config(output=OutputFormat.JSON, policy=Policy(ActionMode.FAIL)))
-    assert passes[0]["jobs"][0]["reason"] == "operator-enforced"
+    (record,) = passes[0]["jobs"]
+    assert (record["decision"], record["result"]) == ("set-deadline", "left-alone")
     assert fake.writes == []
 
 

@@ -15,6 +15,7 @@ from sweeper.oneshot.run import run
 from tests.unit.fakes import FakeCluster
 from tests.unit.objects import NOW, jobset, mpijob, owned, trainjob
 from tests.unit.oneshot.test_run import Ticker, sweep
+from tests.unit.test_act_platform import launcher
 
 SERVED = (ServedKind(MPIJOB, MPI_OPERATOR_VERSION), ServedKind(TRAINJOB, TRAINER_VERSION))
 JSON_OUT = Config(output=OutputFormat.JSON)
@@ -87,16 +88,49 @@ def test_a_gang_without_a_launcher_is_failed_as_mpi_operator_records_it_then_its
     assert report["jobs"][0]["reason"] == "no-launcher"
 
 
-def test_a_gang_whose_launcher_exists_is_left_to_the_job_controller() -> None:
-    fake = cluster(mpijob(waits=True))
-    fake.batch_jobs[("team-a", "mpi-launcher")] = {"metadata": {"name": "mpi-launcher"}}
+@pytest.mark.parametrize("waits", [False, True], ids=["at-startup", "gang"])
+def test_a_launcher_carrying_the_mpijobs_own_deadline_is_left_to_the_job_controller(
+    waits: bool,
+) -> None:
+    # Started 10 s after the MPIJob: the Job controller counts the 600 s from there.
+    fake = cluster()
+    raw = fake.add_job(mpijob(waits=waits, deadline=600, started_ago=900))
+    fake.batch_jobs[("team-a", "mpi-launcher")] = launcher(raw, started_ago=890, own=600)
 
     code, [report] = sweep(fake, JSON_OUT)
 
     assert code == 0
     assert writes(fake) == []
-    assert report["jobs"][0]["result"] == "left-alone"
-    assert "launcher Job exists" in report["jobs"][0]["detail"]
+    (record,) = report["jobs"]
+    assert (record["decision"], record["result"]) == ("set-deadline", "left-alone")
+    assert "carries activeDeadlineSeconds 600" in record["detail"]
+
+
+@pytest.mark.parametrize("launcher_own", [None, 360000], ids=["added-later", "shortened"])
+def test_a_deadline_the_launcher_does_not_carry_is_written_into_it_without_rules(
+    launcher_own: int | None,
+) -> None:
+    # mpi-operator copies the MPIJob's deadline only when it creates the launcher
+    # (newLauncherJob): one added or shortened since is in no launcher.
+    fake = cluster()
+    raw = fake.add_job(mpijob(deadline=7200, started_ago=3 * 3600))
+    fake.batch_jobs[("team-a", "mpi-launcher")] = launcher(
+        raw, started_ago=3 * 3600 - 10, own=launcher_own
+    )
+
+    code, [report] = sweep(fake, JSON_OUT)
+
+    assert code == 0
+    assert writes(fake) == [("patch-batch-job", "mpi-launcher"), ("create-event", "mpi")]
+    # The MPIJob's instant, counted from the launcher's start 10 s later.
+    assert fake.batch_jobs[("team-a", "mpi-launcher")]["spec"]["activeDeadlineSeconds"] == 7190
+    (record,) = report["jobs"]
+    assert (record["decision"], record["reason"], record["result"]) == (
+        "set-deadline",
+        "overdue",
+        "done",
+    )
+    assert record["rule"] is None
 
 
 def test_the_jobset_the_trainer_left_is_deleted_with_its_uid_and_an_event() -> None:
