@@ -177,6 +177,13 @@ def test_a_gang_past_its_deadline_is_failed_and_its_workers_go_after_dry_runs_wr
     assert families.resource_versions(cp, families.MPIJOBS, namespace) == before
     assert families.resource_versions(cp, families.PODS, namespace) == pods_before
 
+    # The chart's `families: [training-operator]`: MPIJob v2beta1 is not that family's.
+    other = family_sweep("-n", namespace, "--family", "training-operator", "--kind", "MPIJob")
+    assert (other.result.returncode, families.writes(other.requests)) == (0, []), other.explain()
+    assert " gang " not in other.result.stdout, other.explain()
+    assert "by the mpi-operator family, which --family leaves out" in other.result.stderr
+    assert families.resource_versions(cp, families.MPIJOBS, namespace) == before
+
     run = family_sweep("-n", namespace)
 
     assert run.result.returncode == 0, run.explain()
