@@ -392,7 +392,8 @@ no grant: the built-in system:discovery role covers every authenticated user.
                              reclaimFailedAfter delete them (and patch status, get jobs, as fail)
   get jobs.batch             mpi-operator: is there a launcher Job, before failing a gang
   patch jobs.batch           mpi-operator, when a rule can select MPIJobs: a platform deadline
-                             written into the launcher Job (docs/policy.md)
+                             written into the launcher Job (docs/policy.md); RBAC cannot name
+                             those Jobs, the admission policy <fullname>-launchers does
   list, get, delete jobsets  trainer: the JobSet of a TrainJob failed by its deadline
   list trainjobs             trainer: the pass (get and watch too in mode watch)
   get, patch trainjobs,      trainer, when a rule can select TrainJobs: a platform deadline

@@ -427,3 +427,48 @@ def test_the_binding_follows_the_swept_namespaces(render):
         {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["team-a"]},
         {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["sandbox"]},
     ]
+
+
+@pytest.mark.parametrize(
+    ("values", "guarded"),
+    [
+        pytest.param({"policy": {"rules": [REST]}}, True, id="a-rule-selects-mpijobs"),
+        pytest.param({}, False, id="no-rules"),
+        pytest.param({"policy": {"rules": [{"name": "t", "kinds": ["TrainJob"]}]}}, False, id="tj"),
+        pytest.param(
+            {"families": ["training-operator"], "policy": {"rules": [REST]}},
+            False,
+            id="no-mpi-operator",
+        ),
+    ],
+)
+def test_the_sweepers_job_writes_are_held_to_launcher_deadlines(render, values, guarded):
+    # patch on jobs.batch is cluster-wide: the policy narrows it to what the sweeper writes.
+    enabled = {"exemptionAdmission": {"enabled": True}}
+    rendered = render({**values, "policy": {**values.get("policy", {}), **enabled}})
+    rules = rendered.one("ClusterRole")["rules"]
+    patches_jobs = any(r["apiGroups"] == ["batch"] and "patch" in r["verbs"] for r in rules)
+    policies = {p["metadata"]["name"]: p for p in rendered.of_kind("ValidatingAdmissionPolicy")}
+    bindings = [
+        b["spec"]["policyName"] for b in rendered.of_kind("ValidatingAdmissionPolicyBinding")
+    ]
+
+    assert patches_jobs is guarded
+    assert ("sw-kubeflow-deadline-sweeper-launchers" in policies) is guarded
+    assert ("sw-kubeflow-deadline-sweeper-launchers" in bindings) is guarded
+    if guarded:
+        spec = policies["sw-kubeflow-deadline-sweeper-launchers"]["spec"]
+        assert spec["matchConstraints"]["resourceRules"] == [
+            {
+                "apiGroups": ["batch"],
+                "apiVersions": ["*"],
+                "operations": ["UPDATE"],
+                "resources": ["jobs"],
+            }
+        ]
+        (condition,) = spec["matchConditions"]
+        account = "system:serviceaccount:sweeper:sw-kubeflow-deadline-sweeper"
+        assert condition["expression"] == f'request.userInfo.username == "{account}"'
+        (validation,) = spec["validations"]
+        for guarded_field in ("suspend", "template", "labels", "ownerReferences"):
+            assert guarded_field in validation["expression"]
