@@ -69,6 +69,18 @@ class Writing:
     done: Result
     stop_if_asked: Callable[[], None]
 
+    def patch_status(self, resource: Resource, job: Job, body: JSON) -> None:
+        """Write a job's status (``body``, a merge patch carrying its precondition)."""
+        self.stop_if_asked()
+        self.cluster.patch(
+            resource,
+            job.namespace,
+            job.name,
+            body,
+            subresource="status",
+            dry_run=self.server_dry_run,
+        )
+
     def record_event(
         self,
         job: Job,

@@ -381,16 +381,8 @@ class _JobWriter:
                 progress.detail = left
                 return Result.LEFT_ALONE
             progress.body = family_of(job.kind, job.version).fail_patch(job, raw, now)
-            self._w.stop_if_asked()
             try:
-                self._w.cluster.patch(
-                    resource,
-                    job.namespace,
-                    job.name,
-                    progress.body,
-                    subresource="status",
-                    dry_run=self._w.server_dry_run,
-                )
+                self._w.patch_status(resource, job, progress.body)
             except Conflict:
                 sent = _failed_condition(progress.body)
                 continue

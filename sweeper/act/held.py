@@ -76,16 +76,8 @@ class StartDeadlineWriter:
                 message=message,
             ),
         }
-        self._w.stop_if_asked()
         try:
-            self._w.cluster.patch(
-                resource,
-                job.namespace,
-                job.name,
-                progress.body,
-                subresource="status",
-                dry_run=self._w.server_dry_run,
-            )
+            self._w.patch_status(resource, job, progress.body)
         except Conflict:
             progress.detail = "changed while being failed: judged again next pass"
             return Result.LEFT_ALONE
