@@ -23,7 +23,7 @@ from sweeper.core.clock import format_rfc3339, human, parse_rfc3339
 from sweeper.core.errors import ConfigError
 from sweeper.core.families import family_of
 from sweeper.core.jobs import Job, Owned
-from sweeper.core.kinds import COMPONENT
+from sweeper.core.kinds import COMPONENT, PODS
 from sweeper.core.model import Action, ActionKind, Entry, Skip, SkipReason, Why
 from sweeper.core.platform import PlatformRule
 
@@ -341,9 +341,12 @@ def watched(job: Job) -> bool:
     """Whether a job could hold pods for nothing: its pods are looked at after the listing. Pure.
 
     Running and not suspended (stuck starting, or waiting), or finished otherwise than by its
-    deadline (those pods are the deadline rules'); never a malformed job or one being deleted.
+    deadline (those pods are the deadline rules'); never a malformed job or one being deleted,
+    nor one of a family whose leftovers are not its pods (a TrainJob's are its JobSet's Jobs').
     """
     if job.malformed is not None or job.deleting:
+        return False
+    if family_of(job.kind, job.version).LEFTOVERS.resource != PODS:
         return False
     if job.finished is not None:
         return not job.failed_by_deadline

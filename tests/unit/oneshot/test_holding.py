@@ -19,7 +19,7 @@ from sweeper.core.tally import Tally
 from sweeper.oneshot.run import run
 from sweeper.stop import Stop
 from tests.unit.fakes import FakeCluster
-from tests.unit.objects import NOW, condition, job, owned, stamp
+from tests.unit.objects import NOW, condition, job, owned, stamp, trainjob
 from tests.unit.oneshot.test_run import Ticker, server_at, sweep
 
 RULES = """
@@ -315,6 +315,16 @@ def test_the_pods_are_listed_only_where_a_job_could_hold_them() -> None:
     # A namespace with no job (or whose job list was refused) costs no pod list.
     fake = server()
     stuck(fake)
+    sweep(fake, Config(output=OutputFormat.JSON, namespaces=("team-a", "team-b")))
+    lists = [r.namespace for r in fake.requests if r.method == "list-pods"]
+    assert lists == ["team-a"]
+
+
+def test_a_job_whose_family_does_not_own_its_pods_costs_no_pod_list() -> None:
+    # A TrainJob's pods are its JobSet's Jobs': no pod of the list can be its own.
+    fake = server()
+    stuck(fake)
+    fake.add_job(trainjob("tj", "team-b", deadline=None))
     sweep(fake, Config(output=OutputFormat.JSON, namespaces=("team-a", "team-b")))
     lists = [r.namespace for r in fake.requests if r.method == "list-pods"]
     assert lists == ["team-a"]
