@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from sweeper.config import Config, DryRun, OutputFormat
-from sweeper.core.errors import ApiError, RequestRef
+from sweeper.core.errors import ApiError, Conflict, RequestRef
 from sweeper.core.jobs import Job
 from sweeper.core.kinds import TFJOB
 from sweeper.core.model import Action, ActionKind, Outcome, Policy, Result, Why
@@ -18,7 +18,7 @@ from sweeper.core.platform import load_platform
 from sweeper.core.tally import Tally
 from sweeper.oneshot.run import run
 from sweeper.stop import Stop
-from tests.unit.fakes import FakeCluster
+from tests.unit.fakes import FakeCluster, Request
 from tests.unit.objects import NOW, condition, job, owned, stamp, trainjob
 from tests.unit.oneshot.test_run import Ticker, server_at, sweep
 
@@ -328,3 +328,69 @@ def test_a_job_whose_family_does_not_own_its_pods_costs_no_pod_list() -> None:
     sweep(fake, Config(output=OutputFormat.JSON, namespaces=("team-a", "team-b")))
     lists = [r.namespace for r in fake.requests if r.method == "list-pods"]
     assert lists == ["team-a"]
+
+
+def _on_reread(fake: FakeCluster, change: Callable[[], None]) -> None:
+    # Once the executor reads the gang again (a pass lists, it never gets), ``change`` it.
+    def before(request: Request) -> None:
+        if request.method == "get" and request.name == "gang":
+            change()
+
+    fake.before = before
+
+
+def _placed(fake: FakeCluster) -> None:
+    fake.pods[("team-a", "gang-worker-1")] = gpu_pod(
+        "gang-worker-1", fake.job("tfjobs", "team-a", "gang")
+    )
+
+
+def _replaced(fake: FakeCluster) -> None:
+    fake.job("tfjobs", "team-a", "gang")["metadata"]["uid"] = "uid-new"
+
+
+@pytest.mark.parametrize(
+    ("change", "detail"),
+    [
+        pytest.param(_placed, "re-read: not stuck starting", id="its-last-pod-placed"),
+        pytest.param(_replaced, "job replaced by a new one of the same name", id="replaced"),
+    ],
+)
+def test_a_gang_no_longer_stuck_when_read_again_is_left_alone(
+    change: Callable[[FakeCluster], None], detail: str
+) -> None:
+    fake = server()
+    stuck(fake)
+    _on_reread(fake, lambda: change(fake))
+    code, passes = sweep(fake, with_rules(output=OutputFormat.JSON))
+    assert code == 0
+    (gang,) = passes[0]["jobs"]
+    assert (gang["result"], gang["detail"]) == ("left-alone", detail)
+    assert events_only(fake) == ["GPUsHeld"]
+
+
+def test_a_gang_changed_under_its_start_deadline_fail_is_judged_again_next_pass() -> None:
+    fake = server()
+    stuck(fake)
+    fake.fail(
+        "patch-status", "gang", Conflict(RequestRef("patch", "tfjobs", "team-a", "gang"), 409)
+    )
+    code, passes = sweep(fake, with_rules(output=OutputFormat.JSON))
+    assert code == 0
+    (gang,) = passes[0]["jobs"]
+    assert gang["result"] == "left-alone"
+    assert gang["detail"] == "changed while being failed: judged again next pass"
+    assert [w.method for w in fake.writes] == ["patch-status", "create-event"]
+
+
+def test_a_refused_held_event_is_one_warning_line_and_the_pass_goes_on(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    fake = server()
+    stuck(fake)
+    refused = ApiError(RequestRef("create", "events", "team-a"), 403, "events is forbidden")
+    fake.fail("create-event", None, refused)
+    code, passes = sweep(fake, Config(output=OutputFormat.JSON))
+    assert code == 0
+    assert [h["name"] for h in passes[0]["held"]] == ["gang"]
+    assert "TFJob team-a/gang: an Event of the GPUs it holds was refused" in caplog.text
