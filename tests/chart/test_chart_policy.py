@@ -304,10 +304,17 @@ def test_the_duration_pattern_takes_what_the_sweeper_takes(text):
 
 
 def admission(rendered: Any) -> tuple[dict[str, Any], dict[str, Any]]:
-    return (
-        rendered.one("ValidatingAdmissionPolicy"),
-        rendered.one("ValidatingAdmissionPolicyBinding"),
-    )
+    """The exemptions policy and its binding (<fullname>-launchers may render beside them)."""
+    name = "sw-kubeflow-deadline-sweeper-exemptions"
+    (policy,) = [
+        p for p in rendered.of_kind("ValidatingAdmissionPolicy") if p["metadata"]["name"] == name
+    ]
+    (binding,) = [
+        b
+        for b in rendered.of_kind("ValidatingAdmissionPolicyBinding")
+        if b["metadata"]["name"] == name
+    ]
+    return policy, binding
 
 
 def test_no_admission_policy_unless_enabled(render):
@@ -408,7 +415,7 @@ def test_the_admission_policy_needs_kubernetes_1_30(render, render_error):
 
     assert "policy.exemptionAdmission needs Kubernetes 1.30 or later" in error
     assert "v1.29.9" in error
-    assert render(enabled, "--kube-version", "v1.30.0").one("ValidatingAdmissionPolicy")
+    assert admission(render(enabled, "--kube-version", "v1.30.0"))
     assert render({}, "--kube-version", "v1.29.9").cronjob
 
 
@@ -427,3 +434,51 @@ def test_the_binding_follows_the_swept_namespaces(render):
         {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["team-a"]},
         {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["sandbox"]},
     ]
+
+
+@pytest.mark.parametrize(
+    ("values", "guarded"),
+    [
+        pytest.param({"policy": {"rules": [REST]}}, True, id="a-rule-selects-mpijobs"),
+        pytest.param({}, True, id="no-rules"),
+        pytest.param({"policy": {"rules": [{"name": "t", "kinds": ["TrainJob"]}]}}, True, id="tj"),
+        pytest.param({"dryRun": "server"}, True, id="server-dry-run"),
+        pytest.param({"dryRun": True, "policy": {"rules": [REST]}}, False, id="dry-run"),
+        pytest.param({"kinds": ["TFJob", "TrainJob"]}, False, id="no-mpijob-among-the-kinds"),
+        pytest.param(
+            {"families": ["training-operator"], "policy": {"rules": [REST]}},
+            False,
+            id="no-mpi-operator",
+        ),
+    ],
+)
+def test_the_sweepers_job_writes_are_held_to_launcher_deadlines(render, values, guarded):
+    # patch on jobs.batch is cluster-wide: the policy narrows it to what the sweeper writes.
+    enabled = {"exemptionAdmission": {"enabled": True}}
+    rendered = render({**values, "policy": {**values.get("policy", {}), **enabled}})
+    rules = rendered.one("ClusterRole")["rules"]
+    patches_jobs = any(r["apiGroups"] == ["batch"] and "patch" in r["verbs"] for r in rules)
+    policies = {p["metadata"]["name"]: p for p in rendered.of_kind("ValidatingAdmissionPolicy")}
+    bindings = [
+        b["spec"]["policyName"] for b in rendered.of_kind("ValidatingAdmissionPolicyBinding")
+    ]
+
+    assert patches_jobs is guarded
+    assert ("sw-kubeflow-deadline-sweeper-launchers" in policies) is guarded
+    assert ("sw-kubeflow-deadline-sweeper-launchers" in bindings) is guarded
+    if guarded:
+        spec = policies["sw-kubeflow-deadline-sweeper-launchers"]["spec"]
+        assert spec["matchConstraints"]["resourceRules"] == [
+            {
+                "apiGroups": ["batch"],
+                "apiVersions": ["*"],
+                "operations": ["UPDATE"],
+                "resources": ["jobs"],
+            }
+        ]
+        (condition,) = spec["matchConditions"]
+        account = "system:serviceaccount:sweeper:sw-kubeflow-deadline-sweeper"
+        assert condition["expression"] == f'request.userInfo.username == "{account}"'
+        (validation,) = spec["validations"]
+        for guarded_field in ("suspend", "template", "labels", "ownerReferences"):
+            assert guarded_field in validation["expression"]

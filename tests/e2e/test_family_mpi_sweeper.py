@@ -13,6 +13,10 @@ its defaults (no ``--action``):
   every object in a dry run, is left as it was;
 - ``--watch`` arms both: the workers go when the MPIJob turns Failed, the gang is failed when
   its deadline passes, with no resync in between.
+- a deadline added to an MPIJob, or shortened, after mpi-operator created its launcher Job is in
+  no launcher (mpi-operator copies it only then): with no rules file and the chart's grant for
+  that family, the sweeper writes it into the launcher, the Job controller fails it, and
+  mpi-operator records ``DeadlineExceeded``; a dry run writes nothing.
 
 Pods have no node: the workers are made Running through ``pods/status`` (a gang's second
 worker stays Pending, never ready), and a pod without a node is deleted at once.
@@ -39,6 +43,8 @@ pytestmark = [pytest.mark.e2e]
 # Long enough for the workers to be made Running before it, even on a busy machine.
 ADS = 6
 WORKERS = 2
+# The sweeper bound to the ClusterRole the chart renders for mpi-operator without rules.
+CHART_USER = "sweeper-chart-mpi-no-rules"
 
 
 def _start(
@@ -173,6 +179,13 @@ def test_a_gang_past_its_deadline_is_failed_and_its_workers_go_after_dry_runs_wr
     assert families.resource_versions(cp, families.MPIJOBS, namespace) == before
     assert families.resource_versions(cp, families.PODS, namespace) == pods_before
 
+    # The chart's `families: [training-operator]`: MPIJob v2beta1 is not that family's.
+    other = family_sweep("-n", namespace, "--family", "training-operator", "--kind", "MPIJob")
+    assert (other.result.returncode, families.writes(other.requests)) == (0, []), other.explain()
+    assert " gang " not in other.result.stdout, other.explain()
+    assert "by the mpi-operator family, which --family leaves out" in other.result.stderr
+    assert families.resource_versions(cp, families.MPIJOBS, namespace) == before
+
     run = family_sweep("-n", namespace)
 
     assert run.result.returncode == 0, run.explain()
@@ -190,6 +203,92 @@ def test_a_gang_past_its_deadline_is_failed_and_its_workers_go_after_dry_runs_wr
     assert kept.get("reason") == "DeadlineExceeded", "mpi-operator undid the failure"
     assert families.mpi_workers(cp, namespace, "gang") == [], "mpi-operator re-created a worker"
     assert families.get(cp, families.JOBS, namespace, "gang-launcher") is None
+
+
+def _launcher(cp: ControlPlane, namespace: str, name: str) -> families.Obj:
+    return poll(
+        lambda: (
+            job
+            if (job := families.get(cp, families.JOBS, namespace, f"{name}-launcher"))
+            and job.get("status", {}).get("startTime")
+            else None
+        ),
+        what=f"the Job controller to start the launcher of {name}",
+    )
+
+
+def test_a_deadline_added_or_shortened_after_the_launcher_exists_is_written_into_it(
+    mpi_cluster: MPICluster, family_namespace: str, family_sweep: Callable[..., clusters.Sweep]
+) -> None:
+    cp, namespace = mpi_cluster.cp, family_namespace
+    _start(cp, namespace, "shortened", ads=3600)
+    added = families.mpijob("added", ads=ADS, workers=WORKERS)
+    del added["spec"]["runPolicy"]["activeDeadlineSeconds"]
+    families.create(cp, families.MPIJOBS, namespace, added)
+    for pod in poll(
+        lambda: w if len(w := families.mpi_workers(cp, namespace, "added")) == WORKERS else None,
+        what="mpi-operator to create the workers of added",
+    ):
+        families.make_running(cp, pod)
+    launchers = {name: _launcher(cp, namespace, name) for name in ("added", "shortened")}
+    assert launchers["shortened"]["spec"]["activeDeadlineSeconds"] == 3600, "premise: copied"
+    assert "activeDeadlineSeconds" not in launchers["added"]["spec"], "premise: none to copy"
+    for name in launchers:
+        cp.request(
+            "PATCH",
+            f"{families.MPIJOBS.format(namespace=namespace)}/{name}",
+            {"spec": {"runPolicy": {"activeDeadlineSeconds": ADS}}},
+            content_type="application/merge-patch+json",
+        )
+    starts = {name: _started_at(cp, namespace, name) for name in launchers}
+    sleep_until(max(starts.values()) + dt.timedelta(seconds=ADS + 1))
+    for name in launchers:
+        # mpi-operator synced the change (it may have, in the second slept) and copied nothing.
+        now = families.get(cp, families.JOBS, namespace, f"{name}-launcher") or {}
+        assert now["spec"].get("activeDeadlineSeconds") == launchers[name]["spec"].get(
+            "activeDeadlineSeconds"
+        ), "premise: mpi-operator left the launcher as it was"
+        assert families.condition(_mpijob(cp, namespace, name), "Failed") is None, "premise"
+
+    # As the chart runs it with no rules: its grant alone must let the launchers be written.
+    chart = {"families": ["mpi-operator"]}
+    waits = {"group": "batch", "resource": "jobs", "verb": "patch"}
+    kubeconfig = families.chart_user(cp, CHART_USER, chart, waits=waits)
+
+    def sweep(*args: str) -> clusters.Sweep:
+        return family_sweep(
+            "-n",
+            namespace,
+            "--family",
+            "mpi-operator",
+            *args,
+            kubeconfig=kubeconfig,
+            user=CHART_USER,
+        )
+
+    dry = sweep("--dry-run", "-o", "wide")
+    assert (dry.result.returncode, families.writes(dry.requests)) == (0, []), dry.explain()
+    assert dry.result.stdout.count("set-deadline (overdue)") == 2, dry.explain()
+
+    run = sweep()
+
+    assert run.result.returncode == 0, run.explain()
+    assert sorted(families.writes(run.requests)) == [
+        ("create", "events", ""),
+        ("create", "events", ""),
+        ("patch", "jobs", "added-launcher"),
+        ("patch", "jobs", "shortened-launcher"),
+    ], run.explain()
+    for name, launcher in launchers.items():
+        written = families.get(cp, families.JOBS, namespace, f"{name}-launcher") or {}
+        seconds = written["spec"]["activeDeadlineSeconds"]
+        launched = parse_stamp(launcher["status"]["startTime"])
+        deadline = starts[name] + dt.timedelta(seconds=ADS)
+        assert launched + dt.timedelta(seconds=seconds) >= deadline, "never before its deadline"
+        failed = families.mpijob_failed(cp, namespace, name)
+        reason = (families.condition(failed, "Failed") or {}).get("reason")
+        assert reason == "DeadlineExceeded", run.explain()
+        assert families.events_on(cp, namespace, failed) == ["DeadlineSet"]
 
 
 @pytest.fixture

@@ -52,7 +52,8 @@ class Cluster:
     """The module's control plane with the policy enforced; ``kubeconfig`` may impersonate.
 
     ``message`` is the exclude annotation's refusal, ``touch_message`` the touch stamp's;
-    ``sweeper`` authenticates as the chart's ServiceAccount, with its own token.
+    ``sweeper`` authenticates as the chart's ServiceAccount, with its own token, in the
+    release's namespace ``home``.
     """
 
     cp: ControlPlane
@@ -60,6 +61,7 @@ class Cluster:
     message: str
     touch_message: str
     sweeper: Path
+    home: str
 
 
 def kubectl(
@@ -76,10 +78,15 @@ def kubectl(
     )
 
 
-def render_policy(values: Obj, namespace: str = "sweeper") -> list[Obj]:
-    """The chart's ValidatingAdmissionPolicy and binding, rendered by helm with ``values``."""
+def render_policy(values: Obj, namespace: str = "sweeper", which: str = "exemptions") -> list[Obj]:
+    """The chart's ValidatingAdmissionPolicy ``<fullname>-<which>`` and its binding, rendered by
+    helm with ``values``."""
     kinds = ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
-    return [d for d in charts.render(values, namespace) if d["kind"] in kinds]
+    return [
+        d
+        for d in charts.render(values, namespace)
+        if d["kind"] in kinds and d["metadata"]["name"].endswith(f"-{which}")
+    ]
 
 
 def job(kind: str, name: str, annotations: dict[str, str] | None = None) -> Obj:
@@ -143,6 +150,39 @@ def annotations_of(cluster: Cluster, namespace: str, kind: str, name: str) -> di
     return dict(stored["metadata"].get("annotations") or {})
 
 
+def create_policy(cp: ControlPlane, policy: Obj, binding: Obj) -> None:
+    """Create a ValidatingAdmissionPolicy and its binding (strict: an unknown field fails)."""
+    admission = "/apis/admissionregistration.k8s.io/v1"
+    cp.request("POST", f"{admission}/validatingadmissionpolicies?fieldValidation=Strict", policy)
+    cp.request(
+        "POST", f"{admission}/validatingadmissionpolicybindings?fieldValidation=Strict", binding
+    )
+
+
+def grant(cp: ControlPlane, namespace: str, name: str, rule: Obj, account: tuple[str, str]) -> None:
+    """A Role ``name`` in ``namespace`` with ``rule``, bound to ServiceAccount ``account``."""
+    rbac = f"/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}"
+    cp.request(
+        "POST",
+        f"{rbac}/roles",
+        {"apiVersion": f"{RBAC}/v1", "kind": "Role", "metadata": {"name": name}, "rules": [rule]},
+    )
+    account_namespace, account_name = account
+    cp.request(
+        "POST",
+        f"{rbac}/rolebindings",
+        {
+            "apiVersion": f"{RBAC}/v1",
+            "kind": "RoleBinding",
+            "metadata": {"name": name},
+            "roleRef": {"apiGroup": RBAC, "kind": "Role", "name": name},
+            "subjects": [
+                {"kind": "ServiceAccount", "name": account_name, "namespace": account_namespace}
+            ],
+        },
+    )
+
+
 @pytest.fixture(scope="module")
 def trainjob_crd(family_control_plane: ControlPlane) -> None:
     """The Trainer's TrainJob CRD (no controller: admission is all that is exercised)."""
@@ -163,12 +203,7 @@ def cluster(family_control_plane: ControlPlane, trainjob_crd: None) -> Iterator[
     policy, binding = render_policy(
         {"policy": {"exemptionAdmission": {"enabled": True, "allowedGroups": [ADMINS]}}}, home
     )
-    admission = "/apis/admissionregistration.k8s.io/v1"
-    # Strict: a field the API server does not know is an error, not a warning.
-    cp.request("POST", f"{admission}/validatingadmissionpolicies?fieldValidation=Strict", policy)
-    cp.request(
-        "POST", f"{admission}/validatingadmissionpolicybindings?fieldValidation=Strict", binding
-    )
+    create_policy(cp, policy, binding)
     resources = [kubeflow.ALL_KINDS[k].plural for k in kubeflow.ALL_KINDS]
     cp.request(
         "POST",
@@ -208,7 +243,7 @@ def cluster(family_control_plane: ControlPlane, trainjob_crd: None) -> Iterator[
     )
     exclude, touch = (v["message"] for v in policy["spec"]["validations"])
     sweeper = cp.token_kubeconfig(cp.service_account_token(home, SWEEPER), SWEEPER)
-    enforced = Cluster(cp, cp.kubeconfig, exclude, touch, sweeper)
+    enforced = Cluster(cp, cp.kubeconfig, exclude, touch, sweeper, home)
     probe_namespace = cp.create_namespace("policy-probe")
     probe = job("PyTorchJob", "probe", {w.EXCLUDE: "true"})
     deadline = time.monotonic() + ENFORCE_TIMEOUT
@@ -297,33 +332,8 @@ def test_a_cluster_admin_outside_the_group_cannot_add_it_either(cluster, namespa
 
 def test_a_service_account_that_may_patch_jobs_cannot_add_it(cluster, namespace):
     cp = cluster.cp
-    cp.request(
-        "POST",
-        f"/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}/roles",
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "Role",
-            "metadata": {"name": "pipeline"},
-            "rules": [
-                {
-                    "apiGroups": ["kubeflow.org"],
-                    "resources": ["pytorchjobs"],
-                    "verbs": ["get", "patch"],
-                }
-            ],
-        },
-    )
-    cp.request(
-        "POST",
-        f"/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}/rolebindings",
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "RoleBinding",
-            "metadata": {"name": "pipeline"},
-            "roleRef": {"apiGroup": RBAC, "kind": "Role", "name": "pipeline"},
-            "subjects": [{"kind": "ServiceAccount", "name": "pipeline", "namespace": namespace}],
-        },
-    )
+    jobs = {"apiGroups": ["kubeflow.org"], "resources": ["pytorchjobs"], "verbs": ["get", "patch"]}
+    grant(cp, namespace, "pipeline", jobs, (namespace, "pipeline"))
     kubeconfig = cp.token_kubeconfig(cp.service_account_token(namespace, "pipeline"), "pipeline")
     w.create_job(cp, namespace, "train", started_ago=None)
 
@@ -386,6 +396,86 @@ def test_an_emptied_allowed_groups_is_a_policy_the_api_server_accepts(cluster):
     allowed_["expression"] = allowed_["expression"].replace("g in []", "g in null")
     refusal = cluster.cp.request("POST", path + query, policy, expect=(422,))
     assert "no matching overload" in json.dumps(refusal)
+
+
+def batch_job(name: str, owner: Obj | None = None) -> Obj:
+    """A suspended batch/v1 Job, controlled by ``owner`` when given (an MPIJob's launcher)."""
+    body: Obj = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name},
+        "spec": {
+            "suspend": True,
+            "template": {
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [{"name": "main", "image": "registry.invalid/launcher:1"}],
+                }
+            },
+        },
+    }
+    if owner is not None:
+        body["metadata"]["ownerReferences"] = [owner]
+    return body
+
+
+def test_the_sweeper_may_write_only_a_launchers_deadline(cluster, namespace):
+    # Sweeping mpi-operator's MPIJobs grants patch on every Job, rules or none: the second
+    # policy holds the sweeper's ServiceAccount to a deadline on the Jobs an MPIJob controls.
+    cp = cluster.cp
+    values = {"policy": {"exemptionAdmission": {"enabled": True}}}
+    launchers = render_policy(values, cluster.home, "launchers")
+    assert [d["kind"] for d in launchers] == [
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+    ]
+    create_policy(cp, *launchers)
+    launcher_jobs = {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get", "patch"]}
+    grant(cp, namespace, "launchers", launcher_jobs, (cluster.home, SWEEPER))
+    owner = {
+        "apiVersion": "kubeflow.org/v2beta1",
+        "kind": "MPIJob",
+        "name": "mpi",
+        "uid": "00000000-0000-0000-0000-000000000001",
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+    jobs = f"/apis/batch/v1/namespaces/{namespace}/jobs"
+    cp.request("POST", jobs, batch_job("mpi-launcher", owner))
+    cp.request("POST", jobs, batch_job("queued"))
+    message = launchers[0]["spec"]["validations"][0]["message"]
+
+    def patch(name: str, spec: Obj, *extra: str) -> subprocess.CompletedProcess[str]:
+        return kubectl(
+            cluster.sweeper, "-n", namespace, "patch", "jobs", name, "--type=merge",
+            "-p", json.dumps({"spec": spec}), *extra,
+        )  # fmt: skip
+
+    deadline = time.monotonic() + ENFORCE_TIMEOUT
+    while True:
+        probe = patch("queued", {"activeDeadlineSeconds": 1}, "--dry-run=server")
+        if probe.returncode != 0 and message in probe.stderr:
+            break
+        assert time.monotonic() < deadline, f"the policy is not enforced: {probe.stderr}"
+        time.sleep(0.2)
+
+    unsuspend = patch("mpi-launcher", {"suspend": False})
+    other = patch("queued", {"activeDeadlineSeconds": 1})
+    selector = patch("mpi-launcher", {"template": {"spec": {"nodeSelector": {"gpu": "a"}}}})
+    written = patch("mpi-launcher", {"activeDeadlineSeconds": 3600})
+    by_admin = kubectl(
+        cluster.kubeconfig, "-n", namespace, "patch", "jobs", "queued", "--type=merge",
+        "-p", '{"spec": {"activeDeadlineSeconds": 60}}',
+    )  # fmt: skip
+
+    for refused_ in (unsuspend, other, selector):
+        assert refused_.returncode != 0 and message in refused_.stderr, refused_.stderr
+    assert allowed(written)
+    assert allowed(by_admin)
+    stored = cp.request("GET", f"{jobs}/mpi-launcher")
+    assert stored["spec"]["activeDeadlineSeconds"] == 3600
+    assert stored["spec"]["suspend"] is True
+    assert cp.request("GET", f"{jobs}/queued")["spec"]["activeDeadlineSeconds"] == 60
 
 
 def served_kinds(cp: ControlPlane) -> list[str]:

@@ -4,7 +4,9 @@ Namespaces carry the labels the rules select; a deadline a job does not carry (t
 default, or its cap below the job's own) is one the operator never sees, so the sweeper fails
 the job itself, whatever ``--action``, and deletes its running pods in the same pass. A job
 within its rule, and a job in a namespace no rule selects, are left exactly as without a
-policy. One operator for the module; each job runs a few seconds past its deadline.
+policy. A deadline beyond Go's ``time.Duration`` (which the operator wraps to about 127 years)
+is capped like any other. One operator for the module; each job runs a few seconds past its
+deadline.
 """
 
 from __future__ import annotations
@@ -105,12 +107,14 @@ def test_one_shot_passes_enforce_the_rules_of_each_namespace(
 
     defaulted = make("defaulted", None)
     capped = make("capped", 3600)
+    # Beyond Go's time.Duration: the operator wraps it to about 127 years; the cap still holds.
+    evader = make("capped", 22446744074)
     within = make("defaulted", 600)
     no_rule = make(None, None)
     refused = make("defaulted", None, shape=excluded)
     honoured = make("lab", None, shape=excluded)
     relabelled = make(None, None)
-    everyone = [defaulted, capped, within, no_rule, refused, honoured, relabelled]
+    everyone = [defaulted, capped, evader, within, no_rule, refused, honoured, relabelled]
     started = [job.started().start_time for job in everyone]
     sleep_until(max(s for s in started if s is not None) + dt.timedelta(seconds=7))
     versions = {job.name + job.namespace: resource_version(job) for job in everyone}
@@ -127,6 +131,7 @@ def test_one_shot_passes_enforce_the_rules_of_each_namespace(
     assert seen == {
         defaulted.namespace: ("fail", "platform-deadline", "default", "defaulted"),
         capped.namespace: ("fail", "platform-deadline", "cap", "capped"),
+        evader.namespace: ("fail", "platform-deadline", "cap", "capped"),
         within.namespace: ("skip", "not-yet-due", "job", "defaulted"),
         no_rule.namespace: ("skip", "no-deadline", "job", None),
         refused.namespace: ("fail", "platform-deadline", "default", "defaulted"),
@@ -136,6 +141,7 @@ def test_one_shot_passes_enforce_the_rules_of_each_namespace(
     assert entry_for(report, refused)["exemption_refused"] is True
     assert_failed_by_rule(defaulted, "defaulted", "default")
     assert_failed_by_rule(capped, "capped", "cap")
+    assert_failed_by_rule(evader, "capped", "cap")
     assert_failed_by_rule(refused, "defaulted", "default")
     for untouched in (within, no_rule, honoured, relabelled):
         assert resource_version(untouched) == versions[untouched.name + untouched.namespace]

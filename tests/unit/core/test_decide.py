@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from sweeper.core.decide import decide, judge
+from sweeper.core.decide import decide, explain, judge
 from sweeper.core.jobs import parse_job, parse_owned
 from sweeper.core.kinds import (
     EXCLUDE_ANNOTATION,
@@ -980,3 +980,15 @@ def test_execution_order_holds_only_the_actions() -> None:
     assert execution_order(plan) == ()
     plan = decide(jobs, NOW, TOUCH)
     assert execution_order(plan) == (1,)
+
+
+def test_explain_says_a_stamp_later_than_now_counts_as_none() -> None:
+    raw = job(annotations={TOUCHED_AT_ANNOTATION: "2125-01-01T00:00:00Z"})
+    steps, entry = explain(parse_job(raw, KIND["PyTorchJob"]), NOW, TOUCH)
+    (step,) = [s for s in steps if s.rule == "overdue"]
+    assert "touched at 2125-01-01T00:00:00Z (later than now: counts as none)" in step.seen
+    assert (entry.decision, entry.reason) == ("touch", "overdue")
+    steps, _ = explain(
+        parse_job(job(annotations={TOUCHED_AT_ANNOTATION: ago(10)}), KIND["PyTorchJob"]), NOW, TOUCH
+    )
+    assert "counts as none" not in next(s for s in steps if s.rule == "overdue").seen
