@@ -14,7 +14,7 @@ from sweeper.core.decide import ALWAYS, due_at, explain, judge
 from sweeper.core.families import FAMILIES, family_of, table
 from sweeper.core.jobs import DeadlineSource, parse_job
 from sweeper.core.kinds import MPI_OPERATOR_VERSION, TRAINER_VERSION
-from sweeper.core.model import Action, ActionKind, ActionMode, PodsMode, Policy
+from sweeper.core.model import Action, ActionKind, ActionMode, PodsMode, Policy, Why
 from tests.unit.objects import KIND, NOW, mpijob, trainjob
 
 TOUCH = Policy()
@@ -312,3 +312,13 @@ def test_a_trainjob_kueue_just_resumed_is_left_to_the_trainer_to_restart_its_clo
     entry = judge(capped, NOW, TOUCH)
     assert (entry.decision, entry.reason) == ("skip", "resuming")
     assert due_at(capped, TOUCH) is None
+
+
+def test_the_training_operators_platform_deadline_is_the_sweepers_to_enforce_never_written() -> (
+    None
+):
+    job = parse_job(mpijob(), KIND["TFJob"], "v1")
+    family = family_of(job.kind, job.version)
+    assert family.carrier(job) == (job.kind.at("v1"), job.name)
+    action = Action(job, ActionKind.SET_DEADLINE, Why.PLATFORM_DEADLINE, 0.0)
+    assert isinstance(family.deadline_write(action, {}), str)
