@@ -230,6 +230,18 @@ ruled: {{ toJson $ruled }}
 {{- end }}
 
 {{/*
+"true" when the sweeper gets patch on jobs.batch, else "": mpi-operator's MPIJobs are swept and
+the sweeper writes. mpi-operator copies an MPIJob's deadline only when it creates the launcher
+Job, so one added or shortened later is the sweeper's to write, with or without policy.rules.
+The ClusterRole grants it and the admission policy <fullname>-launchers narrows it: one
+condition for both.
+*/}}
+{{- define "sweeper.patchesLaunchers" -}}
+{{- $kinds := include "sweeper.plurals" . | fromYaml }}
+{{- if and (has "mpi-operator" .Values.families) (has "mpijobs" $kinds.kubeflow) (ne (include "sweeper.dryRun" .) "client") }}true{{ end }}
+{{- end }}
+
+{{/*
 Sweeper arguments (a YAML list). Pass "dryRun" to override the dry-run mode and "oneShot" to
 drop --every/--for (used by the helm test pod).
 Flags and spellings follow the CLI contract (sweeper --help); every flag uses the --flag=value
@@ -391,8 +403,8 @@ no grant: the built-in system:discovery role covers every authenticated user.
                              nothing (held_pods, held_gpus); policy.rules' startDeadline and
                              reclaimFailedAfter delete them (and patch status, get jobs, as fail)
   get jobs.batch             mpi-operator: is there a launcher Job, before failing a gang
-  patch jobs.batch           mpi-operator, when a rule can select MPIJobs: a platform deadline
-                             written into the launcher Job (docs/policy.md); RBAC cannot name
+  patch jobs.batch           mpi-operator: an MPIJob's deadline (its own, or a platform rule's)
+                             written into its launcher Job (docs/policy.md); RBAC cannot name
                              those Jobs, the admission policy <fullname>-launchers does
   list, get, delete jobsets  trainer: the JobSet of a TrainJob failed by its deadline
   list trainjobs             trainer: the pass (get and watch too in mode watch)
@@ -430,7 +442,6 @@ action: the kinds a rule can select are failed under action touch too. */}}
 {{- $jobVerbs = append $jobVerbs "list" }}
 {{- if $watches }}{{ $jobVerbs = append $jobVerbs "watch" }}{{ end }}
 {{- if and $touches $writes }}{{ $jobVerbs = append $jobVerbs "patch" }}{{ end }}
-{{- $launchers := and $mpi (has "mpijobs" $kinds.ruled) }}
 {{- $trainjobs := has "trainjobs" $kinds.ruled -}}
 rules:
 {{- if $plurals }}
@@ -449,7 +460,7 @@ rules:
 {{- if $mpi }}
   - apiGroups: ["batch"]
     resources: ["jobs"]
-    verbs: {{ if and $launchers $writes }}["get", "patch"]{{ else }}["get"]{{ end }}
+    verbs: {{ if include "sweeper.patchesLaunchers" . }}["get", "patch"]{{ else }}["get"]{{ end }}
 {{- end }}
 {{- if $kinds.trainer }}
 {{- $trainVerbs := list }}

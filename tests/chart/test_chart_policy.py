@@ -304,10 +304,17 @@ def test_the_duration_pattern_takes_what_the_sweeper_takes(text):
 
 
 def admission(rendered: Any) -> tuple[dict[str, Any], dict[str, Any]]:
-    return (
-        rendered.one("ValidatingAdmissionPolicy"),
-        rendered.one("ValidatingAdmissionPolicyBinding"),
-    )
+    """The exemptions policy and its binding (<fullname>-launchers may render beside them)."""
+    name = "sw-kubeflow-deadline-sweeper-exemptions"
+    (policy,) = [
+        p for p in rendered.of_kind("ValidatingAdmissionPolicy") if p["metadata"]["name"] == name
+    ]
+    (binding,) = [
+        b
+        for b in rendered.of_kind("ValidatingAdmissionPolicyBinding")
+        if b["metadata"]["name"] == name
+    ]
+    return policy, binding
 
 
 def test_no_admission_policy_unless_enabled(render):
@@ -408,7 +415,7 @@ def test_the_admission_policy_needs_kubernetes_1_30(render, render_error):
 
     assert "policy.exemptionAdmission needs Kubernetes 1.30 or later" in error
     assert "v1.29.9" in error
-    assert render(enabled, "--kube-version", "v1.30.0").one("ValidatingAdmissionPolicy")
+    assert admission(render(enabled, "--kube-version", "v1.30.0"))
     assert render({}, "--kube-version", "v1.29.9").cronjob
 
 
@@ -433,8 +440,11 @@ def test_the_binding_follows_the_swept_namespaces(render):
     ("values", "guarded"),
     [
         pytest.param({"policy": {"rules": [REST]}}, True, id="a-rule-selects-mpijobs"),
-        pytest.param({}, False, id="no-rules"),
-        pytest.param({"policy": {"rules": [{"name": "t", "kinds": ["TrainJob"]}]}}, False, id="tj"),
+        pytest.param({}, True, id="no-rules"),
+        pytest.param({"policy": {"rules": [{"name": "t", "kinds": ["TrainJob"]}]}}, True, id="tj"),
+        pytest.param({"dryRun": "server"}, True, id="server-dry-run"),
+        pytest.param({"dryRun": True, "policy": {"rules": [REST]}}, False, id="dry-run"),
+        pytest.param({"kinds": ["TFJob", "TrainJob"]}, False, id="no-mpijob-among-the-kinds"),
         pytest.param(
             {"families": ["training-operator"], "policy": {"rules": [REST]}},
             False,

@@ -83,7 +83,7 @@ MPI = [
     rule("kubeflow.org", ["mpijobs"], ["get", "list", "patch"]),
     rule("kubeflow.org", ["mpijobs/status"], ["patch"]),
     PODS,
-    rule("batch", ["jobs"], ["get"]),
+    rule("batch", ["jobs"], ["get", "patch"]),
     EVENTS,
 ]
 TRAINER = [
@@ -136,7 +136,7 @@ NAMESPACES = rule("", ["namespaces"], ["list"])
     [
         pytest.param(
             {"families": ["mpi-operator"], **RULES},
-            [*MPI[:3], rule("batch", ["jobs"], ["get", "patch"]), EVENTS, NAMESPACES],
+            [*MPI, NAMESPACES],
             id="mpi-operator-writes-the-launchers-deadline",
         ),
         pytest.param(
@@ -283,10 +283,10 @@ def test_an_existing_service_account_must_be_named(render_error):
     assert "serviceAccount.name is required when serviceAccount.create is false" in error
 
 
-def test_rules_that_select_trainjobs_only_grant_no_write_on_batch_jobs_or_job_statuses(render):
-    # The review's reproduction: every family on, the rules select TrainJobs only. A Job or a
+def test_rules_that_select_trainjobs_only_grant_no_write_on_other_job_statuses(render):
+    # The review's reproduction: every family on, the rules select TrainJobs only. A
     # kubeflow.org job no rule can select is judged by its own deadline: touched, never failed
-    # by the sweeper, never given a deadline.
+    # by the sweeper. A launcher Job still gets an MPIJob's own deadline added late.
     rendered = render({"policy": {"rules": [{"name": "tj-only", "kinds": ["TrainJob"]}]}})
     rules = rendered.one("ClusterRole")["rules"]
 
@@ -294,7 +294,7 @@ def test_rules_that_select_trainjobs_only_grant_no_write_on_batch_jobs_or_job_st
         rule("kubeflow.org", PLURALS, ["get", "list", "patch"]),
         rule("kubeflow.org", ["mpijobs/status"], ["patch"]),
         PODS,
-        rule("batch", ["jobs"], ["get"]),
+        rule("batch", ["jobs"], ["get", "patch"]),
         rule("trainer.kubeflow.org", ["trainjobs"], ["get", "list", "patch"]),
         rule("trainer.kubeflow.org", ["trainjobs/status"], ["patch"]),
         *TRAINER[1:],
@@ -320,8 +320,9 @@ def writes(rules: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
         pytest.param(
             ["PyTorchJob"], {("kubeflow.org", "pytorchjobs/status", "patch")}, id="pytorchjob"
         ),
-        # mpi-operator's family patches mpijobs/status anyway: a gang without a launcher.
-        pytest.param(["MPIJob"], {("batch", "jobs", "patch")}, id="mpijob-launcher"),
+        # mpi-operator's family patches mpijobs/status (a gang without a launcher) and launcher
+        # Jobs (a deadline added late) anyway.
+        pytest.param(["MPIJob"], set(), id="mpijob"),
         pytest.param(
             ["TrainJob"],
             {
@@ -347,3 +348,27 @@ def test_a_platform_write_is_granted_on_the_kinds_a_rule_can_select_only(render,
 
     assert after - before == added
     assert before <= after
+
+
+def batch_jobs(rules: list[dict[str, Any]]) -> list[list[str]]:
+    """The verbs of each rule on jobs.batch."""
+    return [r["verbs"] for r in rules if r["apiGroups"] == ["batch"] and r["resources"] == ["jobs"]]
+
+
+@pytest.mark.parametrize(
+    ("values", "verbs"),
+    [
+        # mpi-operator copies an MPIJob's deadline into its launcher Job only when it creates
+        # it: a deadline added or shortened later is the sweeper's to write, rules or none.
+        pytest.param({}, [["get", "patch"]], id="default-families-no-rules"),
+        pytest.param({"families": ["mpi-operator"]}, [["get", "patch"]], id="mpi-operator"),
+        pytest.param(
+            {"families": ["mpi-operator"], "dryRun": "server"}, [["get", "patch"]], id="server"
+        ),
+        pytest.param({"families": ["mpi-operator"], "dryRun": True}, [["get"]], id="dry-run"),
+        pytest.param({"families": ["training-operator"]}, [], id="training-operator"),
+        pytest.param({"kinds": ["TFJob", "TrainJob"]}, [], id="no-mpijob-among-the-kinds"),
+    ],
+)
+def test_a_launchers_deadline_is_writable_whenever_mpi_operator_is_swept(render, values, verbs):
+    assert batch_jobs(render(values).one("ClusterRole")["rules"]) == verbs

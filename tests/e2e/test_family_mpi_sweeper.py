@@ -14,9 +14,9 @@ its defaults (no ``--action``):
 - ``--watch`` arms both: the workers go when the MPIJob turns Failed, the gang is failed when
   its deadline passes, with no resync in between.
 - a deadline added to an MPIJob, or shortened, after mpi-operator created its launcher Job is in
-  no launcher (mpi-operator copies it only then): with no rules file, the sweeper writes it
-  into the launcher, the Job controller fails it, and mpi-operator records
-  ``DeadlineExceeded``; a dry run writes nothing.
+  no launcher (mpi-operator copies it only then): with no rules file and the chart's grant for
+  that family, the sweeper writes it into the launcher, the Job controller fails it, and
+  mpi-operator records ``DeadlineExceeded``; a dry run writes nothing.
 
 Pods have no node: the workers are made Running through ``pods/status`` (a gang's second
 worker stays Pending, never ready), and a pod without a node is deleted at once.
@@ -43,6 +43,8 @@ pytestmark = [pytest.mark.e2e]
 # Long enough for the workers to be made Running before it, even on a busy machine.
 ADS = 6
 WORKERS = 2
+# The sweeper bound to the ClusterRole the chart renders for mpi-operator without rules.
+CHART_USER = "sweeper-chart-mpi-no-rules"
 
 
 def _start(
@@ -248,11 +250,27 @@ def test_a_deadline_added_or_shortened_after_the_launcher_exists_is_written_into
         ), "premise: mpi-operator left the launcher as it was"
         assert families.condition(_mpijob(cp, namespace, name), "Failed") is None, "premise"
 
-    dry = family_sweep("-n", namespace, "--dry-run", "-o", "wide")
+    # As the chart runs it with no rules: its grant alone must let the launchers be written.
+    chart = {"families": ["mpi-operator"]}
+    waits = {"group": "batch", "resource": "jobs", "verb": "patch"}
+    kubeconfig = families.chart_user(cp, CHART_USER, chart, waits=waits)
+
+    def sweep(*args: str) -> clusters.Sweep:
+        return family_sweep(
+            "-n",
+            namespace,
+            "--family",
+            "mpi-operator",
+            *args,
+            kubeconfig=kubeconfig,
+            user=CHART_USER,
+        )
+
+    dry = sweep("--dry-run", "-o", "wide")
     assert (dry.result.returncode, families.writes(dry.requests)) == (0, []), dry.explain()
     assert dry.result.stdout.count("set-deadline (overdue)") == 2, dry.explain()
 
-    run = family_sweep("-n", namespace)
+    run = sweep()
 
     assert run.result.returncode == 0, run.explain()
     assert sorted(families.writes(run.requests)) == [

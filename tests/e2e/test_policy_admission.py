@@ -78,10 +78,15 @@ def kubectl(
     )
 
 
-def render_policy(values: Obj, namespace: str = "sweeper") -> list[Obj]:
-    """The chart's ValidatingAdmissionPolicy and binding, rendered by helm with ``values``."""
+def render_policy(values: Obj, namespace: str = "sweeper", which: str = "exemptions") -> list[Obj]:
+    """The chart's ValidatingAdmissionPolicy ``<fullname>-<which>`` and its binding, rendered by
+    helm with ``values``."""
     kinds = ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
-    return [d for d in charts.render(values, namespace) if d["kind"] in kinds]
+    return [
+        d
+        for d in charts.render(values, namespace)
+        if d["kind"] in kinds and d["metadata"]["name"].endswith(f"-{which}")
+    ]
 
 
 def job(kind: str, name: str, annotations: dict[str, str] | None = None) -> Obj:
@@ -415,17 +420,11 @@ def batch_job(name: str, owner: Obj | None = None) -> Obj:
 
 
 def test_the_sweeper_may_write_only_a_launchers_deadline(cluster, namespace):
-    # A rule that can select MPIJobs grants patch on every Job: the second policy holds the
-    # sweeper's ServiceAccount to a deadline on the Jobs an MPIJob controls.
+    # Sweeping mpi-operator's MPIJobs grants patch on every Job, rules or none: the second
+    # policy holds the sweeper's ServiceAccount to a deadline on the Jobs an MPIJob controls.
     cp = cluster.cp
-    values = {
-        "policy": {
-            "rules": [{"name": "everyone", "maxDeadline": "72h"}],
-            "exemptionAdmission": {"enabled": True},
-        }
-    }
-    docs = render_policy(values, cluster.home)
-    launchers = [d for d in docs if d["metadata"]["name"].endswith("-launchers")]
+    values = {"policy": {"exemptionAdmission": {"enabled": True}}}
+    launchers = render_policy(values, cluster.home, "launchers")
     assert [d["kind"] for d in launchers] == [
         "ValidatingAdmissionPolicy",
         "ValidatingAdmissionPolicyBinding",
