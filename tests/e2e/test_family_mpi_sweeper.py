@@ -328,4 +328,9 @@ def test_watch_reclaims_the_workers_when_the_mpijob_fails_and_fails_a_gang_at_it
     acted = _done(watcher)
     assert acted == [("gang", "fail"), ("kept", "terminate-pods")], watcher.explain()
     reclaimed = 'deadline_sweeper_reclaimed_total{family="mpi-operator",kind="MPIJob",what="pods"}'
-    assert f"{reclaimed} {2.0 * WORKERS}" in watcher.metrics().splitlines()
+    # The count follows the log line: wait for it too.
+    wait_for(
+        lambda: f"{reclaimed} {2.0 * WORKERS}" in watcher.metrics().splitlines(),
+        "the workers counted",
+        watcher,
+    )

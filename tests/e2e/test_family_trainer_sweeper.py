@@ -223,4 +223,7 @@ def test_watch_deletes_the_jobset_left_behind_when_its_reclaim_grace_has_passed(
     wait_for(lambda: bool(_done(watcher)), "the delete logged", watcher)
     assert _done(watcher) == [(name, "delete-jobset")], watcher.explain()
     reclaimed = 'deadline_sweeper_reclaimed_total{family="trainer",kind="TrainJob",what="jobsets"}'
-    assert f"{reclaimed} 1.0" in watcher.metrics().splitlines()
+    # The count follows the log line: wait for it too.
+    wait_for(
+        lambda: f"{reclaimed} 1.0" in watcher.metrics().splitlines(), "the JobSet counted", watcher
+    )

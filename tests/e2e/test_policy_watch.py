@@ -74,4 +74,7 @@ def test_a_namespace_labelled_into_a_rule_arms_its_jobs_timers_at_the_next_resyn
             "the rule's default enforced",
             watcher,
         )
-        assert FAILED_BY_A_TIMER.search(watcher.metrics()), watcher.explain()
+        # The status write lands before the fire counts it: wait for the count too.
+        wait_for(
+            lambda: bool(FAILED_BY_A_TIMER.search(watcher.metrics())), "the timer's fail", watcher
+        )
