@@ -72,20 +72,14 @@ class Create:
 
 
 @dataclass(frozen=True, slots=True)
-class Update:
-    """Replace the Lease's spec, provided it is still at ``resource_version``."""
-
-    record: Record
-    resource_version: str
-
-
-@dataclass(frozen=True, slots=True)
 class Wait:
     """Another candidate holds a Lease that has not expired: try again later."""
 
     holder: str
 
 
+# Replace the Lease's spec with this record, provided it is still at this resourceVersion.
+Update = Lease
 Step = Create | Update | Wait
 
 

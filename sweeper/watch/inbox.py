@@ -9,16 +9,11 @@ timers, so none of them needs a lock.
 from __future__ import annotations
 
 import queue
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import Enum
 
 from sweeper.k8s.cluster import ServedKind
-
-SawDate = Callable[[datetime | None, float, float], None]
-"""Feeds one response's ``Date`` header (and the monotonic seconds before and after the request)
-to the server clock estimate: how the threads that talk to the API server share what they saw."""
 
 
 @dataclass(frozen=True, slots=True)

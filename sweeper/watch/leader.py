@@ -23,14 +23,11 @@ import random
 import threading
 from collections.abc import Mapping
 
-from sweeper.config import JITTER_FACTOR, WatchSettings
-from sweeper.core.clock import Clock
+from sweeper.config import JITTER_FACTOR
 from sweeper.core.errors import ApiError, Conflict, Interrupted, NotFound
-from sweeper.k8s.cluster import WatchCluster
-from sweeper.metrics import WatchMetrics
-from sweeper.stop import Stop
+from sweeper.watch.context import WatchContext
 from sweeper.watch.elector import Create, Elector, Lease, Update, Wait, lease_body, parse_lease
-from sweeper.watch.inbox import Inbox, Leadership, SawDate
+from sweeper.watch.inbox import Leadership
 
 log = logging.getLogger(__name__)
 
@@ -47,30 +44,15 @@ LEASE_RETRY_UNREACHABLE_S = 0.5
 class Leader:
     """The Lease loop around the Elector; the one place that says whether this replica leads.
 
-    Without ``elects`` it always leads. ``inbox`` is told each change of leadership (it wakes
-    the main loop up); once ``stop`` is set the loop ends, and the Lease is released later.
+    It elects with ``--leader-elect`` and never in a dry run (which writes nothing, the Lease
+    included); otherwise it always leads. The inbox is told each change of leadership (it
+    wakes the main loop up); once the run stops the loop ends, and the Lease is released later.
     """
 
-    def __init__(
-        self,
-        cluster: WatchCluster,
-        settings: WatchSettings,
-        inbox: Inbox,
-        *,
-        elects: bool,
-        saw_date: SawDate,
-        stop: Stop,
-        metrics: WatchMetrics,
-        clock: Clock,
-    ) -> None:
-        self.cluster = cluster
-        self.settings = settings
-        self.inbox = inbox
-        self.elects = elects
-        self.saw_date = saw_date
-        self.stop = stop
-        self.metrics = metrics
-        self.clock = clock
+    def __init__(self, ctx: WatchContext) -> None:
+        self.ctx = ctx
+        settings = ctx.settings
+        self.elects = settings.leader_elect and ctx.config.dry_run is None
         self.elector = Elector(settings.identity, settings.timing)
         self._lock = threading.Lock()
         # The Lease as last read or written: an update is written over it (lease_body).
@@ -79,14 +61,14 @@ class Leader:
     @property
     def namespace(self) -> str:
         """Where the Lease lives: ``--lease-namespace``, else the cluster's home namespace."""
-        return self.settings.lease_namespace or self.cluster.home_namespace
+        return self.ctx.settings.lease_namespace or self.ctx.cluster.home_namespace
 
     def leading(self) -> bool:
         """Whether this replica may write to jobs now."""
         if not self.elects:
             return True
         with self._lock:
-            return self.elector.leading(self.clock.monotonic())
+            return self.elector.leading(self.ctx.clock.monotonic())
 
     def write_window(self) -> float:
         """Seconds a job write sent now may stay in flight; 0 when none may be sent.
@@ -99,17 +81,17 @@ class Leader:
         if not self.elects:
             return math.inf
         with self._lock:
-            return self.elector.write_window(self.clock.monotonic())
+            return self.elector.write_window(self.ctx.clock.monotonic())
 
     def run(self) -> None:
         """Take, renew or wait for the Lease every retry period until the run stops."""
-        namespace, name = self.namespace, self.settings.lease_name
-        timing = self.settings.timing
+        namespace, name = self.namespace, self.ctx.settings.lease_name
+        timing = self.ctx.settings.timing
         was_leading = False
         holder = ""
         read_first = False
-        while not self.stop.is_set():
-            now = self.clock.monotonic()
+        while not self.ctx.stop.is_set():
+            now = self.ctx.clock.monotonic()
             with self._lock:
                 if self.elector.lost(now):
                     # No write since the renew deadline passed (leading() says so). Exiting
@@ -125,9 +107,9 @@ class Leader:
                         timing.renew_deadline,
                     )
                     self.elector.step_down()
-                    self.metrics.leader.set(0)
+                    self.ctx.metrics.leader.set(0)
                     was_leading = False
-                    self.inbox.put(Leadership(leading=False))
+                    self.ctx.inbox.put(Leadership(leading=False))
             answered = True
             try:
                 self._round(namespace, name, read_first=read_first)
@@ -142,20 +124,20 @@ class Leader:
                 answered = error.status is not None
             leading = self.leading()
             if leading != was_leading:
-                self.metrics.leader.set(1 if leading else 0)
+                self.ctx.metrics.leader.set(1 if leading else 0)
                 log.info(
                     "%s the Lease %s/%s",
                     "acquired" if leading else "do not hold",
                     namespace,
                     name,
-                    extra={"identity": self.settings.identity},
+                    extra={"identity": self.ctx.settings.identity},
                 )
                 was_leading = leading
-                self.inbox.put(Leadership(leading))
+                self.ctx.inbox.put(Leadership(leading))
             if not leading and self.elector.holder and self.elector.holder != holder:
                 holder = self.elector.holder
                 log.info("the leader is %s", holder, extra={"leader": holder})
-            self.stop.wait(self._delay(leading=leading, answered=answered))
+            self.ctx.stop.wait(self._delay(leading=leading, answered=answered))
         # Released by the engine (release), once the work the Lease guards has finished.
 
     def _delay(self, *, leading: bool, answered: bool) -> float:
@@ -167,43 +149,45 @@ class Leader:
         expires instead, so a takeover comes within the lease duration of the leader's last
         renewal; a candidate whose request got no answer tries again within half a second.
         """
-        period = self.settings.timing.retry_period
+        period = self.ctx.settings.timing.retry_period
         if leading:
             return period
         if not answered:
             return LEASE_RETRY_UNREACHABLE_S
         with self._lock:
-            left = self.elector.expires_in(self.clock.monotonic())
+            left = self.elector.expires_in(self.ctx.clock.monotonic())
         if left is not None and 0 < left < period:
             return left + EXPIRY_MARGIN_S
         return period * (1 + JITTER_FACTOR * random.random())  # noqa: S311 - spread, not crypto
 
     def _round(self, namespace: str, name: str, *, read_first: bool) -> None:
-        wall = self.clock.now()
+        wall = self.ctx.clock.now()
         with self._lock:
             step: Create | Update | Wait | None = None if read_first else self.elector.renewal(wall)
         if step is None:
-            sent = self.clock.monotonic()
+            sent = self.ctx.clock.monotonic()
             try:
-                answer = self.cluster.get_lease(namespace, name)
+                answer = self.ctx.cluster.get_lease(namespace, name)
                 current: Lease | None = parse_lease(answer.object)
-                self.saw_date(answer.server_date, sent, self.clock.monotonic())
+                self.ctx.decision.saw_date(answer.server_date, sent, self.ctx.clock.monotonic())
                 self._seen = answer.object
             except NotFound:
                 current = None
             with self._lock:
-                step = self.elector.attempt(current, self.clock.monotonic(), wall)
+                step = self.elector.attempt(current, self.ctx.clock.monotonic(), wall)
         if isinstance(step, Wait):
             return
-        sent = self.clock.monotonic()
+        sent = self.ctx.clock.monotonic()
         if isinstance(step, Create):
-            answer = self.cluster.create_lease(namespace, lease_body(namespace, name, step.record))
+            answer = self.ctx.cluster.create_lease(
+                namespace, lease_body(namespace, name, step.record)
+            )
         else:
             body = lease_body(namespace, name, step.record, step.resource_version, self._seen)
-            answer = self.cluster.update_lease(namespace, name, body)
-        received = self.clock.monotonic()
+            answer = self.ctx.cluster.update_lease(namespace, name, body)
+        received = self.ctx.clock.monotonic()
         self._seen = answer.object
-        self.saw_date(answer.server_date, sent, received)
+        self.ctx.decision.saw_date(answer.server_date, sent, received)
         with self._lock:
             self.elector.succeeded(parse_lease(answer.object), sent, received)
 
@@ -218,7 +202,7 @@ class Leader:
                 "stopping with work in flight (%s): the Lease %s/%s is left to expire",
                 ", ".join(busy),
                 self.namespace,
-                self.settings.lease_name,
+                self.ctx.settings.lease_name,
             )
             return False
         self.release()
@@ -228,20 +212,20 @@ class Leader:
         """Stop leading without releasing: the Lease is left to expire (work still in flight)."""
         with self._lock:
             self.elector.step_down()
-        self.metrics.leader.set(0)
+        self.ctx.metrics.leader.set(0)
 
     def release(self) -> None:
         """Stop leading and hand the Lease back, so a follower takes over at its next retry."""
-        namespace, name = self.namespace, self.settings.lease_name
+        namespace, name = self.namespace, self.ctx.settings.lease_name
         with self._lock:
-            step = self.elector.release(self.clock.now())
+            step = self.elector.release(self.ctx.clock.now())
             self.elector.step_down()
-        self.metrics.leader.set(0)
+        self.ctx.metrics.leader.set(0)
         if step is None:
             return
         try:
             body = lease_body(namespace, name, step.record, step.resource_version, self._seen)
-            self.cluster.update_lease(namespace, name, body)
+            self.ctx.cluster.update_lease(namespace, name, body)
             log.info("released the Lease %s/%s", namespace, name)
         except ApiError as error:
             log.warning("could not release the Lease %s/%s: %s", namespace, name, error)

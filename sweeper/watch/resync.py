@@ -16,18 +16,13 @@ import logging
 from collections.abc import Callable, Iterator
 from typing import TextIO
 
-from sweeper.config import Config, WatchSettings
-from sweeper.core.clock import Clock
 from sweeper.core.errors import SweeperError
 from sweeper.core.model import Action
-from sweeper.core.platform import PlatformView
 from sweeper.core.warn import DeadlineWarning
-from sweeper.k8s.cluster import Cluster
-from sweeper.metrics import WatchMetrics
 from sweeper.oneshot.run import sweep
-from sweeper.stop import Stop
 from sweeper.watch.agenda import Agenda
-from sweeper.watch.inbox import Ending, Fired, Inbox, JobKey
+from sweeper.watch.context import WatchContext
+from sweeper.watch.inbox import Ending, Fired, JobKey
 
 log = logging.getLogger(__name__)
 
@@ -35,48 +30,33 @@ log = logging.getLogger(__name__)
 class Resync:
     """The resync thread's work: ``run`` is the thread; only the leader runs passes.
 
-    ``rediscover`` runs before each pass, on every replica (the streams follow what is
-    served); ``inbox`` is told when a pass is done with a job (the main loop re-arms its timer).
+    ``rediscover`` runs before each pass, on every replica (the streams follow what is served).
     """
 
     def __init__(
         self,
-        config: Config,
-        settings: WatchSettings,
-        cluster: Cluster,
+        ctx: WatchContext,
         out: TextIO,
         *,
-        rediscover: Callable[[], None],
         agenda: Agenda,
-        inbox: Inbox,
+        rediscover: Callable[[], None],
         leading: Callable[[], bool],
-        stop: Stop,
-        metrics: WatchMetrics,
-        clock: Clock,
-        view: Callable[[], PlatformView] = PlatformView,
     ) -> None:
-        self.config = config
-        self.view = view
-        self.settings = settings
-        self.cluster = cluster
+        self.ctx = ctx
         self.out = out
-        self.rediscover = rediscover
         self.agenda = agenda
-        self.inbox = inbox
+        self.rediscover = rediscover
         self.leading = leading
-        self.stop = stop
-        self.metrics = metrics
-        self.clock = clock
 
     def run(self) -> None:
         """Every ``--resync`` seconds: discover again, then a pass while leading."""
-        number = 0
-        while not self.stop.wait(self.settings.resync):
+        number, metrics = 0, self.ctx.metrics
+        while not self.ctx.stop.wait(self.ctx.settings.resync):
             self.rediscover()
             if not self.leading():
                 # A former leader's count would outlive its passes: a standby holds nothing.
-                self.metrics.set_held_pods({})
-                self.metrics.set_misconfigured(())
+                metrics.set_held_pods({})
+                metrics.set_misconfigured(())
                 continue
             number += 1
             self.pass_once(number)
@@ -89,33 +69,34 @@ class Resync:
         ``--request-timeout``); the pass is reported as stopped, and the next one comes a
         ``--resync`` later. Timer fires are not passes: ``--request-timeout`` bounds theirs.
         """
-        stop = self.stop.within(self.config.timeout, "in resync pass")
+        ctx, metrics = self.ctx, self.ctx.metrics
+        stop = ctx.stop.within(ctx.config.timeout, "in resync pass")
         with self.agenda.passing():
             try:
                 outcome = sweep(
                     number,
-                    self.config,
-                    self.cluster,
+                    ctx.config,
+                    ctx.cluster,
                     stop,
                     self.out,
-                    clock=self.clock,
+                    clock=ctx.clock,
                     claim=self._claim,
-                    view=self.view(),
+                    view=ctx.view(),
                     warned=self._warned,
                 )
                 failed = outcome.errors or outcome.unlisted
-                for rule, honoured in (outcome.tally.exemptions if outcome.tally else {}).items():
-                    self.metrics.exemptions.labels(rule).inc(honoured)
                 if outcome.tally is not None:
+                    for rule, honoured in outcome.tally.exemptions.items():
+                        metrics.exemptions.labels(rule).inc(honoured)
                     for labels, count in outcome.tally.warnings.items():
-                        self.metrics.warnings.labels(*labels).inc(count)
-                    self.metrics.set_held_pods(outcome.tally.held, outcome.tally.held_gpus)
-                    self.metrics.set_misconfigured(outcome.tally.misconfigured)
+                        metrics.warnings.labels(*labels).inc(count)
+                    metrics.set_held_pods(outcome.tally.held, outcome.tally.held_gpus)
+                    metrics.set_misconfigured(outcome.tally.misconfigured)
                 result = "stopped" if outcome.stopped_by else ("errors" if failed else "ok")
             except SweeperError as error:
                 log.warning("resync pass %d failed: %s", number, error)
                 result = "failed"
-        self.metrics.resyncs.labels(result).inc()
+        metrics.resyncs.labels(result).inc()
 
     def _warned(self, warning: DeadlineWarning) -> bool:
         job = warning.job
@@ -137,4 +118,4 @@ class Resync:
         finally:
             if ours:
                 # Through the main loop, which re-arms a timer that came due meanwhile.
-                self.inbox.put(Fired(key, None, Ending.RELEASED))
+                self.ctx.inbox.put(Fired(key, None, Ending.RELEASED))

@@ -14,12 +14,9 @@ from __future__ import annotations
 import logging
 import random
 import threading
-from collections.abc import Callable
 from datetime import datetime
 from http import HTTPStatus
 
-from sweeper.config import Config, WatchSettings
-from sweeper.core.clock import Clock
 from sweeper.core.decide import due_at
 from sweeper.core.errors import ApiError, Gone, SweeperError, WatchStalled
 from sweeper.core.jobs import Job, parse_job
@@ -27,12 +24,10 @@ from sweeper.core.model import JSON, Policy
 from sweeper.core.platform import PlatformView
 from sweeper.core.scope import RunScope
 from sweeper.core.warn import warning_of
-from sweeper.k8s.cluster import ServedKind, WatchCluster
+from sweeper.k8s.cluster import ServedKind
 from sweeper.k8s.transport import RetryPolicy
-from sweeper.metrics import WatchMetrics
-from sweeper.stop import Stop
-from sweeper.watch.health import Health
-from sweeper.watch.inbox import Event, Inbox, JobKey, Listed, Pending, SawDate, Scope
+from sweeper.watch.context import WatchContext
+from sweeper.watch.inbox import Event, JobKey, Listed, Pending, Scope
 
 log = logging.getLogger(__name__)
 
@@ -59,41 +54,15 @@ _FAILURES_COUNTED = 17
 
 
 class Streams:
-    """The stream threads' work: ``run`` is one scope's thread; ``stop`` ends them all.
+    """The stream threads' work: ``run`` is one scope's thread; the run's stop ends them all."""
 
-    Due instants go to ``inbox``; each answer's ``Date`` to ``saw_date`` (the server clock);
-    ``health`` is told when each stream first listed (``/readyz``).
-    """
-
-    def __init__(
-        self,
-        cluster: WatchCluster,
-        config: Config,
-        settings: WatchSettings,
-        inbox: Inbox,
-        *,
-        saw_date: SawDate,
-        stop: Stop,
-        metrics: WatchMetrics,
-        health: Health,
-        clock: Clock,
-        view: Callable[[], PlatformView] = PlatformView,
-    ) -> None:
-        self.cluster = cluster
-        self.view = view
-        self.config = config
-        self.settings = settings
-        self.inbox = inbox
-        self.saw_date = saw_date
-        self.stop = stop
-        self.metrics = metrics
-        self.health = health
-        self.clock = clock
+    def __init__(self, ctx: WatchContext) -> None:
+        self.ctx = ctx
         # Whose jobs are kept: --exclude-namespace as every mode reads it. The watch API cannot
         # leave a namespace out either, so its jobs are dropped here: never tracked, so never
         # acted on. (The kinds and namespaces watched are the engine's scopes.)
         self.covered: RunScope[ServedKind] = RunScope.of(
-            (), namespaces=config.namespaces, excluded=config.exclude_namespaces
+            (), namespaces=ctx.config.namespaces, excluded=ctx.config.exclude_namespaces
         )
         self._lock = threading.Lock()
         self._threads: dict[Scope, threading.Thread] = {}
@@ -111,7 +80,7 @@ class Streams:
         wanted = set(scopes)
         kinds = sorted({scope.served.kind.name for scope in scopes})
         if self._kinds is None:
-            self.health.expect(len(scopes))  # /readyz: the streams found at start-up
+            self.ctx.health.expect(len(scopes))  # /readyz: the streams found at start-up
         if kinds != self._kinds:
             self._kinds = kinds
             log.info(
@@ -136,69 +105,68 @@ class Streams:
             log.info("%s no longer served: its stream ends", scope)
 
     def _ended(self, scope: Scope) -> bool:
-        return self.stop.is_set() or scope in self._retired
+        return self.ctx.stop.is_set() or scope in self._retired
 
     def run(self, scope: Scope) -> None:
         """List, then watch, one scope until the run stops; never raises."""
+        metrics = self.ctx.metrics
         version: str | None = None
         failures = 0
         refused = False  # the last failure got no answer at all
         listed_once = False
         while not self._ended(scope):
+            unreachable = False
             try:
                 if version is None:
                     version = self.list_one(scope, relist=listed_once)
                     if not listed_once:
-                        self.health.listed(scope)
+                        self.ctx.health.listed(scope)
                     listed_once = True
                 version = self.follow(scope, version)
                 failures, refused = 0, False
-                self.metrics.watch_restarts.labels("closed").inc()
+                metrics.watch_restarts.labels("closed").inc()
+                continue
             except _ShortWatch:
                 # Something between us and the API server (a proxy, a gateway, a load
                 # balancer) ends every stream at once: each reopen would follow at once too.
                 log.warning("watch of %s ended at once with no event; reopening", scope)
-                self.metrics.watch_restarts.labels("short").inc()
-                failures += 1
-                self._backoff(failures)
+                reason = "short"
             except Gone:
                 log.info("watch of %s: resourceVersion too old (410); listing again", scope)
-                self.metrics.relists.inc()
+                metrics.relists.inc()
                 version = None
                 failures, refused = 0, False
+                continue
             except WatchStalled as error:
                 log.warning("watch of %s stalled (%s); reopening", scope, error.detail)
-                self.metrics.watch_restarts.labels("stalled").inc()
-                failures += 1
-                self._backoff(failures)
+                reason = "stalled"
             except ApiError as error:
                 if error.status == HTTPStatus.FORBIDDEN:
                     # RBAC refuses this scope (a namespace deleted with its Role, a kind outside
                     # the grant): the other scopes' views are whole without it, so it does not
                     # hold /readyz; it keeps being tried, backed off, and logged each time.
-                    self.health.listed(scope)
+                    self.ctx.health.listed(scope)
                 log.warning("watch of %s failed: %s", scope, error)
-                self.metrics.watch_restarts.labels("error").inc()
+                reason = "error"
                 unreachable = error.status is None
                 if not unreachable and refused:
                     # The server answers again (a restarted one says 429 or 503 while its
                     # caches fill): back off from the start, not from the outage's count.
                     failures = 0
                 refused = unreachable
-                failures += 1
-                self._backoff(failures, unreachable=unreachable)
             except Exception:  # a stream thread must never die silently
                 log.exception("watch of %s: unexpected error", scope)
-                self.metrics.watch_restarts.labels("error").inc()
-                failures += 1
-                self._backoff(failures)
-        if not self.stop.is_set():
+                reason = "error"
+            metrics.watch_restarts.labels(reason).inc()
+            failures += 1
+            self._backoff(failures, unreachable=unreachable)
+        if not self.ctx.stop.is_set():
             # Retired: its kind is no longer served, and with it every job of the scope.
-            self.inbox.put(Listed(scope, {}, relist=True))
+            self.ctx.inbox.put(Listed(scope, {}, relist=True))
 
-    def _backoff(self, failures: int, *, unreachable: bool = False) -> None:
+    def _backoff(self, failures: int, *, unreachable: bool) -> None:
         policy = _BACKOFF_UNREACHABLE if unreachable else _BACKOFF
-        self.stop.wait(policy.backoff(min(failures, _FAILURES_COUNTED), random.uniform))
+        self.ctx.stop.wait(policy.backoff(min(failures, _FAILURES_COUNTED), random.uniform))
 
     def follow_rules(self, before: PlatformView, after: PlatformView) -> None:
         """List again, once, the scopes whose jobs a rule selects since ``before`` was read.
@@ -228,18 +196,18 @@ class Streams:
         due: dict[JobKey, datetime | None] = {}
         pending: dict[JobKey, Pending] = {}
         version = ""
-        policy, kept, view = self.config.policy, self.covered.kept, self.view()
+        policy, kept, view = self.ctx.config.policy, self.covered.kept, self.ctx.view()
         pages = iter(
-            self.cluster.list_job_views(
-                scope.served, scope.namespace, self.config.selector, self.config.page_size
+            self.ctx.cluster.list_job_views(
+                scope.served, scope.namespace, self.ctx.config.selector, self.ctx.config.page_size
             )
         )
         while True:
-            sent = self.clock.monotonic()
+            sent = self.ctx.clock.monotonic()
             page = next(pages, None)
             if page is None:
                 break
-            self.saw_date(page.server_date, sent, self.clock.monotonic())
+            self.ctx.decision.saw_date(page.server_date, sent, self.ctx.clock.monotonic())
             for job in page.jobs:
                 if not kept(job.namespace):
                     continue
@@ -253,7 +221,7 @@ class Streams:
                 except Exception:  # noqa: BLE001 - one object never stops a kind's listing
                     _unreadable(scope, job.namespace, job.name, "list")
             version = page.resource_version or version
-        self.inbox.put(Listed(scope, due, relist, pending, earlier_only))
+        self.ctx.inbox.put(Listed(scope, due, relist, pending, earlier_only))
         log.info("listed %s: %d job(s)", scope, len(due))
         return version
 
@@ -265,18 +233,18 @@ class Streams:
         Raises:
             _ShortWatch: The stream ended within ``SHORT_WATCH_S`` with no event at all.
         """
-        policy, kept = self.config.policy, self.covered.kept
-        sent = self.clock.monotonic()
+        policy, kept = self.ctx.config.policy, self.covered.kept
+        sent = self.ctx.clock.monotonic()
         seen = False
-        with self.cluster.watch_jobs(
+        with self.ctx.cluster.watch_jobs(
             scope.served,
             scope.namespace,
-            self.config.selector,
+            self.ctx.config.selector,
             version,
             timeout_s=random.randint(*WATCH_TIMEOUT_RANGE_S),  # noqa: S311 - spread, not crypto
-            read_timeout_s=self.settings.watch_timeout,
+            read_timeout_s=self.ctx.settings.watch_timeout,
         ) as stream:
-            self.saw_date(stream.server_date, sent, self.clock.monotonic())
+            self.ctx.decision.saw_date(stream.server_date, sent, self.ctx.clock.monotonic())
             for event in stream:
                 if self._ended(scope):
                     break
@@ -291,7 +259,7 @@ class Streams:
                         continue
                     key = JobKey(job.kind.name, job.namespace, job.name)
                     deleted = event.type == "DELETED"
-                    job = self.view()(job)
+                    job = self.ctx.view()(job)
                     due = None if deleted else due_at(job, policy)
                     warning = None if deleted else _pending(job, policy)
                 except Exception:  # noqa: BLE001 - one object never stops a stream
@@ -301,8 +269,12 @@ class Streams:
                     named = meta if isinstance(meta, dict) else {}
                     _unreadable(scope, named.get("namespace"), named.get("name"), event.type)
                     continue
-                self.inbox.put(Event(key, due, warning))
-        if not seen and self.clock.monotonic() - sent < SHORT_WATCH_S and not self._ended(scope):
+                self.ctx.inbox.put(Event(key, due, warning))
+        if (
+            not seen
+            and self.ctx.clock.monotonic() - sent < SHORT_WATCH_S
+            and not self._ended(scope)
+        ):
             raise _ShortWatch
         return version
 

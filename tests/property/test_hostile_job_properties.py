@@ -587,8 +587,8 @@ def watcher_for(scene: Scene, cluster: FakeCluster) -> engine.Watcher:
 
 
 def timers(watcher: engine.Watcher) -> dict[JobKey, datetime | None]:
-    while not watcher.inbox.empty():
-        watcher._apply(watcher.inbox.get_nowait())
+    while not watcher.ctx.inbox.empty():
+        watcher._apply(watcher.ctx.inbox.get_nowait())
     return {key: watcher.agenda.when(key) for key in watcher.agenda}
 
 

@@ -191,8 +191,8 @@ def watcher(fake: FakeCluster, policy: Policy) -> engine.Watcher:
 
 
 def armed(w: engine.Watcher) -> dict[str, datetime]:
-    while not w.inbox.empty():
-        w._apply(w.inbox.get_nowait())
+    while not w.ctx.inbox.empty():
+        w._apply(w.ctx.inbox.get_nowait())
     return {key.name: due for key in w.agenda if (due := w.agenda.when(key)) is not None}
 
 

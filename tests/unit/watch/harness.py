@@ -109,7 +109,7 @@ class Running:
         """
         self.markers += 1
         name = f"marker-{self.markers}"
-        if not self.watcher.leading():
+        if not self.watcher.leader.leading():
             if tracked is not None:
                 wait_for(lambda: self.metric("deadline_sweeper_tracked_jobs") == tracked, "jobs")
             before = self.metric("deadline_sweeper_tracked_jobs")
@@ -201,14 +201,12 @@ def stop_now(run: Running) -> None:
     """SIGTERM, and end what would otherwise wait for it in real time.
 
     Idle streams block until the server ends them; the main loop sleeps up to a second
-    between turns unless a message comes: ``None`` in its inbox turns it without being a
-    message (when the watcher keeps its inbox under that name; otherwise the stop takes a turn).
+    between turns unless a message comes: ``None`` in its inbox turns it without being one.
     """
     run.flag.request("SIGTERM")
     run.fake.close_streams()
-    inbox: Any = getattr(run.watcher, "inbox", None)
-    if inbox is not None:
-        inbox.put(None)
+    inbox: Any = run.watcher.ctx.inbox
+    inbox.put(None)
 
 
 def wait_for(predicate: Callable[[], bool], what: str, timeout: float = WAIT_S) -> None:
@@ -296,6 +294,6 @@ def policy_watcher(fake: FakeWatchCluster, rules: str = GPU_RULES) -> Watcher:
     config = Config(watch=settings, platform=load_platform(rules, "rules.yaml"))
     clock = Clock(wall=NOW)
     made = Watcher(config, settings, fake, Stop(clock), io.StringIO(), clock=clock)
-    made.served = {s.kind.name: s for s in fake.served}
+    made.served.update({s.kind.name: s for s in fake.served})
     made.view = namespaces.read_view(fake, config)
     return made

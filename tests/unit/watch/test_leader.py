@@ -8,17 +8,16 @@ retry period is a real wait, so these tests use 20 ms (harness.QUICK_LEASE).
 
 from __future__ import annotations
 
-import queue
 import threading
 from dataclasses import dataclass
 
 import pytest
 
-from sweeper.config import DryRun, WatchSettings
+from sweeper.config import Config, DryRun, WatchSettings
 from sweeper.core.errors import EXIT_INTERRUPTED, EXIT_OK, ApiError, RequestRef
 from sweeper.core.model import ActionMode, Policy
-from sweeper.metrics import WatchMetrics
 from sweeper.stop import Stop
+from sweeper.watch.context import WatchContext
 from sweeper.watch.elector import micro_time
 from sweeper.watch.leader import Leader
 from tests.unit.fakes import FakeCluster, Request
@@ -275,16 +274,7 @@ def lease_thread(fake: FakeCluster, rounds: int) -> tuple[Leader, SimulatedWaits
     clock = Clock()
     stopping = SimulatedWaits(clock, rounds)
     settings = WatchSettings(leader_elect=True, identity="me", lease_namespace=LEASE[0])
-    leader = Leader(
-        fake,
-        settings,
-        queue.Queue(),
-        elects=True,
-        saw_date=lambda *_: None,
-        stop=stopping,
-        metrics=WatchMetrics(),
-        clock=clock,
-    )
+    leader = Leader(WatchContext.build(Config(watch=settings), fake, stopping, clock))
     return leader, stopping
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import math
-import queue
 
 import pytest
 
@@ -21,7 +20,7 @@ from sweeper.core.model import Policy
 from sweeper.k8s.cluster import ServedKind
 from sweeper.metrics import WatchMetrics
 from sweeper.stop import Stop
-from sweeper.watch.health import Health
+from sweeper.watch.context import WatchContext
 from sweeper.watch.inbox import Scope
 from sweeper.watch.streams import Streams
 from tests.unit.objects import job
@@ -203,20 +202,10 @@ def test_a_stream_the_server_ends_at_once_is_a_failure_and_backs_off() -> None:
     fake = fake_cluster()
     fake.watch_events = []
     stopping = CountedWaits()
-    metrics = WatchMetrics()
-    settings = WatchSettings(health_port=0)
-    config = Config(watch=settings, kinds=(PYTORCH,))
-    streams = Streams(
-        fake,
-        config,
-        settings,
-        queue.Queue(),
-        saw_date=lambda *_: None,
-        stop=stopping,
-        metrics=metrics,
-        health=Health(streams=1, clock=Clock()),
-        clock=Clock(),  # never moves: every watch lasted less than a second
-    )
+    config = Config(watch=WatchSettings(health_port=0), kinds=(PYTORCH,))
+    # The clock never moves: every watch lasted less than a second.
+    ctx = WatchContext.build(config, fake, stopping, Clock())
+    streams = Streams(ctx)
 
     # Without a backoff the thread would never wait: stop it at the 100th watch instead.
     fake.before = lambda request: stopping.request("the test") if len(fake.requests) > 100 else None
@@ -229,8 +218,8 @@ def test_a_stream_the_server_ends_at_once_is_a_failure_and_backs_off() -> None:
     assert len(stopping.waits) == 10
     for n, wait in enumerate(stopping.waits, start=1):
         assert wait >= min(30.0, 0.5 * 2 ** (n - 1)) / 2, (n, stopping.waits)
-    assert restarts(metrics, "short") == 10
-    assert restarts(metrics, "closed") is None
+    assert restarts(ctx.metrics, "short") == 10
+    assert restarts(ctx.metrics, "closed") is None
 
 
 def restarts(metrics: WatchMetrics, reason: str) -> float | None:

@@ -20,9 +20,9 @@ import pytest
 from sweeper.config import ClockMode, Config, DryRun, OutputFormat, Timing, WatchSettings
 from sweeper.core.clock import SYSTEM_CLOCK
 from sweeper.stop import Stop
+from sweeper.watch.context import DecisionClock
 from sweeper.watch.elector import Lease, Record
 from sweeper.watch.engine import Watcher
-from sweeper.watch.fire import DecisionClock
 from tests.unit.fakes import FakeCluster, Request
 from tests.unit.objects import NOW, job
 
@@ -66,28 +66,34 @@ def test_a_dry_run_elects_no_leader_and_every_replica_acts_in_its_own_report(
     # A dry run writes nothing, the Lease included (a server dry run's Lease would be real).
     dry = watcher(Clock(), dry_run=dry_run)
 
-    assert not dry.elects
-    assert dry.leading()
-    assert dry.write_window() == math.inf
+    assert not dry.leader.elects
+    assert dry.leader.leading()
+    assert dry.ctx.stop.write_window() == math.inf
 
 
 def test_with_election_no_write_is_sent_until_leading_nor_in_flight_past_the_lease() -> None:
     clock = Clock(100.0)
     real = watcher(clock)
-    assert real.elects
-    assert (real.leading(), real.write_window()) == (False, 0.0)
+    leader, stop = real.leader, real.ctx.stop
+    assert leader.elects
+    assert (leader.leading(), stop.write_window()) == (False, 0.0)
 
-    real.elector.succeeded(Lease(Record("me", 15, WALL, WALL, 0), "1"), sent=100.0, now=100.2)
+    leader.elector.succeeded(Lease(Record("me", 15, WALL, WALL, 0), "1"), sent=100.0, now=100.2)
     clock.at = 104.0
-    assert (real.leading(), real.write_window()) == (True, 11.0)
+    assert (leader.leading(), stop.write_window()) == (True, 11.0)
     clock.at = 110.0  # the renew deadline: the transport sends no attempt any more
-    assert (real.leading(), real.write_window()) == (False, 0.0)
-    assert str(real.stop.reason()) == "no longer the leader"
+    assert (leader.leading(), stop.write_window()) == (False, 0.0)
+    assert str(stop.reason()) == "no longer the leader"
 
 
 def test_without_election_writes_are_not_fenced() -> None:
     alone = watcher(Clock(), leader_elect=False)
-    assert (alone.elects, alone.leading(), alone.write_window()) == (False, True, math.inf)
+    leader = alone.leader
+    assert (leader.elects, leader.leading(), alone.ctx.stop.write_window()) == (
+        False,
+        True,
+        math.inf,
+    )
 
 
 def test_a_resync_pass_that_outlasts_the_timeout_stops_and_is_reported_so() -> None:
@@ -106,11 +112,11 @@ def test_a_resync_pass_that_outlasts_the_timeout_stops_and_is_reported_so() -> N
 
     resyncing._resync.pass_once(1)
 
-    assert isinstance(resyncing.out, io.StringIO)
-    summary = json.loads(resyncing.out.getvalue())["summary"]
+    assert isinstance(resyncing._resync.out, io.StringIO)
+    summary = json.loads(resyncing._resync.out.getvalue())["summary"]
     assert "--timeout (45s) reached" in summary["stopped_by"]
     assert (
-        resyncing.metrics.registry.get_sample_value(
+        resyncing.ctx.metrics.registry.get_sample_value(
             "deadline_sweeper_resyncs_total", {"result": "stopped"}
         )
         == 1
@@ -123,7 +129,7 @@ def test_the_server_clock_says_once_when_it_falls_back_to_the_local_clock(
 ) -> None:
     # S8: no Date header seen (a proxy strips them): --clock server decides by the local clock.
     decision = DecisionClock(ClockMode.SERVER, Clock())
-    with caplog.at_level(logging.WARNING, logger="sweeper.watch.fire"):
+    with caplog.at_level(logging.WARNING, logger="sweeper.watch.context"):
         decision.now()
         decision.now()
         decision.saw_date(NOW, 100.0, 100.1)

@@ -46,7 +46,7 @@ def watcher(fake: FakeWatchCluster, **config: Any) -> Watcher:
         io.StringIO(),
         clock=Clock(wall=NOW),
     )
-    made.served = {s.kind.name: s for s in fake.served}
+    made.served.update({s.kind.name: s for s in fake.served})
     return made
 
 
@@ -64,7 +64,7 @@ def fire(w: Watcher, key: JobKey = KEY) -> datetime | None:
     """Fire the key's timer as the main loop would; return when its timer is armed next."""
     assert take(w, key)
     w._fire.run(key, NOW)
-    w._apply(w.inbox.get_nowait())
+    w._apply(w.ctx.inbox.get_nowait())
     return w.agenda.when(key)
 
 
@@ -231,8 +231,8 @@ def test_a_resync_pass_leaves_alone_a_job_its_timer_is_acting_on() -> None:
     assert take(w)  # the timer's fire is in flight
     w._resync.pass_once(1)
     assert [r.name for r in touches(fake)] == ["other"]
-    assert isinstance(w.out, io.StringIO)
-    assert "left-alone" in w.out.getvalue()
+    assert isinstance(w._resync.out, io.StringIO)
+    assert "left-alone" in w._resync.out.getvalue()
 
 
 def test_a_resync_pass_leaves_alone_a_job_its_timer_took_since_the_pass_listed() -> None:
@@ -269,7 +269,7 @@ def test_a_timer_waits_while_a_resync_pass_acts_on_its_job_then_looks_again() ->
     w._resync.pass_once(1)
     assert taken == [False]  # the main loop defers it (as for a fire in flight)
     assert w.agenda.when(KEY) is None
-    w._apply(w.inbox.get_nowait())  # the pass let the job go
+    w._apply(w.ctx.inbox.get_nowait())  # the pass let the job go
     assert w.agenda.when(KEY) == NOW  # the deferred look is armed again
     assert take(w)
 
@@ -280,7 +280,7 @@ def test_an_action_not_started_is_no_failure_of_the_job() -> None:
     fake = FakeWatchCluster(date=NOW)
     fake.add_job(job())
     w = watcher(fake)
-    w.stop.request("SIGTERM")
+    w.ctx.stop.request("SIGTERM")
     assert delay(fire(w)) == REFIRE_AFTER_S
     assert w.agenda.failures(KEY) == 0
     assert touches(fake) == []

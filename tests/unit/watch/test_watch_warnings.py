@@ -87,14 +87,14 @@ def test_the_fire_takes_the_action_due_with_a_warning_and_warns_at_the_next_look
     key = JobKey("TrainJob", "team-a", "tj")
 
     w._fire.run(key, ALWAYS)
-    acted = w.inbox.get_nowait()
+    acted = w.ctx.inbox.get_nowait()
     assert [r.method for r in fake.writes] == ["patch", "create-event"]
     assert [e["reason"] for e in fake.events] == ["DeadlineSet"]
     assert isinstance(acted, Fired)
     assert acted.rearm is None  # the write's own event re-arms the timer
 
     w._fire.run(key, ALWAYS)  # that event's look: the deadline is now the TrainJob's own
-    warned = w.inbox.get_nowait()
+    warned = w.ctx.inbox.get_nowait()
     assert [e["reason"] for e in fake.events] == ["DeadlineSet", REASON]
     assert isinstance(warned, Fired)
     assert warned.warned is not None
