@@ -1,13 +1,10 @@
 """Who may act on each job, and when to look at it again: the watch's one book of jobs.
 
-Per job it holds the timer (the instant to look again, ``sweeper.core.schedule.Schedule``),
-the actor acting on it now (its timer's fire or a resync pass), a look that came due meanwhile,
-and the count of its consecutive failed fires (their backoff). The main loop arms, takes and
-releases; the resync thread asks whether its pass may act on a job. One lock covers it all,
-so an actor and the timer that comes due while it acts can never drift apart.
-
-A pass leaves alone a job its timer took since the pass began listing: the timer judged it on
-a newer read, and the pass's touch would move the annotation back to the pass's older instant.
+Per job: its timer, the actor acting on it now (its timer's fire or a resync pass), a look that
+came due meanwhile, the warning recorded and the count of failed fires. One lock covers it all,
+so an actor and the timer that comes due while it acts can never drift apart. A pass leaves
+alone a job its timer took since the pass began listing: the timer judged it on a newer read,
+and the pass's touch would move the annotation back to the pass's older instant.
 """
 
 from __future__ import annotations
@@ -43,10 +40,7 @@ _FAILURES_COUNTED = 20
 
 
 class Agenda:
-    """The timers, the actors and the failure counts of the jobs a replica watches.
-
-    A failed fire's backoff counts from ``clock.now()``, the decision clock.
-    """
+    """The timers, the actors and the failure counts of the jobs a replica watches."""
 
     def __init__(self, clock: Clock) -> None:
         self._clock = clock
@@ -95,10 +89,10 @@ class Agenda:
             elif isinstance(message, Listed):
                 for key, due in message.due.items():
                     pending = message.pending.get(key)
-                    if message.earlier_only:
-                        self._bring_forward(key, due, pending)
-                    else:
+                    if not message.earlier_only:
                         self._timers.arm(key, self._look(key, due, pending))
+                    elif due is not None or pending is not None:
+                        self._arm_earlier(key, self._look(key, due, pending))
                 if message.relist:
                     scope, listed = message.scope, message.due
                     gone = self._timers.drop_where(lambda k: scope.holds(k) and k not in listed)
@@ -126,12 +120,10 @@ class Agenda:
             return due
         return pending.at
 
-    def _bring_forward(self, key: JobKey, due: datetime | None, pending: Pending | None) -> None:
-        # A stale instant armed early costs one extra look (which judges the job as it is now);
-        # one armed late, or a timer dropped, would be a deadline not enforced.
-        if due is None and pending is None:
-            return
-        look, current = self._look(key, due, pending), self._timers.when(key)
+    def _arm_earlier(self, key: JobKey, look: datetime | None) -> None:
+        # The earlier wins: an extra look re-reads and judges the job as it is now; one armed
+        # late, or a timer dropped, would be a deadline not enforced.
+        current = self._timers.when(key)
         if look is not None and (current is None or look < current):
             self._timers.arm(key, look)
 
@@ -158,12 +150,8 @@ class Agenda:
         if fired.warned is not None:
             self._warned[fired.key] = fired.warned
         deferred = self._held.pop(fired.key, None)
-        for rearm in (self._retry(fired), deferred):
-            current = self._timers.when(fired.key)
-            # The earlier wins: an extra look re-reads and judges again; a missed one would be
-            # a deadline not enforced.
-            if rearm is not None and (current is None or rearm < current):
-                self._timers.arm(fired.key, rearm)
+        self._arm_earlier(fired.key, self._retry(fired))
+        self._arm_earlier(fired.key, deferred)
 
     def _retry(self, fired: Fired) -> datetime | None:
         """When to look at a fired job again: its backoff after a failure, else as it said.

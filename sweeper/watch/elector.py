@@ -1,33 +1,15 @@
-"""Leader election on a ``coordination.k8s.io/v1`` Lease, with client-go's semantics. Pure.
+"""Leader election on a ``coordination.k8s.io/v1`` Lease: client-go's state machine. Pure.
 
-The state machine of client-go's ``tools/leaderelection``, with every clock reading and every
-API answer passed in, so that unit and property tests drive it with an injected clock:
-
-- The record is the Lease's spec: holder identity, lease duration, acquire and renew times,
-  transitions. A candidate may take the Lease when it has no holder, or when the record has
-  not been *seen to change* for the lease duration, measured on the candidate's own monotonic
-  clock from when it last saw it change. The times written in the record are informative only:
-  no two clocks are ever compared (so a skewed replica neither steals a live lease nor keeps
-  a dead one).
-- Every write is an update carrying the ``resourceVersion`` read (or last written), so two
-  candidates racing for an expired Lease cannot both win: the second gets 409 Conflict.
-- Taking the Lease from another holder (or from none) counts a transition and sets the acquire
-  time; renewing keeps both.
-- The leader renews every retry period, first optimistically from its last write; it leads
-  only while its last successful write was *sent* less than the renew deadline ago. The
-  renew deadline is shorter than the lease duration, so the leader stops *sending* writes
-  before any other replica can consider the Lease expired, whatever the network did to the
-  answer. A write already on the wire is bounded too (``Elector.write_window``): each
-  attempt ends before the lease duration since that renewal, when another replica may take
-  over at the earliest, so that no two replicas' writes are ever in flight together.
-- Releasing (on SIGTERM) writes an empty holder with a one-second duration, so a follower
-  takes over at its next retry instead of waiting out the lease.
-
-Why not the official client's ``kubernetes.leaderelection``: it does not release on shutdown
-(kubernetes-client/python#1669, #2075), it judges expiry by comparing the record's renew time
-with the local wall clock (a skewed replica steals a live lease), and an exception in the
-leading callback used to leave the lease renewed forever (#2670). kopf's peering is not a
-Lease. This module is the client-go algorithm on the sweeper's own cluster boundary.
+Every clock reading and every API answer is passed in. A candidate may take the Lease when it
+has no holder or its record has not been *seen to change* for the lease duration on the
+candidate's own monotonic clock: no two clocks are ever compared, so a skewed replica neither
+steals a live Lease nor keeps a dead one. The leader leads while its last successful write was
+*sent* less than the renew deadline ago, shorter than the lease duration, and bounds each job
+write by ``Elector.write_window``: no two replicas' writes are ever in flight together.
+Every write carries the resourceVersion read, so two candidates racing for an expired Lease
+cannot both win (409). Not the official client's ``kubernetes.leaderelection``: it does not
+release on shutdown (kubernetes-client/python#1669, #2075), and it judges expiry by comparing
+the record's renew time with the local wall clock.
 """
 
 from __future__ import annotations
@@ -90,21 +72,17 @@ def micro_time(moment: datetime) -> str:
 
 def parse_lease(raw: Mapping[str, object]) -> Lease:
     """Read a Lease object (decoded JSON). Never raises: odd fields read as absent."""
-    meta = raw.get("metadata")
-    spec = raw.get("spec")
+    meta, spec = raw.get("metadata"), raw.get("spec")
     meta = meta if isinstance(meta, Mapping) else {}
     spec = spec if isinstance(spec, Mapping) else {}
-    holder = spec.get("holderIdentity")
-    duration = spec.get("leaseDurationSeconds")
-    transitions = spec.get("leaseTransitions")
-    version = meta.get("resourceVersion")
+    holder, version = spec.get("holderIdentity"), meta.get("resourceVersion")
     return Lease(
         Record(
             holder=holder if isinstance(holder, str) else "",
-            duration_s=_int32(duration),
+            duration_s=_int32(spec.get("leaseDurationSeconds")),
             acquire_time=parse_rfc3339(spec.get("acquireTime")),
             renew_time=parse_rfc3339(spec.get("renewTime")),
-            transitions=_int32(transitions),
+            transitions=_int32(spec.get("leaseTransitions")),
         ),
         version if isinstance(version, str) else "",
     )
@@ -171,21 +149,12 @@ class Elector:
         self._renewed_at: float | None = None  # send time of this candidate's last good write
 
     @property
-    def observed(self) -> Lease | None:
-        """The Lease as last read or written."""
-        return self._observed
-
-    @property
     def holder(self) -> str:
         """Who holds the Lease as last seen (empty when nobody, or not seen yet)."""
         return self._observed.record.holder if self._observed else ""
 
     def leading(self, now: float) -> bool:
-        """Whether this candidate may write to jobs now.
-
-        True while it holds the Lease and sent its last successful write less than the renew
-        deadline ago.
-        """
+        """Whether it holds the Lease and sent its last good write within the renew deadline."""
         return (
             self._renewed_at is not None
             and self.holder == self.identity
@@ -195,33 +164,26 @@ class Elector:
     def lost(self, now: float) -> bool:
         """Whether this candidate led and can no longer: the renew deadline passed.
 
-        The caller has already stopped writing (``leading`` says so), steps down and is a
-        candidate again; it may take the Lease back while the record still names it, as
-        client-go lets a holder renew.
+        It may take the Lease back while the record still names it, as client-go lets a holder
+        renew.
         """
         return self._renewed_at is not None and not self.leading(now)
 
     def write_window(self, now: float) -> float:
-        """How long a job write sent now may stay in flight, if one may be sent at all.
+        """How long a job write sent now may stay in flight; 0 when none may be sent.
 
-        Another candidate may take the Lease once it has seen the record unchanged for the
-        lease duration, and it cannot have seen this candidate's last renewal before that
-        renewal was sent: so no other candidate leads before ``sent + lease_duration``. An
-        attempt bounded by this window is over (answered or abandoned) by then. It is at
-        least ``lease_duration - renew_deadline`` whenever ``leading`` is true, and 0 when
-        this candidate does not lead (no write may be sent).
+        No other candidate can have seen this one's last renewal before it was sent, so none
+        leads before ``sent + lease_duration``: an attempt bounded by this window is over by
+        then.
         """
         if self._renewed_at is None or not self.leading(now):
             return 0.0
         return self._renewed_at + self.timing.lease_duration - now
 
     def renewal(self, wall: datetime) -> Update | None:
-        """The leader's optimistic renewal, from its own last write (no read first).
-
-        ``None`` when this candidate does not hold the Lease as last seen.
-        """
-        observed = self._observed
-        if self._renewed_at is None or observed is None or self.holder != self.identity:
+        """The leader's optimistic renewal, from its own last write (no read first)."""
+        observed = self._held()
+        if observed is None:
             return None
         record = replace(
             observed.record, renew_time=wall, duration_s=_seconds(self.timing.lease_duration)
@@ -261,8 +223,8 @@ class Elector:
     def succeeded(self, written: Lease, sent: float, now: float) -> None:
         """Record a successful create or update, ``written`` as the server returned it.
 
-        ``sent`` is just before the request was sent: the leadership window counts from there,
-        since the server may have applied it at once; ``now`` is when the answer arrived.
+        The leadership window counts from ``sent``, since the server may have applied the
+        write at once; ``now`` is when the answer arrived.
         """
         self._observed = written
         self._observed_at = now
@@ -270,12 +232,9 @@ class Elector:
             self._renewed_at = sent
 
     def release(self, wall: datetime) -> Update | None:
-        """The write that hands the Lease over (on shutdown), if this candidate holds it.
-
-        An empty holder with a one-second duration, keeping the transition count.
-        """
-        observed = self._observed
-        if self._renewed_at is None or observed is None or self.holder != self.identity:
+        """The write that hands the Lease over (on shutdown): no holder, a one-second lease."""
+        observed = self._held()
+        if observed is None:
             return None
         record = Record(
             holder="",
@@ -287,19 +246,21 @@ class Elector:
         return Update(record, observed.resource_version)
 
     def expires_in(self, now: float) -> float | None:
-        """Seconds until the Lease as last seen expires for this candidate (0 when expired).
-
-        ``None`` when another candidate holds no Lease this one has seen (none seen, released,
-        or held by this one).
-        """
+        """Seconds until another candidate's Lease, as last seen, expires (0 when expired)."""
         observed = self._observed
         if observed is None or not observed.record.holder or self.holder == self.identity:
             return None
         return max(self._observed_at + self._duration() - now, 0.0)
 
     def step_down(self) -> None:
-        """Stop leading (after a release or a lapse): no write is ever allowed again."""
+        """Stop leading (after a release or a lapse) until a write of its own succeeds."""
         self._renewed_at = None
+
+    def _held(self) -> Lease | None:
+        """The Lease as last seen, if this candidate holds it by a write of its own."""
+        if self._renewed_at is None or self.holder != self.identity:
+            return None
+        return self._observed
 
     def _valid(self, now: float) -> bool:
         return now < self._observed_at + self._duration()

@@ -1,14 +1,7 @@
 """Health endpoints of ``sweeper --watch``: ``/healthz``, ``/readyz`` and ``/metrics``.
 
-``/healthz`` says the process is alive (its main loop turned recently), ``/readyz`` that every
-watch completed its first list (its view of the jobs is whole), ``/metrics`` the Prometheus
-text format rendered by ``sweeper.metrics``, which defines every ``deadline_sweeper_*``
-name (the Pushgateway push uses the same definitions).
-
-The address family follows the address, as a Go listener's does (kubelet, kube-proxy): an IPv6
-literal listens on an IPv6 socket, with ``IPV6_V6ONLY`` off, so ``::`` takes IPv4 clients too
-(dual-stack) on any host that has dual-stack sockets, whatever its ``net.ipv6.bindv6only``;
-an IPv4 literal or a host name listens on IPv4, as before.
+``/healthz`` says the main loop turned recently, ``/readyz`` that every watch completed its
+first list (its view of the jobs is whole), ``/metrics`` renders ``sweeper.metrics``.
 """
 
 from __future__ import annotations
@@ -34,11 +27,7 @@ STALE_LOOP_S = 120.0
 
 
 class Exposition(Protocol):
-    """What ``/metrics`` serves: ``sweeper.metrics.WatchMetrics``.
-
-    A protocol, not an import: sweeper.metrics (above this layer) stays the one module that
-    imports prometheus-client and defines the metric names.
-    """
+    """What ``/metrics`` serves: ``sweeper.metrics.WatchMetrics`` (or a test's)."""
 
     content_type: str
 
@@ -88,10 +77,9 @@ class Health:
 
 
 def serve(address: str, port: int, health: Health, metrics: Exposition) -> ThreadingHTTPServer:
-    """Serve the probes and the metrics on a daemon thread.
+    """Serve the probes and the metrics on a daemon thread (port 0 picks a free one).
 
-    Port 0 picks a free one (``server.server_address`` says which); ``shutdown()`` stops the
-    server, ``server_close()`` frees the port.
+    An IPv6 literal listens on an IPv6 socket, an IPv4 literal or a host name on IPv4.
 
     Raises:
         ConfigError: The address and port cannot be listened on (a port already in use,
@@ -142,11 +130,10 @@ def host_port(address: str, port: int) -> str:
 
 
 class _IPv6Server(ThreadingHTTPServer):
-    """The server on an IPv6 socket that takes IPv4 clients too where it listens on ``::``.
+    """An IPv6 listener, dual-stack on ``::`` as a Go listener is (kubelet, kube-proxy).
 
-    ``IPV6_V6ONLY`` is set off explicitly: Linux's default (``net.ipv6.bindv6only=0``) can be
-    changed per host, and Go's listeners, which users compare with, are dual-stack on ``::``.
-    A host without dual-stack sockets keeps an IPv6-only listener rather than none.
+    ``IPV6_V6ONLY`` is set off explicitly, whatever the host's ``net.ipv6.bindv6only``; a host
+    without dual-stack sockets keeps an IPv6-only listener rather than none.
     """
 
     address_family = socket.AF_INET6

@@ -1,9 +1,8 @@
 """What the watch's threads tell the main loop, and the identities their messages carry.
 
-Every thread other than the main loop speaks to it only through one queue (the inbox): the
-streams say when each job becomes due, the Lease thread says when leadership changed, and the
-fire pool and the resync pass say when they are done with a job. The main loop alone owns the
-timers, so none of them needs a lock.
+Every thread speaks to the main loop only through one queue (the inbox): the streams say when
+each job becomes due, the Lease thread when leadership changed, the fire pool and the resync
+pass when they are done with a job. The main loop alone arms the timers.
 """
 
 from __future__ import annotations

@@ -1,18 +1,8 @@
-"""The Lease thread (client-go's election on the cluster) and whether this replica leads.
+"""The Lease thread: it sends ``sweeper.watch.elector``'s requests and says whether we lead.
 
-The algorithm is ``sweeper.watch.elector``, pure; this module sends its requests.
-
-With ``--leader-elect``, and never in a dry run (a dry run writes nothing, the Lease included,
-so each dry replica reports on its own). Only the leader writes to jobs, and the transport asks
-before every attempt of a write (retries included) whether it still leads, bounding each
-attempt to end before another replica may take over. A leader that cannot renew within the
-renew deadline stops writing at once and is a candidate again, its view kept warm: when the
-API server is back (an outage, a restart) it takes the Lease back at once if the record still
-names it, or waits for it like any follower. The timing is client-go's (the leader renews every
-retry period; every other round answered is followed by a jittered retry period, whatever the
-answer) plus two fast paths: a standby that saw the Lease expiring within a retry period tries
-at its expiry, and a candidate that got no answer tries again within half a second. No exit on
-a lapse, and those fast paths, are the sweeper's own.
+Only the leader writes to jobs: the transport asks before every attempt of a write, through the
+run's ``Stop``, which the Lease fences. The timing is client-go's, with two fast paths of the
+sweeper's own, and a lapse is no exit (docs/watch.md, "Leader election").
 """
 
 from __future__ import annotations
@@ -25,6 +15,7 @@ from collections.abc import Mapping
 
 from sweeper.config import JITTER_FACTOR
 from sweeper.core.errors import ApiError, Conflict, Interrupted, NotFound
+from sweeper.k8s.cluster import Answer
 from sweeper.watch.context import WatchContext
 from sweeper.watch.elector import Create, Elector, Lease, Update, Wait, lease_body, parse_lease
 from sweeper.watch.inbox import Leadership
@@ -44,9 +35,8 @@ LEASE_RETRY_UNREACHABLE_S = 0.5
 class Leader:
     """The Lease loop around the Elector; the one place that says whether this replica leads.
 
-    It elects with ``--leader-elect`` and never in a dry run (which writes nothing, the Lease
-    included); otherwise it always leads. The inbox is told each change of leadership (it
-    wakes the main loop up); once the run stops the loop ends, and the Lease is released later.
+    It elects with ``--leader-elect``, never in a dry run (which writes nothing, the Lease
+    included); otherwise it always leads.
     """
 
     def __init__(self, ctx: WatchContext) -> None:
@@ -71,13 +61,7 @@ class Leader:
             return self.elector.leading(self.ctx.clock.monotonic())
 
     def write_window(self) -> float:
-        """Seconds a job write sent now may stay in flight; 0 when none may be sent.
-
-        Asked by the transport before every attempt of a write, retries included: no attempt
-        is sent once the renew deadline passed, and each ends before another replica may take
-        the Lease (``sweeper.watch.elector.Elector.write_window``). Unbounded without
-        election.
-        """
+        """Seconds a job write sent now may stay in flight (``Elector.write_window``)."""
         if not self.elects:
             return math.inf
         with self._lock:
@@ -95,10 +79,8 @@ class Leader:
             with self._lock:
                 if self.elector.lost(now):
                     # No write since the renew deadline passed (leading() says so). Exiting
-                    # would cost a container restart and a relist once the API server is
-                    # back; a candidate keeps its timers and, if the record still names it,
-                    # takes the Lease back at the first answer (client-go lets the holder
-                    # renew), or waits for it like any follower if another replica took it.
+                    # would cost a restart and a relist once the API server is back: a
+                    # candidate keeps its timers, and takes the Lease back if it still can.
                     log.error(
                         "lost the Lease %s/%s: could not renew within %gs; stopped writing, "
                         "trying to take it back",
@@ -138,16 +120,13 @@ class Leader:
                 holder = self.elector.holder
                 log.info("the leader is %s", holder, extra={"leader": holder})
             self.ctx.stop.wait(self._delay(leading=leading, answered=answered))
-        # Released by the engine (release), once the work the Lease guards has finished.
+        # Released by the engine (finish), once the work the Lease guards has finished.
 
     def _delay(self, *, leading: bool, answered: bool) -> float:
-        """client-go's rule, and two fast paths: a Lease about to expire, and no answer.
+        """client-go's retry period (jittered unless leading), and two fast paths.
 
-        The leader renews every retry period; any other round, whatever it ended with (a
-        wait, a refused take), is followed by a retry period with client-go's jitter. A standby
-        that saw the Lease valid but expiring within that period tries again the moment it
-        expires instead, so a takeover comes within the lease duration of the leader's last
-        renewal; a candidate whose request got no answer tries again within half a second.
+        A standby tries the moment a Lease it saw expires, so a takeover comes within the lease
+        duration of the last renewal; a round with no answer is tried again within half a second.
         """
         period = self.ctx.settings.timing.retry_period
         if leading:
@@ -178,54 +157,44 @@ class Leader:
         if isinstance(step, Wait):
             return
         sent = self.ctx.clock.monotonic()
-        if isinstance(step, Create):
-            answer = self.ctx.cluster.create_lease(
-                namespace, lease_body(namespace, name, step.record)
-            )
-        else:
-            body = lease_body(namespace, name, step.record, step.resource_version, self._seen)
-            answer = self.ctx.cluster.update_lease(namespace, name, body)
+        answer = self._write(namespace, name, step)
         received = self.ctx.clock.monotonic()
         self._seen = answer.object
         self.ctx.decision.saw_date(answer.server_date, sent, received)
         with self._lock:
             self.elector.succeeded(parse_lease(answer.object), sent, received)
 
-    def finish(self, busy: list[str]) -> bool:
-        """Release the Lease once the work it guards has finished, else leave it to expire.
+    def _write(self, namespace: str, name: str, step: Create | Update) -> Answer:
+        if isinstance(step, Create):
+            return self.ctx.cluster.create_lease(
+                namespace, lease_body(namespace, name, step.record)
+            )
+        body = lease_body(namespace, name, step.record, step.resource_version, self._seen)
+        return self.ctx.cluster.update_lease(namespace, name, body)
 
-        Returns whether it was released: only when no thread was ``busy`` after the wait.
+    def finish(self, busy: list[str]) -> bool:
+        """Stop leading, and hand the Lease back unless a thread was still ``busy``.
+
+        Returns whether it was released; otherwise it is left to expire, so that the next
+        leader's first write cannot overlap one of ours still on its way.
         """
+        namespace, name = self.namespace, self.ctx.settings.lease_name
+        with self._lock:
+            step = None if busy else self.elector.release(self.ctx.clock.now())
+            self.elector.step_down()
+        self.ctx.metrics.leader.set(0)
         if busy:
-            self.abandon()
             log.warning(
                 "stopping with work in flight (%s): the Lease %s/%s is left to expire",
                 ", ".join(busy),
-                self.namespace,
-                self.ctx.settings.lease_name,
+                namespace,
+                name,
             )
             return False
-        self.release()
+        if step is not None:
+            try:
+                self._write(namespace, name, step)
+                log.info("released the Lease %s/%s", namespace, name)
+            except ApiError as error:
+                log.warning("could not release the Lease %s/%s: %s", namespace, name, error)
         return True
-
-    def abandon(self) -> None:
-        """Stop leading without releasing: the Lease is left to expire (work still in flight)."""
-        with self._lock:
-            self.elector.step_down()
-        self.ctx.metrics.leader.set(0)
-
-    def release(self) -> None:
-        """Stop leading and hand the Lease back, so a follower takes over at its next retry."""
-        namespace, name = self.namespace, self.ctx.settings.lease_name
-        with self._lock:
-            step = self.elector.release(self.ctx.clock.now())
-            self.elector.step_down()
-        self.ctx.metrics.leader.set(0)
-        if step is None:
-            return
-        try:
-            body = lease_body(namespace, name, step.record, step.resource_version, self._seen)
-            self.ctx.cluster.update_lease(namespace, name, body)
-            log.info("released the Lease %s/%s", namespace, name)
-        except ApiError as error:
-            log.warning("could not release the Lease %s/%s: %s", namespace, name, error)

@@ -1,12 +1,7 @@
 """The resync: a full pass of the one-shot code every ``--resync`` seconds, on the leader.
 
-Before each, on every replica, discovery runs again, so that the streams follow the kinds the
-cluster serves.
-
-A safety net for anything a stream missed; as kube-janitor runs the same clean-up for
-``--once`` and for its loop, both modes make the same decisions by construction. A job is
-acted on by one actor at a time, its timer's fire or the pass
-(``sweeper.watch.agenda.Agenda``).
+A safety net for anything a stream missed; as kube-janitor runs one clean-up for ``--once`` and
+for its loop, both modes make the same decisions by construction.
 """
 
 from __future__ import annotations
@@ -62,13 +57,7 @@ class Resync:
             self.pass_once(number)
 
     def pass_once(self, number: int) -> None:
-        """Run pass ``number``; a failed pass is logged and counted, never raised.
-
-        ``--timeout`` bounds each pass from its start, as it bounds a one-shot run: no page is
-        judged and no write starts once it is reached (the request in flight completes, within
-        ``--request-timeout``); the pass is reported as stopped, and the next one comes a
-        ``--resync`` later. Timer fires are not passes: ``--request-timeout`` bounds theirs.
-        """
+        """Run pass ``number``, bounded by ``--timeout``; a failure is logged, never raised."""
         ctx, metrics = self.ctx, self.ctx.metrics
         stop = ctx.stop.within(ctx.config.timeout, "in resync pass")
         with self.agenda.passing():
@@ -104,12 +93,7 @@ class Resync:
 
     @contextlib.contextmanager
     def _claim(self, action: Action) -> Iterator[bool]:
-        """Hold a job for a resync pass's action, unless its timer has it or had it.
-
-        A job its timer took since the pass began listing was judged by the timer on a newer
-        read than the pass's: the pass leaves it alone (its touch would move the annotation
-        back to the pass's older instant). While the pass acts, the job's timer waits.
-        """
+        """Hold a job for the pass's action, unless its timer has it or had it (the agenda)."""
         job = action.job
         key = JobKey(job.kind.name, job.namespace, job.name)
         ours = self.agenda.take_for_pass(key)
@@ -117,5 +101,4 @@ class Resync:
             yield ours
         finally:
             if ours:
-                # Through the main loop, which re-arms a timer that came due meanwhile.
                 self.ctx.inbox.put(Fired(key, None, Ending.RELEASED))

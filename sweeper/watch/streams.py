@@ -1,12 +1,8 @@
-"""The watch's streams: per scope, a thread lists, then watches, and says when jobs fall due.
+"""The watch's streams: per served kind and namespace, a thread lists, then watches.
 
-One **stream** per served kind and namespace (or cluster-wide): list, then watch from the list's
-resourceVersion with bookmarks; a closed stream resumes from the last resourceVersion seen, at
-once after a regular close, after a jittered backoff after a failure (a stream that ended within
-a second with no event counts as one, as in client-go's reflector); 410 Gone lists again; a
-stream silent past ``--watch-timeout`` is reopened. It turns each object into the instant the
-job becomes due (``sweeper.core.decide.due_at``) and queues that, never the object itself:
-the main loop owns the timers.
+Each object becomes the instant its job falls due (``due_at``), queued for the main loop, which
+owns the timers; never the object itself. How a stream resumes, backs off and lists again is
+client-go's reflector's (docs/watch.md).
 """
 
 from __future__ import annotations
@@ -70,12 +66,9 @@ class Streams:
         self._kinds: list[str] | None = None  # the served kinds watched, as last logged
 
     def watch(self, scopes: list[Scope]) -> None:
-        """Run a stream for each scope, and end the streams of scopes no longer given.
+        """Run a stream for each scope, and end those of scopes no longer given (not served).
 
-        Called with the discovery at start-up and again before every resync: a kind served
-        later (an operator upgrade, CRDs installed after the sweeper) gets its stream, and the
-        stream of a kind no longer served ends (its timers dropped) instead of failing with
-        404 for ever.
+        Called with each discovery: at start-up and before every resync.
         """
         wanted = set(scopes)
         kinds = sorted({scope.served.kind.name for scope in scopes})
@@ -171,9 +164,7 @@ class Streams:
     def follow_rules(self, before: PlatformView, after: PlatformView) -> None:
         """List again, once, the scopes whose jobs a rule selects since ``before`` was read.
 
-        A Namespace created or relabelled meanwhile: its jobs' timers were armed without that
-        rule, and a job that never changes again would wait for the resync pass after its new
-        deadline. The list only brings timers forward (``Listed.earlier_only``).
+        Their timers were armed without that rule; the list only brings them forward.
         """
         with self._lock:
             scopes = [scope for scope in self._threads if scope not in self._retired]
@@ -186,28 +177,27 @@ class Streams:
                 )
 
     def list_one(self, scope: Scope, *, relist: bool, earlier_only: bool = False) -> str:
-        """List a scope and queue every job's due instant.
+        """List a scope and queue every job's due instant; return where the watch starts.
 
-        Streams list at the same time (at start-up, all of them): a page is read into views,
-        never into objects, so six pages in flight hold about what one page of objects did.
-        On a ``relist`` a job missing from the list is gone. Returns the list's
-        resourceVersion, where the watch starts (empty when none was said).
+        Pages are read into views, never into objects: the streams list at the same time at
+        start-up, and six pages in flight hold about what one page of objects did.
         """
+        ctx = self.ctx
         due: dict[JobKey, datetime | None] = {}
         pending: dict[JobKey, Pending] = {}
         version = ""
-        policy, kept, view = self.ctx.config.policy, self.covered.kept, self.ctx.view()
+        policy, kept, view = ctx.config.policy, self.covered.kept, ctx.view()
         pages = iter(
-            self.ctx.cluster.list_job_views(
-                scope.served, scope.namespace, self.ctx.config.selector, self.ctx.config.page_size
+            ctx.cluster.list_job_views(
+                scope.served, scope.namespace, ctx.config.selector, ctx.config.page_size
             )
         )
         while True:
-            sent = self.ctx.clock.monotonic()
+            sent = ctx.clock.monotonic()
             page = next(pages, None)
             if page is None:
                 break
-            self.ctx.decision.saw_date(page.server_date, sent, self.ctx.clock.monotonic())
+            ctx.decision.saw_date(page.server_date, sent, ctx.clock.monotonic())
             for job in page.jobs:
                 if not kept(job.namespace):
                     continue
@@ -221,30 +211,29 @@ class Streams:
                 except Exception:  # noqa: BLE001 - one object never stops a kind's listing
                     _unreadable(scope, job.namespace, job.name, "list")
             version = page.resource_version or version
-        self.ctx.inbox.put(Listed(scope, due, relist, pending, earlier_only))
+        ctx.inbox.put(Listed(scope, due, relist, pending, earlier_only))
         log.info("listed %s: %d job(s)", scope, len(due))
         return version
 
     def follow(self, scope: Scope, version: str) -> str:
-        """Watch a scope from ``version`` until the stream ends, queueing each change.
-
-        Returns the last resourceVersion seen, where the next watch resumes.
+        """Watch a scope from ``version`` until the stream ends; return the last version seen.
 
         Raises:
             _ShortWatch: The stream ended within ``SHORT_WATCH_S`` with no event at all.
         """
-        policy, kept = self.ctx.config.policy, self.covered.kept
-        sent = self.ctx.clock.monotonic()
+        ctx = self.ctx
+        policy, kept = ctx.config.policy, self.covered.kept
+        sent = ctx.clock.monotonic()
         seen = False
-        with self.ctx.cluster.watch_jobs(
+        with ctx.cluster.watch_jobs(
             scope.served,
             scope.namespace,
-            self.ctx.config.selector,
+            ctx.config.selector,
             version,
             timeout_s=random.randint(*WATCH_TIMEOUT_RANGE_S),  # noqa: S311 - spread, not crypto
-            read_timeout_s=self.ctx.settings.watch_timeout,
+            read_timeout_s=ctx.settings.watch_timeout,
         ) as stream:
-            self.ctx.decision.saw_date(stream.server_date, sent, self.ctx.clock.monotonic())
+            ctx.decision.saw_date(stream.server_date, sent, ctx.clock.monotonic())
             for event in stream:
                 if self._ended(scope):
                     break
@@ -259,7 +248,7 @@ class Streams:
                         continue
                     key = JobKey(job.kind.name, job.namespace, job.name)
                     deleted = event.type == "DELETED"
-                    job = self.ctx.view()(job)
+                    job = ctx.view()(job)
                     due = None if deleted else due_at(job, policy)
                     warning = None if deleted else _pending(job, policy)
                 except Exception:  # noqa: BLE001 - one object never stops a stream
@@ -269,12 +258,8 @@ class Streams:
                     named = meta if isinstance(meta, dict) else {}
                     _unreadable(scope, named.get("namespace"), named.get("name"), event.type)
                     continue
-                self.ctx.inbox.put(Event(key, due, warning))
-        if (
-            not seen
-            and self.ctx.clock.monotonic() - sent < SHORT_WATCH_S
-            and not self._ended(scope)
-        ):
+                ctx.inbox.put(Event(key, due, warning))
+        if not seen and ctx.clock.monotonic() - sent < SHORT_WATCH_S and not self._ended(scope):
             raise _ShortWatch
         return version
 
@@ -282,8 +267,7 @@ class Streams:
 def _newly_ruled(scopes: list[Scope], before: PlatformView, after: PlatformView) -> list[Scope]:
     """The scopes holding a Namespace that a rule selects in ``after`` and did not in ``before``.
 
-    A Namespace whose rule did not change, or that no rule selects any more (its timers fire
-    early and judge again), costs nothing; a cluster-wide scope is listed whole.
+    One that no rule selects any more costs nothing: its timers fire early and judge again.
     """
     kinds = {scope.served.kind.name for scope in scopes}
     ruled = {
