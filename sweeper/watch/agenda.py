@@ -21,14 +21,11 @@ from sweeper.core.schedule import Schedule
 from sweeper.k8s.transport import RetryPolicy
 from sweeper.watch.inbox import Ending, Event, Fired, JobKey, Listed, Message, Pending
 
-# A fired job whose action failed is tried again about this much later (or at the next
-# event), and twice as late after each further failure, up to the cap: an action that keeps
-# failing (a webhook refusing every update, a 403) costs the API server one GET and one write
-# per job every few minutes, not every few seconds. A success or a change of the job (its
-# next event) starts the count over. The transport's backoff, with equal jitter.
-RETRY_FAILED_S = 5.0
-RETRY_FAILED_CAP_S = 300.0
-_FIRE_BACKOFF = RetryPolicy(backoff_base_s=2 * RETRY_FAILED_S, backoff_cap_s=RETRY_FAILED_CAP_S)
+# A fired job whose action failed is tried again 5 to 10 s later (or at its next event), twice
+# as late after each further failure, up to 300 s: an action that keeps failing (a webhook
+# refusing every update, a 403) costs the API server one GET and one write per job every few
+# minutes, not every few seconds. The transport's backoff, with equal jitter.
+_FIRE_BACKOFF = RetryPolicy(backoff_base_s=10.0, backoff_cap_s=300.0)
 # A fire that asks to look at its job again at once (at or before now) is looked at this much
 # later: whatever a fire makes of a job, it is never re-read in a loop, faster than the API
 # server answers. A read that got no answer, or an action not started (the Lease lost), is
@@ -78,10 +75,7 @@ class Agenda:
     # --- the main loop ---------------------------------------------------------------------
 
     def apply(self, message: Message) -> list[JobKey]:
-        """Arm, re-arm or drop the timers a message is about; an actor's end frees its job.
-
-        Returns the jobs a relist found gone (their timers and counts dropped).
-        """
+        """Arm, re-arm or drop the timers a message is about; return those a relist found gone."""
         with self._lock:
             if isinstance(message, Event):
                 self._failures.pop(message.key, None)  # the job changed: backoff starts over
@@ -128,10 +122,9 @@ class Agenda:
             self._timers.arm(key, look)
 
     def take_due(self, now: datetime) -> list[tuple[JobKey, datetime]]:
-        """Take every due timer for its fire, except those of jobs another actor holds.
+        """Take every due timer for its fire, with its instant, unless another actor holds it.
 
-        A timer that comes due while an actor holds its job is looked at again once the actor
-        lets the job go. Each job comes with the instant its timer was armed for.
+        A timer that comes due while an actor holds its job is looked at once the job is let go.
         """
         with self._lock:
             fire: list[tuple[JobKey, datetime]] = []
@@ -154,10 +147,7 @@ class Agenda:
         self._arm_earlier(fired.key, deferred)
 
     def _retry(self, fired: Fired) -> datetime | None:
-        """When to look at a fired job again: its backoff after a failure, else as it said.
-
-        Never at once: a look due at or before now is ``REFIRE_AFTER_S`` away.
-        """
+        """When to look at a fired job again: its backoff after a failure, else as it said."""
         if fired.ending is Ending.SETTLED:
             self._failures.pop(fired.key, None)
         if fired.ending is not Ending.FAILED:
@@ -196,8 +186,8 @@ class Agenda:
     def take_for_pass(self, key: JobKey) -> bool:
         """Hold a job for a resync pass's action, unless its timer has it or took it.
 
-        The pass lets it go through the inbox (a ``Fired`` with ``RELEASED``), so that
-        the main loop re-arms a look that came due meanwhile.
+        The pass lets it go through the inbox (``Ending.RELEASED``): a look due meanwhile is
+        re-armed by the main loop.
         """
         with self._lock:
             taken = self._taken_in_pass is not None and key in self._taken_in_pass

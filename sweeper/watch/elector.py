@@ -103,12 +103,10 @@ def lease_body(
     resource_version: str | None = None,
     base: Mapping[str, object] | None = None,
 ) -> dict[str, object]:
-    """Build the Lease object to create, or to replace (with its resourceVersion).
+    """Build the Lease object to create (no ``resource_version``), or to replace.
 
-    An update replaces the whole object, so it is written over the Lease as last read or
-    written (``base``), as client-go updates the object it got: labels, annotations, owner
-    references and spec fields this sweeper does not know (``preferredHolder``, ``strategy``)
-    stay as others wrote them. ``resource_version`` is ``None`` for a create.
+    An update is written over the Lease as last read or written (``base``), as client-go's:
+    labels, annotations and spec fields the sweeper does not know stay as others wrote them.
     """
     body = copy.deepcopy(dict(base)) if base is not None else {}
     old_meta, old_spec = body.get("metadata"), body.get("spec")
@@ -132,11 +130,10 @@ def lease_body(
 
 
 class Elector:
-    """One candidate's view of the Lease. Pure: the caller does the I/O and reads the clocks.
+    """One candidate's view of the Lease; ``identity`` is unique per process.
 
-    ``now`` arguments are the local monotonic clock (expiry and the renew deadline are judged
-    on it); ``wall`` arguments are the local wall clock, written into the record for humans.
-    ``identity`` is the holder identity, unique per process.
+    ``now`` arguments are the local monotonic clock, which judges expiry and the renew
+    deadline; ``wall`` arguments are the local wall clock, written into the record for humans.
     """
 
     def __init__(self, identity: str, timing: Timing) -> None:
@@ -162,11 +159,7 @@ class Elector:
         )
 
     def lost(self, now: float) -> bool:
-        """Whether this candidate led and can no longer: the renew deadline passed.
-
-        It may take the Lease back while the record still names it, as client-go lets a holder
-        renew.
-        """
+        """Whether this candidate led and the renew deadline passed (it may take it back)."""
         return self._renewed_at is not None and not self.leading(now)
 
     def write_window(self, now: float) -> float:
@@ -221,10 +214,9 @@ class Elector:
         return Update(record, current.resource_version)
 
     def succeeded(self, written: Lease, sent: float, now: float) -> None:
-        """Record a successful create or update, ``written`` as the server returned it.
+        """Record a create or update the server answered (``now``) with ``written``.
 
-        The leadership window counts from ``sent``, since the server may have applied the
-        write at once; ``now`` is when the answer arrived.
+        The leadership window counts from ``sent``: the server may have applied it at once.
         """
         self._observed = written
         self._observed_at = now

@@ -62,10 +62,7 @@ class WatchConnect(Protocol):
 def watch(
     config: Config, connect: WatchConnect, out: TextIO, *, clock: Clock = SYSTEM_CLOCK
 ) -> int:
-    """Run the watch mode until SIGTERM or SIGINT; the exit code is ``Watcher.run``'s.
-
-    ``clock`` is the one clock every part of the run reads, and the run's one ``Stop`` is built
-    on it here.
+    """Run the watch mode on ``clock`` until SIGTERM or SIGINT; the exit code is ``run``'s.
 
     Raises:
         ClusterUnavailable: Discovery failed for good at start-up (exit 3).
@@ -116,13 +113,8 @@ class Watcher:
     def run(self) -> int:
         """Start the threads and run the main loop until SIGTERM or SIGINT, then drain.
 
-        A signal is how a Deployment stops its pods, so a clean stop is not an error: the exit
-        code is 0 once the work in flight has finished and the Lease is released; 4 when work
-        was still running after the wait for it (``_drain``) or on a second signal.
-
-        Raises:
-            ClusterUnavailable: Discovery failed for good.
-            ConfigError: The probes' address and port cannot be listened on.
+        A signal is how a Deployment stops its pods, so a clean stop exits 0; work still running
+        after the wait for it (``_drain``), or a second signal, exits 4.
         """
         ctx = self.ctx
         try:
@@ -135,7 +127,7 @@ class Watcher:
             raise ClusterUnavailable(f"{error} ({ctx.cluster.endpoint})") from error
         self.view = namespaces.read_view(ctx.cluster, ctx.config)
         server = self._serve()
-        threads = []
+        threads = [threading.Thread(target=self._resync.run, name="resync", daemon=True)]
         if self.leader.elects:
             threads.append(threading.Thread(target=self.leader.run, name="lease", daemon=True))
         elif ctx.settings.leader_elect:
@@ -144,7 +136,6 @@ class Watcher:
                 "this replica reports on its own",
                 extra={"dry_run": str(ctx.config.dry_run)},
             )
-        threads.append(threading.Thread(target=self._resync.run, name="resync", daemon=True))
         log.info("identity %s", ctx.settings.identity, extra={"identity": ctx.settings.identity})
         self._watch(discovery)
         for thread in threads:
@@ -188,27 +179,22 @@ class Watcher:
         self.streams.follow_rules(before, self.view)
 
     def _drain(self, threads: list[threading.Thread]) -> bool:
-        """Let the work in flight finish, then release the Lease, in that order.
+        """Let the work in flight finish, then release the Lease; whether everything finished.
 
         client-go's contract for releasing on cancel: whatever the Lease guards must have
         completed first, or two replicas act at once. No write starts any more, so the fires
-        in progress end within a request each; the resync pass and the Lease thread are waited
-        for a bounded time. Returns whether everything finished: only then is the Lease
-        released, else it is left to expire, so that the next leader's first write cannot
-        overlap one of ours still on its way.
+        in progress end within a request each; the resync pass (its report included) and the
+        Lease thread are waited for a bounded time.
         """
         request_timeout = self.ctx.config.request_timeout
         self._pool.shutdown(wait=True, cancel_futures=True)  # the fires in progress
-        resync = next(t for t in threads if t.name == "resync")
+        resync, *lease = threads
         resync.join(timeout=2 * request_timeout)
-        lease = next((t for t in threads if t.name == "lease"), None)
-        if lease is not None:
+        for thread in lease:
             # Its own request in flight, if any (one attempt: the signal cuts retries).
-            lease.join(timeout=request_timeout + DRAIN_MARGIN_S)
-        busy = [t.name for t in (resync, lease) if t is not None and t.is_alive()]
-        if lease is None:
-            return not busy
-        return self.leader.finish(busy)
+            thread.join(timeout=request_timeout + DRAIN_MARGIN_S)
+        busy = [thread.name for thread in threads if thread.is_alive()]
+        return self.leader.finish(busy) if lease else not busy
 
     def _loop(self) -> None:
         ctx = self.ctx

@@ -37,11 +37,7 @@ class Exposition(Protocol):
 
 
 class Health:
-    """What the probes report, updated by the watch loop's threads.
-
-    ``/readyz`` waits for ``streams`` watch streams to complete a first list; ``/healthz``
-    reads the loop's beats on the run's ``clock``.
-    """
+    """What the probes report: ``streams`` first lists awaited, the main loop's beats."""
 
     def __init__(self, streams: int, clock: Clock) -> None:
         self._clock = clock

@@ -43,12 +43,9 @@ class Scope:
 
 @dataclass(frozen=True, slots=True)
 class Pending:
-    """A ``DeadlineApproaching`` warning a job's timer wakes for before its due instant.
+    """A ``DeadlineApproaching`` warning a job's timer wakes for ``at``, before its due instant.
 
-    Attributes:
-        at: When it is due (``deadline - warnBefore``).
-        deadline: When it is no longer given (the action speaks then).
-        name: Its Event's name, one per deadline: the agenda wakes for it once.
+    Given until ``deadline`` (the action speaks then); ``name`` is its Event's, one per deadline.
     """
 
     at: datetime
@@ -75,10 +72,7 @@ class Listed:
 
 @dataclass(frozen=True, slots=True)
 class Event:
-    """A watch event about one job: its new due instant (``None`` also for DELETED).
-
-    ``pending``: the warning its rule asks for before then, if any.
-    """
+    """A watch event: a job's due instant (``None`` also when deleted) and its warning."""
 
     key: JobKey
     due: datetime | None

@@ -29,17 +29,11 @@ log = logging.getLogger(__name__)
 
 # A watch request's server-side timeout, randomised as client-go's reflector does.
 WATCH_TIMEOUT_RANGE_S = (300, 600)
-BACKOFF_BASE_S = 0.5
-BACKOFF_CAP_S = 30.0
-# No answer at all (connection refused or reset: the API server is down or restarting):
-# trying costs it nothing, and every second of backoff after it is back is a second of
-# lateness for each job that came due meanwhile.
-BACKOFF_UNREACHABLE_CAP_S = 1.0
-# The transport's formula (equal jitter), with the stream's base and caps.
-_BACKOFF = RetryPolicy(backoff_base_s=BACKOFF_BASE_S, backoff_cap_s=BACKOFF_CAP_S)
-_BACKOFF_UNREACHABLE = RetryPolicy(
-    backoff_base_s=BACKOFF_BASE_S, backoff_cap_s=BACKOFF_UNREACHABLE_CAP_S
-)
+# The transport's backoff (equal jitter), capped at 1 s after no answer at all (the API server
+# down or restarting): trying costs it nothing, and every second of backoff after it is back
+# is a second of lateness for each job that came due meanwhile.
+_BACKOFF = RetryPolicy(backoff_base_s=0.5, backoff_cap_s=30.0)
+_BACKOFF_UNREACHABLE = RetryPolicy(backoff_base_s=0.5, backoff_cap_s=1.0)
 # A stream that ends sooner than this with no event (bookmarks included) is a failure, as
 # client-go's reflector counts a "very short watch": the server's own close comes after
 # minutes (the watch timeout), so one this short was cut by something in between.
@@ -203,9 +197,7 @@ class Streams:
                     continue
                 try:
                     key = JobKey(job.kind.name, job.namespace, job.name)
-                    viewed = view(job)
-                    due[key] = due_at(viewed, policy)
-                    warning = _pending(viewed, policy)
+                    due[key], warning = _timer(view(job), policy)
                     if warning is not None:
                         pending[key] = warning
                 except Exception:  # noqa: BLE001 - one object never stops a kind's listing
@@ -239,7 +231,9 @@ class Streams:
                     break
                 seen = True
                 obj = event.object
-                version = _resource_version(obj) or version
+                meta = _metadata(obj)
+                rv = meta.get("resourceVersion")
+                version = rv if isinstance(rv, str) and rv else version
                 if event.type == "BOOKMARK":
                     continue
                 try:
@@ -248,15 +242,11 @@ class Streams:
                         continue
                     key = JobKey(job.kind.name, job.namespace, job.name)
                     deleted = event.type == "DELETED"
-                    job = ctx.view()(job)
-                    due = None if deleted else due_at(job, policy)
-                    warning = None if deleted else _pending(job, policy)
+                    due, warning = (None, None) if deleted else _timer(ctx.view()(job), policy)
                 except Exception:  # noqa: BLE001 - one object never stops a stream
                     # The resourceVersion has moved past it: the stream is never replayed
                     # from before it. Its timer (if any) stays as it was; the resync judges it.
-                    meta = obj.get("metadata") if isinstance(obj, dict) else None
-                    named = meta if isinstance(meta, dict) else {}
-                    _unreadable(scope, named.get("namespace"), named.get("name"), event.type)
+                    _unreadable(scope, meta.get("namespace"), meta.get("name"), event.type)
                     continue
                 ctx.inbox.put(Event(key, due, warning))
         if not seen and ctx.clock.monotonic() - sent < SHORT_WATCH_S and not self._ended(scope):
@@ -287,22 +277,20 @@ def _newly_ruled(scopes: list[Scope], before: PlatformView, after: PlatformView)
     ]
 
 
-def _pending(job: Job, policy: Policy) -> Pending | None:
-    """The job's ``DeadlineApproaching`` warning, for its timer to wake for it too."""
-    if job.warn_before is None:
-        return None
-    warning = warning_of(job, policy)
-    return None if warning is None else Pending(warning.at, warning.deadline, warning.name)
+def _timer(job: Job, policy: Policy) -> tuple[datetime | None, Pending | None]:
+    """When a job falls due, and the ``DeadlineApproaching`` warning its timer wakes for."""
+    warning = None if job.warn_before is None else warning_of(job, policy)
+    pending = None if warning is None else Pending(warning.at, warning.deadline, warning.name)
+    return due_at(job, policy), pending
 
 
 class _ShortWatch(Exception):  # noqa: N818 - a stream's ending, not an error raised to callers
     """A watch that ended within ``SHORT_WATCH_S`` with no event."""
 
 
-def _resource_version(obj: JSON) -> str | None:
+def _metadata(obj: JSON) -> JSON:
     meta = obj.get("metadata") if isinstance(obj, dict) else None
-    version = meta.get("resourceVersion") if isinstance(meta, dict) else None
-    return version if isinstance(version, str) and version else None
+    return meta if isinstance(meta, dict) else {}
 
 
 def _unreadable(scope: Scope, namespace: object, name: object, seen_in: str) -> None:

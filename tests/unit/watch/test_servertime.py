@@ -43,7 +43,7 @@ def test_responses_across_second_boundaries_narrow_the_estimate(
     bounds = clock.bounds(1100.0)
     assert bounds is not None
     assert bounds.low <= offset <= bounds.high
-    assert bounds.width < 0.2
+    assert bounds.high - bounds.low < 0.2
     server_now = clock.now(1100.0)
     assert server_now is not None
     assert server_now <= EPOCH + timedelta(seconds=1100.0 + offset)
@@ -55,7 +55,6 @@ def test_a_stepped_server_clock_restarts_the_estimate() -> None:
     clock.observe(date_header(5000.0 + 3600 + 20.0), 20.0, 20.1)  # an hour's step
 
     bounds = clock.bounds(20.1)
-    assert clock.resets == 1
     assert bounds is not None
     # Only the newest response counts: [8620 - 20.1, 8621 - 20.0].
     assert bounds.low == pytest.approx(8599.9)
