@@ -26,11 +26,10 @@ from sweeper.watch.inbox import Ending, Event, Fired, JobKey, Listed, Message, P
 # refusing every update, a 403) costs the API server one GET and one write per job every few
 # minutes, not every few seconds. The transport's backoff, with equal jitter.
 _FIRE_BACKOFF = RetryPolicy(backoff_base_s=10.0, backoff_cap_s=300.0)
-# A fire that asks to look at its job again at once (at or before now) is looked at this much
-# later: whatever a fire makes of a job, it is never re-read in a loop, faster than the API
-# server answers. A read that got no answer, or an action not started (the Lease lost), is
-# tried again as soon: the transport has just spent its own retries (about 2 s), so the job
-# is tried again within about a second of the server's return.
+# A fire that asks to look at its job again at once is looked at this much later: no job is
+# re-read in a loop, faster than the API server answers. A read that got no answer, or an action
+# not started (the Lease lost), is tried again as soon: the transport has just spent its own
+# retries (about 2 s), so the job is tried again within about a second of the server's return.
 REFIRE_AFTER_S = 0.5
 # Failures counted at most (2**20 steps is far past the cap; no float overflow however long).
 _FAILURES_COUNTED = 20
@@ -186,8 +185,7 @@ class Agenda:
     def take_for_pass(self, key: JobKey) -> bool:
         """Hold a job for a resync pass's action, unless its timer has it or took it.
 
-        The pass lets it go through the inbox (``Ending.RELEASED``): a look due meanwhile is
-        re-armed by the main loop.
+        The pass lets it go through the inbox, for the main loop to re-arm a look due meanwhile.
         """
         with self._lock:
             taken = self._taken_in_pass is not None and key in self._taken_in_pass

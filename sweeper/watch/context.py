@@ -26,8 +26,7 @@ log = logging.getLogger(__name__)
 class DecisionClock:
     """The run's clock as the timers, the fires and the main loop judge by.
 
-    Its monotonic reading is the run's clock's; under ``--clock server`` its ``now`` is the
-    earliest time the API server's clock can show (the local clock until a ``Date`` is seen).
+    Under ``--clock server``, ``now`` is the earliest time the API server's clock can show.
     """
 
     def __init__(self, mode: ClockMode, clock: Clock) -> None:
@@ -77,9 +76,8 @@ class DecisionClock:
 class WatchContext:
     """The run's collaborators, built once by the engine and handed to each of its parts.
 
-    ``clock`` is the run's one clock (the Lease, the streams, the resync and the probes read it);
-    ``decision`` is built on it. ``stop`` is the run's one stop, fenced by the Lease. ``view``
-    returns the platform rules as last read: the engine reads them again at each resync.
+    ``clock`` is the run's one clock, ``decision`` built on it; ``stop`` the run's one stop,
+    fenced by the Lease; ``view`` the platform rules as last read (again at each resync).
     """
 
     config: Config

@@ -1,15 +1,11 @@
 """Leader election on a ``coordination.k8s.io/v1`` Lease: client-go's state machine. Pure.
 
 Every clock reading and every API answer is passed in. A candidate may take the Lease when it
-has no holder or its record has not been *seen to change* for the lease duration on the
-candidate's own monotonic clock: no two clocks are ever compared, so a skewed replica neither
-steals a live Lease nor keeps a dead one. The leader leads while its last successful write was
-*sent* less than the renew deadline ago, shorter than the lease duration, and bounds each job
-write by ``Elector.write_window``: no two replicas' writes are ever in flight together.
-Every write carries the resourceVersion read, so two candidates racing for an expired Lease
-cannot both win (409). Not the official client's ``kubernetes.leaderelection``: it does not
-release on shutdown (kubernetes-client/python#1669, #2075), and it judges expiry by comparing
-the record's renew time with the local wall clock.
+has no holder or its record has not been *seen to change* for the lease duration on its own
+monotonic clock: no two clocks are ever compared. The leader leads while its last successful
+write was *sent* less than the renew deadline ago, and bounds each job write by
+``Elector.write_window``: no two replicas' writes are ever in flight together. Every write
+carries the resourceVersion read, so two candidates racing for an expired Lease cannot both win.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """``sweeper --watch``: the engine that starts the threads and runs the main loop (docs/watch.md).
 
-The main loop keeps the book of jobs (``sweeper.watch.agenda``), applies what the threads
-queue in the inbox, and, while this replica leads, hands each due job to the fire pool.
-Followers keep their timers armed, so a takeover acts on every overdue job at once.
+The main loop applies what the threads queue in the inbox to the agenda and, while this replica
+leads, hands each due job to the fire pool. Followers keep their timers armed, so a takeover
+acts on every overdue job at once.
 """
 
 from __future__ import annotations
@@ -182,9 +182,8 @@ class Watcher:
         """Let the work in flight finish, then release the Lease; whether everything finished.
 
         client-go's contract for releasing on cancel: whatever the Lease guards must have
-        completed first, or two replicas act at once. No write starts any more, so the fires
-        in progress end within a request each; the resync pass (its report included) and the
-        Lease thread are waited for a bounded time.
+        completed first, or two replicas act at once. No write starts any more, so each thread
+        is waited for a bounded time.
         """
         request_timeout = self.ctx.config.request_timeout
         self._pool.shutdown(wait=True, cancel_futures=True)  # the fires in progress
@@ -204,22 +203,16 @@ class Watcher:
             next_due = self.agenda.next_due()
             if next_due is not None and self.leader.leading():
                 timeout = min(timeout, max((next_due - ctx.decision.now()).total_seconds(), 0.0))
-            try:
+            with contextlib.suppress(queue.Empty):  # applied in order, until none is left
                 message = ctx.inbox.get(timeout=timeout)
-            except queue.Empty:
-                message = None
-            while message is not None:
-                self._apply(message)
-                try:
+                while message is not None:
+                    self._apply(message)
                     message = ctx.inbox.get_nowait()
-                except queue.Empty:
-                    message = None
             now = ctx.decision.now()
             leading = self.leader.leading()
             ctx.metrics.tracked.set(len(self.agenda))
-            # What this replica would act on and has not: a standby acts on nothing, and the
-            # timers it keeps for a takeover (some due for as long as their job exists) are
-            # not overdue work of its own.
+            # A standby acts on nothing: the timers it keeps for a takeover (some due for as
+            # long as their job exists) are not overdue work of its own.
             ctx.metrics.set_overdue(self.agenda.overdue(now) if leading else {})
             if leading:
                 # A fire re-checks before its write: one whose replica stopped leading (or

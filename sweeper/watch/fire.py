@@ -23,10 +23,7 @@ log = logging.getLogger(__name__)
 
 
 class Fire:
-    """Acts on one job whose timer came due, with the one-shot mode's guards.
-
-    ``served`` holds the served kinds by name, as discovery last found them.
-    """
+    """Acts on one job whose timer came due, with the one-shot mode's guards."""
 
     def __init__(self, ctx: WatchContext, served: Mapping[str, ServedKind]) -> None:
         self.ctx = ctx

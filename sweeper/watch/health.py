@@ -75,8 +75,6 @@ class Health:
 def serve(address: str, port: int, health: Health, metrics: Exposition) -> ThreadingHTTPServer:
     """Serve the probes and the metrics on a daemon thread (port 0 picks a free one).
 
-    An IPv6 literal listens on an IPv6 socket, an IPv4 literal or a host name on IPv4.
-
     Raises:
         ConfigError: The address and port cannot be listened on (a port already in use,
             another sweeper on the same host for instance, an address not on this host, a
@@ -148,15 +146,11 @@ def _is_ipv6(address: str) -> bool:
 
 
 def _cannot_listen(address: str, port: int, error: OSError) -> str:
-    where = host_port(address, port)
-    reason = error.strerror or str(error)
+    where, reason = host_port(address, port), error.strerror or str(error)
+    said = f"cannot serve /healthz, /readyz and /metrics on {where}: {reason}"
     if error.errno == errno.EADDRINUSE:
         return (
-            f"cannot serve /healthz, /readyz and /metrics on {where}: {reason} (another "
-            "process listens there); choose a free port with --health-port (SWEEPER_HEALTH_PORT), "
-            "or 0 to serve none"
+            f"{said} (another process listens there); choose a free port with --health-port "
+            "(SWEEPER_HEALTH_PORT), or 0 to serve none"
         )
-    return (
-        f"cannot serve /healthz, /readyz and /metrics on {where}: {reason} "
-        "(--health-address/SWEEPER_HEALTH_ADDRESS, --health-port/SWEEPER_HEALTH_PORT)"
-    )
+    return f"{said} (--health-address/SWEEPER_HEALTH_ADDRESS, --health-port/SWEEPER_HEALTH_PORT)"

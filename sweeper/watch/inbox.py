@@ -57,10 +57,9 @@ class Pending:
 class Listed:
     """A stream's list, complete: each job's due instant (``None``: never due as it stands).
 
-    On a ``relist`` (not the stream's first list) a job of the scope missing here is gone.
-    ``pending`` holds the warnings of the jobs that have one. An ``earlier_only`` list (a
-    rule newly selecting the jobs of a Namespace) is no stream's: not ordered with its events,
-    it only brings timers forward, never delays nor drops one.
+    On a ``relist`` a job of the scope missing here is gone. An ``earlier_only`` list (a rule
+    newly selecting a Namespace) is not ordered with the stream's events: it only brings timers
+    forward, never delays nor drops one.
     """
 
     scope: Scope

@@ -26,9 +26,8 @@ log = logging.getLogger(__name__)
 # that its clock has surely passed it.
 EXPIRY_MARGIN_S = 0.01
 # A candidate whose Lease request got no answer at all (the API server down or restarting)
-# tries again this soon: a refused connection costs the server nothing, and the first attempt
-# after its return takes the Lease back, so the jobs due during an outage are acted on within
-# about a second of it (the outage benchmark's bar is 2 s).
+# tries again this soon: a refused connection costs the server nothing, and the jobs due during
+# an outage are acted on within about a second of its end (the outage benchmark's bar is 2 s).
 LEASE_RETRY_UNREACHABLE_S = 0.5
 
 
@@ -69,11 +68,8 @@ class Leader:
 
     def run(self) -> None:
         """Take, renew or wait for the Lease every retry period until the run stops."""
-        namespace, name = self.namespace, self.ctx.settings.lease_name
-        timing = self.ctx.settings.timing
-        was_leading = False
-        holder = ""
-        read_first = False
+        namespace, name, settings = self.namespace, self.ctx.settings.lease_name, self.ctx.settings
+        was_leading, holder, read_first = False, "", False
         while not self.ctx.stop.is_set():
             now = self.ctx.clock.monotonic()
             with self._lock:
@@ -86,7 +82,7 @@ class Leader:
                         "trying to take it back",
                         namespace,
                         name,
-                        timing.renew_deadline,
+                        settings.timing.renew_deadline,
                     )
                     self.elector.step_down()
                     self.ctx.metrics.leader.set(0)
@@ -112,7 +108,7 @@ class Leader:
                     "acquired" if leading else "do not hold",
                     namespace,
                     name,
-                    extra={"identity": self.ctx.settings.identity},
+                    extra={"identity": settings.identity},
                 )
                 was_leading = leading
                 self.ctx.inbox.put(Leadership(leading))
@@ -173,10 +169,9 @@ class Leader:
         return self.ctx.cluster.update_lease(namespace, name, body)
 
     def finish(self, busy: list[str]) -> bool:
-        """Stop leading, and hand the Lease back unless a thread was still ``busy``.
+        """Stop leading; hand the Lease back unless a thread was still ``busy``: whether it was.
 
-        Returns whether it was released; otherwise it is left to expire, so that the next
-        leader's first write cannot overlap one of ours still on its way.
+        Otherwise it is left to expire: the next leader's first write cannot overlap ours.
         """
         namespace, name = self.namespace, self.ctx.settings.lease_name
         with self._lock:

@@ -23,10 +23,7 @@ log = logging.getLogger(__name__)
 
 
 class Resync:
-    """The resync thread's work: ``run`` is the thread; only the leader runs passes.
-
-    ``rediscover`` runs before each pass, on every replica (the streams follow what is served).
-    """
+    """The resync thread's work: ``rediscover`` on every replica, then a pass on the leader."""
 
     def __init__(
         self,

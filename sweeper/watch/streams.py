@@ -48,9 +48,8 @@ class Streams:
 
     def __init__(self, ctx: WatchContext) -> None:
         self.ctx = ctx
-        # Whose jobs are kept: --exclude-namespace as every mode reads it. The watch API cannot
-        # leave a namespace out either, so its jobs are dropped here: never tracked, so never
-        # acted on. (The kinds and namespaces watched are the engine's scopes.)
+        # Whose jobs are kept: the watch API cannot leave a namespace out, so the jobs of an
+        # --exclude-namespace are dropped here: never tracked, so never acted on.
         self.covered: RunScope[ServedKind] = RunScope.of(
             (), namespaces=ctx.config.namespaces, excluded=ctx.config.exclude_namespaces
         )
@@ -60,10 +59,7 @@ class Streams:
         self._kinds: list[str] | None = None  # the served kinds watched, as last logged
 
     def watch(self, scopes: list[Scope]) -> None:
-        """Run a stream for each scope, and end those of scopes no longer given (not served).
-
-        Called with each discovery: at start-up and before every resync.
-        """
+        """Run a stream for each scope, and end those of scopes no longer given (not served)."""
         wanted = set(scopes)
         kinds = sorted({scope.served.kind.name for scope in scopes})
         if self._kinds is None:
@@ -210,8 +206,7 @@ class Streams:
     def follow(self, scope: Scope, version: str) -> str:
         """Watch a scope from ``version`` until the stream ends; return the last version seen.
 
-        Raises:
-            _ShortWatch: The stream ended within ``SHORT_WATCH_S`` with no event at all.
+        Raises ``_ShortWatch`` when it ended within ``SHORT_WATCH_S`` with no event at all.
         """
         ctx = self.ctx
         policy, kept = ctx.config.policy, self.covered.kept
