@@ -31,8 +31,7 @@ _FIRE_BACKOFF = RetryPolicy(backoff_base_s=10.0, backoff_cap_s=300.0)
 # not started (the Lease lost), is tried again as soon: the transport has just spent its own
 # retries (about 2 s), so the job is tried again within about a second of the server's return.
 REFIRE_AFTER_S = 0.5
-# Failures counted at most (2**20 steps is far past the cap; no float overflow however long).
-_FAILURES_COUNTED = 20
+_FAILURES_COUNTED = 20  # 2**20 steps is far past the cap; no float overflow however long
 
 
 class Agenda:

@@ -38,9 +38,7 @@ _BACKOFF_UNREACHABLE = RetryPolicy(backoff_base_s=0.5, backoff_cap_s=1.0)
 # client-go's reflector counts a "very short watch": the server's own close comes after
 # minutes (the watch timeout), so one this short was cut by something in between.
 SHORT_WATCH_S = 1.0
-# Failures counted at most: the step is at either cap long before (0.5 s * 2**16), and the
-# count of a stream failing for days never overflows a float.
-_FAILURES_COUNTED = 17
+_FAILURES_COUNTED = 17  # either cap is reached long before 0.5 s * 2**16; no float overflow
 
 
 class Streams:
