@@ -47,7 +47,7 @@ ARG BASE_TAG
 ARG VERSION=0.1.0
 ARG REVISION=unknown
 LABEL org.opencontainers.image.title="kubeflow-deadline-sweeper" \
-      org.opencontainers.image.description="Enforces activeDeadlineSeconds on Kubeflow Training Operator v1 jobs" \
+      org.opencontainers.image.description="Makes Kubeflow training jobs past their deadline give their GPUs back" \
       org.opencontainers.image.version="${VERSION}" \
       org.opencontainers.image.revision="${REVISION}" \
       org.opencontainers.image.licenses="Apache-2.0" \
