@@ -21,12 +21,7 @@ from sweeper.core.errors import ApiError, Conflict, NotFound
 from sweeper.core.families import family_of
 from sweeper.core.held import HELD_PODS_REASON, held_pods_deleted
 from sweeper.core.jobs import Job, Owned, parse_owned
-from sweeper.core.kinds import (
-    EVENTS,
-    OPERATOR_PODS,
-    Leftovers,
-    Resource,
-)
+from sweeper.core.kinds import EVENTS, OPERATOR_PODS, Leftovers, Resource
 from sweeper.core.model import CLEAN_UPS, JSON, Action, Policy, Result, Why
 from sweeper.core.patches import event_body
 from sweeper.core.plan import reclaim_policy, services_to_delete

@@ -1,22 +1,17 @@
-"""The table of Kubeflow job kinds, and every label and annotation key the sweeper uses.
+"""What a kind and a resource are, and every label and annotation key the sweeper uses.
 
-Constants live here and nowhere else, so a key is never spelt twice. The kind table mirrors
-the "Job kinds" section of docs/operator.md for the Training Operator v1.
+Constants live here and nowhere else, so a key is never spelt twice. The kinds themselves are
+their families' (``sweeper.core.families``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+# The Kubeflow group and the version its Training Operator v1 serves: a kind's default
+# (each family declares its kinds, sweeper.core.families).
 GROUP = "kubeflow.org"
 VERSION = "v1"
-# mpi-operator's MPIJob: the same group, kind and plural as the Training Operator's, at this
-# version. Only one mpijobs.kubeflow.org CRD can exist, so a cluster serves one or the other.
-MPI_OPERATOR_VERSION = "v2beta1"
-TRAINER_GROUP = "trainer.kubeflow.org"
-TRAINER_VERSION = "v1alpha1"
-JOBSET_GROUP = "jobset.x-k8s.io"
-JOBSET_VERSION = "v1alpha2"
 
 # The project's own domain (its GitHub organisation's Pages site), not kubeflow.org: a key under
 # kubeflow.org reads as if Kubeflow shipped it. 35 characters, within a DNS subdomain's 253 and
@@ -33,13 +28,6 @@ LEGACY_EXCLUDE_ANNOTATION = LEGACY_ANNOTATION_PREFIX + "exclude"
 
 JOB_NAME_LABEL = "training.kubeflow.org/job-name"
 
-# spec.runPolicy.managedBy values that mean "the Training Operator v1 manages this job".
-TRAINING_OPERATOR = "kubeflow.org/training-operator"
-# The same for mpi-operator (v2beta1 types.go, KubeflowJobController) and for Trainer v2's
-# TrainJob (spec.managedBy; MultiKueue's value is the only other one its CRD allows).
-MPI_OPERATOR = "kubeflow.org/mpi-operator"
-TRAINER = "trainer.kubeflow.org/trainjob-controller"
-MULTIKUEUE = "kueue.x-k8s.io/multikueue"
 # What --gpu-resources names by default: NVIDIA's and AMD's device plugins, and NVIDIA's MIG
 # profiles under the mixed strategy (nvidia.com/mig-1g.5gb...); a trailing * matches the rest.
 GPU_RESOURCES = ("nvidia.com/gpu", "amd.com/gpu", "nvidia.com/mig-*")
@@ -150,9 +138,12 @@ class Reading:
     launcher_policy: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class Kind:
-    """One Kubeflow job kind.
+    """One job kind, as the family that serves it declares it (``sweeper.core.families``).
+
+    Two rows of one group and plural are the same kind (one CRD; its families each declare
+    the version they serve, and ``families.KINDS`` merges them).
 
     Attributes:
         replica_specs: The spec field holding the replica specs (empty for TrainJob).
@@ -160,6 +151,7 @@ class Kind:
             kind (JAXJob's controller does not check it).
         legacy_clean_pod_policy: Whether ``spec.cleanPodPolicy`` is a (losing) fallback for
             ``spec.runPolicy.cleanPodPolicy`` (MPIJob only).
+        readings: How the controller serving it at a version keeps it, where not ``Reading()``.
     """
 
     name: str
@@ -171,12 +163,15 @@ class Kind:
     versions: tuple[str, ...] = (VERSION,)
     readings: tuple[tuple[str, Reading], ...] = ()
 
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Kind) and (self.group, self.plural) == (other.group, other.plural)
+
+    def __hash__(self) -> int:
+        return hash((self.group, self.plural))
+
     def reading(self, version: str) -> Reading:
         """How the controller serving it at ``version`` keeps it."""
-        for served, reading in self.readings:
-            if served == version:
-                return reading
-        return _V1
+        return dict(self.readings).get(version, _V1)
 
     @property
     def resource(self) -> str:
@@ -188,83 +183,4 @@ class Kind:
         return Resource(self.group, version, self.plural)
 
 
-TFJOB = Kind("TFJob", "tfjobs", "tfReplicaSpecs")
-PYTORCHJOB = Kind("PyTorchJob", "pytorchjobs", "pytorchReplicaSpecs")
-XGBOOSTJOB = Kind("XGBoostJob", "xgboostjobs", "xgbReplicaSpecs")
-MPIJOB = Kind(
-    "MPIJob",
-    "mpijobs",
-    "mpiReplicaSpecs",
-    legacy_clean_pod_policy=True,
-    versions=(VERSION, MPI_OPERATOR_VERSION),
-    # mpi-operator copies its launcher's failure (its reason) and cleans up and stops
-    # re-creating workers only with a completionTime.
-    readings=(
-        (
-            MPI_OPERATOR_VERSION,
-            Reading(
-                failure_reason=True,
-                legacy_clean_pod_policy=False,
-                completion=True,
-                launcher_policy=True,
-            ),
-        ),
-    ),
-)
-PADDLEJOB = Kind("PaddleJob", "paddlejobs", "paddleReplicaSpecs")
-JAXJOB = Kind("JAXJob", "jaxjobs", "jaxReplicaSpecs", checks_managed_by=False)
-# Served up to v1.8.x only (v1.9.0 removed it, kubeflow/trainer#2150); discovery finds it where
-# it is served. Its RunPolicy has no managedBy (added in v1.9.0, after MXJob was gone), so no
-# release ever skipped an MXJob for it: like JAXJob, it is judged whatever managedBy says.
-MXJOB = Kind("MXJob", "mxjobs", "mxReplicaSpecs", checks_managed_by=False)
-
-# Trainer v2's clock is creation or the last resume (trainjob_controller.go, reconcileDeadline);
-# its own fields sit on spec, it ends Complete (copied from JobSet's Completed), and its
-# deadline failure is a reason.
-TRAINJOB = Kind(
-    "TrainJob",
-    "trainjobs",
-    "",
-    group=TRAINER_GROUP,
-    versions=(TRAINER_VERSION,),
-    readings=(
-        (
-            TRAINER_VERSION,
-            Reading(
-                run_policy=False,
-                succeeded="Complete",
-                created_clock=True,
-                failure_reason=True,
-                clean_pod_policy=False,
-                failed_at=True,
-            ),
-        ),
-    ),
-)
-
 _V1 = Reading()
-
-KINDS: tuple[Kind, ...] = (
-    TFJOB,
-    PYTORCHJOB,
-    XGBOOSTJOB,
-    MPIJOB,
-    PADDLEJOB,
-    JAXJOB,
-    MXJOB,
-    TRAINJOB,
-)
-
-
-def lookup(text: str) -> Kind:
-    """Find a kind by its name or plural, ignoring case (``PyTorchJob``, ``pytorchjobs``).
-
-    Raises:
-        KeyError: No known kind has that name; the message lists the valid ones.
-    """
-    wanted = text.strip().lower()
-    for kind in KINDS:
-        if wanted in (kind.name.lower(), kind.plural, kind.resource):
-            return kind
-    valid = ", ".join(kind.name for kind in KINDS)
-    raise KeyError(f"unknown kind {text!r} (expected one of {valid}, or their plurals)")

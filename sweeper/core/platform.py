@@ -11,14 +11,13 @@ from __future__ import annotations
 import dataclasses
 import re
 import reprlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from sweeper.core.clock import LONGEST_WAIT, human, parse_duration
 from sweeper.core.errors import ConfigError
 from sweeper.core.jobs import DeadlineSource, Job, overflows
-from sweeper.core.kinds import KINDS
 
 OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
 _RULE_KEYS = (
@@ -34,7 +33,6 @@ _RULE_KEYS = (
 )
 # A DNS label (RFC 1123), as Kubernetes names many things: it goes into metric labels and logs.
 _NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
-_KIND_NAMES = {kind.name: kind.name for kind in KINDS}
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,8 +160,8 @@ def terms(own: int | None, annotated: bool, rule: PlatformRule | None) -> dict[s
     }
 
 
-def load_platform(text: str, source: str) -> Platform:
-    """Read and check a rules file's text; ``source`` names it in every error.
+def load_platform(text: str, source: str, kinds: Sequence[str]) -> Platform:
+    """Read and check a rules file's text; ``source`` names it in every error, ``kinds`` are known.
 
     Raises:
         ConfigError: One line naming the file, the rule (its name, else ``rules[i]``) and the
@@ -192,14 +190,14 @@ def load_platform(text: str, source: str) -> Platform:
         raise ConfigError(f"{source}: rules: expected a list of rules")
     rules: list[PlatformRule] = []
     for index, item in enumerate(items):
-        rule = _rule(item, f"{source}: rules[{index}]", source)
+        rule = _rule(item, f"{source}: rules[{index}]", source, kinds)
         if any(rule.name == other.name for other in rules):
             raise ConfigError(f"{source}: rule {rule.name}: name: used by an earlier rule")
         rules.append(rule)
     return Platform(tuple(rules))
 
 
-def _rule(item: object, where: str, source: str) -> PlatformRule:
+def _rule(item: object, where: str, source: str, kinds: Sequence[str]) -> PlatformRule:
     if not isinstance(item, Mapping):
         raise ConfigError(f"{where}: expected a mapping")
     name = item.get("name")
@@ -225,7 +223,7 @@ def _rule(item: object, where: str, source: str) -> PlatformRule:
     return PlatformRule(
         name=name,
         selector=_selector(item.get("namespaceSelector"), f"{where}: namespaceSelector"),
-        kinds=_kinds(item.get("kinds"), f"{where}: kinds"),
+        kinds=_kinds(item.get("kinds"), f"{where}: kinds", kinds),
         default_deadline=default,
         max_deadline=cap,
         allow_exemption=allow,
@@ -251,14 +249,14 @@ def _duration(item: Mapping[str, object], key: str, where: str, *, whole: bool) 
     return seconds
 
 
-def _kinds(value: object, where: str) -> frozenset[str] | None:
+def _kinds(value: object, where: str, known: Sequence[str]) -> frozenset[str] | None:
     if value is None:
         return None
     if not isinstance(value, list) or not value:
         raise ConfigError(f"{where}: expected a non-empty list of kinds, e.g. [PyTorchJob]")
     for name in value:
-        if not isinstance(name, str) or name not in _KIND_NAMES:
-            shown, kinds = reprlib.repr(name), ", ".join(_KIND_NAMES)
+        if not isinstance(name, str) or name not in known:
+            shown, kinds = reprlib.repr(name), ", ".join(known)
             raise ConfigError(f"{where}: {shown}: not a kind (expected one of {kinds})")
     return frozenset(value)
 

@@ -12,6 +12,7 @@ cannot drop one of these. ``--explain`` walks the whole table; a watch timer is 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import Protocol
 
@@ -101,6 +102,37 @@ class Family(Protocol):
 
 
 FAMILIES: tuple[Family, ...] = (training_operator, mpi_operator, trainer)
+
+
+def _kinds() -> tuple[Kind, ...]:
+    # One row a kind, with every version its families serve, in FAMILIES order.
+    merged: dict[Kind, Kind] = {}
+    for family in FAMILIES:
+        for kind, _ in family.SERVES:
+            had = merged.setdefault(kind, kind)
+            if had is not kind:
+                versions, readings = had.versions + kind.versions, had.readings + kind.readings
+                merged[kind] = replace(had, versions=versions, readings=readings)
+    return tuple(merged.values())
+
+
+# The kind table: discovery, --kind and a rules file's kinds read it.
+KINDS = _kinds()
+KIND_NAMES = tuple(kind.name for kind in KINDS)
+
+
+def lookup(text: str) -> Kind:
+    """Find a kind by its name or plural, ignoring case (``PyTorchJob``, ``pytorchjobs``).
+
+    Raises:
+        KeyError: No known kind has that name; the message lists the valid ones.
+    """
+    wanted = text.strip().lower()
+    for kind in KINDS:
+        if wanted in (kind.name.lower(), kind.plural, kind.resource):
+            return kind
+    valid = ", ".join(kind.name for kind in KINDS)
+    raise KeyError(f"unknown kind {text!r} (expected one of {valid}, or their plurals)")
 
 
 def family_of(kind: Kind, version: str) -> Family:

@@ -41,11 +41,9 @@ from sweeper.core.kinds import (
     COMPONENT,
     DEADLINE_EXCEEDED,
     DEADLINE_MESSAGE,
-    MPI_OPERATOR,
-    MPI_OPERATOR_VERSION,
-    MPIJOB,
     OPERATOR_PODS,
     Kind,
+    Reading,
     Resource,
 )
 from sweeper.core.model import (
@@ -76,9 +74,34 @@ from sweeper.core.rules import (
     when,
 )
 
+# The Training Operator's MPIJob (the same group, kind and plural) at this version. Only one
+# mpijobs.kubeflow.org CRD can exist, so a cluster serves one or the other.
+MPI_OPERATOR_VERSION = "v2beta1"
+# mpi-operator copies its launcher's failure (its reason), and cleans up and stops re-creating
+# workers only with a completionTime.
+MPIJOB = Kind(
+    "MPIJob",
+    "mpijobs",
+    "mpiReplicaSpecs",
+    legacy_clean_pod_policy=True,
+    versions=(MPI_OPERATOR_VERSION,),
+    readings=(
+        (
+            MPI_OPERATOR_VERSION,
+            Reading(
+                failure_reason=True,
+                legacy_clean_pod_policy=False,
+                completion=True,
+                launcher_policy=True,
+            ),
+        ),
+    ),
+)
+
 NAME = "mpi-operator"
 SERVES: tuple[tuple[Kind, str], ...] = ((MPIJOB, MPI_OPERATOR_VERSION),)
-MANAGED_BY = MPI_OPERATOR
+# v2beta1 types.go, KubeflowJobController.
+MANAGED_BY = "kubeflow.org/mpi-operator"
 LEFTOVERS = OPERATOR_PODS
 
 

@@ -33,18 +33,7 @@ from datetime import datetime
 
 from sweeper.core.clock import format_rfc3339, human
 from sweeper.core.jobs import DeadlineSource, Job, Owned
-from sweeper.core.kinds import (
-    COMPONENT,
-    DEADLINE_EXCEEDED,
-    JOBSET_GROUP,
-    JOBSET_VERSION,
-    TRAINER,
-    TRAINER_VERSION,
-    TRAINJOB,
-    Kind,
-    Leftovers,
-    Resource,
-)
+from sweeper.core.kinds import COMPONENT, DEADLINE_EXCEEDED, Kind, Leftovers, Reading, Resource
 from sweeper.core.model import (
     JSON,
     Action,
@@ -60,13 +49,40 @@ from sweeper.core.patches import deadline_patch
 from sweeper.core.platform import source_note
 from sweeper.core.rules import ALWAYS, Rule, later, stamp, when
 
+TRAINER_GROUP = "trainer.kubeflow.org"
+TRAINER_VERSION = "v1alpha1"
+# Its clock is creation or the last resume (trainjob_controller.go, reconcileDeadline); its own
+# fields sit on spec, it ends Complete (copied from JobSet's Completed), and its deadline
+# failure is a reason.
+TRAINJOB = Kind(
+    "TrainJob",
+    "trainjobs",
+    "",
+    group=TRAINER_GROUP,
+    versions=(TRAINER_VERSION,),
+    readings=(
+        (
+            TRAINER_VERSION,
+            Reading(
+                run_policy=False,
+                succeeded="Complete",
+                created_clock=True,
+                failure_reason=True,
+                clean_pod_policy=False,
+                failed_at=True,
+            ),
+        ),
+    ),
+)
+
 NAME = "trainer"
 SERVES: tuple[tuple[Kind, str], ...] = ((TRAINJOB, TRAINER_VERSION),)
-# The controller skips MultiKueue's TrainJobs: the worker cluster's sweeper sees them.
-MANAGED_BY = TRAINER
+# The controller skips MultiKueue's TrainJobs (the only other value its CRD allows): the worker
+# cluster's sweeper sees them.
+MANAGED_BY = "trainer.kubeflow.org/trainjob-controller"
 # A TrainJob's pods are its JobSet's Jobs': the sweeper reclaims the JobSet.
 # The trainer gives its JobSets no label: every JobSet of a scope is listed.
-LEFTOVERS = Leftovers(Resource(JOBSET_GROUP, JOBSET_VERSION, "jobsets"))
+LEFTOVERS = Leftovers(Resource("jobset.x-k8s.io", "v1alpha2", "jobsets"))
 
 
 def reclaim_words(_policy: Policy) -> str:

@@ -18,19 +18,7 @@ from datetime import datetime
 
 from sweeper.core.clock import DATE_RESOLUTION_S, human
 from sweeper.core.jobs import DeadlineSource, Job
-from sweeper.core.kinds import (
-    JAXJOB,
-    MPIJOB,
-    MXJOB,
-    OPERATOR_PODS,
-    PADDLEJOB,
-    PYTORCHJOB,
-    TFJOB,
-    TRAINING_OPERATOR,
-    VERSION,
-    XGBOOSTJOB,
-    Resource,
-)
+from sweeper.core.kinds import OPERATOR_PODS, VERSION, Kind, Resource
 from sweeper.core.model import (
     JSON,
     Action,
@@ -60,11 +48,22 @@ from sweeper.core.rules import (
     stamp,
 )
 
+TFJOB = Kind("TFJob", "tfjobs", "tfReplicaSpecs")
+PYTORCHJOB = Kind("PyTorchJob", "pytorchjobs", "pytorchReplicaSpecs")
+XGBOOSTJOB = Kind("XGBoostJob", "xgboostjobs", "xgbReplicaSpecs")
+MPIJOB = Kind("MPIJob", "mpijobs", "mpiReplicaSpecs", legacy_clean_pod_policy=True)
+PADDLEJOB = Kind("PaddleJob", "paddlejobs", "paddleReplicaSpecs")
+JAXJOB = Kind("JAXJob", "jaxjobs", "jaxReplicaSpecs", checks_managed_by=False)
+# Served up to v1.8.x only (v1.9.0 removed it, kubeflow/trainer#2150); discovery finds it where
+# it is served. Its RunPolicy has no managedBy (added in v1.9.0, after MXJob was gone), so no
+# release ever skipped an MXJob for it: like JAXJob, it is judged whatever managedBy says.
+MXJOB = Kind("MXJob", "mxjobs", "mxReplicaSpecs", checks_managed_by=False)
+
 NAME = "training-operator"
 SERVES = tuple(
     (kind, VERSION) for kind in (TFJOB, PYTORCHJOB, XGBOOSTJOB, MPIJOB, PADDLEJOB, JAXJOB, MXJOB)
 )
-MANAGED_BY = TRAINING_OPERATOR
+MANAGED_BY = "kubeflow.org/training-operator"
 LEFTOVERS = OPERATOR_PODS
 
 
