@@ -138,6 +138,9 @@ class Reading:
     launcher_policy: bool = False
 
 
+_V1 = Reading()
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class Kind:
     """One job kind, as the family that serves it declares it (``sweeper.core.families``).
@@ -151,7 +154,8 @@ class Kind:
             kind (JAXJob's controller does not check it).
         legacy_clean_pod_policy: Whether ``spec.cleanPodPolicy`` is a (losing) fallback for
             ``spec.runPolicy.cleanPodPolicy`` (MPIJob only).
-        readings: How the controller serving it at a version keeps it, where not ``Reading()``.
+        readings: Each version served, in discovery's order of preference, and how the
+            controller serving it there keeps it.
     """
 
     name: str
@@ -160,14 +164,18 @@ class Kind:
     checks_managed_by: bool = True
     legacy_clean_pod_policy: bool = False
     group: str = GROUP
-    versions: tuple[str, ...] = (VERSION,)
-    readings: tuple[tuple[str, Reading], ...] = ()
+    readings: tuple[tuple[str, Reading], ...] = ((VERSION, _V1),)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Kind) and (self.group, self.plural) == (other.group, other.plural)
 
     def __hash__(self) -> int:
         return hash((self.group, self.plural))
+
+    @property
+    def versions(self) -> tuple[str, ...]:
+        """The versions it is served at."""
+        return tuple(version for version, _ in self.readings)
 
     def reading(self, version: str) -> Reading:
         """How the controller serving it at ``version`` keeps it."""
@@ -181,6 +189,3 @@ class Kind:
     def at(self, version: str) -> Resource:
         """Its resource at ``version``."""
         return Resource(self.group, version, self.plural)
-
-
-_V1 = Reading()

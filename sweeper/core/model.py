@@ -241,15 +241,6 @@ class Result(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
-class DeadlineWrite:
-    """A platform deadline's write into its carrier, and the Event that says so."""
-
-    patch: JSON
-    event: str
-    warning: bool
-
-
-@dataclass(frozen=True, slots=True)
 class Outcome:
     """What became of one entry of the plan.
 

@@ -14,6 +14,7 @@ recorded on the job (``event_body``).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -109,6 +110,15 @@ def status_patch(
             message=message,
         ),
     }
+
+
+@dataclass(frozen=True, slots=True)
+class DeadlineWrite:
+    """A platform deadline's write into its carrier (:func:`deadline_patch`), and its Event."""
+
+    patch: dict[str, Any]
+    event: str
+    warning: bool
 
 
 def deadline_patch(raw: Mapping[str, Any], seconds: int) -> dict[str, Any]:

@@ -8,25 +8,14 @@ tuple (:func:`walk`), and a watch timer is armed from it (:func:`premise_due`): 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from sweeper.core.clock import human
-from sweeper.core.jobs import MAX_DEADLINE_SECONDS, Job, Owned, overflows
-from sweeper.core.kinds import COMPONENT, EXCLUDE_ANNOTATION, LEGACY_EXCLUDE_ANNOTATION
-from sweeper.core.model import (
-    Action,
-    ActionKind,
-    Entry,
-    PodsMode,
-    Policy,
-    Skip,
-    SkipReason,
-    Why,
-    pods_mode,
-)
-from sweeper.core.plan import pods_to_terminate
+from sweeper.core.jobs import MAX_DEADLINE_SECONDS, Job, overflows
+from sweeper.core.kinds import EXCLUDE_ANNOTATION, LEGACY_EXCLUDE_ANNOTATION
+from sweeper.core.model import Action, Entry, Policy, Skip, SkipReason
 
 Decider = Callable[[Job, datetime, Policy, "float | None"], "Entry | None"]
 Seer = Callable[[Job, datetime, Policy, "float | None"], str]
@@ -97,6 +86,31 @@ def when(due: datetime | None, now: datetime) -> str:
 def reached(now: datetime, moment: datetime | None) -> bool:
     """Whether ``now`` is at or after ``moment`` (never, for ``None``)."""
     return moment is not None and now >= moment
+
+
+def due(job: Job, policy: Policy) -> datetime | None:
+    """The deadline and ``--grace``: when a family's own rules may act (``None``: never)."""
+    deadline = job.deadline
+    return None if deadline is None else later(deadline, policy.grace)
+
+
+def seen_deadline(what: str, *, grace: bool = False) -> Seer:
+    """What ``--explain`` says of the deadline instant: ``what``, the instant, how far off."""
+
+    def seen(job: Job, _now: datetime, policy: Policy, overdue: float | None) -> str:
+        if job.deadline is None or overdue is None:
+            return "no deadline instant"
+        ago = f"{human(overdue)} ago" if overdue >= 0 else f"in {human(-overdue)}"
+        also = f", grace {human(policy.grace)}" if grace else ""
+        return f"{what} {stamp(job.deadline)} ({ago}){also}"
+
+    return seen
+
+
+def own_deadline(job: Job) -> str:
+    """The job's own ``activeDeadlineSeconds``, in words, beside a platform rule's."""
+    seconds = job.declared_seconds
+    return "none of its own" if seconds is None else f"its own activeDeadlineSeconds {seconds}"
 
 
 def overdue_seconds(job: Job, now: datetime) -> float | None:
@@ -211,55 +225,6 @@ NOT_STARTED = skip_if(
     lambda job: job.deadline is None,
     with_overdue=False,
 )
-
-
-def reclaim_pods(job: Job, policy: Policy, overdue: float | None) -> Entry:
-    """Reclaim the pods a job failed by its deadline still runs, as ``--terminate-pods`` says.
-
-    The deadline wins over ``cleanPodPolicy: None``, written or not (docs/decisions.md): both
-    operators that keep pods after a deadline failure (the Training Operator v1.9.4 and
-    mpi-operator) default to ``None``, and a deadline exists to give the GPUs back.
-    ``--terminate-pods policy`` keeps what the job's controller keeps.
-    """
-    mode = pods_mode(policy)
-    if mode is PodsMode.POLICY:
-        return Skip(
-            job, SkipReason.FINISHED, overdue, "Failed; --terminate-pods policy keeps its pods"
-        )
-    return Action(
-        job,
-        ActionKind.TERMINATE_PODS,
-        Why.FAILED_BY_DEADLINE,
-        overdue,
-        f"failed by its deadline; {mode.value} pods to terminate",
-    )
-
-
-def reclaim_pods_words(policy: Policy) -> str:
-    """What follows a deadline failure for a family that reclaims pods (a warning says it)."""
-    mode = pods_mode(policy)
-    if mode is PodsMode.POLICY:
-        return "then its pods are kept or deleted as its cleanPodPolicy says"
-    which = "all its pods" if mode is PodsMode.ALL else "its Running and Pending pods"
-    return f"then {which} are deleted, giving their GPUs back"
-
-
-def pods_left(owned: Sequence[Owned], job: Job, policy: Policy) -> list[Owned]:
-    """The pods of a job its deadline failed that ``--terminate-pods`` deletes."""
-    return pods_to_terminate(owned, job, pods_mode(policy))
-
-
-# The Event of a pod family's reclaim, and what is said when nothing was left.
-PODS_RECLAIMED = "DeadlinePodsTerminated"
-NO_PODS_LEFT = "no pods left to terminate"
-
-
-def pods_reclaimed(_job: Job, deleted: Sequence[str], companions: Sequence[str]) -> str:
-    """The Event's message after a pod family's reclaim."""
-    return (
-        f"Deleted {len(deleted)} pod(s) and {len(companions)} service(s) "
-        f"of a job failed by its deadline ({COMPONENT})"
-    )
 
 
 def at_once(entry: Entry | None) -> datetime | None:

@@ -19,7 +19,8 @@ from typing import Protocol
 from sweeper.core.families import mpi_operator, trainer, training_operator
 from sweeper.core.jobs import Job, Owned
 from sweeper.core.kinds import Kind, Leftovers, Resource
-from sweeper.core.model import JSON, Action, DeadlineWrite, Entry, Policy, SkipReason
+from sweeper.core.model import JSON, Action, Entry, Policy, SkipReason
+from sweeper.core.patches import DeadlineWrite
 from sweeper.core.rules import (
     BEING_DELETED,
     DURATION_OVERFLOW,
@@ -62,7 +63,7 @@ class Family(Protocol):
         """What becomes of a job that finished (a skip, or a reclaim of what it left)."""
 
     def seen_finished(self, job: Job, now: datetime, policy: Policy, overdue: float | None) -> str:
-        """What ``--explain`` says of a job's end."""
+        """What ``--explain`` says of a finished job's end."""
 
     def finished_due(self, job: Job, policy: Policy) -> datetime | None:
         """The instant from which :meth:`finished` acts on a finished job; ``None``: never."""
@@ -111,8 +112,7 @@ def _kinds() -> tuple[Kind, ...]:
         for kind, _ in family.SERVES:
             had = merged.setdefault(kind, kind)
             if had is not kind:
-                versions, readings = had.versions + kind.versions, had.readings + kind.readings
-                merged[kind] = replace(had, versions=versions, readings=readings)
+                merged[kind] = replace(had, readings=had.readings + kind.readings)
     return tuple(merged.values())
 
 
@@ -179,6 +179,11 @@ def _table(family: Family) -> tuple[Rule, ...]:
     def finished(job: Job, now: datetime, policy: Policy, overdue: float | None) -> Entry | None:
         return None if job.finished is None else family.finished(job, now, policy, overdue)
 
+    def seen(job: Job, now: datetime, policy: Policy, overdue: float | None) -> str:
+        if job.finished is None:
+            return "no Succeeded or Failed condition"
+        return family.seen_finished(job, now, policy, overdue)
+
     return (
         MALFORMED,
         # JAXJob's and MXJob's controllers never read managedBy (Kind.checks_managed_by).
@@ -187,7 +192,7 @@ def _table(family: Family) -> tuple[Rule, ...]:
         OPTED_OUT,
         Rule(
             SkipReason.FINISHED.value,
-            family.seen_finished,
+            seen,
             finished,
             premise=lambda job: job.finished is not None,
             acts_from=family.finished_due,

@@ -35,42 +35,28 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from sweeper.core.clock import human, parse_rfc3339
+from sweeper.core.families import pods
 from sweeper.core.jobs import DeadlineSource, Job, parse_owned
 from sweeper.core.kinds import (
     BATCH_JOBS,
     COMPONENT,
     DEADLINE_EXCEEDED,
     DEADLINE_MESSAGE,
-    OPERATOR_PODS,
     Kind,
     Reading,
     Resource,
 )
-from sweeper.core.model import (
-    JSON,
-    Action,
-    ActionKind,
-    DeadlineWrite,
-    Entry,
-    Policy,
-    Skip,
-    SkipReason,
-    Why,
-)
-from sweeper.core.patches import deadline_patch, failure_message, status_patch
+from sweeper.core.model import JSON, Action, ActionKind, Entry, Policy, Skip, SkipReason, Why
+from sweeper.core.patches import DeadlineWrite, deadline_patch, failure_message, status_patch
 from sweeper.core.platform import source_note
 from sweeper.core.rules import (
     ALWAYS,
-    NO_PODS_LEFT,
-    PODS_RECLAIMED,
     Rule,
     at_once,
-    later,
-    pods_left,
-    pods_reclaimed,
-    reclaim_pods,
-    reclaim_pods_words,
-    stamp,
+    due,
+    own_deadline,
+    reached,
+    seen_deadline,
     when,
 )
 
@@ -79,34 +65,21 @@ from sweeper.core.rules import (
 MPI_OPERATOR_VERSION = "v2beta1"
 # mpi-operator copies its launcher's failure (its reason), and cleans up and stops re-creating
 # workers only with a completionTime.
+_READING = Reading(
+    failure_reason=True, legacy_clean_pod_policy=False, completion=True, launcher_policy=True
+)
+_SERVED = ((MPI_OPERATOR_VERSION, _READING),)
 MPIJOB = Kind(
-    "MPIJob",
-    "mpijobs",
-    "mpiReplicaSpecs",
-    legacy_clean_pod_policy=True,
-    versions=(MPI_OPERATOR_VERSION,),
-    readings=(
-        (
-            MPI_OPERATOR_VERSION,
-            Reading(
-                failure_reason=True,
-                legacy_clean_pod_policy=False,
-                completion=True,
-                launcher_policy=True,
-            ),
-        ),
-    ),
+    "MPIJob", "mpijobs", "mpiReplicaSpecs", legacy_clean_pod_policy=True, readings=_SERVED
 )
 
 NAME = "mpi-operator"
 SERVES: tuple[tuple[Kind, str], ...] = ((MPIJOB, MPI_OPERATOR_VERSION),)
 # v2beta1 types.go, KubeflowJobController.
 MANAGED_BY = "kubeflow.org/mpi-operator"
-LEFTOVERS = OPERATOR_PODS
-
-
 # Its workers, as --terminate-pods deletes them.
-reclaim_words = reclaim_pods_words
+LEFTOVERS, RECLAIM_REASON, NOTHING_LEFT = pods.LEFTOVERS, pods.RECLAIM_REASON, pods.NOTHING_LEFT
+leftovers, reclaimed_event, reclaim_words = pods.leftovers, pods.reclaimed_event, pods.reclaim_words
 
 
 def finished(job: Job, _now: datetime, policy: Policy, overdue: float | None) -> Entry:
@@ -127,7 +100,7 @@ def finished(job: Job, _now: datetime, policy: Policy, overdue: float | None) ->
             overdue,
             f"Failed; cleanPodPolicy {job.clean_pod_policy}: mpi-operator deletes its workers",
         )
-    return reclaim_pods(job, policy, overdue)
+    return pods.reclaim(job, policy, overdue)
 
 
 def finished_due(job: Job, policy: Policy) -> datetime | None:
@@ -137,8 +110,6 @@ def finished_due(job: Job, policy: Policy) -> datetime | None:
 
 def seen_finished(job: Job, *_: object) -> str:
     """The job's end, its completionTime and its cleanPodPolicy."""
-    if job.finished is None:
-        return "no Succeeded or Failed condition"
     how = ", reason DeadlineExceeded" if job.failed_by_deadline else ""
     done = "completionTime set" if job.completed else "no completionTime"
     policy = job.clean_pod_policy or "unset (mpi-operator's default: None)"
@@ -146,22 +117,12 @@ def seen_finished(job: Job, *_: object) -> str:
 
 
 def _not_yet_due(job: Job, now: datetime, policy: Policy, overdue: float | None) -> Entry | None:
-    due = _due_instant(job, policy)
-    if due is not None and now >= due:
-        return None
-    return Skip(job, SkipReason.NOT_YET_DUE, overdue, f"due {when(due, now)}")
-
-
-def _due_instant(job: Job, policy: Policy) -> datetime | None:
-    deadline = job.deadline
-    return None if deadline is None else later(deadline, policy.grace)
-
-
-def _seen_deadline(job: Job, _now: datetime, policy: Policy, overdue: float | None) -> str:
-    if job.deadline is None or overdue is None:
-        return "no deadline instant"
-    when = f"{human(overdue)} ago" if overdue >= 0 else f"in {human(-overdue)}"
-    return f"startTime + activeDeadlineSeconds {stamp(job.deadline)} ({when})"
+    at = due(job, policy)
+    return (
+        None
+        if reached(now, at)
+        else Skip(job, SkipReason.NOT_YET_DUE, overdue, f"due {when(at, now)}")
+    )
 
 
 def _seen_launcher(job: Job, *_: object) -> str:
@@ -171,14 +132,9 @@ def _seen_launcher(job: Job, *_: object) -> str:
             f"the MPIJob's own activeDeadlineSeconds {job.deadline_seconds}{within}: in its"
             " launcher Job only if set when mpi-operator created it"
         )
-    own = (
-        "none of its own"
-        if job.declared_seconds is None
-        else f"its own activeDeadlineSeconds {job.declared_seconds}"
-    )
     return (
         f"effective {human(job.deadline_seconds or 0)}, the {job.deadline_source.value} of"
-        f" platform rule {job.rule}; {own}"
+        f" platform rule {job.rule}; {own_deadline(job)}"
     )
 
 
@@ -205,7 +161,11 @@ def _launcher_deadline(job: Job, _now: datetime, _policy: Policy, overdue: float
 
 
 RULES: tuple[Rule, ...] = (
-    Rule(SkipReason.NOT_YET_DUE.value, _seen_deadline, _not_yet_due),
+    Rule(
+        SkipReason.NOT_YET_DUE.value,
+        seen_deadline("startTime + activeDeadlineSeconds"),
+        _not_yet_due,
+    ),
     # The executor reads the launcher Job (its carrier): it leaves alone one that carries the
     # deadline (the MPIJob's own as mpi-operator copied it, or a shorter one), writes it into
     # one that does not, and fails a gang that has none.
@@ -215,15 +175,10 @@ RULES: tuple[Rule, ...] = (
 
 def due_at(job: Job, policy: Policy) -> datetime | None:
     """``startTime`` + deadline + grace: its launcher Job is read then."""
-    return _due_instant(job, policy)
+    return due(job, policy)
 
 
 # --- its writes: the fail, what it leaves, the launcher's deadline --------------------------
-
-RECLAIM_REASON = PODS_RECLAIMED
-NOTHING_LEFT = NO_PODS_LEFT
-leftovers = pods_left
-reclaimed_event = pods_reclaimed
 
 
 def recreates_pods(job: Job) -> bool:

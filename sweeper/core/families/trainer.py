@@ -34,45 +34,36 @@ from datetime import datetime
 from sweeper.core.clock import format_rfc3339, human
 from sweeper.core.jobs import DeadlineSource, Job, Owned
 from sweeper.core.kinds import COMPONENT, DEADLINE_EXCEEDED, Kind, Leftovers, Reading, Resource
-from sweeper.core.model import (
-    JSON,
-    Action,
-    ActionKind,
-    DeadlineWrite,
-    Entry,
-    Policy,
-    Skip,
-    SkipReason,
-    Why,
-)
-from sweeper.core.patches import deadline_patch
+from sweeper.core.model import JSON, Action, ActionKind, Entry, Policy, Skip, SkipReason, Why
+from sweeper.core.patches import DeadlineWrite, deadline_patch
 from sweeper.core.platform import source_note
-from sweeper.core.rules import ALWAYS, Rule, later, stamp, when
+from sweeper.core.rules import (
+    ALWAYS,
+    Rule,
+    due,
+    later,
+    own_deadline,
+    reached,
+    seen_deadline,
+    stamp,
+    when,
+)
 
 TRAINER_GROUP = "trainer.kubeflow.org"
 TRAINER_VERSION = "v1alpha1"
 # Its clock is creation or the last resume (trainjob_controller.go, reconcileDeadline); its own
 # fields sit on spec, it ends Complete (copied from JobSet's Completed), and its deadline
 # failure is a reason.
+_READING = Reading(
+    run_policy=False,
+    succeeded="Complete",
+    created_clock=True,
+    failure_reason=True,
+    clean_pod_policy=False,
+    failed_at=True,
+)
 TRAINJOB = Kind(
-    "TrainJob",
-    "trainjobs",
-    "",
-    group=TRAINER_GROUP,
-    versions=(TRAINER_VERSION,),
-    readings=(
-        (
-            TRAINER_VERSION,
-            Reading(
-                run_policy=False,
-                succeeded="Complete",
-                created_clock=True,
-                failure_reason=True,
-                clean_pod_policy=False,
-                failed_at=True,
-            ),
-        ),
-    ),
+    "TrainJob", "trainjobs", "", group=TRAINER_GROUP, readings=((TRAINER_VERSION, _READING),)
 )
 
 NAME = "trainer"
@@ -120,14 +111,10 @@ def _platform(job: Job, now: datetime, policy: Policy, overdue: float | None) ->
             f"activeDeadlineSeconds {seconds} ({human(seconds)}, {_platform_source(job)})"
             " written for the trainer controller to enforce",
         )
-    due = _cap_due(job, policy)
-    if due is None or now < due:
-        return Skip(
-            job,
-            SkipReason.NOT_YET_DUE,
-            overdue,
-            f"capped at {human(seconds)} ({_platform_source(job)}); due {when(due, now)}",
-        )
+    at = due(job, policy)
+    if not reached(now, at):
+        capped = f"capped at {human(seconds)} ({_platform_source(job)})"
+        return Skip(job, SkipReason.NOT_YET_DUE, overdue, f"{capped}; due {when(at, now)}")
     return Action(
         job,
         ActionKind.FAIL,
@@ -138,11 +125,6 @@ def _platform(job: Job, now: datetime, policy: Policy, overdue: float | None) ->
     )
 
 
-def _cap_due(job: Job, policy: Policy) -> datetime | None:
-    deadline = job.deadline
-    return None if deadline is None else later(deadline, policy.grace)
-
-
 def _seen_platform(job: Job, *_: object) -> str:
     if job.deadline_source is DeadlineSource.JOB:
         return (
@@ -150,26 +132,18 @@ def _seen_platform(job: Job, *_: object) -> str:
             if job.rule is None
             else (f"the TrainJob's own deadline is within platform rule {job.rule}")
         )
-    own = (
-        "none of its own"
-        if job.declared_seconds is None
-        else f"its own activeDeadlineSeconds {job.declared_seconds}"
-    )
-    return f"effective {human(job.deadline_seconds or 0)}, {_platform_source(job)}; {own}"
+    effective = f"effective {human(job.deadline_seconds or 0)}, {_platform_source(job)}"
+    return f"{effective}; {own_deadline(job)}"
 
 
 def finished(job: Job, now: datetime, policy: Policy, overdue: float | None) -> Entry:
     """The JobSet of a TrainJob its deadline failed, ``--reclaim-grace`` after the failure."""
     if not _deadline_failure(job):
         return Skip(job, SkipReason.FINISHED, overdue, job.finished or "")
-    due = _reclaim_at(job, policy)
-    if due is None or now < due:
-        return Skip(
-            job,
-            SkipReason.RECLAIM_LATER,
-            overdue,
-            f"failed by its deadline; its JobSet is checked {when(due, now)} (--reclaim-grace)",
-        )
+    at = _reclaim_at(job, policy)
+    if not reached(now, at):
+        checked = f"its JobSet is checked {when(at, now)} (--reclaim-grace)"
+        return Skip(job, SkipReason.RECLAIM_LATER, overdue, f"failed by its deadline; {checked}")
     return Action(
         job,
         ActionKind.DELETE_JOBSET,
@@ -186,8 +160,6 @@ def finished_due(job: Job, policy: Policy) -> datetime | None:
 
 def seen_finished(job: Job, _now: datetime, policy: Policy, _overdue: float | None) -> str:
     """The TrainJob's end, and when its JobSet is due to be checked."""
-    if job.finished is None:
-        return "no Succeeded or Failed condition"
     if not _deadline_failure(job):
         return f"condition {job.finished}=True"
     return (
@@ -216,17 +188,12 @@ def _running(job: Job, _now: datetime, policy: Policy, overdue: float | None) ->
     )
 
 
-def _seen_deadline(job: Job, _now: datetime, _policy: Policy, overdue: float | None) -> str:
-    if job.deadline is None or overdue is None:
-        return "no deadline instant"
-    when = f"{human(overdue)} ago" if overdue >= 0 else f"in {human(-overdue)}"
-    return f"created or resumed + activeDeadlineSeconds {stamp(job.deadline)} ({when})"
-
-
 RULES: tuple[Rule, ...] = (
     # Reads the clock for a cap (due_at below times it).
     Rule(Why.PLATFORM_DEADLINE.value, _seen_platform, _platform),
-    Rule("controller-enforced", _seen_deadline, _running),
+    Rule(
+        "controller-enforced", seen_deadline("created or resumed + activeDeadlineSeconds"), _running
+    ),
 )
 
 
@@ -238,7 +205,7 @@ def due_at(job: Job, policy: Policy) -> datetime | None:
     """
     if job.deadline_source is DeadlineSource.JOB:
         return None
-    return ALWAYS if job.declared_seconds is None else _cap_due(job, policy)
+    return ALWAYS if job.declared_seconds is None else due(job, policy)
 
 
 # --- its writes: the fail at a cap, its JobSet, the deadline written into its spec ----------

@@ -17,36 +17,23 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from sweeper.core.clock import DATE_RESOLUTION_S, human
+from sweeper.core.families import pods
 from sweeper.core.jobs import DeadlineSource, Job
-from sweeper.core.kinds import OPERATOR_PODS, VERSION, Kind, Resource
+from sweeper.core.kinds import VERSION, Kind, Resource
 from sweeper.core.model import (
     JSON,
     Action,
     ActionKind,
     ActionMode,
-    DeadlineWrite,
     Entry,
     Policy,
     Skip,
     SkipReason,
     Why,
 )
-from sweeper.core.patches import failure_message, status_patch
+from sweeper.core.patches import DeadlineWrite, failure_message, status_patch
 from sweeper.core.platform import source_note
-from sweeper.core.rules import (
-    ALWAYS,
-    NO_PODS_LEFT,
-    PODS_RECLAIMED,
-    Rule,
-    at_once,
-    later,
-    pods_left,
-    pods_reclaimed,
-    reached,
-    reclaim_pods,
-    reclaim_pods_words,
-    stamp,
-)
+from sweeper.core.rules import ALWAYS, Rule, at_once, due, later, reached, seen_deadline, stamp
 
 TFJOB = Kind("TFJob", "tfjobs", "tfReplicaSpecs")
 PYTORCHJOB = Kind("PyTorchJob", "pytorchjobs", "pytorchReplicaSpecs")
@@ -64,11 +51,9 @@ SERVES = tuple(
     (kind, VERSION) for kind in (TFJOB, PYTORCHJOB, XGBOOSTJOB, MPIJOB, PADDLEJOB, JAXJOB, MXJOB)
 )
 MANAGED_BY = "kubeflow.org/training-operator"
-LEFTOVERS = OPERATOR_PODS
-
-
 # The pods its deadline failure leaves, as --terminate-pods deletes them.
-reclaim_words = reclaim_pods_words
+LEFTOVERS, RECLAIM_REASON, NOTHING_LEFT = pods.LEFTOVERS, pods.RECLAIM_REASON, pods.NOTHING_LEFT
+leftovers, reclaimed_event, reclaim_words = pods.leftovers, pods.reclaimed_event, pods.reclaim_words
 
 
 def _decide_not_yet_due(
@@ -77,15 +62,16 @@ def _decide_not_yet_due(
     deadline = job.deadline
     if deadline is None:
         return None
-    due = later(deadline, policy.grace)
-    if due is None or now < due:
-        # No due instant within datetime's range (a --grace of 1e15 s): never due.
-        if due is not None:
-            left = (due - now).total_seconds()
-        else:
-            left = policy.grace - (now - deadline).total_seconds()
-        return Skip(job, SkipReason.NOT_YET_DUE, overdue, f"due in {human(left)}")
-    return None
+    at = due(job, policy)
+    if reached(now, at):
+        return None
+    # No due instant within datetime's range (a --grace of 1e15 s): never due.
+    left = (
+        policy.grace - (now - deadline).total_seconds()
+        if at is None
+        else (at - now).total_seconds()
+    )
+    return Skip(job, SkipReason.NOT_YET_DUE, overdue, f"due in {human(left)}")
 
 
 def _due(job: Job, now: datetime, policy: Policy, overdue: float | None) -> Entry:
@@ -127,20 +113,11 @@ def _counted_touch(job: Job, now: datetime, policy: Policy) -> datetime | None:
 
 def seen_finished(job: Job, *_: object) -> str:
     """The job's end, and who failed it by its deadline."""
-    if job.finished is None:
-        return "no Succeeded or Failed condition"
     seen = f"condition {job.finished}=True"
     if job.failed_by_deadline:
         who = "sweeper" if job.failed_by_sweeper else "operator"
         seen += f", failed by its deadline by the {who}"
     return seen
-
-
-def _seen_deadline(job: Job, now: datetime, policy: Policy, overdue: float | None) -> str:
-    if job.deadline is None or overdue is None:
-        return "no deadline instant"
-    when = f"{human(overdue)} ago" if overdue >= 0 else f"in {human(-overdue)}"
-    return f"deadline {stamp(job.deadline)} ({when}), grace {human(policy.grace)}"
 
 
 def _seen_touch(job: Job, now: datetime, policy: Policy, overdue: float | None) -> str:
@@ -161,7 +138,7 @@ def _seen_touch(job: Job, now: datetime, policy: Policy, overdue: float | None) 
 
 RULES: tuple[Rule, ...] = (
     # The one rule that reads the clock, after every rule that does not (due_at relies on it).
-    Rule(SkipReason.NOT_YET_DUE.value, _seen_deadline, _decide_not_yet_due),
+    Rule(SkipReason.NOT_YET_DUE.value, seen_deadline("deadline", grace=True), _decide_not_yet_due),
     # The last rule: the job is overdue; touch, fail or wait for the escalation.
     Rule("overdue", _seen_touch, _due),
 )
@@ -176,22 +153,19 @@ def due_at(job: Job, policy: Policy) -> datetime | None:
         ``escalate_after`` (or ``retouch_after`` while quick touches are left), and for
         ``auto`` no later than ``escalate_after`` past the deadline and grace.
     """
-    deadline = job.deadline
-    if deadline is None:  # not reached: not-started's premise
-        return None
-    due = later(deadline, policy.grace)
-    if due is None or policy.action is ActionMode.FAIL or _platform(job):
-        return due
+    deadline, at = job.deadline, due(job, policy)
+    if deadline is None or at is None or policy.action is ActionMode.FAIL or _platform(job):
+        return at
     touched = current_touch(job)
     if touched is None:
-        return due
+        return at
     steps = [later(touched, policy.escalate_after)]
-    if _quick_retouch(touched, due, policy):
+    if _quick_retouch(touched, at, policy):
         steps.append(later(touched, policy.retouch_after))
     if policy.action is ActionMode.AUTO:
         steps.append(_escalation(deadline, policy))
     first = min((step for step in steps if step is not None), default=None)
-    return None if first is None else max(due, first)
+    return None if first is None else max(at, first)
 
 
 def _platform(job: Job) -> bool:
@@ -222,7 +196,7 @@ def finished(job: Job, _now: datetime, policy: Policy, overdue: float | None) ->
         # v1.9.4 keeps the pods of a job its deadline failed unless cleanPodPolicy says
         # otherwise, and a sweeper interrupted between its status write and its deletes
         # leaves pods too: they are reclaimed whatever the action.
-        return reclaim_pods(job, policy, overdue)
+        return pods.reclaim(job, policy, overdue)
     return Skip(job, SkipReason.FINISHED, overdue, job.finished or "")
 
 
@@ -260,8 +234,8 @@ def _overdue(job: Job, now: datetime, deadline: datetime, policy: Policy, overdu
     if touched is None or since is None:
         return Action(job, ActionKind.TOUCH, Why.OVERDUE, overdue, late)
     # The same sum _decide_not_yet_due and due_at use, so every boundary is the same instant.
-    due = later(deadline, policy.grace)
-    quick = due is not None and _quick_retouch(touched, due, policy)
+    at = due(job, policy)
+    quick = at is not None and _quick_retouch(touched, at, policy)
     escalated = reached(now, later(touched, policy.escalate_after))
     if escalated or (quick and reached(now, later(touched, policy.retouch_after))):
         why = "" if escalated else " (the operator judges with its own clock)"
@@ -291,11 +265,6 @@ def _overdue(job: Job, now: datetime, deadline: datetime, policy: Policy, overdu
 
 
 # --- its writes: the fail, what it leaves, and the deadline it never takes ---------------------
-
-RECLAIM_REASON = PODS_RECLAIMED
-NOTHING_LEFT = NO_PODS_LEFT
-leftovers = pods_left
-reclaimed_event = pods_reclaimed
 
 
 def recreates_pods(_job: Job) -> bool:
