@@ -85,22 +85,14 @@ leftovers, reclaimed_event, reclaim_words = pods.leftovers, pods.reclaimed_event
 def finished(job: Job, _now: datetime, policy: Policy, overdue: float | None) -> Entry:
     """Its workers are reclaimed once it is Failed by its deadline with completionTime."""
     if job.finished != "Failed" or not job.failed_by_deadline:
-        return Skip(job, SkipReason.FINISHED, overdue, job.finished or "")
-    if not job.completed:
-        return Skip(
-            job,
-            SkipReason.FINISHED,
-            overdue,
-            "Failed without completionTime: mpi-operator may still re-create its workers",
-        )
-    if job.clean_pod_policy in ("Running", "All"):
-        return Skip(
-            job,
-            SkipReason.FINISHED,
-            overdue,
-            f"Failed; cleanPodPolicy {job.clean_pod_policy}: mpi-operator deletes its workers",
-        )
-    return pods.reclaim(job, policy, overdue)
+        left = job.finished or ""
+    elif not job.completed:
+        left = "Failed without completionTime: mpi-operator may still re-create its workers"
+    elif job.clean_pod_policy in ("Running", "All"):
+        left = f"Failed; cleanPodPolicy {job.clean_pod_policy}: mpi-operator deletes its workers"
+    else:
+        return pods.reclaim(job, policy, overdue)
+    return Skip(job, SkipReason.FINISHED, overdue, left)
 
 
 def finished_due(job: Job, policy: Policy) -> datetime | None:
@@ -118,11 +110,9 @@ def seen_finished(job: Job, *_: object) -> str:
 
 def _not_yet_due(job: Job, now: datetime, policy: Policy, overdue: float | None) -> Entry | None:
     at = due(job, policy)
-    return (
-        None
-        if reached(now, at)
-        else Skip(job, SkipReason.NOT_YET_DUE, overdue, f"due {when(at, now)}")
-    )
+    if reached(now, at):
+        return None
+    return Skip(job, SkipReason.NOT_YET_DUE, overdue, f"due {when(at, now)}")
 
 
 def _seen_launcher(job: Job, *_: object) -> str:
@@ -139,25 +129,14 @@ def _seen_launcher(job: Job, *_: object) -> str:
 
 
 def _launcher_deadline(job: Job, _now: datetime, _policy: Policy, overdue: float | None) -> Entry:
-    late = f"{human(overdue or 0.0)} past"
+    late, gang = f"{human(overdue or 0.0)} past", "or a gang with none is failed"
     if job.deadline_source is DeadlineSource.JOB:
-        return Action(
-            job,
-            ActionKind.SET_DEADLINE,
-            Why.OVERDUE,
-            overdue,
-            f"{late} its deadline: its launcher Job gets it unless it carries it already"
-            " (mpi-operator copies it only when it creates the launcher), or a gang with none"
-            " is failed",
-        )
-    return Action(
-        job,
-        ActionKind.SET_DEADLINE,
-        Why.PLATFORM_DEADLINE,
-        overdue,
-        f"{late} the {job.deadline_source.value} of platform rule {job.rule}: its launcher Job"
-        " gets that deadline, or a gang with none is failed",
-    )
+        unless = "unless it carries it already (mpi-operator copies it only when it creates"
+        detail = f"{late} its deadline: its launcher Job gets it {unless} the launcher), {gang}"
+        return Action(job, ActionKind.SET_DEADLINE, Why.OVERDUE, overdue, detail)
+    rule = f"the {job.deadline_source.value} of platform rule {job.rule}"
+    detail = f"{late} {rule}: its launcher Job gets that deadline, {gang}"
+    return Action(job, ActionKind.SET_DEADLINE, Why.PLATFORM_DEADLINE, overdue, detail)
 
 
 RULES: tuple[Rule, ...] = (
@@ -225,13 +204,8 @@ def deadline_write(action: Action, target: JSON | None) -> DeadlineWrite | Actio
     """
     job = action.job
     if target is None:
-        return Action(
-            job,
-            ActionKind.FAIL,
-            Why.NO_LAUNCHER,
-            action.seconds_overdue,
-            f"no launcher Job to carry its deadline ({_source(job)})",
-        )
+        none = f"no launcher Job to carry its deadline ({_source(job)})"
+        return Action(job, ActionKind.FAIL, Why.NO_LAUNCHER, action.seconds_overdue, none)
     name = f"{job.name}{LAUNCHER_SUFFIX}"
     left = _launcher_left_alone(target, job)
     if left:

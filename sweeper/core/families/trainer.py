@@ -101,37 +101,25 @@ def _platform_source(job: Job) -> str:
 def _platform(job: Job, now: datetime, policy: Policy, overdue: float | None) -> Entry | None:
     if job.deadline_source is DeadlineSource.JOB or job.deadline_seconds is None:
         return None
-    seconds = job.deadline_seconds
+    seconds, source = job.deadline_seconds, _platform_source(job)
     if job.declared_seconds is None:
-        return Action(
-            job,
-            ActionKind.SET_DEADLINE,
-            Why.PLATFORM_DEADLINE,
-            overdue,
-            f"activeDeadlineSeconds {seconds} ({human(seconds)}, {_platform_source(job)})"
-            " written for the trainer controller to enforce",
-        )
+        written = f"activeDeadlineSeconds {seconds} ({human(seconds)}, {source}) written"
+        detail = f"{written} for the trainer controller to enforce"
+        return Action(job, ActionKind.SET_DEADLINE, Why.PLATFORM_DEADLINE, overdue, detail)
     at = due(job, policy)
     if not reached(now, at):
-        capped = f"capped at {human(seconds)} ({_platform_source(job)})"
+        capped = f"capped at {human(seconds)} ({source})"
         return Skip(job, SkipReason.NOT_YET_DUE, overdue, f"{capped}; due {when(at, now)}")
-    return Action(
-        job,
-        ActionKind.FAIL,
-        Why.PLATFORM_DEADLINE,
-        overdue,
-        f"{human(overdue or 0.0)} past {human(seconds)}, {_platform_source(job)}; its own"
-        f" activeDeadlineSeconds {job.declared_seconds} is longer and immutable",
-    )
+    longer = f"its own activeDeadlineSeconds {job.declared_seconds} is longer and immutable"
+    detail = f"{human(overdue or 0.0)} past {human(seconds)}, {source}; {longer}"
+    return Action(job, ActionKind.FAIL, Why.PLATFORM_DEADLINE, overdue, detail)
 
 
 def _seen_platform(job: Job, *_: object) -> str:
     if job.deadline_source is DeadlineSource.JOB:
-        return (
-            "the deadline is the TrainJob's own"
-            if job.rule is None
-            else (f"the TrainJob's own deadline is within platform rule {job.rule}")
-        )
+        if job.rule is None:
+            return "the deadline is the TrainJob's own"
+        return f"the TrainJob's own deadline is within platform rule {job.rule}"
     effective = f"effective {human(job.deadline_seconds or 0)}, {_platform_source(job)}"
     return f"{effective}; {own_deadline(job)}"
 
@@ -144,13 +132,8 @@ def finished(job: Job, now: datetime, policy: Policy, overdue: float | None) -> 
     if not reached(now, at):
         checked = f"its JobSet is checked {when(at, now)} (--reclaim-grace)"
         return Skip(job, SkipReason.RECLAIM_LATER, overdue, f"failed by its deadline; {checked}")
-    return Action(
-        job,
-        ActionKind.DELETE_JOBSET,
-        Why.JOBSET_LEFT,
-        overdue,
-        f"failed by its deadline at {stamp(job.failed_at)}; its JobSet may still run",
-    )
+    left = f"failed by its deadline at {stamp(job.failed_at)}; its JobSet may still run"
+    return Action(job, ActionKind.DELETE_JOBSET, Why.JOBSET_LEFT, overdue, left)
 
 
 def finished_due(job: Job, policy: Policy) -> datetime | None:
@@ -172,19 +155,12 @@ def _running(job: Job, _now: datetime, policy: Policy, overdue: float | None) ->
     if overdue is None or overdue < 0:
         left = "no deadline instant" if overdue is None else f"due in {human(-overdue)}"
         return Skip(job, SkipReason.NOT_YET_DUE, overdue, left)
+    late = f"{human(overdue)} past its deadline"
     if overdue >= policy.grace + policy.reclaim_grace:
-        return Skip(
-            job,
-            SkipReason.CONTROLLER_LATE,
-            overdue,
-            f"{human(overdue)} past its deadline and not failed: is the trainer controller"
-            " running?",
-        )
+        why = f"{late} and not failed: is the trainer controller running?"
+        return Skip(job, SkipReason.CONTROLLER_LATE, overdue, why)
     return Skip(
-        job,
-        SkipReason.OPERATOR_ENFORCED,
-        overdue,
-        f"{human(overdue)} past its deadline; the trainer controller fails it",
+        job, SkipReason.OPERATOR_ENFORCED, overdue, f"{late}; the trainer controller fails it"
     )
 
 

@@ -211,26 +211,16 @@ def _overdue(job: Job, now: datetime, deadline: datetime, policy: Policy, overdu
         return Action(job, ActionKind.FAIL, Why.OVERDUE, overdue, late)
     touched = _counted_touch(job, now, policy)
     since = None if touched is None else (now - touched).total_seconds()  # as reported
+    running = "" if since is None else f"still running {human(since)}"
+    after_touch = f"{late}, {running} after the sweeper's touch"
     if policy.action is ActionMode.AUTO:
         # Escalation never waits for a touch to have been written: while the operator is down
         # its webhooks refuse every update, so no touch annotation ever appears.
-        past_grace = overdue - policy.grace
         if reached(now, _escalation(deadline, policy)):
-            return Action(
-                job,
-                ActionKind.FAIL,
-                Why.ESCALATED,
-                overdue,
-                f"{late}, not failed {human(past_grace)} past its deadline and grace",
-            )
+            past_grace = f"{late}, not failed {human(overdue - policy.grace)} past its deadline"
+            return Action(job, ActionKind.FAIL, Why.ESCALATED, overdue, f"{past_grace} and grace")
         if touched is not None and reached(now, later(touched, policy.escalate_after)):
-            return Action(
-                job,
-                ActionKind.FAIL,
-                Why.ESCALATED,
-                overdue,
-                f"{late}, still running {human(since)} after the sweeper's touch",
-            )
+            return Action(job, ActionKind.FAIL, Why.ESCALATED, overdue, after_touch)
     if touched is None or since is None:
         return Action(job, ActionKind.TOUCH, Why.OVERDUE, overdue, late)
     # The same sum _decide_not_yet_due and due_at use, so every boundary is the same instant.
@@ -239,13 +229,7 @@ def _overdue(job: Job, now: datetime, deadline: datetime, policy: Policy, overdu
     escalated = reached(now, later(touched, policy.escalate_after))
     if escalated or (quick and reached(now, later(touched, policy.retouch_after))):
         why = "" if escalated else " (the operator judges with its own clock)"
-        return Action(
-            job,
-            ActionKind.TOUCH,
-            Why.RETOUCH,
-            overdue,
-            f"{late}, still running {human(since)} after the sweeper's touch{why}",
-        )
+        return Action(job, ActionKind.TOUCH, Why.RETOUCH, overdue, f"{after_touch}{why}")
     again = policy.retouch_after if quick else policy.escalate_after
     if policy.action is ActionMode.AUTO:
         # The overdue seconds are rounded as reported: within half a millisecond of the
