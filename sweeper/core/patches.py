@@ -6,9 +6,8 @@ does on the deadline", and the operator's ``setCondition`` / ``filterOutConditio
 ``completionTime`` set if unset; every other condition kept verbatim except that ``Running``
 gets ``status: "False"``; any previous ``Failed`` condition replaced by a new ``Failed=True``
 condition at the end, with reason ``<Kind>Failed``, the operator's message (saying that the
-sweeper enforced it) and both times set to ``now`` (whole seconds, ``Z``). Beside it, the other
-two bodies the sweeper writes: the touch's merge patch (``touch_patch``) and the Event
-recorded on the job (``event_body``).
+sweeper enforced it) and both times set to ``now`` (whole seconds, ``Z``). Beside it, the
+touch's merge patch and the deadline's.
 """
 
 from __future__ import annotations
@@ -147,51 +146,4 @@ def touch_patch(touched_at: datetime) -> dict[str, Any]:
                 LEGACY_TOUCHED_AT_ANNOTATION: None,
             }
         }
-    }
-
-
-def event_body(
-    kind: Kind,
-    version: str,
-    namespace: str,
-    name: str,
-    uid: str,
-    *,
-    reason: str,
-    message: str,
-    warning: bool,
-    now: datetime,
-    event_name: str | None = None,
-) -> dict[str, Any]:
-    """Build the core/v1 Event recorded on a job after each of the sweeper's actions.
-
-    The Event names the job's ``uid``: it is about this job, not a namesake created since.
-    ``reason`` is CamelCase (``DeadlineTouched``...); ``version`` is within the group (``v1``).
-    ``event_name`` fixes the Event's own name, so that a second create of it is refused (the
-    ``DeadlineApproaching`` warning, once per deadline); without it the name is generated.
-    """
-    stamp = format_rfc3339(now)
-    # A generated name: two kinds may have jobs of the same name in one namespace.
-    meta = ({"generateName": f"{name[:200]}."} if event_name is None else {"name": event_name}) | {
-        "namespace": namespace
-    }
-    return {
-        "apiVersion": "v1",
-        "kind": "Event",
-        "metadata": meta,
-        "involvedObject": {
-            "apiVersion": f"{kind.group}/{version}",
-            "kind": kind.name,
-            "namespace": namespace,
-            "name": name,
-            "uid": uid,
-        },
-        "type": "Warning" if warning else "Normal",
-        "reason": reason,
-        "message": message,
-        "source": {"component": COMPONENT},
-        "reportingComponent": COMPONENT,
-        "firstTimestamp": stamp,
-        "lastTimestamp": stamp,
-        "count": 1,
     }
