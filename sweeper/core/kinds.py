@@ -1,15 +1,13 @@
-"""What a kind and a resource are, and every label and annotation key the sweeper uses.
+"""What a kind and a resource are, and every label and annotation key: each spelt once here.
 
-Constants live here and nowhere else, so a key is never spelt twice. The kinds themselves are
-their families' (``sweeper.core.families``).
+The kinds themselves are their families' (``sweeper.core.families``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-# The Kubeflow group and the version its Training Operator v1 serves: a kind's default
-# (each family declares its kinds, sweeper.core.families).
+# A kind's default group and version: Kubeflow's, as its Training Operator v1 serves them.
 GROUP = "kubeflow.org"
 VERSION = "v1"
 
@@ -38,19 +36,13 @@ QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
 DEADLINE_EXCEEDED = "DeadlineExceeded"
 
 COMPONENT = "kubeflow-deadline-sweeper"
-
 # The operator's failure message, which the sweeper's own message extends (docs/operator.md).
 DEADLINE_MESSAGE = "has failed because it was active longer than specified deadline"
 
 
 @dataclass(frozen=True, slots=True)
 class Resource:
-    """A resource of the API server, as data: the verbs of ``Cluster`` take one.
-
-    Attributes:
-        group: The API group, ``""`` for the core group.
-        namespaced: Whether its objects live in a namespace.
-    """
+    """A resource of the API server, as data (``group`` empty for the core group)."""
 
     group: str
     version: str
@@ -80,15 +72,10 @@ BATCH_JOBS = Resource("batch", "v1", "jobs")
 class Leftovers:
     """What a family's controller may leave of a job its deadline failed, and how it is found.
 
-    The objects of ``resource`` that ``selector`` lists (every one without it; one job's with
-    ``selector=<its name>``) and whose controller ``ownerReference`` is the job.
-
-    Attributes:
-        companion: A resource whose object of the same name and owner goes with each (a pod's
-            service).
-        propagation: The delete's ``propagationPolicy`` (``Background``: the request returns
-            at once, the garbage collector removes what the object owns); the server's
-            default when empty.
+    The objects of ``resource`` that ``selector`` lists (one job's: ``selector=<its name>``;
+    without one, all) whose controller ``ownerReference`` is the job; each with its
+    ``companion`` of the same name and owner (a pod's service); deleted with ``propagation``
+    (empty: the server's default).
     """
 
     resource: Resource
@@ -108,34 +95,18 @@ OPERATOR_PODS = Leftovers(PODS, JOB_NAME_LABEL, companion=SERVICES)
 
 @dataclass(frozen=True, slots=True)
 class Reading:
-    """How one controller keeps its jobs: what ``sweeper.core.jobs.parse_job`` reads where.
+    """How one controller keeps its jobs, as ``parse_job`` reads them (the defaults: v1's)."""
 
-    The defaults are the Training Operator v1's.
-
-    Attributes:
-        run_policy: Its own fields (``activeDeadlineSeconds``, ``suspend``, ``managedBy``,
-            ``cleanPodPolicy``) sit in ``spec.runPolicy``; else in ``spec``.
-        succeeded: The condition a success sets.
-        created_clock: Its deadline clock starts at creation or the last resume (the
-            ``Suspended=False`` transition); else at ``status.startTime``.
-        failure_reason: Its deadline failure is read from the ``Failed`` reason
-            (``DeadlineExceeded``); else from the operator's message.
-        clean_pod_policy: It has a ``cleanPodPolicy``.
-        legacy_clean_pod_policy: It honours a kind's ``spec.cleanPodPolicy`` fallback.
-        completion: Its end is complete only with ``status.completionTime``.
-        failed_at: The ``Failed`` condition's time is read (a reclaim waits from it).
-        launcher_policy: ``spec.launcherCreationPolicy`` is read.
-    """
-
-    run_policy: bool = True
-    succeeded: str = "Succeeded"
+    run_policy: bool = True  # its own fields sit in spec.runPolicy, else in spec
+    succeeded: str = "Succeeded"  # the condition a success sets
+    # Its clock starts at creation or the last resume (Suspended=False), else at startTime.
     created_clock: bool = False
-    failure_reason: bool = False
+    failure_reason: bool = False  # its deadline failure is a reason, else the message
     clean_pod_policy: bool = True
-    legacy_clean_pod_policy: bool = True
-    completion: bool = False
-    failed_at: bool = False
-    launcher_policy: bool = False
+    legacy_clean_pod_policy: bool = True  # it honours an MPIJob's spec.cleanPodPolicy
+    completion: bool = False  # its end is complete only with status.completionTime
+    failed_at: bool = False  # the Failed condition's time is read (a reclaim waits from it)
+    launcher_policy: bool = False  # spec.launcherCreationPolicy is read
 
 
 _V1 = Reading()
@@ -143,27 +114,19 @@ _V1 = Reading()
 
 @dataclass(frozen=True, slots=True, eq=False)
 class Kind:
-    """One job kind, as the family that serves it declares it (``sweeper.core.families``).
+    """One job kind, as the family that serves it declares it.
 
-    Two rows of one group and plural are the same kind (one CRD; its families each declare
-    the version they serve, and ``families.KINDS`` merges them).
-
-    Attributes:
-        replica_specs: The spec field holding the replica specs (empty for TrainJob).
-        checks_managed_by: Whether the operator honours ``spec.runPolicy.managedBy`` for this
-            kind (JAXJob's controller does not check it).
-        legacy_clean_pod_policy: Whether ``spec.cleanPodPolicy`` is a (losing) fallback for
-            ``spec.runPolicy.cleanPodPolicy`` (MPIJob only).
-        readings: Each version served, in discovery's order of preference, and how the
-            controller serving it there keeps it.
+    Two rows of one group and plural are the same kind (one CRD; each family declares the
+    version it serves, and ``families.KINDS`` merges them).
     """
 
     name: str
     plural: str
-    replica_specs: str
-    checks_managed_by: bool = True
-    legacy_clean_pod_policy: bool = False
+    replica_specs: str  # the spec field of its replica specs
+    checks_managed_by: bool = True  # its controller honours managedBy (JAXJob's does not)
+    legacy_clean_pod_policy: bool = False  # spec.cleanPodPolicy, a losing fallback (MPIJob)
     group: str = GROUP
+    # Each version served, in discovery's order of preference, and how it is kept there.
     readings: tuple[tuple[str, Reading], ...] = ((VERSION, _V1),)
 
     def __eq__(self, other: object) -> bool:

@@ -71,16 +71,9 @@ class Selector:
 
 @dataclass(frozen=True, slots=True)
 class PlatformRule:
-    """One rule of the file; durations in seconds, ``None`` where the rule does not set them.
+    """One rule of the file (docs/policy.md); seconds, ``None`` where the rule sets none.
 
-    Attributes:
-        kinds: The kind names it applies to (``PyTorchJob``); ``None`` for every kind.
-        default_deadline: The deadline of a job that declares none (whole seconds).
-        max_deadline: The longest deadline a job may have (whole seconds).
-        allow_exemption: Whether the exclude annotation is honoured.
-        start_deadline: End a job still stuck starting this long after its first pod was
-            scheduled (``sweeper.core.held``).
-        reclaim_failed_after: Delete the Running and Pending pods of a job finished this long.
+    ``kinds`` are kind names (``None``: every kind).
     """
 
     name: str
@@ -111,15 +104,12 @@ class Platform:
 def apply(job: Job, rule: PlatformRule | None) -> Job:
     """The job's view under its rule: the effective deadline, its source, the exemption.
 
-    The effective deadline is the job's own, else the rule's default, capped by the rule's
-    maximum (a job declaring none is capped too: the cap bounds every job). Applying again,
-    with the same rule or another, starts from the job's own fields, so a view can be re-judged
-    after its Namespace was relabelled.
+    Applying again, with any rule, starts from the job's own fields (a Namespace relabelled).
     """
     if rule is None and job.rule is None:
         return job
-    # A view no rule was applied to still has its own deadline in deadline_seconds (and views
-    # made by hand may not fill declared_seconds).
+    # A view no rule was applied to has its own deadline in deadline_seconds (one made by hand
+    # may not fill declared_seconds).
     own = job.deadline_seconds if job.rule is None else job.declared_seconds
     annotated = job.excluded or job.exemption_refused
     return dataclasses.replace(job, **terms(own, annotated, rule))
@@ -128,20 +118,20 @@ def apply(job: Job, rule: PlatformRule | None) -> Job:
 def terms(own: int | None, annotated: bool, rule: PlatformRule | None) -> dict[str, Any]:
     """The fields of a job's view that its rule decides, from its own deadline and annotation.
 
-    ``apply`` replaces them in a view; a decoder building views passes them to ``Job`` itself,
-    so that a listed job is built once (a ``Job`` costs some 5 µs: docs/benchmarks.md).
+    The effective deadline is its own, else the rule's default, capped by its maximum (which
+    bounds every job). A decoder passes them to ``Job`` itself: a listed job is built once.
     """
+    effective, source = own, DeadlineSource.JOB
     if rule is None:
         return {
             "deadline_seconds": own,
             "declared_seconds": own,
-            "deadline_source": DeadlineSource.JOB,
+            "deadline_source": source,
             "rule": None,
             "excluded": annotated,
             "exemption_refused": False,
             "warn_before": None,
         }
-    effective, source = own, DeadlineSource.JOB
     if effective is None and rule.default_deadline is not None:
         effective, source = int(rule.default_deadline), DeadlineSource.DEFAULT
     # A deadline no controller can represent (either way) is longer than any cap.
@@ -317,8 +307,7 @@ def _requirement(entry: object, where: str) -> Requirement:
 def source_note(job: Job) -> str:
     """Where the job's effective deadline comes from, in words; empty for the job's own.
 
-    E.g. ``24h, the default of platform rule gpu-tenants``: the failure message, the Event,
-    the report and ``--explain`` say it.
+    E.g. ``24h, the default of platform rule gpu-tenants``.
     """
     if job.deadline_source is DeadlineSource.JOB or job.deadline_seconds is None:
         return ""
@@ -329,9 +318,8 @@ def source_note(job: Job) -> str:
 class PlatformView:
     """Puts each job under its rule, from its Namespace's labels read for the pass.
 
-    Without a platform, or for a Namespace whose labels could not be read (its error was
-    logged), a job is its own view: judged as without ``--policy``. The rule is looked up
-    once per (namespace, kind): a pass of 10,000 jobs has a few of each.
+    Without a platform, or in a Namespace whose labels could not be read, a job is its own
+    view. The rule is looked up once per (namespace, kind).
     """
 
     def __init__(
