@@ -311,8 +311,12 @@ def source_note(job: Job) -> str:
     """
     if job.deadline_source is DeadlineSource.JOB or job.deadline_seconds is None:
         return ""
-    what = "default" if job.deadline_source is DeadlineSource.DEFAULT else "cap"
-    return f"{human(job.deadline_seconds)}, the {what} of platform rule {job.rule}"
+    return f"{human(job.deadline_seconds)}, {rule_source(job)}"
+
+
+def rule_source(job: Job) -> str:
+    """The platform rule's part that sets a job's deadline: ``the cap of platform rule gpu``."""
+    return f"the {job.deadline_source.value} of platform rule {job.rule}"
 
 
 class PlatformView:

@@ -48,7 +48,7 @@ from sweeper.core.kinds import (
 )
 from sweeper.core.model import JSON, Action, ActionKind, Entry, Policy, Skip, SkipReason, Why
 from sweeper.core.patches import DeadlineWrite, deadline_patch, failure_message, status_patch
-from sweeper.core.platform import source_note
+from sweeper.core.platform import rule_source, source_note
 from sweeper.core.rules import (
     ALWAYS,
     Rule,
@@ -122,10 +122,7 @@ def _seen_launcher(job: Job, *_: object) -> str:
             f"the MPIJob's own activeDeadlineSeconds {job.deadline_seconds}{within}: in its"
             " launcher Job only if set when mpi-operator created it"
         )
-    return (
-        f"effective {human(job.deadline_seconds or 0)}, the {job.deadline_source.value} of"
-        f" platform rule {job.rule}; {own_deadline(job)}"
-    )
+    return f"effective {human(job.deadline_seconds or 0)}, {rule_source(job)}; {own_deadline(job)}"
 
 
 def _launcher_deadline(job: Job, _now: datetime, _policy: Policy, overdue: float | None) -> Entry:
@@ -134,8 +131,7 @@ def _launcher_deadline(job: Job, _now: datetime, _policy: Policy, overdue: float
         unless = "unless it carries it already (mpi-operator copies it only when it creates"
         detail = f"{late} its deadline: its launcher Job gets it {unless} the launcher), {gang}"
         return Action(job, ActionKind.SET_DEADLINE, Why.OVERDUE, overdue, detail)
-    rule = f"the {job.deadline_source.value} of platform rule {job.rule}"
-    detail = f"{late} {rule}: its launcher Job gets that deadline, {gang}"
+    detail = f"{late} {rule_source(job)}: its launcher Job gets that deadline, {gang}"
     return Action(job, ActionKind.SET_DEADLINE, Why.PLATFORM_DEADLINE, overdue, detail)
 
 

@@ -36,7 +36,7 @@ from sweeper.core.jobs import DeadlineSource, Job, Owned
 from sweeper.core.kinds import COMPONENT, DEADLINE_EXCEEDED, Kind, Leftovers, Reading, Resource
 from sweeper.core.model import JSON, Action, ActionKind, Entry, Policy, Skip, SkipReason, Why
 from sweeper.core.patches import DeadlineWrite, deadline_patch
-from sweeper.core.platform import source_note
+from sweeper.core.platform import rule_source, source_note
 from sweeper.core.rules import (
     ALWAYS,
     Rule,
@@ -93,15 +93,10 @@ def _reclaim_at(job: Job, policy: Policy) -> datetime | None:
     return later(job.failed_at, policy.reclaim_grace)
 
 
-def _platform_source(job: Job) -> str:
-    rule = f"rule {job.rule}" if job.rule else "no rule"
-    return f"the {job.deadline_source.value} of platform {rule}"
-
-
 def _platform(job: Job, now: datetime, policy: Policy, overdue: float | None) -> Entry | None:
     if job.deadline_source is DeadlineSource.JOB or job.deadline_seconds is None:
         return None
-    seconds, source = job.deadline_seconds, _platform_source(job)
+    seconds, source = job.deadline_seconds, rule_source(job)
     if job.declared_seconds is None:
         written = f"activeDeadlineSeconds {seconds} ({human(seconds)}, {source}) written"
         detail = f"{written} for the trainer controller to enforce"
@@ -120,7 +115,7 @@ def _seen_platform(job: Job, *_: object) -> str:
         if job.rule is None:
             return "the deadline is the TrainJob's own"
         return f"the TrainJob's own deadline is within platform rule {job.rule}"
-    effective = f"effective {human(job.deadline_seconds or 0)}, {_platform_source(job)}"
+    effective = f"effective {human(job.deadline_seconds or 0)}, {rule_source(job)}"
     return f"{effective}; {own_deadline(job)}"
 
 
