@@ -1,9 +1,8 @@
 """How a family's rules are written, walked and timed; the rules every family shares. Pure.
 
-A family (:mod:`sweeper.core.families`) judges a job with an ordered tuple of :class:`Rule`:
-the first that decides wins, and its last rule always decides. ``--explain`` walks the same
-tuple (:func:`walk`), and a watch timer is armed from it (:func:`premise_due`): a rule with a
-``premise`` decides the same whatever the clock, so only the rules after the premises read it.
+A family judges a job with an ordered tuple of ``Rule``: the first that decides wins, the last
+always decides. ``--explain`` walks the same tuple, and a watch timer is armed from it: a rule
+with a ``premise`` decides the same whatever the clock, so only the rules after those read it.
 """
 
 from __future__ import annotations
@@ -27,23 +26,15 @@ ALWAYS = datetime.min.replace(tzinfo=UTC)
 
 @dataclass(frozen=True, slots=True)
 class Rule:
-    """One rule of a family's decision.
+    """One rule of a family's decision: ``decide`` gives the entry, or ``None`` to let it by."""
 
-    Attributes:
-        name: The skip reason it gives, or the name of the family's last rule.
-        seen: What the rule looks at, rendered for ``--explain`` (never raises).
-        decide: The entry when the rule decides, ``None`` to let the job through.
-        premise: Whether the rule decides for the job, at every instant; ``None`` for a rule
-            that may let the job through at some instants (:func:`premise_due` relies on every
-            premise rule coming before the first such rule).
-        acts_from: For a premise rule that reads the clock, the instant from which it acts on
-            the job (``None``: never); without it, the rule acts at every instant or never.
-    """
-
-    name: str
-    seen: Seer
+    name: str  # the skip reason it gives, or the name of the family's last rule
+    seen: Seer  # what it looks at, for --explain (never raises)
     decide: Decider
+    # Whether it decides for the job at every instant; None for a rule that may let the job
+    # by at some (premise_due relies on every premise rule coming before those).
     premise: Callable[[Job], bool] | None = None
+    # For a premise rule that reads the clock, the instant from which it acts (None: never).
     acts_from: Callable[[Job, Policy], datetime | None] | None = None
 
 
@@ -234,14 +225,7 @@ def at_once(entry: Entry | None) -> datetime | None:
 
 @dataclass(frozen=True, slots=True)
 class Step:
-    """One rule as ``--explain`` shows it.
-
-    Attributes:
-        rule: The rule's name.
-        seen: What it looked at.
-        entry: What it decided; ``None`` when it let the job through or was not reached.
-        reached: Whether an earlier rule had already decided.
-    """
+    """One rule as ``--explain`` shows it (``entry``: ``None`` when it let the job by)."""
 
     rule: str
     seen: str
@@ -262,9 +246,9 @@ def judge_by(rules: tuple[Rule, ...], job: Job, now: datetime, policy: Policy) -
 def walk(
     rules: tuple[Rule, ...], job: Job, now: datetime, policy: Policy
 ) -> tuple[tuple[Step, ...], Entry]:
-    """Walk every rule in order, as :func:`judge_by` does, keeping what each saw.
+    """Walk every rule in order, as ``judge_by`` does, keeping what each saw.
 
-    Rules after the deciding one are not evaluated (their premises may not hold), only shown.
+    Those after the deciding one are shown, not evaluated (their premises may not hold).
     """
     overdue = overdue_seconds(job, now)
     steps: list[Step] = []
@@ -283,10 +267,8 @@ def walk(
 def premise_due(rules: tuple[Rule, ...], job: Job, policy: Policy) -> tuple[bool, datetime | None]:
     """What the clock-free rules say of the job's due instant.
 
-    Returns:
-        ``(True, ALWAYS)`` when a clock-free rule acts on the job, ``(True, None)`` when one
-        skips it (at every instant), ``(False, None)`` when the rules that read the clock
-        decide.
+    ``(True, instant)`` when one decides (``None``: it skips at every instant), ``(False,
+    None)`` when the rules that read the clock do.
     """
     for rule in rules:
         if rule.premise is None:

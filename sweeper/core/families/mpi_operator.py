@@ -1,31 +1,11 @@
 """mpi-operator's MPIJob (``kubeflow.org/v2beta1``, v0.8.x): the deadline is the launcher Job's.
 
-mpi-operator never reads ``runPolicy.activeDeadlineSeconds`` itself: it copies it into the
-launcher's batch/v1 Job, whose controller enforces it with a real timer, and then copies the
-Job's ``DeadlineExceeded`` failure into the MPIJob with a ``completionTime``
-(``pkg/controller/mpi_job_controller.go``, ``newLauncherJob``, ``updateMPIJobFailedStatus``). So
-the sweeper never touches an MPIJob. What it does, as docs/decisions.md says:
-
-- **Reclaim the workers.** Once Failed by its deadline *with* ``completionTime``, mpi-operator
-  returns early from every sync and deletes workers only for ``cleanPodPolicy`` ``Running`` or
-  ``All``; its default, ``None``, exists only in its memory (``default.go``). The workers keep
-  their GPUs for good, so they are deleted (never before ``completionTime``: until then the
-  sync re-creates them).
-- **Put the deadline into the launcher.** mpi-operator copies the deadline only when it creates
-  the launcher, and updates it only for suspend and resume, from the launcher as it is (so it
-  keeps what the sweeper wrote). A deadline the launcher does not carry is enforced by nobody:
-  the MPIJob's own, added or shortened after the launcher was created, or a platform rule's
-  default or cap (docs/policy.md). So at ``status.startTime`` + the effective deadline (and
-  ``--grace``) the executor reads the launcher Job: one that carries the MPIJob's own deadline
-  as mpi-operator copied it (or a shorter one), or whose own comes first, is the Job
-  controller's; otherwise it writes the seconds that fall on that instant counted from the
-  launcher's own ``startTime`` (its ``activeDeadlineSeconds`` is mutable): the Job controller
-  re-syncs on the change and fails it at once (``DeadlineExceeded``), mpi-operator copies that
-  failure with ``completionTime``, and the workers go as above.
-- **Fail a gang with no launcher.** With ``launcherCreationPolicy: WaitForWorkersReady`` the
-  launcher, and with it the deadline, exists only once every worker is ready. When the
-  executor finds no launcher Job, the MPIJob is failed as mpi-operator records a failure
-  (``Failed=True``, reason ``DeadlineExceeded``, ``completionTime``); its workers then go.
+mpi-operator copies ``runPolicy.activeDeadlineSeconds`` into the launcher's batch/v1 Job only
+when it creates it, and copies the Job's ``DeadlineExceeded`` failure back with a
+``completionTime``. So the sweeper never touches an MPIJob: past the effective deadline it
+writes into the launcher a deadline it does not carry (the Job controller then fails it at
+once), fails a gang that has no launcher as mpi-operator records a failure, and reclaims the
+workers of one failed by its deadline once ``completionTime`` is set (docs/decisions.md).
 """
 
 from __future__ import annotations

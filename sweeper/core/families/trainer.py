@@ -1,29 +1,11 @@
 """Trainer v2's TrainJob (``trainer.kubeflow.org/v1alpha1``, v2.2.0 to v2.3.x).
 
-The trainer controller enforces ``spec.activeDeadlineSeconds`` itself, with a real requeue at
-the deadline, counted from creation or the last resume (``trainjob_controller.go``,
-``reconcileDeadline``): it sets ``Failed=True`` with reason ``DeadlineExceeded`` and deletes the
-TrainJob's JobSet **once**. When that delete fails (a transient error, an admission webhook or
-policy, a terminating namespace) it is never retried (kubeflow/trainer#3833; the fix is in no
-release): the TrainJob says Failed while its pods keep their GPUs. So the sweeper:
-
-- deletes the JobSet of a TrainJob failed by its deadline, ``--reclaim-grace`` after the
-  failure (the executor checks that the JobSet is still there, not being deleted, and
-  controlled by that TrainJob);
-- never for another Failed reason (v2.3.0 re-creates the JobSet of such a TrainJob), never
-  while it runs (the controller re-applies it), never for a MultiKueue-managed one;
-- reports a running TrainJob still not failed ``--reclaim-grace`` past its deadline: its
-  controller's to fail, so only a sign that the controller is down.
-
-Under a platform rule (docs/policy.md), a deadline the TrainJob does not carry is enforced on
-the trainer's own clock. ``spec.activeDeadlineSeconds`` may be added when absent but never
-changed once set (the CRD's CEL rule ``self == oldSelf``, a transition rule that only applies
-when both values exist): a TrainJob without one gets the effective deadline written
-(``set-deadline``), the same seconds since the trainer counts them from the same instant, and
-the trainer then fails it itself. A TrainJob whose own deadline is longer than the cap is
-failed at the cap by the sweeper, as the trainer writes its deadline failure, and its JobSet
-deleted at once: the trainer neither deletes it (only its own deadline check does) nor
-re-creates it (it skips every object of a finished TrainJob).
+The trainer enforces ``spec.activeDeadlineSeconds`` itself, from creation or the last resume,
+and deletes the TrainJob's JobSet once, never retried (kubeflow/trainer#3833). So the sweeper
+deletes the JobSet of a TrainJob failed by its deadline ``--reclaim-grace`` after the failure,
+reports one still running that long past its deadline, writes a platform deadline the
+TrainJob lacks into its spec (immutable once set), and fails at the cap one whose own is
+longer, deleting its JobSet at once (docs/decisions.md).
 """
 
 from __future__ import annotations

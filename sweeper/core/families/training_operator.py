@@ -1,14 +1,9 @@
 """The Training Operator v1 family: TFJob, PyTorchJob, XGBoostJob, MPIJob v1, PaddleJob, JAXJob.
 
-(MXJob too, up to v1.8.x.) What the operator does is in docs/operator.md: it checks
-``spec.runPolicy.activeDeadlineSeconds`` against ``status.startTime`` only while it reconciles a
-job, and nothing wakes it at the deadline. So an overdue job is **touched** (an annotation
-patch: the operator reconciles and fails it itself) or **failed** by the sweeper (the status the
-operator would write); ``auto`` touches, then fails. Once a job is failed by its deadline, the
-pods it still runs are reclaimed whatever the action: v1.9.4 keeps them by default
-(``cleanPodPolicy`` absent means ``None``). A deadline the job does not carry (a platform
-rule's default or cap, ``sweeper.core.platform``) cannot be enforced by a touch, as the operator
-reads the job's own field alone: the sweeper fails the job, whatever ``--action``.
+(MXJob too, up to v1.8.x.) The operator checks its deadline only while it reconciles a job
+(docs/operator.md): an overdue job is **touched** (it then fails it) or **failed** by the
+sweeper, as ``--action`` says; its pods are then reclaimed, which v1.9.4 keeps by default. A
+deadline the job does not carry (a platform rule's) only the sweeper can enforce: it fails it.
 """
 
 from __future__ import annotations
