@@ -104,6 +104,18 @@ def own_deadline(job: Job) -> str:
     return "none of its own" if seconds is None else f"its own activeDeadlineSeconds {seconds}"
 
 
+def current_touch(job: Job) -> datetime | None:
+    """The sweeper's touch of the job's current deadline, if it has one. Pure.
+
+    A touch from before the deadline (written before a suspend and resume reset
+    ``startTime``) woke nothing for this deadline: it is stale, and counts as none.
+    """
+    touched, deadline = job.touched_at, job.deadline
+    if touched is None or deadline is None or touched < deadline:
+        return None
+    return touched
+
+
 def overdue_seconds(job: Job, now: datetime) -> float | None:
     """``now - deadline`` as reported: rounded to the millisecond, never for a comparison."""
     deadline = job.deadline

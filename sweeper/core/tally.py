@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 
-from sweeper.core.decide import current_touch
 from sweeper.core.families import family_of
 from sweeper.core.held import Held, HeldState
 from sweeper.core.jobs import Job, Owned
@@ -27,6 +26,7 @@ from sweeper.core.model import (
     Why,
     pods_mode,
 )
+from sweeper.core.rules import current_touch
 from sweeper.core.warn import Warned
 
 # Who failed a job by its deadline: only "operator" for weeks, with no action, as the operator

@@ -71,6 +71,8 @@ def named(source: str) -> list[str]:
             found.append(node.attr)
         elif isinstance(node, ast.alias) and (node.asname or node.name).split(".")[-1] in NAMES:
             found.append(node.name)
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[-1] in NAMES:
+            found.append(node.module or "")
         elif (
             isinstance(node, ast.Constant)
             and isinstance(node.value, str)
@@ -93,6 +95,7 @@ def test_no_family_or_kind_is_named_outside_the_families(path: Path) -> None:
         "ok = job.kind is trainer.TRAINJOB",
         "v2 = version == MPI_OPERATOR_VERSION",
         "from sweeper.core.families import trainer",
+        "from sweeper.core.families.trainer import due_at",
         "x = family == 'trainer'",
         "y = kind.name == 'MPIJob'",
     ],

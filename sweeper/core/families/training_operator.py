@@ -28,7 +28,17 @@ from sweeper.core.model import (
 )
 from sweeper.core.patches import DeadlineWrite, failure_message, status_patch
 from sweeper.core.platform import source_note
-from sweeper.core.rules import ALWAYS, Rule, at_once, due, later, reached, seen_deadline, stamp
+from sweeper.core.rules import (
+    ALWAYS,
+    Rule,
+    at_once,
+    current_touch,
+    due,
+    later,
+    reached,
+    seen_deadline,
+    stamp,
+)
 
 TFJOB = Kind("TFJob", "tfjobs", "tfReplicaSpecs")
 PYTORCHJOB = Kind("PyTorchJob", "pytorchjobs", "pytorchReplicaSpecs")
@@ -78,18 +88,6 @@ def _due(job: Job, now: datetime, policy: Policy, overdue: float | None) -> Entr
         late = f"{human(overdue)} past its deadline ({source_note(job)})"
         return Action(job, ActionKind.FAIL, Why.PLATFORM_DEADLINE, overdue, late)
     return _overdue(job, now, deadline, policy, overdue)
-
-
-def current_touch(job: Job) -> datetime | None:
-    """The sweeper's touch of the job's current deadline, if it has one. Pure.
-
-    A touch from before the deadline (written before a suspend and resume reset
-    ``startTime``) woke nothing for this deadline: it is stale, and counts as none.
-    """
-    touched, deadline = job.touched_at, job.deadline
-    if touched is None or deadline is None or touched < deadline:
-        return None
-    return touched
 
 
 def _ahead(touched: datetime | None, now: datetime, policy: Policy) -> bool:
