@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from sweeper.core.clock import human
+from sweeper.core.clock import format_rfc3339, human
 from sweeper.core.jobs import MAX_DEADLINE_SECONDS, Job, overflows
 from sweeper.core.kinds import EXCLUDE_ANNOTATION, LEGACY_EXCLUDE_ANNOTATION
 from sweeper.core.model import Action, Entry, Policy, Skip, SkipReason
@@ -58,7 +58,7 @@ def skip_if(
 
 def stamp(moment: datetime | None) -> str:
     """An instant as the API writes it, or ``unset``."""
-    return "unset" if moment is None else moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return "unset" if moment is None else format_rfc3339(moment)
 
 
 def later(moment: datetime, seconds: float) -> datetime | None:

@@ -249,7 +249,7 @@ def deadline_write(action: Action, target: JSON | None) -> DeadlineWrite | Actio
     # The CRD's minimum is 1; the rule's durations are whole seconds of at least 1 anyway.
     seconds = max(job.deadline_seconds or 1, 1)
     deadline = job.deadline
-    when = "" if deadline is None else f" at {deadline:%Y-%m-%dT%H:%M:%SZ}"
+    when = "" if deadline is None else f" at {format_rfc3339(deadline)}"
     return DeadlineWrite(
         deadline_patch(target, seconds),
         f"Set spec.activeDeadlineSeconds to {seconds} ({source_note(job)}): the "
