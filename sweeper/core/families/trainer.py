@@ -17,7 +17,7 @@ from sweeper.core.clock import format_rfc3339, human
 from sweeper.core.jobs import DeadlineSource, Job, Owned
 from sweeper.core.kinds import COMPONENT, DEADLINE_EXCEEDED, Kind, Leftovers, Reading, Resource
 from sweeper.core.model import JSON, Action, ActionKind, Entry, Policy, Skip, SkipReason, Why
-from sweeper.core.patches import DeadlineWrite, deadline_patch
+from sweeper.core.patches import DeadlineWrite, deadline_patch, guarded
 from sweeper.core.platform import rule_source, source_note
 from sweeper.core.rules import (
     ALWAYS,
@@ -198,9 +198,8 @@ def fail_patch(job: Job, raw: JSON, now: datetime) -> JSON:
     ``meta.SetStatusCondition`` (trainjob_controller.go, ``setFailedCondition``): a
     ``metav1.Condition``, replaced in place when one of that type exists (with a new
     ``lastTransitionTime`` when its status changes), else appended. A TrainJob has no
-    ``completionTime``. ``raw``'s ``resourceVersion`` guards the write.
+    ``completionTime``.
     """
-    meta = raw.get("metadata") or {}
     status = raw.get("status") or {}
     failed = {
         "type": "Failed",
@@ -218,10 +217,7 @@ def fail_patch(job: Job, raw: JSON, now: datetime) -> JSON:
             conditions.append(dict(condition))
     if failed:
         conditions.append(failed)
-    return {
-        "metadata": {"resourceVersion": meta.get("resourceVersion")},
-        "status": {"conditions": conditions},
-    }
+    return guarded(raw, status={"conditions": conditions})
 
 
 def failed_event(job: Job, late: str, deleted: Sequence[str]) -> str:
