@@ -342,12 +342,9 @@ class _JobWriter:
 
 
 def _left_alone(fresh: Entry, *, touch_refused: bool, also: ActionKind | None) -> str:
-    # Why the re-read job is no longer to be failed; empty when it still is.
-    # After a refused touch, a job the re-read still finds due for a touch is failed; an
-    # MPIJob whose deadline found no launcher, one still due for set-deadline.
-    wanted = (ActionKind.FAIL, ActionKind.TOUCH) if touch_refused else (ActionKind.FAIL,)
-    if also is not None:
-        wanted = (*wanted, also)
+    # Why the re-read job is no longer to be failed; empty when it still is. After a refused
+    # touch, one still due for a touch is failed; one whose carrier is gone, ``also``.
+    wanted = {ActionKind.FAIL, also, ActionKind.TOUCH if touch_refused else None}
     if not (isinstance(fresh, Action) and fresh.kind in wanted):
         return f"re-read: now {fresh.decision} ({fresh.reason})"
     return ""

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
+from typing import TypeVar
 
 from sweeper.core.clock import parse_rfc3339
 from sweeper.core.kinds import (
@@ -33,6 +34,7 @@ from sweeper.core.kinds import (
 # (22446744074 s to about 127 years), and what a controller then decides is an accident of the
 # overflow, not the deadline written (:func:`overflows`).
 MAX_DEADLINE_SECONDS = (2**63 - 1) // 10**9
+T = TypeVar("T")
 # What the sweeper appends to the operator's deadline message
 # (sweeper.core.patches.failure_message).
 SWEEPER_MARK = f"(enforced by {COMPONENT})"
@@ -182,7 +184,9 @@ def _parse(raw: object, kind: Kind, version: str, identity: tuple[str, str, str]
         by_deadline, by_sweeper = seen.deadline_reason, seen.reason_by_sweeper
     else:
         by_deadline, by_sweeper = seen.message, seen.by_sweeper
-    deadline_seconds = _deadline(policy, f"{prefix}.activeDeadlineSeconds")
+    deadline_seconds = _typed(
+        policy, "activeDeadlineSeconds", f"{prefix}.activeDeadlineSeconds", int
+    )
     if start_time is not None and deadline_seconds is not None and not overflows(deadline_seconds):
         try:
             start_time + timedelta(seconds=max(deadline_seconds, 0))
@@ -195,9 +199,9 @@ def _parse(raw: object, kind: Kind, version: str, identity: tuple[str, str, str]
         start_time=start_time,
         deadline_seconds=deadline_seconds,
         declared_seconds=deadline_seconds,
-        suspended=_bool(policy, "suspend", f"{prefix}.suspend"),
+        suspended=bool(_typed(policy, "suspend", f"{prefix}.suspend", bool)),
         suspended_condition=seen.suspended,
-        managed_by=_string(policy, "managedBy", f"{prefix}.managedBy"),
+        managed_by=_typed(policy, "managedBy", f"{prefix}.managedBy", str),
         deleting=meta.get("deletionTimestamp") is not None,
         excluded=opted_out(annotations),
         # The sweeper's own memory; if someone garbled it, the next touch rewrites it.
@@ -213,7 +217,7 @@ def _parse(raw: object, kind: Kind, version: str, identity: tuple[str, str, str]
         queued=isinstance(labels, Mapping) and isinstance(labels.get(QUEUE_NAME_LABEL), str),
         launcher_waits=(
             reading.launcher_policy
-            and _string(spec, "launcherCreationPolicy", "spec.launcherCreationPolicy")
+            and _typed(spec, "launcherCreationPolicy", "spec.launcherCreationPolicy", str)
             == "WaitForWorkersReady"
         ),
     )
@@ -230,18 +234,12 @@ def _mapping(
     return value
 
 
-def _string(parent: Mapping[str, object], key: str, field: str) -> str | None:
-    value = parent.get(key)
-    if value is not None and not isinstance(value, str):
-        raise _Malformed(field)
-    return value
-
-
-def _bool(parent: Mapping[str, object], key: str, field: str) -> bool:
+def _typed(parent: Mapping[str, object], key: str, field: str, want: type[T]) -> T | None:
     value = parent.get(key)
     if value is None:
-        return False
-    if not isinstance(value, bool):
+        return None
+    # bool is an int in Python, never in the CRD schema.
+    if not isinstance(value, want) or (isinstance(value, bool) and want is not bool):
         raise _Malformed(field)
     return value
 
@@ -256,24 +254,14 @@ def _time(parent: Mapping[str, object], key: str, field: str) -> datetime | None
     return parsed
 
 
-def _deadline(policy: Mapping[str, object], field: str) -> int | None:
-    value = policy.get("activeDeadlineSeconds")
-    if value is None:
-        return None
-    # bool is an int in Python, never in the CRD schema.
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise _Malformed(field)
-    return value
-
-
 def _clean_pod_policy(
     kind: Kind, reading: Reading, spec: Mapping[str, object], run_policy: Mapping[str, object]
 ) -> str | None:
     if not reading.clean_pod_policy:
         return None
-    policy = _string(run_policy, "cleanPodPolicy", "spec.runPolicy.cleanPodPolicy")
+    policy = _typed(run_policy, "cleanPodPolicy", "spec.runPolicy.cleanPodPolicy", str)
     if policy is None and kind.legacy_clean_pod_policy and reading.legacy_clean_pod_policy:
-        policy = _string(spec, "cleanPodPolicy", "spec.cleanPodPolicy")
+        policy = _typed(spec, "cleanPodPolicy", "spec.cleanPodPolicy", str)
     return policy
 
 
