@@ -171,12 +171,10 @@ def carrier(job: Job) -> tuple[Resource, str]:
 
 
 def deadline_write(action: Action, target: JSON | None) -> DeadlineWrite | Action | str:
-    """The platform deadline written into the launcher Job, counted from its own start.
+    """The deadline written into the launcher Job, or a gang with no launcher failed instead.
 
-    The seconds that fall on the effective instant counted from the launcher's
-    ``status.startTime`` (written at or after that instant, so the Job controller, which
-    re-syncs on the change, fails it at once). A gang with no launcher is failed as
-    mpi-operator records a failure; why the launcher is left alone, else.
+    The seconds from the launcher's ``startTime`` to the effective instant, already past: the
+    Job controller, which re-syncs on the change, fails it at once.
     """
     job = action.job
     if target is None:

@@ -221,15 +221,12 @@ def fail_patch(job: Job, raw: JSON, now: datetime) -> JSON:
 
 
 def failed_event(job: Job, late: str, deleted: Sequence[str]) -> str:
-    """The Event's message once the sweeper failed it at a cap and deleted its JobSet.
+    """The Event's message once the sweeper failed it at a cap and deleted its JobSet at once.
 
-    The JobSet goes at once, as the trainer deletes it at its own deadline; the trainer
-    re-creates nothing for a finished TrainJob (trainjob_controller.go, ``Reconcile``).
+    As the trainer deletes it at its own deadline (it re-creates nothing for a finished one).
     """
-    return (
-        f"{_failure_message(job)}: {late} past it; JobSet"
-        f" deleted: {', '.join(deleted) or 'none left'}"
-    )
+    deleted_jobsets = ", ".join(deleted) or "none left"
+    return f"{_failure_message(job)}: {late} past it; JobSet deleted: {deleted_jobsets}"
 
 
 def carrier(job: Job) -> tuple[Resource, str]:
