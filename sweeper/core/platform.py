@@ -385,12 +385,10 @@ def explain_rule(job: Job) -> str:
     own = "none" if job.declared_seconds is None else human(job.declared_seconds)
     if overflows(job.declared_seconds):
         own = f"{job.declared_seconds} s, beyond Go's time.Duration: longer than any cap"
-    if job.deadline_source is DeadlineSource.JOB:
-        deadline = (
-            f"deadline {human(job.deadline_seconds)} from the job"
-            if job.deadline_seconds is not None
-            else "no deadline"
-        )
+    if job.deadline_source is DeadlineSource.JOB and job.deadline_seconds is None:
+        deadline = "no deadline"
+    elif job.deadline_source is DeadlineSource.JOB:
+        deadline = f"deadline {human(job.deadline_seconds)} from the job"
     else:
         deadline = f"deadline {source_note(job)} (the job declares {own})"
     parts = [f"rule {job.rule}", deadline]

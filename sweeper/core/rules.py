@@ -146,12 +146,7 @@ OPTED_OUT = skip_if(
 
 
 def managed_elsewhere(own: str, *, checked: Callable[[Job], bool] = lambda _job: True) -> Rule:
-    """Skip a job whose ``managedBy`` names another controller than ``own``.
-
-    Args:
-        own: The family's controller, as ``managedBy`` names it.
-        checked: Whether the family's controller reads ``managedBy`` for this job at all.
-    """
+    """Skip a job whose ``managedBy`` names another controller than ``own``, if ``checked``."""
 
     def test(job: Job) -> bool:
         return checked(job) and job.managed_by is not None and job.managed_by != own

@@ -34,11 +34,8 @@ from sweeper.core.warn import Warned
 FAILED_BY = ("operator", "operator-after-touch", "sweeper")
 # What a clean-up deletes: a job's pods, a TrainJob's JobSet.
 RECLAIMED = ("pods", "jobsets")
-# Why the Running and Pending pods of a job failed by its deadline are left:
-# ``--terminate-pods policy`` keeping what the operator keeps, or the job's skip reason
-# (``over-max-actions``, ``opted-out``, ``managed-elsewhere``, ``finished``: its controller's
-# to clean, as mpi-operator does for ``cleanPodPolicy: Running``...).
-# A job's own pods it holds for nothing (sweeper.core.held) count under their state.
+# Why the active pods of a job failed by its deadline are left: --terminate-pods policy, or the
+# job's skip reason; those of a job holding GPUs for nothing (core.held), under their state.
 HELD_REASONS = (
     "policy",
     *(reason.value for reason in SkipReason),

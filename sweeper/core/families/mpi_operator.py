@@ -180,7 +180,7 @@ def deadline_write(action: Action, target: JSON | None) -> DeadlineWrite | Actio
     if target is None:
         none = f"no launcher Job to carry its deadline ({_source(job)})"
         return Action(job, ActionKind.FAIL, Why.NO_LAUNCHER, action.seconds_overdue, none)
-    name = f"{job.name}{LAUNCHER_SUFFIX}"
+    _, name = carrier(job)
     left = _launcher_left_alone(target, job)
     if left:
         return left
@@ -195,17 +195,12 @@ def deadline_write(action: Action, target: JSON | None) -> DeadlineWrite | Actio
     own = (target.get("spec") or {}).get("activeDeadlineSeconds")
     if isinstance(own, int) and own <= seconds:
         return f"its launcher Job's own activeDeadlineSeconds {own} comes first"
-    if (
-        isinstance(own, int)
-        and job.deadline_source is DeadlineSource.JOB
-        and own <= (job.deadline_seconds or 0)
-    ):
-        # The MPIJob's own deadline as newLauncherJob copied it (or a shorter one): the Job
-        # controller counts it from the launcher's start, as mpi-operator means it.
-        return (
-            f"its launcher Job carries activeDeadlineSeconds {own}, the MPIJob's own or"
-            " shorter: the Job controller enforces it"
-        )
+    # The MPIJob's own deadline as newLauncherJob copied it (or a shorter one): the Job
+    # controller counts it from the launcher's start, as mpi-operator means it.
+    copied = isinstance(own, int) and own <= (job.deadline_seconds or 0)
+    if copied and job.deadline_source is DeadlineSource.JOB:
+        carried = f"its launcher Job carries activeDeadlineSeconds {own}, the MPIJob's own"
+        return f"{carried} or shorter: the Job controller enforces it"
     return DeadlineWrite(
         deadline_patch(target, seconds),
         f"Set activeDeadlineSeconds {seconds} on launcher Job {name} ({_source(job)},"
