@@ -114,22 +114,6 @@ class Policy:
     gpu_resources: tuple[str, ...] = GPU_RESOURCES
 
 
-def pods_mode(policy: Policy) -> PodsMode:
-    """What ``--terminate-pods`` selects for a job failed by its deadline, with the release.
-
-    ``policy`` keeps what the operator keeps: ``all`` under v1.7.0 to v1.9.3, which delete
-    every pod at a deadline failure; ``cleanPodPolicy`` under v1.9.4 or an unknown release.
-    """
-    release = policy.operator_version
-    if (
-        policy.terminate_pods is PodsMode.POLICY
-        and release
-        and release.deletes_every_pod_on_deadline
-    ):
-        return PodsMode.ALL
-    return policy.terminate_pods
-
-
 @dataclass(frozen=True, slots=True)
 class Action:
     """A job the sweeper acts on; ``seconds_overdue`` is ``now - deadline`` (``None``: unknown).

@@ -11,6 +11,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 
 from sweeper.core.families import family_of
+from sweeper.core.families.pods import pods_mode
 from sweeper.core.held import Held, HeldState
 from sweeper.core.jobs import Job, Owned
 from sweeper.core.kinds import PODS
@@ -24,7 +25,6 @@ from sweeper.core.model import (
     Skip,
     SkipReason,
     Why,
-    pods_mode,
 )
 from sweeper.core.rules import current_touch
 from sweeper.core.warn import Warned

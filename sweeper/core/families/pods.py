@@ -11,22 +11,24 @@ from collections.abc import Sequence
 
 from sweeper.core.jobs import Job, Owned
 from sweeper.core.kinds import COMPONENT, OPERATOR_PODS
-from sweeper.core.model import (
-    Action,
-    ActionKind,
-    Entry,
-    PodsMode,
-    Policy,
-    Skip,
-    SkipReason,
-    Why,
-    pods_mode,
-)
+from sweeper.core.model import Action, ActionKind, Entry, PodsMode, Policy, Skip, SkipReason, Why
 from sweeper.core.plan import pods_to_terminate
 
 LEFTOVERS = OPERATOR_PODS
 RECLAIM_REASON = "DeadlinePodsTerminated"
 NOTHING_LEFT = "no pods left to terminate"
+
+
+def pods_mode(policy: Policy) -> PodsMode:
+    """What ``--terminate-pods`` selects for a job failed by its deadline, with the release.
+
+    ``policy`` keeps what the operator keeps: ``all`` under v1.7.0 to v1.9.3, which delete
+    every pod at a deadline failure; ``cleanPodPolicy`` under v1.9.4 or an unknown release.
+    """
+    release, mode = policy.operator_version, policy.terminate_pods
+    if mode is PodsMode.POLICY and release and release.deletes_every_pod_on_deadline:
+        return PodsMode.ALL
+    return mode
 
 
 def reclaim(job: Job, policy: Policy, overdue: float | None) -> Entry:
