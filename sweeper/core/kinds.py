@@ -11,6 +11,7 @@ from dataclasses import dataclass
 GROUP = "kubeflow.org"
 VERSION = "v1"
 
+COMPONENT = "kubeflow-deadline-sweeper"
 # The project's own domain (its GitHub organisation's Pages site), not kubeflow.org: a key under
 # kubeflow.org reads as if Kubeflow shipped it. 35 characters, within a DNS subdomain's 253 and
 # each label's 63; the names after the slash are within the 63 a key's name may have.
@@ -26,18 +27,16 @@ LEGACY_EXCLUDE_ANNOTATION = LEGACY_ANNOTATION_PREFIX + "exclude"
 
 JOB_NAME_LABEL = "training.kubeflow.org/job-name"
 
-# What --gpu-resources names by default: NVIDIA's and AMD's device plugins, and NVIDIA's MIG
-# profiles under the mixed strategy (nvidia.com/mig-1g.5gb...); a trailing * matches the rest.
-GPU_RESOURCES = ("nvidia.com/gpu", "amd.com/gpu", "nvidia.com/mig-*")
 # The label that makes a job Kueue's: admitted, suspended and requeued by Kueue.
 QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
 # The reason both the batch/v1 Job controller (copied by mpi-operator into the MPIJob) and
 # Trainer v2 give a deadline failure.
 DEADLINE_EXCEEDED = "DeadlineExceeded"
-
-COMPONENT = "kubeflow-deadline-sweeper"
 # The operator's failure message, which the sweeper's own message extends (docs/operator.md).
 DEADLINE_MESSAGE = "has failed because it was active longer than specified deadline"
+# What --gpu-resources names by default: NVIDIA's and AMD's device plugins, and NVIDIA's MIG
+# profiles under the mixed strategy (nvidia.com/mig-1g.5gb...); a trailing * matches the rest.
+GPU_RESOURCES = ("nvidia.com/gpu", "amd.com/gpu", "nvidia.com/mig-*")
 
 
 @dataclass(frozen=True, slots=True)
