@@ -33,8 +33,8 @@ from prometheus_client import Counter as PromCounter
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, pushadd_to_gateway
 
 from sweeper.core.errors import EXIT_OK
-from sweeper.core.families import FAMILIES
-from sweeper.core.kinds import KINDS, PODS
+from sweeper.core.families import FAMILIES, KINDS
+from sweeper.core.kinds import PODS
 from sweeper.core.model import ActionKind, Outcome, Result, SkipReason
 from sweeper.core.tally import (
     FAILED_BY,

@@ -33,9 +33,9 @@ from sweeper.config import (
     parse_reference,
 )
 from sweeper.core.errors import ConfigError
-from sweeper.core.families import FAMILIES
+from sweeper.core.families import FAMILIES, KIND_NAMES, lookup
 from sweeper.core.held import parse_gpu_resources
-from sweeper.core.kinds import GPU_RESOURCES, Kind, lookup
+from sweeper.core.kinds import GPU_RESOURCES, Kind
 from sweeper.core.model import ActionMode, PodsMode, Policy
 from sweeper.core.platform import Platform, load_platform
 from sweeper.core.releases import Release, parse_release
@@ -125,7 +125,7 @@ def _platform(path: str | None) -> Platform | None:
     except (OSError, UnicodeDecodeError) as error:
         reason = error.strerror if isinstance(error, OSError) and error.strerror else error
         raise ConfigError(f"{source}: cannot read: {reason}") from None
-    return load_platform(text, source)
+    return load_platform(text, source, KIND_NAMES)
 
 
 def _identity(text: str | None) -> str:

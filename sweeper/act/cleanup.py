@@ -1,12 +1,8 @@
-"""What a failed job left, deleted; and what the executor's writers share.
+"""What a job failed by its deadline left, deleted; and what the executor's writers share.
 
-:mod:`sweeper.act.executor` decides the order of a plan's writes and turns each action's
-:class:`Progress` into its outcome; the writes below the job itself live here: deleting what a
-job failed by its deadline left behind, its family's ``LEFTOVERS`` (and each one's companion),
-after its Failed status is written (docs/operator.md, "Ordering when failing a job by hand"),
-and the Event recorded after every action (:meth:`Writing.record_event`).
-:func:`leftovers_by_owner` lists a pass's leftovers once per resource and scope, so the plan
-holds only the clean-ups that have something to delete.
+The writes below the job itself: its family's ``LEFTOVERS`` (each with its companion) deleted,
+and the Event after every action. ``leftovers_by_owner`` lists a pass's leftovers once per
+resource and scope, so the plan holds only the clean-ups that have something to delete.
 """
 
 from __future__ import annotations
@@ -17,18 +13,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
+from sweeper.core.clock import format_rfc3339
 from sweeper.core.errors import ApiError, Conflict, NotFound
 from sweeper.core.families import family_of
 from sweeper.core.held import HELD_PODS_REASON, held_pods_deleted
 from sweeper.core.jobs import Job, Owned, parse_owned
-from sweeper.core.kinds import (
-    EVENTS,
-    OPERATOR_PODS,
-    Leftovers,
-    Resource,
-)
+from sweeper.core.kinds import COMPONENT, EVENTS, OPERATOR_PODS, Leftovers, Resource
 from sweeper.core.model import CLEAN_UPS, JSON, Action, Policy, Result, Why
-from sweeper.core.patches import event_body
 from sweeper.core.plan import reclaim_policy, services_to_delete
 from sweeper.core.warn import REASON as WARNING_REASON
 from sweeper.core.warn import DeadlineWarning, Warned
@@ -40,14 +31,16 @@ log = logging.getLogger(__name__)
 
 @dataclass(slots=True)
 class Progress:
-    """What one action has done so far, so an interruption still reports it."""
+    """What one action has done so far, so an interruption still reports it.
+
+    ``escalated`` is the action taken instead (a fail after a refused touch): the outcome's.
+    """
 
     body: JSON | None = None
     wrote: bool = False
     reclaimed: list[tuple[str, str]] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     detail: str = ""
-    # Set when a refused touch escalated to a fail: the outcome reports that action.
     escalated: Action | None = None
     touch_refused: str = ""
 
@@ -56,12 +49,8 @@ class Progress:
 class Writing:
     """How an executor writes: to which cluster, with ``dryRun=All`` or not, and what then.
 
-    Attributes:
-        cluster: The cluster, or the recording wrapper of a client dry run.
-        server_dry_run: Send writes with ``dryRun=All``.
-        done: The result of an action whose writes went through.
-        stop_if_asked: Raises when the run must stop (:mod:`sweeper.stop`); called before
-            every write.
+    ``done`` is the result of an action whose writes went through; ``stop_if_asked`` raises
+    when the run must stop, and is called before every write.
     """
 
     cluster: Cluster
@@ -69,38 +58,31 @@ class Writing:
     done: Result
     stop_if_asked: Callable[[], None]
 
-    def patch_status(self, resource: Resource, job: Job, body: JSON) -> None:
-        """Write a job's status (``body``, a merge patch carrying its precondition)."""
+    def patch(
+        self, resource: Resource, job: Job, body: JSON, *, name: str = "", subresource: str = ""
+    ) -> None:
+        """Write a merge patch carrying its precondition: the job's, or ``name``'s (its carrier)."""
         self.stop_if_asked()
+        namespace, dry_run = job.namespace, self.server_dry_run
         self.cluster.patch(
-            resource,
-            job.namespace,
-            job.name,
-            body,
-            subresource="status",
-            dry_run=self.server_dry_run,
+            resource, namespace, name or job.name, body, subresource=subresource, dry_run=dry_run
         )
+
+    def patch_status(self, resource: Resource, job: Job, body: JSON) -> None:
+        """Write a job's status."""
+        self.patch(resource, job, body, subresource="status")
 
     def record_event(
         self,
         job: Job,
         progress: Progress,
         now: datetime,
-        *,
         reason: str,
         message: str,
-        warning: bool,
+        *,
+        warning: bool = True,
     ) -> None:
-        """Record a core/v1 Event on the job; a refused event is an error of the action.
-
-        Args:
-            job: The job acted on.
-            progress: Where an error is recorded.
-            now: The instant of the pass.
-            reason: A CamelCase reason (``DeadlineTouched``...).
-            message: The human explanation.
-            warning: ``Warning`` type rather than ``Normal``.
-        """
+        """Record a core/v1 Event on the job; a refused one is an error of the action."""
         try:
             self._create_event(job, now, reason=reason, message=message, warning=warning)
         except ApiError as error:
@@ -117,12 +99,9 @@ class Writing:
     def record_once(
         self, job: Job, now: datetime, *, reason: str, message: str, name: str
     ) -> tuple[Result, str]:
-        """Record a Warning Event under a name of its own, so that it is recorded once.
+        """Record a Warning Event once, under a name of its own; the result, and why if not done.
 
-        409 means a pass or a replica already recorded it: nothing more to do, and no error.
-
-        Returns:
-            The write's result, and why when it is not done.
+        A 409 is a pass's or a replica's record of it already: no error.
         """
         try:
             self._create_event(job, now, reason=reason, message=message, warning=True, name=name)
@@ -142,19 +121,28 @@ class Writing:
         warning: bool,
         name: str | None = None,
     ) -> None:
+        # The Event names the job's uid: it is about this job, not a namesake created since. A
+        # fixed ``name`` makes a second create of it refused (a warning once a deadline); else
+        # generated, as two kinds may have jobs of one name in a namespace.
         self.stop_if_asked()
-        body = event_body(
-            job.kind,
-            job.version,
-            job.namespace,
-            job.name,
-            job.uid,
-            reason=reason,
-            message=message,
-            warning=warning,
-            now=now,
-            event_name=name,
-        )
+        stamp = format_rfc3339(now)
+        named = {"generateName": f"{job.name[:200]}."} if name is None else {"name": name}
+        involved = {"apiVersion": f"{job.kind.group}/{job.version}", "kind": job.kind.name}
+        body = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": named | {"namespace": job.namespace},
+            "involvedObject": involved
+            | {"namespace": job.namespace, "name": job.name, "uid": job.uid},
+            "type": "Warning" if warning else "Normal",
+            "reason": reason,
+            "message": message,
+            "source": {"component": COMPONENT},
+            "reportingComponent": COMPONENT,
+            "firstTimestamp": stamp,
+            "lastTimestamp": stamp,
+            "count": 1,
+        }
         self.cluster.create(EVENTS, job.namespace, body, dry_run=self.server_dry_run)
 
 
@@ -165,11 +153,7 @@ class Reclaimer:
         self._w = writing
 
     def reclaim(self, action: Action, now: datetime, policy: Policy, progress: Progress) -> Result:
-        """Carry out a clean-up (one of ``CLEAN_UPS``): the deletes, then the Event.
-
-        Returns:
-            The writes' result; ``left-alone`` when nothing was left to delete.
-        """
+        """Carry out a clean-up: the deletes, then the Event (``left-alone``: nothing left)."""
         job = action.job
         family = family_of(job.kind, job.version)
         deleted, companions = self.delete_leftovers(
@@ -186,7 +170,7 @@ class Reclaimer:
         else:
             reason = family.RECLAIM_REASON
             message = family.reclaimed_event(job, deleted, companions)
-        self._w.record_event(job, progress, now, reason=reason, warning=True, message=message)
+        self._w.record_event(job, progress, now, reason, message)
         return self._w.done
 
     def delete_leftovers(
@@ -196,17 +180,9 @@ class Reclaimer:
         progress: Progress,
         chosen: Sequence[Owned] | None = None,
     ) -> tuple[list[str], list[str]]:
-        """Delete what the job left (and each one's companion), provided it still has its uid.
+        """Delete what the job left, and each one's companion, while each has its uid.
 
-        Args:
-            job: The job.
-            policy: The knobs (``--terminate-pods``).
-            progress: Where the deletes are recorded.
-            chosen: What to delete, chosen from the pass's listing; ``None`` to list the job's
-                leftovers now (after a fail's status write, or in watch mode).
-
-        Returns:
-            The names deleted, and those of their companions deleted.
+        ``chosen`` from the pass's listing, else listed now. Returns the names deleted, of both.
         """
         family = family_of(job.kind, job.version)
         left = family.LEFTOVERS
@@ -239,21 +215,12 @@ class Reclaimer:
         return deleted, companions
 
     def _delete(
-        self,
-        resource: Resource,
-        job: Job,
-        target: Owned,
-        progress: Progress,
-        propagation: str = "",
+        self, resource: Resource, job: Job, target: Owned, progress: Progress, propagation: str = ""
     ) -> bool:
+        name, uid, dry_run = target.name, target.uid, self._w.server_dry_run
         try:
             self._w.cluster.delete(
-                resource,
-                job.namespace,
-                target.name,
-                target.uid,
-                propagation=propagation,
-                dry_run=self._w.server_dry_run,
+                resource, job.namespace, name, uid, propagation=propagation, dry_run=dry_run
             )
             progress.wrote = True
         except (NotFound, Conflict):
@@ -271,15 +238,12 @@ class PodSink(Protocol):
 
     def add(self, raw: object, pod: Owned) -> None:
         """Take one listed pod (the object and its view)."""
-        ...
 
     def lost(self, namespace: str | None) -> None:
         """The list of a scope (``None``: cluster-wide) failed: its sums are incomplete."""
-        ...
 
     def namespaces(self) -> set[str]:
         """The namespaces whose pods it sums (those of the jobs it watches)."""
-        ...
 
 
 def leftovers_by_owner(
@@ -291,31 +255,16 @@ def leftovers_by_owner(
 ) -> dict[str, tuple[Owned, ...]]:
     """List what the jobs a pass would clean up left behind: one LIST per scope, not per job.
 
-    A job failed by its deadline stays a clean-up for as long as it is kept, most of them with
-    nothing left (their controllers delete nothing more and re-create nothing). Listing each
-    family's ``LEFTOVERS`` once per namespace scope, cluster-wide for a cluster-wide pass and
-    per namespace with ``--namespace`` (the RBAC each grants), lets
-    :func:`sweeper.core.plan.assemble` plan only the clean-ups that have something to delete.
-
-    Args:
-        cluster: The cluster (a read: a client dry run sends it too).
-        actions: The pass's actions; only the clean-ups (``CLEAN_UPS``) are looked at.
-        namespaces: ``--namespace``; empty for a cluster-wide pass.
-        holders: Jobs failed by their deadline that the pass leaves, whose pods are counted
-            too (uid to namespace):
-            their scopes' pods are in the same one list.
-        sink: Handed every pod listed when given, and the scopes of its namespaces are listed
-            too: the pass sums there the pods of the jobs that could hold GPUs for nothing
-            (``sweeper.oneshot.holding``).
+    A job failed by its deadline stays a clean-up as long as it is kept, most with nothing
+    left; each family's ``LEFTOVERS`` listed once per scope (cluster-wide, or per namespace
+    with ``--namespace``: the RBAC each grants) lets the plan hold only clean-ups with work.
+    ``holders`` (uid to namespace) are jobs the pass leaves whose pods are listed too, and
+    ``sink`` is handed every pod listed (its namespaces' scopes are listed as well).
 
     Returns:
-        For each such job whose scope was listed, the leftovers (views) whose controller
-        ``ownerReference`` is its uid, possibly none. A scope whose list failed leaves its
-        jobs out, with a warning: each then reads its own when executed.
-
-    Raises:
-        Interrupted: A signal arrived while retrying the list.
-        RunTimeout: ``--timeout`` ran out during the list.
+        For each clean-up's job whose scope was listed, the leftovers it controls, possibly
+        none; a scope whose list failed leaves its jobs out (each reads its own), with a
+        warning.
     """
     summed = sink.namespaces() if sink is not None else set()
     wanted = _wanted(actions, namespaces, holders or {}, summed)

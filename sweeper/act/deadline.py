@@ -1,14 +1,9 @@
 """``set-deadline``: a platform deadline handed to the controller that ends the job.
 
-A deadline the job does not carry (a platform rule's default or cap, docs/policy.md) is
-written where the job's own controller enforces it, on its own clock: its family names the
-carrier (``carrier``: a TrainJob itself, an MPIJob's launcher Job) and what to write into it
-as read (``deadline_write``), or the fail to do instead (a gang with no launcher), or why the
-carrier is left alone.
-
-It is a read-modify-write: the job is read again and judged again under its rule, the write
-carries the ``resourceVersion`` just read, and a 409 starts over, a few times at most. Then an
-Event on the job.
+Written where the job's controller enforces it on its own clock: its family names the carrier
+and what to write into it as read, or the fail to do instead, or why it is left alone. A
+read-modify-write like a fail (the job read and judged again, the write guarded by the
+``resourceVersion`` read, 409 starts over a few times), then an Event on the job.
 """
 
 from __future__ import annotations
@@ -38,11 +33,9 @@ class DeadlineWriter:
     def set_deadline(
         self, action: Action, now: datetime, policy: Policy, progress: Progress
     ) -> Result | Action:
-        """Carry out a ``set-deadline``: the write, then the Event.
+        """Carry out a ``set-deadline``: the write, then the Event; or the action to take instead.
 
-        Returns:
-            The write's result, ``left-alone`` when the re-read job or its carrier no longer
-            needs it; or the action its family takes instead (a fail), for the executor.
+        ``left-alone`` when the re-read job or its carrier no longer needs it.
         """
         for _attempt in range(WRITE_ATTEMPTS):
             fresh = self._reread(action, now, policy)
@@ -65,20 +58,13 @@ class DeadlineWriter:
                 progress.detail = write
                 return Result.LEFT_ALONE
             progress.body = write.patch
-            self._w.stop_if_asked()
             try:
-                self._w.cluster.patch(
-                    resource,
-                    job.namespace,
-                    name,
-                    write.patch,
-                    dry_run=self._w.server_dry_run,
-                )
+                self._w.patch(resource, job, write.patch, name=name)
             except Conflict:
                 continue
             progress.wrote = True
             self._w.record_event(
-                job, progress, now, reason="DeadlineSet", warning=write.warning, message=write.event
+                job, progress, now, "DeadlineSet", write.event, warning=write.warning
             )
             return self._w.done
         progress.errors.append(
@@ -88,7 +74,6 @@ class DeadlineWriter:
         return Result.ERROR
 
     def _reread(self, action: Action, now: datetime, policy: Policy) -> tuple[JSON, Job] | str:
-        # The job read again, or why it is left alone.
         listed = action.job
         raw = self._w.cluster.get(listed.kind.at(listed.version), listed.namespace, listed.name)
         job = self._view(parse_job(raw, listed.kind, listed.version))

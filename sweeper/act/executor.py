@@ -1,18 +1,11 @@
-"""The executor: applies a plan through the :class:`~sweeper.k8s.cluster.Cluster` interface.
+"""The executor: applies a plan through ``Cluster``, one write at a time, each with its outcome.
 
-Thin on purpose: what to do was decided in :mod:`sweeper.core.decide`; here each action is carried
-out, its outcome recorded, and a failure stays confined to its job. A
-``fail`` is a read-modify-write: the job is read again, judged again with the same policy and
-instant, and its status written with the ``resourceVersion`` just read; on 409 Conflict the
-cycle starts over, a few times at most. Pods (and their same-named services) are deleted only
-after the Failed status is written (docs/operator.md, "Ordering when failing a job by hand").
-
-Before every write the executor checks whether the run must stop (signal or ``--timeout``):
-the current write completes, no new one starts.
-
-Every mode runs the same code. ``--dry-run`` (client) wraps the cluster in a
-:class:`~sweeper.k8s.dryrun.RecordingCluster`, whose writes go to a list, so it writes nothing by
-construction; ``--dry-run=server`` sends each write with ``dryRun=All``.
+What to do was decided in ``sweeper.core.decide``; a failure stays confined to its job, and the
+run's stop is asked before every write (the current one completes). A ``fail`` reads the job
+again, judges it again with the same policy and instant, and writes its status with the
+``resourceVersion`` just read (on 409, again, a few times); what it left goes only after that
+(docs/operator.md, "Ordering when failing a job by hand"). ``--dry-run`` wraps the cluster in a
+``RecordingCluster`` (nothing written, by construction); ``--dry-run=server`` sends ``dryRun=All``.
 """
 
 from __future__ import annotations
@@ -63,13 +56,7 @@ STATUS_WRITE_ATTEMPTS = 3
 
 @dataclass(frozen=True, slots=True)
 class Execution:
-    """Every outcome of a plan, and what stopped the executor early, if anything.
-
-    Attributes:
-        outcomes: One per entry, in the plan's order.
-        stopped_by: :class:`~sweeper.core.errors.Interrupted` or
-            :class:`~sweeper.core.errors.RunTimeout`, ``None`` when the plan ran to its end.
-    """
+    """A plan's outcomes, one per entry in its order, and what stopped it early (``None``)."""
 
     outcomes: tuple[Outcome, ...]
     stopped_by: SweeperError | None = None
@@ -88,18 +75,10 @@ class Executor:
     """Applies plans to one cluster.
 
     Args:
-        cluster: The cluster.
-        dry_run: ``None`` to write, ``client`` to send nothing (the cluster is then wrapped
-            in a :class:`~sweeper.k8s.dryrun.RecordingCluster`), ``server`` for dryRun=All.
-        stop: The run's stop, asked before every write why it must stop (a signal,
-            ``--timeout``, in watch mode the lost Lease), if it must (:mod:`sweeper.stop`).
         on_outcome: Called with each outcome as soon as it is known (for logs).
-        claim: Holds a job for the time of its action; entered with the action, it yields
-            ``False`` when another actor has the job (the watch mode's timers, during a
-            resync pass): the action is then left alone, so one job is acted on by one
-            actor at a time. By default every job is ours.
-        view: Puts a job read again under its platform rule, as the pass did
-            (``sweeper.core.platform.PlatformView``); by default the job as read.
+        claim: Holds a job for the time of its action, yielding ``False`` when another actor
+            has it (the watch mode's timers, during a resync pass): one actor at a time.
+        view: Puts a job read again under its platform rule, as the pass did.
     """
 
     def __init__(
@@ -112,7 +91,6 @@ class Executor:
         claim: Claim | None = None,
         view: Callable[[Job], Job] = lambda job: job,
     ) -> None:
-        # Client dry run by construction: the same code runs, the writes go to a list.
         writing = Writing(
             cluster=RecordingCluster(cluster) if dry_run is DryRun.CLIENT else cluster,
             server_dry_run=dry_run is DryRun.SERVER,
@@ -129,14 +107,9 @@ class Executor:
         self._claim: Claim = claim or (lambda _action: contextlib.nullcontext(True))
 
     def execute(self, plan: Plan) -> Execution:
-        """Apply every action of a plan, in :func:`~sweeper.core.plan.execution_order`.
+        """Apply a plan's actions in ``execution_order``; a failing job never stops the others.
 
-        Touches and fails run before pod clean-ups, the most overdue first; the outcomes keep
-        the plan's order (the report's).
-
-        Returns:
-            One outcome per entry, in the plan's order. A failing job never stops the others;
-            a signal or ``--timeout`` does (the remaining actions are ``not-started``).
+        A stop does: the remaining actions are ``not-started``.
         """
         outcomes: list[Outcome | None] = [None] * len(plan.entries)
         for index, entry in enumerate(plan.entries):
@@ -165,14 +138,9 @@ class Executor:
     def warn(
         self, warnings: Sequence[DeadlineWarning], now: datetime
     ) -> tuple[tuple[Warned, ...], SweeperError | None]:
-        """Record each ``DeadlineApproaching`` warning, each once per deadline.
+        """Record each ``DeadlineApproaching`` warning once a deadline; what stopped them, if any.
 
-        Warnings are no actions: ``--max-actions`` does not count them, and the claim of a
-        job's action is not needed (a second record of one is refused by its name).
-
-        Returns:
-            What became of each (``not-started`` after a stop), and what stopped them, if
-            anything.
+        No actions: no ``--max-actions`` slot, no claim (a second record is refused by name).
         """
         warned: list[Warned] = []
         stopped: SweeperError | None = None
@@ -213,21 +181,13 @@ class Executor:
                 result = written
             else:
                 result = self._jobs.cleaner.reclaim(action, now, policy, progress)
-        except _Stop as stop:
-            # A write that already happened is reported as done; the rest is not started.
-            return self._outcome(
-                action,
-                self._done if progress.wrote else Result.NOT_STARTED,
-                progress,
-                extra=f"stopped: {stop.cause}",
-            ), stop.cause
-        except (Interrupted, RunTimeout) as cause:
-            return self._outcome(
-                action,
-                self._done if progress.wrote else Result.ERROR,
-                progress,
-                extra=f"stopped: {cause}",
-            ), cause
+        except (_Stop, Interrupted, RunTimeout) as stop:
+            # A write that already happened is reported as done; one stopped before it is not
+            # started, one a request's retries were stopped in is an error.
+            cause = stop.cause if isinstance(stop, _Stop) else stop
+            unfinished = Result.NOT_STARTED if isinstance(stop, _Stop) else Result.ERROR
+            result = self._done if progress.wrote else unfinished
+            return self._outcome(action, result, progress, extra=f"stopped: {cause}"), cause
         except NotFound as gone:
             if progress.wrote:
                 progress.errors.append(str(gone))
@@ -277,15 +237,8 @@ class _JobWriter:
     def touch(self, action: Action, now: datetime, policy: Policy, progress: Progress) -> Result:
         job = action.job
         progress.body = touch_patch(now)
-        self._w.stop_if_asked()
         try:
-            self._w.cluster.patch(
-                _resource(job),
-                job.namespace,
-                job.name,
-                progress.body,
-                dry_run=self._w.server_dry_run,
-            )
+            self._w.patch(_resource(job), job, progress.body)
         except (NotFound, Conflict):
             raise
         except ApiError as error:
@@ -302,37 +255,19 @@ class _JobWriter:
                 return Result.ERROR
             return self._escalate(action, now, policy, progress, refusal=str(error))
         progress.wrote = True
-        late = _late(action)
-        self._w.record_event(
-            job,
-            progress,
-            now,
-            reason="DeadlineTouched",
-            warning=False,
-            message=(
-                f"{job.kind.name} is {late} past its activeDeadlineSeconds "
-                f"({job.deadline_seconds}s); touched by {COMPONENT} so that the training "
-                "operator enforces it"
-            ),
+        message = (
+            f"{job.kind.name} is {_late(action)} past its activeDeadlineSeconds "
+            f"({job.deadline_seconds}s); touched by {COMPONENT} so that the training "
+            "operator enforces it"
         )
+        self._w.record_event(job, progress, now, "DeadlineTouched", message, warning=False)
         return self._w.done
 
     def _escalate(
-        self,
-        action: Action,
-        now: datetime,
-        policy: Policy,
-        progress: Progress,
-        *,
-        refusal: str,
+        self, action: Action, now: datetime, policy: Policy, progress: Progress, *, refusal: str
     ) -> Result:
-        escalated = Action(
-            action.job,
-            ActionKind.FAIL,
-            Why.TOUCH_REFUSED,
-            action.seconds_overdue,
-            f"touch refused: {refusal}",
-        )
+        late, refused = action.seconds_overdue, f"touch refused: {refusal}"
+        escalated = Action(action.job, ActionKind.FAIL, Why.TOUCH_REFUSED, late, refused)
         progress.escalated = escalated
         progress.touch_refused = refusal
         progress.body = None
@@ -401,24 +336,15 @@ class _JobWriter:
         # trainer deletes it at its own deadline.
         progress.wrote = True
         deleted, _ = self.cleaner.delete_leftovers(job, policy, progress)
-        self._w.record_event(
-            job,
-            progress,
-            now,
-            reason="DeadlineExceeded",
-            warning=True,
-            message=family_of(job.kind, job.version).failed_event(job, _late(action), deleted),
-        )
+        message = family_of(job.kind, job.version).failed_event(job, _late(action), deleted)
+        self._w.record_event(job, progress, now, "DeadlineExceeded", message)
         return self._w.done
 
 
 def _left_alone(fresh: Entry, *, touch_refused: bool, also: ActionKind | None) -> str:
-    # Why the re-read job is no longer to be failed; empty when it still is.
-    # After a refused touch, a job the re-read still finds due for a touch is failed; an
-    # MPIJob whose deadline found no launcher, one still due for set-deadline.
-    wanted = (ActionKind.FAIL, ActionKind.TOUCH) if touch_refused else (ActionKind.FAIL,)
-    if also is not None:
-        wanted = (*wanted, also)
+    # Why the re-read job is no longer to be failed; empty when it still is. After a refused
+    # touch, one still due for a touch is failed; one whose carrier is gone, ``also``.
+    wanted = {ActionKind.FAIL, also, ActionKind.TOUCH if touch_refused else None}
     if not (isinstance(fresh, Action) and fresh.kind in wanted):
         return f"re-read: now {fresh.decision} ({fresh.reason})"
     return ""
@@ -453,12 +379,9 @@ _WEBHOOK = re.compile(r'(failed calling|admission) webhook "')
 
 
 def refused(error: ApiError) -> bool:
-    """Whether the API server refused a write for good: admission or RBAC, not load. Pure.
+    """Whether the API server refused a write for good (admission or RBAC), not for load. Pure.
 
-    Returns:
-        ``True`` for 400, 403 and 422, and for a 500 whose message names an admission
-        webhook; ``False`` for no answer, 429, any other 5xx (after the transport's retries)
-        and every other status: those may heal by the next attempt.
+    No answer, 429 and any other 5xx (after the transport's retries) may heal by the next try.
     """
     if error.status in _REFUSALS:
         return True

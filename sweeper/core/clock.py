@@ -28,11 +28,9 @@ class Clock(Protocol):
 
     def now(self) -> datetime:
         """The wall clock, aware, in UTC: the instant jobs are judged at, Lease records."""
-        ...
 
     def monotonic(self) -> float:
         """Seconds on a clock that never steps: timers, timeouts, the Lease's expiry."""
-        ...
 
 
 class SystemClock:
@@ -43,10 +41,7 @@ class SystemClock:
         return datetime.now(UTC)
 
     def monotonic(self) -> float:
-        """Read ``time.monotonic`` as it is at each call.
-
-        A test that patches it (freezegun) then moves every deadline of the run together.
-        """
+        """Read ``time.monotonic`` as it is at each call (a test may patch it)."""
         return time.monotonic()
 
 
@@ -69,11 +64,9 @@ def parse_http_date(value: str | None) -> datetime | None:
 
 
 def parse_rfc3339(value: object) -> datetime | None:
-    """Parse a Kubernetes timestamp (``metav1.Time``, ``2024-01-02T03:04:05Z``).
+    """Parse a Kubernetes timestamp (``2024-01-02T03:04:05Z``); ``None`` for anything else.
 
-    ``None`` when the value is not an RFC 3339 string with a zone, or is one whose UTC instant
-    a ``datetime`` cannot hold; never raises, whatever the value (every time the sweeper reads
-    comes through here, and anyone who can write a job or a Lease can write any string).
+    Never raises: every time the sweeper reads comes through here, from anyone's writes.
     """
     if not isinstance(value, str) or "T" not in value.upper():
         return None
@@ -97,8 +90,7 @@ def format_rfc3339(moment: datetime) -> str:
 def human(seconds: float | None) -> str:
     """Render signed seconds for a person, to two units (``45s``, ``5m03s``, ``1h02m``, ``2d03h``).
 
-    JSON keeps exact seconds; text reports, log messages and explanations use this. ``None``
-    is ``-``; below ten seconds a fraction keeps one decimal (``0.4s``).
+    ``None`` is ``-``; below ten seconds a fraction keeps one decimal (``0.4s``).
     """
     if seconds is None:
         return "-"
@@ -122,13 +114,10 @@ def human(seconds: float | None) -> str:
 def parse_duration(value: object, *, positive: bool, longest: float | None = None) -> float:
     """Read a duration as kubectl takes one (``30s``, ``5m``, ``1h30m``, ``250ms``) or seconds.
 
-    The one duration parser: every duration flag and twin, and every duration of the rules
-    file (``sweeper.core.platform``), goes through it.
-    Returns finite seconds.
+    The one duration parser (every flag, twin and rules file). Returns finite seconds.
 
     Raises:
-        ValueError: Not a duration, not finite, negative (or zero when ``positive``), longer
-            than ``longest``; the message is the usage error's wording.
+        ValueError: Not one, or out of bounds; the message is the usage error's wording.
     """
     if isinstance(value, int | float):
         try:

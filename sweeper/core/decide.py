@@ -1,12 +1,7 @@
-"""The decision core: pure functions from (jobs, now, policy) to a plan.
+"""The decision core: pure functions from (jobs, now, policy) to a plan; never raises.
 
-Nothing here reads a clock, the network or the environment, and nothing here raises on odd
-input (``jobs.parse_job`` already turned it into a ``malformed`` view). The plan is data: every
-judged job gets either an ``Action`` or a
-``Skip``, each with its reason, by the rules of the job's controller
-family (``sweeper.core.families``): ``judge`` applies them, ``explain`` shows them,
-``due_at`` times them. What a pass makes of the judged entries (``--max-actions``, the
-execution order, the pods a clean-up deletes) is ``sweeper.core.plan``.
+Every judged job gets an ``Action`` or a ``Skip``, each with its reason, by its family's rules:
+``judge`` applies them, ``explain`` shows them, ``due_at`` times them.
 """
 
 from __future__ import annotations
@@ -17,21 +12,11 @@ from datetime import datetime
 from sweeper.core import plan
 from sweeper.core.families import due_at as family_due_at
 from sweeper.core.families import family_of, table
-from sweeper.core.families.training_operator import current_touch
 from sweeper.core.jobs import Job, Owned
 from sweeper.core.model import Entry, Plan, Policy
 from sweeper.core.rules import ALWAYS, Step, judge_by, walk
 
-__all__ = [
-    "ALWAYS",
-    "Step",
-    "assemble",
-    "current_touch",
-    "decide",
-    "due_at",
-    "explain",
-    "judge",
-]
+__all__ = ["ALWAYS", "Step", "assemble", "decide", "due_at", "explain", "judge"]
 
 
 def decide(
@@ -40,12 +25,7 @@ def decide(
     policy: Policy,
     pods: Mapping[str, Sequence[Owned]] | None = None,
 ) -> Plan:
-    """Decide what to do with every job. Pure: no clock, no I/O, never raises.
-
-    ``pods`` are those of the jobs failed by their deadline, by controller uid (``None`` when
-    not listed). With ``max_actions``, the most overdue actions are kept (touches and fails
-    before pod clean-ups) and the rest become ``over-max-actions`` skips.
-    """
+    """Decide what to do with every job (``pods``: their leftovers by controller uid)."""
     return assemble([judge(job, now, policy) for job in jobs], now, policy, pods)
 
 
@@ -55,10 +35,7 @@ def assemble(
     policy: Policy,
     leftovers: Mapping[str, Sequence[Owned]] | None = None,
 ) -> Plan:
-    """The plan of entries judged one by one (``sweeper.core.plan.assemble``).
-
-    Each clean-up's targets are chosen from ``leftovers`` by its job's family.
-    """
+    """The plan of entries judged one by one, each clean-up's targets chosen by its family."""
     return plan.assemble(entries, now, policy, leftovers, _leftovers)
 
 
@@ -68,12 +45,7 @@ def _leftovers(found: Sequence[Owned], job: Job, policy: Policy) -> tuple[list[O
 
 
 def judge(job: Job, now: datetime, policy: Policy) -> Entry:
-    """Decide for one job by its family's rules, in the order its controller checks them.
-
-    Every rule compares instants (``now`` against sums of the job's instants and the policy's
-    spans); the seconds overdue are rounded to the millisecond only for the entry, as
-    reported, never for a comparison.
-    """
+    """Decide for one job by its family's rules, in the order its controller checks them."""
     return judge_by(table(family_of(job.kind, job.version)), job, now, policy)
 
 
@@ -83,14 +55,9 @@ def explain(job: Job, now: datetime, policy: Policy) -> tuple[tuple[Step, ...], 
 
 
 def due_at(job: Job, policy: Policy) -> datetime | None:
-    """Compute the instant from which ``judge`` acts on the job, if the job stays as it is.
+    """The instant from which ``judge`` acts on the job as it is (``None``: never). Pure.
 
-    Pure. This is what a long-running sweeper arms a timer for: for every ``now`` before the
-    instant, ``judge(job, now, policy)`` is a skip; at it and after, an action (property tests
-    hold the two functions to that). Any change to the job (a resume, a new deadline, a touch,
-    a finish) gives a new instant, so the caller recomputes it on every change. Sums saturate:
-    an instant after ``datetime.max`` is ``None``, never an error. ``ALWAYS`` when the only
-    work left does not depend on time (the pods of a job failed by its deadline); ``None``
-    when judge never acts on it.
+    What a watch timer is armed for: before it ``judge`` skips, from it it acts (the property
+    tests hold the two to that); ``ALWAYS`` when the work left does not depend on time.
     """
     return family_due_at(job, policy)

@@ -8,6 +8,7 @@ documented contract (docs/cli.md, "Exit codes").
 from __future__ import annotations
 
 from dataclasses import dataclass
+from http import HTTPStatus
 
 EXIT_OK = 0
 EXIT_ACTIONS_FAILED = 1
@@ -80,10 +81,8 @@ class RequestRef:
 class ApiError(SweeperError):
     """One API request failed for good (after any retries).
 
-    Attributes:
-        status: ``None`` when no usable response came back (connection, TLS, timeout, or a
-            body that is not the API server's JSON: an auth proxy's sign-in page, a truncated
-            answer).
+    ``status`` is ``None`` when no usable response came back (no connection, or a body that
+    is not the API server's JSON).
     """
 
     def __init__(self, request: RequestRef, status: int | None, detail: str = "") -> None:
@@ -95,11 +94,8 @@ class ApiError(SweeperError):
     def describe(self) -> str:
         """Render the one-line message, naming the request and the failure.
 
-        The server's own message is kept whatever the status, as kubectl keeps it: for a 403 it
-        is what tells RBAC (``User "system:serviceaccount:ns:sa" cannot patch resource ...``)
-        from an admission policy or webhook (``admission webhook ... denied the request``),
-        and which identity was refused. Only a message that merely repeats the status
-        (``Unauthorized``) is left out.
+        The server's own message is kept, as kubectl keeps it (for a 403 it tells RBAC from
+        admission, and names the identity refused), unless it merely repeats the status.
         """
         if self.status is None:
             what = self.detail or "no response"
@@ -127,20 +123,11 @@ class WatchStalled(ApiError):  # noqa: N818 - a state, like Gone
     """A watch stream sent nothing, not even a bookmark, for longer than its read timeout."""
 
 
+# Each status's phrase (422: kubectl's word); "error" for any other.
 _STATUS_LABELS = {
-    400: "bad request",
-    401: "unauthorized",
-    403: "forbidden",
-    404: "not found",
-    409: "conflict",
-    410: "gone",
-    422: "invalid",
-    429: "too many requests",
-    500: "internal server error",
-    502: "bad gateway",
-    503: "service unavailable",
-    504: "gateway timeout",
-}
+    code: HTTPStatus(code).phrase.lower()
+    for code in (400, 401, 403, 404, 409, 410, 429, 500, 502, 503, 504)
+} | {422: "invalid"}
 
 
 def _words(text: str) -> str:

@@ -1,8 +1,8 @@
-"""Typed, compact views of the objects the sweeper reads: jobs, and the pods and services they own.
+"""Compact views of the objects the sweeper reads: jobs, and what they own. Parsing never raises.
 
-A view keeps only what the decision needs, so that a list page can be dropped as soon as it has
-been read (memory stays flat with the number of jobs). Parsing never raises: an object that
-cannot be understood becomes a view whose ``malformed`` names the offending field.
+A view keeps only what the decision needs, so a list page is dropped as soon as it is read
+(memory stays flat with the number of jobs); an object that cannot be understood becomes a
+view whose ``malformed`` names the offending field.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
+from typing import TypeVar
 
 from sweeper.core.clock import parse_rfc3339
 from sweeper.core.kinds import (
@@ -33,6 +34,7 @@ from sweeper.core.kinds import (
 # (22446744074 s to about 127 years), and what a controller then decides is an accident of the
 # overflow, not the deadline written (:func:`overflows`).
 MAX_DEADLINE_SECONDS = (2**63 - 1) // 10**9
+T = TypeVar("T")
 # What the sweeper appends to the operator's deadline message
 # (sweeper.core.patches.failure_message).
 SWEEPER_MARK = f"(enforced by {COMPONENT})"
@@ -41,10 +43,8 @@ SWEEPER_MARK = f"(enforced by {COMPONENT})"
 def overflows(seconds: int | None) -> bool:
     """Whether an ``activeDeadlineSeconds`` is beyond what the controllers' ``time.Duration`` holds.
 
-    No controller enforces such a deadline as written, so it is longer than any other: a
-    platform rule's cap replaces it (``sweeper.core.platform.terms``), and uncapped it is never
-    due (``sweeper.core.rules.DURATION_OVERFLOW``). Never ``malformed``: a tenant could then
-    evade every cap with one.
+    Longer than any other deadline, then: a cap replaces it, uncapped it is never due. Never
+    ``malformed``: a tenant could then evade every cap with one.
     """
     return seconds is not None and not -MAX_DEADLINE_SECONDS <= seconds <= MAX_DEADLINE_SECONDS
 
@@ -59,86 +59,51 @@ class DeadlineSource(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Job:
-    """What the sweeper knows about one job after listing it.
-
-    Attributes:
-        version: The API version it was listed at (``v1``; ``v2beta1`` for mpi-operator's
-            MPIJob; ``v1alpha1`` for TrainJob).
-        start_time: Where the job's controller starts its deadline clock: ``status.startTime``
-            for the Training Operator and mpi-operator (set at the first start, reset on
-            resume); creation or the last resume for a TrainJob.
-        deadline_seconds: The effective deadline in seconds: ``declared_seconds``, else the
-            platform rule's default, capped by its maximum (``sweeper.core.platform.apply``);
-            every family's rules and ``deadline`` read this one.
-        declared_seconds: The job's own ``activeDeadlineSeconds`` (negative values included:
-            the Training Operator finds them already past).
-        deadline_source: Which of the job, the rule's default or its cap set
-            ``deadline_seconds``.
-        rule: The name of the platform rule the job falls under, ``None`` without one.
-        exemption_refused: The job carries the exclude annotation, and its rule does not allow
-            exemptions (``excluded`` is then false).
-        warn_before: The rule's ``warnBefore`` in seconds.
-        suspended_condition: Whether the status still has ``Suspended=True``. With
-            ``suspend`` no longer true the job is resuming: the operator's next reconcile
-            sets ``startTime`` to now before it checks the deadline.
-        excluded: Whether the opt-out annotation says ``"true"``.
-        touched_at: When the sweeper last touched it (its own annotation), if parsable.
-        finished: ``"Succeeded"`` (a TrainJob's ``"Complete"``) or ``"Failed"`` when such a
-            condition is ``"True"``.
-        failed_by_deadline: Whether the ``Failed`` condition says the deadline caused it (the
-            operator's message, which the sweeper's message extends).
-        failed_by_sweeper: Whether that message also says the sweeper enforced it (counted apart
-            in the metrics: when only the operator fails jobs any more, the tool can go).
-        clean_pod_policy: The effective ``cleanPodPolicy`` as written, ``None`` when absent
-            (for MPIJob ``spec.runPolicy.cleanPodPolicy`` wins over ``spec.cleanPodPolicy``).
-        completed: Whether ``status.completionTime`` is set (mpi-operator cleans up and stops
-            re-creating workers only then).
-        failed_at: When the ``Failed=True`` condition was written (``lastTransitionTime``).
-        finished_at: When the condition ``finished`` names turned ``True``, every family
-            (``lastTransitionTime``; ``None`` when unfinished or unreadable).
-        queued: Kueue's job (the ``kueue.x-k8s.io/queue-name`` label): Kueue decides whether
-            it waits or goes (``waitForPodsReady``).
-        launcher_waits: An MPIJob v2beta1 whose launcher is created only once every worker is
-            ready (``launcherCreationPolicy: WaitForWorkersReady``).
-        malformed: The field that made the object unusable, ``None`` for a usable job.
-    """
+    """What the sweeper knows about one job after listing it (the fields its families read)."""
 
     kind: Kind
-    version: str
+    version: str  # as listed: v1; v2beta1 for mpi-operator's MPIJob; v1alpha1 for a TrainJob
     namespace: str
     name: str
     uid: str
+    # Where its controller starts the deadline clock: status.startTime (set at the first
+    # start, reset on resume), or a TrainJob's creation or last resume.
     start_time: datetime | None = None
+    # The effective deadline: declared_seconds, else the platform rule's default, capped by
+    # its maximum (platform.apply); every rule reads this one.
     deadline_seconds: int | None = None
     suspended: bool = False
+    # Suspended=True still in the status: with suspend no longer set the job is resuming,
+    # and its controller restarts the clock before it checks the deadline.
     suspended_condition: bool = False
     managed_by: str | None = None
     deleting: bool = False
-    excluded: bool = False
-    touched_at: datetime | None = None
-    finished: str | None = None
-    failed_by_deadline: bool = False
-    failed_by_sweeper: bool = False
+    excluded: bool = False  # the opt-out annotation says "true"
+    touched_at: datetime | None = None  # the sweeper's last touch, if parsable
+    finished: str | None = None  # "Failed", or the success condition's type, when "True"
+    failed_by_deadline: bool = False  # its Failed condition says the deadline caused it...
+    failed_by_sweeper: bool = False  # ... and the sweeper wrote it (counted apart)
+    # As written (runPolicy's wins over an MPIJob's spec.cleanPodPolicy); None when absent.
     clean_pod_policy: str | None = None
-    completed: bool = False
-    failed_at: datetime | None = None
-    launcher_waits: bool = False
-    malformed: str | None = None
-    declared_seconds: int | None = None
+    completed: bool = False  # status.completionTime set (mpi-operator cleans up only then)
+    failed_at: datetime | None = None  # the Failed=True condition's lastTransitionTime
+    launcher_waits: bool = False  # launcherCreationPolicy: WaitForWorkersReady (v2beta1)
+    malformed: str | None = None  # the field that made the object unusable
+    declared_seconds: int | None = None  # its own activeDeadlineSeconds, negatives included
     deadline_source: DeadlineSource = DeadlineSource.JOB
-    rule: str | None = None
+    rule: str | None = None  # the platform rule it falls under
+    # It carries the exclude annotation, which its rule does not allow (excluded is false).
     exemption_refused: bool = False
-    warn_before: float | None = None
-    finished_at: datetime | None = None
-    queued: bool = False
+    warn_before: float | None = None  # the rule's warnBefore, in seconds
+    finished_at: datetime | None = None  # when the finished condition turned True
+    queued: bool = False  # Kueue's (its queue-name label): Kueue decides when it runs
 
     @property
     def deadline(self) -> datetime | None:
-        """``startTime + activeDeadlineSeconds``, when both are known.
+        """``startTime + activeDeadlineSeconds``, when both are known and it does not overflow.
 
         A negative deadline is due at ``startTime``: the operator compares
-        ``now - startTime >= activeDeadlineSeconds``, already true for any job it started. One
-        that :func:`overflows` has no instant.
+        ``now - startTime >= activeDeadlineSeconds``, already true for any job it started.
         """
         if self.start_time is None or self.deadline_seconds is None:
             return None
@@ -149,20 +114,14 @@ class Job:
 
 @dataclass(frozen=True, slots=True)
 class Owned:
-    """A pod or service that may belong to a job.
-
-    Attributes:
-        phase: ``status.phase`` for pods, ``None`` for services.
-        controller_uid: The uid of the controller ``ownerReference``, if any.
-        deleting: Whether ``metadata.deletionTimestamp`` is set: a pod being deleted keeps its
-            phase (``Running``) for its termination grace period, or while a finalizer holds
-            it; deleting it again changes nothing (the operator's ``DeletePod`` skips it too).
-    """
+    """An object that may belong to a job (a pod, a service, a JobSet)."""
 
     name: str
     uid: str
-    phase: str | None
-    controller_uid: str | None
+    phase: str | None  # a pod's status.phase
+    controller_uid: str | None  # the uid of its controller ownerReference
+    # deletionTimestamp set: a pod keeps its phase while it terminates, and deleting it again
+    # changes nothing (the operator's DeletePod skips it too).
     deleting: bool = False
 
 
@@ -173,11 +132,7 @@ class _Malformed(Exception):  # noqa: N818 - internal control flow, never escape
 
 
 def parse_job(raw: object, kind: Kind, version: str = VERSION) -> Job:
-    """Build the view of one listed job; never raises.
-
-    An unusable object gives a view with ``malformed`` set to the field at fault (and
-    whatever identity could be read).
-    """
+    """The view of one listed job; an unusable one is ``malformed`` (with what identity it has)."""
     meta = raw.get("metadata") if isinstance(raw, Mapping) else None
     # Interned: thousands of jobs share a few namespaces. Never a name or a uid: each is one
     # job's, and an interned string stays in the interpreter's table as long as it lives, for
@@ -188,7 +143,7 @@ def parse_job(raw: object, kind: Kind, version: str = VERSION) -> Job:
     name = _identity(meta, "name")
     uid = _identity(meta, "uid")
     try:
-        return _parse(raw, kind, version, identity=(namespace, name, uid))
+        return _parse(raw, kind, version, (namespace, name, uid))
     except _Malformed as bad:
         return Job(kind, version, namespace, name, uid, malformed=bad.field)
 
@@ -198,11 +153,11 @@ def _identity(meta: object, key: str) -> str:
     return value if isinstance(value, str) else ""
 
 
-def _parse(raw: object, kind: Kind, version: str, *, identity: tuple[str, str, str]) -> Job:
-    namespace, name, uid = identity
+def _parse(raw: object, kind: Kind, version: str, identity: tuple[str, str, str]) -> Job:
     if not isinstance(raw, Mapping):
         raise _Malformed("object")
     meta = _mapping(raw, "metadata", "metadata", required=True)
+    namespace, name, uid = identity
     for key, value in (("name", name), ("namespace", namespace), ("uid", uid)):
         if not value:
             raise _Malformed(f"metadata.{key}")
@@ -229,24 +184,24 @@ def _parse(raw: object, kind: Kind, version: str, *, identity: tuple[str, str, s
         by_deadline, by_sweeper = seen.deadline_reason, seen.reason_by_sweeper
     else:
         by_deadline, by_sweeper = seen.message, seen.by_sweeper
-    deadline_seconds = _deadline(policy, f"{prefix}.activeDeadlineSeconds")
+    deadline_seconds = _typed(
+        policy, "activeDeadlineSeconds", f"{prefix}.activeDeadlineSeconds", int
+    )
     if start_time is not None and deadline_seconds is not None and not overflows(deadline_seconds):
         try:
             start_time + timedelta(seconds=max(deadline_seconds, 0))
         except OverflowError:
             raise _Malformed("status.startTime") from None  # a deadline after the year 9999
     return Job(
-        kind=kind,
-        version=version,
-        namespace=namespace,
-        name=name,
-        uid=uid,
+        kind,
+        version,
+        *identity,
         start_time=start_time,
         deadline_seconds=deadline_seconds,
         declared_seconds=deadline_seconds,
-        suspended=_bool(policy, "suspend", f"{prefix}.suspend"),
+        suspended=bool(_typed(policy, "suspend", f"{prefix}.suspend", bool)),
         suspended_condition=seen.suspended,
-        managed_by=_string(policy, "managedBy", f"{prefix}.managedBy"),
+        managed_by=_typed(policy, "managedBy", f"{prefix}.managedBy", str),
         deleting=meta.get("deletionTimestamp") is not None,
         excluded=opted_out(annotations),
         # The sweeper's own memory; if someone garbled it, the next touch rewrites it.
@@ -262,7 +217,7 @@ def _parse(raw: object, kind: Kind, version: str, *, identity: tuple[str, str, s
         queued=isinstance(labels, Mapping) and isinstance(labels.get(QUEUE_NAME_LABEL), str),
         launcher_waits=(
             reading.launcher_policy
-            and _string(spec, "launcherCreationPolicy", "spec.launcherCreationPolicy")
+            and _typed(spec, "launcherCreationPolicy", "spec.launcherCreationPolicy", str)
             == "WaitForWorkersReady"
         ),
     )
@@ -279,18 +234,12 @@ def _mapping(
     return value
 
 
-def _string(parent: Mapping[str, object], key: str, field: str) -> str | None:
-    value = parent.get(key)
-    if value is not None and not isinstance(value, str):
-        raise _Malformed(field)
-    return value
-
-
-def _bool(parent: Mapping[str, object], key: str, field: str) -> bool:
+def _typed(parent: Mapping[str, object], key: str, field: str, want: type[T]) -> T | None:
     value = parent.get(key)
     if value is None:
-        return False
-    if not isinstance(value, bool):
+        return None
+    # bool is an int in Python, never in the CRD schema.
+    if not isinstance(value, want) or (isinstance(value, bool) and want is not bool):
         raise _Malformed(field)
     return value
 
@@ -305,24 +254,14 @@ def _time(parent: Mapping[str, object], key: str, field: str) -> datetime | None
     return parsed
 
 
-def _deadline(policy: Mapping[str, object], field: str) -> int | None:
-    value = policy.get("activeDeadlineSeconds")
-    if value is None:
-        return None
-    # bool is an int in Python, never in the CRD schema.
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise _Malformed(field)
-    return value
-
-
 def _clean_pod_policy(
     kind: Kind, reading: Reading, spec: Mapping[str, object], run_policy: Mapping[str, object]
 ) -> str | None:
     if not reading.clean_pod_policy:
         return None
-    policy = _string(run_policy, "cleanPodPolicy", "spec.runPolicy.cleanPodPolicy")
+    policy = _typed(run_policy, "cleanPodPolicy", "spec.runPolicy.cleanPodPolicy", str)
     if policy is None and kind.legacy_clean_pod_policy and reading.legacy_clean_pod_policy:
-        policy = _string(spec, "cleanPodPolicy", "spec.cleanPodPolicy")
+        policy = _typed(spec, "cleanPodPolicy", "spec.cleanPodPolicy", str)
     return policy
 
 
@@ -376,25 +315,12 @@ def _conditions(status: Mapping[str, object], succeeded: str) -> _Conditions:
                 message, by_sweeper = True, SWEEPER_MARK in text
             if condition.get("reason") == DEADLINE_EXCEEDED:
                 reason, reason_by_sweeper = True, SWEEPER_MARK in text
-    return _Conditions(
-        finished,
-        message,
-        reason,
-        by_sweeper,
-        reason_by_sweeper,
-        suspended,
-        failed_at,
-        resumed_at,
-        finished_at,
-    )
+    deadline = (message, reason, by_sweeper, reason_by_sweeper)
+    return _Conditions(finished, *deadline, suspended, failed_at, resumed_at, finished_at)
 
 
 def opted_out(annotations: Mapping[str, object]) -> bool:
-    """Whether a job's annotations opt it out: ``"true"`` under either exclude key.
-
-    The key of 0.1.0 (``LEGACY_EXCLUDE_ANNOTATION``) is honoured as well as the current one,
-    so that a job someone excluded before the prefix changed is still left alone.
-    """
+    """Whether a job's annotations opt it out: ``"true"`` under either exclude key (0.1.0's too)."""
     for key in (EXCLUDE_ANNOTATION, LEGACY_EXCLUDE_ANNOTATION):
         value = annotations.get(key)
         if isinstance(value, str) and value.strip().lower() == "true":
@@ -405,9 +331,7 @@ def opted_out(annotations: Mapping[str, object]) -> bool:
 def last_touch(annotations: Mapping[str, object]) -> datetime | None:
     """When the sweeper last touched a job: the later parsable stamp of the two touch keys.
 
-    A job touched by 0.1.0 carries the old key only, one touched since the new one (a touch
-    removes the old key); should both be there (a 0.1.0 sweeper back after a rollback, or a
-    hand-made annotation), the later stamp is the last touch. ``None`` when neither parses.
+    Both are there only after a 0.1.0 sweeper came back (a rollback) or by hand.
     """
     current = parse_rfc3339(annotations.get(TOUCHED_AT_ANNOTATION))
     legacy = annotations.get(LEGACY_TOUCHED_AT_ANNOTATION)
@@ -420,10 +344,7 @@ def last_touch(annotations: Mapping[str, object]) -> datetime | None:
 
 
 def parse_owned(raw: object) -> Owned | None:
-    """Build the view of a listed pod or service; ``None`` without a usable name and uid.
-
-    Such an object is never deleted.
-    """
+    """The view of a listed object; ``None`` (never deleted) without a usable name and uid."""
     if not isinstance(raw, Mapping):
         return None
     meta = raw.get("metadata")

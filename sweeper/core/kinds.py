@@ -1,23 +1,17 @@
-"""The table of Kubeflow job kinds, and every label and annotation key the sweeper uses.
+"""What a kind and a resource are, and every label and annotation key: each spelt once here.
 
-Constants live here and nowhere else, so a key is never spelt twice. The kind table mirrors
-the "Job kinds" section of docs/operator.md for the Training Operator v1.
+The kinds themselves are their families' (``sweeper.core.families``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+# A kind's default group and version: Kubeflow's, as its Training Operator v1 serves them.
 GROUP = "kubeflow.org"
 VERSION = "v1"
-# mpi-operator's MPIJob: the same group, kind and plural as the Training Operator's, at this
-# version. Only one mpijobs.kubeflow.org CRD can exist, so a cluster serves one or the other.
-MPI_OPERATOR_VERSION = "v2beta1"
-TRAINER_GROUP = "trainer.kubeflow.org"
-TRAINER_VERSION = "v1alpha1"
-JOBSET_GROUP = "jobset.x-k8s.io"
-JOBSET_VERSION = "v1alpha2"
 
+COMPONENT = "kubeflow-deadline-sweeper"
 # The project's own domain (its GitHub organisation's Pages site), not kubeflow.org: a key under
 # kubeflow.org reads as if Kubeflow shipped it. 35 characters, within a DNS subdomain's 253 and
 # each label's 63; the names after the slash are within the 63 a key's name may have.
@@ -33,36 +27,21 @@ LEGACY_EXCLUDE_ANNOTATION = LEGACY_ANNOTATION_PREFIX + "exclude"
 
 JOB_NAME_LABEL = "training.kubeflow.org/job-name"
 
-# spec.runPolicy.managedBy values that mean "the Training Operator v1 manages this job".
-TRAINING_OPERATOR = "kubeflow.org/training-operator"
-# The same for mpi-operator (v2beta1 types.go, KubeflowJobController) and for Trainer v2's
-# TrainJob (spec.managedBy; MultiKueue's value is the only other one its CRD allows).
-MPI_OPERATOR = "kubeflow.org/mpi-operator"
-TRAINER = "trainer.kubeflow.org/trainjob-controller"
-MULTIKUEUE = "kueue.x-k8s.io/multikueue"
-# What --gpu-resources names by default: NVIDIA's and AMD's device plugins, and NVIDIA's MIG
-# profiles under the mixed strategy (nvidia.com/mig-1g.5gb...); a trailing * matches the rest.
-GPU_RESOURCES = ("nvidia.com/gpu", "amd.com/gpu", "nvidia.com/mig-*")
 # The label that makes a job Kueue's: admitted, suspended and requeued by Kueue.
 QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
 # The reason both the batch/v1 Job controller (copied by mpi-operator into the MPIJob) and
 # Trainer v2 give a deadline failure.
 DEADLINE_EXCEEDED = "DeadlineExceeded"
-
-COMPONENT = "kubeflow-deadline-sweeper"
-
 # The operator's failure message, which the sweeper's own message extends (docs/operator.md).
 DEADLINE_MESSAGE = "has failed because it was active longer than specified deadline"
+# What --gpu-resources names by default: NVIDIA's and AMD's device plugins, and NVIDIA's MIG
+# profiles under the mixed strategy (nvidia.com/mig-1g.5gb...); a trailing * matches the rest.
+GPU_RESOURCES = ("nvidia.com/gpu", "amd.com/gpu", "nvidia.com/mig-*")
 
 
 @dataclass(frozen=True, slots=True)
 class Resource:
-    """A resource of the API server, as data: the verbs of ``Cluster`` take one.
-
-    Attributes:
-        group: The API group, ``""`` for the core group.
-        namespaced: Whether its objects live in a namespace.
-    """
+    """A resource of the API server, as data (``group`` empty for the core group)."""
 
     group: str
     version: str
@@ -92,15 +71,10 @@ BATCH_JOBS = Resource("batch", "v1", "jobs")
 class Leftovers:
     """What a family's controller may leave of a job its deadline failed, and how it is found.
 
-    The objects of ``resource`` that ``selector`` lists (every one without it; one job's with
-    ``selector=<its name>``) and whose controller ``ownerReference`` is the job.
-
-    Attributes:
-        companion: A resource whose object of the same name and owner goes with each (a pod's
-            service).
-        propagation: The delete's ``propagationPolicy`` (``Background``: the request returns
-            at once, the garbage collector removes what the object owns); the server's
-            default when empty.
+    The objects of ``resource`` that ``selector`` lists (one job's: ``selector=<its name>``;
+    without one, all) whose controller ``ownerReference`` is the job; each with its
+    ``companion`` of the same name and owner (a pod's service); deleted with ``propagation``
+    (empty: the server's default).
     """
 
     resource: Resource
@@ -120,63 +94,54 @@ OPERATOR_PODS = Leftovers(PODS, JOB_NAME_LABEL, companion=SERVICES)
 
 @dataclass(frozen=True, slots=True)
 class Reading:
-    """How one controller keeps its jobs: what ``sweeper.core.jobs.parse_job`` reads where.
+    """How one controller keeps its jobs, as ``parse_job`` reads them (the defaults: v1's)."""
 
-    The defaults are the Training Operator v1's.
-
-    Attributes:
-        run_policy: Its own fields (``activeDeadlineSeconds``, ``suspend``, ``managedBy``,
-            ``cleanPodPolicy``) sit in ``spec.runPolicy``; else in ``spec``.
-        succeeded: The condition a success sets.
-        created_clock: Its deadline clock starts at creation or the last resume (the
-            ``Suspended=False`` transition); else at ``status.startTime``.
-        failure_reason: Its deadline failure is read from the ``Failed`` reason
-            (``DeadlineExceeded``); else from the operator's message.
-        clean_pod_policy: It has a ``cleanPodPolicy``.
-        legacy_clean_pod_policy: It honours a kind's ``spec.cleanPodPolicy`` fallback.
-        completion: Its end is complete only with ``status.completionTime``.
-        failed_at: The ``Failed`` condition's time is read (a reclaim waits from it).
-        launcher_policy: ``spec.launcherCreationPolicy`` is read.
-    """
-
-    run_policy: bool = True
-    succeeded: str = "Succeeded"
+    run_policy: bool = True  # its own fields sit in spec.runPolicy, else in spec
+    succeeded: str = "Succeeded"  # the condition a success sets
+    # Its clock starts at creation or the last resume (Suspended=False), else at startTime.
     created_clock: bool = False
-    failure_reason: bool = False
+    failure_reason: bool = False  # its deadline failure is a reason, else the message
     clean_pod_policy: bool = True
-    legacy_clean_pod_policy: bool = True
-    completion: bool = False
-    failed_at: bool = False
-    launcher_policy: bool = False
+    legacy_clean_pod_policy: bool = True  # it honours an MPIJob's spec.cleanPodPolicy
+    completion: bool = False  # its end is complete only with status.completionTime
+    failed_at: bool = False  # the Failed condition's time is read (a reclaim waits from it)
+    launcher_policy: bool = False  # spec.launcherCreationPolicy is read
 
 
-@dataclass(frozen=True, slots=True)
+_V1 = Reading()
+
+
+@dataclass(frozen=True, slots=True, eq=False)
 class Kind:
-    """One Kubeflow job kind.
+    """One job kind, as the family that serves it declares it.
 
-    Attributes:
-        replica_specs: The spec field holding the replica specs (empty for TrainJob).
-        checks_managed_by: Whether the operator honours ``spec.runPolicy.managedBy`` for this
-            kind (JAXJob's controller does not check it).
-        legacy_clean_pod_policy: Whether ``spec.cleanPodPolicy`` is a (losing) fallback for
-            ``spec.runPolicy.cleanPodPolicy`` (MPIJob only).
+    Two rows of one group and plural are the same kind (one CRD; each family declares the
+    version it serves, and ``families.KINDS`` merges them).
     """
 
     name: str
     plural: str
-    replica_specs: str
-    checks_managed_by: bool = True
-    legacy_clean_pod_policy: bool = False
+    replica_specs: str  # the spec field of its replica specs
+    checks_managed_by: bool = True  # its controller honours managedBy (JAXJob's does not)
+    legacy_clean_pod_policy: bool = False  # spec.cleanPodPolicy, a losing fallback (MPIJob)
     group: str = GROUP
-    versions: tuple[str, ...] = (VERSION,)
-    readings: tuple[tuple[str, Reading], ...] = ()
+    # Each version served, in discovery's order of preference, and how it is kept there.
+    readings: tuple[tuple[str, Reading], ...] = ((VERSION, _V1),)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Kind) and (self.group, self.plural) == (other.group, other.plural)
+
+    def __hash__(self) -> int:
+        return hash((self.group, self.plural))
+
+    @property
+    def versions(self) -> tuple[str, ...]:
+        """The versions it is served at."""
+        return tuple(version for version, _ in self.readings)
 
     def reading(self, version: str) -> Reading:
         """How the controller serving it at ``version`` keeps it."""
-        for served, reading in self.readings:
-            if served == version:
-                return reading
-        return _V1
+        return dict(self.readings).get(version, _V1)
 
     @property
     def resource(self) -> str:
@@ -186,85 +151,3 @@ class Kind:
     def at(self, version: str) -> Resource:
         """Its resource at ``version``."""
         return Resource(self.group, version, self.plural)
-
-
-TFJOB = Kind("TFJob", "tfjobs", "tfReplicaSpecs")
-PYTORCHJOB = Kind("PyTorchJob", "pytorchjobs", "pytorchReplicaSpecs")
-XGBOOSTJOB = Kind("XGBoostJob", "xgboostjobs", "xgbReplicaSpecs")
-MPIJOB = Kind(
-    "MPIJob",
-    "mpijobs",
-    "mpiReplicaSpecs",
-    legacy_clean_pod_policy=True,
-    versions=(VERSION, MPI_OPERATOR_VERSION),
-    # mpi-operator copies its launcher's failure (its reason) and cleans up and stops
-    # re-creating workers only with a completionTime.
-    readings=(
-        (
-            MPI_OPERATOR_VERSION,
-            Reading(
-                failure_reason=True,
-                legacy_clean_pod_policy=False,
-                completion=True,
-                launcher_policy=True,
-            ),
-        ),
-    ),
-)
-PADDLEJOB = Kind("PaddleJob", "paddlejobs", "paddleReplicaSpecs")
-JAXJOB = Kind("JAXJob", "jaxjobs", "jaxReplicaSpecs", checks_managed_by=False)
-# Served up to v1.8.x only (v1.9.0 removed it, kubeflow/trainer#2150); discovery finds it where
-# it is served. Its RunPolicy has no managedBy (added in v1.9.0, after MXJob was gone), so no
-# release ever skipped an MXJob for it: like JAXJob, it is judged whatever managedBy says.
-MXJOB = Kind("MXJob", "mxjobs", "mxReplicaSpecs", checks_managed_by=False)
-
-# Trainer v2's clock is creation or the last resume (trainjob_controller.go, reconcileDeadline);
-# its own fields sit on spec, it ends Complete (copied from JobSet's Completed), and its
-# deadline failure is a reason.
-TRAINJOB = Kind(
-    "TrainJob",
-    "trainjobs",
-    "",
-    group=TRAINER_GROUP,
-    versions=(TRAINER_VERSION,),
-    readings=(
-        (
-            TRAINER_VERSION,
-            Reading(
-                run_policy=False,
-                succeeded="Complete",
-                created_clock=True,
-                failure_reason=True,
-                clean_pod_policy=False,
-                failed_at=True,
-            ),
-        ),
-    ),
-)
-
-_V1 = Reading()
-
-KINDS: tuple[Kind, ...] = (
-    TFJOB,
-    PYTORCHJOB,
-    XGBOOSTJOB,
-    MPIJOB,
-    PADDLEJOB,
-    JAXJOB,
-    MXJOB,
-    TRAINJOB,
-)
-
-
-def lookup(text: str) -> Kind:
-    """Find a kind by its name or plural, ignoring case (``PyTorchJob``, ``pytorchjobs``).
-
-    Raises:
-        KeyError: No known kind has that name; the message lists the valid ones.
-    """
-    wanted = text.strip().lower()
-    for kind in KINDS:
-        if wanted in (kind.name.lower(), kind.plural, kind.resource):
-            return kind
-    valid = ", ".join(kind.name for kind in KINDS)
-    raise KeyError(f"unknown kind {text!r} (expected one of {valid}, or their plurals)")

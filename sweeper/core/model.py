@@ -1,11 +1,8 @@
-"""The plan and its outcomes: the types every mode decides and reports in (pure: no I/O).
+"""The plan and its outcomes: the types every mode decides and reports in. Pure.
 
-``sweeper.core.decide`` makes a ``Plan`` of ``Action`` and ``Skip`` entries
-under a ``Policy``; the executor (``sweeper.act.executor``) turns each entry into an
-``Outcome``; the one-shot report, the watch loop and the metrics read them. They live
-here, below the decision and all three readers, so that reading a plan or a result never climbs
-the house, and the settings (``sweeper.config``) hold a ``Policy`` without importing
-the rules.
+``decide`` makes a ``Plan`` of ``Action`` and ``Skip`` entries under a ``Policy``, the executor
+turns each into an ``Outcome``; they live below the decision and all its readers, so reading a
+plan or a result never climbs the house, and the settings hold a ``Policy`` without the rules.
 """
 
 from __future__ import annotations
@@ -52,8 +49,7 @@ class ActionKind(StrEnum):
 
 
 # The actions that reclaim what a job failed by its deadline left: a pass plans them from one
-# listing of pods (or JobSets) per scope, and each finds nothing to do once its controller or
-# an earlier clean-up took it all.
+# listing per scope.
 CLEAN_UPS = (ActionKind.TERMINATE_PODS, ActionKind.DELETE_JOBSET)
 
 
@@ -99,30 +95,10 @@ class SkipReason(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Policy:
-    """The decision's flags; each field is the flag of its name (seconds for durations).
+    """The decision's flags: each field is the flag of its name (seconds for durations).
 
-    Attributes:
-        escalate_after: ``auto`` fails a job this many seconds past
-            its deadline and grace, or this long after the sweeper's touch, whichever comes
-            first (a touch need not have been written: see
-            ``judge``); ``touch`` touches again this long after its
-            touch.
-        max_actions: ``None`` for no cap.
-        retouch_after: ``touch`` and ``auto`` touch a job again this long
-            after a touch that did not finish it, while the touch was written within
-            ``retouch_limit`` times this of the job becoming due (the v1 operator judges the
-            deadline with its own clock, which may not have reached it at the first touch).
-        retouch_limit: At most this many such quick touches per deadline; 0 turns them off.
-        operator_version: The release the cluster runs; ``None`` when unknown. Only
-            ``--terminate-pods policy`` reads it (``pods_mode``).
-        reclaim_grace: How long a controller that ends jobs itself (Trainer
-            v2, mpi-operator) has to do so, or to clean up after its deadline failure, before
-            the sweeper reclaims what it left or reports it late; also how long after its end
-            a finished job's active pods are reported as held (``sweeper.core.held``).
-        stuck_after: How long after its first pod was scheduled a job with others still
-            unplaced is reported stuck starting.
-        gpu_resources: The extended resources counted as GPUs (a trailing ``*`` matches the
-            rest of a name).
+    docs/cli.md says what each means; ``max_actions`` and ``operator_version`` are ``None``
+    for no cap and an unknown release.
     """
 
     action: ActionMode = ActionMode.TOUCH
@@ -138,33 +114,12 @@ class Policy:
     gpu_resources: tuple[str, ...] = GPU_RESOURCES
 
 
-def pods_mode(policy: Policy) -> PodsMode:
-    """What ``--terminate-pods`` selects for a job failed by its deadline, with the release.
-
-    ``policy`` means what the operator keeps. v1.7.0 to v1.9.3 delete every pod at a deadline
-    failure whatever ``cleanPodPolicy`` says, so with one of them it selects ``all``. v1.9.4
-    follows ``cleanPodPolicy``; so does an unknown release, which never deletes a pod the
-    operator might keep (the run's log says that older releases would delete them all).
-    """
-    release = policy.operator_version
-    if (
-        policy.terminate_pods is PodsMode.POLICY
-        and release
-        and release.deletes_every_pod_on_deadline
-    ):
-        return PodsMode.ALL
-    return policy.terminate_pods
-
-
 @dataclass(frozen=True, slots=True)
 class Action:
-    """A job the sweeper acts on.
+    """A job the sweeper acts on; ``seconds_overdue`` is ``now - deadline`` (``None``: unknown).
 
-    Attributes:
-        seconds_overdue: ``now - (startTime + activeDeadlineSeconds)``, ``None`` if unknown.
-        targets: For a ``terminate-pods`` or ``delete-jobset`` planned from a pass's listing
-            (``assemble``), the pods or the JobSet to delete; ``None``
-            when the executor reads them itself.
+    ``targets``: what a clean-up planned from a pass's listing deletes; ``None`` when the
+    executor reads them itself.
     """
 
     job: Job
@@ -176,12 +131,12 @@ class Action:
 
     @property
     def decision(self) -> str:
-        """The report's ``decision`` value."""
+        """The report's ``decision``."""
         return self.kind.value
 
     @property
     def reason(self) -> str:
-        """The report's ``reason`` value."""
+        """The report's ``reason``."""
         return self.why.value
 
 
@@ -196,12 +151,12 @@ class Skip:
 
     @property
     def decision(self) -> str:
-        """The report's ``decision`` value."""
+        """The report's ``decision``."""
         return "skip"
 
     @property
     def reason(self) -> str:
-        """The report's ``reason`` value."""
+        """The report's ``reason``."""
         return self.why.value
 
 
@@ -212,10 +167,8 @@ Entry = Action | Skip
 class Plan:
     """Jobs with their decisions, in listing order: what the executor is handed.
 
-    ``decide`` gives every job it is handed an entry. A one-shot
-    pass settles each skip as its page is judged and assembles only the actions, with the
-    skips ``--max-actions`` made of them (``assemble``); a watch
-    timer's plan holds the one job it fired for.
+    A pass's holds its actions and the skips ``--max-actions`` made of them (each other skip
+    is settled as its page is judged); a watch timer's, the one job it fired for.
     """
 
     now: datetime
@@ -241,24 +194,12 @@ class Result(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
-class DeadlineWrite:
-    """A platform deadline's write into its carrier, and the Event that says so."""
-
-    patch: JSON
-    event: str
-    warning: bool
-
-
-@dataclass(frozen=True, slots=True)
 class Outcome:
     """What became of one entry of the plan.
 
-    Attributes:
-        body: The patch sent (or that would be sent) for touch and fail.
-        reclaimed: What was deleted (or would be), as (resource plural, name).
-        errors: One line per request that failed for this job.
-        touch_refused: The API server's refusal of the touch, when ``auto`` failed the job
-            instead (its operator's validating webhook rejects every update while it is down).
+    ``body`` is the patch sent (or that would be), ``reclaimed`` what was deleted (or would
+    be) as (plural, name), ``errors`` a line per failed request, ``touch_refused`` the refusal
+    of a touch ``auto`` then failed instead.
     """
 
     entry: Entry

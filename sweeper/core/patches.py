@@ -1,19 +1,14 @@
-"""The write bodies the sweeper sends: the touch's merge patch and ``--action fail``'s status.
+"""The merge patches the sweeper sends: a touch, a deadline, and the status that fails a job.
 
-Pure: built from the job as read. The status document (``status_patch``) reproduces what the
-Training Operator v1 writes when a job passes its deadline (docs/operator.md, "What the operator
-does on the deadline", and the operator's ``setCondition`` / ``filterOutCondition``):
-``completionTime`` set if unset; every other condition kept verbatim except that ``Running``
-gets ``status: "False"``; any previous ``Failed`` condition replaced by a new ``Failed=True``
-condition at the end, with reason ``<Kind>Failed``, the operator's message (saying that the
-sweeper enforced it) and both times set to ``now`` (whole seconds, ``Z``). Beside it, the other
-two bodies the sweeper writes: the touch's merge patch (``touch_patch``) and the Event
-recorded on the job (``event_body``).
+Pure: built from the object as read, each guarded by its ``resourceVersion`` (a write to an
+object changed since is refused, 409). The status reproduces what the Training Operator v1
+writes at a deadline (docs/operator.md, "What the operator does on the deadline").
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -28,10 +23,9 @@ from sweeper.core.kinds import (
 
 
 def failure_message(name: str, source: str = "") -> str:
-    """The ``Failed`` condition's message: the operator's own plus who enforced it.
+    """The ``Failed`` condition's message: the operator's own first, then who enforced it.
 
-    ``source`` names a deadline the job does not carry (``sweeper.core.platform.source_note``);
-    the operator's words stay first, so the message still reads as a deadline failure.
+    ``source`` says where a deadline the job does not carry comes from.
     """
     if source:
         return f"Job {name} {DEADLINE_MESSAGE} ({source}) (enforced by {COMPONENT})"
@@ -48,12 +42,11 @@ def failed_status(
     reason: str = "",
     message: str = "",
 ) -> dict[str, Any]:
-    """Build the status fields that fail a job by its deadline.
+    """The status fields that fail a job by its deadline, as the operator writes them.
 
-    ``completionTime`` only when the job has none yet. Written as a JSON merge patch, this
-    replaces the whole conditions list and leaves every other status field as it is. The
-    reason is the operator's ``<Kind>Failed`` and the message :func:`failure_message`'s,
-    unless a family spells its failure otherwise (``reason``, ``message``).
+    The whole conditions list, each kept but a ``Running`` turned ``False`` and a ``Failed``
+    replaced by the new one at the end (``<Kind>Failed`` with ``failure_message``, unless a
+    family says ``reason`` and ``message``), and ``completionTime`` when it has none.
     """
     status = status or {}
     stamp = format_rfc3339(now)
@@ -91,36 +84,31 @@ def status_patch(
     reason: str = "",
     message: str = "",
 ) -> dict[str, Any]:
-    """Build the whole merge patch sent to ``.../<plural>/<name>/status``.
+    """The merge patch sent to ``.../<plural>/<name>/status`` to fail the job read."""
+    name = str((raw_job.get("metadata") or {}).get("name", ""))
+    status = raw_job.get("status")
+    fields = failed_status(kind, name, status, now, source=source, reason=reason, message=message)
+    return guarded(raw_job, status=fields)
 
-    ``raw_job`` is the job as just read: its ``resourceVersion`` guards the write (a job
-    changed since makes the API answer 409 Conflict).
-    """
-    meta = raw_job.get("metadata") or {}
-    return {
-        "metadata": {"resourceVersion": meta.get("resourceVersion")},
-        "status": failed_status(
-            kind,
-            str(meta.get("name", "")),
-            raw_job.get("status"),
-            now,
-            source=source,
-            reason=reason,
-            message=message,
-        ),
-    }
+
+def guarded(raw: Mapping[str, Any], **fields: Any) -> dict[str, Any]:
+    """A merge patch of ``fields``, guarded by the ``resourceVersion`` of ``raw``."""
+    meta = raw.get("metadata") or {}
+    return {"metadata": {"resourceVersion": meta.get("resourceVersion")}, **fields}
+
+
+@dataclass(frozen=True, slots=True)
+class DeadlineWrite:
+    """A platform deadline's write into its carrier (:func:`deadline_patch`), and its Event."""
+
+    patch: dict[str, Any]
+    event: str
+    warning: bool
 
 
 def deadline_patch(raw: Mapping[str, Any], seconds: int) -> dict[str, Any]:
-    """Build the merge patch that writes ``spec.activeDeadlineSeconds`` into ``raw``.
-
-    A TrainJob's, or an MPIJob's launcher Job's; ``raw``'s ``resourceVersion`` guards it.
-    """
-    meta = raw.get("metadata") or {}
-    return {
-        "metadata": {"resourceVersion": meta.get("resourceVersion")},
-        "spec": {"activeDeadlineSeconds": seconds},
-    }
+    """The merge patch that writes ``spec.activeDeadlineSeconds`` into ``raw``."""
+    return guarded(raw, spec={"activeDeadlineSeconds": seconds})
 
 
 def touch_patch(touched_at: datetime) -> dict[str, Any]:
@@ -137,51 +125,4 @@ def touch_patch(touched_at: datetime) -> dict[str, Any]:
                 LEGACY_TOUCHED_AT_ANNOTATION: None,
             }
         }
-    }
-
-
-def event_body(
-    kind: Kind,
-    version: str,
-    namespace: str,
-    name: str,
-    uid: str,
-    *,
-    reason: str,
-    message: str,
-    warning: bool,
-    now: datetime,
-    event_name: str | None = None,
-) -> dict[str, Any]:
-    """Build the core/v1 Event recorded on a job after each of the sweeper's actions.
-
-    The Event names the job's ``uid``: it is about this job, not a namesake created since.
-    ``reason`` is CamelCase (``DeadlineTouched``...); ``version`` is within the group (``v1``).
-    ``event_name`` fixes the Event's own name, so that a second create of it is refused (the
-    ``DeadlineApproaching`` warning, once per deadline); without it the name is generated.
-    """
-    stamp = format_rfc3339(now)
-    # A generated name: two kinds may have jobs of the same name in one namespace.
-    meta = ({"generateName": f"{name[:200]}."} if event_name is None else {"name": event_name}) | {
-        "namespace": namespace
-    }
-    return {
-        "apiVersion": "v1",
-        "kind": "Event",
-        "metadata": meta,
-        "involvedObject": {
-            "apiVersion": f"{kind.group}/{version}",
-            "kind": kind.name,
-            "namespace": namespace,
-            "name": name,
-            "uid": uid,
-        },
-        "type": "Warning" if warning else "Normal",
-        "reason": reason,
-        "message": message,
-        "source": {"component": COMPONENT},
-        "reportingComponent": COMPONENT,
-        "firstTimestamp": stamp,
-        "lastTimestamp": stamp,
-        "count": 1,
     }

@@ -1,8 +1,6 @@
 """A pass's plan from its judged entries: ``--max-actions``, the order, the clean-ups' targets.
 
-``sweeper.core.decide.judge`` decides for one job; here the entries of a pass (or of one
-timer's firing) become a ``Plan``, and the executor learns in which
-order to run it and which of a failed job's pods and services to delete. Pure.
+Pure.
 """
 
 from __future__ import annotations
@@ -24,8 +22,7 @@ from sweeper.core.model import (
     Why,
 )
 
-# What of a job's leftovers a clean-up deletes (its family's ``leftovers``), and what its
-# family says when that is nothing.
+# What of a job's leftovers a clean-up deletes, and what its family says when that is nothing.
 Select = Callable[[Sequence[Owned], Job, Policy], tuple[Sequence[Owned], str]]
 
 
@@ -36,19 +33,12 @@ def assemble(
     pods: Mapping[str, Sequence[Owned]] | None = None,
     select: Select | None = None,
 ) -> Plan:
-    """Make the plan of entries judged one by one, as ``sweeper.core.decide.decide`` does.
+    """Make the plan of entries judged one by one (a pass judges each page as it comes).
 
-    For a caller that judges jobs as they arrive (a pass judges each page as it comes, and
-    hands over only the actions, since a skip is final): ``assemble([judge(j, now, policy)
-    for j in jobs], now, policy)`` is ``decide(jobs, now, policy)``. Pure.
-
-    ``pods`` is what may be left of the jobs failed by their deadline (each family's
-    leftovers), by controller uid, from one listing per namespace scope
-    (``leftovers_by_owner``). A clean-up whose job's uid is a key gets its targets chosen here
-    (by ``select``, the job's family's choice): with none to delete it is a ``finished``
-    skip, so a clean-up that can find nothing takes no ``--max-actions`` slot and no request.
-    A uid that is not a key (its scope could not be listed) keeps the action, and the
-    executor reads that job's leftovers itself.
+    ``pods`` is what the jobs failed by their deadline left, by controller uid: a clean-up
+    whose job is a key gets its targets chosen here by ``select`` (none: a ``finished`` skip,
+    taking no ``--max-actions`` slot and no request); one that is not (its scope could not be
+    listed) keeps the action, and the executor reads its leftovers itself.
     """
     listed = list(entries)
     if pods is not None and select is not None:
@@ -74,11 +64,10 @@ def _with_targets(
 
 
 def reclaim_policy(action: Action, policy: Policy) -> Policy:
-    """The policy a clean-up's leftovers are chosen under (the family's ``leftovers``). Pure.
+    """The policy a clean-up's leftovers are chosen under. Pure.
 
     A platform rule's ``startDeadline`` and ``reclaimFailedAfter`` free the GPUs their job
-    holds: its Running and Pending pods, whatever ``--terminate-pods`` and ``cleanPodPolicy``
-    say (finished pods stay, with their logs). Any other clean-up: ``policy`` as it is.
+    holds: its Running and Pending pods, whatever ``--terminate-pods`` says.
     """
     if action.why in (Why.START_DEADLINE, Why.FINISHED_HOLDING):
         return replace(policy, terminate_pods=PodsMode.ACTIVE)
@@ -93,13 +82,14 @@ def _priority(entries: Sequence[Entry], index: int) -> tuple[int, float, int]:
     return (cleanup, -(entry.seconds_overdue or 0.0), index)
 
 
+def _ranked(entries: Sequence[Entry]) -> tuple[int, ...]:
+    actions = (i for i, e in enumerate(entries) if isinstance(e, Action))
+    return tuple(sorted(actions, key=lambda i: _priority(entries, i)))
+
+
 def _cap(entries: list[Entry], limit: int) -> list[Entry]:
-    ranked = sorted(
-        (i for i, e in enumerate(entries) if isinstance(e, Action)),
-        key=lambda i: _priority(entries, i),
-    )
     capped = list(entries)
-    for index in ranked[max(limit, 0) :]:
+    for index in _ranked(entries)[max(limit, 0) :]:
         action = entries[index]
         assert isinstance(action, Action)  # noqa: S101 - ranked holds actions only
         capped[index] = Skip(
@@ -112,32 +102,20 @@ def _cap(entries: list[Entry], limit: int) -> list[Entry]:
 
 
 def execution_order(plan: Plan) -> tuple[int, ...]:
-    """The order in which to run a plan's actions: indices into ``plan.entries``. Pure.
+    """The order to run a plan's actions in, as indices into ``plan.entries``. Pure.
 
-    Touches and fails come first, the most overdue first, then pod clean-ups (most overdue
-    first too): a pass stopped by a signal or ``--timeout`` leaves the least urgent actions
-    ``not-started``, and the jobs still running never wait behind clean-ups. The same order
-    ``--max-actions`` selects by. The report keeps the listing order whatever this order is.
+    Touches and fails first, then clean-ups, the most overdue first: a stopped pass leaves the
+    least urgent ``not-started``. The same order ``--max-actions`` selects by.
     """
-    entries = plan.entries
-    return tuple(
-        sorted(
-            (i for i, e in enumerate(entries) if isinstance(e, Action)),
-            key=lambda i: _priority(entries, i),
-        )
-    )
+    return _ranked(plan.entries)
 
 
 def pods_to_terminate(pods: Iterable[Owned], job: Job, mode: PodsMode) -> list[Owned]:
-    """Choose the pods of a failed job to delete. Pure.
+    """The pods of a failed job the mode deletes: those it controls, not being deleted. Pure.
 
-    Those whose controller ``ownerReference`` is the job (same uid), that are not being
-    deleted already (``deletionTimestamp`` set: deleting one again changes nothing, and the
-    operator's own ``DeletePod`` skips it), and that the mode selects: ``active`` (Running and
-    Pending), ``all``, or ``policy``: the job's ``cleanPodPolicy`` read as the v1.9.4 operator
-    reads it. It special-cases two values, ``None`` (keep every pod) and ``Running`` (Running
-    and Pending); any other value deletes every pod (the CRD has no enum: ``""`` and ``"all"``
-    included). An absent field is ``None``: the defaulter fills in only a missing field.
+    ``policy`` reads ``cleanPodPolicy`` as the v1.9.4 operator does: absent or ``None`` keeps
+    every pod, ``Running`` deletes the Running and Pending ones, any other value all of them
+    (the CRD has no enum).
     """
     if mode is PodsMode.POLICY:
         policy = "None" if job.clean_pod_policy is None else job.clean_pod_policy

@@ -11,14 +11,13 @@ from __future__ import annotations
 import dataclasses
 import re
 import reprlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from sweeper.core.clock import LONGEST_WAIT, human, parse_duration
 from sweeper.core.errors import ConfigError
 from sweeper.core.jobs import DeadlineSource, Job, overflows
-from sweeper.core.kinds import KINDS
 
 OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
 _RULE_KEYS = (
@@ -34,7 +33,6 @@ _RULE_KEYS = (
 )
 # A DNS label (RFC 1123), as Kubernetes names many things: it goes into metric labels and logs.
 _NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
-_KIND_NAMES = {kind.name: kind.name for kind in KINDS}
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,16 +71,9 @@ class Selector:
 
 @dataclass(frozen=True, slots=True)
 class PlatformRule:
-    """One rule of the file; durations in seconds, ``None`` where the rule does not set them.
+    """One rule of the file (docs/policy.md); seconds, ``None`` where the rule sets none.
 
-    Attributes:
-        kinds: The kind names it applies to (``PyTorchJob``); ``None`` for every kind.
-        default_deadline: The deadline of a job that declares none (whole seconds).
-        max_deadline: The longest deadline a job may have (whole seconds).
-        allow_exemption: Whether the exclude annotation is honoured.
-        start_deadline: End a job still stuck starting this long after its first pod was
-            scheduled (``sweeper.core.held``).
-        reclaim_failed_after: Delete the Running and Pending pods of a job finished this long.
+    ``kinds`` are kind names (``None``: every kind).
     """
 
     name: str
@@ -113,15 +104,12 @@ class Platform:
 def apply(job: Job, rule: PlatformRule | None) -> Job:
     """The job's view under its rule: the effective deadline, its source, the exemption.
 
-    The effective deadline is the job's own, else the rule's default, capped by the rule's
-    maximum (a job declaring none is capped too: the cap bounds every job). Applying again,
-    with the same rule or another, starts from the job's own fields, so a view can be re-judged
-    after its Namespace was relabelled.
+    Applying again, with any rule, starts from the job's own fields (a Namespace relabelled).
     """
     if rule is None and job.rule is None:
         return job
-    # A view no rule was applied to still has its own deadline in deadline_seconds (and views
-    # made by hand may not fill declared_seconds).
+    # A view no rule was applied to has its own deadline in deadline_seconds (one made by hand
+    # may not fill declared_seconds).
     own = job.deadline_seconds if job.rule is None else job.declared_seconds
     annotated = job.excluded or job.exemption_refused
     return dataclasses.replace(job, **terms(own, annotated, rule))
@@ -130,20 +118,20 @@ def apply(job: Job, rule: PlatformRule | None) -> Job:
 def terms(own: int | None, annotated: bool, rule: PlatformRule | None) -> dict[str, Any]:
     """The fields of a job's view that its rule decides, from its own deadline and annotation.
 
-    ``apply`` replaces them in a view; a decoder building views passes them to ``Job`` itself,
-    so that a listed job is built once (a ``Job`` costs some 5 µs: docs/benchmarks.md).
+    The effective deadline is its own, else the rule's default, capped by its maximum (which
+    bounds every job). A decoder passes them to ``Job`` itself: a listed job is built once.
     """
+    effective, source = own, DeadlineSource.JOB
     if rule is None:
         return {
             "deadline_seconds": own,
             "declared_seconds": own,
-            "deadline_source": DeadlineSource.JOB,
+            "deadline_source": source,
             "rule": None,
             "excluded": annotated,
             "exemption_refused": False,
             "warn_before": None,
         }
-    effective, source = own, DeadlineSource.JOB
     if effective is None and rule.default_deadline is not None:
         effective, source = int(rule.default_deadline), DeadlineSource.DEFAULT
     # A deadline no controller can represent (either way) is longer than any cap.
@@ -162,8 +150,8 @@ def terms(own: int | None, annotated: bool, rule: PlatformRule | None) -> dict[s
     }
 
 
-def load_platform(text: str, source: str) -> Platform:
-    """Read and check a rules file's text; ``source`` names it in every error.
+def load_platform(text: str, source: str, kinds: Sequence[str]) -> Platform:
+    """Read and check a rules file's text; ``source`` names it in every error, ``kinds`` are known.
 
     Raises:
         ConfigError: One line naming the file, the rule (its name, else ``rules[i]``) and the
@@ -192,14 +180,14 @@ def load_platform(text: str, source: str) -> Platform:
         raise ConfigError(f"{source}: rules: expected a list of rules")
     rules: list[PlatformRule] = []
     for index, item in enumerate(items):
-        rule = _rule(item, f"{source}: rules[{index}]", source)
+        rule = _rule(item, f"{source}: rules[{index}]", source, kinds)
         if any(rule.name == other.name for other in rules):
             raise ConfigError(f"{source}: rule {rule.name}: name: used by an earlier rule")
         rules.append(rule)
     return Platform(tuple(rules))
 
 
-def _rule(item: object, where: str, source: str) -> PlatformRule:
+def _rule(item: object, where: str, source: str, kinds: Sequence[str]) -> PlatformRule:
     if not isinstance(item, Mapping):
         raise ConfigError(f"{where}: expected a mapping")
     name = item.get("name")
@@ -225,7 +213,7 @@ def _rule(item: object, where: str, source: str) -> PlatformRule:
     return PlatformRule(
         name=name,
         selector=_selector(item.get("namespaceSelector"), f"{where}: namespaceSelector"),
-        kinds=_kinds(item.get("kinds"), f"{where}: kinds"),
+        kinds=_kinds(item.get("kinds"), f"{where}: kinds", kinds),
         default_deadline=default,
         max_deadline=cap,
         allow_exemption=allow,
@@ -251,14 +239,14 @@ def _duration(item: Mapping[str, object], key: str, where: str, *, whole: bool) 
     return seconds
 
 
-def _kinds(value: object, where: str) -> frozenset[str] | None:
+def _kinds(value: object, where: str, known: Sequence[str]) -> frozenset[str] | None:
     if value is None:
         return None
     if not isinstance(value, list) or not value:
         raise ConfigError(f"{where}: expected a non-empty list of kinds, e.g. [PyTorchJob]")
     for name in value:
-        if not isinstance(name, str) or name not in _KIND_NAMES:
-            shown, kinds = reprlib.repr(name), ", ".join(_KIND_NAMES)
+        if not isinstance(name, str) or name not in known:
+            shown, kinds = reprlib.repr(name), ", ".join(known)
             raise ConfigError(f"{where}: {shown}: not a kind (expected one of {kinds})")
     return frozenset(value)
 
@@ -319,21 +307,23 @@ def _requirement(entry: object, where: str) -> Requirement:
 def source_note(job: Job) -> str:
     """Where the job's effective deadline comes from, in words; empty for the job's own.
 
-    E.g. ``24h, the default of platform rule gpu-tenants``: the failure message, the Event,
-    the report and ``--explain`` say it.
+    E.g. ``24h, the default of platform rule gpu-tenants``.
     """
     if job.deadline_source is DeadlineSource.JOB or job.deadline_seconds is None:
         return ""
-    what = "default" if job.deadline_source is DeadlineSource.DEFAULT else "cap"
-    return f"{human(job.deadline_seconds)}, the {what} of platform rule {job.rule}"
+    return f"{human(job.deadline_seconds)}, {rule_source(job)}"
+
+
+def rule_source(job: Job) -> str:
+    """The platform rule's part that sets a job's deadline: ``the cap of platform rule gpu``."""
+    return f"the {job.deadline_source.value} of platform rule {job.rule}"
 
 
 class PlatformView:
     """Puts each job under its rule, from its Namespace's labels read for the pass.
 
-    Without a platform, or for a Namespace whose labels could not be read (its error was
-    logged), a job is its own view: judged as without ``--policy``. The rule is looked up
-    once per (namespace, kind): a pass of 10,000 jobs has a few of each.
+    Without a platform, or in a Namespace whose labels could not be read, a job is its own
+    view. The rule is looked up once per (namespace, kind).
     """
 
     def __init__(
@@ -395,12 +385,10 @@ def explain_rule(job: Job) -> str:
     own = "none" if job.declared_seconds is None else human(job.declared_seconds)
     if overflows(job.declared_seconds):
         own = f"{job.declared_seconds} s, beyond Go's time.Duration: longer than any cap"
-    if job.deadline_source is DeadlineSource.JOB:
-        deadline = (
-            f"deadline {human(job.deadline_seconds)} from the job"
-            if job.deadline_seconds is not None
-            else "no deadline"
-        )
+    if job.deadline_source is DeadlineSource.JOB and job.deadline_seconds is None:
+        deadline = "no deadline"
+    elif job.deadline_source is DeadlineSource.JOB:
+        deadline = f"deadline {human(job.deadline_seconds)} from the job"
     else:
         deadline = f"deadline {source_note(job)} (the job declares {own})"
     parts = [f"rule {job.rule}", deadline]

@@ -1,13 +1,8 @@
 """Training Operator v1 releases, as ``--operator-version`` names them, and what differs by one.
 
-The sweeper follows the operator it runs beside. Most of what it relies on is the same in
-every release from v1.7.0 to v1.9.4 (the deadline rule, the Failed condition it writes, the
-status update, suspend and resume; docs/operator.md, "Per release"). One thing that a user can
-see differs: what happens to the pods of a job failed by its deadline. v1.7.0 to v1.9.3 delete
-every pod and service before writing the Failed condition, so ``cleanPodPolicy`` is never
-consulted (``pkg/controller.v1/common/job.go``: ``DeletePodsAndServices`` sees an unfinished
-status); v1.9.4 writes the condition first, so ``cleanPodPolicy`` applies (kubeflow/trainer#3419,
-#3420). ``--terminate-pods policy`` means "keep what that release keeps", so it needs the release.
+One difference a user sees (docs/operator.md, "Per release"): v1.7.0 to v1.9.3 delete every pod
+of a job failed by its deadline whatever ``cleanPodPolicy`` says, v1.9.4 follows it
+(kubeflow/trainer#3419, #3420); ``--terminate-pods policy`` keeps what that release keeps.
 """
 
 from __future__ import annotations

@@ -1,32 +1,20 @@
 """How a family's rules are written, walked and timed; the rules every family shares. Pure.
 
-A family (:mod:`sweeper.core.families`) judges a job with an ordered tuple of :class:`Rule`:
-the first that decides wins, and its last rule always decides. ``--explain`` walks the same
-tuple (:func:`walk`), and a watch timer is armed from it (:func:`premise_due`): a rule with a
-``premise`` decides the same whatever the clock, so only the rules after the premises read it.
+A family judges a job with an ordered tuple of ``Rule``: the first that decides wins, the last
+always decides. ``--explain`` walks the same tuple, and a watch timer is armed from it: a rule
+with a ``premise`` decides the same whatever the clock, so only the rules after those read it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from sweeper.core.clock import human
-from sweeper.core.jobs import MAX_DEADLINE_SECONDS, Job, Owned, overflows
-from sweeper.core.kinds import COMPONENT, EXCLUDE_ANNOTATION, LEGACY_EXCLUDE_ANNOTATION
-from sweeper.core.model import (
-    Action,
-    ActionKind,
-    Entry,
-    PodsMode,
-    Policy,
-    Skip,
-    SkipReason,
-    Why,
-    pods_mode,
-)
-from sweeper.core.plan import pods_to_terminate
+from sweeper.core.clock import format_rfc3339, human
+from sweeper.core.jobs import MAX_DEADLINE_SECONDS, Job, overflows
+from sweeper.core.kinds import EXCLUDE_ANNOTATION, LEGACY_EXCLUDE_ANNOTATION
+from sweeper.core.model import Action, Entry, Policy, Skip, SkipReason
 
 Decider = Callable[[Job, datetime, Policy, "float | None"], "Entry | None"]
 Seer = Callable[[Job, datetime, Policy, "float | None"], str]
@@ -38,23 +26,15 @@ ALWAYS = datetime.min.replace(tzinfo=UTC)
 
 @dataclass(frozen=True, slots=True)
 class Rule:
-    """One rule of a family's decision.
+    """One rule of a family's decision: ``decide`` gives the entry, or ``None`` to let it by."""
 
-    Attributes:
-        name: The skip reason it gives, or the name of the family's last rule.
-        seen: What the rule looks at, rendered for ``--explain`` (never raises).
-        decide: The entry when the rule decides, ``None`` to let the job through.
-        premise: Whether the rule decides for the job, at every instant; ``None`` for a rule
-            that may let the job through at some instants (:func:`premise_due` relies on every
-            premise rule coming before the first such rule).
-        acts_from: For a premise rule that reads the clock, the instant from which it acts on
-            the job (``None``: never); without it, the rule acts at every instant or never.
-    """
-
-    name: str
-    seen: Seer
+    name: str  # the skip reason it gives, or the name of the family's last rule
+    seen: Seer  # what it looks at, for --explain (never raises)
     decide: Decider
+    # Whether it decides for the job at every instant; None for a rule that may let the job
+    # by at some (premise_due relies on every premise rule coming before those).
     premise: Callable[[Job], bool] | None = None
+    # For a premise rule that reads the clock, the instant from which it acts (None: never).
     acts_from: Callable[[Job, Policy], datetime | None] | None = None
 
 
@@ -78,7 +58,7 @@ def skip_if(
 
 def stamp(moment: datetime | None) -> str:
     """An instant as the API writes it, or ``unset``."""
-    return "unset" if moment is None else moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return "unset" if moment is None else format_rfc3339(moment)
 
 
 def later(moment: datetime, seconds: float) -> datetime | None:
@@ -97,6 +77,43 @@ def when(due: datetime | None, now: datetime) -> str:
 def reached(now: datetime, moment: datetime | None) -> bool:
     """Whether ``now`` is at or after ``moment`` (never, for ``None``)."""
     return moment is not None and now >= moment
+
+
+def due(job: Job, policy: Policy) -> datetime | None:
+    """The deadline and ``--grace``: when a family's own rules may act (``None``: never)."""
+    deadline = job.deadline
+    return None if deadline is None else later(deadline, policy.grace)
+
+
+def seen_deadline(what: str, *, grace: bool = False) -> Seer:
+    """What ``--explain`` says of the deadline instant: ``what``, the instant, how far off."""
+
+    def seen(job: Job, _now: datetime, policy: Policy, overdue: float | None) -> str:
+        if job.deadline is None or overdue is None:
+            return "no deadline instant"
+        ago = f"{human(overdue)} ago" if overdue >= 0 else f"in {human(-overdue)}"
+        also = f", grace {human(policy.grace)}" if grace else ""
+        return f"{what} {stamp(job.deadline)} ({ago}){also}"
+
+    return seen
+
+
+def own_deadline(job: Job) -> str:
+    """The job's own ``activeDeadlineSeconds``, in words, beside a platform rule's."""
+    seconds = job.declared_seconds
+    return "none of its own" if seconds is None else f"its own activeDeadlineSeconds {seconds}"
+
+
+def current_touch(job: Job) -> datetime | None:
+    """The sweeper's touch of the job's current deadline, if it has one. Pure.
+
+    A touch from before the deadline (written before a suspend and resume reset
+    ``startTime``) woke nothing for this deadline: it is stale, and counts as none.
+    """
+    touched, deadline = job.touched_at, job.deadline
+    if touched is None or deadline is None or touched < deadline:
+        return None
+    return touched
 
 
 def overdue_seconds(job: Job, now: datetime) -> float | None:
@@ -129,12 +146,7 @@ OPTED_OUT = skip_if(
 
 
 def managed_elsewhere(own: str, *, checked: Callable[[Job], bool] = lambda _job: True) -> Rule:
-    """Skip a job whose ``managedBy`` names another controller than ``own``.
-
-    Args:
-        own: The family's controller, as ``managedBy`` names it.
-        checked: Whether the family's controller reads ``managedBy`` for this job at all.
-    """
+    """Skip a job whose ``managedBy`` names another controller than ``own``, if ``checked``."""
 
     def test(job: Job) -> bool:
         return checked(job) and job.managed_by is not None and job.managed_by != own
@@ -213,55 +225,6 @@ NOT_STARTED = skip_if(
 )
 
 
-def reclaim_pods(job: Job, policy: Policy, overdue: float | None) -> Entry:
-    """Reclaim the pods a job failed by its deadline still runs, as ``--terminate-pods`` says.
-
-    The deadline wins over ``cleanPodPolicy: None``, written or not (docs/decisions.md): both
-    operators that keep pods after a deadline failure (the Training Operator v1.9.4 and
-    mpi-operator) default to ``None``, and a deadline exists to give the GPUs back.
-    ``--terminate-pods policy`` keeps what the job's controller keeps.
-    """
-    mode = pods_mode(policy)
-    if mode is PodsMode.POLICY:
-        return Skip(
-            job, SkipReason.FINISHED, overdue, "Failed; --terminate-pods policy keeps its pods"
-        )
-    return Action(
-        job,
-        ActionKind.TERMINATE_PODS,
-        Why.FAILED_BY_DEADLINE,
-        overdue,
-        f"failed by its deadline; {mode.value} pods to terminate",
-    )
-
-
-def reclaim_pods_words(policy: Policy) -> str:
-    """What follows a deadline failure for a family that reclaims pods (a warning says it)."""
-    mode = pods_mode(policy)
-    if mode is PodsMode.POLICY:
-        return "then its pods are kept or deleted as its cleanPodPolicy says"
-    which = "all its pods" if mode is PodsMode.ALL else "its Running and Pending pods"
-    return f"then {which} are deleted, giving their GPUs back"
-
-
-def pods_left(owned: Sequence[Owned], job: Job, policy: Policy) -> list[Owned]:
-    """The pods of a job its deadline failed that ``--terminate-pods`` deletes."""
-    return pods_to_terminate(owned, job, pods_mode(policy))
-
-
-# The Event of a pod family's reclaim, and what is said when nothing was left.
-PODS_RECLAIMED = "DeadlinePodsTerminated"
-NO_PODS_LEFT = "no pods left to terminate"
-
-
-def pods_reclaimed(_job: Job, deleted: Sequence[str], companions: Sequence[str]) -> str:
-    """The Event's message after a pod family's reclaim."""
-    return (
-        f"Deleted {len(deleted)} pod(s) and {len(companions)} service(s) "
-        f"of a job failed by its deadline ({COMPONENT})"
-    )
-
-
 def at_once(entry: Entry | None) -> datetime | None:
     """The instant of a rule's entry that does not read the clock: now for an action, or never."""
     return ALWAYS if isinstance(entry, Action) else None
@@ -269,14 +232,7 @@ def at_once(entry: Entry | None) -> datetime | None:
 
 @dataclass(frozen=True, slots=True)
 class Step:
-    """One rule as ``--explain`` shows it.
-
-    Attributes:
-        rule: The rule's name.
-        seen: What it looked at.
-        entry: What it decided; ``None`` when it let the job through or was not reached.
-        reached: Whether an earlier rule had already decided.
-    """
+    """One rule as ``--explain`` shows it (``entry``: ``None`` when it let the job by)."""
 
     rule: str
     seen: str
@@ -297,9 +253,9 @@ def judge_by(rules: tuple[Rule, ...], job: Job, now: datetime, policy: Policy) -
 def walk(
     rules: tuple[Rule, ...], job: Job, now: datetime, policy: Policy
 ) -> tuple[tuple[Step, ...], Entry]:
-    """Walk every rule in order, as :func:`judge_by` does, keeping what each saw.
+    """Walk every rule in order, as ``judge_by`` does, keeping what each saw.
 
-    Rules after the deciding one are not evaluated (their premises may not hold), only shown.
+    Those after the deciding one are shown, not evaluated (their premises may not hold).
     """
     overdue = overdue_seconds(job, now)
     steps: list[Step] = []
@@ -318,10 +274,8 @@ def walk(
 def premise_due(rules: tuple[Rule, ...], job: Job, policy: Policy) -> tuple[bool, datetime | None]:
     """What the clock-free rules say of the job's due instant.
 
-    Returns:
-        ``(True, ALWAYS)`` when a clock-free rule acts on the job, ``(True, None)`` when one
-        skips it (at every instant), ``(False, None)`` when the rules that read the clock
-        decide.
+    ``(True, instant)`` when one decides (``None``: it skips at every instant), ``(False,
+    None)`` when the rules that read the clock do.
     """
     for rule in rules:
         if rule.premise is None:

@@ -1,14 +1,9 @@
 """The watch mode's timers: one per job, at the instant the job becomes due. Pure data.
 
-Each event about a job re-arms its timer (``arm``): an ADDED or MODIFIED object gives a new
-instant (``sweeper.core.decide.due_at``), or none (finished, suspended, no deadline...), and a
-DELETED one drops it. The watch loop asks for the earliest instant to sleep until, then takes
-every timer that is due at the current time; a taken timer is gone until the next event about
-its job re-arms it. Nothing here reads a clock: instants come in, keys go out.
-
-A binary heap with lazy deletion: re-arming leaves the old heap entry behind, recognised as
-stale by its sequence number, and the heap is rebuilt when stale entries outnumber live ones,
-so memory stays proportional to the jobs tracked.
+Each event about a job re-arms its timer (``arm``) or drops it; the loop sleeps until the
+earliest and takes every timer due (gone until the next event re-arms it). A binary heap with
+lazy deletion: a re-armed timer's old entry is stale by its sequence number, and the heap is
+rebuilt when stale entries outnumber live ones, so memory stays with the jobs tracked.
 """
 
 from __future__ import annotations

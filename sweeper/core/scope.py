@@ -1,15 +1,9 @@
 """Which jobs a run covers: the kinds and namespaces it lists, and the namespaces it leaves out.
 
-One selection for the three modes (the one-shot pass, the watch streams and ``--explain``), so
-that ``--family``, ``--kind``, ``-n`` and ``--exclude-namespace`` mean the same everywhere.
-Pure: the caller discovers the served kinds and logs what is missing or left out.
-
-``--family`` is judged on what the cluster serves, not on the kind: MPIJob is the Training
-Operator's at ``v1`` and mpi-operator's at ``v2beta1``, and only discovery says which.
-
-``--exclude-namespace`` cannot be sent to the API server (a list or a watch selects one
-namespace or all of them), so an excluded namespace's jobs are listed and then dropped here,
-before any decision: they are never acted on, tracked nor reported.
+One selection for every mode, so ``--family``, ``--kind``, ``-n`` and ``--exclude-namespace``
+mean the same everywhere. Pure. ``--family`` is judged on what the cluster serves (a kind may
+be two families' at two versions); ``--exclude-namespace`` cannot be sent to the API server,
+so an excluded namespace's jobs are listed, then dropped here before any decision.
 """
 
 from __future__ import annotations
@@ -27,12 +21,10 @@ class Served(Protocol):
     @property
     def kind(self) -> Kind:
         """The kind served."""
-        ...
 
     @property
     def family(self) -> str:
         """The name of the family whose controller serves it."""
-        ...
 
 
 S = TypeVar("S", bound=Served)
@@ -40,21 +32,12 @@ S = TypeVar("S", bound=Served)
 
 @dataclass(frozen=True, slots=True)
 class RunScope(Generic[S]):
-    """The kinds and namespaces a run covers.
+    """The kinds and namespaces a run covers."""
 
-    Attributes:
-        kinds: Those of ``--kind`` in the order given, or every served kind in discovery's
-            order.
-        missing: The kinds of ``--kind`` the cluster does not serve (skipped, in that order).
-        left_out: What the cluster serves of a family ``--family`` leaves out (of ``--kind``'s
-            kinds, when given).
-        namespaces: ``-n``, or ``(None,)``: one list or watch across all namespaces.
-    """
-
-    kinds: tuple[S, ...]
-    missing: tuple[Kind, ...]
-    left_out: tuple[S, ...]
-    namespaces: tuple[str | None, ...]
+    kinds: tuple[S, ...]  # --kind's in its order, or every served kind in discovery's
+    missing: tuple[Kind, ...]  # --kind's the cluster does not serve
+    left_out: tuple[S, ...]  # what it serves of a family --family leaves out
+    namespaces: tuple[str | None, ...]  # -n, or (None,): one list across all
     excluded: frozenset[str]
 
     @classmethod
@@ -66,11 +49,7 @@ class RunScope(Generic[S]):
         excluded: Iterable[str] = (),
         families: Sequence[str] = (),
     ) -> RunScope[S]:
-        """The scope of a run over what discovery found. Pure.
-
-        Empty ``kinds`` (``--kind``) is every served kind, empty ``namespaces`` (``-n``) all,
-        empty ``families`` (``--family``) every family.
-        """
+        """The scope of a run over what discovery found (each empty selection: all). Pure."""
         by_kind = {each.kind: each for each in served}
         wanted = tuple(kinds) or tuple(by_kind)
         found = tuple(by_kind[kind] for kind in wanted if kind in by_kind)

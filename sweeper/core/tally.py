@@ -1,11 +1,8 @@
-"""A pass's outcomes counted by kind: the one count its summary and its metrics both read.
+"""A pass's outcomes counted by kind: the one count its summary and its metrics both read. Pure.
 
-The one-shot report's summary (``-o json``'s ``summary``, the table's last line, the log's
-summary line) sums the counts over the kinds; the ``--pushgateway`` gauges
-(``sweeper.metrics``) read them kind by kind. Counting once, here, keeps the two from
-drifting apart, and keeps ``prometheus_client`` out of a run that pushes nothing: this module
-imports no metrics library. Pure: no I/O. Its size is fixed by the kinds, decisions, reasons and
-results, whatever the number of jobs.
+Counting once, here, keeps the report's summary and the ``--pushgateway`` gauges from drifting
+apart, and ``prometheus_client`` out of a run that pushes nothing. Its size is fixed by the
+kinds, decisions, reasons and results, whatever the number of jobs.
 """
 
 from __future__ import annotations
@@ -13,8 +10,8 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 
-from sweeper.core.decide import current_touch
 from sweeper.core.families import family_of
+from sweeper.core.families.pods import pods_mode
 from sweeper.core.held import Held, HeldState
 from sweeper.core.jobs import Job, Owned
 from sweeper.core.kinds import PODS
@@ -28,8 +25,8 @@ from sweeper.core.model import (
     Skip,
     SkipReason,
     Why,
-    pods_mode,
 )
+from sweeper.core.rules import current_touch
 from sweeper.core.warn import Warned
 
 # Who failed a job by its deadline: only "operator" for weeks, with no action, as the operator
@@ -37,11 +34,8 @@ from sweeper.core.warn import Warned
 FAILED_BY = ("operator", "operator-after-touch", "sweeper")
 # What a clean-up deletes: a job's pods, a TrainJob's JobSet.
 RECLAIMED = ("pods", "jobsets")
-# Why the Running and Pending pods of a job failed by its deadline are left:
-# ``--terminate-pods policy`` keeping what the operator keeps, or the job's skip reason
-# (``over-max-actions``, ``opted-out``, ``managed-elsewhere``, ``finished``: its controller's
-# to clean, as mpi-operator does for ``cleanPodPolicy: Running``...).
-# A job's own pods it holds for nothing (sweeper.core.held) count under their state.
+# Why the active pods of a job failed by its deadline are left: --terminate-pods policy, or the
+# job's skip reason; those of a job holding GPUs for nothing (core.held), under their state.
 HELD_REASONS = (
     "policy",
     *(reason.value for reason in SkipReason),
@@ -64,46 +58,27 @@ def has_errors(outcome: Outcome) -> bool:
 
 
 class Tally:
-    """One pass's outcomes, counted one at a time as each becomes final.
-
-    Attributes:
-        outcomes: By (kind name, decision, result value).
-        skipped: Skips by (kind name, reason value).
-        overdue: By kind name, the unfinished jobs past their deadline (and ``--grace``) that
-            are acted on or still the sweeper's to enforce (recently touched, over
-            ``--max-actions``).
-        max_overdue_s: How long past its deadline the most overdue of those is (0 when none).
-        deadline_failed: Jobs failed by their deadline, by (kind name, who: ``FAILED_BY``).
-        reclaimed: What the clean-ups deleted (or, in a dry run, would delete), by (family,
-            kind name, ``RECLAIMED``): what the jobs' controllers left holding GPUs.
-        actions: Actions by (kind name, action, result value, platform rule name or ``""``).
-        exemptions: Exemptions a platform rule allowed and the pass honoured, by rule name.
-        warnings: ``DeadlineApproaching`` Events recorded (or, in a dry run, that would be),
-            by (family, kind name, rule name); one already recorded is not counted again.
-        misconfigured: What the pass found misconfigured around the sweeper, by name (the
-            ``deadline_sweeper_misconfigured`` series at 1); nothing of it is acted on.
-        held: The Running and Pending pods that jobs failed by their deadline and left by the
-            pass still control, by (family, kind name, ``HELD_REASONS``); set by ``hold``
-            from the pass's pod list; and, under their ``HeldState``, the active pods of the
-            jobs ``found`` holds (stuck starting, finished holding, waiting).
-        held_gpus: The GPUs the placed pods of those jobs hold, by (family, kind name, state).
-    """
+    """One pass's outcomes, counted one at a time as each becomes final (a dry run's too)."""
 
     def __init__(self) -> None:
         self.jobs = 0
         self.errors = 0
-        self.outcomes: Counter[tuple[str, str, str]] = Counter()
-        self.skipped: Counter[tuple[str, str]] = Counter()
+        self.outcomes: Counter[tuple[str, str, str]] = Counter()  # kind, decision, result
+        self.skipped: Counter[tuple[str, str]] = Counter()  # kind, reason
+        # The unfinished jobs past their deadline and --grace acted on or still the sweeper's
+        # to enforce (recently touched, over --max-actions), by kind; the most overdue's.
         self.overdue: Counter[str] = Counter()
         self.max_overdue_s = 0.0
-        self.deadline_failed: Counter[tuple[str, str]] = Counter()
-        self.reclaimed: Counter[tuple[str, str, str]] = Counter()
-        self.actions: Counter[tuple[str, str, str, str]] = Counter()
-        self.exemptions: Counter[str] = Counter()
-        self.warnings: Counter[tuple[str, str, str]] = Counter()
+        self.deadline_failed: Counter[tuple[str, str]] = Counter()  # kind, FAILED_BY
+        self.reclaimed: Counter[tuple[str, str, str]] = Counter()  # family, kind, RECLAIMED
+        self.actions: Counter[tuple[str, str, str, str]] = Counter()  # ..., result, rule or ""
+        self.exemptions: Counter[str] = Counter()  # honoured, by platform rule
+        self.warnings: Counter[tuple[str, str, str]] = Counter()  # family, kind, rule
+        # The active pods of jobs failed by their deadline that the pass leaves (hold), and of
+        # the jobs it found holding GPUs for nothing (found), by family, kind, HELD_REASONS.
         self.held: Counter[tuple[str, str, str]] = Counter()
-        self.held_gpus: Counter[tuple[str, str, str]] = Counter()
-        self.misconfigured: tuple[str, ...] = ()
+        self.held_gpus: Counter[tuple[str, str, str]] = Counter()  # family, kind, HeldState
+        self.misconfigured: tuple[str, ...] = ()  # found around the sweeper, never acted on
 
     @classmethod
     def of(cls, outcomes: Iterable[Outcome]) -> Tally:
@@ -153,15 +128,10 @@ class Tally:
         entries: Sequence[Entry],
         owned: Mapping[str, Sequence[Owned]],
     ) -> None:
-        """Count the pods the jobs a pass leaves still hold: ``held``, from its one pod list.
+        """Count the pods the jobs a pass leaves still hold, from its one pod list (``owned``).
 
-        Args:
-            holders: The skipped jobs that may hold pods (``held_reason``), by uid:
-                their (family, kind name, reason).
-            entries: The pass's plan: a clean-up that ``--max-actions`` left for later holds
-                its pods too (``over-max-actions``).
-            owned: The pods listed, by controller uid (``leftovers_by_owner``); a job whose
-                scope could not be listed is not counted.
+        ``holders`` are the skipped jobs that may hold pods by uid (``held_reason``), with
+        the clean-ups of ``entries`` that ``--max-actions`` left for later.
         """
         capped = {
             entry.job.uid: (family_of(entry.job.kind, entry.job.version).NAME, entry.job.kind.name)
@@ -170,12 +140,9 @@ class Tally:
             and entry.why is SkipReason.OVER_MAX_ACTIONS
             and entry.job.finished is not None
         }
-        for uid, (family, kind, reason) in holders.items():
-            self.held[family, kind, reason] += _active(owned.get(uid, ()), uid)
-        for uid, (family, kind) in capped.items():
-            self.held[family, kind, SkipReason.OVER_MAX_ACTIONS.value] += _active(
-                owned.get(uid, ()), uid
-            )
+        capped_reason = SkipReason.OVER_MAX_ACTIONS.value
+        for uid, key in [*holders.items(), *((u, (*k, capped_reason)) for u, k in capped.items())]:
+            self.held[key] += _active(owned.get(uid, ()), uid)
 
     def found(self, held: Held) -> None:
         """Count a job holding pods for nothing (or waiting for all of them)."""
@@ -186,33 +153,29 @@ class Tally:
 
     def decisions(self) -> Counter[str]:
         """Outcomes by decision, every kind summed."""
-        counts: Counter[str] = Counter()
-        for (_, decision, _), n in self.outcomes.items():
-            counts[decision] += n
-        return counts
+        return _summed(self.outcomes.items(), 1)
 
     def results(self) -> Counter[str]:
         """Outcomes by result value, every kind summed."""
-        counts: Counter[str] = Counter()
-        for (_, _, result), n in self.outcomes.items():
-            counts[result] += n
-        return counts
+        return _summed(self.outcomes.items(), 2)
 
     def reasons(self) -> Counter[str]:
         """Skips by reason value, every kind summed."""
-        counts: Counter[str] = Counter()
-        for (_, reason), n in self.skipped.items():
-            counts[reason] += n
-        return counts
+        return _summed(self.skipped.items(), 1)
+
+
+def _summed(counts: Iterable[tuple[tuple[str, ...], int]], at: int) -> Counter[str]:
+    summed: Counter[str] = Counter()
+    for key, n in counts:
+        summed[key[at]] += n
+    return summed
 
 
 def held_reason(entry: Skip, policy: Policy) -> str | None:
     """Why a skipped job failed by its deadline may still hold pods (``HELD_REASONS``). Pure.
 
-    ``None`` for any other job: one that has not finished (its pods are its own), one that
-    finished otherwise (its controller's ``cleanPodPolicy`` is not the sweeper's business, and
-    a pass over jobs that all finished so lists no pod more), and one of a family whose
-    leftovers are not pods (a TrainJob's pods are its JobSet's Jobs').
+    ``None`` for any other job (its pods are its own, or its controller's to clean, so a pass
+    over finished jobs lists no pod more) and for a family whose leftovers are not pods.
     """
     job = entry.job
     if (

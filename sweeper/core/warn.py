@@ -1,16 +1,9 @@
 """The ``DeadlineApproaching`` warning a platform rule's ``warnBefore`` asks for. Pure.
 
-A rule with ``warnBefore`` gives its jobs' owners notice: one Warning Event on the job at
-``deadline - warnBefore``, saying when the deadline falls, where it comes from and what will
-happen then. Only for a job its family's rules would end at its deadline, judged by those very
-rules at that instant (so a finished, suspended, resuming, excluded, foreign or malformed job
-gets none, and a job whose controller ends it is said to be ended by its controller), and
-never once the deadline is reached: the action itself speaks then.
-
-"Once per deadline" needs no memory shared between passes or replicas: the Event's name is
-derived from the job's uid and its deadline instant (:func:`event_name`), so a second create
-of it is answered 409 and records nothing. A new deadline (a resume, a new rule) gets a new
-name, hence a new warning.
+One Warning Event at ``deadline - warnBefore``, for a job its family's rules, judged at that
+instant, would end at its deadline (or leave to its controller to end); none once the deadline
+is reached. "Once per deadline" needs no memory: the Event's name comes from the job's uid and
+its deadline instant, so a second create is refused (409), and a new deadline gets a new name.
 """
 
 from __future__ import annotations
@@ -22,15 +15,8 @@ from datetime import datetime, timedelta
 from sweeper.core.clock import format_rfc3339, human
 from sweeper.core.families import Family, family_of, table
 from sweeper.core.jobs import DeadlineSource, Job
-from sweeper.core.model import (
-    Action,
-    ActionKind,
-    ActionMode,
-    Entry,
-    Policy,
-    Result,
-    SkipReason,
-)
+from sweeper.core.model import Action, ActionKind, ActionMode, Entry, Policy, Result, SkipReason
+from sweeper.core.platform import rule_source
 from sweeper.core.rules import ALWAYS, judge_by, later
 
 REASON = "DeadlineApproaching"
@@ -44,13 +30,9 @@ _CONTROLLER_ENDS = (SkipReason.OPERATOR_ENFORCED, SkipReason.CONTROLLER_LATE)
 
 @dataclass(frozen=True, slots=True)
 class DeadlineWarning:
-    """A job's warning, due from ``at`` until ``deadline`` (excluded).
+    """A job's warning, due from ``at`` until ``deadline`` (excluded), named ``name``.
 
-    Attributes:
-        name: The Event's name: the same for every pass and replica that warns of this
-            deadline of this job.
-        family: The job's family's name (the metric's label).
-        ends: What happens at the deadline, as the Event says it.
+    ``ends`` is what happens at the deadline, as the Event says it.
     """
 
     job: Job
@@ -61,16 +43,14 @@ class DeadlineWarning:
     ends: str
 
     def due(self, now: datetime) -> bool:
-        """Whether the warning is to be recorded at ``now``: its instant came, its deadline not."""
+        """Whether its instant came at ``now``, and its deadline not."""
         return self.at <= now < self.deadline
 
 
 def warning_of(job: Job, policy: Policy) -> DeadlineWarning | None:
     """The warning the job's rule asks for, due or not; ``None`` when there is none to give.
 
-    The job's family's rules are judged at the instant they would act (the deadline and
-    ``--grace``), on the job as it is now: a warning is given only if they would then act
-    on it, or leave it to its controller to end.
+    Its family's rules are judged on the job as it is, at the deadline and ``--grace``.
     """
     warn_before, deadline = job.warn_before, job.deadline
     if warn_before is None or deadline is None:
@@ -85,11 +65,7 @@ def warning_of(job: Job, policy: Policy) -> DeadlineWarning | None:
 
 
 def warning_due(job: Job, now: datetime, policy: Policy) -> DeadlineWarning | None:
-    """The job's warning if it is to be recorded at ``now`` (see :meth:`DeadlineWarning.due`).
-
-    Outside its window (most jobs of a pass) it costs two comparisons: the rules are judged
-    only for a job inside it.
-    """
+    """The job's warning if it is due at ``now``: outside its window, two comparisons."""
     warn_before = job.warn_before
     if warn_before is None:  # every job without a rule's warnBefore: before any arithmetic
         return None
@@ -122,11 +98,7 @@ def explain_warning(job: Job, now: datetime, policy: Policy) -> str:
 
 
 def event_name(job: Job, deadline: datetime) -> str:
-    """The Event's name for this deadline of this job: ``<job>.deadline-approaching.<hash>``.
-
-    The hash is of the job's uid (a namesake created since is another job) and the deadline
-    instant, so every pass and replica names the same warning alike.
-    """
+    """``<job>.deadline-approaching.<hash of its uid and this deadline>``, alike in every pass."""
     digest = hashlib.sha256(f"{job.uid}/{deadline.isoformat()}".encode()).hexdigest()
     suffix = f"{_SUFFIX}{digest[:_HASH_CHARS]}"
     # A cut name must still end its DNS label with a letter or digit.
@@ -136,10 +108,8 @@ def event_name(job: Job, deadline: datetime) -> str:
 
 def source(job: Job) -> str:
     """Where the job's deadline comes from, as the Event and the report say it."""
-    if job.deadline_source is DeadlineSource.DEFAULT:
-        return f"the default of platform rule {job.rule}"
-    if job.deadline_source is DeadlineSource.CAP:
-        return f"the cap of platform rule {job.rule}"
+    if job.deadline_source is not DeadlineSource.JOB:
+        return rule_source(job)
     own = "its own activeDeadlineSeconds"
     return own if job.rule is None else f"{own} (platform rule {job.rule})"
 

@@ -21,7 +21,8 @@ from typing import Any, Protocol
 
 from sweeper.core.clock import parse_http_date
 from sweeper.core.errors import RequestRef, api_error
-from sweeper.core.kinds import KINDS, Resource
+from sweeper.core.families import KINDS
+from sweeper.core.kinds import Resource
 from sweeper.core.model import JSON
 from sweeper.core.platform import NO_PLATFORM, PlatformView
 from sweeper.k8s import answers, decode

@@ -24,8 +24,9 @@ from hypothesis import example, given, note, settings
 from hypothesis import strategies as st
 
 from sweeper.core.decide import decide, judge
+from sweeper.core.families import lookup
 from sweeper.core.jobs import Owned, parse_job
-from sweeper.core.kinds import Kind, lookup
+from sweeper.core.kinds import Kind
 from sweeper.core.model import Action, ActionKind, ActionMode, PodsMode, Policy, Skip, SkipReason
 from sweeper.core.patches import status_patch, touch_patch
 from sweeper.core.plan import assemble, pods_to_terminate

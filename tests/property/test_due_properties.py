@@ -20,8 +20,8 @@ from hypothesis import example, given, note
 from hypothesis import strategies as st
 
 from sweeper.core.decide import ALWAYS, due_at, judge
+from sweeper.core.families import lookup
 from sweeper.core.jobs import Job, parse_job
-from sweeper.core.kinds import lookup
 from sweeper.core.model import Action, ActionKind, ActionMode, Policy
 from tests.property.strategies import ORIGIN, JobCase, boundary_offsets, clocks, job_cases, policies
 

@@ -40,8 +40,8 @@ from hypothesis import strategies as st
 from sweeper.config import ClockMode, Config, WatchSettings
 from sweeper.core.clock import SYSTEM_CLOCK
 from sweeper.core.decide import decide, due_at, judge
+from sweeper.core.families import lookup
 from sweeper.core.jobs import Job, parse_job
-from sweeper.core.kinds import lookup
 from sweeper.core.model import ActionMode, Entry, Policy, SkipReason
 from sweeper.k8s import decode
 from sweeper.k8s.cluster import ServedKind, WatchCluster, WatchEvent

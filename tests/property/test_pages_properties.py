@@ -16,7 +16,7 @@ from unittest import mock
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sweeper.core.kinds import KINDS
+from sweeper.core.families import KIND_NAMES, KINDS
 from sweeper.core.platform import PlatformView, load_platform
 from sweeper.k8s import decode
 from tests.property.strategies import job_cases, json_values, malformed_jobs
@@ -108,7 +108,7 @@ def test_a_job_is_decoded_under_its_rule_as_if_viewed_after(
         if isinstance(item, dict) and isinstance(item.get("metadata"), dict)
     }
     labels: dict[str, dict[str, str]] = {ns: {} for ns in namespaces if isinstance(ns, str)}
-    view = PlatformView(load_platform(text, "rules.yaml"), labels)
+    view = PlatformView(load_platform(text, "rules.yaml", KIND_NAMES), labels)
     for decoder in (decode.decode_jobs, decode.reference_decode_jobs):
         plain, under = (
             read(decoder, data, kind, version),

@@ -15,8 +15,8 @@ from hypothesis import given, note
 from hypothesis import strategies as st
 
 from sweeper.core.decide import judge
+from sweeper.core.families import lookup
 from sweeper.core.jobs import DeadlineSource, Job, parse_job
-from sweeper.core.kinds import lookup
 from sweeper.core.model import Policy, Skip, SkipReason
 from sweeper.core.platform import PlatformRule, apply
 from tests.property.strategies import (

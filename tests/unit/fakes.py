@@ -28,19 +28,9 @@ from datetime import datetime
 from typing import Any
 
 from sweeper.core.errors import ApiError, Conflict, Gone, NotFound, RequestRef, WatchStalled
+from sweeper.core.families import KINDS, trainer
 from sweeper.core.jobs import parse_job
-from sweeper.core.kinds import (
-    BATCH_JOBS,
-    DEPLOYMENTS,
-    EVENTS,
-    JOBSET_GROUP,
-    JOBSET_VERSION,
-    KINDS,
-    NAMESPACES,
-    PODS,
-    SERVICES,
-    Resource,
-)
+from sweeper.core.kinds import BATCH_JOBS, DEPLOYMENTS, EVENTS, NAMESPACES, PODS, SERVICES, Resource
 from sweeper.core.model import JSON
 from sweeper.core.platform import NO_PLATFORM, PlatformView
 from sweeper.k8s.cluster import Answer, Discovery, JobPage, Page, ServedKind, WatchEvent
@@ -56,7 +46,7 @@ WRITE_VERBS = (
 )
 JOB_WRITES = ("patch", "patch-status")
 LEASE_RESOURCE = "leases.coordination.k8s.io"
-JOBSETS = Resource(JOBSET_GROUP, JOBSET_VERSION, "jobsets")
+JOBSETS = trainer.LEFTOVERS.resource
 
 
 @dataclass

@@ -6,7 +6,8 @@ import copy
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sweeper.core.kinds import JOB_NAME_LABEL, KINDS, Kind
+from sweeper.core.families import KINDS
+from sweeper.core.kinds import JOB_NAME_LABEL, Kind
 
 NOW = datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC)
 KIND = {kind.name: kind for kind in KINDS}

@@ -15,8 +15,10 @@ from sweeper.act.executor import Executor
 from sweeper.config import DryRun
 from sweeper.core.clock import SYSTEM_CLOCK
 from sweeper.core.decide import judge
+from sweeper.core.families.mpi_operator import MPI_OPERATOR_VERSION
+from sweeper.core.families.trainer import TRAINER_VERSION
 from sweeper.core.jobs import DeadlineSource, Job, parse_job
-from sweeper.core.kinds import COMPONENT, MPI_OPERATOR_VERSION, TRAINER_VERSION
+from sweeper.core.kinds import COMPONENT
 from sweeper.core.model import Outcome, Plan, Policy, Result
 from sweeper.core.platform import PlatformRule, apply
 from sweeper.stop import Stop

@@ -19,12 +19,9 @@ from sweeper import __version__
 from sweeper.cli import Seams, command
 from sweeper.config import ClockMode, Config, DryRun, LogFormat, OutputFormat
 from sweeper.core.errors import ApiError, ConfigError, Gone, RequestRef
-from sweeper.core.kinds import (
-    LEGACY_TOUCHED_AT_ANNOTATION,
-    MPIJOB,
-    PYTORCHJOB,
-    TOUCHED_AT_ANNOTATION,
-)
+from sweeper.core.families.mpi_operator import MPIJOB
+from sweeper.core.families.training_operator import PYTORCHJOB
+from sweeper.core.kinds import LEGACY_TOUCHED_AT_ANNOTATION, TOUCHED_AT_ANNOTATION
 from sweeper.core.model import ActionMode, PodsMode
 from sweeper.core.releases import Release
 from sweeper.stop import Stop

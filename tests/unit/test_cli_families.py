@@ -12,14 +12,10 @@ from typing import Any
 
 import pytest
 
-from sweeper.core.kinds import (
-    MPI_OPERATOR_VERSION,
-    MPIJOB,
-    PYTORCHJOB,
-    TRAINER_VERSION,
-    TRAINJOB,
-    VERSION,
-)
+from sweeper.core.families.mpi_operator import MPI_OPERATOR_VERSION, MPIJOB
+from sweeper.core.families.trainer import TRAINER_VERSION, TRAINJOB
+from sweeper.core.families.training_operator import PYTORCHJOB
+from sweeper.core.kinds import VERSION
 from sweeper.k8s.cluster import ServedKind
 from tests.unit.fakes import FakeWatchCluster
 from tests.unit.objects import NOW, job, mpijob, owned, trainjob

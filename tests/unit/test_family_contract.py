@@ -16,31 +16,21 @@ import pytest
 from sweeper.config import Config, DryRun, OutputFormat
 from sweeper.core import families
 from sweeper.core.clock import human
-from sweeper.core.families import Family, family_of, table
+from sweeper.core.families import Family, family_of, pods, table
 from sweeper.core.jobs import Job, Owned
-from sweeper.core.kinds import DEADLINE_MESSAGE, PODS, Kind, Leftovers, Resource
+from sweeper.core.kinds import DEADLINE_MESSAGE, PODS, Kind, Leftovers, Reading, Resource
 from sweeper.core.model import (
     JSON,
     Action,
     ActionKind,
-    DeadlineWrite,
     Entry,
     Policy,
     Skip,
     SkipReason,
     Why,
 )
-from sweeper.core.patches import status_patch
-from sweeper.core.rules import (
-    ALWAYS,
-    Rule,
-    at_once,
-    later,
-    pods_left,
-    pods_reclaimed,
-    reclaim_pods,
-    reclaim_pods_words,
-)
+from sweeper.core.patches import DeadlineWrite, status_patch
+from sweeper.core.rules import ALWAYS, Rule, at_once, later
 from sweeper.k8s.cluster import ServedKind
 from tests.unit.fakes import FakeWatchCluster
 from tests.unit.objects import NOW, ago, owned
@@ -49,7 +39,9 @@ from tests.unit.test_cli import Harness
 from tests.unit.watch.harness import running, wait_for
 
 VERSION = "v1sweep"
-SWEEPJOB = Kind("SweepJob", "sweepjobs", "workers", group="sweep.example.com", versions=(VERSION,))
+SWEEPJOB = Kind(
+    "SweepJob", "sweepjobs", "workers", group="sweep.example.com", readings=((VERSION, Reading()),)
+)
 LABEL = "sweep.example.com/job-name"
 
 
@@ -74,7 +66,7 @@ class SweepJobs:
     @staticmethod
     def finished(job: Job, _now: datetime, policy: Policy, overdue: float | None) -> Entry:
         if job.failed_by_deadline:
-            return reclaim_pods(job, policy, overdue)
+            return pods.reclaim(job, policy, overdue)
         return Skip(job, SkipReason.FINISHED, overdue, job.finished or "")
 
     @staticmethod
@@ -91,15 +83,15 @@ class SweepJobs:
 
     @staticmethod
     def reclaim_words(policy: Policy) -> str:
-        return reclaim_pods_words(policy)
+        return pods.reclaim_words(policy)
 
     @staticmethod
     def leftovers(owned: Sequence[Owned], job: Job, policy: Policy) -> list[Owned]:
-        return pods_left(owned, job, policy)
+        return pods.leftovers(owned, job, policy)
 
     @staticmethod
     def reclaimed_event(job: Job, deleted: Sequence[str], companions: Sequence[str]) -> str:
-        return pods_reclaimed(job, deleted, companions)
+        return pods.reclaimed_event(job, deleted, companions)
 
     @staticmethod
     def recreates_pods(_job: Job) -> bool:

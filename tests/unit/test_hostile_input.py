@@ -22,8 +22,9 @@ from sweeper.config import ClockMode, Config, WatchSettings
 from sweeper.core import model
 from sweeper.core.clock import SYSTEM_CLOCK, parse_http_date, parse_rfc3339
 from sweeper.core.decide import due_at, judge
+from sweeper.core.families import KINDS
 from sweeper.core.jobs import Job, parse_job
-from sweeper.core.kinds import KINDS, TOUCHED_AT_ANNOTATION, VERSION
+from sweeper.core.kinds import TOUCHED_AT_ANNOTATION, VERSION
 from sweeper.core.model import ActionMode, Policy, SkipReason
 from sweeper.k8s import decode
 from sweeper.k8s.cluster import ServedKind, WatchCluster, WatchEvent

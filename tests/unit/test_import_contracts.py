@@ -4,8 +4,8 @@ lint-imports runs on a copy of the tree with probe modules added the way a newco
 them. The contracts are stated over whole packages (only ``sweeper.k8s.connection.client`` may
 import the client, only ``sweeper.cli`` click, only ``sweeper.k8s.decode`` msgspec, every module
 of ``sweeper`` has its layer, the harness and the property-test oracle keep away from
-``sweeper.core.kinds``), so each probe breaks its contract without being named anywhere. Two
-runs in all: lint-imports takes seconds.
+``sweeper.core.kinds`` and ``sweeper.core.families``), so each probe breaks its contract
+without being named anywhere. Two runs in all: lint-imports takes seconds.
 """
 
 from __future__ import annotations
@@ -100,9 +100,9 @@ PROBES = [
     ),
     pytest.param(
         "tests/property/probe.py",
-        "from sweeper.core.kinds import KINDS\n",
+        "from sweeper.core.families import KINDS\n",
         ORACLE,
-        "tests.property.probe -> sweeper.core.kinds",
+        "tests.property.probe -> sweeper.core.families",
         id="oracle-imports-the-constants",
     ),
 ]

@@ -16,8 +16,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from sweeper import metrics
 from sweeper.core.decide import decide
+from sweeper.core.families import KINDS
 from sweeper.core.jobs import parse_job
-from sweeper.core.kinds import EXCLUDE_ANNOTATION, KINDS, TOUCHED_AT_ANNOTATION
+from sweeper.core.kinds import EXCLUDE_ANNOTATION, TOUCHED_AT_ANNOTATION
 from sweeper.core.model import Outcome, Policy, Result
 from sweeper.core.tally import Tally
 from tests.unit.loopback import serving

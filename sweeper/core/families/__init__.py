@@ -1,24 +1,21 @@
-"""The controller families: one module each, behind one contract (:class:`Family`). Pure.
+"""The controller families: one module each, behind one contract (``Family``). Pure.
 
-A family is what one controller makes of its jobs: which kinds and versions it serves, where
-its deadline clock starts (the view's ``start_time``, read by :func:`sweeper.core.jobs.parse_job`),
-what ends a job past its deadline (a touch, the sweeper's fail, or the controller itself) and
-what it leaves behind that the sweeper reclaims (pods, a JobSet). What every family shares is
-judged once, here, before a family's own rules (:func:`table`): a family adds rules, and
-cannot drop one of these. ``--explain`` walks the whole table; a watch timer is armed from it
-(:func:`due_at`). CONTRIBUTING.md says how to add the next family.
+What every family shares is judged once, here, before a family's own rules (``table``): a
+family adds rules, and cannot drop one of these. CONTRIBUTING.md says how to add the next.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import Protocol
 
 from sweeper.core.families import mpi_operator, trainer, training_operator
 from sweeper.core.jobs import Job, Owned
 from sweeper.core.kinds import Kind, Leftovers, Resource
-from sweeper.core.model import JSON, Action, DeadlineWrite, Entry, Policy, SkipReason
+from sweeper.core.model import JSON, Action, Entry, Policy, SkipReason
+from sweeper.core.patches import DeadlineWrite
 from sweeper.core.rules import (
     BEING_DELETED,
     DURATION_OVERFLOW,
@@ -35,33 +32,21 @@ from sweeper.core.rules import (
 
 
 class Family(Protocol):
-    """What one controller family is; each module of this package is one (mypy checks it).
+    """What one controller family is; each module of this package is one (mypy checks it)."""
 
-    Attributes:
-        NAME: As the report, the metrics and the chart's ``families`` value name it.
-        SERVES: The kinds its controller serves, each at its version.
-        MANAGED_BY: Its controller, as ``managedBy`` names it.
-        LEFTOVERS: What the sweeper reclaims of a job its deadline failed, and how it finds
-            them.
-        RULES: Its own rules, judged after the shared ones (:func:`table`), in order; the
-            last always decides.
-        RECLAIM_REASON: The Event's reason after its leftovers were deleted.
-        NOTHING_LEFT: What a reclaim that found nothing to delete says.
-    """
-
-    NAME: str
-    SERVES: tuple[tuple[Kind, str], ...]
-    MANAGED_BY: str
-    LEFTOVERS: Leftovers
-    RULES: tuple[Rule, ...]
-    RECLAIM_REASON: str
-    NOTHING_LEFT: str
+    NAME: str  # as the report, the metrics and the chart's families value name it
+    SERVES: tuple[tuple[Kind, str], ...]  # its kinds, each at the version it serves
+    MANAGED_BY: str  # its controller, as managedBy names it
+    LEFTOVERS: Leftovers  # what it leaves of a job its deadline failed, and how it is found
+    RULES: tuple[Rule, ...]  # its own, after the shared ones; the last always decides
+    RECLAIM_REASON: str  # the Event's reason after a reclaim
+    NOTHING_LEFT: str  # what a reclaim that found nothing says
 
     def finished(self, job: Job, now: datetime, policy: Policy, overdue: float | None) -> Entry:
         """What becomes of a job that finished (a skip, or a reclaim of what it left)."""
 
     def seen_finished(self, job: Job, now: datetime, policy: Policy, overdue: float | None) -> str:
-        """What ``--explain`` says of a job's end."""
+        """What ``--explain`` says of a finished job's end."""
 
     def finished_due(self, job: Job, policy: Policy) -> datetime | None:
         """The instant from which :meth:`finished` acts on a finished job; ``None``: never."""
@@ -79,10 +64,7 @@ class Family(Protocol):
         """The Event's message after a reclaim deleted ``deleted`` (and their companions)."""
 
     def recreates_pods(self, job: Job) -> bool:
-        """Whether its controller may still re-create the pods of the finished job.
-
-        A platform rule's ``reclaimFailedAfter`` leaves such pods alone (``sweeper.core.held``).
-        """
+        """Whether its controller may still re-create the finished job's pods (left alone)."""
 
     def fail_patch(self, job: Job, raw: JSON, now: datetime) -> JSON:
         """The status patch that fails the job (read as ``raw``) as its controller would."""
@@ -94,20 +76,47 @@ class Family(Protocol):
         """Where a platform deadline of the job is written for its controller to enforce."""
 
     def deadline_write(self, action: Action, target: JSON | None) -> DeadlineWrite | Action | str:
-        """The write of a ``set-deadline`` into its carrier as read (``None``: there is none).
+        """A ``set-deadline``'s write into its carrier as read (``None``: none).
 
-        Or the action to take instead (a fail), or why the carrier is left alone.
+        Or the action to take instead, or why the carrier is left alone.
         """
 
 
 FAMILIES: tuple[Family, ...] = (training_operator, mpi_operator, trainer)
 
 
-def family_of(kind: Kind, version: str) -> Family:
-    """The family whose controller serves ``kind`` at ``version``.
+def _kinds() -> tuple[Kind, ...]:
+    # One row a kind, with every version its families serve, in FAMILIES order.
+    merged: dict[Kind, Kind] = {}
+    for family in FAMILIES:
+        for kind, _ in family.SERVES:
+            had = merged.setdefault(kind, kind)
+            if had is not kind:
+                merged[kind] = replace(had, readings=had.readings + kind.readings)
+    return tuple(merged.values())
 
-    A kind at a version no family serves is its first family's (a view built by hand).
+
+# The kind table: discovery, --kind and a rules file's kinds read it.
+KINDS = _kinds()
+KIND_NAMES = tuple(kind.name for kind in KINDS)
+
+
+def lookup(text: str) -> Kind:
+    """Find a kind by its name or plural, ignoring case (``PyTorchJob``, ``pytorchjobs``).
+
+    Raises:
+        KeyError: No known kind has that name; the message lists the valid ones.
     """
+    wanted = text.strip().lower()
+    for kind in KINDS:
+        if wanted in (kind.name.lower(), kind.plural, kind.resource):
+            return kind
+    valid = ", ".join(kind.name for kind in KINDS)
+    raise KeyError(f"unknown kind {text!r} (expected one of {valid}, or their plurals)")
+
+
+def family_of(kind: Kind, version: str) -> Family:
+    """The family serving ``kind`` at ``version`` (at another: its first family, as by hand)."""
     index = _index()
     return index.get((kind.name, version)) or index[kind.name, ""]
 
@@ -127,13 +136,7 @@ def _index() -> dict[tuple[str, str], Family]:
 
 
 def table(family: Family) -> tuple[Rule, ...]:
-    """Every rule a family's jobs are judged by: the shared ones, then the family's own.
-
-    What no controller acts on either comes first, for every family: a job unreadable,
-    managed by another controller, being deleted, opted out, finished (the family says what
-    it then reclaims), suspended, resuming (its controller restarts its clock), without a
-    deadline, with one no controller can hold (beyond Go's ``time.Duration``) or not started.
-    """
+    """Every rule a family's jobs are judged by: what no controller acts on, then its own."""
     rules = _TABLES.get(family.NAME)
     if rules is None:
         rules = _TABLES[family.NAME] = _table(family)
@@ -147,6 +150,11 @@ def _table(family: Family) -> tuple[Rule, ...]:
     def finished(job: Job, now: datetime, policy: Policy, overdue: float | None) -> Entry | None:
         return None if job.finished is None else family.finished(job, now, policy, overdue)
 
+    def seen(job: Job, now: datetime, policy: Policy, overdue: float | None) -> str:
+        if job.finished is None:
+            return "no Succeeded or Failed condition"
+        return family.seen_finished(job, now, policy, overdue)
+
     return (
         MALFORMED,
         # JAXJob's and MXJob's controllers never read managedBy (Kind.checks_managed_by).
@@ -155,7 +163,7 @@ def _table(family: Family) -> tuple[Rule, ...]:
         OPTED_OUT,
         Rule(
             SkipReason.FINISHED.value,
-            family.seen_finished,
+            seen,
             finished,
             premise=lambda job: job.finished is not None,
             acts_from=family.finished_due,

@@ -1,31 +1,11 @@
 """mpi-operator's MPIJob (``kubeflow.org/v2beta1``, v0.8.x): the deadline is the launcher Job's.
 
-mpi-operator never reads ``runPolicy.activeDeadlineSeconds`` itself: it copies it into the
-launcher's batch/v1 Job, whose controller enforces it with a real timer, and then copies the
-Job's ``DeadlineExceeded`` failure into the MPIJob with a ``completionTime``
-(``pkg/controller/mpi_job_controller.go``, ``newLauncherJob``, ``updateMPIJobFailedStatus``). So
-the sweeper never touches an MPIJob. What it does, as docs/decisions.md says:
-
-- **Reclaim the workers.** Once Failed by its deadline *with* ``completionTime``, mpi-operator
-  returns early from every sync and deletes workers only for ``cleanPodPolicy`` ``Running`` or
-  ``All``; its default, ``None``, exists only in its memory (``default.go``). The workers keep
-  their GPUs for good, so they are deleted (never before ``completionTime``: until then the
-  sync re-creates them).
-- **Put the deadline into the launcher.** mpi-operator copies the deadline only when it creates
-  the launcher, and updates it only for suspend and resume, from the launcher as it is (so it
-  keeps what the sweeper wrote). A deadline the launcher does not carry is enforced by nobody:
-  the MPIJob's own, added or shortened after the launcher was created, or a platform rule's
-  default or cap (docs/policy.md). So at ``status.startTime`` + the effective deadline (and
-  ``--grace``) the executor reads the launcher Job: one that carries the MPIJob's own deadline
-  as mpi-operator copied it (or a shorter one), or whose own comes first, is the Job
-  controller's; otherwise it writes the seconds that fall on that instant counted from the
-  launcher's own ``startTime`` (its ``activeDeadlineSeconds`` is mutable): the Job controller
-  re-syncs on the change and fails it at once (``DeadlineExceeded``), mpi-operator copies that
-  failure with ``completionTime``, and the workers go as above.
-- **Fail a gang with no launcher.** With ``launcherCreationPolicy: WaitForWorkersReady`` the
-  launcher, and with it the deadline, exists only once every worker is ready. When the
-  executor finds no launcher Job, the MPIJob is failed as mpi-operator records a failure
-  (``Failed=True``, reason ``DeadlineExceeded``, ``completionTime``); its workers then go.
+mpi-operator copies ``runPolicy.activeDeadlineSeconds`` into the launcher's batch/v1 Job only
+when it creates it, and copies the Job's ``DeadlineExceeded`` failure back with a
+``completionTime``. So the sweeper never touches an MPIJob: past the effective deadline it
+writes into the launcher a deadline it does not carry (the Job controller then fails it at
+once), fails a gang that has no launcher as mpi-operator records a failure, and reclaims the
+workers of one failed by its deadline once ``completionTime`` is set (docs/decisions.md).
 """
 
 from __future__ import annotations
@@ -35,76 +15,64 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from sweeper.core.clock import human, parse_rfc3339
+from sweeper.core.families import pods
 from sweeper.core.jobs import DeadlineSource, Job, parse_owned
 from sweeper.core.kinds import (
     BATCH_JOBS,
     COMPONENT,
     DEADLINE_EXCEEDED,
     DEADLINE_MESSAGE,
-    MPI_OPERATOR,
-    MPI_OPERATOR_VERSION,
-    MPIJOB,
-    OPERATOR_PODS,
     Kind,
+    Reading,
     Resource,
 )
-from sweeper.core.model import (
-    JSON,
-    Action,
-    ActionKind,
-    DeadlineWrite,
-    Entry,
-    Policy,
-    Skip,
-    SkipReason,
-    Why,
-)
-from sweeper.core.patches import deadline_patch, failure_message, status_patch
-from sweeper.core.platform import source_note
+from sweeper.core.model import JSON, Action, ActionKind, Entry, Policy, Skip, SkipReason, Why
+from sweeper.core.patches import DeadlineWrite, deadline_patch, failure_message, status_patch
+from sweeper.core.platform import rule_source, source_note
 from sweeper.core.rules import (
     ALWAYS,
-    NO_PODS_LEFT,
-    PODS_RECLAIMED,
     Rule,
     at_once,
-    later,
-    pods_left,
-    pods_reclaimed,
-    reclaim_pods,
-    reclaim_pods_words,
-    stamp,
+    due,
+    own_deadline,
+    reached,
+    seen_deadline,
     when,
+)
+
+# The Training Operator's MPIJob (the same group, kind and plural) at this version. Only one
+# mpijobs.kubeflow.org CRD can exist, so a cluster serves one or the other.
+MPI_OPERATOR_VERSION = "v2beta1"
+# mpi-operator copies its launcher's failure (its reason), and cleans up and stops re-creating
+# workers only with a completionTime.
+_READING = Reading(
+    failure_reason=True, legacy_clean_pod_policy=False, completion=True, launcher_policy=True
+)
+_SERVED = ((MPI_OPERATOR_VERSION, _READING),)
+MPIJOB = Kind(
+    "MPIJob", "mpijobs", "mpiReplicaSpecs", legacy_clean_pod_policy=True, readings=_SERVED
 )
 
 NAME = "mpi-operator"
 SERVES: tuple[tuple[Kind, str], ...] = ((MPIJOB, MPI_OPERATOR_VERSION),)
-MANAGED_BY = MPI_OPERATOR
-LEFTOVERS = OPERATOR_PODS
-
-
+# v2beta1 types.go, KubeflowJobController.
+MANAGED_BY = "kubeflow.org/mpi-operator"
 # Its workers, as --terminate-pods deletes them.
-reclaim_words = reclaim_pods_words
+LEFTOVERS, RECLAIM_REASON, NOTHING_LEFT = pods.LEFTOVERS, pods.RECLAIM_REASON, pods.NOTHING_LEFT
+leftovers, reclaimed_event, reclaim_words = pods.leftovers, pods.reclaimed_event, pods.reclaim_words
 
 
 def finished(job: Job, _now: datetime, policy: Policy, overdue: float | None) -> Entry:
     """Its workers are reclaimed once it is Failed by its deadline with completionTime."""
     if job.finished != "Failed" or not job.failed_by_deadline:
-        return Skip(job, SkipReason.FINISHED, overdue, job.finished or "")
-    if not job.completed:
-        return Skip(
-            job,
-            SkipReason.FINISHED,
-            overdue,
-            "Failed without completionTime: mpi-operator may still re-create its workers",
-        )
-    if job.clean_pod_policy in ("Running", "All"):
-        return Skip(
-            job,
-            SkipReason.FINISHED,
-            overdue,
-            f"Failed; cleanPodPolicy {job.clean_pod_policy}: mpi-operator deletes its workers",
-        )
-    return reclaim_pods(job, policy, overdue)
+        left = job.finished or ""
+    elif not job.completed:
+        left = "Failed without completionTime: mpi-operator may still re-create its workers"
+    elif job.clean_pod_policy in ("Running", "All"):
+        left = f"Failed; cleanPodPolicy {job.clean_pod_policy}: mpi-operator deletes its workers"
+    else:
+        return pods.reclaim(job, policy, overdue)
+    return Skip(job, SkipReason.FINISHED, overdue, left)
 
 
 def finished_due(job: Job, policy: Policy) -> datetime | None:
@@ -114,8 +82,6 @@ def finished_due(job: Job, policy: Policy) -> datetime | None:
 
 def seen_finished(job: Job, *_: object) -> str:
     """The job's end, its completionTime and its cleanPodPolicy."""
-    if job.finished is None:
-        return "no Succeeded or Failed condition"
     how = ", reason DeadlineExceeded" if job.failed_by_deadline else ""
     done = "completionTime set" if job.completed else "no completionTime"
     policy = job.clean_pod_policy or "unset (mpi-operator's default: None)"
@@ -123,22 +89,10 @@ def seen_finished(job: Job, *_: object) -> str:
 
 
 def _not_yet_due(job: Job, now: datetime, policy: Policy, overdue: float | None) -> Entry | None:
-    due = _due_instant(job, policy)
-    if due is not None and now >= due:
+    at = due(job, policy)
+    if reached(now, at):
         return None
-    return Skip(job, SkipReason.NOT_YET_DUE, overdue, f"due {when(due, now)}")
-
-
-def _due_instant(job: Job, policy: Policy) -> datetime | None:
-    deadline = job.deadline
-    return None if deadline is None else later(deadline, policy.grace)
-
-
-def _seen_deadline(job: Job, _now: datetime, policy: Policy, overdue: float | None) -> str:
-    if job.deadline is None or overdue is None:
-        return "no deadline instant"
-    when = f"{human(overdue)} ago" if overdue >= 0 else f"in {human(-overdue)}"
-    return f"startTime + activeDeadlineSeconds {stamp(job.deadline)} ({when})"
+    return Skip(job, SkipReason.NOT_YET_DUE, overdue, f"due {when(at, now)}")
 
 
 def _seen_launcher(job: Job, *_: object) -> str:
@@ -148,41 +102,25 @@ def _seen_launcher(job: Job, *_: object) -> str:
             f"the MPIJob's own activeDeadlineSeconds {job.deadline_seconds}{within}: in its"
             " launcher Job only if set when mpi-operator created it"
         )
-    own = (
-        "none of its own"
-        if job.declared_seconds is None
-        else f"its own activeDeadlineSeconds {job.declared_seconds}"
-    )
-    return (
-        f"effective {human(job.deadline_seconds or 0)}, the {job.deadline_source.value} of"
-        f" platform rule {job.rule}; {own}"
-    )
+    return f"effective {human(job.deadline_seconds or 0)}, {rule_source(job)}; {own_deadline(job)}"
 
 
 def _launcher_deadline(job: Job, _now: datetime, _policy: Policy, overdue: float | None) -> Entry:
-    late = f"{human(overdue or 0.0)} past"
+    late, gang = f"{human(overdue or 0.0)} past", "or a gang with none is failed"
     if job.deadline_source is DeadlineSource.JOB:
-        return Action(
-            job,
-            ActionKind.SET_DEADLINE,
-            Why.OVERDUE,
-            overdue,
-            f"{late} its deadline: its launcher Job gets it unless it carries it already"
-            " (mpi-operator copies it only when it creates the launcher), or a gang with none"
-            " is failed",
-        )
-    return Action(
-        job,
-        ActionKind.SET_DEADLINE,
-        Why.PLATFORM_DEADLINE,
-        overdue,
-        f"{late} the {job.deadline_source.value} of platform rule {job.rule}: its launcher Job"
-        " gets that deadline, or a gang with none is failed",
-    )
+        unless = "unless it carries it already (mpi-operator copies it only when it creates"
+        detail = f"{late} its deadline: its launcher Job gets it {unless} the launcher), {gang}"
+        return Action(job, ActionKind.SET_DEADLINE, Why.OVERDUE, overdue, detail)
+    detail = f"{late} {rule_source(job)}: its launcher Job gets that deadline, {gang}"
+    return Action(job, ActionKind.SET_DEADLINE, Why.PLATFORM_DEADLINE, overdue, detail)
 
 
 RULES: tuple[Rule, ...] = (
-    Rule(SkipReason.NOT_YET_DUE.value, _seen_deadline, _not_yet_due),
+    Rule(
+        SkipReason.NOT_YET_DUE.value,
+        seen_deadline("startTime + activeDeadlineSeconds"),
+        _not_yet_due,
+    ),
     # The executor reads the launcher Job (its carrier): it leaves alone one that carries the
     # deadline (the MPIJob's own as mpi-operator copied it, or a shorter one), writes it into
     # one that does not, and fails a gang that has none.
@@ -192,15 +130,10 @@ RULES: tuple[Rule, ...] = (
 
 def due_at(job: Job, policy: Policy) -> datetime | None:
     """``startTime`` + deadline + grace: its launcher Job is read then."""
-    return _due_instant(job, policy)
+    return due(job, policy)
 
 
 # --- its writes: the fail, what it leaves, the launcher's deadline --------------------------
-
-RECLAIM_REASON = PODS_RECLAIMED
-NOTHING_LEFT = NO_PODS_LEFT
-leftovers = pods_left
-reclaimed_event = pods_reclaimed
 
 
 def recreates_pods(job: Job) -> bool:
@@ -238,23 +171,16 @@ def carrier(job: Job) -> tuple[Resource, str]:
 
 
 def deadline_write(action: Action, target: JSON | None) -> DeadlineWrite | Action | str:
-    """The platform deadline written into the launcher Job, counted from its own start.
+    """The deadline written into the launcher Job, or a gang with no launcher failed instead.
 
-    The seconds that fall on the effective instant counted from the launcher's
-    ``status.startTime`` (written at or after that instant, so the Job controller, which
-    re-syncs on the change, fails it at once). A gang with no launcher is failed as
-    mpi-operator records a failure; why the launcher is left alone, else.
+    The seconds from the launcher's ``startTime`` to the effective instant, already past: the
+    Job controller, which re-syncs on the change, fails it at once.
     """
     job = action.job
     if target is None:
-        return Action(
-            job,
-            ActionKind.FAIL,
-            Why.NO_LAUNCHER,
-            action.seconds_overdue,
-            f"no launcher Job to carry its deadline ({_source(job)})",
-        )
-    name = f"{job.name}{LAUNCHER_SUFFIX}"
+        none = f"no launcher Job to carry its deadline ({_source(job)})"
+        return Action(job, ActionKind.FAIL, Why.NO_LAUNCHER, action.seconds_overdue, none)
+    _, name = carrier(job)
     left = _launcher_left_alone(target, job)
     if left:
         return left
@@ -269,17 +195,12 @@ def deadline_write(action: Action, target: JSON | None) -> DeadlineWrite | Actio
     own = (target.get("spec") or {}).get("activeDeadlineSeconds")
     if isinstance(own, int) and own <= seconds:
         return f"its launcher Job's own activeDeadlineSeconds {own} comes first"
-    if (
-        isinstance(own, int)
-        and job.deadline_source is DeadlineSource.JOB
-        and own <= (job.deadline_seconds or 0)
-    ):
-        # The MPIJob's own deadline as newLauncherJob copied it (or a shorter one): the Job
-        # controller counts it from the launcher's start, as mpi-operator means it.
-        return (
-            f"its launcher Job carries activeDeadlineSeconds {own}, the MPIJob's own or"
-            " shorter: the Job controller enforces it"
-        )
+    # The MPIJob's own deadline as newLauncherJob copied it (or a shorter one): the Job
+    # controller counts it from the launcher's start, as mpi-operator means it.
+    copied = isinstance(own, int) and own <= (job.deadline_seconds or 0)
+    if copied and job.deadline_source is DeadlineSource.JOB:
+        carried = f"its launcher Job carries activeDeadlineSeconds {own}, the MPIJob's own"
+        return f"{carried} or shorter: the Job controller enforces it"
     return DeadlineWrite(
         deadline_patch(target, seconds),
         f"Set activeDeadlineSeconds {seconds} on launcher Job {name} ({_source(job)},"

@@ -1,14 +1,9 @@
 """The Training Operator v1 family: TFJob, PyTorchJob, XGBoostJob, MPIJob v1, PaddleJob, JAXJob.
 
-(MXJob too, up to v1.8.x.) What the operator does is in docs/operator.md: it checks
-``spec.runPolicy.activeDeadlineSeconds`` against ``status.startTime`` only while it reconciles a
-job, and nothing wakes it at the deadline. So an overdue job is **touched** (an annotation
-patch: the operator reconciles and fails it itself) or **failed** by the sweeper (the status the
-operator would write); ``auto`` touches, then fails. Once a job is failed by its deadline, the
-pods it still runs are reclaimed whatever the action: v1.9.4 keeps them by default
-(``cleanPodPolicy`` absent means ``None``). A deadline the job does not carry (a platform
-rule's default or cap, ``sweeper.core.platform``) cannot be enforced by a touch, as the operator
-reads the job's own field alone: the sweeper fails the job, whatever ``--action``.
+(MXJob too, up to v1.8.x.) The operator checks its deadline only while it reconciles a job
+(docs/operator.md): an overdue job is **touched** (it then fails it) or **failed** by the
+sweeper, as ``--action`` says; its pods are then reclaimed, which v1.9.4 keeps by default. A
+deadline the job does not carry (a platform rule's) only the sweeper can enforce: it fails it.
 """
 
 from __future__ import annotations
@@ -17,59 +12,53 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from sweeper.core.clock import DATE_RESOLUTION_S, human
+from sweeper.core.families import pods
 from sweeper.core.jobs import DeadlineSource, Job
-from sweeper.core.kinds import (
-    JAXJOB,
-    MPIJOB,
-    MXJOB,
-    OPERATOR_PODS,
-    PADDLEJOB,
-    PYTORCHJOB,
-    TFJOB,
-    TRAINING_OPERATOR,
-    VERSION,
-    XGBOOSTJOB,
-    Resource,
-)
+from sweeper.core.kinds import VERSION, Kind, Resource
 from sweeper.core.model import (
     JSON,
     Action,
     ActionKind,
     ActionMode,
-    DeadlineWrite,
     Entry,
     Policy,
     Skip,
     SkipReason,
     Why,
 )
-from sweeper.core.patches import failure_message, status_patch
+from sweeper.core.patches import DeadlineWrite, failure_message, status_patch
 from sweeper.core.platform import source_note
 from sweeper.core.rules import (
     ALWAYS,
-    NO_PODS_LEFT,
-    PODS_RECLAIMED,
     Rule,
     at_once,
+    current_touch,
+    due,
     later,
-    pods_left,
-    pods_reclaimed,
     reached,
-    reclaim_pods,
-    reclaim_pods_words,
+    seen_deadline,
     stamp,
 )
+
+TFJOB = Kind("TFJob", "tfjobs", "tfReplicaSpecs")
+PYTORCHJOB = Kind("PyTorchJob", "pytorchjobs", "pytorchReplicaSpecs")
+XGBOOSTJOB = Kind("XGBoostJob", "xgboostjobs", "xgbReplicaSpecs")
+MPIJOB = Kind("MPIJob", "mpijobs", "mpiReplicaSpecs", legacy_clean_pod_policy=True)
+PADDLEJOB = Kind("PaddleJob", "paddlejobs", "paddleReplicaSpecs")
+JAXJOB = Kind("JAXJob", "jaxjobs", "jaxReplicaSpecs", checks_managed_by=False)
+# Served up to v1.8.x only (v1.9.0 removed it, kubeflow/trainer#2150); discovery finds it where
+# it is served. Its RunPolicy has no managedBy (added in v1.9.0, after MXJob was gone), so no
+# release ever skipped an MXJob for it: like JAXJob, it is judged whatever managedBy says.
+MXJOB = Kind("MXJob", "mxjobs", "mxReplicaSpecs", checks_managed_by=False)
 
 NAME = "training-operator"
 SERVES = tuple(
     (kind, VERSION) for kind in (TFJOB, PYTORCHJOB, XGBOOSTJOB, MPIJOB, PADDLEJOB, JAXJOB, MXJOB)
 )
-MANAGED_BY = TRAINING_OPERATOR
-LEFTOVERS = OPERATOR_PODS
-
-
+MANAGED_BY = "kubeflow.org/training-operator"
 # The pods its deadline failure leaves, as --terminate-pods deletes them.
-reclaim_words = reclaim_pods_words
+LEFTOVERS, RECLAIM_REASON, NOTHING_LEFT = pods.LEFTOVERS, pods.RECLAIM_REASON, pods.NOTHING_LEFT
+leftovers, reclaimed_event, reclaim_words = pods.leftovers, pods.reclaimed_event, pods.reclaim_words
 
 
 def _decide_not_yet_due(
@@ -78,15 +67,16 @@ def _decide_not_yet_due(
     deadline = job.deadline
     if deadline is None:
         return None
-    due = later(deadline, policy.grace)
-    if due is None or now < due:
-        # No due instant within datetime's range (a --grace of 1e15 s): never due.
-        if due is not None:
-            left = (due - now).total_seconds()
-        else:
-            left = policy.grace - (now - deadline).total_seconds()
-        return Skip(job, SkipReason.NOT_YET_DUE, overdue, f"due in {human(left)}")
-    return None
+    at = due(job, policy)
+    if reached(now, at):
+        return None
+    # No due instant within datetime's range (a --grace of 1e15 s): never due.
+    left = (
+        policy.grace - (now - deadline).total_seconds()
+        if at is None
+        else (at - now).total_seconds()
+    )
+    return Skip(job, SkipReason.NOT_YET_DUE, overdue, f"due in {human(left)}")
 
 
 def _due(job: Job, now: datetime, policy: Policy, overdue: float | None) -> Entry:
@@ -98,18 +88,6 @@ def _due(job: Job, now: datetime, policy: Policy, overdue: float | None) -> Entr
         late = f"{human(overdue)} past its deadline ({source_note(job)})"
         return Action(job, ActionKind.FAIL, Why.PLATFORM_DEADLINE, overdue, late)
     return _overdue(job, now, deadline, policy, overdue)
-
-
-def current_touch(job: Job) -> datetime | None:
-    """The sweeper's touch of the job's current deadline, if it has one. Pure.
-
-    A touch from before the deadline (written before a suspend and resume reset
-    ``startTime``) woke nothing for this deadline: it is stale, and counts as none.
-    """
-    touched, deadline = job.touched_at, job.deadline
-    if touched is None or deadline is None or touched < deadline:
-        return None
-    return touched
 
 
 def _ahead(touched: datetime | None, now: datetime, policy: Policy) -> bool:
@@ -128,20 +106,11 @@ def _counted_touch(job: Job, now: datetime, policy: Policy) -> datetime | None:
 
 def seen_finished(job: Job, *_: object) -> str:
     """The job's end, and who failed it by its deadline."""
-    if job.finished is None:
-        return "no Succeeded or Failed condition"
     seen = f"condition {job.finished}=True"
     if job.failed_by_deadline:
         who = "sweeper" if job.failed_by_sweeper else "operator"
         seen += f", failed by its deadline by the {who}"
     return seen
-
-
-def _seen_deadline(job: Job, now: datetime, policy: Policy, overdue: float | None) -> str:
-    if job.deadline is None or overdue is None:
-        return "no deadline instant"
-    when = f"{human(overdue)} ago" if overdue >= 0 else f"in {human(-overdue)}"
-    return f"deadline {stamp(job.deadline)} ({when}), grace {human(policy.grace)}"
 
 
 def _seen_touch(job: Job, now: datetime, policy: Policy, overdue: float | None) -> str:
@@ -162,7 +131,7 @@ def _seen_touch(job: Job, now: datetime, policy: Policy, overdue: float | None) 
 
 RULES: tuple[Rule, ...] = (
     # The one rule that reads the clock, after every rule that does not (due_at relies on it).
-    Rule(SkipReason.NOT_YET_DUE.value, _seen_deadline, _decide_not_yet_due),
+    Rule(SkipReason.NOT_YET_DUE.value, seen_deadline("deadline", grace=True), _decide_not_yet_due),
     # The last rule: the job is overdue; touch, fail or wait for the escalation.
     Rule("overdue", _seen_touch, _due),
 )
@@ -177,22 +146,19 @@ def due_at(job: Job, policy: Policy) -> datetime | None:
         ``escalate_after`` (or ``retouch_after`` while quick touches are left), and for
         ``auto`` no later than ``escalate_after`` past the deadline and grace.
     """
-    deadline = job.deadline
-    if deadline is None:  # not reached: not-started's premise
-        return None
-    due = later(deadline, policy.grace)
-    if due is None or policy.action is ActionMode.FAIL or _platform(job):
-        return due
+    deadline, at = job.deadline, due(job, policy)
+    if deadline is None or at is None or policy.action is ActionMode.FAIL or _platform(job):
+        return at
     touched = current_touch(job)
     if touched is None:
-        return due
+        return at
     steps = [later(touched, policy.escalate_after)]
-    if _quick_retouch(touched, due, policy):
+    if _quick_retouch(touched, at, policy):
         steps.append(later(touched, policy.retouch_after))
     if policy.action is ActionMode.AUTO:
         steps.append(_escalation(deadline, policy))
     first = min((step for step in steps if step is not None), default=None)
-    return None if first is None else max(due, first)
+    return None if first is None else max(at, first)
 
 
 def _platform(job: Job) -> bool:
@@ -223,7 +189,7 @@ def finished(job: Job, _now: datetime, policy: Policy, overdue: float | None) ->
         # v1.9.4 keeps the pods of a job its deadline failed unless cleanPodPolicy says
         # otherwise, and a sweeper interrupted between its status write and its deletes
         # leaves pods too: they are reclaimed whatever the action.
-        return reclaim_pods(job, policy, overdue)
+        return pods.reclaim(job, policy, overdue)
     return Skip(job, SkipReason.FINISHED, overdue, job.finished or "")
 
 
@@ -238,41 +204,25 @@ def _overdue(job: Job, now: datetime, deadline: datetime, policy: Policy, overdu
         return Action(job, ActionKind.FAIL, Why.OVERDUE, overdue, late)
     touched = _counted_touch(job, now, policy)
     since = None if touched is None else (now - touched).total_seconds()  # as reported
+    running = "" if since is None else f"still running {human(since)}"
+    after_touch = f"{late}, {running} after the sweeper's touch"
     if policy.action is ActionMode.AUTO:
         # Escalation never waits for a touch to have been written: while the operator is down
         # its webhooks refuse every update, so no touch annotation ever appears.
-        past_grace = overdue - policy.grace
         if reached(now, _escalation(deadline, policy)):
-            return Action(
-                job,
-                ActionKind.FAIL,
-                Why.ESCALATED,
-                overdue,
-                f"{late}, not failed {human(past_grace)} past its deadline and grace",
-            )
+            past_grace = f"{late}, not failed {human(overdue - policy.grace)} past its deadline"
+            return Action(job, ActionKind.FAIL, Why.ESCALATED, overdue, f"{past_grace} and grace")
         if touched is not None and reached(now, later(touched, policy.escalate_after)):
-            return Action(
-                job,
-                ActionKind.FAIL,
-                Why.ESCALATED,
-                overdue,
-                f"{late}, still running {human(since)} after the sweeper's touch",
-            )
+            return Action(job, ActionKind.FAIL, Why.ESCALATED, overdue, after_touch)
     if touched is None or since is None:
         return Action(job, ActionKind.TOUCH, Why.OVERDUE, overdue, late)
     # The same sum _decide_not_yet_due and due_at use, so every boundary is the same instant.
-    due = later(deadline, policy.grace)
-    quick = due is not None and _quick_retouch(touched, due, policy)
+    at = due(job, policy)
+    quick = at is not None and _quick_retouch(touched, at, policy)
     escalated = reached(now, later(touched, policy.escalate_after))
     if escalated or (quick and reached(now, later(touched, policy.retouch_after))):
         why = "" if escalated else " (the operator judges with its own clock)"
-        return Action(
-            job,
-            ActionKind.TOUCH,
-            Why.RETOUCH,
-            overdue,
-            f"{late}, still running {human(since)} after the sweeper's touch{why}",
-        )
+        return Action(job, ActionKind.TOUCH, Why.RETOUCH, overdue, f"{after_touch}{why}")
     again = policy.retouch_after if quick else policy.escalate_after
     if policy.action is ActionMode.AUTO:
         # The overdue seconds are rounded as reported: within half a millisecond of the
@@ -292,11 +242,6 @@ def _overdue(job: Job, now: datetime, deadline: datetime, policy: Policy, overdu
 
 
 # --- its writes: the fail, what it leaves, and the deadline it never takes ---------------------
-
-RECLAIM_REASON = PODS_RECLAIMED
-NOTHING_LEFT = NO_PODS_LEFT
-leftovers = pods_left
-reclaimed_event = pods_reclaimed
 
 
 def recreates_pods(_job: Job) -> bool:

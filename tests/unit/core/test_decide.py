@@ -9,14 +9,11 @@ from typing import Any
 import pytest
 
 from sweeper.core.decide import decide, explain, judge
+from sweeper.core.families import KINDS, training_operator
+from sweeper.core.families.mpi_operator import MPI_OPERATOR_VERSION
+from sweeper.core.families.pods import pods_mode
 from sweeper.core.jobs import parse_job, parse_owned
-from sweeper.core.kinds import (
-    EXCLUDE_ANNOTATION,
-    KINDS,
-    MPI_OPERATOR_VERSION,
-    TOUCHED_AT_ANNOTATION,
-    TRAINING_OPERATOR,
-)
+from sweeper.core.kinds import EXCLUDE_ANNOTATION, TOUCHED_AT_ANNOTATION
 from sweeper.core.model import (
     Action,
     ActionKind,
@@ -26,7 +23,6 @@ from sweeper.core.model import (
     Skip,
     SkipReason,
     Why,
-    pods_mode,
 )
 from sweeper.core.plan import assemble, execution_order, pods_to_terminate, services_to_delete
 from sweeper.core.releases import Release
@@ -213,7 +209,7 @@ CASES = [
         id="managed-by-multikueue",
     ),
     pytest.param(
-        job(managed_by=TRAINING_OPERATOR),
+        job(managed_by=training_operator.MANAGED_BY),
         TOUCH,
         "touch",
         "overdue",

@@ -12,8 +12,9 @@ from hypothesis import strategies as st
 
 from sweeper.core.decide import ALWAYS, due_at, explain, judge
 from sweeper.core.families import FAMILIES, family_of, table
+from sweeper.core.families.mpi_operator import MPI_OPERATOR_VERSION
+from sweeper.core.families.trainer import TRAINER_VERSION
 from sweeper.core.jobs import DeadlineSource, parse_job
-from sweeper.core.kinds import MPI_OPERATOR_VERSION, TRAINER_VERSION
 from sweeper.core.model import Action, ActionKind, ActionMode, PodsMode, Policy, Why
 from tests.unit.objects import KIND, NOW, mpijob, trainjob
 

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from sweeper.core.errors import ConfigError
 from sweeper.core.families import FAMILIES, Family
+from sweeper.core.families.mpi_operator import MPI_OPERATOR_VERSION, MPIJOB
 from sweeper.core.held import (
     Held,
     HeldState,
@@ -29,7 +30,7 @@ from sweeper.core.held import (
     watched,
 )
 from sweeper.core.jobs import Job, Owned, parse_owned
-from sweeper.core.kinds import GPU_RESOURCES, MPI_OPERATOR_VERSION, MPIJOB
+from sweeper.core.kinds import GPU_RESOURCES
 from sweeper.core.model import Action, ActionKind, Skip, SkipReason, Why
 from sweeper.core.platform import PlatformRule
 from tests.unit.objects import KIND, NOW, stamp

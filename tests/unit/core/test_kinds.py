@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from sweeper.core.kinds import JAXJOB, KINDS, MPIJOB, MXJOB, PYTORCHJOB, lookup
+from sweeper.core.families import KINDS, lookup
+from sweeper.core.families.mpi_operator import MPIJOB
+from sweeper.core.families.training_operator import JAXJOB, MXJOB, PYTORCHJOB
 
 LOOKUPS = [
     ("PyTorchJob", PYTORCHJOB),
@@ -19,7 +21,13 @@ LOOKUPS = [
 
 @pytest.mark.parametrize(("text", "kind"), LOOKUPS)
 def test_lookup(text: str, kind: object) -> None:
-    assert lookup(text) is kind
+    assert lookup(text) == kind
+
+
+def test_a_kind_two_families_serve_is_one_row_with_both_versions() -> None:
+    mpijob = lookup("MPIJob")
+    assert mpijob.versions == ("v1", "v2beta1")
+    assert mpijob.reading("v1") != mpijob.reading("v2beta1") == MPIJOB.reading("v2beta1")
 
 
 def test_unknown_kinds_list_the_valid_ones() -> None:

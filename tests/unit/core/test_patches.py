@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
+from sweeper.core.families import KINDS
 from sweeper.core.jobs import parse_job
 from sweeper.core.kinds import (
     EXCLUDE_ANNOTATION,
-    KINDS,
     LEGACY_TOUCHED_AT_ANNOTATION,
     TOUCHED_AT_ANNOTATION,
 )

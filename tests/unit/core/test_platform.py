@@ -9,6 +9,7 @@ import pytest
 
 from sweeper.core.decide import due_at, judge
 from sweeper.core.errors import EXIT_CONFIG, ConfigError
+from sweeper.core.families import KIND_NAMES
 from sweeper.core.jobs import DeadlineSource, Job, parse_job
 from sweeper.core.kinds import EXCLUDE_ANNOTATION
 from sweeper.core.model import Action, ActionKind, ActionMode, Policy, Why
@@ -53,7 +54,7 @@ def view(deadline: int | None = 3600, *, excluded: bool = False) -> Job:
 
 
 def test_the_design_example_loads_in_order() -> None:
-    platform = load_platform(RULES, "--policy rules.yaml")
+    platform = load_platform(RULES, "--policy rules.yaml", KIND_NAMES)
     assert [rule.name for rule in platform.rules] == ["gpu-tenants", "sandbox", "rest"]
     gpu = platform.rules[0]
     assert gpu == PlatformRule(
@@ -94,17 +95,17 @@ def test_the_design_example_loads_in_order() -> None:
     ],
 )
 def test_the_first_matching_rule_wins(labels: dict[str, str], kind: str, expected: str) -> None:
-    rule = load_platform(RULES, "f").match(labels, kind)
+    rule = load_platform(RULES, "f", KIND_NAMES).match(labels, kind)
     assert rule is not None
     assert rule.name == expected
 
 
 def test_no_rule_matches_without_a_catch_all() -> None:
     platform = load_platform(
-        "rules:\n  - name: only\n    namespaceSelector: {matchLabels: {a: b}}\n", "f"
+        "rules:\n  - name: only\n    namespaceSelector: {matchLabels: {a: b}}\n", "f", KIND_NAMES
     )
     assert platform.match({"a": "c"}, "PyTorchJob") is None
-    assert load_platform("rules: []\n", "f") == Platform()
+    assert load_platform("rules: []\n", "f", KIND_NAMES) == Platform()
 
 
 @pytest.mark.parametrize(
@@ -337,7 +338,7 @@ def test_applying_again_starts_from_the_job_own_fields() -> None:
 )
 def test_a_bad_rules_file_is_one_line_naming_file_rule_and_field(text: str, message: str) -> None:
     with pytest.raises(ConfigError) as raised:
-        load_platform(text, "--policy r.yaml")
+        load_platform(text, "--policy r.yaml", KIND_NAMES)
     assert str(raised.value).startswith(message)
     assert "\n" not in str(raised.value)
     assert raised.value.exit_code == EXIT_CONFIG
@@ -345,8 +346,8 @@ def test_a_bad_rules_file_is_one_line_naming_file_rule_and_field(text: str, mess
 
 def test_an_empty_file_is_refused_and_an_empty_rules_key_is_no_rules() -> None:
     with pytest.raises(ConfigError):
-        load_platform("", "f")
-    assert load_platform("rules:\n", "f") == Platform()
+        load_platform("", "f", KIND_NAMES)
+    assert load_platform("rules:\n", "f", KIND_NAMES) == Platform()
 
 
 @pytest.mark.parametrize("action", list(ActionMode), ids=[a.value for a in ActionMode])

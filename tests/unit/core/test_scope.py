@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from sweeper.core.kinds import JAXJOB, MPIJOB, PYTORCHJOB, TFJOB, Kind
+from sweeper.core.families.mpi_operator import MPIJOB
+from sweeper.core.families.training_operator import JAXJOB, PYTORCHJOB, TFJOB
+from sweeper.core.kinds import Kind
 from sweeper.core.scope import RunScope
 from sweeper.k8s.cluster import ServedKind
 

@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 
 from sweeper.core.decide import decide, judge
+from sweeper.core.families.trainer import TRAINJOB
 from sweeper.core.jobs import parse_job, parse_owned
-from sweeper.core.kinds import EXCLUDE_ANNOTATION, TOUCHED_AT_ANNOTATION, TRAINJOB
+from sweeper.core.kinds import EXCLUDE_ANNOTATION, TOUCHED_AT_ANNOTATION
 from sweeper.core.model import Action, Outcome, PodsMode, Policy, Result, Skip, SkipReason
 from sweeper.core.tally import Tally, failed_by, has_errors, held_reason
 from tests.unit.objects import (

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from sweeper.core.kinds import EVENTS, PODS, PYTORCHJOB, SERVICES
+from sweeper.core.families.training_operator import PYTORCHJOB
+from sweeper.core.kinds import EVENTS, PODS, SERVICES
 from sweeper.k8s.cluster import ServedKind, list_all
 from sweeper.k8s.dryrun import RecordingCluster, Write
 from tests.unit.fakes import FakeCluster

@@ -15,20 +15,12 @@ import urllib3
 
 from sweeper.config import Config
 from sweeper.core.errors import ConfigError
+from sweeper.core.families.mpi_operator import MPI_OPERATOR_VERSION, MPIJOB
 from sweeper.core.families.trainer import LEFTOVERS as TRAINJOB_LEFTOVERS
+from sweeper.core.families.trainer import TRAINJOB
+from sweeper.core.families.training_operator import PYTORCHJOB, TFJOB
 from sweeper.core.jobs import parse_job
-from sweeper.core.kinds import (
-    BATCH_JOBS,
-    EVENTS,
-    MPI_OPERATOR_VERSION,
-    MPIJOB,
-    NAMESPACES,
-    PODS,
-    PYTORCHJOB,
-    SERVICES,
-    TFJOB,
-    TRAINJOB,
-)
+from sweeper.core.kinds import BATCH_JOBS, EVENTS, NAMESPACES, PODS, SERVICES
 from sweeper.k8s import kube
 from sweeper.k8s.cluster import ServedKind, list_all
 from sweeper.k8s.connection import client

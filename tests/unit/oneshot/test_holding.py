@@ -11,8 +11,9 @@ import pytest
 
 from sweeper.config import Config, DryRun, OutputFormat
 from sweeper.core.errors import ApiError, Conflict, RequestRef
+from sweeper.core.families import KIND_NAMES
+from sweeper.core.families.training_operator import TFJOB
 from sweeper.core.jobs import Job
-from sweeper.core.kinds import TFJOB
 from sweeper.core.model import Action, ActionKind, Outcome, Policy, Result, Why
 from sweeper.core.platform import load_platform
 from sweeper.core.tally import Tally
@@ -90,7 +91,7 @@ def server() -> FakeCluster:
 
 
 def with_rules(**fields: Any) -> Config:
-    return Config(platform=load_platform(RULES, "--policy r.yaml"), **fields)
+    return Config(platform=load_platform(RULES, "--policy r.yaml", KIND_NAMES), **fields)
 
 
 def events_only(fake: FakeCluster) -> list[str]:
@@ -300,7 +301,7 @@ def test_warn_before_warns_once_ahead_of_a_start_deadline() -> None:
     fake = server()
     stuck(fake)
     rules = "rules:\n  - {name: gpu-tenants, startDeadline: 90m, warnBefore: 45m}\n"
-    config = Config(output=OutputFormat.JSON, platform=load_platform(rules, "r.yaml"))
+    config = Config(output=OutputFormat.JSON, platform=load_platform(rules, "r.yaml", KIND_NAMES))
     _, passes = sweep(fake, config)
     sweep(fake, config)
     assert passes[0]["jobs"][0]["decision"] == "skip"

@@ -15,7 +15,9 @@ from sweeper import metrics
 from sweeper.config import Config, OutputFormat
 from sweeper.core.clock import SYSTEM_CLOCK
 from sweeper.core.errors import ApiError, RequestRef
-from sweeper.core.kinds import KINDS, MPI_OPERATOR_VERSION, MPIJOB, PYTORCHJOB
+from sweeper.core.families import KINDS
+from sweeper.core.families.mpi_operator import MPI_OPERATOR_VERSION, MPIJOB
+from sweeper.core.families.training_operator import PYTORCHJOB
 from sweeper.k8s.cluster import ServedKind
 from sweeper.oneshot import run as oneshot
 from sweeper.oneshot.misconfig import enabled_schemes

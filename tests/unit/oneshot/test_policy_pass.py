@@ -11,12 +11,8 @@ from click.testing import Result
 
 from sweeper.cli import Seams, command
 from sweeper.core.errors import ApiError, RequestRef
-from sweeper.core.kinds import (
-    EXCLUDE_ANNOTATION,
-    MPI_OPERATOR_VERSION,
-    MPIJOB,
-    TOUCHED_AT_ANNOTATION,
-)
+from sweeper.core.families.mpi_operator import MPI_OPERATOR_VERSION, MPIJOB
+from sweeper.core.kinds import EXCLUDE_ANNOTATION, TOUCHED_AT_ANNOTATION
 from sweeper.k8s.cluster import ServedKind
 from tests.cli_runner import runner
 from tests.unit.fakes import FakeWatchCluster

@@ -22,7 +22,8 @@ from sweeper.core.errors import (
     NotFound,
     RequestRef,
 )
-from sweeper.core.kinds import MPI_OPERATOR_VERSION, MPIJOB, PYTORCHJOB, TFJOB
+from sweeper.core.families.mpi_operator import MPI_OPERATOR_VERSION, MPIJOB
+from sweeper.core.families.training_operator import PYTORCHJOB, TFJOB
 from sweeper.core.model import ActionMode, Policy
 from sweeper.k8s.cluster import ServedKind
 from sweeper.oneshot import run as oneshot

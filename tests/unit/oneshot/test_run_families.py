@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from sweeper.config import Config, DryRun, OutputFormat
-from sweeper.core.kinds import MPI_OPERATOR_VERSION, MPIJOB, TRAINER_VERSION, TRAINJOB
+from sweeper.core.families.mpi_operator import MPI_OPERATOR_VERSION, MPIJOB
+from sweeper.core.families.trainer import TRAINER_VERSION, TRAINJOB
 from sweeper.k8s.cluster import ServedKind
 from sweeper.oneshot.run import run
 from tests.unit.fakes import FakeCluster

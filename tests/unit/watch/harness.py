@@ -28,7 +28,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from sweeper.config import Config, Timing, WatchSettings
 from sweeper.core.clock import SYSTEM_CLOCK
 from sweeper.core.errors import NotFound, RequestRef
-from sweeper.core.kinds import KINDS
+from sweeper.core.families import KIND_NAMES, KINDS
 from sweeper.core.platform import load_platform
 from sweeper.oneshot import namespaces
 from sweeper.stop import Stop
@@ -291,7 +291,7 @@ def policy_watcher(fake: FakeWatchCluster, rules: str = GPU_RULES) -> Watcher:
     its streams and fires events directly.
     """
     settings = WatchSettings(leader_elect=False, health_port=0)
-    config = Config(watch=settings, platform=load_platform(rules, "rules.yaml"))
+    config = Config(watch=settings, platform=load_platform(rules, "rules.yaml", KIND_NAMES))
     clock = Clock(wall=NOW)
     made = Watcher(config, settings, fake, Stop(clock), io.StringIO(), clock=clock)
     made.served.update({s.kind.name: s for s in fake.served})

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from sweeper.core.kinds import KINDS
+from sweeper.core.families import KINDS
 from sweeper.k8s.cluster import ServedKind
 from sweeper.watch.agenda import Agenda
 from sweeper.watch.inbox import Ending, Event, Fired, JobKey, Listed, Pending, Scope

@@ -18,7 +18,8 @@ import pytest
 from sweeper.config import ClockMode, Config, WatchSettings
 from sweeper.core.clock import SYSTEM_CLOCK, parse_rfc3339
 from sweeper.core.errors import EXIT_OK, ApiError, ClusterUnavailable, Interrupted, RequestRef
-from sweeper.core.kinds import KINDS, TOUCHED_AT_ANNOTATION
+from sweeper.core.families import KINDS
+from sweeper.core.kinds import TOUCHED_AT_ANNOTATION
 from sweeper.core.model import PodsMode, Policy
 from sweeper.k8s.cluster import WatchEvent
 from sweeper.stop import Stop

@@ -13,7 +13,7 @@ import threading
 import pytest
 
 from sweeper.core.errors import ApiError, ConfigError, RequestRef
-from sweeper.core.kinds import KINDS
+from sweeper.core.families import KINDS
 from sweeper.watch.health import STALE_LOOP_S, Health, serve
 from tests.unit.fakes import Request
 from tests.unit.loopback import needs_ipv6

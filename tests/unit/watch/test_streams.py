@@ -15,7 +15,8 @@ import pytest
 
 from sweeper.config import Config, DryRun, WatchSettings
 from sweeper.core.errors import ApiError, Interrupted, RequestRef
-from sweeper.core.kinds import KINDS, VERSION
+from sweeper.core.families import KINDS
+from sweeper.core.kinds import VERSION
 from sweeper.core.model import Policy
 from sweeper.k8s.cluster import ServedKind
 from sweeper.metrics import WatchMetrics

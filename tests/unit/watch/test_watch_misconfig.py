@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from sweeper.core.kinds import MPI_OPERATOR_VERSION, MPIJOB, PYTORCHJOB
+from sweeper.core.families.mpi_operator import MPI_OPERATOR_VERSION, MPIJOB
+from sweeper.core.families.training_operator import PYTORCHJOB
 from sweeper.k8s.cluster import ServedKind
 from tests.unit.fakes import FakeCluster
 from tests.unit.objects import NOW

@@ -9,8 +9,9 @@ from __future__ import annotations
 from datetime import timedelta
 
 from sweeper.core.decide import ALWAYS, due_at
+from sweeper.core.families.mpi_operator import MPI_OPERATOR_VERSION, MPIJOB
+from sweeper.core.families.trainer import TRAINER_VERSION, TRAINJOB
 from sweeper.core.jobs import parse_job
-from sweeper.core.kinds import MPI_OPERATOR_VERSION, MPIJOB, TRAINER_VERSION, TRAINJOB
 from sweeper.k8s.cluster import ServedKind
 from sweeper.watch.inbox import JobKey
 from tests.unit.fakes import FakeWatchCluster

@@ -5,8 +5,9 @@ from __future__ import annotations
 from datetime import timedelta
 
 from sweeper.core.decide import due_at
+from sweeper.core.families import KIND_NAMES
+from sweeper.core.families.training_operator import PYTORCHJOB as PYTORCH
 from sweeper.core.jobs import parse_job
-from sweeper.core.kinds import PYTORCHJOB as PYTORCH
 from sweeper.core.platform import load_platform
 from sweeper.watch.inbox import JobKey
 from tests.unit.fakes import FakeWatchCluster
@@ -44,7 +45,9 @@ def test_a_namespace_labelled_into_a_rule_arms_its_jobs_timers_at_the_next_resyn
     fake = FakeWatchCluster(date=NOW)
     fake.add_namespace("team-a", {})
     fake.add_job(job(deadline=None, started_ago=1800))
-    run = start(fake, platform=load_platform(GPU_RULES, "rules.yaml"), resync=0.05).listed()
+    run = start(
+        fake, platform=load_platform(GPU_RULES, "rules.yaml", KIND_NAMES), resync=0.05
+    ).listed()
     tracked(run, 0)
     reads = len(run.requests("list-namespaces"))
 
@@ -60,7 +63,9 @@ def test_a_namespace_labelled_into_a_rule_arms_its_jobs_timers_at_the_next_resyn
 def test_a_namespace_whose_rule_is_unchanged_costs_no_list(start: Start) -> None:
     fake = FakeWatchCluster(date=NOW)
     fake.add_namespace("team-a", {"tier": "gpu"})
-    run = start(fake, platform=load_platform(GPU_RULES, "rules.yaml"), resync=0.05).listed()
+    run = start(
+        fake, platform=load_platform(GPU_RULES, "rules.yaml", KIND_NAMES), resync=0.05
+    ).listed()
     lists = len(run.requests("list"))
     reads = len(run.requests("list-namespaces"))
 

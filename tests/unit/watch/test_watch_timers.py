@@ -19,7 +19,8 @@ from sweeper.config import ClockMode, Config, WatchSettings
 from sweeper.core.clock import SYSTEM_CLOCK
 from sweeper.core.decide import ALWAYS
 from sweeper.core.errors import ApiError, ConfigError, RequestRef
-from sweeper.core.kinds import KINDS, VERSION
+from sweeper.core.families import KINDS
+from sweeper.core.kinds import VERSION
 from sweeper.core.model import ActionMode, Policy
 from sweeper.k8s.cluster import ServedKind
 from sweeper.stop import Stop

@@ -14,7 +14,8 @@ import time
 import pytest
 
 from sweeper.core.decide import ALWAYS
-from sweeper.core.kinds import TRAINER_VERSION, TRAINJOB
+from sweeper.core.families import KIND_NAMES
+from sweeper.core.families.trainer import TRAINER_VERSION, TRAINJOB
 from sweeper.core.platform import load_platform
 from sweeper.core.warn import REASON
 from sweeper.k8s.cluster import ServedKind
@@ -61,7 +62,7 @@ def test_a_trainjob_inside_its_warning_window_gets_its_deadline_and_one_warning(
 ) -> None:
     fake = cluster()
     fake.add_job(trainjob(deadline=None, created_ago=created_ago))
-    platform = load_platform(rules(default, warn), "rules.yaml")
+    platform = load_platform(rules(default, warn), "rules.yaml", KIND_NAMES)
     run = start(fake, kinds=(TRAINJOB,), platform=platform)
     run.listed()
     time.sleep(WINDOW_S)
