@@ -74,12 +74,13 @@ def _choice(
     return Flag(tuple(names.split()), help, choice, default, to=to, read=lambda v: enum(v.lower()))
 
 
-def _namespaces(flag: str) -> Callable[[tuple[str, ...]], tuple[str, ...]]:
-    def read(names: tuple[str, ...]) -> tuple[str, ...]:
-        check_namespaces(names, flag)
-        return tuple(dict.fromkeys(names))
+def _namespaces(*names: str, help: str) -> Flag:
+    # The last name is the parameter's, and the field's; the one before it, the flag's.
+    def read(values: tuple[str, ...]) -> tuple[str, ...]:
+        check_namespaces(values, names[-2])
+        return tuple(dict.fromkeys(values))
 
-    return read
+    return Flag(names, help, metavar="NS", multiple=True, to=names[-1], read=read)
 
 
 def _checked(check: Callable[[str], None]) -> Callable[[str | None], str | None]:
@@ -141,26 +142,21 @@ FLAGS: tuple[Flag, ...] = (
         to="kubeconfig",
     ),
     Flag(("--context",), "Kubeconfig context to use.", metavar="NAME", to="context"),
-    Flag(
-        ("-n", "--namespace", "namespaces"),
-        "Only this namespace (repeatable; default: all namespaces, never listed).",
-        metavar="NS",
-        multiple=True,
-        to="namespaces",
-        read=_namespaces("--namespace"),
+    _namespaces(
+        "-n",
+        "--namespace",
+        "namespaces",
+        help="Only this namespace (repeatable; default: all namespaces, never listed).",
     ),
     Flag(
         ("-A", "--all-namespaces"),
         "Every namespace: the default, spelled out as kubectl does (not with -n).",
         Switch(),
     ),
-    Flag(
-        ("--exclude-namespace", "exclude_namespaces"),
-        "Leave this namespace's jobs alone (repeatable).",
-        metavar="NS",
-        multiple=True,
-        to="exclude_namespaces",
-        read=_namespaces("--exclude-namespace"),
+    _namespaces(
+        "--exclude-namespace",
+        "exclude_namespaces",
+        help="Leave this namespace's jobs alone (repeatable).",
     ),
     Flag(
         ("--kind", "kinds"),

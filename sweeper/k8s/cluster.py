@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from sweeper.core.families import family_of
 from sweeper.core.jobs import Job
@@ -24,8 +24,7 @@ from sweeper.core.model import JSON
 from sweeper.core.platform import NO_PLATFORM, PlatformView
 
 
-@dataclass(frozen=True, slots=True)
-class ServedKind:
+class ServedKind(NamedTuple):
     """A job kind the cluster serves, at the version discovery found."""
 
     kind: Kind

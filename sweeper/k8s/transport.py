@@ -57,13 +57,7 @@ class Send(Protocol):
     """Sends one request; raises ``NoResponse`` when no answer comes back."""
 
     def __call__(
-        self,
-        method: str,
-        path: str,
-        headers: dict[str, str],
-        *,
-        body: JSON | None,
-        timeout: float,
+        self, method: str, path: str, headers: dict[str, str], *, body: JSON | None, timeout: float
     ) -> Response:
         """Send it: ``path`` carries the encoded query; ``timeout`` bounds connect and read."""
         ...

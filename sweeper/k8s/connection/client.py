@@ -311,13 +311,7 @@ class ClientSend:
         self._http = http
 
     def __call__(
-        self,
-        method: str,
-        path: str,
-        headers: dict[str, str],
-        *,
-        body: JSON | None,
-        timeout: float,
+        self, method: str, path: str, headers: dict[str, str], *, body: JSON | None, timeout: float
     ) -> Response:
         """Send one request; what urllib3 raises becomes a ``NoResponse``."""
         try:
