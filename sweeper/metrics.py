@@ -36,13 +36,7 @@ from sweeper.core.errors import EXIT_OK
 from sweeper.core.families import FAMILIES
 from sweeper.core.kinds import KINDS, PODS
 from sweeper.core.model import ActionKind, Outcome, Result, SkipReason
-from sweeper.core.tally import (
-    FAILED_BY,
-    HELD_GPU_REASONS,
-    HELD_REASONS,
-    MISCONFIGURATIONS,
-    Tally,
-)
+from sweeper.core.tally import FAILED_BY, HELD_GPU_REASONS, HELD_REASONS, MISCONFIGURATIONS, Tally
 from sweeper.core.tally import RECLAIMED as RECLAIMED_WHAT
 
 log = logging.getLogger(__name__)

@@ -45,12 +45,7 @@ AUTO = "auto"
 
 
 def _durations(
-    *names: str,
-    default: str | None,
-    help: str,
-    to: str,
-    positive: bool = True,
-    waited: bool = True,
+    *names: str, default: str | None, help: str, to: str, positive: bool = True, waited: bool = True
 ) -> Flag:
     value = Duration(positive, LONGEST_WAIT if waited else None)
     return Flag(names, help, value, default, metavar="DURATION", to=to)

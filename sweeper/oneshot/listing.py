@@ -17,13 +17,7 @@ from http import HTTPStatus
 from sweeper.config import ClockMode, Config
 from sweeper.core.clock import DATE_RESOLUTION_S, Clock, human
 from sweeper.core.decide import judge
-from sweeper.core.errors import (
-    ApiError,
-    ClusterUnavailable,
-    ConfigError,
-    Gone,
-    NotFound,
-)
+from sweeper.core.errors import ApiError, ClusterUnavailable, ConfigError, Gone, NotFound
 from sweeper.core.families import family_of
 from sweeper.core.held import may_act, watched
 from sweeper.core.jobs import MAX_DEADLINE_SECONDS, DeadlineSource, Job, overflows
