@@ -20,13 +20,16 @@ from sweeper.k8s.cluster import Cluster, list_all
 log = logging.getLogger(__name__)
 
 
-def read_view(cluster: Cluster, config: Config) -> PlatformView:
-    """The pass's view of every job under its rule, from the Namespaces' labels as now."""
+def read_view(cluster: Cluster, config: Config, only: tuple[str, ...] = ()) -> PlatformView:
+    """The pass's view of every job under its rule, from the Namespaces' labels as now.
+
+    ``only`` names the Namespaces to read instead of ``--namespace``'s.
+    """
     if config.platform is None:
         return PlatformView()
     read: list[JSON] = []
-    if config.namespaces:
-        for name in config.namespaces:
+    if only or config.namespaces:
+        for name in only or config.namespaces:
             try:
                 read.append(cluster.get(NAMESPACES, None, name))
             except ApiError as error:
@@ -43,7 +46,7 @@ def read_view(cluster: Cluster, config: Config) -> PlatformView:
 def _unread(error: ApiError, namespace: str | None) -> None:
     whose = f'namespace "{namespace}"' if namespace else "every namespace"
     log.error(
-        "%s; the jobs of %s are judged by their own deadlines this pass (no platform rule)",
+        "%s; the jobs of %s are judged by their own deadlines (no platform rule)",
         error,
         whose,
         extra={"namespace": namespace},
