@@ -54,14 +54,9 @@ def list_pass(
 
     ``fresh`` makes the pass's empty ledger (again, when the listing starts over); ``view``
     the platform's rules, read from the Namespaces after discovery when not given.
-
-    Raises:
-        ConfigError: The server rejected the label selector (exit 2).
-        ClusterUnavailable: Discovery or a list failed for good, or the cluster serves no
-            Kubeflow job kind (exit 3); a list that RBAC refuses (403) is not one: it is kept
-            in the listing's ``unlisted``.
-        Interrupted: A signal arrived.
-        RunTimeout: ``--timeout`` ran out.
+    Raises ``ConfigError`` (a selector the server rejects) and ``ClusterUnavailable`` (discovery
+    or a list failed for good, or no Kubeflow job kind is served; a list RBAC refuses is kept in
+    ``unlisted`` instead).
     """
     listing = Listing(config, clock, stop, fresh())
     covered = _discover(cluster, config, listing)
