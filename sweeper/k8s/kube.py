@@ -136,35 +136,17 @@ class KubeCluster(_WatchRequests):
 
     def discover(self) -> Discovery:
         """Find the job kinds the cluster serves, each at the first of its served versions."""
-        groups = sorted({kind.group for kind in KINDS})
         plurals: dict[tuple[str, str], set[str]] = {}
         date = None
-        for group in groups:
-            ref = RequestRef("discover", f"API group {group}", cluster_scoped=True)
-            response = self._transport.request("GET", f"/apis/{group}", ref, missing_ok=True)
-            date = parse_http_date(response.date) or date
-            if response.status == HTTPStatus.NOT_FOUND:
-                continue
-            versions = {
-                v.get("version")
-                for v in answers.entries(response, ref, "versions")
-                if isinstance(v, dict)
-            }
+        for group in sorted({kind.group for kind in KINDS}):
+            versions, answered = self._names(f"/apis/{group}", f"API group {group}", "versions")
+            date = answered or date
             wanted = {v for kind in KINDS if kind.group == group for v in kind.versions}
             for version in sorted(wanted & versions):
-                resources = RequestRef(
-                    "discover", f"API resources of {group}/{version}", cluster_scoped=True
+                what = f"API resources of {group}/{version}"
+                plurals[group, version], _ = self._names(
+                    f"/apis/{group}/{version}", what, "resources"
                 )
-                listing = self._transport.request(
-                    "GET", f"/apis/{group}/{version}", resources, missing_ok=True
-                )
-                if listing.status == HTTPStatus.NOT_FOUND:
-                    continue
-                plurals[group, version] = {
-                    str(r.get("name"))
-                    for r in answers.entries(listing, resources, "resources")
-                    if isinstance(r, dict)
-                }
         served = []
         for kind in KINDS:
             for version in kind.versions:
@@ -172,6 +154,17 @@ class KubeCluster(_WatchRequests):
                     served.append(ServedKind(kind, version))
                     break
         return Discovery(tuple(served), date)
+
+    def _names(self, path: str, what: str, key: str) -> tuple[set[str], datetime | None]:
+        # A discovery document's versions or resources (none if it is missing), and the Date.
+        ref = RequestRef("discover", what, cluster_scoped=True)
+        response = self._transport.request("GET", path, ref, missing_ok=True)
+        date = parse_http_date(response.date)
+        if response.status == HTTPStatus.NOT_FOUND:
+            return set(), date
+        field = "version" if key == "versions" else "name"
+        entries = answers.entries(response, ref, key)
+        return {str(e.get(field)) for e in entries if isinstance(e, dict)}, date
 
     def list_job_views(
         self,
