@@ -60,9 +60,9 @@ class Flag:
 
     ``names``: the flags, then the parameter's name when it differs from the long flag's.
     ``env`` defaults to ``SWEEPER_<LONG FLAG>``; ``bare`` is the value of the flag given
-    without one. ``to`` is where ``build_config`` puts the value (``"policy.grace"``), ``None``
-    for a flag that only steers the others (``-A``); ``read`` turns the parsed value into the
-    attribute's (``ConfigError`` for one it refuses).
+    without one. ``to`` is where ``build_config`` puts the value (``"policy.grace"``; the
+    parameter's name if not given), ``None`` for a flag that only steers the others (``-A``);
+    ``read`` turns the parsed value into the attribute's (``ConfigError`` for one it refuses).
     """
 
     names: tuple[str, ...]
@@ -74,8 +74,13 @@ class Flag:
     multiple: bool = False
     shown_default: str | None = None
     bare: str | None = None
-    to: str | None = None
+    to: str | None = ""
     read: Callable[[Any], Any] | None = None
+
+    def __post_init__(self) -> None:
+        """Fill ``to`` with the parameter's name when it is not given."""
+        if self.to == "":
+            object.__setattr__(self, "to", self.param)
 
     @property
     def param(self) -> str:
