@@ -136,25 +136,21 @@ def _fields(job: Job) -> dict[str, str | int | None]:
 
 def _exemption(job: Job) -> None:
     # Once per pass and job: the platform's engineers see who opted out, and who tried to.
-    fields = _fields(job)
-    if job.excluded:
-        log.info(
-            "%s %s/%s: exclude annotation honoured (platform rule %s allows exemptions)",
-            job.kind.name,
-            job.namespace,
-            job.name,
-            job.rule,
-            extra={**fields, "rule": job.rule, "exemption": "honoured"},
-        )
-    else:
-        log.warning(
-            "%s %s/%s: exclude annotation ignored (platform rule %s allows no exemption)",
-            job.kind.name,
-            job.namespace,
-            job.name,
-            job.rule,
-            extra={**fields, "rule": job.rule, "exemption": "refused"},
-        )
+    said, allows, exemption = (
+        ("honoured", "exemptions", "honoured")
+        if job.excluded
+        else ("ignored", "no exemption", "refused")
+    )
+    (log.info if job.excluded else log.warning)(
+        "%s %s/%s: exclude annotation %s (platform rule %s allows %s)",
+        job.kind.name,
+        job.namespace,
+        job.name,
+        said,
+        job.rule,
+        allows,
+        extra={**_fields(job), "rule": job.rule, "exemption": exemption},
+    )
 
 
 def _overflowing(job: Job) -> None:
