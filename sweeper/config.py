@@ -10,6 +10,7 @@ from __future__ import annotations
 import ipaddress
 import re
 import urllib.parse
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -17,6 +18,7 @@ from sweeper.core.errors import ConfigError
 from sweeper.core.kinds import Kind
 from sweeper.core.model import ActionMode, Policy
 from sweeper.core.platform import Platform
+from sweeper.core.scope import RunScope, S
 
 # client-go's JitterFactor: a waiting candidate retries after retry_period * (1 + 1.2 * r).
 JITTER_FACTOR = 1.2
@@ -236,6 +238,11 @@ class Config:
     watch: WatchSettings | None = None
     platform: Platform | None = None
     training_operator_deployment: tuple[str, str] | None = None
+
+    def scope(self, served: Iterable[S]) -> RunScope[S]:
+        """What a run of these settings covers of what the cluster serves."""
+        kinds, namespaces = self.kinds, self.namespaces
+        return RunScope.of(served, kinds, namespaces, self.exclude_namespaces, self.families)
 
     def __post_init__(self) -> None:
         """Check what no single flag can: how the settings combine."""

@@ -86,13 +86,7 @@ def run_explain(
     with contextlib.closing(cluster):
         try:
             discovery = cluster.discover()
-            covered = RunScope.of(
-                discovery.served,
-                config.kinds,
-                config.namespaces,
-                config.exclude_namespaces,
-                config.families,
-            )
+            covered = config.scope(discovery.served)
             # In discovery's order (not --kind's): the order it always looked in and printed.
             served = [s for s in discovery.served if s in covered.kinds]
             refused: list[ApiError] = []

@@ -92,13 +92,7 @@ def _discover(cluster: Cluster, config: Config, listing: Listing) -> RunScope[Se
             f"the cluster serves no Kubeflow job kind: is the Training Operator installed, "
             f"and is this the right context? ({cluster.endpoint})"
         )
-    scope = RunScope.of(
-        discovery.served,
-        config.kinds,
-        config.namespaces,
-        config.exclude_namespaces,
-        config.families,
-    )
+    scope = config.scope(discovery.served)
     for kind in scope.missing:
         log.info("%s is not served by this cluster; skipped", kind.name, extra={"kind": kind.name})
     for served in scope.left_out:
