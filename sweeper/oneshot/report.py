@@ -370,18 +370,10 @@ def log_outcome(outcome: Outcome, dry_run: DryRun | None) -> None:
     if outcome.touch_refused:
         fields["touch_refused"] = outcome.touch_refused
     detail = "; ".join(part for part in (outcome.detail or entry.detail, *outcome.errors) if part)
-    if outcome.result is Result.SKIPPED:
-        log.debug(
-            "%s %s/%s: skip (%s) %s",
-            job.kind.name,
-            job.namespace,
-            job.name,
-            entry.reason,
-            detail,
-            extra=fields,
-        )
-        return
-    if has_errors(outcome):
+    result = "" if outcome.result is Result.SKIPPED else f" -> {outcome.result.value}"
+    if not result:
+        log_at = log.debug
+    elif has_errors(outcome):
         log_at = log.error
     elif outcome.touch_refused:
         log_at = log.warning  # handled, but the operator (or admission) refused its nudge
@@ -396,13 +388,13 @@ def log_outcome(outcome: Outcome, dry_run: DryRun | None) -> None:
     else:
         log_at = log.info
     log_at(
-        "%s %s/%s: %s (%s) -> %s %s",
+        "%s %s/%s: %s (%s)%s %s",
         job.kind.name,
         job.namespace,
         job.name,
         entry.decision,
         entry.reason,
-        outcome.result.value,
+        result,
         detail,
         extra=fields,
     )
