@@ -46,7 +46,7 @@ def read_view(cluster: Cluster, config: Config, only: tuple[str, ...] = ()) -> P
 def _unread(error: ApiError, namespace: str | None) -> None:
     whose = f'namespace "{namespace}"' if namespace else "every namespace"
     log.error(
-        "%s; the jobs of %s are judged by their own deadlines (no platform rule)",
+        "%s; the jobs of %s are judged by their own deadlines this pass (no platform rule)",
         error,
         whose,
         extra={"namespace": namespace},
