@@ -248,41 +248,7 @@ def sweep(
                 notice.log_warned(each, plan.now, config.dry_run)
                 ledger.tally.warned(each)
     ledger.tally.misconfigured = misconfigured
-    duration_s = clock.monotonic() - began
-    reason = stopped or unavailable
     unlisted = listed.unlisted if listed is not None else []
-    counts = _report(
-        number,
-        config,
-        out,
-        ledger,
-        now=now,
-        duration_s=duration_s,
-        stopped_by=reason,
-        unlisted=tuple(str(u) for u in unlisted),
-        warned=recorded,
-        held=listed.found if listed is not None and plan is not None else None,
-    )
-    if unavailable is not None:
-        raise unavailable
-    tally = ledger.tally if plan is not None else None
-    return PassOutcome(counts.errors, stopped, tally, unlisted)
-
-
-def _report(
-    number: int,
-    config: Config,
-    out: TextIO,
-    ledger: Ledger,
-    *,
-    now: datetime | None,
-    duration_s: float,
-    stopped_by: SweeperError | None,
-    unlisted: tuple[str, ...],
-    warned: tuple[Warned, ...] = (),
-    held: holding.Found | None = None,
-) -> report.Summary:
-    """Write the pass's report (stdout) and its summary line (the log); give its counts."""
     pass_report = report.PassReport(
         number=number,
         now=now,
@@ -290,14 +256,25 @@ def _report(
         dry_run=config.dry_run,
         action=config.policy.action,
         outcomes=ledger.kept,
-        duration_s=duration_s,
-        stopped_by=str(stopped_by or "") or None,
-        unlisted=unlisted,
-        warnings=warned,
-        held=held or holding.Found(),
+        duration_s=clock.monotonic() - began,
+        stopped_by=str(stopped or unavailable or "") or None,
+        unlisted=tuple(str(u) for u in unlisted),
+        warnings=recorded,
+        held=listed.found if listed is not None and plan is not None else holding.Found(),
     )
+    counts = _report(config, out, pass_report, ledger)
+    if unavailable is not None:
+        raise unavailable
+    tally = ledger.tally if plan is not None else None
+    return PassOutcome(counts.errors, stopped, tally, unlisted)
+
+
+def _report(
+    config: Config, out: TextIO, pass_report: report.PassReport, ledger: Ledger
+) -> report.Summary:
+    """Write the pass's report (stdout) and its summary line (the log); give its counts."""
     counts = report.Summary.of(
-        ledger.tally, pass_report.duration_s, pass_report.stopped_by, unlisted
+        ledger.tally, pass_report.duration_s, pass_report.stopped_by, pass_report.unlisted
     )
     if config.output is OutputFormat.JSON:
         report.write_json(out, pass_report, counts, ledger.records())
