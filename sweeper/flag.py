@@ -35,7 +35,7 @@ class Count:
 
 @dataclass(frozen=True, slots=True)
 class Choice:
-    """One of fixed words, exactly as written as the chart's schema takes them, or ``any_case``."""
+    """One of fixed words, as written (as the chart's schema takes them) unless ``any_case``."""
 
     words: tuple[str, ...]
     any_case: bool = False

@@ -44,7 +44,7 @@ class RecordingCluster:
         verb = f"patch-{how['subresource']}" if how.get("subresource") else "patch"
         self.writes.append(Write(verb, namespace, name, patch, resource))
 
-    def delete(self, resource: Resource, namespace: str, name: str, *_: str, **__: object) -> None:
+    def delete(self, resource: Resource, namespace: str, name: str, uid: str, **_: object) -> None:
         """Record a ``delete``."""
         self.writes.append(Write("delete", namespace, name, None, resource))
 
