@@ -1,14 +1,9 @@
 """The ``sweeper`` command: the only module that imports click.
 
-It turns flags (and their ``SWEEPER_*`` environment twins) into one frozen
-``Config``, configures logging, runs, and maps every error to one line on
-stderr and its documented exit code. The Kubernetes client is imported only once a run starts,
-so ``--version`` and ``--help`` stay fast.
-
-Tests run the command against their own cluster by passing ``Seams`` as click's
-``obj``; mypy checks both ``_connect`` and theirs against
-``WatchConnect``, which serves every mode (a watch cluster is also a
-``Cluster``).
+It turns flags (and their ``SWEEPER_*`` twins) into one frozen ``Config``, configures logging,
+runs, and maps every error to one line on stderr and its documented exit code. The HTTP client
+is imported only once a run starts, so ``--version`` and ``--help`` stay fast. Tests run the
+command against their own cluster by passing ``Seams`` as click's ``obj``.
 """
 
 from __future__ import annotations
@@ -18,12 +13,13 @@ import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from sweeper import __version__, flag, logs, options
-from sweeper.config import Config, DryRun, parse_dry_run
+from sweeper.config import Config, parse_dry_run
 from sweeper.core.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, SweeperError
 from sweeper.core.model import ActionMode, PodsMode
 from sweeper.explain import run_explain
@@ -50,40 +46,17 @@ class Seams:
 
 
 # Not subscripted: ParamType is generic only from click 8.2 on, and we support 8.1.
-class DryRunChoice(click.ParamType):  # type: ignore[type-arg]
-    """``--dry-run`` values, read by ``sweeper.config.parse_dry_run``.
+class Parsed(click.ParamType):  # type: ignore[type-arg]
+    """A value read by one of the sweeper's parsers, whose ``ValueError`` is a usage error."""
 
-    An empty value never reaches it (``Option``): kubectl refuses ``--dry-run=``.
-    """
+    def __init__(self, name: str, parse: Callable[[Any], Any]) -> None:
+        self.name = name
+        self._parse = parse
 
-    name = "client|server|none"
-
-    def convert(
-        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
-    ) -> DryRun | None:
-        """Read a flag or environment value; ``None`` means no dry run at all."""
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        """Read a flag or environment value."""
         try:
-            return parse_dry_run(value)
-        except ValueError as error:
-            self.fail(str(error), param, ctx)
-
-
-class Duration(click.ParamType):  # type: ignore[type-arg]
-    """A duration, read by ``sweeper.flag.parse_duration`` (the one parser)."""
-
-    name = "duration"
-
-    def __init__(self, value: flag.Duration) -> None:
-        self.value = value
-
-    def convert(
-        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
-    ) -> float:
-        """Turn the text (``30s``, ``1h``, ``90``...) into seconds."""
-        try:
-            return flag.parse_duration(
-                value, positive=self.value.positive, longest=self.value.longest
-            )
+            return self._parse(value)
         except ValueError as error:
             self.fail(str(error), param, ctx)
 
@@ -145,10 +118,7 @@ _EMPTY_MEANS_UNSET = frozenset({"KUBECONFIG"})
 
 
 class EmptyValue(click.BadParameter):
-    """An option given an empty (or blank) value, on the command line or in its variable.
-
-    ``variable`` is ``None`` when the value came from the command line.
-    """
+    """An option given an empty (or blank) value; ``variable`` ``None`` for the command line's."""
 
     def __init__(self, param: click.Parameter, ctx: click.Context, variable: str | None) -> None:
         hint = f"unset {variable}" if variable else "leave the option out"
@@ -159,13 +129,9 @@ class EmptyValue(click.BadParameter):
 class Option(click.Option):
     """Every option of the command: an empty value is a usage error, wherever it comes from.
 
-    click reads an empty environment variable as an unset one, and takes ``--dry-run=`` or
-    ``--explain ''`` as values, so an empty ``SWEEPER_DRY_RUN``, ``SWEEPER_NAMESPACE`` or
-    ``--explain "$JOB"`` with ``JOB`` unset ran a writing pass over every namespace. Here an
-    empty or blank value (flags included: an empty ``SWEEPER_WATCH`` is neither true nor
-    false) is refused with exit 2, naming the option and the variable; only ``KUBECONFIG``
-    reads empty as unset, as kubectl does. A value that is not empty still goes through the
-    option's type, which refuses unknown values.
+    click reads an empty variable as unset and ``--explain ''`` as a value, so an empty
+    ``SWEEPER_DRY_RUN`` or ``--explain "$JOB"`` with ``JOB`` unset ran a writing pass over every
+    namespace. Only ``KUBECONFIG`` reads empty as unset, as kubectl does.
     """
 
     def variables(self, ctx: click.Context) -> list[str]:
@@ -202,13 +168,14 @@ _Decorated = TypeVar("_Decorated", bound=Callable[..., Any])
 def _type(value: flag.Value) -> Any:
     # The click type of each kind of value sweeper.options declares.
     if isinstance(value, flag.Duration):
-        return Duration(value)
+        parse = partial(flag.parse_duration, positive=value.positive, longest=value.longest)
+        return Parsed("duration", parse)
     if isinstance(value, flag.Count):
         return click.IntRange(value.minimum, value.maximum)
     if isinstance(value, flag.Choice):
         return click.Choice(value.words, case_sensitive=not value.any_case)
     if isinstance(value, flag.DryRunWord):
-        return DryRunChoice()
+        return Parsed("client|server|none", parse_dry_run)
     return None
 
 

@@ -1,10 +1,8 @@
 """The run's settings: one frozen, validated object built at the edge (``sweeper.options``).
 
-Nothing here reads the environment; the CLI resolves flags and their ``SWEEPER_*`` twins and
-hands the values over, each checked where its flag's row reads it (``sweeper.options``, with
-the checks of names, selectors and URLs defined here). ``Config`` checks what no single
-flag can, how they combine. Each refusal is a ``ConfigError`` (exit
-code 2), one line naming the option.
+Nothing here reads the environment. Each value is checked where its flag's row reads it (with
+the checks of names, selectors and URLs defined here); ``Config`` checks how they combine.
+Each refusal is a ``ConfigError`` (exit code 2), one line naming the option.
 """
 
 from __future__ import annotations
@@ -12,6 +10,7 @@ from __future__ import annotations
 import ipaddress
 import re
 import urllib.parse
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -19,6 +18,7 @@ from sweeper.core.errors import ConfigError
 from sweeper.core.kinds import Kind
 from sweeper.core.model import ActionMode, Policy
 from sweeper.core.platform import Platform
+from sweeper.core.scope import RunScope, S
 
 # client-go's JitterFactor: a waiting candidate retries after retry_period * (1 + 1.2 * r).
 JITTER_FACTOR = 1.2
@@ -26,25 +26,14 @@ JITTER_FACTOR = 1.2
 
 @dataclass(frozen=True, slots=True)
 class Timing:
-    """The three durations of leader election (client-go's defaults: 15 s, 10 s, 2 s).
-
-    Attributes:
-        lease_duration: Seconds a follower waits, from when it last saw the record change,
-            before it may take the Lease.
-        renew_deadline: Seconds the leader keeps leading after it sent its last successful
-            renewal; past that it stops writing.
-        retry_period: Seconds between attempts (renewals, or a follower's tries).
-    """
+    """The three durations of leader election (client-go's defaults; docs/watch.md)."""
 
     lease_duration: float = 15.0
     renew_deadline: float = 10.0
     retry_period: float = 2.0
 
     def __post_init__(self) -> None:
-        """Check client-go's ordering (lease duration > renew deadline > 1.2 x retry period).
-
-        Any other ordering would let two replicas lead at once.
-        """
+        """Check client-go's ordering: any other would let two replicas lead at once."""
         if self.retry_period <= 0:
             raise ConfigError("--retry-period must be positive")
         if self.lease_duration <= self.renew_deadline:
@@ -76,11 +65,10 @@ _DRY_RUN_ALIASES = {"true": "client", "1": "client", "yes": "client"} | dict.fro
 
 
 def parse_dry_run(value: object) -> DryRun | None:
-    """Read a ``--dry-run`` word: ``client`` (also the bare flag), ``server``, or ``none``.
+    """Read a ``--dry-run`` word: ``client`` (also the bare flag), ``server``, ``none`` (None).
 
-    An empty value never gets here (the CLI refuses it): kubectl refuses ``--dry-run=``, and an
-    empty ``SWEEPER_DRY_RUN`` in a template must never turn into a writing run. ``none`` reads
-    as ``None``; any other word raises ``ValueError``.
+    The CLI refuses an empty value, as kubectl does: an empty ``SWEEPER_DRY_RUN`` in a template
+    must never turn into a writing run.
     """
     if value is None or isinstance(value, DryRun):
         return value
@@ -181,11 +169,7 @@ def _is_host_name(text: str) -> bool:
 def parse_address(text: str) -> str:
     """Read ``--health-address`` as kubelet's ``--address`` reads one, host names kept.
 
-    An IPv4 literal (``0.0.0.0``), an IPv6 literal bare or in brackets (``::``, ``::1``,
-    ``[::1]``, ``fe80::1%eth0``) or a host name (``localhost``, bound on IPv4 as before). No
-    port: that is ``--health-port``. Returns the address as a socket binds it: an IPv6 literal
-    without its brackets. A port, a malformed IPv6 literal or brackets around anything else is
-    refused in one line naming the option and its twin.
+    An IPv6 literal may come in brackets and is returned without them, as a socket binds it.
     """
     address = text.strip()
     bracketed = address.startswith("[") and address.endswith("]")
@@ -207,17 +191,7 @@ def parse_address(text: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class WatchSettings:
-    """The settings of ``sweeper --watch``; each field is the flag of its name.
-
-    Attributes:
-        resync: Seconds between full passes (the safety net).
-        watch_timeout: Seconds a watch stream may stay silent (the API server sends a bookmark
-            about every minute) before it is reopened.
-        lease_namespace: ``None`` for the pod's namespace in a cluster, else the kubeconfig
-            context's.
-        health_address: Where /healthz, /readyz and /metrics listen.
-        health_port: 0 serves nothing.
-    """
+    """The settings of ``--watch``; each field is filled by the flag whose row names it."""
 
     resync: float = 300.0
     watch_timeout: float = 90.0
@@ -232,29 +206,12 @@ class WatchSettings:
 
 @dataclass(frozen=True, slots=True)
 class Config:
-    """Every setting of a run; each field is the flag of its name (``for_seconds``: ``--for``).
+    """Every setting of a run; each field is filled by the flag whose row names it (``to``).
 
-    Attributes:
-        kubeconfig: A path or a ``:``-separated list (``--kubeconfig`` or ``KUBECONFIG``).
-        namespaces: Empty for all namespaces; ``exclude_namespaces`` drop jobs from the listing.
-        kinds: Empty for every kind.
-        families: The names of the families swept (``--family``); empty for every family.
-        policy: The decision's flags (``--action``, ``--grace``...).
-        every: Seconds between pass starts; ``None`` for one pass.
-        for_seconds: Seconds during which passes start.
-        dry_run: ``None`` when writing for real.
-        request_timeout: Seconds per HTTP request.
-        timeout: Seconds for the whole run (exit 5 when reached). In watch mode, which runs
-            until a signal, it bounds each resync pass from its start instead (a pass cut short
-            is counted as ``stopped``); timer fires are bounded by ``--request-timeout`` alone.
-        pushgateway: ``None`` to push no metrics.
-        explain: The (namespace, name) of the job to explain instead of a run.
-        watch: ``None`` for the one-shot (CronJob) mode.
-        platform: The rules file's rules (``--policy``), ``None`` without one: then no
-            Namespace is read and every job is judged by its own deadline.
-        training_operator_deployment: The (namespace, name) of the Training Operator's
-            Deployment, whose ``--enable-scheme`` each pass checks when MPIJob is served at
-            ``v2beta1`` (``sweeper.oneshot.misconfig``); ``None``: not checked.
+    Empty tuples mean every namespace, kind or family; ``None`` an option not given. ``policy``
+    holds the decision's flags (``--action``, ``--grace``...), ``platform`` the rules file's
+    rules (``--policy``), ``watch`` the watch mode's. In watch mode ``timeout`` bounds each
+    resync pass from its start; timer fires are bounded by ``--request-timeout`` alone.
     """
 
     kubeconfig: str | None = None
@@ -282,12 +239,13 @@ class Config:
     platform: Platform | None = None
     training_operator_deployment: tuple[str, str] | None = None
 
-    def __post_init__(self) -> None:
-        """Check what no single flag can: how the settings combine.
+    def scope(self, served: Iterable[S]) -> RunScope[S]:
+        """What a run of these settings covers of what the cluster serves."""
+        kinds, namespaces = self.kinds, self.namespaces
+        return RunScope.of(served, kinds, namespaces, self.exclude_namespaces, self.families)
 
-        Each value was checked where it was read, by its flag's row (``sweeper.options``: its
-        bounds, as click applies them to the flag and its twin alike, and its ``read``).
-        """
+    def __post_init__(self) -> None:
+        """Check what no single flag can: how the settings combine."""
         self._check_quick_retouch()
         self._check_exclusions()
         self._check_repetition()

@@ -1,12 +1,10 @@
 """``sweeper --explain NAMESPACE/NAME``: why one job was (or was not) acted on.
 
 Reads the job (every served kind, or those of ``--kind``), takes the pass's instant as a run
-would, and walks the decision's rules (``sweeper.core.decide.explain``, the same table
-``judge`` applies), printing each with the value it saw and its outcome.
-The run's own scope comes first: ``--exclude-namespace``, ``-n`` and ``-l`` (the selector is
-matched by the API server, by listing the namespace with it). A clean-up of a job failed by its
-deadline is planned as a pass plans it, from the job's pods: the pods it would delete, or a
-``finished`` skip when none is left. Writes nothing.
+would, and walks the rules ``judge`` applies (``sweeper.core.decide.explain``), printing each
+with the value it saw and its outcome, after the run's own scope (``-n``,
+``--exclude-namespace``, and ``-l`` as the API server matches it). A clean-up is planned as a
+pass plans it, from the job's pods. Writes nothing.
 """
 
 from __future__ import annotations
@@ -37,12 +35,13 @@ from sweeper.core.held import (
     watched,
 )
 from sweeper.core.jobs import Job, parse_job, parse_owned
-from sweeper.core.kinds import NAMESPACES, OPERATOR_PODS
+from sweeper.core.kinds import OPERATOR_PODS
 from sweeper.core.model import CLEAN_UPS, Action, ActionKind, Entry
-from sweeper.core.platform import PlatformRule, PlatformView, explain_rule, namespace_labels
+from sweeper.core.platform import PlatformRule, explain_rule
 from sweeper.core.scope import RunScope
 from sweeper.core.warn import explain_warning
 from sweeper.k8s.cluster import Cluster, ServedKind, list_all
+from sweeper.oneshot import namespaces
 from sweeper.oneshot.run import Connect
 from sweeper.stop import Stop
 
@@ -56,12 +55,9 @@ _MIN_SEEN = 30
 
 @dataclass(frozen=True, slots=True)
 class Explanation:
-    """One job's explanation.
+    """One job's explanation: ``scope`` the run's filters as (name, what it saw, passes?).
 
-    Attributes:
-        scope: The run's filters, each as (name, what it saw, passes?).
-        entry: The decision (``None`` when the run's scope leaves the job out).
-        max_actions: ``--max-actions``, which may defer an action in a pass.
+    ``entry`` is ``None`` when the run's scope leaves the job out.
     """
 
     kind: str
@@ -80,9 +76,8 @@ def run_explain(
 ) -> int:
     """Explain the job ``config.explain`` names, at ``clock``'s instant; exit code 0.
 
-    Raises:
-        ConfigError: No served kind has a job of that name (exit 2).
-        ClusterUnavailable: The cluster could not be read (exit 3).
+    Raises ``ConfigError`` when no served kind has a job of that name, ``ClusterUnavailable``
+    when the cluster could not be read.
     """
     assert config.explain is not None  # noqa: S101 - the CLI calls this only with --explain
     namespace, name = config.explain
@@ -91,13 +86,7 @@ def run_explain(
     with contextlib.closing(cluster):
         try:
             discovery = cluster.discover()
-            covered = RunScope.of(
-                discovery.served,
-                config.kinds,
-                config.namespaces,
-                config.exclude_namespaces,
-                config.families,
-            )
+            covered = config.scope(discovery.served)
             # In discovery's order (not --kind's): the order it always looked in and printed.
             served = [s for s in discovery.served if s in covered.kinds]
             refused: list[ApiError] = []
@@ -122,7 +111,8 @@ def run_explain(
             now, whose = discovery.server_date, "server"
         else:
             now, whose = clock.now(), "local"
-        view = _view(cluster, config, namespace)
+        # The job's Namespace alone: the rule is chosen by its labels, as a pass chooses it.
+        view = namespaces.read_view(cluster, config, (namespace,))
         explanations = []
         for (served_kind, raw), scope in zip(found, scopes, strict=True):
             job = view(parse_job(raw, served_kind.kind, served_kind.version))
@@ -138,16 +128,18 @@ def run_explain(
             if config.platform is not None:
                 steps = (Step("platform-rule", explain_rule(job), None, reached=True), *steps)
             keep = all(passes for _, _, passes in scope)
+            planned = _as_planned(cluster, config, entry, now) if keep else None
+            kind = served_kind.kind.name
             explanations.append(
                 Explanation(
-                    served_kind.kind.name,
+                    kind,
                     namespace,
                     name,
                     now,
                     whose,
                     scope,
                     steps,
-                    _as_planned(cluster, config, entry, now) if keep else None,
+                    planned,
                     config.policy.max_actions,
                 )
             )
@@ -157,20 +149,6 @@ def run_explain(
         out.write("\n".join(as_text(e) for e in explanations))
     out.flush()
     return EXIT_OK
-
-
-def _view(cluster: Cluster, config: Config, namespace: str) -> PlatformView:
-    # The job's Namespace alone: the rule is chosen by its labels, as a pass chooses it.
-    if config.platform is None:
-        return PlatformView()
-    try:
-        found = namespace_labels(cluster.get(NAMESPACES, None, namespace))
-    except ApiError as error:
-        log.error(  # noqa: TRY400 - the server's refusal, one line: no traceback
-            "%s; explained by the job's own deadline (no platform rule)", error
-        )
-        return PlatformView(config.platform)
-    return PlatformView(config.platform, dict([found]) if found else {})
 
 
 def _held(

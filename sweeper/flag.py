@@ -1,10 +1,7 @@
 """One option of the command line, as data: its names, what it takes, and where it goes.
 
-``sweeper.options.FLAGS`` is a table of ``Flag`` rows; ``sweeper.cli`` turns each
-into a click option (its value kind into a click type, ``parse_duration`` for durations)
-and ``sweeper.options.build_config`` puts each value where the row says. No click here, and
-nothing of the sweeper's but the duration parser (``sweeper.core.clock``): the rows' words
-come from the layers above.
+``sweeper.options.FLAGS`` is a table of ``Flag`` rows; ``sweeper.cli`` turns each into a click
+option, and ``sweeper.options.build_config`` puts each value where the row says.
 """
 
 from __future__ import annotations
@@ -38,11 +35,7 @@ class Count:
 
 @dataclass(frozen=True, slots=True)
 class Choice:
-    """One of fixed words.
-
-    Taken exactly as written, as the chart's schema takes them (``fail``, not ``Fail``); the log
-    levels in any case (``any_case``), as Python's logging names them either way.
-    """
+    """One of fixed words, as written (as the chart's schema takes them) unless ``any_case``."""
 
     words: tuple[str, ...]
     any_case: bool = False
@@ -65,18 +58,11 @@ Value = Duration | Count | Choice | DryRunWord | Switch | None  # None: free tex
 class Flag:
     """One option of the command.
 
-    Attributes:
-        names: The flags, then the parameter's name when it differs from the long flag's.
-        value: What it takes; ``None`` for free text.
-        default: The default, as the user would type it.
-        env: Its environment variables; ``SWEEPER_<LONG FLAG>`` when empty.
-        shown_default: ``--help``'s wording of a default that is not a value.
-        bare: The value of the flag given without one (``--dry-run`` means ``client``).
-        to: Where ``build_config`` puts the value: a ``Config`` attribute, or one of
-            its ``policy``, ``watch`` or ``watch.timing`` (``"policy.grace"``); ``None`` for a
-            flag that only steers the others (``-A``, ``--watch``).
-        read: Turns the parsed value (``None`` when unset) into the attribute's; as it is by
-            default. It raises ``ConfigError`` for a value it refuses.
+    ``names``: the flags, then the parameter's name when it differs from the long flag's.
+    ``env`` defaults to ``SWEEPER_<LONG FLAG>``; ``bare`` is the value of the flag given
+    without one. ``to`` is where ``build_config`` puts the value (``"policy.grace"``; the
+    parameter's name if not given), ``None`` for a flag that only steers the others (``-A``);
+    ``read`` turns the parsed value into the attribute's (``ConfigError`` for one it refuses).
     """
 
     names: tuple[str, ...]
@@ -88,8 +74,13 @@ class Flag:
     multiple: bool = False
     shown_default: str | None = None
     bare: str | None = None
-    to: str | None = None
+    to: str | None = ""
     read: Callable[[Any], Any] | None = None
+
+    def __post_init__(self) -> None:
+        """Fill ``to`` with the parameter's name when it is not given."""
+        if self.to == "":
+            object.__setattr__(self, "to", self.param)
 
     @property
     def param(self) -> str:

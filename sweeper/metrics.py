@@ -1,22 +1,15 @@
 """Prometheus metrics: their names in one place, and the push of a run to a Pushgateway.
 
-The only module that imports prometheus_client. A CronJob run lives too briefly to be scraped,
-so with ``--pushgateway`` it pushes one fixed set of ``deadline_sweeper_*`` gauges when it ends,
-whatever the exit code. The set has no per-job label: every label takes its values from a closed
-list (kinds, decisions, skip reasons, results), and every combination is pushed, zeros included,
-so a series never vanishes because nothing happened to it this time.
+The only module that imports prometheus_client. A CronJob run lives too briefly to be scraped:
+with ``--pushgateway`` it pushes one fixed set of gauges when it ends, whatever the exit code.
+Every label takes its values from a closed list and every combination is pushed, zeros
+included, so a series never vanishes because nothing happened to it this time. The push is a
+``pushadd``, which replaces only the metrics it carries: the last success timestamp is in the
+set only when the run succeeded, so a failing run leaves the previous success for the alert.
+The grouping key is the job label alone (an instance label would leave a group per run).
 
-The push is a POST (``pushadd``), which replaces only the metrics it carries: the last success
-timestamp is in the set only when the run succeeded, so a failing run leaves the previous
-success in place for the "no successful run" alert. The grouping key is the job label alone
-(``--pushgateway-job``): the Pushgateway's documentation advises against an instance label for
-batch jobs, as each run would leave a new group behind; scrape the Pushgateway with
-``honor_labels: true`` so that job label is kept.
-
-``sweeper --watch`` serves ``WatchMetrics`` on ``/metrics`` (through sweeper.watch.health):
-its definitions live here too, next to the pushed ones, so both modes share one namespace and
-the names they have in common (``deadline_sweeper_actions``, ``deadline_sweeper_overdue_jobs``)
-are defined once. No label carries a job's name in either mode.
+``--watch`` serves ``WatchMetrics`` on ``/metrics``, defined here too, so the names both modes
+have are defined once (docs/metrics.md). No label carries a job's name.
 """
 
 from __future__ import annotations
@@ -36,13 +29,7 @@ from sweeper.core.errors import EXIT_OK
 from sweeper.core.families import FAMILIES, KINDS
 from sweeper.core.kinds import PODS
 from sweeper.core.model import ActionKind, Outcome, Result, SkipReason
-from sweeper.core.tally import (
-    FAILED_BY,
-    HELD_GPU_REASONS,
-    HELD_REASONS,
-    MISCONFIGURATIONS,
-    Tally,
-)
+from sweeper.core.tally import FAILED_BY, HELD_GPU_REASONS, HELD_REASONS, MISCONFIGURATIONS, Tally
 from sweeper.core.tally import RECLAIMED as RECLAIMED_WHAT
 
 log = logging.getLogger(__name__)
@@ -196,15 +183,9 @@ def figures(
 ) -> RunFigures:
     """Compute every metric of a run from its last pass, every label combination present. Pure.
 
-    Args:
-        outcomes: The last pass's ``Tally`` (the count its summary reads too; a pass counts
-            its outcomes there one by one rather than keeping them all), or its outcomes;
-            ``None`` when no pass got as far as deciding (then only the run's own metrics
-            are in the figures).
-        exit_code: The run's exit code.
-        ended_at: When the run ended (the local clock: the alert compares it with
-            Prometheus' ``time()``).
-        duration_s: How long the run took.
+    ``outcomes`` is ``None`` when no pass got as far as deciding: then only the run's own
+    metrics are there. ``ended_at`` is the local clock's: the alert compares it with
+    Prometheus' ``time()``.
     """
     stamp = ended_at.timestamp()
     values: dict[str, Mapping[Labels, float]] = {
@@ -286,10 +267,7 @@ def register(registry: CollectorRegistry, names: Iterable[str] | None = None) ->
 
 
 def registry_of(run: RunFigures) -> CollectorRegistry:
-    """Build a new registry holding exactly the metrics of a run.
-
-    Never the global one, which holds process metrics.
-    """
+    """A new registry holding exactly the metrics of a run (never the global one)."""
     registry = CollectorRegistry(auto_describe=True)
     gauges = register(registry, run.values)
     for name, series in run.values.items():
@@ -300,29 +278,20 @@ def registry_of(run: RunFigures) -> CollectorRegistry:
 
 
 def push(url: str, job: str, run: RunFigures, *, timeout: float) -> bool:
-    """Push a run's metrics to a Pushgateway; a failure is logged, never raised.
+    """Push a run's metrics to a Pushgateway; whether it accepted them (a failure is logged).
 
     A run that did its work must not exit non-zero because monitoring is down; the alert on
-    the last success timestamp notices a Pushgateway that stays unreachable. Returns whether
-    the Pushgateway accepted them; ``job`` is the grouping key's job label.
+    the last success timestamp notices a Pushgateway that stays unreachable.
     """
     began = time.monotonic()
     try:
         pushadd_to_gateway(url, job=job, registry=registry_of(run), timeout=timeout)
     except Exception as error:  # noqa: BLE001 - urllib raises OSError, HTTPError, ValueError...
-        log.warning(
-            "cannot push metrics to the Pushgateway %s: %s",
-            url,
-            error,
-            extra={"pushgateway": url, "error": str(error)},
-        )
+        fields = {"pushgateway": url, "error": str(error)}
+        log.warning("cannot push metrics to the Pushgateway %s: %s", url, error, extra=fields)
         return False
-    log.debug(
-        "pushed metrics to %s in %.3fs",
-        url,
-        time.monotonic() - began,
-        extra={"pushgateway": url, "job": job},
-    )
+    took = time.monotonic() - began
+    log.debug("pushed metrics to %s in %.3fs", url, took, extra={"pushgateway": url, "job": job})
     return True
 
 
@@ -430,11 +399,7 @@ class WatchMetrics:
         self.set_misconfigured(())
 
     def set_overdue(self, by_kind: Mapping[str, int]) -> None:
-        """Set the overdue gauge of every kind, 0 for those not given.
-
-        Every kind has a series from the start, as in the pushed metrics, so an alert on the
-        sum never sees an empty vector where it should see 0.
-        """
+        """Set the overdue gauge of every kind, 0 for those not given (no empty vector)."""
         for kind in _KIND_NAMES:
             self.overdue.labels(kind).set(by_kind.get(kind, 0))
 

@@ -48,7 +48,7 @@ def _durations(
     *names: str,
     default: str | None,
     help: str,
-    to: str,
+    to: str = "",
     positive: bool = True,
     waited: bool = True,
 ) -> Flag:
@@ -62,7 +62,7 @@ def _choice(
     default: str,
     help: str,
     *,
-    to: str,
+    to: str = "",
     read: Callable[[Any], Any] | None = None,
     any_case: bool = False,
 ) -> Flag:
@@ -74,12 +74,13 @@ def _choice(
     return Flag(tuple(names.split()), help, choice, default, to=to, read=lambda v: enum(v.lower()))
 
 
-def _namespaces(flag: str) -> Callable[[tuple[str, ...]], tuple[str, ...]]:
-    def read(names: tuple[str, ...]) -> tuple[str, ...]:
-        check_namespaces(names, flag)
-        return tuple(dict.fromkeys(names))
+def _namespaces(*names: str, help: str) -> Flag:
+    # The last name is the parameter's, and the field's; the one before it, the flag's.
+    def read(values: tuple[str, ...]) -> tuple[str, ...]:
+        check_namespaces(values, names[-2])
+        return tuple(dict.fromkeys(values))
 
-    return read
+    return Flag(names, help, metavar="NS", multiple=True, to=names[-1], read=read)
 
 
 def _checked(check: Callable[[str], None]) -> Callable[[str | None], str | None]:
@@ -138,36 +139,30 @@ FLAGS: tuple[Flag, ...] = (
         "Kubeconfig file (default: KUBECONFIG, ~/.kube/config, else in-cluster).",
         metavar="PATH",
         env=("SWEEPER_KUBECONFIG", "KUBECONFIG"),
-        to="kubeconfig",
     ),
-    Flag(("--context",), "Kubeconfig context to use.", metavar="NAME", to="context"),
-    Flag(
-        ("-n", "--namespace", "namespaces"),
-        "Only this namespace (repeatable; default: all namespaces, never listed).",
-        metavar="NS",
-        multiple=True,
-        to="namespaces",
-        read=_namespaces("--namespace"),
+    Flag(("--context",), "Kubeconfig context to use.", metavar="NAME"),
+    _namespaces(
+        "-n",
+        "--namespace",
+        "namespaces",
+        help="Only this namespace (repeatable; default: all namespaces, never listed).",
     ),
     Flag(
         ("-A", "--all-namespaces"),
         "Every namespace: the default, spelled out as kubectl does (not with -n).",
         Switch(),
+        to=None,
     ),
-    Flag(
-        ("--exclude-namespace", "exclude_namespaces"),
-        "Leave this namespace's jobs alone (repeatable).",
-        metavar="NS",
-        multiple=True,
-        to="exclude_namespaces",
-        read=_namespaces("--exclude-namespace"),
+    _namespaces(
+        "--exclude-namespace",
+        "exclude_namespaces",
+        help="Leave this namespace's jobs alone (repeatable).",
     ),
     Flag(
         ("--kind", "kinds"),
         "Only this kind, e.g. PyTorchJob or pytorchjobs (repeatable; default: all).",
         metavar="KIND",
         multiple=True,
-        to="kinds",
         read=_kinds,
     ),
     Flag(
@@ -177,17 +172,15 @@ FLAGS: tuple[Flag, ...] = (
         Choice(tuple(family.NAME for family in FAMILIES)),
         metavar="FAMILY",
         multiple=True,
-        to="families",
         read=lambda names: tuple(dict.fromkeys(names)),
     ),
     Flag(
         ("-l", "--selector"),
         "Label selector the jobs must match.",
         metavar="SEL",
-        to="selector",
         read=_checked(check_selector),
     ),
-    Flag(("--page-size",), "Jobs per list request.", Count(1), 500, to="page_size"),
+    Flag(("--page-size",), "Jobs per list request.", Count(1), 500),
     Flag(
         ("--policy", "policy_file"),
         "Rules file of the platform's deadlines: a default and a cap per Namespace labels and "
@@ -209,7 +202,6 @@ FLAGS: tuple[Flag, ...] = (
         ClockMode,
         ClockMode.SERVER.value,
         "Whose clock decides: the API server's Date header, or this machine's.",
-        to="clock",
     ),
     _choice(
         "--action",
@@ -295,15 +287,9 @@ FLAGS: tuple[Flag, ...] = (
         shown_default="unlimited",
         to="policy.max_actions",
     ),
+    _durations("--every", default=None, help="Start a pass every DURATION (needs --for)."),
     _durations(
-        "--every", default=None, help="Start a pass every DURATION (needs --for).", to="every"
-    ),
-    _durations(
-        "--for",
-        "for_seconds",
-        default=None,
-        help="Start passes during DURATION (needs --every).",
-        to="for_seconds",
+        "--for", "for_seconds", default=None, help="Start passes during DURATION (needs --every)."
     ),
     Flag(
         ("--dry-run",),
@@ -311,7 +297,6 @@ FLAGS: tuple[Flag, ...] = (
         "(server). Bare --dry-run means client.",
         DryRunWord(),
         bare="client",
-        to="dry_run",
     ),
     _choice(
         "-o --output",
@@ -319,43 +304,26 @@ FLAGS: tuple[Flag, ...] = (
         OutputFormat.TEXT.value,
         "Report on stdout: text (actions, errors, skips counted by reason), wide (text "
         "with every job), json (one document per pass).",
-        to="output",
     ),
     _choice(
         "--log-format",
         (AUTO, *(f.value for f in LogFormat)),
         AUTO,
         "Log format on stderr; auto: text on a terminal, JSON otherwise.",
-        to="log_format",
         read=_log_format,
     ),
-    _choice(
-        "--log-level",
-        LOG_LEVELS,
-        "INFO",
-        "Log level.",
-        to="log_level",
-        read=str.upper,
-        any_case=True,
-    ),
-    _durations(
-        "--request-timeout",
-        default="10s",
-        help="Timeout of each HTTP request.",
-        to="request_timeout",
-    ),
+    _choice("--log-level", LOG_LEVELS, "INFO", "Log level.", read=str.upper, any_case=True),
+    _durations("--request-timeout", default="10s", help="Timeout of each HTTP request."),
     _durations(
         "--timeout",
         default="45s",
         help="Bound on the whole run (exit 5 when reached); --watch: on each resync pass.",
-        to="timeout",
     ),
     Flag(
         ("--pushgateway",),
         "Push the run's deadline_sweeper_* metrics to this Prometheus Pushgateway when "
         "it ends (a failed push is logged; the exit code stays).",
         metavar="URL",
-        to="pushgateway",
         read=_checked(check_url),
     ),
     Flag(
@@ -364,14 +332,12 @@ FLAGS: tuple[Flag, ...] = (
         "sweeper sharing a Pushgateway.",
         default=DEFAULT_PUSHGATEWAY_JOB,
         metavar="NAME",
-        to="pushgateway_job",
     ),
     Flag(
         ("--explain",),
         "Print, for one job, every rule of the decision in order with the value it saw "
         "and its outcome, then exit (writes nothing).",
         metavar="NAMESPACE/NAME",
-        to="explain",
         read=lambda text: parse_reference(text) if text else None,
     ),
     Flag(
@@ -379,7 +345,6 @@ FLAGS: tuple[Flag, ...] = (
         "The Training Operator's Deployment: warn when it runs its v1 MPIJob controller "
         "beside mpi-operator's v2beta1 CRD (a crash loop); needs get on that Deployment.",
         metavar="NAMESPACE/NAME",
-        to="training_operator_deployment",
         read=lambda text: parse_reference(text, "--training-operator-deployment") if text else None,
     ),
     Flag(
@@ -388,6 +353,7 @@ FLAGS: tuple[Flag, ...] = (
         "(a Deployment; see README 'Choosing a mode').",
         Switch(),
         False,
+        to=None,
     ),
     _durations(
         "--resync",

@@ -2,12 +2,9 @@
 
 A run stops for a signal (SIGTERM, SIGINT) or when ``--timeout`` runs out; in watch mode its
 writes also stop when this replica no longer leads (the Lease ``fence``s the run's ``Stop``),
-and each resync pass has its own ``--timeout`` (``within``). The entry point of each mode
-builds one ``Stop`` on the run's clock and hands it to every part: the threads of the watch
-mode wait on it (``wait``, ``is_set``), the transport asks it before each attempt and waits
-on it between retries, and the executor and the listing ask ``reason`` ("must I stop, and
-why?") before each write and after each page. The write in progress completes; no new one
-starts.
+and each resync pass has its own ``--timeout`` (``within``). Each mode builds one on the run's
+clock and hands it to every part, which asks ``reason`` before each write and after each page:
+the write in progress completes; no new one starts.
 """
 
 from __future__ import annotations

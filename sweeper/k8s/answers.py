@@ -22,11 +22,7 @@ from sweeper.k8s.transport import Response, one_line
 
 
 def decoded(response: Response, ref: RequestRef) -> dict[str, Any]:
-    """The JSON object of a successful answer.
-
-    Raises:
-        ApiError: The body is not a JSON object.
-    """
+    """The JSON object of a successful answer; ``ApiError`` if it is none."""
     try:
         document = json.loads(response.data)
     except (ValueError, RecursionError) as error:
@@ -37,12 +33,9 @@ def decoded(response: Response, ref: RequestRef) -> dict[str, Any]:
 
 
 def one_object(response: Response, ref: RequestRef) -> dict[str, Any]:
-    """A successful answer that must be one object (a job, a Lease): it has a uid.
+    """A successful answer that must be one object (a job, a Lease) with a uid; else ``ApiError``.
 
     Read as an object without one, a re-read job would look replaced by a new one.
-
-    Raises:
-        ApiError: The body is not such an object.
     """
     document = decoded(response, ref)
     metadata = document.get("metadata")
@@ -52,11 +45,7 @@ def one_object(response: Response, ref: RequestRef) -> dict[str, Any]:
 
 
 def entries(response: Response, ref: RequestRef, key: str) -> list[Any]:
-    """The list under ``key`` of a discovery document (``versions``, ``resources``).
-
-    Raises:
-        ApiError: The body is not such a document.
-    """
+    """The list under ``key`` of a discovery document; ``ApiError`` if it has none."""
     found = decoded(response, ref).get(key)
     if not isinstance(found, list):
         raise undecodable(ref, response, f"no {key!r} list")
@@ -64,37 +53,15 @@ def entries(response: Response, ref: RequestRef, key: str) -> list[Any]:
 
 
 def list_page(response: Response, ref: RequestRef) -> tuple[list[Any], str | None, str | None]:
-    """The items, continue token and resourceVersion of a List answer.
-
-    Raises:
-        ApiError: The body is not a List (no ``items``, or fields of the wrong type).
-    """
-    document = decoded(response, ref)
-    if "items" not in document:
-        raise undecodable(ref, response, "no 'items': not a List")
-    items = document["items"]
-    metadata = document.get("metadata")
-    if metadata is None:
-        metadata = {}
-    token, version = (
-        (metadata.get("continue"), metadata.get("resourceVersion"))
-        if isinstance(metadata, dict)
-        else (None, None)
-    )
-    if items is not None and not isinstance(items, list):
-        raise undecodable(ref, response, "'items' is not a list")
-    if not isinstance(metadata, dict) or not all(
-        v is None or isinstance(v, str) for v in (token, version)
-    ):
-        raise undecodable(ref, response, "'metadata' is not a ListMeta")
-    return items or [], token or None, version or None
+    """The items, continue token and resourceVersion of a List answer; ``ApiError`` if none."""
+    try:
+        return decode.list_parts(decoded(response, ref))
+    except decode.NotAList as error:
+        raise undecodable(ref, response, error) from error
 
 
 def undecodable(ref: RequestRef, response: Response, why: object) -> ApiError:
-    """The error for an answer that is not what the request asks for, naming the request.
-
-    A JSON decoding error (``why``) is shown as the body's first bytes.
-    """
+    """The error for an answer that is not what the request asks for; a JSON one shows its start."""
     if isinstance(why, ValueError | RecursionError) and not isinstance(why, decode.NotAList):
         why = f"not JSON ({start_of(response.data)}; a proxy answering for the API server?)"
     return api_error(

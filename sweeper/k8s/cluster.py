@@ -1,12 +1,10 @@
 """The sweeper's own boundary to the cluster: the interface the executor and the pass loop use.
 
-``sweeper.k8s.kube`` implements ``Cluster`` over the sweeper's HTTP client
-(``sweeper.k8s.connection.client``); unit tests implement it in memory. Objects cross this
-boundary as decoded JSON, never as the client's model classes. Every method raises only the
-sweeper's own errors (``sweeper.core.errors``): ``ApiError`` and its subclasses
-for a request that failed for good, ``RunTimeout`` when ``--timeout``
-ran out, and ``Interrupted`` when a signal arrived while waiting to retry.
-A ``server_date`` is always the API server's clock (its ``Date`` header) when it answered.
+``sweeper.k8s.kube`` implements ``Cluster``; unit tests implement it in memory. Objects cross
+it as decoded JSON. Every method raises only the sweeper's own errors: ``ApiError`` (and its
+subclasses) for a request that failed for good, ``RunTimeout`` when ``--timeout`` ran out,
+``Interrupted`` when a signal arrived while waiting to retry. A ``server_date`` is the API
+server's clock (its ``Date`` header) when it answered.
 """
 
 from __future__ import annotations
@@ -15,7 +13,7 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from sweeper.core.families import family_of
 from sweeper.core.jobs import Job
@@ -24,8 +22,7 @@ from sweeper.core.model import JSON
 from sweeper.core.platform import NO_PLATFORM, PlatformView
 
 
-@dataclass(frozen=True, slots=True)
-class ServedKind:
+class ServedKind(NamedTuple):
     """A job kind the cluster serves, at the version discovery found."""
 
     kind: Kind
@@ -52,13 +49,9 @@ class Discovery:
 
 @dataclass(frozen=True, slots=True)
 class Page:
-    """One page of a list.
+    """One page of a list; ``items`` is emptied when the next is asked (one page in memory).
 
-    Attributes:
-        items: Valid only until the next page is requested: the list is emptied then, so that
-            one page at a time stays in memory.
-        resource_version: The list's ``metadata.resourceVersion`` (where a watch starts), on
-            the last page; ``None`` when the server did not say.
+    ``resource_version`` (where a watch starts) comes on the last page, if the server says.
     """
 
     items: list[JSON]
@@ -68,10 +61,7 @@ class Page:
 
 @dataclass(frozen=True, slots=True)
 class JobPage:
-    """One page of a job list, read into views (``parse_job``'s, what a pass keeps of it).
-
-    ``resource_version`` is empty when the server did not say.
-    """
+    """One page of a job list, read into views; ``resource_version`` as a ``Page``'s, or empty."""
 
     jobs: list[Job]
     server_date: datetime | None
@@ -81,13 +71,9 @@ class JobPage:
 class Cluster(Protocol):
     """Everything the sweeper asks of a cluster.
 
-    Writes take ``dry_run``: ``True`` sends them with ``dryRun=All`` (``--dry-run=server``).
-    With ``--dry-run`` (client) the executor talks to a
-    ``RecordingCluster``, whose writes never reach this interface.
-
-    Attributes:
-        endpoint: Which server and kubeconfig context this is, as errors name them
-            (``server https://10.0.0.1:6443, context "prod"``).
+    A write's ``dry_run`` sends it with ``dryRun=All`` (``--dry-run=server``); ``--dry-run``
+    (client) writes to a ``sweeper.k8s.dryrun.RecordingCluster`` instead. ``endpoint`` names
+    the server and context in errors (``server https://10.0.0.1:6443, context "prod"``).
     """
 
     endpoint: str
@@ -104,13 +90,10 @@ class Cluster(Protocol):
         page_size: int,
         view: PlatformView = NO_PLATFORM,
     ) -> Iterator[JobPage]:
-        """List jobs page by page (``limit`` and ``continue``), in one namespace or all, as views.
+        """List jobs page by page, in one namespace or all, as views under their platform rule.
 
-        Each view is under its platform rule (``view``): built once, not built and then replaced.
-
-        The decoded objects are never handed out, so an implementation may read from each
-        page only what the views need (``sweeper.k8s.kube`` does, with
-        ``sweeper.k8s.decode``).
+        Only views are handed out, so an implementation may read of each page only what they
+        need (``sweeper.k8s.decode``); each is built once, under its rule (``view``).
         """
         ...
 
@@ -162,7 +145,7 @@ class Cluster(Protocol):
 def list_all(
     cluster: Cluster, resource: Resource, namespace: str | None, selector: str | None = None
 ) -> list[JSON]:
-    """Every object of a list, its pages joined (for the short lists: one job's pods...)."""
+    """Every object of a short list (one job's pods...), its pages joined."""
     found: list[JSON] = []
     for page in cluster.list_pages(resource, namespace, selector):
         found.extend(page.items)
@@ -171,12 +154,9 @@ def list_all(
 
 @dataclass(frozen=True, slots=True)
 class WatchEvent:
-    """One event of a watch stream.
+    """``ADDED``, ``MODIFIED``, ``DELETED`` or ``BOOKMARK`` (only its ``resourceVersion``).
 
-    Attributes:
-        type: ``ADDED``, ``MODIFIED``, ``DELETED`` or ``BOOKMARK`` (an ``ERROR`` event is
-            raised instead: ``Gone`` for 410, else ``ApiError``).
-        object: For a bookmark, only its ``resourceVersion``.
+    An ``ERROR`` event is raised instead: ``Gone`` for 410, else ``ApiError``.
     """
 
     type: str
@@ -184,11 +164,10 @@ class WatchEvent:
 
 
 class Stream(Protocol):
-    """An open watch stream: iterate for events; it ends when the server closes it.
+    """An open watch stream's events, until the server closes it.
 
-    Iterating raises ``WatchStalled`` when nothing (not even a
-    bookmark) arrived for the read timeout, ``Gone`` when the
-    resourceVersion is too old, and ``ApiError`` for anything else.
+    Iterating raises ``WatchStalled`` when nothing (not even a bookmark) came for the read
+    timeout, ``Gone`` when the resourceVersion is too old, else ``ApiError``.
     """
 
     server_date: datetime | None
@@ -207,11 +186,9 @@ class Answer:
 
 
 class WatchCluster(Cluster, Protocol):
-    """What ``sweeper --watch`` asks of a cluster on top of a pass's needs.
+    """What ``--watch`` asks of a cluster on top of a pass's needs.
 
-    Attributes:
-        home_namespace: Where the Lease lives by default: the pod's namespace in a cluster,
-            else the kubeconfig context's namespace (``default`` when unset).
+    ``home_namespace``, the Lease's by default: the pod's, else the kubeconfig context's.
     """
 
     home_namespace: str

@@ -25,25 +25,14 @@ from typing import Any
 import msgspec
 
 from sweeper.core.clock import parse_rfc3339
-from sweeper.core.jobs import (
-    SWEEPER_MARK,
-    Job,
-    last_touch,
-    opted_out,
-    overflows,
-    parse_job,
-)
+from sweeper.core.jobs import SWEEPER_MARK, Job, last_touch, opted_out, overflows, parse_job
 from sweeper.core.kinds import DEADLINE_MESSAGE, GROUP, QUEUE_NAME_LABEL, VERSION, Kind
 from sweeper.core.platform import NO_PLATFORM, PlatformView
 
 
 @dataclass(frozen=True, slots=True)
 class DecodedPage:
-    """One list page, decoded (what ``sweeper.k8s.cluster.JobPage`` is built from).
-
-    ``continue_token`` is ``None`` on the last page, ``resource_version`` (where a watch
-    starts) when the server did not say.
-    """
+    """One list page, decoded; ``continue_token`` is ``None`` on the last page."""
 
     jobs: list[Job]
     continue_token: str | None
@@ -114,11 +103,7 @@ _NO_LIST_META = _ListMeta()
 
 
 class NotAList(ValueError):  # noqa: N818 - named after what the body is not
-    """A JSON body that is not a List: the answer came from something else than the API server.
-
-    An auth proxy, a gateway or a truncated answer; read as "no jobs", it would make a pass
-    that enforces nothing and exits 0.
-    """
+    """A JSON body that is not a List (a proxy's, a truncated one): never "no jobs"."""
 
 
 class _Unusual(Exception):  # noqa: N818 - internal control flow, never escapes this module
@@ -130,12 +115,7 @@ def decode_jobs(
 ) -> DecodedPage:
     """Read a page of a job list exactly as ``reference_decode_jobs`` reads it.
 
-    Each job is built once, already under its platform rule (``view``).
-
-    Raises:
-        ValueError: The body is not JSON at all (as ``json.loads`` raises it), or
-            ``NotAList``.
-        RecursionError: The body nests deeper than ``json.loads`` can read.
+    Raises ``ValueError`` (``NotAList`` among them) or ``RecursionError`` as ``json.loads`` does.
     """
     if kind.group != GROUP or version != VERSION:
         # mpi-operator's and Trainer's lists are few and small: the reference reads them.
@@ -152,13 +132,15 @@ def decode_jobs(
 def reference_decode_jobs(
     data: bytes, kind: Kind, version: str, view: PlatformView = NO_PLATFORM
 ) -> DecodedPage:
-    """Read a page of a job list the reference way: ``json.loads``, then ``parse_job`` and ``view``.
+    """Read a page of a job list the reference way: ``json.loads``, ``parse_job``, ``view``."""
+    items, token, resource_version = list_parts(json.loads(data))
+    return DecodedPage(
+        [view(parse_job(item, kind, version)) for item in items], token, resource_version
+    )
 
-    Raises:
-        ValueError: The body is not JSON at all, or ``NotAList``.
-        RecursionError: The body nests deeper than ``json.loads`` can read.
-    """
-    document = json.loads(data)
+
+def list_parts(document: object) -> tuple[list[Any], str | None, str | None]:
+    """A List's items, continue token and resourceVersion; ``NotAList`` if it is none."""
     if not isinstance(document, dict):
         raise NotAList(f"a JSON {type(document).__name__}, not a List")
     if "items" not in document:
@@ -173,11 +155,7 @@ def reference_decode_jobs(
         isinstance(metadata.get(key), str | None) for key in ("continue", "resourceVersion")
     ):
         raise NotAList("'metadata' is not a ListMeta")
-    token = metadata.get("continue") or None
-    resource_version = metadata.get("resourceVersion") or None
-    return DecodedPage(
-        [view(parse_job(item, kind, version)) for item in items or ()], token, resource_version
-    )
+    return items or [], metadata.get("continue") or None, metadata.get("resourceVersion") or None
 
 
 def _view(item: _Item, kind: Kind, version: str, view: PlatformView) -> Job:

@@ -1,12 +1,9 @@
 """The Kubernetes adapter's requests: ``KubeCluster``, with no client underneath.
 
-It implements ``sweeper.k8s.cluster.Cluster`` with raw JSON (no model classes: decoding lists
-into them is the main cost at scale): ``KubeCluster`` turns each method into requests (paths,
-queries, bodies, pages) over a ``sweeper.k8s.transport.Transport``, which does the retries,
-backoff, ``Retry-After``, ``--timeout`` and error mapping over a one-method ``Send``;
-``sweeper.k8s.answers`` reads what comes back. The HTTP client is
-``sweeper.k8s.connection.client``'s alone: it builds a ``KubeCluster`` over its ``Send`` and
-watch opener.
+It implements ``sweeper.k8s.cluster.Cluster`` with raw JSON (decoding lists into model classes
+is the main cost at scale), each method as requests (paths, queries, bodies, pages) over a
+``sweeper.k8s.transport.Transport``; ``sweeper.k8s.answers`` reads what comes back.
+``sweeper.k8s.connection.client`` builds it over its HTTP client.
 """
 
 from __future__ import annotations
@@ -29,33 +26,25 @@ from sweeper.k8s import answers, decode
 from sweeper.k8s.cluster import Answer, Discovery, JobPage, Page, ServedKind, Stream, WatchEvent
 from sweeper.k8s.transport import Transport, one_line, status_message, succeeded
 
-MERGE_PATCH = "application/merge-patch+json"
+_JSON = "application/json"
 LEASES = Resource("coordination.k8s.io", "v1", "leases")
-LEASE_RESOURCE = LEASES.name
+_LEASE_VERBS = {"GET": "get", "POST": "create", "PUT": "update"}
 
 
 class Opener(Protocol):
-    """Opens a streaming GET (a watch) and returns the response once its headers arrived.
+    """Opens a streaming GET (a watch); its response once the headers arrived.
 
     The response has urllib3's shape (``status``, ``data``, ``headers``, ``stream``,
-    ``release_conn``, ``close``); its ``stream`` raises ``sweeper.core.errors.ApiError``
-    (``WatchStalled`` when nothing came for the read timeout), never the client's errors.
-    ``sweeper.k8s.connection.client.ClientStream`` is the one over urllib3.
+    ``release_conn``, ``close``); it raises ``ApiError`` (``WatchStalled`` when nothing came for
+    the read timeout), never the client's errors.
     """
 
     def open(self, resource_path: str, ref: RequestRef, read_timeout_s: float) -> Any:
-        """Send the request.
-
-        Raises:
-            ApiError: No answer came back.
-        """
+        """Send the request; ``ApiError`` if no answer came back."""
 
 
 class _WatchRequests:
-    """``KubeCluster``'s watch-mode requests: the streams and the Lease.
-
-    See ``sweeper.k8s.cluster.WatchCluster``; the attributes are ``KubeCluster``'s.
-    """
+    """``KubeCluster``'s ``WatchCluster`` requests: the streams and the Lease."""
 
     _transport: Transport
     _once: Transport
@@ -72,20 +61,11 @@ class _WatchRequests:
         timeout_s: int,
         read_timeout_s: float,
     ) -> Iterator[Stream]:
-        """Open a watch with bookmarks; leaving the block closes the connection.
-
-        Raises:
-            Gone: 410, the resourceVersion is too old: list again.
-            ApiError: The watch could not be opened.
-        """
-        if self._stream is None:
-            raise api_error(
-                RequestRef("watch", served.kind.resource, namespace),
-                None,
-                "this cluster connection cannot watch",
-            )
-        path = _collection(served.resource, namespace)
+        """Open a watch with bookmarks (``Gone``: list again); leaving the block closes it."""
         ref = RequestRef("watch", served.kind.resource, namespace)
+        if self._stream is None:
+            raise api_error(ref, None, "this cluster connection cannot watch")
+        path = _collection(served.resource, namespace)
         query = [
             ("watch", "1"),
             ("allowWatchBookmarks", "true"),
@@ -106,44 +86,36 @@ class _WatchRequests:
             raw.close()
 
     def get_lease(self, namespace: str, name: str) -> Answer:
-        """Read a Lease (see ``WatchCluster``)."""
-        ref = RequestRef("get", LEASE_RESOURCE, namespace, name)
-        response = self._transport.request("GET", _object(LEASES, namespace, name), ref)
-        return Answer(answers.one_object(response, ref), parse_http_date(response.date))
+        """Read a Lease."""
+        return self._lease(self._transport, "GET", namespace, name)
 
     def create_lease(self, namespace: str, body: JSON) -> Answer:
-        """Create a Lease, tried once (see ``WatchCluster``)."""
-        ref = RequestRef("create", LEASE_RESOURCE, namespace)
-        response = self._once.request(
-            "POST",
-            _collection(LEASES, namespace),
-            ref,
-            body=body,
-            content_type="application/json",
-        )
-        return Answer(answers.one_object(response, ref), parse_http_date(response.date))
+        """Create a Lease, tried once."""
+        return self._lease(self._once, "POST", namespace, None, body)
 
     def update_lease(self, namespace: str, name: str, body: JSON) -> Answer:
-        """Replace a Lease at its resourceVersion, tried once (see ``WatchCluster``)."""
-        ref = RequestRef("update", LEASE_RESOURCE, namespace, name)
-        response = self._once.request(
-            "PUT",
-            _object(LEASES, namespace, name),
-            ref,
-            body=body,
-            content_type="application/json",
-        )
+        """Replace a Lease at its resourceVersion, tried once."""
+        return self._lease(self._once, "PUT", namespace, name, body)
+
+    @staticmethod
+    def _lease(
+        transport: Transport,
+        method: str,
+        namespace: str,
+        name: str | None,
+        body: JSON | None = None,
+    ) -> Answer:
+        ref = _ref(_LEASE_VERBS[method], LEASES, namespace, name)
+        path = _collection(LEASES, namespace) if name is None else _object(LEASES, namespace, name)
+        response = transport.request(method, path, ref, body=body, content_type=_JSON)
         return Answer(answers.one_object(response, ref), parse_http_date(response.date))
 
 
 class KubeCluster(_WatchRequests):
-    """``sweeper.k8s.cluster.Cluster`` as requests: paths, queries, bodies, pages, decoding.
+    """``Cluster`` and ``WatchCluster`` as requests.
 
-    The watch mode's requests (``sweeper.k8s.cluster.WatchCluster``) come from
-    ``_WatchRequests``.
-
-    ``once`` sends the requests tried once (Lease writes), ``transport`` when not given;
-    ``stream`` is ``None`` when the cluster cannot watch.
+    ``once`` sends the requests tried once (Lease writes); ``stream`` is ``None`` when the
+    cluster cannot watch.
     """
 
     def __init__(
@@ -163,43 +135,19 @@ class KubeCluster(_WatchRequests):
         self._stream = stream
         self.home_namespace = home_namespace
 
-    # --- discovery and lists ---------------------------------------------------------------
-
     def discover(self) -> Discovery:
-        """Find the job kinds the cluster serves, each at the first of its served versions.
-
-        MPIJob: ``v1`` from the Training Operator, else ``v2beta1`` from mpi-operator; only one
-        MPIJob CRD can exist.
-        """
-        groups = sorted({kind.group for kind in KINDS})
+        """Find the job kinds the cluster serves, each at the first of its served versions."""
         plurals: dict[tuple[str, str], set[str]] = {}
         date = None
-        for group in groups:
-            ref = RequestRef("discover", f"API group {group}", cluster_scoped=True)
-            response = self._transport.request("GET", f"/apis/{group}", ref, missing_ok=True)
-            date = parse_http_date(response.date) or date
-            if response.status == HTTPStatus.NOT_FOUND:
-                continue
-            versions = {
-                v.get("version")
-                for v in answers.entries(response, ref, "versions")
-                if isinstance(v, dict)
-            }
+        for group in sorted({kind.group for kind in KINDS}):
+            versions, answered = self._names(f"/apis/{group}", f"API group {group}", "versions")
+            date = answered or date
             wanted = {v for kind in KINDS if kind.group == group for v in kind.versions}
             for version in sorted(wanted & versions):
-                resources = RequestRef(
-                    "discover", f"API resources of {group}/{version}", cluster_scoped=True
+                what = f"API resources of {group}/{version}"
+                plurals[group, version], _ = self._names(
+                    f"/apis/{group}/{version}", what, "resources"
                 )
-                listing = self._transport.request(
-                    "GET", f"/apis/{group}/{version}", resources, missing_ok=True
-                )
-                if listing.status == HTTPStatus.NOT_FOUND:
-                    continue
-                plurals[group, version] = {
-                    str(r.get("name"))
-                    for r in answers.entries(listing, resources, "resources")
-                    if isinstance(r, dict)
-                }
         served = []
         for kind in KINDS:
             for version in kind.versions:
@@ -207,6 +155,17 @@ class KubeCluster(_WatchRequests):
                     served.append(ServedKind(kind, version))
                     break
         return Discovery(tuple(served), date)
+
+    def _names(self, path: str, what: str, key: str) -> tuple[set[str], datetime | None]:
+        # A discovery document's versions or resources (none if it is missing), and the Date.
+        ref = RequestRef("discover", what, cluster_scoped=True)
+        response = self._transport.request("GET", path, ref, missing_ok=True)
+        date = parse_http_date(response.date)
+        if response.status == HTTPStatus.NOT_FOUND:
+            return set(), date
+        field = "version" if key == "versions" else "name"
+        entries = answers.entries(response, ref, key)
+        return {str(e.get(field)) for e in entries if isinstance(e, dict)}, date
 
     def list_job_views(
         self,
@@ -216,11 +175,7 @@ class KubeCluster(_WatchRequests):
         page_size: int,
         view: PlatformView = NO_PLATFORM,
     ) -> Iterator[JobPage]:
-        """List jobs as views (see ``sweeper.k8s.cluster.Cluster``), a request per page in turn.
-
-        ``sweeper.k8s.decode.decode_jobs`` reads each body into views, never into objects
-        (``managedFields`` and the replica specs are most of a page's bytes).
-        """
+        """List jobs as views, a request per page in turn."""
         path = _collection(served.resource, namespace)
         ref = RequestRef("list", served.kind.resource, namespace)
         token: str | None = None
@@ -239,7 +194,7 @@ class KubeCluster(_WatchRequests):
                 return
 
     def get(self, resource: Resource, namespace: str | None, name: str) -> JSON:
-        """Read one object (see ``sweeper.k8s.cluster.Cluster``)."""
+        """Read one object."""
         ref = _ref("get", resource, namespace, name)
         path = _object(resource, namespace, name)
         return answers.one_object(self._transport.request("GET", path, ref), ref)
@@ -247,7 +202,7 @@ class KubeCluster(_WatchRequests):
     def list_pages(
         self, resource: Resource, namespace: str | None, selector: str | None = None
     ) -> Iterator[Page]:
-        """List objects page by page; a page's items are cleared when the next is asked."""
+        """List objects page by page."""
         path = _collection(resource, namespace)
         ref = _ref("list", resource, namespace)
         token: str | None = None
@@ -258,11 +213,9 @@ class KubeCluster(_WatchRequests):
             items, token, version = answers.list_page(response, ref)
             del response  # the raw bytes are as big as the page; drop them before yielding
             yield Page(items, date, version)
-            items.clear()  # the consumer is done with this page: free it before the next
+            items.clear()
             if not token:
                 return
-
-    # --- writes ----------------------------------------------------------------------------
 
     def patch(
         self,
@@ -274,15 +227,10 @@ class KubeCluster(_WatchRequests):
         subresource: str = "",
         dry_run: bool,
     ) -> None:
-        """Merge-patch an object or its subresource (see ``sweeper.k8s.cluster.Cluster``)."""
-        ref = _ref("patch", resource, namespace, name, subresource)
+        """Merge-patch an object or its subresource."""
         path = _object(resource, namespace, name) + (f"/{subresource}" if subresource else "")
-        answers.decoded(
-            self._transport.request(
-                "PATCH", path, ref, body=patch, content_type=MERGE_PATCH, dry_run=dry_run
-            ),
-            ref,
-        )
+        ref = _ref("patch", resource, namespace, name, subresource)
+        self._write("PATCH", path, ref, patch, dry_run)
 
     def delete(
         self,
@@ -294,50 +242,32 @@ class KubeCluster(_WatchRequests):
         propagation: str = "",
         dry_run: bool,
     ) -> None:
-        """Delete an object if its uid still matches (see ``sweeper.k8s.cluster.Cluster``)."""
+        """Delete an object if its uid still matches."""
         ref = _ref("delete", resource, namespace, name)
-        body: JSON = {
-            "apiVersion": "v1",
-            "kind": "DeleteOptions",
-            "preconditions": {"uid": uid},
-        }
+        body: JSON = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}}
         if propagation:
             body["propagationPolicy"] = propagation
         if dry_run:
             body["dryRun"] = ["All"]
-        answers.decoded(
-            self._transport.request(
-                "DELETE",
-                _object(resource, namespace, name),
-                ref,
-                body=body,
-                content_type="application/json",
-                dry_run=dry_run,
-            ),
-            ref,
-        )
+        self._write("DELETE", _object(resource, namespace, name), ref, body, dry_run)
 
     def create(self, resource: Resource, namespace: str, body: JSON, *, dry_run: bool) -> None:
-        """Create an object (see ``sweeper.k8s.cluster.Cluster``)."""
+        """Create an object."""
         ref = _ref("create", resource, namespace)
-        answers.decoded(
-            self._transport.request(
-                "POST",
-                _collection(resource, namespace),
-                ref,
-                body=body,
-                content_type="application/json",
-                dry_run=dry_run,
-            ),
-            ref,
-        )
+        self._write("POST", _collection(resource, namespace), ref, body, dry_run)
 
     def close(self) -> None:
-        """Close the client's connections (see ``sweeper.k8s.cluster.Cluster``).
-
-        A run that ends leaves nothing open, however long the process lives after it.
-        """
+        """Close the client's connections."""
         self._close()
+
+    def _write(self, method: str, path: str, ref: RequestRef, body: JSON, dry_run: bool) -> None:
+        content = "application/merge-patch+json" if method == "PATCH" else _JSON
+        response = self._transport.request(
+            method, path, ref, body=body, content_type=content, dry_run=dry_run
+        )
+        # The server answers a write with the object or a Status; anything else means the
+        # write may not have reached it.
+        answers.decoded(response, ref)
 
 
 class _WatchStream:

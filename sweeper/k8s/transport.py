@@ -1,20 +1,16 @@
 """The one request path to the API server: bounded retries, ``Retry-After``, backoff, errors.
 
-No HTTP library here. A ``Send`` puts one request on the wire and returns the answer, or
-raises ``NoResponse`` when none came back: ``sweeper.k8s.connection.client`` implements it
-over urllib3, unit tests with a fake. ``Transport`` decides everything around it:
+No HTTP library here: a ``Send`` puts one request on the wire (``sweeper.k8s.connection.client``
+over urllib3, unit tests a fake). ``Transport`` decides everything around it:
 
 - 429 (honouring ``Retry-After``, capped), 500, 502, 503, 504 and connection failures are
-  retried with exponential backoff and jitter, ``RetryPolicy.attempts`` tries at most;
-- each attempt is bounded by ``--request-timeout`` and by what is left of ``--timeout``, as the
-  run's one stop tells it (its deadline, on the run's clock), and a signal cuts a wait
-  short (``Interrupted``);
-- each attempt of a write (any method but GET) also asks the stop for its write window
-  first: in ``--watch`` with leader election, no attempt is sent once this replica no longer
-  leads (a retry included), and each is bounded to end before another replica may take the
-  Lease (``sweeper.watch.elector.Elector.write_window``); outside it the window is unbounded;
-- an answer that is not a success becomes the most specific
-  ``ApiError``, naming the request.
+  retried with exponential backoff and jitter;
+- each attempt is bounded by ``--request-timeout`` and by what is left of ``--timeout`` (the
+  run's one stop), and a signal cuts a wait short (``Interrupted``);
+- each attempt of a write (any method but GET) is sent only within the stop's write window:
+  under leader election, never once this replica no longer leads, and bounded to end before
+  another replica may take the Lease (``sweeper.watch.elector.Elector.write_window``);
+- an answer that is not a success becomes the most specific ``ApiError``, naming the request.
 """
 
 from __future__ import annotations
@@ -57,13 +53,7 @@ class Send(Protocol):
     """Sends one request; raises ``NoResponse`` when no answer comes back."""
 
     def __call__(
-        self,
-        method: str,
-        path: str,
-        headers: dict[str, str],
-        *,
-        body: JSON | None,
-        timeout: float,
+        self, method: str, path: str, headers: dict[str, str], *, body: JSON | None, timeout: float
     ) -> Response:
         """Send it: ``path`` carries the encoded query; ``timeout`` bounds connect and read."""
         ...
@@ -87,11 +77,7 @@ class StopSignal(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class RetryPolicy:
-    """Which answers are retried, how often, and how long to wait between attempts.
-
-    ``attempts`` counts the first; each retry doubles the backoff step from ``backoff_base_s``
-    up to ``backoff_cap_s``; ``retry_after_cap_s`` is the longest ``Retry-After`` honoured.
-    """
+    """Which answers are retried, how often (``attempts`` counts the first), how long apart."""
 
     attempts: int = 4
     retryable: frozenset[int] = frozenset({429, 500, 502, 503, 504})
@@ -100,10 +86,7 @@ class RetryPolicy:
     retry_after_cap_s: float = 10.0
 
     def backoff(self, attempt: int, jitter: Callable[[float, float], float]) -> float:
-        """The wait after failed attempt ``attempt`` (from 1), with "equal jitter".
-
-        Never less than half the step, so that retries do not collapse to zero.
-        """
+        """The wait after failed attempt ``attempt`` (from 1): "equal jitter", never under half."""
         ceiling = min(self.backoff_cap_s, self.backoff_base_s * 2 ** (attempt - 1))
         return float(ceiling / 2 + jitter(0, ceiling / 2))
 
@@ -122,11 +105,10 @@ class RetryPolicy:
 
 
 class Transport:
-    """Sends requests through a ``Send`` with the retry policy, the run's stop and deadline.
+    """Sends requests through a ``Send`` under the retry policy and the run's stop.
 
-    The stop's deadline bounds every attempt and wait. ``fenced`` bounds the writes by
-    its write window too; not for the Lease's own writes: they are how a candidate becomes
-    the leader.
+    ``fenced`` bounds the writes by the stop's write window; not the Lease's own writes: they
+    are how a candidate becomes the leader.
     """
 
     def __init__(
@@ -158,15 +140,10 @@ class Transport:
         dry_run: bool = False,
         missing_ok: bool = False,
     ) -> Response:
-        """Send one request, retrying what may heal, until it succeeds or fails for good.
+        """Send one request, retrying what may heal; with ``missing_ok`` a 404 is an answer.
 
-        With ``missing_ok`` a 404 is an answer to return, not an error.
-
-        Raises:
-            ApiError: The request failed for good (its subclass names the status).
-            RunTimeout: ``--timeout`` ran out before an answer.
-            Interrupted: A signal arrived while waiting to retry, or a write's window closed
-                (this replica no longer leads) before an attempt.
+        Raises ``ApiError`` (failed for good), ``RunTimeout``, or ``Interrupted`` (a signal
+        while waiting, or a write's window closed before an attempt).
         """
         pairs = [*query, ("dryRun", "All")] if dry_run else list(query)
         encoded = urllib.parse.urlencode(pairs, quote_via=urllib.parse.quote)

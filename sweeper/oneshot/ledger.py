@@ -1,9 +1,4 @@
-"""What a pass keeps of its outcomes for its report: as little as the output format needs.
-
-``sweeper.oneshot.report`` writes the report; the ledger holds the outcomes it will print, in
-listing order, while the pass goes on (``sweeper.oneshot.listing`` settles the skips as it
-judges, ``sweeper.oneshot.run`` resolves the actions once executed).
-"""
+"""What a pass keeps of its outcomes for its report: as little as the output format needs."""
 
 from __future__ import annotations
 
@@ -18,18 +13,10 @@ from sweeper.oneshot import report
 class Ledger:
     """A pass's outcomes in listing order, kept only as far as its report needs them.
 
-    Memory that does not grow with the fleet: a pass adds each job's outcome as soon as it is
-    final, in listing order. A skip is final when the job is judged (``settle``); an
-    action holds its place (``expect``) until the executor has run it (``resolve``).
-    Of a settled outcome the ledger keeps what the output prints:
-
-    - ``-o json``: its record line, as the report prints it (some 350 bytes a job, where the
-      views, decisions and outcomes took some 700);
-    - ``-o text``: nothing, as the table lists actions and errors and counts the skips;
-    - ``-o wide``: the outcome itself, as every job gets a row for a person to read.
-
-    Every outcome is counted, by kind (``tally``): the pass's summary and, with
-    ``--pushgateway``, its metrics.
+    A skip is final when the job is judged (``settle``); an action holds its place (``expect``)
+    until the executor has run it (``resolve``). Of a settled outcome ``-o json`` keeps its
+    record line (half the bytes of the outcome), ``-o wide`` the outcome, ``-o text`` nothing.
+    Every outcome is counted (``tally``: the summary and the metrics).
     """
 
     def __init__(self, output: OutputFormat) -> None:

@@ -17,13 +17,7 @@ from http import HTTPStatus
 from sweeper.config import ClockMode, Config
 from sweeper.core.clock import DATE_RESOLUTION_S, Clock, human
 from sweeper.core.decide import judge
-from sweeper.core.errors import (
-    ApiError,
-    ClusterUnavailable,
-    ConfigError,
-    Gone,
-    NotFound,
-)
+from sweeper.core.errors import ApiError, ClusterUnavailable, ConfigError, Gone, NotFound
 from sweeper.core.families import family_of
 from sweeper.core.held import may_act, watched
 from sweeper.core.jobs import MAX_DEADLINE_SECONDS, DeadlineSource, Job, overflows
@@ -58,17 +52,11 @@ def list_pass(
 ) -> Listing:
     """Discover, then list and judge every job of the pass, starting over once if need be.
 
-    ``stop`` is asked after each page; ``fresh`` makes the pass's empty ledger
-    (again, when the listing starts over). Each job is judged under its platform rule
-    (``view``; read from the Namespaces after discovery when not given).
-
-    Raises:
-        ConfigError: The server rejected the label selector (exit 2).
-        ClusterUnavailable: Discovery or a list failed for good, or the cluster serves no
-            Kubeflow job kind (exit 3); a list that RBAC refuses (403) is not one: it is kept
-            in the listing's ``unlisted``.
-        Interrupted: A signal arrived.
-        RunTimeout: ``--timeout`` ran out.
+    ``fresh`` makes the pass's empty ledger (again, when the listing starts over); ``view``
+    the platform's rules, read from the Namespaces after discovery when not given.
+    Raises ``ConfigError`` (a selector the server rejects) and ``ClusterUnavailable`` (discovery
+    or a list failed for good, or no Kubeflow job kind is served; a list RBAC refuses is kept in
+    ``unlisted`` instead).
     """
     listing = Listing(config, clock, stop, fresh())
     covered = _discover(cluster, config, listing)
@@ -79,13 +67,9 @@ def list_pass(
         # A continue token expired (a very long list), or a kind vanished mid-list:
         # what was judged is dropped, and the pass lists everything again, once.
         log.warning("%s; listing every kind again", cause)
-        discovery_date = listing.discovery_date
-        view = listing.view
-        covered_misconfigured = listing.misconfigured
-        listing = Listing(config, clock, stop, fresh())
-        listing.discovery_date = discovery_date
-        listing.view = view
-        listing.misconfigured = covered_misconfigured
+        first, listing = listing, Listing(config, clock, stop, fresh())
+        listing.discovery_date, listing.view = first.discovery_date, first.view
+        listing.misconfigured = first.misconfigured
         try:
             listing.list_all(cluster, covered)
         except StartOver as again:
@@ -108,13 +92,7 @@ def _discover(cluster: Cluster, config: Config, listing: Listing) -> RunScope[Se
             f"the cluster serves no Kubeflow job kind: is the Training Operator installed, "
             f"and is this the right context? ({cluster.endpoint})"
         )
-    scope = RunScope.of(
-        discovery.served,
-        config.kinds,
-        config.namespaces,
-        config.exclude_namespaces,
-        config.families,
-    )
+    scope = config.scope(discovery.served)
     for kind in scope.missing:
         log.info("%s is not served by this cluster; skipped", kind.name, extra={"kind": kind.name})
     for served in scope.left_out:
@@ -145,28 +123,28 @@ def _discover(cluster: Cluster, config: Config, listing: Listing) -> RunScope[Se
     return scope
 
 
+def _fields(job: Job) -> dict[str, str | int | None]:
+    # LogRecord reserves "name"; the JSON formatter renames job_name back (sweeper.logs).
+    return {"kind": job.kind.name, "namespace": job.namespace, "job_name": job.name}
+
+
 def _exemption(job: Job) -> None:
     # Once per pass and job: the platform's engineers see who opted out, and who tried to.
-    # LogRecord reserves "name"; the JSON formatter renames job_name back (sweeper.logs).
-    fields = {"kind": job.kind.name, "namespace": job.namespace, "job_name": job.name}
-    if job.excluded:
-        log.info(
-            "%s %s/%s: exclude annotation honoured (platform rule %s allows exemptions)",
-            job.kind.name,
-            job.namespace,
-            job.name,
-            job.rule,
-            extra={**fields, "rule": job.rule, "exemption": "honoured"},
-        )
-    else:
-        log.warning(
-            "%s %s/%s: exclude annotation ignored (platform rule %s allows no exemption)",
-            job.kind.name,
-            job.namespace,
-            job.name,
-            job.rule,
-            extra={**fields, "rule": job.rule, "exemption": "refused"},
-        )
+    said, allows, exemption = (
+        ("honoured", "exemptions", "honoured")
+        if job.excluded
+        else ("ignored", "no exemption", "refused")
+    )
+    (log.info if job.excluded else log.warning)(
+        "%s %s/%s: exclude annotation %s (platform rule %s allows %s)",
+        job.kind.name,
+        job.namespace,
+        job.name,
+        said,
+        job.rule,
+        allows,
+        extra={**_fields(job), "rule": job.rule, "exemption": exemption},
+    )
 
 
 def _overflowing(job: Job) -> None:
@@ -184,13 +162,7 @@ def _overflowing(job: Job) -> None:
         f"enforced at the cap of platform rule {job.rule}"
         if capped
         else "never due: no platform rule caps it",
-        extra={
-            "kind": job.kind.name,
-            "namespace": job.namespace,
-            "job_name": job.name,
-            "declared_seconds": job.declared_seconds,
-            "rule": job.rule,
-        },
+        extra={**_fields(job), "declared_seconds": job.declared_seconds, "rule": job.rule},
     )
 
 
@@ -201,33 +173,22 @@ class StartOver(Exception):  # noqa: N818 - a signal to the pass, not an error i
 class Listing:
     """Lists every job of a pass, judges each page as it comes, and keeps the clocks.
 
-    The lists (one per kind and namespace) are read ahead (``sweeper.oneshot.readahead``): while
-    this thread judges one page, the API server answers the next request. Each page's jobs
-    are judged with the pass's one instant (taken from the first page). A skip is final there
-    and then: its outcome goes to the ledger, and the job is not kept. An action is kept for
-    the plan, its place held in the ledger (so is a skip that a platform rule's
-    ``startDeadline`` or ``reclaimFailedAfter`` may overrule once the pods are read). A job that
-    could hold pods for nothing (``sweeper.core.held.watched``) is kept until the pass's one pod
-    list has summed its pods. Else nothing of a page outlives it but its actions,
-    and a pass's memory does not grow with the fleet. A skipped job failed by its deadline,
-    which may still hold pods, leaves its uid, namespace and labels behind (``holders``): the
-    pass counts its pods from its one pod list (``deadline_sweeper_held_pods``).
+    An action is kept for the plan, its place held in the ledger (so is a skip that a platform
+    rule's ``startDeadline`` or ``reclaimFailedAfter`` may overrule once the pods are read); a
+    skip is final then and there. A job that could hold pods for nothing
+    (``sweeper.core.held.watched``) is kept until the pass's one pod list has summed its pods,
+    and a skipped job failed by its deadline leaves its uid behind (``holders``) for
+    ``deadline_sweeper_held_pods``. Else nothing of a page outlives it, and a pass's memory does
+    not grow with the fleet.
 
     A list that cannot be finished after some of its pages were judged (its ``continue``
-    token expired, or its kind vanished) raises ``StartOver``: the pass then lists
-    everything again, once, on a fresh ledger (``list_pass``). A list that RBAC refuses
-    (403: a namespace deleted with its Role, a kind outside the grant) is logged and kept in
-    ``unlisted``, and the pass goes on: no decision about one list's jobs depends on
-    another's, so the jobs listed are acted on, and the run exits 3 at its end.
+    token expired, or its kind vanished) raises ``StartOver``. A list that RBAC refuses
+    (403: a namespace deleted with its Role, a kind outside the grant) is kept in ``unlisted``
+    and the pass goes on: no decision about one list's jobs depends on another's, so the jobs
+    listed are acted on, and the run exits 3 at its end.
     """
 
-    def __init__(
-        self,
-        config: Config,
-        clock: Clock,
-        stop: Stop,
-        ledger: Ledger,
-    ) -> None:
+    def __init__(self, config: Config, clock: Clock, stop: Stop, ledger: Ledger) -> None:
         self.config = config
         self.clock = clock
         self._stop = stop
@@ -323,11 +284,9 @@ class Listing:
             )
 
     def _judge(self, jobs: list[Job]) -> None:
-        # A skip's line (debug level) is logged here: with --log-level debug, a pass whose
-        # later list then fails has logged the skips before it, though it acts on nothing and
-        # reports no job.
+        # A skip's line (debug level) is logged here: a pass whose later list fails has logged
+        # the skips before it, though it acts on nothing and reports no job.
         now, config, ledger = self.now(), self.config, self.ledger
-        # Listed under the pass's platform rules (list_all hands the view to the decoder).
         for job in jobs:
             if job.rule is not None and (job.excluded or job.exemption_refused):
                 _exemption(job)
@@ -363,10 +322,7 @@ class Listing:
         self.server_date = server_date
 
     def now(self) -> datetime:
-        """Choose the pass's one instant (the same at every call), and warn about clock skew.
-
-        The server's ``Date`` (``--clock server``) or the local clock (``--clock local``).
-        """
+        """The pass's one instant (``--clock``), the same at every call; warns of clock skew."""
         if self._now is None:
             self._now = self._choose_now()
         return self._now

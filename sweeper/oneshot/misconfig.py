@@ -66,8 +66,7 @@ def check_mpijob_scheme(
     """
     # A kind the Training Operator serves at v1 that another family's CRD serves here.
     mpi = next(
-        (s for s in served if family_of(s.kind, VERSION) is not family_of(s.kind, s.version)),
-        None,
+        (s for s in served if family_of(s.kind, VERSION) is not family_of(s.kind, s.version)), None
     )
     if deployment is None or mpi is None:
         return False

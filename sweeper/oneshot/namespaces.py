@@ -13,36 +13,33 @@ import logging
 from sweeper.config import Config
 from sweeper.core.errors import ApiError
 from sweeper.core.kinds import NAMESPACES
+from sweeper.core.model import JSON
 from sweeper.core.platform import PlatformView, namespace_labels
 from sweeper.k8s.cluster import Cluster, list_all
 
 log = logging.getLogger(__name__)
 
 
-def read_view(cluster: Cluster, config: Config) -> PlatformView:
-    """The pass's view of every job under its rule, from the Namespaces' labels as now."""
+def read_view(cluster: Cluster, config: Config, only: tuple[str, ...] = ()) -> PlatformView:
+    """The pass's view of every job under its rule, from the Namespaces' labels as now.
+
+    ``only`` names the Namespaces to read instead of ``--namespace``'s.
+    """
     if config.platform is None:
         return PlatformView()
-    labels: dict[str, dict[str, str]] = {}
-    if config.namespaces:
-        for name in config.namespaces:
+    read: list[JSON] = []
+    if only or config.namespaces:
+        for name in only or config.namespaces:
             try:
-                found = namespace_labels(cluster.get(NAMESPACES, None, name))
+                read.append(cluster.get(NAMESPACES, None, name))
             except ApiError as error:
                 _unread(error, name)
-                continue
-            if found is not None:
-                labels[found[0]] = found[1]
     else:
         try:
-            listed = list_all(cluster, NAMESPACES, None)
+            read = list_all(cluster, NAMESPACES, None)
         except ApiError as error:
             _unread(error, None)
-            listed = []
-        for raw in listed:
-            found = namespace_labels(raw)
-            if found is not None:
-                labels[found[0]] = found[1]
+    labels = dict(found for found in map(namespace_labels, read) if found is not None)
     return PlatformView(config.platform, labels)
 
 

@@ -1,9 +1,7 @@
 """The ``DeadlineApproaching`` warnings as a pass reports them: a log line, a line, a record.
 
 A warning is no action on the job (no ``--max-actions`` slot, no decision of its own), so it
-has its own lines: one log line each (what it records, or in a dry run would record), the
-text report's ``Warned`` lines, and ``-o json``'s ``warnings`` list. The watch mode's fires
-log theirs the same way.
+has its own lines; the watch mode's fires log theirs the same way.
 """
 
 from __future__ import annotations
@@ -16,6 +14,7 @@ from typing import Any, TextIO
 
 from sweeper.config import DryRun
 from sweeper.core.clock import format_rfc3339
+from sweeper.core.jobs import Job
 from sweeper.core.model import Result
 from sweeper.core.warn import REASON, Warned, message
 
@@ -27,9 +26,7 @@ def record(warned: Warned, now: datetime) -> dict[str, Any]:
     warning = warned.warning
     job = warning.job
     return {
-        "kind": job.kind.name,
-        "namespace": job.namespace,
-        "name": job.name,
+        **_about(job, "name"),
         "event": warning.name,
         "at": format_rfc3339(warning.at),
         "deadline": format_rfc3339(warning.deadline),
@@ -70,9 +67,7 @@ def log_warned(warned: Warned, now: datetime, dry_run: DryRun | None) -> None:
     warning = warned.warning
     job = warning.job
     fields: dict[str, Any] = {
-        "kind": job.kind.name,
-        "namespace": job.namespace,
-        "job_name": job.name,  # LogRecord reserves "name" (sweeper.logs renames it back)
+        **_about(job, "job_name"),  # LogRecord reserves "name" (sweeper.logs renames it back)
         "event": warning.name,
         "reason": REASON,
         "rule": job.rule,
@@ -93,3 +88,7 @@ def log_warned(warned: Warned, now: datetime, dry_run: DryRun | None) -> None:
         message(warning, now),
         extra=fields,
     )
+
+
+def _about(job: Job, name_key: str) -> dict[str, str]:
+    return {"kind": job.kind.name, "namespace": job.namespace, name_key: job.name}

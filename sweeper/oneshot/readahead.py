@@ -1,32 +1,17 @@
 """Lists read ahead of their reader: the API server's time and the sweeper's overlap.
 
-A pass reads several lists (one per kind and namespace), each a chain of pages where a page's
-``continue`` token is in its body. Read one after the other, the API server waits while the
-sweeper decodes and judges a page, and the sweeper waits while the server reads etcd and
-encodes the next: the two costs add up. ``ReadAhead`` runs the lists on a few threads
-instead, each thread reading one list at a time, page after page, into a queue of its own,
-while the caller takes the lists' pages in the order it submitted them. So while the caller
-works on one page, the server is already answering the next request.
+Read one page after the other, the API server waits while the sweeper judges a page, and the
+sweeper waits while the server encodes the next. ``ReadAhead`` reads the lists (one per kind
+and namespace) on a few threads, each list page after page by one thread, while the caller
+takes the pages in the order it submitted the lists. Nothing changes but the timing: the same
+requests (a list the caller never reaches is stopped), the same order, the same errors at the
+same place (raised from the caller's iteration of that list).
 
-Nothing changes but the timing:
-
-- the same requests (a list is read exactly as the caller would read it, and lists the caller
-  never reaches are stopped, not finished);
-- the same order for the caller (its lists, each page by page, in submission order);
-- the same errors, at the same place: an error ends its list's pages there, and is raised
-  from the caller's iteration of that list when the caller gets to it.
-
-Memory stays flat: at most ``ahead`` pages wait for the caller, in every list together, plus
-one of the list the caller is on when that list has none waiting (so the caller is never left
-waiting on a list whose reader waits for room), plus one being read per reader thread: a bound
-set by ``ahead`` and ``workers``, however many jobs or lists the cluster has. Within that bound
-a reader goes as far ahead as it can, across the end of a list into the next one it takes, so
-both readers stay busy while the caller works through a long list (docs/benchmarks.md).
-
-Threads are safe here because the readers share nothing but the iterators they are given and
-the lists' pages: the Kubernetes client's connection pool is thread-safe, each list's iterator
-is driven by one thread from start to end, and the pages, their count and the caller's list
-are read and changed only under one lock (a condition every change notifies).
+Memory stays flat: at most ``ahead`` pages wait, in every list together, plus one of the list
+the caller is on (so it never waits on a reader that waits for room), plus one being read per
+reader. Within that bound a reader goes on into the next list (docs/benchmarks.md). The
+readers share nothing but their iterators and the pages, which are read and changed only
+under one lock (a condition every change notifies).
 """
 
 from __future__ import annotations
@@ -57,16 +42,7 @@ class _List(Generic[T]):
 
 
 class ReadAhead(Generic[T]):
-    """Reads submitted lists ahead on ``workers`` threads; a context manager.
-
-    ``ahead`` is how many pages, of every list together, may wait for the caller. Use::
-
-        with ReadAhead(workers=2) as ahead:
-            for key in keys:
-                ahead.submit(key, lambda key=key: cluster.list_job_views(...))
-            for key in keys:
-                for page in ahead.pages(key):
-                    ...
+    """Reads submitted lists ahead on ``workers`` threads, ``ahead`` pages at most waiting.
 
     Leaving the block cancels what is still being read: readers stop at their next page and
     close their iterators.
@@ -99,10 +75,7 @@ class ReadAhead(Generic[T]):
         self.close()
 
     def submit(self, key: Hashable, open_list: Callable[[], Iterator[T]]) -> None:
-        """Queue a list under a unique ``key``; lists start in the order they are submitted.
-
-        ``open_list`` is called on a reader thread, and its pages are read there.
-        """
+        """Queue a list under a unique ``key``; ``open_list`` is called on a reader thread."""
         if key in self._lists:
             raise ValueError(f"list {key!r} was submitted twice")
         entry: _List[T] = _List(open_list)
@@ -137,11 +110,7 @@ class ReadAhead(Generic[T]):
             yield item
 
     def close(self) -> None:
-        """Stop reading: readers finish the request they are in and read nothing more.
-
-        Lists that were read to the end are not waited for; a reader still in a request
-        ends on its own (the threads are daemons: they never keep the process alive).
-        """
+        """Stop reading: readers finish the request they are in (daemons) and read nothing more."""
         self._cancelled.set()
         for _ in self._threads:
             self._waiting.put(None)
@@ -175,11 +144,10 @@ class ReadAhead(Generic[T]):
         self._put(entry, end)
 
     def _put(self, entry: _List[T], item: T | _End) -> bool:
-        """Add ``item`` to its list once there is room; False when the reading was cancelled.
+        """Add ``item`` once there is room; False when the reading was cancelled.
 
-        An end takes no place (it holds no page). A page takes one of the ``ahead`` places, or
-        the caller's list's own place when that list has nothing waiting: so the caller's list
-        always moves, whatever the readers of later lists hold.
+        An end takes no place; a page one of the ``ahead`` places, or the caller's list's own
+        when it has nothing waiting, so the caller's list always moves.
         """
         with self._room:
             while not self._cancelled.is_set():

@@ -1,13 +1,10 @@
 """The report of each pass: a table or JSON on stdout, log lines on stderr.
 
-stdout carries only the report. ``-o text``: a table of the actions (errors included), the
-skipped jobs counted by reason, and a one-line summary, so ten thousand finished jobs cost one
-line, not ten thousand; ``-o wide`` lists the skipped jobs too. ``-o json``: one JSON document
-per pass with every job, written job by job (a pass over thousands of jobs never holds its
-whole document in memory), one job per line: container runtimes split lines longer than
-16 KiB, so no line of the report (nor of the logs, see ``sweeper.logs``) is allowed to be.
-Logs: one line per action and one summary line per pass, with the job's reference and the
-decision as fields. People read durations as ``1h02m``; JSON keeps exact seconds.
+``-o text`` counts the skipped jobs by reason (ten thousand finished jobs cost one line);
+``-o wide`` lists them too. ``-o json`` is one document per pass, written job by job (never
+held whole in memory), one job per line: container runtimes split lines longer than 16 KiB,
+so no line of the report (nor of the logs) may be. Logs: one line per action and one summary
+line per pass, with the job's reference and the decision as fields.
 """
 
 from __future__ import annotations
@@ -52,16 +49,9 @@ _encode = json.JSONEncoder(check_circular=False).encode
 class PassReport:
     """Everything one pass has to say.
 
-    Attributes:
-        number: The pass number, from 1.
-        now: The pass's instant (``None`` when it stopped before reading a clock).
-        dry_run: ``None`` when writing.
-        outcomes: One per listed job, in listing order; from a pass, those its
-            ``Ledger`` kept (its ``kept``: the actions', or every one with ``-o wide``),
-            the counts and records coming from the ledger.
-        unlisted: The lists RBAC refused, each as its error: their jobs were not judged.
-        warnings: The ``DeadlineApproaching`` warnings the pass recorded or would record.
-        held: The jobs found holding pods for nothing, or waiting for all of them.
+    ``now`` is ``None`` when the pass stopped before reading a clock. ``outcomes``, in listing
+    order: from a pass, those its ``Ledger`` kept (the counts and records come from it).
+    ``unlisted``: the lists RBAC refused, each as its error.
     """
 
     number: int
@@ -81,22 +71,12 @@ class PassReport:
 class Summary:
     """A pass in numbers: the ``summary`` of ``-o json``, the last line of the table, the log.
 
-    Attributes:
-        terminate_pods: Pod clean-ups of jobs already failed by their deadline.
-        delete_jobset: JobSets deleted of TrainJobs already failed by their deadline.
-        set_deadline: Platform deadlines written where the job's controller enforces them.
-        skipped: Skips by reason, in ``SkipReason`` order, none at 0.
-        errors: Jobs with an error (exit code 1).
-        duration_s: Seconds the pass took, to the millisecond.
-        unlisted: The lists RBAC refused (exit 3), each as its error.
+    ``actions`` by decision (``ActionKind`` order), ``skipped`` by reason (``SkipReason``
+    order, none at 0); ``errors``: jobs with an error (exit code 1).
     """
 
     jobs: int
-    touch: int
-    fail: int
-    terminate_pods: int
-    delete_jobset: int
-    set_deadline: int
+    actions: dict[str, int]
     skip: int
     skipped: dict[str, int]
     results: dict[str, int]
@@ -109,10 +89,9 @@ class Summary:
 
     def document(self) -> dict[str, Any]:
         """The JSON form, keyed by decision as the report spells them (``terminate-pods``)."""
-        document: dict[str, Any] = {"jobs": self.jobs}
-        for kind in ActionKind:
-            document[kind.value] = self.actions(kind)
-        return document | {
+        return {
+            "jobs": self.jobs,
+            **self.actions,
             "skip": self.skip,
             "skipped": self.skipped,
             "results": self.results,
@@ -132,11 +111,7 @@ class Summary:
         decisions, skipped = tally.decisions(), tally.reasons()
         return cls(
             jobs=tally.jobs,
-            touch=decisions[ActionKind.TOUCH.value],
-            fail=decisions[ActionKind.FAIL.value],
-            terminate_pods=decisions[ActionKind.TERMINATE_PODS.value],
-            delete_jobset=decisions[ActionKind.DELETE_JOBSET.value],
-            set_deadline=decisions[ActionKind.SET_DEADLINE.value],
+            actions={kind.value: decisions[kind.value] for kind in ActionKind},
             skip=decisions["skip"],
             skipped={
                 reason.value: skipped[reason.value]
@@ -157,16 +132,6 @@ class Summary:
                 for state in HELD_STATES
             },
         )
-
-    def actions(self, kind: ActionKind) -> int:
-        """How many actions of one kind were planned."""
-        return {
-            ActionKind.TOUCH: self.touch,
-            ActionKind.FAIL: self.fail,
-            ActionKind.TERMINATE_PODS: self.terminate_pods,
-            ActionKind.DELETE_JOBSET: self.delete_jobset,
-            ActionKind.SET_DEADLINE: self.set_deadline,
-        }[kind]
 
 
 def summary(report: PassReport) -> Summary:
@@ -239,10 +204,10 @@ def write_json(
     counts: Summary | None = None,
     records: Iterable[str] | None = None,
 ) -> None:
-    """Write one pass as one JSON document, job by job, one job per line.
+    """Write one pass as one JSON document, one job per line.
 
-    ``counts`` is ``summary(report)`` when the caller has it already; ``records`` the jobs'
-    record lines (a ``Ledger``'s) when the report does not hold every outcome.
+    ``counts`` is ``summary(report)`` if the caller has it; ``records`` the jobs' record lines
+    (a ``Ledger``'s) when the report does not hold every outcome.
     """
     head = {
         "pass": report.number,
@@ -326,10 +291,9 @@ def _deleted(outcome: Outcome) -> str:
 def write_text(
     stream: TextIO, report: PassReport, *, wide: bool = False, counts: Summary | None = None
 ) -> None:
-    """Write one pass: a header line, a table, the skips by reason and a summary line.
+    """Write one pass: a header, a table of actions and errors, skips by reason, a summary.
 
-    The table lists actions and errors, the skipped jobs being counted by reason; ``wide``
-    (``-o wide``) lists every job. ``counts`` is ``summary(report)`` if the caller has it.
+    ``wide`` lists every job in the table; ``counts`` as ``write_json``'s.
     """
     mode = f", dry run ({report.dry_run.value})" if report.dry_run else ""
     when = _time(report.now) or "-"
@@ -366,7 +330,7 @@ def write_text(
 def summary_line(counts: Summary) -> str:
     """Render a summary as one human line (``3 jobs: 1 touch, ... 0 errors; 0.4s``). Pure."""
     skipped = ", ".join(f"{reason} {n}" for reason, n in counts.skipped.items())
-    actions = ", ".join(f"{counts.actions(kind)} {kind.value}" for kind in ActionKind)
+    actions = ", ".join(f"{n} {decision}" for decision, n in counts.actions.items())
     line = (
         f"{_count(counts.jobs, 'job')}: {actions}, {counts.skip} skip"
         f"{f' ({skipped})' if skipped else ''}; {_count(counts.errors, 'error')}; "
@@ -394,8 +358,7 @@ def log_outcome(outcome: Outcome, dry_run: DryRun | None) -> None:
     fields: dict[str, Any] = {
         "kind": job.kind.name,
         "namespace": job.namespace,
-        # LogRecord reserves "name"; the JSON formatter renames this key back (sweeper.logs).
-        "job_name": job.name,
+        "job_name": job.name,  # LogRecord reserves "name" (sweeper.logs renames it back)
         "action": entry.decision,
         "reason": entry.reason,
         "seconds_overdue": entry.seconds_overdue,
@@ -407,18 +370,10 @@ def log_outcome(outcome: Outcome, dry_run: DryRun | None) -> None:
     if outcome.touch_refused:
         fields["touch_refused"] = outcome.touch_refused
     detail = "; ".join(part for part in (outcome.detail or entry.detail, *outcome.errors) if part)
-    if outcome.result is Result.SKIPPED:
-        log.debug(
-            "%s %s/%s: skip (%s) %s",
-            job.kind.name,
-            job.namespace,
-            job.name,
-            entry.reason,
-            detail,
-            extra=fields,
-        )
-        return
-    if has_errors(outcome):
+    result = "" if outcome.result is Result.SKIPPED else f" -> {outcome.result.value}"
+    if not result:
+        log_at = log.debug
+    elif has_errors(outcome):
         log_at = log.error
     elif outcome.touch_refused:
         log_at = log.warning  # handled, but the operator (or admission) refused its nudge
@@ -433,24 +388,20 @@ def log_outcome(outcome: Outcome, dry_run: DryRun | None) -> None:
     else:
         log_at = log.info
     log_at(
-        "%s %s/%s: %s (%s) -> %s %s",
+        "%s %s/%s: %s (%s)%s %s",
         job.kind.name,
         job.namespace,
         job.name,
         entry.decision,
         entry.reason,
-        outcome.result.value,
+        result,
         detail,
         extra=fields,
     )
 
 
 def log_summary(report: PassReport, counts: Summary | None = None) -> None:
-    """Log the one summary line of a pass (``counts``: ``summary(report)``, if known).
-
-    Its count fields are the ``summary`` of ``-o json``, keys included (``terminate-pods``, as
-    the decision is spelled), so one query reads both.
-    """
+    """Log a pass's one summary line; its fields are ``-o json``'s ``summary``, keys included."""
     counts = counts or summary(report)
     log.info(
         "pass %d: %s",

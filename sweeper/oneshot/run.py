@@ -1,11 +1,8 @@
 """The run: connect once, then one pass (or one every ``--every`` seconds for ``--for``).
 
-A pass discovers the served kinds, lists every job page by page and judges each page as it
-comes (``sweeper.oneshot.listing``), then executes the actions and reports
-(``sweeper.oneshot.report``).
-SIGTERM and SIGINT set the run's ``Stop``: the write in progress completes, no new one starts,
-the pass is reported and the run exits 4. ``--timeout`` bounds the whole run the same way
-(exit 5).
+A pass lists and judges (``sweeper.oneshot.listing``), then acts and reports. SIGTERM and
+SIGINT set the run's ``Stop``: the write in progress completes, no new one starts, the pass is
+reported and the run exits 4; ``--timeout`` the same way, exit 5.
 """
 
 from __future__ import annotations
@@ -15,6 +12,7 @@ import gc
 import logging
 import math
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol, TextIO
 
@@ -57,24 +55,11 @@ class Connect(Protocol):
         ...
 
 
-def run(
-    config: Config,
-    connect: Connect,
-    out: TextIO,
-    *,
-    clock: Clock = SYSTEM_CLOCK,
-) -> int:
-    """Run the sweeper: one pass, or repeated passes; then push its metrics if asked.
+def run(config: Config, connect: Connect, out: TextIO, *, clock: Clock = SYSTEM_CLOCK) -> int:
+    """Run one pass, or repeated passes, on ``clock``; then push its metrics if asked.
 
-    ``clock`` is the one clock of the run: its passes, its ``Stop`` and ``--timeout``.
-
-    Returns:
-        The exit code (0, 1, 4 or 5; codes 2 and 3 are raised as errors).
-
-    Raises:
-        ConfigError: The configuration is unusable (exit 2).
-        ClusterUnavailable: The cluster could not be listed, or RBAC refused some of its lists
-            (exit 3, at the end of a run that acted on the jobs of the others).
+    Returns the exit code 0, 1, 4 or 5; raises ``ConfigError`` (2) and ``ClusterUnavailable``
+    (3, also at the end of a run that acted on the jobs of the lists RBAC allowed).
     """
     started = clock.monotonic()
     last: list[Tally] = []  # the tally of the last pass that decided
@@ -100,10 +85,7 @@ def _push_metrics(
     # Without a pass that decided, only the run's own metrics are pushed: the previous run's
     # job figures stay, rather than zeros that would silence the overdue alerts.
     figures = metrics.figures(
-        last[-1] if last else None,
-        exit_code=code,
-        ended_at=clock.now(),
-        duration_s=duration_s,
+        last[-1] if last else None, exit_code=code, ended_at=clock.now(), duration_s=duration_s
     )
     timeout = min(config.request_timeout, max(PUSH_FLOOR_S, left))
     metrics.push(config.pushgateway, config.pushgateway_job, figures, timeout=timeout)
@@ -178,36 +160,23 @@ def _passes(
     return code
 
 
+@dataclass(frozen=True, slots=True)
 class PassOutcome:
-    """What the run loop needs from a pass.
+    """What the run loop needs from a pass; ``tally`` (the metrics') when the pass decided."""
 
-    ``tally`` (the outcomes counted by kind, what the metrics are pushed from) is there when
-    the pass decided; ``unlisted`` are the lists RBAC refused (the others' jobs were judged).
-    """
-
-    def __init__(
-        self,
-        errors: int,
-        stopped_by: SweeperError | None,
-        tally: Tally | None = None,
-        unlisted: Sequence[ClusterUnavailable] = (),
-    ) -> None:
-        self.errors = errors
-        self.stopped_by = stopped_by
-        self.tally = tally
-        self.unlisted = unlisted
+    errors: int
+    stopped_by: SweeperError | None
+    tally: Tally | None = None
+    unlisted: Sequence[ClusterUnavailable] = ()
 
 
 @contextlib.contextmanager
 def collector_paused() -> Iterator[None]:
-    """Pause Python's cyclic garbage collector for the duration of the block (a one-shot pass).
+    """Pause Python's cyclic garbage collector for the block (a one-shot pass).
 
-    Decoding a page of 500 jobs allocates some 10^5 dicts and lists that live until the page
-    is done: they survive the young collections, and each time the survivors grow by a quarter
-    a full collection walks every live container, the views kept so far included. At 10,000
-    jobs that was a third of a pass's CPU time (docs/benchmarks.md). Decoded JSON and frozen
-    views form no reference cycles, so reference counting frees them all the same; the
-    collector resumes (with its usual thresholds) when the block ends.
+    Its full collections walked every view kept so far: a third of a 10,000-job pass's CPU time
+    (docs/benchmarks.md). Decoded JSON and frozen views form no cycles: reference counting
+    frees them all the same.
     """
     enabled = gc.isenabled()
     gc.disable()
@@ -232,17 +201,10 @@ def sweep(
 ) -> PassOutcome:
     """Run one pass: discover, list, decide, act, report.
 
-    ``claim`` holds each job while its action runs (see ``sweeper.act.executor.Executor``);
-    ``view`` puts each job under its platform rule (by default read for the pass);
-    ``warned`` says which due warnings are known to be recorded already (the watch's timers
-    recorded them), so the pass does not ask the API server again.
-
-    Returns:
-        The pass's error count, what stopped it, if anything, and the lists RBAC refused.
-
-    Raises:
-        ConfigError: The server rejected the label selector (exit 2).
-        ClusterUnavailable: Discovery or a list failed for good (exit 3).
+    ``claim`` holds each job while its action runs (``sweeper.act.executor.Executor``);
+    ``view``, the platform's rules, is read for the pass when not given; ``warned`` says
+    which due warnings the watch's timers recorded already. Raises ``ConfigError`` (a
+    selector the server rejects) and ``ClusterUnavailable``.
     """
     began = clock.monotonic()
     stopped: SweeperError | None = None
@@ -286,41 +248,7 @@ def sweep(
                 notice.log_warned(each, plan.now, config.dry_run)
                 ledger.tally.warned(each)
     ledger.tally.misconfigured = misconfigured
-    duration_s = clock.monotonic() - began
-    reason = stopped or unavailable
     unlisted = listed.unlisted if listed is not None else []
-    counts = _report(
-        number,
-        config,
-        out,
-        ledger,
-        now=now,
-        duration_s=duration_s,
-        stopped_by=reason,
-        unlisted=tuple(str(u) for u in unlisted),
-        warned=recorded,
-        held=listed.found if listed is not None and plan is not None else None,
-    )
-    if unavailable is not None:
-        raise unavailable
-    tally = ledger.tally if plan is not None else None
-    return PassOutcome(counts.errors, stopped, tally, unlisted)
-
-
-def _report(
-    number: int,
-    config: Config,
-    out: TextIO,
-    ledger: Ledger,
-    *,
-    now: datetime | None,
-    duration_s: float,
-    stopped_by: SweeperError | None,
-    unlisted: tuple[str, ...],
-    warned: tuple[Warned, ...] = (),
-    held: holding.Found | None = None,
-) -> report.Summary:
-    """Write the pass's report (stdout) and its summary line (the log); give its counts."""
     pass_report = report.PassReport(
         number=number,
         now=now,
@@ -328,14 +256,25 @@ def _report(
         dry_run=config.dry_run,
         action=config.policy.action,
         outcomes=ledger.kept,
-        duration_s=duration_s,
-        stopped_by=str(stopped_by or "") or None,
-        unlisted=unlisted,
-        warnings=warned,
-        held=held or holding.Found(),
+        duration_s=clock.monotonic() - began,
+        stopped_by=str(stopped or unavailable or "") or None,
+        unlisted=tuple(str(u) for u in unlisted),
+        warnings=recorded,
+        held=listed.found if listed is not None and plan is not None else holding.Found(),
     )
+    counts = _report(config, out, pass_report, ledger)
+    if unavailable is not None:
+        raise unavailable
+    tally = ledger.tally if plan is not None else None
+    return PassOutcome(counts.errors, stopped, tally, unlisted)
+
+
+def _report(
+    config: Config, out: TextIO, pass_report: report.PassReport, ledger: Ledger
+) -> report.Summary:
+    """Write the pass's report (stdout) and its summary line (the log); give its counts."""
     counts = report.Summary.of(
-        ledger.tally, pass_report.duration_s, pass_report.stopped_by, unlisted
+        ledger.tally, pass_report.duration_s, pass_report.stopped_by, pass_report.unlisted
     )
     if config.output is OutputFormat.JSON:
         report.write_json(out, pass_report, counts, ledger.records())
@@ -346,17 +285,11 @@ def _report(
 
 
 def _plan(cluster: Cluster, config: Config, listed: listing.Listing, now: datetime) -> Plan:
-    """The pass's plan, from the actions judged while listing.
+    """The pass's plan, from the actions judged while listing (the skips are in the ledger).
 
-    The skips are final and already in the ledger; the plan holds the actions alone
-    (``--max-actions`` ranks only actions, so it ranks them as it would among all entries).
     The clean-ups' pods are listed first, once per namespace scope: a clean-up with nothing to
-    delete is then no action at all (no ``--max-actions`` slot, no request of its own). The
-    same list counts the pods the finished jobs it leaves still hold (``Tally.hold``).
-
-    Raises:
-        Interrupted: A signal arrived while retrying the pod list.
-        RunTimeout: ``--timeout`` ran out during it.
+    delete is then no action at all (no ``--max-actions`` slot, no request). The same list
+    counts the pods the finished jobs it leaves still hold (``Tally.hold``).
     """
     holders = listed.holders
     scopes = {uid: namespace for uid, (namespace, *_) in holders.items()}

@@ -1,18 +1,11 @@
 """The HTTP glue: the only module that imports ``urllib3``.
 
-``connect`` finds the API server and the credentials (``kubeconfig``: a kubeconfig, else the
-pod's service account; ``credentials``: what each request presents) and builds a
-``sweeper.k8s.kube.KubeCluster`` over ``ClientSend``, which puts one request on the wire and
-translates what urllib3 raises, and ``ClientStream``, which opens watch streams.
-Import it lazily: ``sweeper --version`` and ``--help`` need none of it.
-
-What each request says of its sender is kubectl's: the credential, the ``Impersonate-*``
-headers, a proxy's ``Proxy-Authorization``; the proxy is the kubeconfig's ``proxy-url``, else
-the environment's (``proxies``). Only a plain-http server warns, once, that the kubeconfig's
-credentials are not sent to it.
-
-Why not the official ``kubernetes`` client: docs/decisions.md (its import alone is some
-0.2 CPU seconds and 18 MB of every pass; the sweeper sends raw requests and needs only urllib3).
+``connect`` finds the API server and the credentials (``kubeconfig``, ``credentials``) and
+builds a ``sweeper.k8s.kube.KubeCluster`` over ``ClientSend`` (one request on the wire, what
+urllib3 raises translated) and ``ClientStream`` (watch streams). Import it lazily:
+``--version`` and ``--help`` need none of it. What each request says of its sender is
+kubectl's: the credential, the ``Impersonate-*`` headers, a proxy's ``Proxy-Authorization``.
+Why not the official ``kubernetes`` client: docs/decisions.md.
 """
 
 from __future__ import annotations
@@ -51,14 +44,10 @@ log = logging.getLogger(__name__)
 
 
 def connect(config: Config, *, stop: StopSignal) -> KubeCluster:
-    """Build a cluster client from the usual sources, in the usual order.
+    """Build a cluster client from ``--kubeconfig``/``KUBECONFIG``, ``~/.kube/config`` or the pod.
 
-    ``--kubeconfig``/``KUBECONFIG``, else ``~/.kube/config``, else the in-cluster service
-    account.
-
-    Raises:
-        ConfigError: The kubeconfig is missing or broken, its credentials cannot be had, or no
-            configuration applies.
+    Raises ``ConfigError``: the kubeconfig is missing or broken, its credentials cannot be had,
+    or no configuration applies.
     """
     source = config.kubeconfig
     default = Path.home() / ".kube" / "config"
@@ -141,9 +130,7 @@ class Http:
     def pool(self, credential: Credential) -> urllib3.PoolManager:
         """The pool manager for ``credential``'s client certificate, built on first use.
 
-        Raises:
-            ConfigError: A certificate or key cannot be loaded, or the environment names a
-                proxy the sweeper cannot use.
+        Raises ``ConfigError``: a certificate or key cannot be loaded, or the proxy used.
         """
         with self._lock:
             superseded = None
@@ -170,9 +157,7 @@ class Http:
     ) -> Any:
         """Send one request; after a 401, once more with a renewed credential (exec plugins).
 
-        Raises:
-            urllib3.exceptions.HTTPError, OSError: No answer came back.
-            _NoCredential: The credential could not be had.
+        Raises urllib3's ``HTTPError`` or ``OSError`` (no answer), or ``_NoCredential``.
         """
         # Serialised as the official client did for every JSON content type.
         data = None if body is None else json.dumps(body).encode("utf-8")
@@ -311,13 +296,7 @@ class ClientSend:
         self._http = http
 
     def __call__(
-        self,
-        method: str,
-        path: str,
-        headers: dict[str, str],
-        *,
-        body: JSON | None,
-        timeout: float,
+        self, method: str, path: str, headers: dict[str, str], *, body: JSON | None, timeout: float
     ) -> Response:
         """Send one request; what urllib3 raises becomes a ``NoResponse``."""
         try:
@@ -354,11 +333,7 @@ class ClientStream:
         self._connect_timeout = connect_timeout
 
     def open(self, resource_path: str, ref: RequestRef, read_timeout_s: float) -> Any:
-        """Send the request and return urllib3's response as soon as its headers arrived.
-
-        Raises:
-            ApiError: No answer came back.
-        """
+        """urllib3's response as soon as its headers arrived; ``ApiError`` if none came."""
         try:
             raw = self._http.open(
                 "GET",
@@ -378,10 +353,7 @@ class ClientStream:
 
 
 class _Streamed:
-    """urllib3's streaming response, its body's errors translated where they are raised.
-
-    ``kube``'s watch stream reads lines from it and never sees urllib3's exceptions.
-    """
+    """urllib3's streaming response, its body's errors translated where they are raised."""
 
     def __init__(self, raw: Any, ref: RequestRef, read_timeout_s: float) -> None:
         self._raw = raw
@@ -396,12 +368,7 @@ class _Streamed:
         return bytes(self._raw.data or b"")
 
     def stream(self, amt: int | None = None, decode_content: bool = True) -> Iterator[bytes]:
-        """The body's chunks as they arrive.
-
-        Raises:
-            WatchStalled: Nothing arrived for the read timeout.
-            ApiError: The connection broke.
-        """
+        """The body's chunks as they arrive; ``WatchStalled`` after the read timeout."""
         try:
             yield from self._raw.stream(amt=amt, decode_content=decode_content)
         except urllib3.exceptions.ReadTimeoutError as error:

@@ -55,11 +55,7 @@ class Auth:
         self._credential = credential or Credential()
 
     def current(self) -> Credential:
-        """The credential to send now.
-
-        Raises:
-            ConfigError: A source that must be fetched again failed (an exec plugin).
-        """
+        """The credential to send now; ``ConfigError`` if fetching it again failed (exec)."""
         return self._credential
 
     def renew(self, used: Credential) -> bool:
@@ -156,10 +152,7 @@ def auth_for(
     """The credential source ``target`` names; ``timeout`` bounds each run of an exec plugin.
 
     An exec plugin first runs at the source's first ``current()``; ``clock`` times the
-    re-reads of a token file.
-
-    Raises:
-        ConfigError: The token file cannot be read (and there is no inline token).
+    re-reads of a token file. ``ConfigError`` if it cannot be read and there is no inline token.
     """
     if target.token_file:
         return TokenFile(target.token_file, target.token, clock)
@@ -176,8 +169,7 @@ def auth_for(
 def run_plugin(plugin: ExecPlugin, timeout: float) -> tuple[Credential, datetime | None]:
     """Run the plugin once; its credential and when it expires (``None``: never).
 
-    Raises:
-        ConfigError: It is not found, fails, times out or prints no usable ExecCredential.
+    Raises ``ConfigError``: not found, failed, timed out or printed no usable ExecCredential.
     """
     name = f"exec plugin {plugin.command}"
     interactive = (

@@ -1,22 +1,14 @@
 """Where the API server is and who the sweeper is to it: a kubeconfig, or the pod's service account.
 
 ``load`` reads a kubeconfig as kubectl does (client-go's loading rules): a ``KUBECONFIG`` list
-of files is merged, the first file to name a cluster, user or context, or to set
-``current-context``, wins; files in the list that do not exist are skipped; paths in a file
-(``certificate-authority``, ``client-certificate``, ``client-key``, ``tokenFile``, an exec
-``command`` with a directory part) are relative to that file. ``in_cluster`` reads what a pod
-is given. Both return a ``Target``; nothing here opens a connection or runs a plugin.
+is merged, the first file to name a cluster, user or context, or to set ``current-context``,
+wins; missing files are skipped; paths in a file are relative to it. ``in_cluster`` reads what
+a pod is given. Both return a ``Target``; nothing here opens a connection or runs a plugin.
 
-Supported, per cluster: ``server``, ``certificate-authority`` and ``-data``,
-``insecure-skip-tls-verify``, ``tls-server-name``, ``proxy-url`` (http and https proxies); per
-user: ``token``, ``tokenFile``, ``client-certificate`` and ``client-key`` and their ``-data``,
-``username`` and ``password``, ``exec`` (``client.authentication.k8s.io/v1`` and ``v1beta1``),
-impersonation (``as``, ``as-uid``, ``as-groups``, ``as-user-extra``). The user's credentials
-are taken in this order, the first present wins: token or tokenFile, exec, username and
-password. As client-go, a server reached over plain ``http://`` is sent no credential at all
-(the ``Target`` says which it withheld); impersonation is sent either way. ``auth-provider`` is
-refused: gcp and azure were removed from kubectl in 1.26, oidc is not implemented here; each
-message names the exec plugin that replaces it.
+The user's credentials are taken in this order, the first present wins: token or tokenFile,
+exec, username and password. As client-go, a server reached over plain ``http://`` is sent no
+credential (the ``Target`` says which it withheld); impersonation is sent either way.
+``auth-provider`` is refused, naming the exec plugin that replaces it.
 """
 
 from __future__ import annotations
@@ -114,10 +106,7 @@ class _Entry:
 def load(source: str, context: str | None = None) -> Target:
     """Read the kubeconfig file or ``os.pathsep``-separated list ``source``.
 
-    Raises:
-        ConfigError: No file of the list exists, one is unreadable or not a kubeconfig, the
-            context or what it names is missing, or a field has the wrong type; the message
-            starts with ``kubeconfig SOURCE:``.
+    Raises ``ConfigError``, its message starting ``kubeconfig SOURCE:``.
     """
     paths = [p for p in source.split(os.pathsep) if p]
     if not any(Path(p).is_file() for p in paths):
@@ -130,11 +119,7 @@ def load(source: str, context: str | None = None) -> Target:
 
 
 def in_cluster(environ: dict[str, str] | None = None) -> Target:
-    """The API server and service account a pod is given.
-
-    Raises:
-        ConfigError: The service's environment variables or the account's files are missing.
-    """
+    """The API server and service account a pod is given; ``ConfigError`` if they are missing."""
     env = os.environ if environ is None else environ
     host, port = env.get("KUBERNETES_SERVICE_HOST", ""), env.get("KUBERNETES_SERVICE_PORT", "")
     if not host or not port:

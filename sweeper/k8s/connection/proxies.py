@@ -36,8 +36,7 @@ class Proxy:
 def from_environment(server: str, environ: Mapping[str, str]) -> str | None:
     """The proxy URL the environment gives for ``server``, or ``None`` to go direct.
 
-    Raises:
-        ConfigError: The variable names a proxy other than http or https.
+    Raises ``ConfigError`` for a proxy other than http or https.
     """
     scheme = urlsplit(server).scheme
     names = ("HTTPS_PROXY", "https_proxy") if scheme == "https" else ("HTTP_PROXY", "http_proxy")
