@@ -130,11 +130,16 @@ def mpi_workers(cp: ControlPlane, namespace: str, name: str) -> list[Obj]:
 
 def make_running(cp: ControlPlane, pod: Obj) -> None:
     """Report the pod Running and Ready through ``pods/status``, as its kubelet would."""
+    report_phase(cp, pod, "Running")
+
+
+def report_phase(cp: ControlPlane, pod: Obj, phase: kubelet.Phase) -> None:
+    """Report the pod in ``phase`` through ``pods/status``, as its kubelet would."""
     from kubernetes import client  # noqa: PLC0415 - only for the typed model kubelet reads
 
     namespace, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
     model = client.CoreV1Api(cp.api()).read_namespaced_pod(name, namespace)
-    status = kubelet.pod_status(model, "Running", dt.datetime.now(dt.UTC))
+    status = kubelet.pod_status(model, phase, dt.datetime.now(dt.UTC))
     cp.request(
         "PATCH",
         f"{PODS.format(namespace=namespace)}/{name}/status",
