@@ -24,6 +24,7 @@ from sweeper.core.jobs import Job, Owned, parse_owned
 from sweeper.core.kinds import (
     EVENTS,
     OPERATOR_PODS,
+    PODS,
     Leftovers,
     Resource,
 )
@@ -182,7 +183,8 @@ class Reclaimer:
             return Result.LEFT_ALONE
         if action.why is Why.FINISHED_HOLDING:
             reason = HELD_PODS_REASON
-            message = held_pods_deleted(deleted, companions, action.detail)
+            what = family.LEFTOVERS.resource.plural
+            message = held_pods_deleted(what, deleted, companions, action.detail)
         else:
             reason = family.RECLAIM_REASON
             message = family.reclaimed_event(job, deleted, companions)
@@ -277,8 +279,8 @@ class PodSink(Protocol):
         """The list of a scope (``None``: cluster-wide) failed: its sums are incomplete."""
         ...
 
-    def namespaces(self) -> set[str]:
-        """The namespaces whose pods it sums (those of the jobs it watches)."""
+    def scopes(self) -> set[tuple[Leftovers, str]]:
+        """The pod lists it sums (which pods, in which namespace)."""
         ...
 
 
@@ -304,7 +306,7 @@ def leftovers_by_owner(
         holders: Jobs failed by their deadline that the pass leaves, whose pods are counted
             too (uid to namespace):
             their scopes' pods are in the same one list.
-        sink: Handed every pod listed when given, and the scopes of its namespaces are listed
+        sink: Handed every pod listed when given, and its pod lists (``scopes``) are read
             too: the pass sums there the pods of the jobs that could hold GPUs for nothing
             (``sweeper.oneshot.holding``).
 
@@ -317,13 +319,12 @@ def leftovers_by_owner(
         Interrupted: A signal arrived while retrying the list.
         RunTimeout: ``--timeout`` ran out during the list.
     """
-    summed = sink.namespaces() if sink is not None else set()
+    summed = sink.scopes() if sink is not None else set()
     wanted = _wanted(actions, namespaces, holders or {}, summed)
     index: dict[str, tuple[Owned, ...]] = {}
     for (left, scope), uids in wanted.items():
         found: dict[str, list[Owned]] = {uid: [] for uid in uids}
-        # The pods every pod family's controller labels: the sink sums them all.
-        summing = sink if left == OPERATOR_PODS else None
+        summing = sink if left.resource == PODS else None
         try:
             for page in cluster.list_pages(left.resource, scope, left.selector):
                 for raw in page.items:
@@ -352,10 +353,10 @@ def _wanted(
     actions: Iterable[Action],
     namespaces: Sequence[str],
     holders: Mapping[str, str],
-    summed: set[str],
+    summed: set[tuple[Leftovers, str]],
 ) -> dict[tuple[Leftovers, str | None], set[str]]:
     # The lists a pass reads (what, scope), each with the uids whose leftovers it looks for;
-    # and the pods of the scopes of ``summed`` (the namespaces of the jobs a sink watches).
+    # and the pod lists of ``summed`` (those a sink sums).
     wanted: dict[tuple[Leftovers, str | None], set[str]] = {}
     for action in actions:
         if action.kind in CLEAN_UPS:
@@ -365,8 +366,8 @@ def _wanted(
     for uid, namespace in holders.items():
         scope = namespace if namespaces else None
         wanted.setdefault((OPERATOR_PODS, scope), set()).add(uid)
-    for namespace in summed:
-        wanted.setdefault((OPERATOR_PODS, namespace if namespaces else None), set())
+    for left, namespace in summed:
+        wanted.setdefault((left, namespace if namespaces else None), set())
     return wanted
 
 

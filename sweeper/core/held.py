@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -22,8 +22,8 @@ from enum import StrEnum
 from sweeper.core.clock import format_rfc3339, human, parse_rfc3339
 from sweeper.core.errors import ConfigError
 from sweeper.core.families import family_of
-from sweeper.core.jobs import Job, Owned
-from sweeper.core.kinds import COMPONENT, PODS
+from sweeper.core.jobs import Job, Owned, parse_owned
+from sweeper.core.kinds import COMPONENT, PODS, Leftovers
 from sweeper.core.model import Action, ActionKind, Entry, Skip, SkipReason, Why
 from sweeper.core.platform import PlatformRule
 
@@ -197,6 +197,27 @@ class Load:
             self.first_scheduled = at
 
 
+def pods_of(job: Job) -> tuple[Leftovers, bool]:
+    """Where the job's pods are listed, and whether its label alone names them their job.
+
+    A job's own pods are its by their controller (its uid); a TrainJob's are its JobSet's
+    Jobs', named by the JobSet's label (the JobSet is named after the TrainJob).
+    """
+    family = family_of(job.kind, job.version)
+    return family.PODS, family.PODS != family.LEFTOVERS
+
+
+def load_of(job: Job, pods: Iterable[object], patterns: Sequence[str]) -> Load:
+    """Sum the job's pods among one list of them (``pods_of(job)[0].of(job.name)``). Pure."""
+    load = Load()
+    _, named = pods_of(job)
+    for raw in pods:
+        pod = parse_owned(raw)
+        if pod is not None and (named or pod.controller_uid == job.uid):
+            load.add(parse_pod_load(raw, pod, patterns))
+    return load
+
+
 @dataclass(frozen=True, slots=True)
 class Held:
     """A job holding pods (and their GPUs) for nothing, or waiting for all of them.
@@ -290,13 +311,14 @@ def reclaim(held: Held, rule: PlatformRule | None) -> Action | None:
     ``startDeadline``: a job stuck starting that long after its first pod was scheduled is
     failed (then its active pods deleted), never a Kueue-managed one (Kueue's
     ``waitForPodsReady`` owns that decision). ``reclaimFailedAfter``: the Running and Pending
-    pods a job finished that long ago controls are deleted, whatever its ``cleanPodPolicy``;
-    never those its controller still re-creates (mpi-operator's workers until it writes
-    ``completionTime``).
+    pods a job finished that long ago controls are deleted (or the JobSet that controls
+    them), whatever its ``cleanPodPolicy``. Never what its controller would re-create (its
+    family's ``recreates_pods``).
     """
-    if rule is None or held.since is None:
-        return None
     job = held.job
+    family = family_of(job.kind, job.version)
+    if rule is None or held.since is None or family.recreates_pods(job):
+        return None
     if held.state is HeldState.STUCK:
         after = rule.start_deadline
         if after is None or job.queued or held.seconds < after:
@@ -312,13 +334,13 @@ def reclaim(held: Held, rule: PlatformRule | None) -> Action | None:
             f"{held.gpus} GPU(s) freed",
         )
     after = rule.reclaim_failed_after
-    recreated = family_of(job.kind, job.version).recreates_pods(job)
-    if after is None or recreated or held.seconds < after:
+    if after is None or held.seconds < after:
         return None
-    # The executor reads the job's pods again and deletes those it controls, each by uid.
+    # The executor deletes what the pass listed of the job's leftovers, each by uid.
+    own = family.LEFTOVERS.resource == PODS
     return Action(
         job,
-        ActionKind.TERMINATE_PODS,
+        ActionKind.TERMINATE_PODS if own else ActionKind.DELETE_JOBSET,
         Why.FINISHED_HOLDING,
         held.seconds - after,
         f"{job.finished} {human(held.seconds)} ago, past reclaimFailedAfter {human(after)} of "
@@ -341,12 +363,9 @@ def watched(job: Job) -> bool:
     """Whether a job could hold pods for nothing: its pods are looked at after the listing. Pure.
 
     Running and not suspended (stuck starting, or waiting), or finished otherwise than by its
-    deadline (those pods are the deadline rules'); never a malformed job or one being deleted,
-    nor one of a family whose leftovers are not its pods (a TrainJob's are its JobSet's Jobs').
+    deadline (those pods are the deadline rules'); never a malformed job or one being deleted.
     """
     if job.malformed is not None or job.deleting:
-        return False
-    if family_of(job.kind, job.version).LEFTOVERS.resource != PODS:
         return False
     if job.finished is not None:
         return not job.failed_by_deadline
@@ -394,6 +413,8 @@ def explain_held(held: Held, rule: PlatformRule | None) -> str:
         parts.append("Kueue's job: its waitForPodsReady decides, the sweeper never ends it")
     elif rule is None or after is None:
         parts.append(f"reported only: no platform rule sets {key}")
+    elif family_of(job.kind, job.version).recreates_pods(job):
+        parts.append("reported only: its controller would re-create what the sweeper deletes")
     else:
         parts.append(f"{key} {human(after)} of platform rule {rule.name}")
     return "; ".join(parts)
@@ -442,9 +463,9 @@ def event_message(held: Held) -> str:
     )
 
 
-def held_pods_deleted(deleted: Sequence[str], companions: Sequence[str], detail: str) -> str:
-    """The Event's words after a ``reclaimFailedAfter`` deleted a finished job's pods."""
-    return (
-        f"Deleted {len(deleted)} pod(s) and {len(companions)} service(s) of a job {detail} "
-        f"({COMPONENT})"
-    )
+def held_pods_deleted(
+    what: str, deleted: Sequence[str], companions: Sequence[str], detail: str
+) -> str:
+    """The Event's words after a ``reclaimFailedAfter`` deleted a finished job's ``what``."""
+    also = f" and services {', '.join(companions)}" if companions else ""
+    return f"Deleted {what} {', '.join(deleted)}{also} of a job {detail} ({COMPONENT})"

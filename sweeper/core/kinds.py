@@ -116,6 +116,8 @@ class Leftovers:
 # The pods the Training Operator and mpi-operator label with their job's name, and the
 # same-named services the operators create for them.
 OPERATOR_PODS = Leftovers(PODS, JOB_NAME_LABEL, companion=SERVICES)
+# The pods of a JobSet's Jobs, labelled with its name (jobset v0.12, ``labelAndAnnotateObject``).
+JOBSET_PODS = Leftovers(PODS, "jobset.sigs.k8s.io/jobset-name")
 
 
 @dataclass(frozen=True, slots=True)

@@ -43,6 +43,8 @@ class Family(Protocol):
         MANAGED_BY: Its controller, as ``managedBy`` names it.
         LEFTOVERS: What the sweeper reclaims of a job its deadline failed, and how it finds
             them.
+        PODS: Where its jobs' pods are listed: its ``LEFTOVERS`` when it controls them, else
+            the pods whose ``selector`` label names the job (a TrainJob's JobSet's).
         RULES: Its own rules, judged after the shared ones (:func:`table`), in order; the
             last always decides.
         RECLAIM_REASON: The Event's reason after its leftovers were deleted.
@@ -53,6 +55,7 @@ class Family(Protocol):
     SERVES: tuple[tuple[Kind, str], ...]
     MANAGED_BY: str
     LEFTOVERS: Leftovers
+    PODS: Leftovers
     RULES: tuple[Rule, ...]
     RECLAIM_REASON: str
     NOTHING_LEFT: str
@@ -79,9 +82,10 @@ class Family(Protocol):
         """The Event's message after a reclaim deleted ``deleted`` (and their companions)."""
 
     def recreates_pods(self, job: Job) -> bool:
-        """Whether its controller may still re-create the pods of the finished job.
+        """Whether its controller would re-create what the sweeper deletes of the job now.
 
-        A platform rule's ``reclaimFailedAfter`` leaves such pods alone (``sweeper.core.held``).
+        A platform rule's ``startDeadline`` (after the sweeper's fail) or ``reclaimFailedAfter``
+        then leaves the job alone (``sweeper.core.held``).
         """
 
     def fail_patch(self, job: Job, raw: JSON, now: datetime) -> JSON:

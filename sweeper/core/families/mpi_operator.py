@@ -79,7 +79,7 @@ from sweeper.core.rules import (
 NAME = "mpi-operator"
 SERVES: tuple[tuple[Kind, str], ...] = ((MPIJOB, MPI_OPERATOR_VERSION),)
 MANAGED_BY = MPI_OPERATOR
-LEFTOVERS = OPERATOR_PODS
+LEFTOVERS = PODS = OPERATOR_PODS
 
 
 # Its workers, as --terminate-pods deletes them.
@@ -204,8 +204,8 @@ reclaimed_event = pods_reclaimed
 
 
 def recreates_pods(job: Job) -> bool:
-    """Until it writes ``completionTime``, mpi-operator re-creates a finished job's workers."""
-    return not job.completed
+    """A finished job's workers, until it writes ``completionTime`` (as the sweeper's fail does)."""
+    return job.finished is not None and not job.completed
 
 
 # mpi-operator names the launcher Job so and looks it up by that name alone (getLauncherJob).

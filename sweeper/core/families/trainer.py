@@ -37,6 +37,7 @@ from sweeper.core.kinds import (
     COMPONENT,
     DEADLINE_EXCEEDED,
     JOBSET_GROUP,
+    JOBSET_PODS,
     JOBSET_VERSION,
     TRAINER,
     TRAINER_VERSION,
@@ -67,6 +68,7 @@ MANAGED_BY = TRAINER
 # A TrainJob's pods are its JobSet's Jobs': the sweeper reclaims the JobSet.
 # The trainer gives its JobSets no label: every JobSet of a scope is listed.
 LEFTOVERS = Leftovers(Resource(JOBSET_GROUP, JOBSET_VERSION, "jobsets"))
+PODS = JOBSET_PODS
 
 
 def reclaim_words(_policy: Policy) -> str:
@@ -238,9 +240,13 @@ def leftovers(owned: Sequence[Owned], job: Job, _policy: Policy) -> list[Owned]:
     return [o for o in owned if o.controller_uid == job.uid and not o.deleting]
 
 
-def recreates_pods(_job: Job) -> bool:
-    """Its pods are its JobSet's Jobs', never re-created once the TrainJob finished."""
-    return False
+def recreates_pods(job: Job) -> bool:
+    """The JobSet of a running TrainJob, or of one Failed otherwise than by its deadline.
+
+    v2.3.0 drops a Failed condition of another reason at each reconcile (``Reconcile``,
+    ``removeFailedCondition``), then applies the JobSet it misses.
+    """
+    return job.finished is None or (job.finished == "Failed" and not job.failed_by_deadline)
 
 
 def reclaimed_event(_job: Job, deleted: Sequence[str], _companions: Sequence[str]) -> str:

@@ -65,7 +65,7 @@ SERVES = tuple(
     (kind, VERSION) for kind in (TFJOB, PYTORCHJOB, XGBOOSTJOB, MPIJOB, PADDLEJOB, JAXJOB, MXJOB)
 )
 MANAGED_BY = TRAINING_OPERATOR
-LEFTOVERS = OPERATOR_PODS
+LEFTOVERS = PODS = OPERATOR_PODS
 
 
 # The pods its deadline failure leaves, as --terminate-pods deletes them.

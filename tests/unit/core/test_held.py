@@ -29,7 +29,13 @@ from sweeper.core.held import (
     watched,
 )
 from sweeper.core.jobs import Job, Owned, parse_owned
-from sweeper.core.kinds import GPU_RESOURCES, MPI_OPERATOR_VERSION, MPIJOB
+from sweeper.core.kinds import (
+    GPU_RESOURCES,
+    MPI_OPERATOR_VERSION,
+    MPIJOB,
+    TRAINER_VERSION,
+    TRAINJOB,
+)
 from sweeper.core.model import Action, ActionKind, Skip, SkipReason, Why
 from sweeper.core.platform import PlatformRule
 from tests.unit.objects import KIND, NOW, stamp
@@ -96,6 +102,10 @@ def load_of(*pods: dict[str, Any], patterns: tuple[str, ...] = GPU_RESOURCES) ->
 
 def tfjob(**fields: Any) -> Job:
     return replace(Job(KIND["TFJob"], "v1", "team-a", "train", UID), **fields)
+
+
+def trainjob(**fields: Any) -> Job:
+    return replace(Job(TRAINJOB, TRAINER_VERSION, "team-a", "train", UID), **fields)
 
 
 FAILED_AGO = NOW - timedelta(seconds=3600)
@@ -359,6 +369,21 @@ RECLAIM_CASES = [
         None,
         id="waiting-is-never-acted-on",
     ),
+    pytest.param(
+        held(HeldState.FINISHED, 9000, trainjob(finished="Complete", finished_at=FAILED_AGO)),
+        RULE,
+        (ActionKind.DELETE_JOBSET, Why.FINISHED_HOLDING),
+        id="a-complete-trainjob-loses-its-jobset",
+    ),
+    pytest.param(
+        held(HeldState.FINISHED, 9000, trainjob(**FINISHED)),
+        RULE,
+        None,
+        id="the-trainer-re-creates-the-jobset-of-a-trainjob-failed-otherwise",
+    ),
+    pytest.param(
+        held(HeldState.STUCK, 9000, trainjob()), RULE, None, id="the-trainer-undoes-a-start-fail"
+    ),
 ]
 
 
@@ -412,6 +437,13 @@ EXPLAIN_CASES = [
         "finished-holding for 2h00m: 2 pod(s) placed holding 2 GPU(s), waiting: w2; "
         "reported only: no platform rule sets reclaimFailedAfter",
         id="finished-rule-without-the-key",
+    ),
+    pytest.param(
+        held(HeldState.STUCK, 960, trainjob()),
+        RULE,
+        "stuck-starting for 16m00s: 2 pod(s) placed holding 2 GPU(s), waiting: w2; "
+        "reported only: its controller would re-create what the sweeper deletes",
+        id="trainer-re-creates",
     ),
     pytest.param(
         Held(tfjob(), HeldState.WAITING, None, 0.0, 0, (Owned("w0", "u", "Pending", UID),), 0),
@@ -505,10 +537,19 @@ def test_a_rule_that_warns_makes_the_job_stuck_from_the_warning() -> None:
 
 @pytest.mark.parametrize("family", FAMILIES, ids=lambda f: f.NAME)
 @pytest.mark.parametrize("completed", [False, True])
-def test_only_mpi_operator_recreates_a_finished_jobs_pods_until_its_completion_time(
-    family: Family, completed: bool
+@pytest.mark.parametrize("finished", ["Failed", "Succeeded", "Complete", None])
+def test_which_controller_re_creates_the_pods_the_sweeper_deletes(
+    family: Family, completed: bool, finished: str | None
 ) -> None:
+    # mpi-operator a finished MPIJob's workers until it writes completionTime (the sweeper's
+    # own fail writes it); the trainer the JobSet of any TrainJob but a Complete one (it drops
+    # a Failed condition not its deadline's, then re-applies the JobSet).
     kind, version = family.SERVES[0]
-    finished = tfjob(**FINISHED, kind=kind, version=version, completed=completed)
-    recreates = family.NAME == "mpi-operator" and not completed
-    assert family.recreates_pods(finished) is recreates
+    job = tfjob(
+        kind=kind, version=version, completed=completed, finished=finished, finished_at=FAILED_AGO
+    )
+    recreates = {
+        "mpi-operator": finished is not None and not completed,
+        "trainer": finished in ("Failed", None),
+    }.get(family.NAME, False)
+    assert family.recreates_pods(job) is recreates
