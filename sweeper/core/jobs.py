@@ -98,6 +98,9 @@ class Job:
             (``lastTransitionTime``; ``None`` when unfinished or unreadable).
         queued: Kueue's job (the ``kueue.x-k8s.io/queue-name`` label): Kueue decides whether
             it waits or goes (``waitForPodsReady``).
+        replicas: The pods its controller creates for it, its replica specs' ``replicas``
+            summed (a launcher that is a batch Job's pod left out); ``None`` when unknown (a
+            TrainJob, a role without a whole number).
         launcher_waits: An MPIJob v2beta1 whose launcher is created only once every worker is
             ready (``launcherCreationPolicy: WaitForWorkersReady``).
         malformed: The field that made the object unusable, ``None`` for a usable job.
@@ -131,6 +134,7 @@ class Job:
     warn_before: float | None = None
     finished_at: datetime | None = None
     queued: bool = False
+    replicas: int | None = None
 
     @property
     def deadline(self) -> datetime | None:
@@ -260,12 +264,27 @@ def _parse(raw: object, kind: Kind, version: str, *, identity: tuple[str, str, s
         failed_at=seen.failed_at if reading.failed_at else None,
         finished_at=seen.finished_at,
         queued=isinstance(labels, Mapping) and isinstance(labels.get(QUEUE_NAME_LABEL), str),
+        replicas=_replicas(spec.get(kind.replica_specs) if kind.replica_specs else None, reading),
         launcher_waits=(
             reading.launcher_policy
             and _string(spec, "launcherCreationPolicy", "spec.launcherCreationPolicy")
             == "WaitForWorkersReady"
         ),
     )
+
+
+def _replicas(specs: object, reading: Reading) -> int | None:
+    if not isinstance(specs, Mapping):
+        return None
+    total = 0
+    for role, spec in specs.items():
+        if reading.launcher_policy and role == "Launcher":
+            continue
+        count = spec.get("replicas") if isinstance(spec, Mapping) else None
+        if type(count) is not int or count < 0:
+            return None
+        total += count
+    return total
 
 
 def _mapping(

@@ -138,7 +138,8 @@ class Reading:
         legacy_clean_pod_policy: It honours a kind's ``spec.cleanPodPolicy`` fallback.
         completion: Its end is complete only with ``status.completionTime``.
         failed_at: The ``Failed`` condition's time is read (a reclaim waits from it).
-        launcher_policy: ``spec.launcherCreationPolicy`` is read.
+        launcher_policy: ``spec.launcherCreationPolicy`` is read; its launcher is a batch Job's
+            pod, not one of the job's own (``Job.replicas`` leaves it out).
     """
 
     run_policy: bool = True

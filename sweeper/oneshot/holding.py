@@ -78,13 +78,18 @@ class Loads:
         self._labels = {label for _, label, _ in self._named}
 
     def add(self, raw: object, pod: Owned) -> None:
-        """Sum one listed pod into its job's load, if its job is watched and it is active."""
-        if pod.deleting or pod.phase not in ("Running", "Pending"):
-            return
+        """Sum one listed pod into its job's load, if its job is watched.
+
+        A finished job's pods are summed if active; a running job's all are (counted as
+        created).
+        """
         uid = pod.controller_uid
         if uid not in self._watched:
             uid = self._named_by(raw) if self._named else None
         if uid is None:
+            return
+        active = pod.phase in ("Running", "Pending") and not pod.deleting
+        if not active and self._watched[uid].finished:
             return
         load = self._loads.get(uid)
         if load is None:
@@ -153,15 +158,12 @@ def summary_line(found: Found) -> str:
 def line(held: Held) -> str:
     """One held job for a person: what, how long, the GPUs and the pods waiting."""
     job = held.job
-    waited = [pod.name for pod in held.waiting]
-    named = ", ".join(waited[:_NAMED]) + (
-        f" (+{len(waited) - _NAMED} more)" if len(waited) > _NAMED else ""
-    )
+    named = held.never_started(_NAMED)
     parts = [f"{job.kind.name} {job.namespace}/{job.name}: {held.state.value}"]
     if held.since is not None:
         parts.append(f"for {human(held.seconds)}")
     parts.append(f"{held.gpus} GPU(s) on {held.placed} placed pod(s)")
-    if waited:
+    if named:
         parts.append(f"waiting: {named}")
     if job.queued:
         parts.append("kueue (its waitForPodsReady decides)")
@@ -193,6 +195,7 @@ def record(held: Held) -> dict[str, Any]:
         "pods": held.pods,
         "placed": held.placed,
         "waiting": [pod.name for pod in held.waiting],
+        "missing": held.missing,
         "rule": job.rule,
         "kueue": job.queued,
     }

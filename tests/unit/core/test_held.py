@@ -56,6 +56,7 @@ def pod(
     owner: str = UID,
     deleting: bool = False,
     init_gpus: Any = None,
+    created_ago: float | None = None,
 ) -> dict[str, Any]:
     """A pod of the job (uid ``owner``); Running on a node, scheduled an hour ago, 1 GPU."""
     container: dict[str, Any] = {"name": "main"}
@@ -79,6 +80,8 @@ def pod(
     }
     if deleting:
         metadata["deletionTimestamp"] = stamp(NOW)
+    if created_ago is not None:
+        metadata["creationTimestamp"] = stamp(NOW - timedelta(seconds=created_ago))
     return {
         "metadata": metadata,
         "spec": spec,
@@ -86,9 +89,9 @@ def pod(
     }
 
 
-def pending(name: str) -> dict[str, Any]:
+def pending(name: str, created_ago: float | None = None) -> dict[str, Any]:
     """A pod the scheduler left Pending: Unschedulable, on no node."""
-    return pod(name, phase="Pending", node=None, scheduled_ago=None)
+    return pod(name, phase="Pending", node=None, scheduled_ago=None, created_ago=created_ago)
 
 
 def load_of(*pods: dict[str, Any], patterns: tuple[str, ...] = GPU_RESOURCES) -> Load:
@@ -219,6 +222,57 @@ CASES = [
         [pod("w0", gpus=None), pod("w1", gpus=2)],
         ("finished-holding", 2, 2),
         id="gpu-less-pods-count-as-pods-only",
+    ),
+    pytest.param(
+        tfjob(replicas=3),
+        [pod("w0", created_ago=3600), pod("w1", created_ago=3600)],
+        ("stuck-starting", 2, 3),
+        id="a-pod-its-controller-never-created-waits",
+    ),
+    pytest.param(
+        tfjob(replicas=3),
+        [pod("w0", created_ago=3600), pod("w1", created_ago=STUCK_AFTER - 1)],
+        None,
+        id="its-controller-still-creating-pods-within-the-grace",
+    ),
+    pytest.param(
+        tfjob(replicas=3),
+        [pod("w0", created_ago=3600), pod("w1", created_ago=STUCK_AFTER)],
+        ("stuck-starting", 2, 3),
+        id="exactly-the-grace-after-its-last-pod-created",
+    ),
+    pytest.param(
+        tfjob(),
+        [pod("w0", created_ago=7200), pending("w1", created_ago=60)],
+        None,
+        id="a-pod-just-re-created-restarts-the-clock",
+    ),
+    pytest.param(
+        tfjob(replicas=2),
+        [pod("w0"), pod("w1", phase="Succeeded")],
+        None,
+        id="a-finished-pod-was-created",
+    ),
+    pytest.param(
+        tfjob(replicas=2),
+        [pod("w0"), pod("w1", deleting=True)],
+        None,
+        id="a-pod-being-deleted-was-created",
+    ),
+    pytest.param(
+        tfjob(replicas=3), [pod("w0"), pod("w1")], ("stuck-starting", 2, 3), id="no-creation-time"
+    ),
+    pytest.param(
+        tfjob(replicas=3),
+        [pending("w0"), pending("w1")],
+        ("waiting", 0, 3),
+        id="nothing-placed-waits-for-the-uncreated-too",
+    ),
+    pytest.param(
+        tfjob(**FINISHED, replicas=3),
+        [pod("w0")],
+        ("finished-holding", 1, 1),
+        id="a-finished-job-misses-nothing",
     ),
 ]
 
@@ -400,6 +454,14 @@ def test_start_deadline_names_the_rule_the_pods_and_the_gpus() -> None:
     assert "platform rule gpu-tenants" in action.detail
     assert "w2" in action.detail
     assert "2 GPU(s) freed" in action.detail
+
+
+def test_start_deadline_counts_the_pods_never_created() -> None:
+    entry = replace(held(HeldState.STUCK, 960), missing=2)
+    assert entry.pods == 5
+    action = reclaim(entry, RULE)
+    assert action is not None
+    assert "3 pod(s) never started (w2, 2 not created)" in action.detail
 
 
 def test_reclaim_failed_after_names_the_rule_the_pods_and_the_gpus() -> None:

@@ -93,6 +93,12 @@ WELL_FORMED = [
         job(annotations={TOUCHED_AT_ANNOTATION: ago(30), LEGACY_TOUCHED_AT_ANNOTATION: ago(300)}),
         id="touched-new-key-newer",
     ),
+    pytest.param(
+        job("TFJob")
+        | {"spec": {"tfReplicaSpecs": {"Chief": {"replicas": 1}, "Worker": {"replicas": 3}}}},
+        id="replicas-of-every-role",
+    ),
+    pytest.param(job() | {"spec": {"pytorchReplicaSpecs": {"Worker": {}}}}, id="replicas-unset"),
     pytest.param(job("MPIJob", legacy_clean_pod_policy="All"), id="mpi-legacy-policy"),
     pytest.param(
         job("MPIJob", clean_pod_policy="None", legacy_clean_pod_policy="All"),

@@ -311,6 +311,31 @@ def test_warn_before_warns_once_ahead_of_a_start_deadline() -> None:
     assert "1 waiting pod(s)" in warning["message"]
 
 
+def test_pods_its_controller_never_created_wait_and_a_finished_one_was_created() -> None:
+    fake = server()
+    raw = job("TFJob", name="short", deadline=None)
+    raw["spec"]["tfReplicaSpecs"] = {"Chief": {"replicas": 1}, "Worker": {"replicas": 3}}
+    fake.add_job(raw)
+    fake.add_pod(gpu_pod("short-chief-0", raw))
+    fake.add_pod(gpu_pod("short-worker-0", raw, phase="Succeeded"))
+    whole = job("TFJob", name="whole", deadline=None)
+    whole["spec"]["tfReplicaSpecs"] = {"Worker": {"replicas": 2}}
+    fake.add_job(whole)
+    fake.add_pod(gpu_pod("whole-worker-0", whole))
+    fake.add_pod(gpu_pod("whole-worker-1", whole, phase="Failed"))
+    _, passes = sweep(fake)
+    (held,) = passes[0]["held"]
+    assert (held["name"], held["state"], held["pods"], held["missing"]) == (
+        "short",
+        "stuck-starting",
+        3,
+        2,
+    )
+    wide = text(fake, Config(output=OutputFormat.WIDE))
+    assert "TFJob team-a/short: stuck-starting; for 1h00m; 1 GPU(s) on 1 placed pod(s); " in wide
+    assert "waiting: 2 not created" in wide
+
+
 def test_the_pods_are_listed_only_where_a_job_could_hold_them() -> None:
     # A namespace with no job (or whose job list was refused) costs no pod list.
     fake = server()
