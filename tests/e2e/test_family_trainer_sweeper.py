@@ -10,13 +10,21 @@ another reason (its JobSet failed) and a running one before its deadline are lef
 were. ``--watch`` arms the JobSet's timer (``--reclaim-grace`` after the failure) and deletes
 it with no resync in between.
 
+GPUs held for nothing: a TrainJob's pods are its JobSet's Jobs' (JobSet's label names them), so
+a TrainJob with one of its two nodes placed is reported stuck starting; a rule's
+``startDeadline`` never ends it (nothing written but the ``GPUsHeld`` Event), because the
+trainer drops a failure that is not its deadline's and applies a JobSet it misses: deleted, the
+JobSet of a TrainJob failed otherwise comes back.
+
 Pods have no node and stay Pending; nothing here needs them to run.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import json
 import re
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -35,6 +43,8 @@ pytestmark = [pytest.mark.e2e]
 ADS = 8
 # JobSet's reason when a child Job fails (jobset's api/jobset/v1alpha2, FailedJobsReason).
 JOBSET_FAILED_REASON = "FailedJobs"
+# The label JobSet v0.12.0 gives its Jobs' pods (labelAndAnnotateObject).
+JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 
 
 def _trainjob(cp: ControlPlane, namespace: str, name: str) -> families.Obj:
@@ -171,6 +181,66 @@ def test_a_jobset_left_by_a_refused_delete_goes_once_the_refusal_is_lifted_and_n
     }
     left = families.resource_versions(cp, families.JOBSETS, namespace)
     assert left == {name: jobsets[name] for name in ("running", "other")}
+
+
+def test_a_trainjob_with_half_its_nodes_placed_is_reported_stuck_and_never_ended(
+    trainer_cluster: TrainerCluster,
+    family_namespace: str,
+    family_sweep: Callable[..., clusters.Sweep],
+    tmp_path: Path,
+) -> None:
+    cp, namespace = trainer_cluster.cp, family_namespace
+    body = families.trainjob("gang", ads=3600)
+    body["spec"]["trainer"]["numNodes"] = 2
+    families.create(cp, families.TRAINJOBS, namespace, body)
+    selector = f"{JOBSET_NAME_LABEL}=gang"
+    pods = poll(
+        lambda: found if len(found := families.pods(cp, namespace, selector)) == 2 else None,
+        what="the Job controller to create the two pods of the JobSet's node Job",
+    )
+    families.make_running(cp, pods[0])  # placed; the other stays Pending, on no node
+    rules = tmp_path / "rules.yaml"
+    rules.write_text("rules:\n  - {name: gpu-tenants, startDeadline: 1s}\n")
+    time.sleep(1.5)  # past the rule's startDeadline, counted from the placed pod's scheduling
+
+    run = family_sweep("-n", namespace, "-o", "json", "--policy", str(rules))
+
+    assert run.result.returncode == 0, run.explain()
+    document = json.loads(run.result.stdout)
+    (held,) = document["held"]
+    assert (held["name"], held["state"], held["placed"], held["waiting"]) == (
+        "gang",
+        "stuck-starting",
+        1,
+        [pods[1]["metadata"]["name"]],
+    ), run.explain()
+    assert [job["decision"] for job in document["jobs"]] == ["skip"], run.explain()
+    created = [(verb, what) for verb, what, _ in families.writes(run.requests)]
+    assert created == [("create", "events")], run.explain()
+    assert families.events_on(cp, namespace, _trainjob(cp, namespace, "gang")) == ["GPUsHeld"]
+    assert _failed_reason(cp, namespace, "gang") is None
+
+
+def test_the_trainer_re_creates_the_jobset_of_a_trainjob_failed_otherwise(
+    trainer_cluster: TrainerCluster, family_namespace: str
+) -> None:
+    # Why a rule's reclaimFailedAfter leaves such a TrainJob's JobSet alone (recreates_pods).
+    cp, namespace = trainer_cluster.cp, family_namespace
+    families.start_trainjob(cp, namespace, "other", ads=3600)
+    _fail_jobset(cp, namespace, "other")
+    poll(
+        lambda: _failed_reason(cp, namespace, "other") == JOBSET_FAILED_REASON,
+        what="the trainer to fail the TrainJob whose JobSet failed",
+    )
+    first = families.get(cp, families.JOBSETS, namespace, "other") or {}
+    cp.request("DELETE", f"{families.JOBSETS.format(namespace=namespace)}/other")
+    poll(
+        lambda: (
+            (again := families.get(cp, families.JOBSETS, namespace, "other"))
+            and again["metadata"]["uid"] != first["metadata"]["uid"]
+        ),
+        what="the trainer to apply the JobSet it misses",
+    )
 
 
 @pytest.fixture

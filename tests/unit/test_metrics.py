@@ -321,7 +321,7 @@ def test_the_pods_finished_jobs_hold_are_pushed_by_reason_and_go_once_reclaimed(
     assert {labels: n for labels, n in second.items() if n} == {(*training, "opted-out"): 1}
     assert second[(*training, "policy")] == 0
     assert ("trainer", "TrainJob", "finished") not in second, "a TrainJob's pods are its JobSet's"
-    assert second[("trainer", "TrainJob", "finished-holding")] == 0, "held for nothing: every family"
+    assert second[("trainer", "TrainJob", "finished-holding")] == 0, "held: every family"
     assert ("mpi-operator", "MPIJob", "finished") in second, "every series, zeros included"
 
 
