@@ -14,7 +14,10 @@ GPUs held for nothing: a TrainJob's pods are its JobSet's Jobs' (JobSet's label 
 a TrainJob with one of its two nodes placed is reported stuck starting; a rule's
 ``startDeadline`` never ends it (nothing written but the ``GPUsHeld`` Event), because the
 trainer drops a failure that is not its deadline's and applies a JobSet it misses: deleted, the
-JobSet of a TrainJob failed otherwise comes back.
+JobSet of a TrainJob failed otherwise comes back. A Complete TrainJob whose JobSet could not
+delete its active Job (a policy refused it) is reported finished holding pods, and under a
+rule's ``reclaimFailedAfter`` its JobSet is deleted, its pods go with it, the TrainJob stays
+Complete and the trainer re-creates nothing.
 
 Pods have no node and stay Pending; nothing here needs them to run.
 """
@@ -31,7 +34,7 @@ from pathlib import Path
 import pytest
 
 from devcluster import ControlPlane
-from devcluster.admin import ADMIN_USER
+from devcluster.admin import ADMIN_USER, ApiError
 from tests.e2e import clusters, families
 from tests.e2e.conftest_families import TrainerCluster
 from tests.e2e.conftest_operator import poll
@@ -219,6 +222,107 @@ def test_a_trainjob_with_half_its_nodes_placed_is_reported_stuck_and_never_ended
     assert created == [("create", "events")], run.explain()
     assert families.events_on(cp, namespace, _trainjob(cp, namespace, "gang")) == ["GPUsHeld"]
     assert _failed_reason(cp, namespace, "gang") is None
+
+
+def _complete_jobset(cp: ControlPlane, namespace: str, name: str) -> None:
+    """Write the JobSet Completed, as its controller does once its success policy is met."""
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    condition = {
+        "type": "Completed",
+        "status": "True",
+        "reason": "AllJobsCompleted",
+        "message": "jobset completed successfully",
+        "lastTransitionTime": stamp,
+    }
+    cp.request(
+        "PATCH",
+        f"{families.JOBSETS.format(namespace=namespace)}/{name}/status",
+        {"status": {"conditions": [condition]}},
+        content_type="application/merge-patch+json",
+    )
+
+
+def _foreground_delete_refused(cp: ControlPlane, namespace: str, job: str) -> bool:
+    path = f"{families.JOBS.format(namespace=namespace)}/{job}?dryRun=All"
+    try:
+        cp.request("DELETE", path, {"propagationPolicy": "Foreground"}, expect=(200, 202))
+    except ApiError as e:
+        if e.status == 403:  # Forbidden: the policy's answer
+            return True
+        raise
+    return False
+
+
+def test_a_complete_trainjob_still_holding_pods_loses_its_jobset_under_reclaim_failed_after(
+    trainer_cluster: TrainerCluster,
+    family_namespace: str,
+    family_sweep: Callable[..., clusters.Sweep],
+    tmp_path: Path,
+) -> None:
+    # JobSet deletes a finished JobSet's active Jobs (foreground); a policy refuses it here.
+    cp, namespace = trainer_cluster.cp, family_namespace
+    selector = f"{JOBSET_NAME_LABEL}=done"
+    with families.refusing_foreground_job_deletes(cp, namespace):
+        body = families.trainjob("done", ads=3600)
+        body["spec"]["trainer"]["numNodes"] = 2
+        families.create(cp, families.TRAINJOBS, namespace, body)
+        pods = poll(
+            lambda: found if len(found := families.pods(cp, namespace, selector)) == 2 else None,
+            what="the Job controller to create the two pods of the JobSet's node Job",
+        )
+        families.make_running(cp, pods[0])
+        poll(
+            lambda: _foreground_delete_refused(cp, namespace, "done-node-0"),
+            what="the policy to refuse JobSet's delete of its Job",
+        )
+        _complete_jobset(cp, namespace, "done")
+        poll(
+            lambda: families.condition(_trainjob(cp, namespace, "done"), "Complete"),
+            what="the trainer to copy the JobSet's Completed",
+        )
+        names = [pod["metadata"]["name"] for pod in pods]
+        active = [p["metadata"]["name"] for p in families.pods(cp, namespace, selector)]
+        assert active == names, "premise: JobSet could not delete its Job"
+
+        seen = family_sweep("-n", namespace, "-o", "json", "--reclaim-grace", "0s")
+        assert seen.result.returncode == 0, seen.explain()
+        (held,) = json.loads(seen.result.stdout)["held"]
+        assert (held["name"], held["state"], held["pods"]) == (
+            "done",
+            "finished-holding",
+            2,
+        ), seen.explain()
+        created = [(verb, what) for verb, what, _ in families.writes(seen.requests)]
+        assert created == [("create", "events")], seen.explain()
+
+        rules = tmp_path / "rules.yaml"
+        rules.write_text("rules:\n  - {name: gpu-tenants, reclaimFailedAfter: 1s}\n")
+        time.sleep(1.5)  # past reclaimFailedAfter, counted from the Complete condition
+        reconciled = _reconciles(trainer_cluster, namespace, "done")
+        run = family_sweep("-n", namespace, "-o", "json", "--policy", str(rules))
+
+        assert run.result.returncode == 0, run.explain()
+        (done,) = json.loads(run.result.stdout)["jobs"]
+        assert (done["decision"], done["reason"], done["result"]) == (
+            "delete-jobset",
+            "finished-holding",
+            "done",
+        ), run.explain()
+        deleted = [w for w in families.writes(run.requests) if w[1] != "events"]
+        assert deleted == [("delete", "jobsets", "done")], run.explain()
+        # The garbage collector deletes the JobSet's Job (in the background), then its pods.
+        poll(
+            lambda: not families.pods(cp, namespace, selector),
+            what="the JobSet's pods to go with it",
+        )
+    poll(
+        lambda: _reconciles(trainer_cluster, namespace, "done") > reconciled,
+        what="the trainer to reconcile the TrainJob after its JobSet went",
+    )
+    assert families.get(cp, families.JOBSETS, namespace, "done") is None, "re-created"
+    done_job = _trainjob(cp, namespace, "done")
+    assert families.condition(done_job, "Complete"), "the TrainJob stays Complete"
+    assert families.events_on(cp, namespace, done_job) == ["GPUsHeld", "HeldPodsDeleted"]
 
 
 def test_the_trainer_re_creates_the_jobset_of_a_trainjob_failed_otherwise(
