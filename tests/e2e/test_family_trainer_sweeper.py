@@ -243,9 +243,11 @@ def _complete_jobset(cp: ControlPlane, namespace: str, name: str) -> None:
 
 
 def _foreground_delete_refused(cp: ControlPlane, namespace: str, job: str) -> bool:
-    path = f"{families.JOBS.format(namespace=namespace)}/{job}?dryRun=All"
+    # A DELETE with a body takes its options from the body alone: the dry run goes there too.
+    options = {"propagationPolicy": "Foreground", "dryRun": ["All"]}
+    path = f"{families.JOBS.format(namespace=namespace)}/{job}"
     try:
-        cp.request("DELETE", path, {"propagationPolicy": "Foreground"}, expect=(200, 202))
+        cp.request("DELETE", path, options, expect=(200, 202))
     except ApiError as e:
         if e.status == 403:  # Forbidden: the policy's answer
             return True
