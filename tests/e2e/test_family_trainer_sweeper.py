@@ -67,12 +67,19 @@ def _fail_jobset(cp: ControlPlane, namespace: str, name: str) -> None:
     The JobSet controller then keeps it finished, and the trainer copies the condition, its
     reason included, into the TrainJob.
     """
+    message = "jobset failed due to one or more job failures"
+    _finish_jobset(cp, namespace, name, "Failed", reason=JOBSET_FAILED_REASON, message=message)
+
+
+def _finish_jobset(
+    cp: ControlPlane, namespace: str, name: str, kind: str, *, reason: str, message: str
+) -> None:
     stamp = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     condition = {
-        "type": "Failed",
+        "type": kind,
         "status": "True",
-        "reason": JOBSET_FAILED_REASON,
-        "message": "jobset failed due to one or more job failures",
+        "reason": reason,
+        "message": message,
         "lastTransitionTime": stamp,
     }
     cp.request(
@@ -186,6 +193,21 @@ def test_a_jobset_left_by_a_refused_delete_goes_once_the_refusal_is_lifted_and_n
     assert left == {name: jobsets[name] for name in ("running", "other")}
 
 
+def _two_nodes(cp: ControlPlane, namespace: str, name: str) -> list[families.Obj]:
+    """A TrainJob of two nodes: its JobSet's two pods, the first Running (placed), the other
+    Pending on no node."""
+    body = families.trainjob(name, ads=3600)
+    body["spec"]["trainer"]["numNodes"] = 2
+    families.create(cp, families.TRAINJOBS, namespace, body)
+    selector = f"{JOBSET_NAME_LABEL}={name}"
+    pods = poll(
+        lambda: found if len(found := families.pods(cp, namespace, selector)) == 2 else None,
+        what="the Job controller to create the two pods of the JobSet's node Job",
+    )
+    families.make_running(cp, pods[0])
+    return pods
+
+
 def test_a_trainjob_with_half_its_nodes_placed_is_reported_stuck_and_never_ended(
     trainer_cluster: TrainerCluster,
     family_namespace: str,
@@ -193,15 +215,7 @@ def test_a_trainjob_with_half_its_nodes_placed_is_reported_stuck_and_never_ended
     tmp_path: Path,
 ) -> None:
     cp, namespace = trainer_cluster.cp, family_namespace
-    body = families.trainjob("gang", ads=3600)
-    body["spec"]["trainer"]["numNodes"] = 2
-    families.create(cp, families.TRAINJOBS, namespace, body)
-    selector = f"{JOBSET_NAME_LABEL}=gang"
-    pods = poll(
-        lambda: found if len(found := families.pods(cp, namespace, selector)) == 2 else None,
-        what="the Job controller to create the two pods of the JobSet's node Job",
-    )
-    families.make_running(cp, pods[0])  # placed; the other stays Pending, on no node
+    pods = _two_nodes(cp, namespace, "gang")
     rules = tmp_path / "rules.yaml"
     rules.write_text("rules:\n  - {name: gpu-tenants, startDeadline: 1s}\n")
     time.sleep(1.5)  # past the rule's startDeadline, counted from the placed pod's scheduling
@@ -226,20 +240,8 @@ def test_a_trainjob_with_half_its_nodes_placed_is_reported_stuck_and_never_ended
 
 def _complete_jobset(cp: ControlPlane, namespace: str, name: str) -> None:
     """Write the JobSet Completed, as its controller does once its success policy is met."""
-    stamp = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    condition = {
-        "type": "Completed",
-        "status": "True",
-        "reason": "AllJobsCompleted",
-        "message": "jobset completed successfully",
-        "lastTransitionTime": stamp,
-    }
-    cp.request(
-        "PATCH",
-        f"{families.JOBSETS.format(namespace=namespace)}/{name}/status",
-        {"status": {"conditions": [condition]}},
-        content_type="application/merge-patch+json",
-    )
+    message = "jobset completed successfully"
+    _finish_jobset(cp, namespace, name, "Completed", reason="AllJobsCompleted", message=message)
 
 
 def _foreground_delete_refused(cp: ControlPlane, namespace: str, job: str) -> bool:
@@ -265,14 +267,7 @@ def test_a_complete_trainjob_still_holding_pods_loses_its_jobset_under_reclaim_f
     cp, namespace = trainer_cluster.cp, family_namespace
     selector = f"{JOBSET_NAME_LABEL}=done"
     with families.refusing_foreground_job_deletes(cp, namespace):
-        body = families.trainjob("done", ads=3600)
-        body["spec"]["trainer"]["numNodes"] = 2
-        families.create(cp, families.TRAINJOBS, namespace, body)
-        pods = poll(
-            lambda: found if len(found := families.pods(cp, namespace, selector)) == 2 else None,
-            what="the Job controller to create the two pods of the JobSet's node Job",
-        )
-        families.make_running(cp, pods[0])
+        pods = _two_nodes(cp, namespace, "done")
         poll(
             lambda: _foreground_delete_refused(cp, namespace, "done-node-0"),
             what="the policy to refuse JobSet's delete of its Job",
