@@ -57,9 +57,9 @@ class Found:
 class Loads:
     """Sums the pass's pods per watched job, as its one pod list comes (a ``PodSink``).
 
-    Only the active pods of the jobs the listing kept (``sweeper.core.held.watched``) are
-    summed; a few numbers per job, and the pods that wait, named. A pod is its controller's,
-    or else the job its label names (``sweeper.core.held.pods_of``).
+    Only the pods of the jobs the listing kept (``sweeper.core.held.watched``) are summed; a
+    few numbers per job, and the pods that wait, named. A pod is its controller's, or else the
+    job its label names (``sweeper.core.held.pods_of``).
     """
 
     def __init__(self, watched: Mapping[str, Job], patterns: Sequence[str]) -> None:
