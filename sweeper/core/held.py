@@ -3,9 +3,9 @@
 A gang whose scheduler placed some pods and left the others Pending holds the placed pods'
 GPUs while it cannot run; a job that finished (any reason but its deadline, which the
 deadline rules reclaim) with pods still Running or Pending holds theirs, outside Kueue's quota
-once Kueue saw it finish. Both are read from the pass's one pod list: each pod becomes a
+once Kueue saw it finish. Both are read from the pass's pod lists: each pod becomes a
 ``PodLoad`` (what it holds, whether it is placed, when it was scheduled), the pods of a job
-(by controller uid) sum into a ``Load``, and ``classify`` says what the job is doing with them.
+(``pods_of``) sum into a ``Load``, and ``classify`` says what the job is doing with them.
 ``reclaim`` turns a platform rule's ``startDeadline`` or ``reclaimFailedAfter`` into an action;
 without one nothing is ever written.
 """
