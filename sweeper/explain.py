@@ -26,16 +26,15 @@ from sweeper.core.decide import Step, assemble, explain
 from sweeper.core.errors import EXIT_OK, ApiError, ClusterUnavailable, ConfigError, NotFound
 from sweeper.core.held import (
     Held,
-    Load,
     classify,
     explain_held,
     graces,
+    load_of,
     overrule,
-    parse_pod_load,
+    pods_of,
     watched,
 )
-from sweeper.core.jobs import Job, parse_job, parse_owned
-from sweeper.core.kinds import OPERATOR_PODS
+from sweeper.core.jobs import Job, parse_job
 from sweeper.core.model import CLEAN_UPS, Action, ActionKind, Entry
 from sweeper.core.platform import PlatformRule, explain_rule
 from sweeper.core.scope import RunScope
@@ -155,12 +154,9 @@ def _held(
     cluster: Cluster, config: Config, job: Job, now: datetime, rule: PlatformRule | None
 ) -> Held | None:
     # The job's pods, summed as a pass sums them from its one list.
-    load = Load()
-    pods = list_all(cluster, OPERATOR_PODS.resource, job.namespace, OPERATOR_PODS.of(job.name))
-    for raw in pods:
-        pod = parse_owned(raw)
-        if pod is not None and pod.controller_uid == job.uid:
-            load.add(parse_pod_load(raw, pod, config.policy.gpu_resources))
+    left, _ = pods_of(job)
+    pods = list_all(cluster, left.resource, job.namespace, left.of(job.name))
+    load = load_of(job, pods, config.policy.gpu_resources)
     stuck, finished = graces(config.policy.stuck_after, config.policy.reclaim_grace, rule)
     return classify(job, load, now, stuck_after=stuck, finished_after=finished)
 

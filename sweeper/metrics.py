@@ -27,6 +27,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST, pushadd_to_gateway
 
 from sweeper.core.errors import EXIT_OK
 from sweeper.core.families import FAMILIES, KINDS
+from sweeper.core.held import HeldState
 from sweeper.core.kinds import PODS
 from sweeper.core.model import ActionKind, Outcome, Result, SkipReason
 from sweeper.core.tally import FAILED_BY, HELD_GPU_REASONS, HELD_REASONS, MISCONFIGURATIONS, Tally
@@ -156,6 +157,7 @@ _KIND_NAMES = tuple(kind.name for kind in KINDS)
 _FAMILY_KINDS = tuple((f.NAME, kind.name) for f in FAMILIES for kind, _ in f.SERVES)
 # The families whose jobs' leftovers are pods: the held-pods series.
 _HOLD_PODS = frozenset(f.NAME for f in FAMILIES if f.LEFTOVERS.resource is PODS)
+_EVERY_FAMILY = frozenset(state.value for state in HeldState)
 
 Labels = tuple[str, ...]
 
@@ -243,13 +245,17 @@ def _misconfigured(found: Iterable[str]) -> dict[Labels, float]:
 def _held(
     held: Mapping[tuple[str, str, str], int], reasons: Sequence[str] = HELD_REASONS
 ) -> Counter[Labels]:
-    """What every (family, kind) that holds pods holds, by every reason, zeros included."""
+    """What every (family, kind) holds, by every reason, zeros included.
+
+    Held for nothing (``HELD_GPU_REASONS``, waiting): every family; a deadline failure's
+    leftovers: the families whose leftovers are pods.
+    """
     series: Counter[Labels] = Counter(
         {
             (family, kind, reason): 0
             for family, kind in _FAMILY_KINDS
-            if family in _HOLD_PODS
             for reason in reasons
+            if family in _HOLD_PODS or reason in _EVERY_FAMILY
         }
     )
     series.update(held)

@@ -18,7 +18,7 @@ from sweeper.core.errors import ApiError, Conflict, NotFound
 from sweeper.core.families import family_of
 from sweeper.core.held import HELD_PODS_REASON, held_pods_deleted
 from sweeper.core.jobs import Job, Owned, parse_owned
-from sweeper.core.kinds import COMPONENT, EVENTS, OPERATOR_PODS, Leftovers, Resource
+from sweeper.core.kinds import COMPONENT, EVENTS, OPERATOR_PODS, PODS, Leftovers, Resource
 from sweeper.core.model import CLEAN_UPS, JSON, Action, Policy, Result, Why
 from sweeper.core.plan import reclaim_policy, services_to_delete
 from sweeper.core.warn import REASON as WARNING_REASON
@@ -166,7 +166,8 @@ class Reclaimer:
             return Result.LEFT_ALONE
         if action.why is Why.FINISHED_HOLDING:
             reason = HELD_PODS_REASON
-            message = held_pods_deleted(deleted, companions, action.detail)
+            what = family.LEFTOVERS.resource.plural
+            message = held_pods_deleted(what, deleted, companions, action.detail)
         else:
             reason = family.RECLAIM_REASON
             message = family.reclaimed_event(job, deleted, companions)
@@ -242,8 +243,9 @@ class PodSink(Protocol):
     def lost(self, namespace: str | None) -> None:
         """The list of a scope (``None``: cluster-wide) failed: its sums are incomplete."""
 
-    def namespaces(self) -> set[str]:
-        """The namespaces whose pods it sums (those of the jobs it watches)."""
+    def scopes(self) -> set[tuple[Leftovers, str]]:
+        """The pod lists it sums (which pods, in which namespace)."""
+        ...
 
 
 def leftovers_by_owner(
@@ -259,20 +261,19 @@ def leftovers_by_owner(
     left; each family's ``LEFTOVERS`` listed once per scope (cluster-wide, or per namespace
     with ``--namespace``: the RBAC each grants) lets the plan hold only clean-ups with work.
     ``holders`` (uid to namespace) are jobs the pass leaves whose pods are listed too, and
-    ``sink`` is handed every pod listed (its namespaces' scopes are listed as well).
+    ``sink`` is handed every pod listed (its pod lists, ``scopes``, are read as well).
 
     Returns:
         For each clean-up's job whose scope was listed, the leftovers it controls, possibly
         none; a scope whose list failed leaves its jobs out (each reads its own), with a
         warning.
     """
-    summed = sink.namespaces() if sink is not None else set()
+    summed = sink.scopes() if sink is not None else set()
     wanted = _wanted(actions, namespaces, holders or {}, summed)
     index: dict[str, tuple[Owned, ...]] = {}
     for (left, scope), uids in wanted.items():
         found: dict[str, list[Owned]] = {uid: [] for uid in uids}
-        # The pods every pod family's controller labels: the sink sums them all.
-        summing = sink if left == OPERATOR_PODS else None
+        summing = sink if left.resource == PODS else None
         try:
             for page in cluster.list_pages(left.resource, scope, left.selector):
                 for raw in page.items:
@@ -301,10 +302,10 @@ def _wanted(
     actions: Iterable[Action],
     namespaces: Sequence[str],
     holders: Mapping[str, str],
-    summed: set[str],
+    summed: set[tuple[Leftovers, str]],
 ) -> dict[tuple[Leftovers, str | None], set[str]]:
     # The lists a pass reads (what, scope), each with the uids whose leftovers it looks for;
-    # and the pods of the scopes of ``summed`` (the namespaces of the jobs a sink watches).
+    # and the pod lists of ``summed`` (those a sink sums).
     wanted: dict[tuple[Leftovers, str | None], set[str]] = {}
     for action in actions:
         if action.kind in CLEAN_UPS:
@@ -314,8 +315,8 @@ def _wanted(
     for uid, namespace in holders.items():
         scope = namespace if namespaces else None
         wanted.setdefault((OPERATOR_PODS, scope), set()).add(uid)
-    for namespace in summed:
-        wanted.setdefault((OPERATOR_PODS, namespace if namespaces else None), set())
+    for left, namespace in summed:
+        wanted.setdefault((left, namespace if namespaces else None), set())
     return wanted
 
 

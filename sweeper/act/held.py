@@ -21,14 +21,14 @@ from sweeper.core.held import (
     START_WARNING_REASON,
     Held,
     HeldState,
-    Load,
     classify,
     event_message,
     event_name,
-    parse_pod_load,
+    load_of,
+    pods_of,
 )
-from sweeper.core.jobs import Job, parse_job, parse_owned
-from sweeper.core.kinds import COMPONENT, OPERATOR_PODS
+from sweeper.core.jobs import Job, parse_job
+from sweeper.core.kinds import COMPONENT
 from sweeper.core.model import Action, Policy, Result
 from sweeper.core.patches import failed_status
 from sweeper.core.plan import reclaim_policy
@@ -90,12 +90,9 @@ class StartDeadlineWriter:
         # Why the job read again is no longer to be failed; empty when it still is.
         if job.uid != listed.uid:
             return "job replaced by a new one of the same name"
-        load = Load()
-        left = OPERATOR_PODS  # as the pass's pod list, which found it stuck
-        for raw in list_all(self._w.cluster, left.resource, job.namespace, left.of(job.name)):
-            owned = parse_owned(raw)
-            if owned is not None and owned.controller_uid == job.uid:
-                load.add(parse_pod_load(raw, owned, policy.gpu_resources))
+        left, _ = pods_of(job)  # as the pass's pod list, which found it stuck
+        pods = list_all(self._w.cluster, left.resource, job.namespace, left.of(job.name))
+        load = load_of(job, pods, policy.gpu_resources)
         # Past its startDeadline when planned; only what the job and its pods are can change.
         held = classify(job, load, now, stuck_after=0.0, finished_after=0.0)
         if held is None or held.state is not HeldState.STUCK:

@@ -3,9 +3,9 @@
 A gang whose scheduler placed some pods and left the others Pending holds the placed pods'
 GPUs while it cannot run; a job that finished (any reason but its deadline, which the
 deadline rules reclaim) with pods still Running or Pending holds theirs, outside Kueue's quota
-once Kueue saw it finish. Both are read from the pass's one pod list: each pod becomes a
+once Kueue saw it finish. Both are read from the pass's pod lists: each pod becomes a
 ``PodLoad`` (what it holds, whether it is placed, when it was scheduled), the pods of a job
-(by controller uid) sum into a ``Load``, and ``classify`` says what the job is doing with them.
+(``pods_of``) sum into a ``Load``, and ``classify`` says what the job is doing with them.
 ``reclaim`` turns a platform rule's ``startDeadline`` or ``reclaimFailedAfter`` into an action;
 without one nothing is ever written.
 """
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -22,8 +22,8 @@ from enum import StrEnum
 from sweeper.core.clock import format_rfc3339, human, parse_rfc3339
 from sweeper.core.errors import ConfigError
 from sweeper.core.families import family_of
-from sweeper.core.jobs import Job, Owned
-from sweeper.core.kinds import COMPONENT, PODS
+from sweeper.core.jobs import Job, Owned, parse_owned
+from sweeper.core.kinds import COMPONENT, PODS, Leftovers
 from sweeper.core.model import Action, ActionKind, Entry, Skip, SkipReason, Why
 from sweeper.core.platform import PlatformRule
 
@@ -97,20 +97,19 @@ class PodLoad:
         gpus: The devices it asks for: per matched resource, the larger of request and
             limit of each container summed, or of the largest init container if larger (as
             the scheduler counts a pod).
+        created_at: ``metadata.creationTimestamp``; ``None`` if unknown.
     """
 
     pod: Owned
     placed: bool
     scheduled_at: datetime | None
     gpus: int
+    created_at: datetime | None = None
 
 
 def parse_pod_load(raw: object, owned: Owned, patterns: Sequence[str]) -> PodLoad:
     """Read what a listed pod holds; never raises (an unreadable field counts as absent)."""
-    spec = raw.get("spec") if isinstance(raw, Mapping) else None
-    spec = spec if isinstance(spec, Mapping) else {}
-    status = raw.get("status") if isinstance(raw, Mapping) else None
-    status = status if isinstance(status, Mapping) else {}
+    meta, spec, status = (_field(raw, key) for key in ("metadata", "spec", "status"))
     node = spec.get("nodeName")
     scheduled_at = None
     conditions = status.get("conditions")
@@ -131,7 +130,13 @@ def parse_pod_load(raw: object, owned: Owned, patterns: Sequence[str]) -> PodLoa
         placed=(isinstance(node, str) and bool(node)) or owned.phase == "Running",
         scheduled_at=scheduled_at,
         gpus=max(regular, init),
+        created_at=parse_rfc3339(meta.get("creationTimestamp")),
     )
+
+
+def _field(raw: object, key: str) -> Mapping[str, object]:
+    value = raw.get(key) if isinstance(raw, Mapping) else None
+    return value if isinstance(value, Mapping) else {}
 
 
 def _container_devices(container: object, patterns: Sequence[str]) -> int:
@@ -175,15 +180,24 @@ class Load:
         gpus: The devices the placed pods hold.
         first_scheduled: The earliest ``PodScheduled`` of its placed pods.
         waiting: Pending with no node: unschedulable, or not yet looked at.
+        created: Its pods, whatever their phase (those its controller created).
+        last_created: The newest ``creationTimestamp`` of its pods.
     """
 
     placed: int = 0
     gpus: int = 0
     first_scheduled: datetime | None = None
     waiting: list[Owned] = field(default_factory=list)
+    created: int = 0
+    last_created: datetime | None = None
 
     def add(self, load: PodLoad) -> None:
-        """Count one of the job's pods (finished and deleting pods hold nothing: left out)."""
+        """Count one of the job's pods (finished and deleting pods hold nothing: only counted)."""
+        self.created += 1
+        if load.created_at is not None and (
+            self.last_created is None or load.created_at > self.last_created
+        ):
+            self.last_created = load.created_at
         pod = load.pod
         if pod.phase not in _ACTIVE or pod.deleting:
             return
@@ -195,6 +209,26 @@ class Load:
         at = load.scheduled_at
         if at is not None and (self.first_scheduled is None or at < self.first_scheduled):
             self.first_scheduled = at
+
+
+def pods_of(job: Job) -> tuple[Leftovers, bool]:
+    """Where the job's pods are listed; whether their label, not their controller, names it.
+
+    A TrainJob's pods are its JobSet's Jobs', the JobSet named after it.
+    """
+    family = family_of(job.kind, job.version)
+    return family.PODS, family.PODS != family.LEFTOVERS
+
+
+def load_of(job: Job, pods: Iterable[object], patterns: Sequence[str]) -> Load:
+    """Sum the job's pods among one list of them (``pods_of(job)[0].of(job.name)``). Pure."""
+    load = Load()
+    _, named = pods_of(job)
+    for raw in pods:
+        pod = parse_owned(raw)
+        if pod is not None and (named or pod.controller_uid == job.uid):
+            load.add(parse_pod_load(raw, pod, patterns))
+    return load
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,6 +244,7 @@ class Held:
         gpus: The devices the placed pods hold.
         warning: The words of the warning due ahead of its rule's ``startDeadline``
             (``start_warning``); empty when none is.
+        missing: The pods its controller has not created (of ``Job.replicas``).
     """
 
     job: Job
@@ -220,11 +255,19 @@ class Held:
     waiting: tuple[Owned, ...]
     gpus: int
     warning: str = ""
+    missing: int = 0
 
     @property
     def pods(self) -> int:
-        """How many active pods the job has."""
-        return self.placed + len(self.waiting)
+        """How many active pods the job has, or should have."""
+        return self.placed + len(self.waiting) + self.missing
+
+    def never_started(self, named: int | None = None) -> str:
+        """The pods that wait (the first ``named`` by name), and how many were never created."""
+        names = [pod.name for pod in self.waiting[:named]]
+        if len(self.waiting) > len(names):
+            names.append(f"+{len(self.waiting) - len(names)} more")
+        return ", ".join(names + ([f"{self.missing} not created"] if self.missing else []))
 
 
 def graces(
@@ -260,28 +303,35 @@ def classify(
       ``stuck_after`` after its first pod was scheduled: ``stuck-starting``;
     - running, pods Pending and none placed: ``waiting`` (it holds nothing).
 
-    A job whose end or first scheduling time is unknown is never past its grace.
+    A running job's pods not yet created (fewer than its ``replicas``) wait too. The stuck
+    clock starts again at each pod created: a controller still creating pods, or one that
+    just re-created one, is within the grace. A job whose end or first scheduling time is
+    unknown is never past its grace.
     """
     if load is None or job.malformed is not None or job.deleting:
         return None
     waiting = tuple(load.waiting)
     if not load.placed and not waiting:
         return None
+    missing = 0
     if job.finished is not None:
         # A deadline failure's pods are the deadline rules' (terminate-pods, delete-jobset).
         since = None if job.failed_by_deadline else job.finished_at
         state, grace = HeldState.FINISHED, finished_after
     elif job.suspended:
         return None
-    elif not load.placed:
-        return Held(job, HeldState.WAITING, None, 0.0, 0, waiting, 0)
     else:
-        since = load.first_scheduled if waiting else None
+        missing = max((job.replicas or 0) - load.created, 0)
+        if not load.placed:
+            return Held(job, HeldState.WAITING, None, 0.0, 0, waiting, 0, missing=missing)
+        since = load.first_scheduled if waiting or missing else None
+        if since is not None and load.last_created is not None:
+            since = max(since, load.last_created)
         state, grace = HeldState.STUCK, stuck_after
     if since is None or (now - since).total_seconds() < grace:
         return None
     seconds = (now - since).total_seconds()
-    return Held(job, state, since, seconds, load.placed, waiting, load.gpus)
+    return Held(job, state, since, seconds, load.placed, waiting, load.gpus, missing=missing)
 
 
 def reclaim(held: Held, rule: PlatformRule | None) -> Action | None:
@@ -290,35 +340,36 @@ def reclaim(held: Held, rule: PlatformRule | None) -> Action | None:
     ``startDeadline``: a job stuck starting that long after its first pod was scheduled is
     failed (then its active pods deleted), never a Kueue-managed one (Kueue's
     ``waitForPodsReady`` owns that decision). ``reclaimFailedAfter``: the Running and Pending
-    pods a job finished that long ago controls are deleted, whatever its ``cleanPodPolicy``;
-    never those its controller still re-creates (mpi-operator's workers until it writes
-    ``completionTime``).
+    pods a job finished that long ago controls are deleted (or the JobSet that controls
+    them), whatever its ``cleanPodPolicy``. Never what its controller would re-create (its
+    family's ``recreates_pods``).
     """
-    if rule is None or held.since is None:
-        return None
     job = held.job
+    family = family_of(job.kind, job.version)
+    if rule is None or held.since is None or family.recreates_pods(job):
+        return None
     if held.state is HeldState.STUCK:
         after = rule.start_deadline
         if after is None or job.queued or held.seconds < after:
             return None
-        never = ", ".join(pod.name for pod in held.waiting)
+        never = len(held.waiting) + held.missing
         return Action(
             job,
             ActionKind.FAIL,
             Why.START_DEADLINE,
             held.seconds - after,
             f"stuck starting {human(held.seconds)}, past startDeadline {human(after)} of "
-            f"platform rule {rule.name}: {len(held.waiting)} pod(s) never started ({never}); "
+            f"platform rule {rule.name}: {never} pod(s) never started ({held.never_started()}); "
             f"{held.gpus} GPU(s) freed",
         )
     after = rule.reclaim_failed_after
-    recreated = family_of(job.kind, job.version).recreates_pods(job)
-    if after is None or recreated or held.seconds < after:
+    if after is None or held.seconds < after:
         return None
-    # The executor reads the job's pods again and deletes those it controls, each by uid.
+    # The executor deletes what the pass listed of the job's leftovers, each by uid.
+    own = family.LEFTOVERS.resource == PODS
     return Action(
         job,
-        ActionKind.TERMINATE_PODS,
+        ActionKind.TERMINATE_PODS if own else ActionKind.DELETE_JOBSET,
         Why.FINISHED_HOLDING,
         held.seconds - after,
         f"{job.finished} {human(held.seconds)} ago, past reclaimFailedAfter {human(after)} of "
@@ -341,12 +392,9 @@ def watched(job: Job) -> bool:
     """Whether a job could hold pods for nothing: its pods are looked at after the listing. Pure.
 
     Running and not suspended (stuck starting, or waiting), or finished otherwise than by its
-    deadline (those pods are the deadline rules'); never a malformed job or one being deleted,
-    nor one of a family whose leftovers are not its pods (a TrainJob's are its JobSet's Jobs').
+    deadline (those pods are the deadline rules'); never a malformed job or one being deleted.
     """
     if job.malformed is not None or job.deleting:
-        return False
-    if family_of(job.kind, job.version).LEFTOVERS.resource != PODS:
         return False
     if job.finished is not None:
         return not job.failed_by_deadline
@@ -378,7 +426,7 @@ def overrule(entry: Entry, held: Held | None, rule: PlatformRule | None) -> Entr
 def explain_held(held: Held, rule: PlatformRule | None) -> str:
     """What ``--explain``'s ``held-gpus`` step saw: the job's pods, and what its rule does. Pure."""
     job = held.job
-    waiting = ", ".join(pod.name for pod in held.waiting) or "none"
+    waiting = held.never_started() or "none"
     if held.state is HeldState.WAITING:
         return f"waiting: none of its {held.pods} pod(s) placed ({waiting}); it holds nothing"
     parts = [
@@ -394,6 +442,8 @@ def explain_held(held: Held, rule: PlatformRule | None) -> str:
         parts.append("Kueue's job: its waitForPodsReady decides, the sweeper never ends it")
     elif rule is None or after is None:
         parts.append(f"reported only: no platform rule sets {key}")
+    elif family_of(job.kind, job.version).recreates_pods(job):
+        parts.append("reported only: its controller would re-create what the sweeper deletes")
     else:
         parts.append(f"{key} {human(after)} of platform rule {rule.name}")
     return "; ".join(parts)
@@ -414,7 +464,8 @@ def start_warning(held: Held, rule: PlatformRule | None) -> str:
     ends = format_rfc3339(held.since + timedelta(seconds=rule.start_deadline))
     return (
         f"stuck starting for {human(held.seconds)}: platform rule {rule.name} ends it at {ends} "
-        f"(startDeadline {human(rule.start_deadline)}) unless its {len(held.waiting)} waiting "
+        f"(startDeadline {human(rule.start_deadline)}) unless its "
+        f"{len(held.waiting) + held.missing} waiting "
         f"pod(s) start; {held.gpus} GPU(s) held"
     )
 
@@ -434,17 +485,16 @@ def event_name(held: Held, what: str = "") -> str:
 
 def event_message(held: Held) -> str:
     """The Event's words: what the job holds, for how long, and which pods wait."""
-    waiting = ", ".join(pod.name for pod in held.waiting[:5])
-    more = f" (+{len(held.waiting) - 5} more)" if len(held.waiting) > 5 else ""  # noqa: PLR2004
+    waiting = held.never_started(named=5)
     what = "stuck starting" if held.state is HeldState.STUCK else f"{held.job.finished}"
     return f"{what} for {human(held.seconds)}, {held.placed} pod(s) holding {held.gpus} GPU(s)" + (
-        f"; waiting: {waiting}{more}" if waiting else ""
+        f"; waiting: {waiting}" if waiting else ""
     )
 
 
-def held_pods_deleted(deleted: Sequence[str], companions: Sequence[str], detail: str) -> str:
-    """The Event's words after a ``reclaimFailedAfter`` deleted a finished job's pods."""
-    return (
-        f"Deleted {len(deleted)} pod(s) and {len(companions)} service(s) of a job {detail} "
-        f"({COMPONENT})"
-    )
+def held_pods_deleted(
+    what: str, deleted: Sequence[str], companions: Sequence[str], detail: str
+) -> str:
+    """The Event's words after a ``reclaimFailedAfter`` deleted a finished job's ``what``."""
+    also = f" and services {', '.join(companions)}" if companions else ""
+    return f"Deleted {what} {', '.join(deleted)}{also} of a job {detail} ({COMPONENT})"

@@ -97,6 +97,7 @@ class Job:
     warn_before: float | None = None  # the rule's warnBefore, in seconds
     finished_at: datetime | None = None  # when the finished condition turned True
     queued: bool = False  # Kueue's (its queue-name label): Kueue decides when it runs
+    replicas: int | None = None  # the pods its controller creates (None: unknown)
 
     @property
     def deadline(self) -> datetime | None:
@@ -215,12 +216,27 @@ def _parse(raw: object, kind: Kind, version: str, identity: tuple[str, str, str]
         failed_at=seen.failed_at if reading.failed_at else None,
         finished_at=seen.finished_at,
         queued=isinstance(labels, Mapping) and isinstance(labels.get(QUEUE_NAME_LABEL), str),
+        replicas=_replicas(spec.get(kind.replica_specs) if kind.replica_specs else None, reading),
         launcher_waits=(
             reading.launcher_policy
             and _typed(spec, "launcherCreationPolicy", "spec.launcherCreationPolicy", str)
             == "WaitForWorkersReady"
         ),
     )
+
+
+def _replicas(specs: object, reading: Reading) -> int | None:
+    if not isinstance(specs, Mapping):
+        return None
+    total = 0
+    for role, spec in specs.items():
+        if reading.launcher_policy and role == "Launcher":
+            continue
+        count = spec.get("replicas") if isinstance(spec, Mapping) else None
+        if type(count) is not int or count < 0:
+            return None
+        total += count
+    return total
 
 
 def _mapping(

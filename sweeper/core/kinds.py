@@ -105,7 +105,8 @@ class Reading:
     legacy_clean_pod_policy: bool = True  # it honours an MPIJob's spec.cleanPodPolicy
     completion: bool = False  # its end is complete only with status.completionTime
     failed_at: bool = False  # the Failed condition's time is read (a reclaim waits from it)
-    launcher_policy: bool = False  # spec.launcherCreationPolicy is read
+    # spec.launcherCreationPolicy is read; its launcher, a batch Job's pod, is no replica.
+    launcher_policy: bool = False
 
 
 _V1 = Reading()

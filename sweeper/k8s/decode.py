@@ -62,10 +62,25 @@ class _RunPolicy(msgspec.Struct, rename="camel", gc=False):
     clean_pod_policy: str | None = None
 
 
+class _Replica(msgspec.Struct, gc=False):
+    replicas: int | None = None
+
+
+_Specs = dict[str, _Replica] | None
+
+
 class _Spec(msgspec.Struct, rename="camel", gc=False):
     run_policy: _RunPolicy | None = None
     # Read for MPIJob only; a string or nothing for every kind, as the CRDs say.
     clean_pod_policy: str | None = None
+    # Each v1 kind's replica specs (Kind.replica_specs), read for their replicas alone.
+    tf_replica_specs: _Specs = None
+    pytorch_replica_specs: _Specs = None
+    xgb_replica_specs: _Specs = None
+    mpi_replica_specs: _Specs = None
+    paddle_replica_specs: _Specs = None
+    jax_replica_specs: _Specs = None
+    mx_replica_specs: _Specs = None
 
 
 class _Condition(msgspec.Struct, gc=False):
@@ -194,8 +209,20 @@ def _view(item: _Item, kind: Kind, version: str, view: PlatformView) -> Job:
         clean_pod_policy=_shared(clean_pod_policy),
         finished_at=finished_at,
         queued=meta.labels is not None and QUEUE_NAME_LABEL in meta.labels,
+        replicas=_replicas(spec, kind),
         **view.terms(meta.namespace, kind.name, deadline, opted_out(annotations)),
     )
+
+
+def _replicas(spec: _Spec, kind: Kind) -> int | None:
+    # As parse_job sums them (a v1 kind's launcher is its own pod).
+    specs: _Specs = getattr(spec, kind.replica_specs.replace("ReplicaSpecs", "_replica_specs"))
+    if specs is None:
+        return None
+    counts = [replica.replicas for replica in specs.values()]
+    if any(count is None or count < 0 for count in counts):
+        return None
+    return sum(count or 0 for count in counts)
 
 
 def _shared(value: str | None) -> str | None:

@@ -1,7 +1,8 @@
 """A pass's look at GPUs held for nothing: its one pod list summed per job, and what it found.
 
-The listing keeps the jobs that could hold pods for nothing; the pass's one pod list (label
-``training.kubeflow.org/job-name``, once per namespace scope, the list the clean-ups read too:
+The listing keeps the jobs that could hold pods for nothing; the pass's one pod list per
+namespace scope and family label (``training.kubeflow.org/job-name``, a JobSet's
+``jobset.sigs.k8s.io/jobset-name``; the lists the clean-ups read too:
 ``sweeper.act.cleanup.leftovers_by_owner``) is summed per job as it comes (``Loads``: a few
 numbers per job, no pod kept but those that wait), and each job is classified
 (``sweeper.core.held.classify``). The jobs found are kept for the report: one line in the text,
@@ -25,9 +26,11 @@ from sweeper.core.held import (
     classify,
     graces,
     parse_pod_load,
+    pods_of,
     start_warning,
 )
 from sweeper.core.jobs import Job, Owned
+from sweeper.core.kinds import Leftovers
 from sweeper.core.model import Policy
 from sweeper.core.platform import PlatformRule
 
@@ -54,8 +57,9 @@ class Found:
 class Loads:
     """Sums the pass's pods per watched job, as its one pod list comes (a ``PodSink``).
 
-    Only the active pods of the jobs the listing kept (``sweeper.core.held.watched``) are
-    summed; a few numbers per job, and the pods that wait, named.
+    Only the pods of the jobs the listing kept (``sweeper.core.held.watched``) are summed; a
+    few numbers per job, and the pods that wait, named. A pod is its controller's, or else the
+    job its label names (``sweeper.core.held.pods_of``).
     """
 
     def __init__(self, watched: Mapping[str, Job], patterns: Sequence[str]) -> None:
@@ -63,18 +67,46 @@ class Loads:
         self._patterns = patterns
         self._loads: dict[str, Load] = {}
         self._lost: set[str | None] = set()
+        # (namespace, label, its value) -> uid, of the jobs whose pods a label names.
+        self._named: dict[tuple[str, str, str], str] = {}
+        self._scopes: set[tuple[Leftovers, str]] = set()
+        for uid, job in watched.items():
+            pods, named = pods_of(job)
+            self._scopes.add((pods, job.namespace))
+            if named and pods.selector is not None:
+                self._named[job.namespace, pods.selector, job.name] = uid
+        self._labels = {label for _, label, _ in self._named}
 
     def add(self, raw: object, pod: Owned) -> None:
-        """Sum one listed pod into its job's load, if its job is watched and it is active."""
+        """Sum one listed pod into its job's load, if its job is watched.
+
+        A finished job's pods are summed if active; a running job's all are (counted as
+        created).
+        """
         uid = pod.controller_uid
-        if uid is None or uid not in self._watched or pod.deleting:
+        if uid not in self._watched:
+            uid = self._named_by(raw) if self._named else None
+        if uid is None:
             return
-        if pod.phase not in ("Running", "Pending"):
+        active = pod.phase in ("Running", "Pending") and not pod.deleting
+        if not active and self._watched[uid].finished:
             return
         load = self._loads.get(uid)
         if load is None:
             load = self._loads[uid] = Load()
         load.add(parse_pod_load(raw, pod, self._patterns))
+
+    def _named_by(self, raw: object) -> str | None:
+        meta = raw.get("metadata") if isinstance(raw, Mapping) else None
+        labels = meta.get("labels") if isinstance(meta, Mapping) else None
+        if not isinstance(labels, Mapping):
+            return None
+        namespace = meta.get("namespace") if isinstance(meta, Mapping) else None
+        for label in self._labels:
+            uid = self._named.get((str(namespace), label, str(labels.get(label))))
+            if uid is not None:
+                return uid
+        return None
 
     def lost(self, namespace: str | None) -> None:
         """A scope's list failed: its jobs are not judged by their pods this pass."""
@@ -85,9 +117,9 @@ class Loads:
             extra={"namespace": namespace},
         )
 
-    def namespaces(self) -> set[str]:
-        """The namespaces of the watched jobs: the scopes whose pods are listed for them."""
-        return {job.namespace for job in self._watched.values()}
+    def scopes(self) -> set[tuple[Leftovers, str]]:
+        """The pod lists its jobs' pods are in (each job's family's ``PODS``, its namespace)."""
+        return self._scopes
 
     def find(
         self, now: datetime, policy: Policy, rule: Callable[[str, str], PlatformRule | None]
@@ -126,15 +158,12 @@ def summary_line(found: Found) -> str:
 def line(held: Held) -> str:
     """One held job for a person: what, how long, the GPUs and the pods waiting."""
     job = held.job
-    waited = [pod.name for pod in held.waiting]
-    named = ", ".join(waited[:_NAMED]) + (
-        f" (+{len(waited) - _NAMED} more)" if len(waited) > _NAMED else ""
-    )
+    named = held.never_started(_NAMED)
     parts = [f"{job.kind.name} {job.namespace}/{job.name}: {held.state.value}"]
     if held.since is not None:
         parts.append(f"for {human(held.seconds)}")
     parts.append(f"{held.gpus} GPU(s) on {held.placed} placed pod(s)")
-    if waited:
+    if named:
         parts.append(f"waiting: {named}")
     if job.queued:
         parts.append("kueue (its waitForPodsReady decides)")
@@ -166,6 +195,7 @@ def record(held: Held) -> dict[str, Any]:
         "pods": held.pods,
         "placed": held.placed,
         "waiting": [pod.name for pod in held.waiting],
+        "missing": held.missing,
         "rule": job.rule,
         "kueue": job.queued,
     }

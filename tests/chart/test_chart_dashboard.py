@@ -162,6 +162,14 @@ CRONJOB_SERIES = {
     pushed("deadline_sweeper_skipped_jobs", kind="PyTorchJob", reason="opted-out"): "1x20",
     pushed("deadline_sweeper_deadline_failed_jobs", kind="TFJob", by="operator"): "6x20",
     pushed("deadline_sweeper_deadline_failed_jobs", kind="TFJob", by="sweeper"): "2x20",
+    **{
+        pushed("deadline_sweeper_held_gpus", family="training-operator", kind=kind, reason=r): v
+        for kind, r, v in (
+            ("TFJob", "stuck-starting", "4x20"),
+            ("PyTorchJob", "stuck-starting", "0x20"),
+            ("PyTorchJob", "finished-holding", "2x20"),
+        )
+    },
 }
 
 # Two replicas: "a" leads and acts, "b" stands by with the same view.
@@ -174,6 +182,21 @@ WATCH_SERIES = {
     ): "0+1x20",
     scraped(
         "deadline_sweeper_actions_total", "b", kind="JAXJob", action="touch", result="done"
+    ): "0x20",
+    # The leader's resync pass counts them; a standby holds nothing.
+    scraped(
+        "deadline_sweeper_held_gpus",
+        "a",
+        family="trainer",
+        kind="TrainJob",
+        reason="stuck-starting",
+    ): "8x20",
+    scraped(
+        "deadline_sweeper_held_gpus",
+        "b",
+        family="trainer",
+        kind="TrainJob",
+        reason="stuck-starting",
     ): "0x20",
     scraped("deadline_sweeper_leader", "a"): "1x20",
     scraped("deadline_sweeper_leader", "b"): "0x20",
@@ -208,6 +231,10 @@ EXPECTED: dict[str, list[tuple[dict[str, str], float]]] = {
     ],
     # increase over 5m of a counter growing 1 a minute, both replicas summed (b adds 0).
     "Actions (watch: per interval) / A": [({"action": "touch", "result": "done"}, 5)],
+    "GPUs held for nothing / A": [
+        ({"reason": "finished-holding"}, 2),
+        ({"reason": "stuck-starting"}, 4 + 8),
+    ],
     "Since the last successful run / A": [({}, 600 - 420)],
     "Last exit code / A": [({}, 1)],
     "Most overdue job / A": [({}, 90)],

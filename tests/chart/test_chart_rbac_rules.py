@@ -86,9 +86,12 @@ MPI = [
     rule("batch", ["jobs"], ["get", "patch"]),
     EVENTS,
 ]
+# The pods of its JobSets' Jobs are listed, never deleted: each pass sums the GPUs they hold.
+JOBSET_PODS = rule("", ["pods"], ["list"])
 TRAINER = [
     rule("trainer.kubeflow.org", ["trainjobs"], ["list"]),
     rule("jobset.x-k8s.io", ["jobsets"], ["get", "list", "delete"]),
+    JOBSET_PODS,
     EVENTS,
 ]
 
@@ -111,6 +114,7 @@ TRAINER = [
             [
                 rule("trainer.kubeflow.org", ["trainjobs"], ["list"]),
                 rule("jobset.x-k8s.io", ["jobsets"], ["get", "list"]),
+                JOBSET_PODS,
             ],
             id="trainer-dry-run-deletes-nothing",
         ),
@@ -297,7 +301,8 @@ def test_rules_that_select_trainjobs_only_grant_no_write_on_other_job_statuses(r
         rule("batch", ["jobs"], ["get", "patch"]),
         rule("trainer.kubeflow.org", ["trainjobs"], ["get", "list", "patch"]),
         rule("trainer.kubeflow.org", ["trainjobs/status"], ["patch"]),
-        *TRAINER[1:],
+        TRAINER[1],  # its JobSets' pods are in PODS' list
+        EVENTS,
         NAMESPACES,
     ]
 

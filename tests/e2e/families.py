@@ -3,7 +3,8 @@
 Plain functions for fixtures and tests (``conftest_families.py`` holds the fixtures): the
 manifests, reads of what the controllers made, pods made Running without a node (their status
 written through ``pods/status`` as a kubelet would, ``devcluster.kubelet.pod_status``), and a
-ValidatingAdmissionPolicy that makes the API server refuse JobSet deletes in one namespace.
+ValidatingAdmissionPolicy that makes the API server refuse JobSet deletes (or JobSet's own
+foreground deletes of its Jobs) in one namespace.
 """
 
 from __future__ import annotations
@@ -130,11 +131,16 @@ def mpi_workers(cp: ControlPlane, namespace: str, name: str) -> list[Obj]:
 
 def make_running(cp: ControlPlane, pod: Obj) -> None:
     """Report the pod Running and Ready through ``pods/status``, as its kubelet would."""
+    report_phase(cp, pod, "Running")
+
+
+def report_phase(cp: ControlPlane, pod: Obj, phase: kubelet.Phase) -> None:
+    """Report the pod in ``phase`` through ``pods/status``, as its kubelet would."""
     from kubernetes import client  # noqa: PLC0415 - only for the typed model kubelet reads
 
     namespace, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
     model = client.CoreV1Api(cp.api()).read_namespaced_pod(name, namespace)
-    status = kubelet.pod_status(model, "Running", dt.datetime.now(dt.UTC))
+    status = kubelet.pod_status(model, phase, dt.datetime.now(dt.UTC))
     cp.request(
         "PATCH",
         f"{PODS.format(namespace=namespace)}/{name}/status",
@@ -219,6 +225,8 @@ def delete_pod(cp: ControlPlane, pod: Obj) -> None:
 
 # --- JobSet deletes refused by the API server ----------------------------------------------------
 
+_TITLES = {"jobsets": "JobSets", "jobs": "Jobs"}
+
 
 def jobset_delete_refused(cp: ControlPlane, namespace: str, name: str) -> bool:
     """Whether the API server refuses to delete this JobSet now (a dry run: nothing is deleted).
@@ -247,7 +255,27 @@ def refusing_jobset_deletes(cp: ControlPlane, namespace: str) -> Iterator[str]:
     Yields:
         The policy's (and binding's) name.
     """
-    name = f"deny-jobset-delete-{namespace}"
+    with _refusing(cp, namespace, "jobset.x-k8s.io", "jobsets", "true") as name:
+        yield name
+
+
+@contextlib.contextmanager
+def refusing_foreground_job_deletes(cp: ControlPlane, namespace: str) -> Iterator[str]:
+    """As ``refusing_jobset_deletes``, for the foreground DELETEs of batch Jobs (JobSet's own).
+
+    The garbage collector's background deletes of a deleted JobSet's Jobs go through.
+    """
+    foreground = "has(request.options.propagationPolicy) && "
+    foreground += "request.options.propagationPolicy == 'Foreground'"
+    with _refusing(cp, namespace, "batch", "jobs", foreground) as name:
+        yield name
+
+
+@contextlib.contextmanager
+def _refusing(
+    cp: ControlPlane, namespace: str, group: str, plural: str, refused: str
+) -> Iterator[str]:
+    name = f"deny-{plural}-delete-{namespace}"
     policy = {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "ValidatingAdmissionPolicy",
@@ -257,17 +285,17 @@ def refusing_jobset_deletes(cp: ControlPlane, namespace: str) -> Iterator[str]:
             "matchConstraints": {
                 "resourceRules": [
                     {
-                        "apiGroups": ["jobset.x-k8s.io"],
+                        "apiGroups": [group],
                         "apiVersions": ["*"],
                         "operations": ["DELETE"],
-                        "resources": ["jobsets"],
+                        "resources": [plural],
                     }
                 ]
             },
             "validations": [
                 {
-                    "expression": "false",
-                    "message": f"deleting JobSets is refused in namespace {namespace}",
+                    "expression": f"!({refused})",
+                    "message": f"deleting {_TITLES[plural]} is refused in namespace {namespace}",
                     "reason": "Forbidden",
                 }
             ],
@@ -290,8 +318,8 @@ def refusing_jobset_deletes(cp: ControlPlane, namespace: str) -> Iterator[str]:
         cp.request("POST", f"{_ADMISSION}/validatingadmissionpolicybindings", binding)
         yield name
     finally:
-        for plural in ("validatingadmissionpolicybindings", "validatingadmissionpolicies"):
-            cp.request("DELETE", f"{_ADMISSION}/{plural}/{name}", expect=(200, 404))
+        for admission in ("validatingadmissionpolicybindings", "validatingadmissionpolicies"):
+            cp.request("DELETE", f"{_ADMISSION}/{admission}/{name}", expect=(200, 404))
 
 
 # --- What the sweeper did ------------------------------------------------------------------------

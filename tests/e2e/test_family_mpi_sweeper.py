@@ -17,6 +17,9 @@ its defaults (no ``--action``):
   no launcher (mpi-operator copies it only then): with no rules file and the chart's grant for
   that family, the sweeper writes it into the launcher, the Job controller fails it, and
   mpi-operator records ``DeadlineExceeded``; a dry run writes nothing.
+- an MPIJob whose launcher fails by its exit keeps its workers too (mpi-operator#647): reported
+  as finished holding pods (one ``GPUsHeld`` Event, nothing else written), then its Running and
+  Pending workers deleted under a rule's ``reclaimFailedAfter``; the finished launcher stays.
 
 Pods have no node: the workers are made Running through ``pods/status`` (a gang's second
 worker stays Pending, never ready), and a pod without a node is deleted at once.
@@ -25,6 +28,7 @@ worker stays Pending, never ready), and a pod without a node is deleted at once.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -203,6 +207,78 @@ def test_a_gang_past_its_deadline_is_failed_and_its_workers_go_after_dry_runs_wr
     assert kept.get("reason") == "DeadlineExceeded", "mpi-operator undid the failure"
     assert families.mpi_workers(cp, namespace, "gang") == [], "mpi-operator re-created a worker"
     assert families.get(cp, families.JOBS, namespace, "gang-launcher") is None
+
+
+def _fail_launcher(cp: ControlPlane, namespace: str, name: str) -> None:
+    """Report the launcher's one pod Failed (exit 1), as its kubelet would."""
+    selector = f"batch.kubernetes.io/job-name={name}-launcher"
+    (pod,) = poll(
+        lambda: families.pods(cp, namespace, selector) or None,
+        what=f"the Job controller to create the launcher pod of {name}",
+    )
+    families.report_phase(cp, pod, "Failed")
+
+
+def test_an_mpijob_whose_launcher_fails_keeps_its_workers_reported_then_freed_under_a_rule(
+    mpi_cluster: MPICluster,
+    family_namespace: str,
+    family_sweep: Callable[..., clusters.Sweep],
+    tmp_path: Path,
+) -> None:
+    """mpi-operator#647: a launcher failed by its exit (not its deadline) leaves the workers."""
+    cp, namespace = mpi_cluster.cp, family_namespace
+    body = families.mpijob("crash", ads=3600, workers=WORKERS)
+    body["spec"]["runPolicy"]["backoffLimit"] = 0  # copied into the launcher Job
+    families.create(cp, families.MPIJOBS, namespace, body)
+    workers = poll(
+        lambda: w if len(w := families.mpi_workers(cp, namespace, "crash")) == WORKERS else None,
+        what="mpi-operator to create the workers of crash",
+    )
+    families.make_running(cp, workers[0])  # the other stays Pending
+    _fail_launcher(cp, namespace, "crash")
+    failed = families.mpijob_failed(cp, namespace, "crash")
+    reason = (families.condition(failed, "Failed") or {}).get("reason", "")
+    assert reason.startswith("BackoffLimitExceeded"), "premise: failed by its launcher's exit"
+    names = [pod["metadata"]["name"] for pod in workers]
+    assert families.active_mpi_workers(cp, namespace, "crash") == names, "premise: kept"
+
+    seen = family_sweep("-n", namespace, "-o", "json", "--reclaim-grace", "0s")
+    assert seen.result.returncode == 0, seen.explain()
+    (held,) = json.loads(seen.result.stdout)["held"]
+    assert (held["name"], held["state"], held["pods"], held["placed"], held["waiting"]) == (
+        "crash",
+        "finished-holding",
+        2,
+        1,
+        names[1:],
+    ), seen.explain()
+    # Without a rule nothing is written but the one GPUsHeld Event.
+    created = [(verb, what) for verb, what, _ in families.writes(seen.requests)]
+    assert created == [("create", "events")], seen.explain()
+    assert families.events_on(cp, namespace, failed) == ["GPUsHeld"]
+    assert families.active_mpi_workers(cp, namespace, "crash") == names
+
+    rules = tmp_path / "rules.yaml"
+    rules.write_text("rules:\n  - {name: gpu-tenants, reclaimFailedAfter: 1s}\n")
+    dry = family_sweep("-n", namespace, "--policy", str(rules), "--dry-run", "-o", "wide")
+    assert (dry.result.returncode, families.writes(dry.requests)) == (0, []), dry.explain()
+    row = next(line for line in dry.result.stdout.splitlines() if " crash " in line)
+    assert f"planned: pods {', '.join(names)}" in row, dry.explain()
+
+    run = family_sweep("-n", namespace, "--policy", str(rules))
+
+    assert run.result.returncode == 0, run.explain()
+    deleted = [w for w in families.writes(run.requests) if w[1] != "events"]
+    assert sorted(deleted) == [("delete", "pods", name) for name in names], run.explain()
+    assert families.active_mpi_workers(cp, namespace, "crash") == [], run.explain()
+    assert families.events_on(cp, namespace, failed) == ["GPUsHeld", "HeldPodsDeleted"]
+    launcher = families.get(cp, families.JOBS, namespace, "crash-launcher")
+    assert families.condition(launcher, "Failed"), "the finished launcher Job stays"
+    _full_resync(mpi_cluster, namespace, "crash")
+    assert families.mpi_workers(cp, namespace, "crash") == [], "mpi-operator re-created a worker"
+    again = family_sweep("-n", namespace, "--policy", str(rules))
+    assert again.result.returncode == 0, again.explain()
+    assert families.writes(again.requests) == [], again.explain()
 
 
 def _launcher(cp: ControlPlane, namespace: str, name: str) -> families.Obj:

@@ -123,6 +123,13 @@ def test_a_trainjob_without_a_deadline_gets_the_default_and_the_trainer_ends_it_
         ("patch", "trainjobs", "train"),
         ("create", "events", ""),
     ], run.explain()
+    # The JobSets' pods, summed for the GPUs they hold, on the chart's read-only grant.
+    pod_lists = [
+        e.get("responseStatus", {}).get("code")
+        for e in run.requests
+        if e["verb"] == "list" and e.get("objectRef", {}).get("resource") == "pods"
+    ]
+    assert pod_lists == [200], run.explain()
     assert _trainjob(cp, namespace, "train")["spec"]["activeDeadlineSeconds"] == DEADLINE
     due = parse_stamp(created["metadata"]["creationTimestamp"]) + dt.timedelta(seconds=DEADLINE)
     failed = poll(

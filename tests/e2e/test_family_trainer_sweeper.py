@@ -10,20 +10,31 @@ another reason (its JobSet failed) and a running one before its deadline are lef
 were. ``--watch`` arms the JobSet's timer (``--reclaim-grace`` after the failure) and deletes
 it with no resync in between.
 
+GPUs held for nothing: a TrainJob's pods are its JobSet's Jobs' (JobSet's label names them), so
+a TrainJob with one of its two nodes placed is reported stuck starting; a rule's
+``startDeadline`` never ends it (nothing written but the ``GPUsHeld`` Event), because the
+trainer drops a failure that is not its deadline's and applies a JobSet it misses: deleted, the
+JobSet of a TrainJob failed otherwise comes back. A Complete TrainJob whose JobSet could not
+delete its active Job (a policy refused it) is reported finished holding pods, and under a
+rule's ``reclaimFailedAfter`` its JobSet is deleted, its pods go with it, the TrainJob stays
+Complete and the trainer re-creates nothing.
+
 Pods have no node and stay Pending; nothing here needs them to run.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import json
 import re
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from devcluster import ControlPlane
-from devcluster.admin import ADMIN_USER
+from devcluster.admin import ADMIN_USER, ApiError
 from tests.e2e import clusters, families
 from tests.e2e.conftest_families import TrainerCluster
 from tests.e2e.conftest_operator import poll
@@ -35,6 +46,8 @@ pytestmark = [pytest.mark.e2e]
 ADS = 8
 # JobSet's reason when a child Job fails (jobset's api/jobset/v1alpha2, FailedJobsReason).
 JOBSET_FAILED_REASON = "FailedJobs"
+# The label JobSet v0.12.0 gives its Jobs' pods (labelAndAnnotateObject).
+JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 
 
 def _trainjob(cp: ControlPlane, namespace: str, name: str) -> families.Obj:
@@ -54,12 +67,19 @@ def _fail_jobset(cp: ControlPlane, namespace: str, name: str) -> None:
     The JobSet controller then keeps it finished, and the trainer copies the condition, its
     reason included, into the TrainJob.
     """
+    message = "jobset failed due to one or more job failures"
+    _finish_jobset(cp, namespace, name, "Failed", reason=JOBSET_FAILED_REASON, message=message)
+
+
+def _finish_jobset(
+    cp: ControlPlane, namespace: str, name: str, kind: str, *, reason: str, message: str
+) -> None:
     stamp = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     condition = {
-        "type": "Failed",
+        "type": kind,
         "status": "True",
-        "reason": JOBSET_FAILED_REASON,
-        "message": "jobset failed due to one or more job failures",
+        "reason": reason,
+        "message": message,
         "lastTransitionTime": stamp,
     }
     cp.request(
@@ -171,6 +191,157 @@ def test_a_jobset_left_by_a_refused_delete_goes_once_the_refusal_is_lifted_and_n
     }
     left = families.resource_versions(cp, families.JOBSETS, namespace)
     assert left == {name: jobsets[name] for name in ("running", "other")}
+
+
+def _two_nodes(cp: ControlPlane, namespace: str, name: str) -> list[families.Obj]:
+    """A TrainJob of two nodes: its JobSet's two pods, the first Running (placed), the other
+    Pending on no node."""
+    body = families.trainjob(name, ads=3600)
+    body["spec"]["trainer"]["numNodes"] = 2
+    families.create(cp, families.TRAINJOBS, namespace, body)
+    selector = f"{JOBSET_NAME_LABEL}={name}"
+    pods = poll(
+        lambda: found if len(found := families.pods(cp, namespace, selector)) == 2 else None,
+        what="the Job controller to create the two pods of the JobSet's node Job",
+    )
+    families.make_running(cp, pods[0])
+    return pods
+
+
+def test_a_trainjob_with_half_its_nodes_placed_is_reported_stuck_and_never_ended(
+    trainer_cluster: TrainerCluster,
+    family_namespace: str,
+    family_sweep: Callable[..., clusters.Sweep],
+    tmp_path: Path,
+) -> None:
+    cp, namespace = trainer_cluster.cp, family_namespace
+    pods = _two_nodes(cp, namespace, "gang")
+    rules = tmp_path / "rules.yaml"
+    rules.write_text("rules:\n  - {name: gpu-tenants, startDeadline: 1s}\n")
+    time.sleep(1.5)  # past the rule's startDeadline, counted from the placed pod's scheduling
+
+    run = family_sweep("-n", namespace, "-o", "json", "--policy", str(rules))
+
+    assert run.result.returncode == 0, run.explain()
+    document = json.loads(run.result.stdout)
+    (held,) = document["held"]
+    assert (held["name"], held["state"], held["placed"], held["waiting"]) == (
+        "gang",
+        "stuck-starting",
+        1,
+        [pods[1]["metadata"]["name"]],
+    ), run.explain()
+    assert [job["decision"] for job in document["jobs"]] == ["skip"], run.explain()
+    created = [(verb, what) for verb, what, _ in families.writes(run.requests)]
+    assert created == [("create", "events")], run.explain()
+    assert families.events_on(cp, namespace, _trainjob(cp, namespace, "gang")) == ["GPUsHeld"]
+    assert _failed_reason(cp, namespace, "gang") is None
+
+
+def _complete_jobset(cp: ControlPlane, namespace: str, name: str) -> None:
+    """Write the JobSet Completed, as its controller does once its success policy is met."""
+    message = "jobset completed successfully"
+    _finish_jobset(cp, namespace, name, "Completed", reason="AllJobsCompleted", message=message)
+
+
+def _foreground_delete_refused(cp: ControlPlane, namespace: str, job: str) -> bool:
+    # A DELETE with a body takes its options from the body alone: the dry run goes there too.
+    options = {"propagationPolicy": "Foreground", "dryRun": ["All"]}
+    path = f"{families.JOBS.format(namespace=namespace)}/{job}"
+    try:
+        cp.request("DELETE", path, options, expect=(200, 202))
+    except ApiError as e:
+        if e.status == 403:  # Forbidden: the policy's answer
+            return True
+        raise
+    return False
+
+
+def test_a_complete_trainjob_still_holding_pods_loses_its_jobset_under_reclaim_failed_after(
+    trainer_cluster: TrainerCluster,
+    family_namespace: str,
+    family_sweep: Callable[..., clusters.Sweep],
+    tmp_path: Path,
+) -> None:
+    # JobSet deletes a finished JobSet's active Jobs (foreground); a policy refuses it here.
+    cp, namespace = trainer_cluster.cp, family_namespace
+    selector = f"{JOBSET_NAME_LABEL}=done"
+    with families.refusing_foreground_job_deletes(cp, namespace):
+        pods = _two_nodes(cp, namespace, "done")
+        poll(
+            lambda: _foreground_delete_refused(cp, namespace, "done-node-0"),
+            what="the policy to refuse JobSet's delete of its Job",
+        )
+        _complete_jobset(cp, namespace, "done")
+        poll(
+            lambda: families.condition(_trainjob(cp, namespace, "done"), "Complete"),
+            what="the trainer to copy the JobSet's Completed",
+        )
+        names = [pod["metadata"]["name"] for pod in pods]
+        active = [p["metadata"]["name"] for p in families.pods(cp, namespace, selector)]
+        assert active == names, "premise: JobSet could not delete its Job"
+
+        seen = family_sweep("-n", namespace, "-o", "json", "--reclaim-grace", "0s")
+        assert seen.result.returncode == 0, seen.explain()
+        (held,) = json.loads(seen.result.stdout)["held"]
+        assert (held["name"], held["state"], held["pods"]) == (
+            "done",
+            "finished-holding",
+            2,
+        ), seen.explain()
+        created = [(verb, what) for verb, what, _ in families.writes(seen.requests)]
+        assert created == [("create", "events")], seen.explain()
+
+        rules = tmp_path / "rules.yaml"
+        rules.write_text("rules:\n  - {name: gpu-tenants, reclaimFailedAfter: 1s}\n")
+        time.sleep(1.5)  # past reclaimFailedAfter, counted from the Complete condition
+        reconciled = _reconciles(trainer_cluster, namespace, "done")
+        run = family_sweep("-n", namespace, "-o", "json", "--policy", str(rules))
+
+        assert run.result.returncode == 0, run.explain()
+        (done,) = json.loads(run.result.stdout)["jobs"]
+        assert (done["decision"], done["reason"], done["result"]) == (
+            "delete-jobset",
+            "finished-holding",
+            "done",
+        ), run.explain()
+        deleted = [w for w in families.writes(run.requests) if w[1] != "events"]
+        assert deleted == [("delete", "jobsets", "done")], run.explain()
+        # The garbage collector deletes the JobSet's Job (in the background), then its pods.
+        poll(
+            lambda: not families.pods(cp, namespace, selector),
+            what="the JobSet's pods to go with it",
+        )
+    poll(
+        lambda: _reconciles(trainer_cluster, namespace, "done") > reconciled,
+        what="the trainer to reconcile the TrainJob after its JobSet went",
+    )
+    assert families.get(cp, families.JOBSETS, namespace, "done") is None, "re-created"
+    done_job = _trainjob(cp, namespace, "done")
+    assert families.condition(done_job, "Complete"), "the TrainJob stays Complete"
+    assert families.events_on(cp, namespace, done_job) == ["GPUsHeld", "HeldPodsDeleted"]
+
+
+def test_the_trainer_re_creates_the_jobset_of_a_trainjob_failed_otherwise(
+    trainer_cluster: TrainerCluster, family_namespace: str
+) -> None:
+    # Why a rule's reclaimFailedAfter leaves such a TrainJob's JobSet alone (recreates_pods).
+    cp, namespace = trainer_cluster.cp, family_namespace
+    families.start_trainjob(cp, namespace, "other", ads=3600)
+    _fail_jobset(cp, namespace, "other")
+    poll(
+        lambda: _failed_reason(cp, namespace, "other") == JOBSET_FAILED_REASON,
+        what="the trainer to fail the TrainJob whose JobSet failed",
+    )
+    first = families.get(cp, families.JOBSETS, namespace, "other") or {}
+    cp.request("DELETE", f"{families.JOBSETS.format(namespace=namespace)}/other")
+    poll(
+        lambda: (
+            (again := families.get(cp, families.JOBSETS, namespace, "other"))
+            and again["metadata"]["uid"] != first["metadata"]["uid"]
+        ),
+        what="the trainer to apply the JobSet it misses",
+    )
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ v1.9.4 with a chief and two workers of one GPU each gets two pods placed and one
 from __future__ import annotations
 
 import json
-import secrets
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -62,10 +62,27 @@ def two_gpus(node: Node) -> Any:
     gpus.advertise(node.control_plane, NODE_NAME, 0)
 
 
+@pytest.fixture
+def namespace(node: Node) -> Iterator[str]:
+    """The test's namespace, deleted after it until it is gone: its pods free their GPUs."""
+    scratch = cluster.Scratch(node)
+    yield scratch.namespace("held")
+    scratch.clean()
+    (name,) = scratch.namespaces
+    path = f"/api/v1/namespaces/{name}"
+    cluster.poll(
+        lambda: (
+            node.control_plane.request("GET", path, expect=(200, 404)).get("kind") == "Status"
+            or None
+        ),
+        timeout=180,
+        what=f"namespace {name} gone, its pods' GPUs free for the next test",
+    )
+
+
 def test_a_gang_larger_than_the_gpus_is_reported_then_ended_and_its_gpus_go_to_a_smaller_job(
-    node: Node, node_operator: Operator, two_gpus: None, tmp_path: Path
+    node: Node, node_operator: Operator, two_gpus: None, namespace: str, tmp_path: Path
 ) -> None:
-    namespace = node.ensure_namespace(f"held-{secrets.token_hex(3)}")
     gang(node, namespace, "gang", workers=2)
     cluster.poll(
         lambda: True if placement(node, namespace, "gang") == (2, 1) else None,
@@ -112,9 +129,8 @@ def test_a_gang_larger_than_the_gpus_is_reported_then_ended_and_its_gpus_go_to_a
 
 
 def test_a_job_failed_by_a_workers_exit_keeps_its_chief_until_reclaim_failed_after(
-    node: Node, node_operator: Operator, two_gpus: None, tmp_path: Path
+    node: Node, node_operator: Operator, two_gpus: None, namespace: str, tmp_path: Path
 ) -> None:
-    namespace = node.ensure_namespace(f"held-{secrets.token_hex(3)}")
     body = gpus.gpu_limits(node.training_manifest("TFJob", "crash", deadline=None, workers=1))
     worker = body["spec"][kubeflow.KINDS["TFJob"].replica_specs]["Worker"]
     (container,) = worker["template"]["spec"]["containers"]
@@ -163,9 +179,8 @@ def test_a_job_failed_by_a_workers_exit_keeps_its_chief_until_reclaim_failed_aft
 
 
 def test_a_job_fully_started_and_one_with_every_pod_pending_are_left_alone(
-    node: Node, node_operator: Operator, two_gpus: None, tmp_path: Path
+    node: Node, node_operator: Operator, two_gpus: None, namespace: str, tmp_path: Path
 ) -> None:
-    namespace = node.ensure_namespace(f"held-{secrets.token_hex(3)}")
     started = gpus.gpu_limits(node.training_manifest("TFJob", "fits", deadline=None, workers=1))
     plural = kubeflow.KINDS["TFJob"].plural
     path = f"/apis/kubeflow.org/v1/namespaces/{namespace}/{plural}"

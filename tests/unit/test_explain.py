@@ -18,7 +18,7 @@ from sweeper.core.kinds import (
     Resource,
 )
 from sweeper.core.model import ActionMode, Policy
-from tests.unit.objects import KIND, NOW, ago, condition, deadline_failed, job, owned
+from tests.unit.objects import KIND, NOW, ago, condition, deadline_failed, job, owned, trainjob
 from tests.unit.test_cli import Harness
 
 # The Training Operator v1's whole table, as --explain walks it for a v1 job.
@@ -346,4 +346,25 @@ def test_a_kueue_job_stuck_starting_is_explained_as_kueue_s_to_end() -> None:
     assert result.exit_code == 0, result.output
     assert "held-gpus" in result.stdout
     assert "waitForPodsReady" in result.stdout
+    assert harness.fake.writes == []
+
+
+def test_a_trainjob_stuck_starting_is_explained_from_its_jobsets_pods() -> None:
+    harness = Harness()
+    raw = harness.fake.add_job(trainjob("tj", "team-a", deadline=None))
+    for name, node in (("tj-node-0-0", "node-a"), ("tj-node-0-1", None)):
+        pod = owned(name, raw, phase="Running" if node else "Pending")
+        pod["metadata"]["labels"] = {"jobset.sigs.k8s.io/jobset-name": "tj"}
+        pod["metadata"]["ownerReferences"][0]["uid"] = "uid-job-tj-node-0"  # its Job's
+        if node:
+            pod["spec"] = {"nodeName": node, "containers": []}
+            pod["status"]["conditions"] = [
+                {"type": "PodScheduled", "status": "True", "lastTransitionTime": ago(3600)}
+            ]
+        harness.fake.add_pod(pod)
+    result = harness.invoke("--explain", "team-a/tj", "--stuck-after", "1m")
+    assert result.exit_code == 0, result.output
+    assert "held-gpus            stuck-starting for 1h00m: 1 pod(s) placed" in result.stdout
+    lists = [r.name for r in harness.fake.requests if r.method == "list-pods"]
+    assert lists == ["jobset.sigs.k8s.io/jobset-name=tj"]
     assert harness.fake.writes == []

@@ -59,6 +59,7 @@ class SweepJobs:
     SERVES: tuple[tuple[Kind, str], ...] = ((SWEEPJOB, VERSION),)
     MANAGED_BY = "sweep.example.com/controller"
     LEFTOVERS = Leftovers(PODS, LABEL)
+    PODS = LEFTOVERS  # its pods are its own
     RULES: tuple[Rule, ...] = (Rule("overdue", lambda *_: "past its deadline?", _decide),)
     RECLAIM_REASON = "DeadlinePodsTerminated"
     NOTHING_LEFT = "no pods left"

@@ -322,6 +322,7 @@ def test_the_pods_finished_jobs_hold_are_pushed_by_reason_and_go_once_reclaimed(
     assert {labels: n for labels, n in second.items() if n} == {(*training, "opted-out"): 1}
     assert second[(*training, "policy")] == 0
     assert ("trainer", "TrainJob", "finished") not in second, "a TrainJob's pods are its JobSet's"
+    assert second[("trainer", "TrainJob", "finished-holding")] == 0, "held: every family"
     assert ("mpi-operator", "MPIJob", "finished") in second, "every series, zeros included"
 
 
@@ -375,6 +376,7 @@ def test_the_gpus_held_for_nothing_are_pushed_beside_their_pods(
     assert {labels: n for labels, n in gpus.items() if n} == {stuck: 4}
     assert pods[stuck] == 2
     assert gpus[("mpi-operator", "MPIJob", "finished-holding")] == 0, "zeros included"
+    assert gpus[("trainer", "TrainJob", "stuck-starting")] == 0, "every family"
 
 
 def test_the_watch_modes_held_gpus_gauge_is_set_from_a_resync_pass() -> None:

@@ -38,6 +38,7 @@ class Family(Protocol):
     SERVES: tuple[tuple[Kind, str], ...]  # its kinds, each at the version it serves
     MANAGED_BY: str  # its controller, as managedBy names it
     LEFTOVERS: Leftovers  # what it leaves of a job its deadline failed, and how it is found
+    PODS: Leftovers  # where its jobs' pods are listed (a TrainJob's: its JobSet's, by label)
     RULES: tuple[Rule, ...]  # its own, after the shared ones; the last always decides
     RECLAIM_REASON: str  # the Event's reason after a reclaim
     NOTHING_LEFT: str  # what a reclaim that found nothing says
@@ -64,7 +65,7 @@ class Family(Protocol):
         """The Event's message after a reclaim deleted ``deleted`` (and their companions)."""
 
     def recreates_pods(self, job: Job) -> bool:
-        """Whether its controller may still re-create the finished job's pods (left alone)."""
+        """Whether its controller would re-create what a rule's reclaim deletes (left alone)."""
 
     def fail_patch(self, job: Job, raw: JSON, now: datetime) -> JSON:
         """The status patch that fails the job (read as ``raw``) as its controller would."""

@@ -59,6 +59,7 @@ SERVES: tuple[tuple[Kind, str], ...] = ((MPIJOB, MPI_OPERATOR_VERSION),)
 MANAGED_BY = "kubeflow.org/mpi-operator"
 # Its workers, as --terminate-pods deletes them.
 LEFTOVERS, RECLAIM_REASON, NOTHING_LEFT = pods.LEFTOVERS, pods.RECLAIM_REASON, pods.NOTHING_LEFT
+PODS = LEFTOVERS
 leftovers, reclaimed_event, reclaim_words = pods.leftovers, pods.reclaimed_event, pods.reclaim_words
 
 
@@ -137,8 +138,8 @@ def due_at(job: Job, policy: Policy) -> datetime | None:
 
 
 def recreates_pods(job: Job) -> bool:
-    """Until it writes ``completionTime``, mpi-operator re-creates a finished job's workers."""
-    return not job.completed
+    """A finished job's workers, until it writes ``completionTime`` (as the sweeper's fail does)."""
+    return job.finished is not None and not job.completed
 
 
 # mpi-operator names the launcher Job so and looks it up by that name alone (getLauncherJob).

@@ -16,6 +16,7 @@ from datetime import datetime
 from sweeper.core.clock import format_rfc3339, human
 from sweeper.core.jobs import DeadlineSource, Job, Owned
 from sweeper.core.kinds import COMPONENT, DEADLINE_EXCEEDED, Kind, Leftovers, Reading, Resource
+from sweeper.core.kinds import PODS as PODS_RESOURCE
 from sweeper.core.model import JSON, Action, ActionKind, Entry, Policy, Skip, SkipReason, Why
 from sweeper.core.patches import DeadlineWrite, deadline_patch, guarded
 from sweeper.core.platform import rule_source, source_note
@@ -55,7 +56,11 @@ SERVES: tuple[tuple[Kind, str], ...] = ((TRAINJOB, TRAINER_VERSION),)
 MANAGED_BY = "trainer.kubeflow.org/trainjob-controller"
 # A TrainJob's pods are its JobSet's Jobs': the sweeper reclaims the JobSet.
 # The trainer gives its JobSets no label: every JobSet of a scope is listed.
-LEFTOVERS = Leftovers(Resource("jobset.x-k8s.io", "v1alpha2", "jobsets"))
+JOBSET_GROUP, JOBSET_VERSION = "jobset.x-k8s.io", "v1alpha2"
+LEFTOVERS = Leftovers(Resource(JOBSET_GROUP, JOBSET_VERSION, "jobsets"))
+# The pods of its JobSet's Jobs, labelled with the JobSet's name (jobset v0.12,
+# labelAndAnnotateObject), which is the TrainJob's.
+PODS = Leftovers(PODS_RESOURCE, "jobset.sigs.k8s.io/jobset-name")
 
 
 def reclaim_words(_policy: Policy) -> str:
@@ -174,9 +179,13 @@ def leftovers(owned: Sequence[Owned], job: Job, _policy: Policy) -> list[Owned]:
     return [o for o in owned if o.controller_uid == job.uid and not o.deleting]
 
 
-def recreates_pods(_job: Job) -> bool:
-    """Its pods are its JobSet's Jobs', never re-created once the TrainJob finished."""
-    return False
+def recreates_pods(job: Job) -> bool:
+    """The JobSet of a running TrainJob, or of one Failed otherwise than by its deadline.
+
+    v2.3.0 drops a Failed condition of another reason at each reconcile (``Reconcile``,
+    ``removeFailedCondition``), then applies the JobSet it misses.
+    """
+    return job.finished is None or (job.finished == "Failed" and not job.failed_by_deadline)
 
 
 def reclaimed_event(_job: Job, deleted: Sequence[str], _companions: Sequence[str]) -> str:

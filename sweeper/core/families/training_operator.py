@@ -58,6 +58,7 @@ SERVES = tuple(
 MANAGED_BY = "kubeflow.org/training-operator"
 # The pods its deadline failure leaves, as --terminate-pods deletes them.
 LEFTOVERS, RECLAIM_REASON, NOTHING_LEFT = pods.LEFTOVERS, pods.RECLAIM_REASON, pods.NOTHING_LEFT
+PODS = LEFTOVERS
 leftovers, reclaimed_event, reclaim_words = pods.leftovers, pods.reclaimed_event, pods.reclaim_words
 
 

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from sweeper.core.errors import ConfigError
 from sweeper.core.families import FAMILIES, Family
 from sweeper.core.families.mpi_operator import MPI_OPERATOR_VERSION, MPIJOB
+from sweeper.core.families.trainer import TRAINER_VERSION, TRAINJOB
 from sweeper.core.held import (
     Held,
     HeldState,
@@ -51,6 +52,7 @@ def pod(
     owner: str = UID,
     deleting: bool = False,
     init_gpus: Any = None,
+    created_ago: float | None = None,
 ) -> dict[str, Any]:
     """A pod of the job (uid ``owner``); Running on a node, scheduled an hour ago, 1 GPU."""
     container: dict[str, Any] = {"name": "main"}
@@ -74,6 +76,8 @@ def pod(
     }
     if deleting:
         metadata["deletionTimestamp"] = stamp(NOW)
+    if created_ago is not None:
+        metadata["creationTimestamp"] = stamp(NOW - timedelta(seconds=created_ago))
     return {
         "metadata": metadata,
         "spec": spec,
@@ -81,9 +85,9 @@ def pod(
     }
 
 
-def pending(name: str) -> dict[str, Any]:
+def pending(name: str, created_ago: float | None = None) -> dict[str, Any]:
     """A pod the scheduler left Pending: Unschedulable, on no node."""
-    return pod(name, phase="Pending", node=None, scheduled_ago=None)
+    return pod(name, phase="Pending", node=None, scheduled_ago=None, created_ago=created_ago)
 
 
 def load_of(*pods: dict[str, Any], patterns: tuple[str, ...] = GPU_RESOURCES) -> Load:
@@ -97,6 +101,10 @@ def load_of(*pods: dict[str, Any], patterns: tuple[str, ...] = GPU_RESOURCES) ->
 
 def tfjob(**fields: Any) -> Job:
     return replace(Job(KIND["TFJob"], "v1", "team-a", "train", UID), **fields)
+
+
+def trainjob(**fields: Any) -> Job:
+    return replace(Job(TRAINJOB, TRAINER_VERSION, "team-a", "train", UID), **fields)
 
 
 FAILED_AGO = NOW - timedelta(seconds=3600)
@@ -210,6 +218,57 @@ CASES = [
         [pod("w0", gpus=None), pod("w1", gpus=2)],
         ("finished-holding", 2, 2),
         id="gpu-less-pods-count-as-pods-only",
+    ),
+    pytest.param(
+        tfjob(replicas=3),
+        [pod("w0", created_ago=3600), pod("w1", created_ago=3600)],
+        ("stuck-starting", 2, 3),
+        id="a-pod-its-controller-never-created-waits",
+    ),
+    pytest.param(
+        tfjob(replicas=3),
+        [pod("w0", created_ago=3600), pod("w1", created_ago=STUCK_AFTER - 1)],
+        None,
+        id="its-controller-still-creating-pods-within-the-grace",
+    ),
+    pytest.param(
+        tfjob(replicas=3),
+        [pod("w0", created_ago=3600), pod("w1", created_ago=STUCK_AFTER)],
+        ("stuck-starting", 2, 3),
+        id="exactly-the-grace-after-its-last-pod-created",
+    ),
+    pytest.param(
+        tfjob(),
+        [pod("w0", created_ago=7200), pending("w1", created_ago=60)],
+        None,
+        id="a-pod-just-re-created-restarts-the-clock",
+    ),
+    pytest.param(
+        tfjob(replicas=2),
+        [pod("w0"), pod("w1", phase="Succeeded")],
+        None,
+        id="a-finished-pod-was-created",
+    ),
+    pytest.param(
+        tfjob(replicas=2),
+        [pod("w0"), pod("w1", deleting=True)],
+        None,
+        id="a-pod-being-deleted-was-created",
+    ),
+    pytest.param(
+        tfjob(replicas=3), [pod("w0"), pod("w1")], ("stuck-starting", 2, 3), id="no-creation-time"
+    ),
+    pytest.param(
+        tfjob(replicas=3),
+        [pending("w0"), pending("w1")],
+        ("waiting", 0, 3),
+        id="nothing-placed-waits-for-the-uncreated-too",
+    ),
+    pytest.param(
+        tfjob(**FINISHED, replicas=3),
+        [pod("w0")],
+        ("finished-holding", 1, 1),
+        id="a-finished-job-misses-nothing",
     ),
 ]
 
@@ -360,6 +419,21 @@ RECLAIM_CASES = [
         None,
         id="waiting-is-never-acted-on",
     ),
+    pytest.param(
+        held(HeldState.FINISHED, 9000, trainjob(finished="Complete", finished_at=FAILED_AGO)),
+        RULE,
+        (ActionKind.DELETE_JOBSET, Why.FINISHED_HOLDING),
+        id="a-complete-trainjob-loses-its-jobset",
+    ),
+    pytest.param(
+        held(HeldState.FINISHED, 9000, trainjob(**FINISHED)),
+        RULE,
+        None,
+        id="the-trainer-re-creates-the-jobset-of-a-trainjob-failed-otherwise",
+    ),
+    pytest.param(
+        held(HeldState.STUCK, 9000, trainjob()), RULE, None, id="the-trainer-undoes-a-start-fail"
+    ),
 ]
 
 
@@ -376,6 +450,14 @@ def test_start_deadline_names_the_rule_the_pods_and_the_gpus() -> None:
     assert "platform rule gpu-tenants" in action.detail
     assert "w2" in action.detail
     assert "2 GPU(s) freed" in action.detail
+
+
+def test_start_deadline_counts_the_pods_never_created() -> None:
+    entry = replace(held(HeldState.STUCK, 960), missing=2)
+    assert entry.pods == 5
+    action = reclaim(entry, RULE)
+    assert action is not None
+    assert "3 pod(s) never started (w2, 2 not created)" in action.detail
 
 
 def test_reclaim_failed_after_names_the_rule_the_pods_and_the_gpus() -> None:
@@ -413,6 +495,13 @@ EXPLAIN_CASES = [
         "finished-holding for 2h00m: 2 pod(s) placed holding 2 GPU(s), waiting: w2; "
         "reported only: no platform rule sets reclaimFailedAfter",
         id="finished-rule-without-the-key",
+    ),
+    pytest.param(
+        held(HeldState.STUCK, 960, trainjob()),
+        RULE,
+        "stuck-starting for 16m00s: 2 pod(s) placed holding 2 GPU(s), waiting: w2; "
+        "reported only: its controller would re-create what the sweeper deletes",
+        id="trainer-re-creates",
     ),
     pytest.param(
         Held(tfjob(), HeldState.WAITING, None, 0.0, 0, (Owned("w0", "u", "Pending", UID),), 0),
@@ -506,10 +595,19 @@ def test_a_rule_that_warns_makes_the_job_stuck_from_the_warning() -> None:
 
 @pytest.mark.parametrize("family", FAMILIES, ids=lambda f: f.NAME)
 @pytest.mark.parametrize("completed", [False, True])
-def test_only_mpi_operator_recreates_a_finished_jobs_pods_until_its_completion_time(
-    family: Family, completed: bool
+@pytest.mark.parametrize("finished", ["Failed", "Succeeded", "Complete", None])
+def test_which_controller_re_creates_the_pods_the_sweeper_deletes(
+    family: Family, completed: bool, finished: str | None
 ) -> None:
+    # mpi-operator a finished MPIJob's workers until it writes completionTime (the sweeper's
+    # own fail writes it); the trainer the JobSet of any TrainJob but a Complete one (it drops
+    # a Failed condition not its deadline's, then re-applies the JobSet).
     kind, version = family.SERVES[0]
-    finished = tfjob(**FINISHED, kind=kind, version=version, completed=completed)
-    recreates = family.NAME == "mpi-operator" and not completed
-    assert family.recreates_pods(finished) is recreates
+    job = tfjob(
+        kind=kind, version=version, completed=completed, finished=finished, finished_at=FAILED_AGO
+    )
+    recreates = {
+        "mpi-operator": finished is not None and not completed,
+        "trainer": finished in ("Failed", None),
+    }.get(family.NAME, False)
+    assert family.recreates_pods(job) is recreates

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from sweeper.core.families.trainer import TRAINER_VERSION, TRAINJOB
 from sweeper.core.jobs import parse_job, parse_owned
 from sweeper.core.kinds import (
     EXCLUDE_ANNOTATION,
@@ -17,7 +18,7 @@ from sweeper.core.kinds import (
     LEGACY_TOUCHED_AT_ANNOTATION,
     TOUCHED_AT_ANNOTATION,
 )
-from tests.unit.objects import KIND, NOW, ago, condition, deadline_failed, job, owned
+from tests.unit.objects import KIND, NOW, ago, condition, deadline_failed, job, owned, trainjob
 
 
 def test_a_running_job_view() -> None:
@@ -202,3 +203,49 @@ def test_a_view_interns_the_namespace_never_a_name_or_uid() -> None:
     assert view.namespace is namespace
     assert view.name is not name
     assert view.uid is not uid
+
+
+@pytest.mark.parametrize(
+    ("kind", "version", "specs", "replicas"),
+    [
+        pytest.param(
+            "TFJob",
+            "v1",
+            {"Chief": {"replicas": 1}, "Worker": {"replicas": 3}},
+            4,
+            id="every-role",
+        ),
+        pytest.param(
+            "MPIJob",
+            "v2beta1",
+            {"Launcher": {"replicas": 1}, "Worker": {"replicas": 2}},
+            2,
+            id="mpi-operator-launcher-is-a-batch-jobs-pod",
+        ),
+        pytest.param(
+            "MPIJob",
+            "v1",
+            {"Launcher": {"replicas": 1}, "Worker": {"replicas": 2}},
+            3,
+            id="training-operator-mpijob-launcher-is-its-own",
+        ),
+        pytest.param("TFJob", "v1", {"Worker": {}}, None, id="no-replicas-unknown"),
+        pytest.param("TFJob", "v1", {"Worker": {"replicas": "3"}}, None, id="not-a-number"),
+        pytest.param("TFJob", "v1", {"Worker": {"replicas": True}}, None, id="a-boolean"),
+        pytest.param("TFJob", "v1", {"Worker": {"replicas": -1}}, None, id="negative"),
+        pytest.param("TFJob", "v1", {"Worker": None}, None, id="a-role-null"),
+        pytest.param("TFJob", "v1", [], None, id="not-a-mapping"),
+    ],
+)
+def test_the_pods_its_controller_creates(
+    kind: str, version: str, specs: object, replicas: int | None
+) -> None:
+    raw = job(kind)
+    raw["spec"][KIND[kind].replica_specs] = specs
+    view = parse_job(raw, KIND[kind], version)
+    assert view.malformed is None
+    assert view.replicas == replicas
+
+
+def test_a_trainjobs_pods_are_not_counted_from_its_spec() -> None:
+    assert parse_job(trainjob(), TRAINJOB, TRAINER_VERSION).replicas is None

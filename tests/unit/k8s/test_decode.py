@@ -93,6 +93,12 @@ WELL_FORMED = [
         job(annotations={TOUCHED_AT_ANNOTATION: ago(30), LEGACY_TOUCHED_AT_ANNOTATION: ago(300)}),
         id="touched-new-key-newer",
     ),
+    pytest.param(
+        job("TFJob")
+        | {"spec": {"tfReplicaSpecs": {"Chief": {"replicas": 1}, "Worker": {"replicas": 3}}}},
+        id="replicas-of-every-role",
+    ),
+    pytest.param(job() | {"spec": {"pytorchReplicaSpecs": {"Worker": {}}}}, id="replicas-unset"),
     pytest.param(job("MPIJob", legacy_clean_pod_policy="All"), id="mpi-legacy-policy"),
     pytest.param(
         job("MPIJob", clean_pod_policy="None", legacy_clean_pod_policy="All"),
@@ -272,3 +278,18 @@ def test_a_page_interns_the_namespace_never_a_name_or_uid(decoder: Decoder) -> N
     assert view.namespace is namespace
     assert view.name is not name
     assert view.uid is not uid
+
+
+@pytest.mark.parametrize("kind", [k for k in KIND.values() if k.group == "kubeflow.org"])
+def test_every_v1_kinds_replicas_are_read_without_the_reference(
+    kind: Kind, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    raw = job(kind)
+    raw["spec"][kind.replica_specs] = {"Launcher": {"replicas": 1}, "Worker": {"replicas": 4}}
+
+    def no_reference(*_args: object) -> decode.DecodedPage:
+        raise AssertionError("the fast path fell back to the reference")
+
+    monkeypatch.setattr(decode, "reference_decode_jobs", no_reference)
+    (view,) = decode.decode_jobs(body([raw]), kind, "v1").jobs
+    assert view.replicas == 5

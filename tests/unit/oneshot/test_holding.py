@@ -20,7 +20,7 @@ from sweeper.core.tally import Tally
 from sweeper.oneshot.run import run
 from sweeper.stop import Stop
 from tests.unit.fakes import FakeCluster, Request
-from tests.unit.objects import NOW, condition, job, owned, stamp, trainjob
+from tests.unit.objects import NOW, condition, job, jobset, owned, stamp, trainjob
 from tests.unit.oneshot.test_run import Ticker, server_at, sweep
 
 RULES = """
@@ -227,7 +227,7 @@ def test_reclaim_failed_after_says_so_in_its_own_event() -> None:
     sweep(fake, with_rules(output=OutputFormat.JSON))
     (event,) = [e for e in fake.events if e["reason"] != "GPUsHeld"]
     assert event["reason"] == "HeldPodsDeleted"
-    assert event["message"].startswith("Deleted 2 pod(s) and 0 service(s) of a job Failed ")
+    assert event["message"].startswith("Deleted pods done-chief-0, done-ps-0 of a job Failed ")
     assert "past reclaimFailedAfter 1h00m of platform rule gpu-tenants" in event["message"]
 
 
@@ -312,6 +312,31 @@ def test_warn_before_warns_once_ahead_of_a_start_deadline() -> None:
     assert "1 waiting pod(s)" in warning["message"]
 
 
+def test_pods_its_controller_never_created_wait_and_a_finished_one_was_created() -> None:
+    fake = server()
+    raw = job("TFJob", name="short", deadline=None)
+    raw["spec"]["tfReplicaSpecs"] = {"Chief": {"replicas": 1}, "Worker": {"replicas": 3}}
+    fake.add_job(raw)
+    fake.add_pod(gpu_pod("short-chief-0", raw))
+    fake.add_pod(gpu_pod("short-worker-0", raw, phase="Succeeded"))
+    whole = job("TFJob", name="whole", deadline=None)
+    whole["spec"]["tfReplicaSpecs"] = {"Worker": {"replicas": 2}}
+    fake.add_job(whole)
+    fake.add_pod(gpu_pod("whole-worker-0", whole))
+    fake.add_pod(gpu_pod("whole-worker-1", whole, phase="Failed"))
+    _, passes = sweep(fake)
+    (held,) = passes[0]["held"]
+    assert (held["name"], held["state"], held["pods"], held["missing"]) == (
+        "short",
+        "stuck-starting",
+        3,
+        2,
+    )
+    wide = text(fake, Config(output=OutputFormat.WIDE))
+    assert "TFJob team-a/short: stuck-starting; for 1h00m; 1 GPU(s) on 1 placed pod(s); " in wide
+    assert "waiting: 2 not created" in wide
+
+
 def test_the_pods_are_listed_only_where_a_job_could_hold_them() -> None:
     # A namespace with no job (or whose job list was refused) costs no pod list.
     fake = server()
@@ -321,14 +346,93 @@ def test_the_pods_are_listed_only_where_a_job_could_hold_them() -> None:
     assert lists == ["team-a"]
 
 
-def test_a_job_whose_family_does_not_own_its_pods_costs_no_pod_list() -> None:
-    # A TrainJob's pods are its JobSet's Jobs': no pod of the list can be its own.
+def jobset_pod(name: str, trainjob: dict[str, Any], **fields: Any) -> dict[str, Any]:
+    """A pod of the TrainJob's JobSet: controlled by one of its Jobs, named by JobSet's label."""
+    pod = gpu_pod(name, trainjob, **fields)
+    meta = pod["metadata"]
+    meta["labels"] = {"jobset.sigs.k8s.io/jobset-name": trainjob["metadata"]["name"]}
+    meta["ownerReferences"] = [
+        {"apiVersion": "batch/v1", "kind": "Job", "uid": f"uid-job-{name}", "controller": True}
+    ]
+    return pod
+
+
+def test_a_trainjobs_pods_are_its_jobsets_listed_once_in_its_namespace() -> None:
     fake = server()
     stuck(fake)
-    fake.add_job(trainjob("tj", "team-b", deadline=None))
-    sweep(fake, Config(output=OutputFormat.JSON, namespaces=("team-a", "team-b")))
-    lists = [r.namespace for r in fake.requests if r.method == "list-pods"]
-    assert lists == ["team-a"]
+    tj = fake.add_job(trainjob("tj", "team-b", deadline=None))
+    fake.add_pod(jobset_pod("tj-node-0-0", tj))
+    fake.add_pod(jobset_pod("tj-node-0-1", tj, phase="Pending", placed=False))
+    other = trainjob("other", "team-b", deadline=None)  # no such TrainJob: its pods count for none
+    fake.add_pod(jobset_pod("other-node-0-0", other))
+    _, passes = sweep(fake, Config(output=OutputFormat.JSON, namespaces=("team-a", "team-b")))
+    lists = sorted((r.namespace, r.name) for r in fake.requests if r.method == "list-pods")
+    assert lists == [
+        ("team-a", "training.kubeflow.org/job-name"),
+        ("team-b", "jobset.sigs.k8s.io/jobset-name"),
+    ]
+    held = {entry["name"]: entry for entry in passes[0]["held"]}
+    assert (held["tj"]["state"], held["tj"]["gpus"], held["tj"]["waiting"]) == (
+        "stuck-starting",
+        1,
+        ["tj-node-0-1"],
+    )
+    assert "other" not in held
+
+
+def _finished_trainjob(fake: FakeCluster, **fields: Any) -> dict[str, Any]:
+    tj = trainjob("tj", deadline=None, **fields)
+    for ended in tj["status"]["conditions"]:
+        ended["lastTransitionTime"] = stamp(NOW - timedelta(hours=2))
+    fake.add_job(tj)
+    fake.add_pod(jobset_pod("tj-node-0-0", tj, gpus=2))
+    fake.jobsets[("team-a", "tj")] = jobset(tj)
+    return tj
+
+
+def test_a_complete_trainjob_holding_pods_loses_its_jobset_under_reclaim_failed_after() -> None:
+    fake = server()
+    _finished_trainjob(fake, complete=True)
+    assert [h["state"] for h in sweep(fake)[1][0]["held"]] == ["finished-holding"]
+    assert events_only(fake) == ["GPUsHeld"]
+
+    code, passes = sweep(fake, with_rules(output=OutputFormat.JSON))
+
+    assert code == 0
+    (done,) = passes[0]["jobs"]
+    assert (done["decision"], done["reason"], done["result"]) == (
+        "delete-jobset",
+        "finished-holding",
+        "done",
+    )
+    assert [w.name for w in fake.writes if w.method == "delete-jobset"] == ["tj"]
+    assert fake.jobsets == {}
+    (event,) = [e for e in fake.events if e["reason"] == "HeldPodsDeleted"]
+    assert event["message"].startswith("Deleted jobsets tj of a job Complete 2h00m ago")
+
+
+def test_a_trainjob_failed_otherwise_than_by_its_deadline_is_reported_only() -> None:
+    # The trainer drops such a Failed condition and re-creates a JobSet it then misses.
+    fake = server()
+    _finished_trainjob(fake, failed="JobSetFailed")
+    code, passes = sweep(fake, with_rules(output=OutputFormat.JSON))
+    assert code == 0
+    assert [(h["name"], h["state"]) for h in passes[0]["held"]] == [("tj", "finished-holding")]
+    assert passes[0]["jobs"][0]["decision"] == "skip"
+    assert events_only(fake) == ["GPUsHeld"]
+
+
+def test_a_trainjob_stuck_starting_is_never_failed_by_a_start_deadline() -> None:
+    # The trainer drops a Failed condition not its deadline's, and re-applies its JobSet.
+    fake = server()
+    tj = fake.add_job(trainjob("tj", deadline=None))
+    fake.add_pod(jobset_pod("tj-node-0-0", tj))
+    fake.add_pod(jobset_pod("tj-node-0-1", tj, phase="Pending", placed=False))
+    code, passes = sweep(fake, with_rules(output=OutputFormat.JSON))
+    assert code == 0
+    assert [(h["name"], h["state"]) for h in passes[0]["held"]] == [("tj", "stuck-starting")]
+    assert passes[0]["jobs"][0]["decision"] == "skip"
+    assert events_only(fake) == ["GPUsHeld"]
 
 
 def _on_reread(fake: FakeCluster, change: Callable[[], None]) -> None:
