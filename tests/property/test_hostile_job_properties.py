@@ -215,6 +215,10 @@ def _ignored(_value: Any, original: Any) -> Any:
     return original  # the sweeper never reads it: the twin has the original back
 
 
+def _as_is(value: Any, _original: Any) -> Any:
+    return value  # read, never malformed: whatever it holds, the twin holds too
+
+
 def _touched(value: Any, _original: Any) -> Any:
     moment = instant(value)
     # A garbled touch is no touch: the next touch rewrites it.
@@ -301,7 +305,8 @@ def _fields(specs: str, *, legacy: bool, conditions: bool) -> tuple[Field, ...]:
         Field(("apiVersion",), hostile_json, _ignored),
         Field(("kind",), hostile_json, _ignored),
         Field(("spec",), not_a_mapping, _required(_never)),
-        Field(("spec", specs), hostile_json, _ignored),
+        # The replicas are read (a count unknown where a role has no whole number).
+        Field(("spec", specs), hostile_json, _as_is),
         Field(("spec", "runPolicy"), not_a_mapping, _optional(_never)),
         Field(
             ("spec", "runPolicy", "activeDeadlineSeconds"),
