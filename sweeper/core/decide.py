@@ -82,15 +82,18 @@ def explain(job: Job, now: datetime, policy: Policy) -> tuple[tuple[Step, ...], 
     return walk(table(family_of(job.kind, job.version)), job, now, policy)
 
 
-def due_at(job: Job, policy: Policy) -> datetime | None:
-    """Compute the instant from which ``judge`` acts on the job, if the job stays as it is.
+def due_at(job: Job, now: datetime, policy: Policy) -> datetime | None:
+    """Compute the instant from which ``judge`` acts on the job, from ``now`` on, if it stays.
 
-    Pure. This is what a long-running sweeper arms a timer for: for every ``now`` before the
-    instant, ``judge(job, now, policy)`` is a skip; at it and after, an action (property tests
-    hold the two functions to that). Any change to the job (a resume, a new deadline, a touch,
-    a finish) gives a new instant, so the caller recomputes it on every change. Sums saturate:
+    Pure. This is what a long-running sweeper arms a timer for at ``now``: from ``now`` until
+    the instant, ``judge(job, ..., policy)`` is a skip; at it, an action; and at ``now``
+    itself an action exactly when the instant is not after it (property tests hold the two
+    functions to that). A touch stamp is read as ``judge`` reads it at the first instant it
+    could act: one ahead of the clock there (a tenant's) counts as none. Any change to the job
+    (a resume, a new deadline, a touch, a finish) gives a new instant, so the caller
+    recomputes it on every change, and after a fire that did not act. Sums saturate:
     an instant after ``datetime.max`` is ``None``, never an error. ``ALWAYS`` when the only
     work left does not depend on time (the pods of a job failed by its deadline); ``None``
     when judge never acts on it.
     """
-    return family_due_at(job, policy)
+    return family_due_at(job, now, policy)

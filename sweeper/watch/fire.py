@@ -70,9 +70,11 @@ class Fire:
             # deadline to write) comes with the job's next event, as at the next pass.
             warning = warning_due(job, now, policy)
             if warning is not None:
-                return self._warn(key, due, executor, warning, now=now, then=due_at(job, policy))
+                return self._warn(
+                    key, due, executor, warning, now=now, then=due_at(job, now, policy)
+                )
             # Changed since the event, or the server clock is not surely there yet.
-            return Fired(key, due_at(job, policy))
+            return Fired(key, due_at(job, now, policy))
         if (
             entry.kind not in (ActionKind.TERMINATE_PODS, ActionKind.DELETE_JOBSET)
             and due != ALWAYS
