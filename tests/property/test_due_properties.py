@@ -51,7 +51,15 @@ def test_judge_acts_when_the_timer_fires_and_never_between_its_arming_and_then(
     job, _case, policy = drawn
     due = due_at(job, armed, policy)
     note(f"armed at {armed.isoformat()}: due_at = {due}")
-    if due is None or due == ALWAYS:
+    try:
+        moment = armed + timedelta(seconds=abs(offset))
+    except OverflowError:  # no later instant to judge at
+        moment = armed
+    if due is None:
+        assert not acts(job, moment, policy), "never due, yet acted on"
+        return
+    if due == ALWAYS:
+        assert acts(job, moment, policy), "always due, yet left alone"
         return
     fires = max(armed, due)
     assert acts(job, fires, policy), "not due when the timer fires"
@@ -67,22 +75,6 @@ def test_judge_acts_at_an_instant_exactly_when_due_at_judged_there_is_reached(
     due = due_at(job, now, policy)
     note(f"due_at = {due}")
     assert acts(job, now, policy) is (due is not None and due <= now)
-
-
-@given(job_and_policy(), armings, boundary_offsets)
-def test_a_job_never_due_is_never_acted_on_and_always_due_at_any_time(
-    drawn: tuple[Job, JobCase, Policy], armed: datetime, offset: float
-) -> None:
-    job, _case, policy = drawn
-    due = due_at(job, armed, policy)
-    try:
-        moment = armed + timedelta(seconds=abs(offset))
-    except OverflowError:  # no later instant to judge at
-        return
-    if due is None:
-        assert not acts(job, moment, policy)
-    elif due == ALWAYS:
-        assert acts(job, moment, policy)
 
 
 @given(job_and_policy(), st.sampled_from([0.1, 0.3, 1e-7, 0.1234567, 2.5e-6, 119.9999999]))
