@@ -54,10 +54,12 @@ def explain(job: Job, now: datetime, policy: Policy) -> tuple[tuple[Step, ...], 
     return walk(table(family_of(job.kind, job.version)), job, now, policy)
 
 
-def due_at(job: Job, policy: Policy) -> datetime | None:
-    """The instant from which ``judge`` acts on the job as it is (``None``: never). Pure.
+def due_at(job: Job, now: datetime, policy: Policy) -> datetime | None:
+    """The instant from which ``judge`` acts on the job as it is, from ``now`` on. Pure.
 
-    What a watch timer is armed for: before it ``judge`` skips, from it it acts (the property
-    tests hold the two to that); ``ALWAYS`` when the work left does not depend on time.
+    What a watch timer is armed for at ``now``: before it ``judge`` skips, from it it acts (the
+    property tests hold the two to that); a touch stamp is read as ``judge`` reads it at the
+    first instant it could act (one ahead of the clock there counts as none); ``ALWAYS`` when
+    the work left does not depend on time; ``None`` when it never acts.
     """
-    return family_due_at(job, policy)
+    return family_due_at(job, now, policy)

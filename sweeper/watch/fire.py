@@ -69,10 +69,11 @@ class Fire:
             # A warning never delays nor replaces an action: one due with it (a TrainJob's
             # deadline to write) comes with the job's next event, as at the next pass.
             warning = warning_due(job, now, policy)
+            then = due_at(job, now, policy)
             if warning is not None:
-                return self._warn(key, due, executor, warning, now=now, then=due_at(job, policy))
+                return self._warn(key, due, executor, warning, now=now, then=then)
             # Changed since the event, or the server clock is not surely there yet.
-            return Fired(key, due_at(job, policy))
+            return Fired(key, then)
         if (
             entry.kind not in (ActionKind.TERMINATE_PODS, ActionKind.DELETE_JOBSET)
             and due != ALWAYS

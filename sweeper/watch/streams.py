@@ -186,12 +186,13 @@ class Streams:
             if page is None:
                 break
             ctx.decision.saw_date(page.server_date, sent, ctx.clock.monotonic())
+            now = ctx.decision.now()
             for job in page.jobs:
                 if not kept(job.namespace):
                     continue
                 try:
                     key = JobKey(job.kind.name, job.namespace, job.name)
-                    due[key], warning = _timer(view(job), policy)
+                    due[key], warning = _timer(view(job), now, policy)
                     if warning is not None:
                         pending[key] = warning
                 except Exception:  # noqa: BLE001 - one object never stops a kind's listing
@@ -235,7 +236,10 @@ class Streams:
                         continue
                     key = JobKey(job.kind.name, job.namespace, job.name)
                     deleted = event.type == "DELETED"
-                    due, warning = (None, None) if deleted else _timer(ctx.view()(job), policy)
+                    if deleted:
+                        due, warning = None, None
+                    else:
+                        due, warning = _timer(ctx.view()(job), ctx.decision.now(), policy)
                 except Exception:  # noqa: BLE001 - one object never stops a stream
                     # The resourceVersion has moved past it: the stream is never replayed
                     # from before it. Its timer (if any) stays as it was; the resync judges it.
@@ -270,11 +274,11 @@ def _newly_ruled(scopes: list[Scope], before: PlatformView, after: PlatformView)
     ]
 
 
-def _timer(job: Job, policy: Policy) -> tuple[datetime | None, Pending | None]:
-    """When a job falls due, and the ``DeadlineApproaching`` warning its timer wakes for."""
+def _timer(job: Job, now: datetime, policy: Policy) -> tuple[datetime | None, Pending | None]:
+    """When a job seen at ``now`` falls due, and the warning its timer wakes for."""
     warning = None if job.warn_before is None else warning_of(job, policy)
     pending = None if warning is None else Pending(warning.at, warning.deadline, warning.name)
-    return due_at(job, policy), pending
+    return due_at(job, now, policy), pending
 
 
 class _ShortWatch(Exception):  # noqa: N818 - a stream's ending, not an error raised to callers

@@ -1,14 +1,12 @@
 """Properties tying ``due_at`` to ``judge`` (issue 13): the timer a watcher arms is exact.
 
-For every generated job and policy, ``due_at`` names the instant from which ``judge`` acts:
-never an action before it, an action at it, and still one after it (the job unchanged). A job
-``due_at`` calls never due is never acted on at any clock. So a timer armed at ``due_at``
-fires neither early (nothing lost to an early write) nor late (the watch mode's point).
-
-One exception, on one side only: at an instant its touch stamp is ahead of (later than the
-instant by more than ``--grace`` and a second: a tenant's, never the sweeper's), ``judge``
-counts that stamp as none while ``due_at``, which has no instant, counts it. There ``judge``
-may act before ``due_at``, never after it: a timer is late for such a job, never early.
+For every generated job and policy, and every instant a watcher arms the job's timer at,
+``due_at`` names the instant from which ``judge`` acts: never an action from the arming until
+it, an action at it. At any instant, ``judge`` acts exactly when ``due_at`` judged there is not
+after it, so a fire that finds nothing to do re-arms for a later instant, never a past one. A
+job ``due_at`` calls never due is never acted on from the arming on. So a timer armed at
+``due_at`` fires neither early (nothing lost to an early write) nor late (the watch mode's
+point), a touch stamp ahead of the clock (a tenant's, counted as none) included.
 """
 
 from __future__ import annotations
@@ -26,6 +24,11 @@ from sweeper.core.model import Action, ActionKind, ActionMode, Policy
 from tests.property.strategies import ORIGIN, JobCase, boundary_offsets, clocks, job_cases, policies
 
 TINY = timedelta(microseconds=1)
+# The instant a timer is armed at: long before the job's deadline (the due instant itself is
+# then the boundary checked), or anywhere around it.
+armings = st.one_of(st.just(-4 * 86400.0), boundary_offsets).map(
+    lambda s: ORIGIN + timedelta(seconds=s)
+)
 
 
 @st.composite
@@ -35,49 +38,43 @@ def job_and_policy(draw: st.DrawFn) -> tuple[Job, JobCase, Policy]:
     return parse_job(case.raw(), lookup(case.kind.name)), case, policy
 
 
-def ahead(job: Job, moment: datetime, policy: Policy) -> bool:
-    """Whether the job's touch stamp is later than ``moment`` by more than judge tolerates."""
-    touched = job.touched_at
-    return touched is not None and (touched - moment).total_seconds() > policy.grace + 1
-
-
 def acts(job: Job, now: datetime, policy: Policy) -> bool:
     entry = judge(job, now, policy)
     note(f"judge at {now.isoformat()}: {entry.decision} ({entry.reason})")
     return isinstance(entry, Action)
 
 
-@given(job_and_policy(), boundary_offsets)
-def test_judge_acts_at_the_due_instant_and_never_before(
-    drawn: tuple[Job, JobCase, Policy], offset: float
+@given(job_and_policy(), armings, boundary_offsets)
+def test_judge_acts_when_the_timer_fires_and_never_between_its_arming_and_then(
+    drawn: tuple[Job, JobCase, Policy], armed: datetime, offset: float
 ) -> None:
     job, _case, policy = drawn
-    due = due_at(job, policy)
-    note(f"due_at = {due}")
-    if due is None or due == ALWAYS:
-        return
-    assert acts(job, due, policy), "not due at due_at"
-    before = due - TINY
-    assert ahead(job, before, policy) or not acts(job, before, policy), "due a µs before due_at"
-    earlier = due - timedelta(seconds=abs(offset)) - TINY
-    assert ahead(job, earlier, policy) or not acts(job, earlier, policy), "due before due_at"
+    due = due_at(job, armed, policy)
+    note(f"armed at {armed.isoformat()}: due_at = {due}")
     try:
-        later = due + timedelta(seconds=abs(offset))
-    except OverflowError:  # due_at within offset of datetime.max: no later instant to judge at
+        moment = armed + timedelta(seconds=abs(offset))
+    except OverflowError:  # no later instant to judge at
+        moment = armed
+    if due is None:
+        assert not acts(job, moment, policy), "never due, yet acted on"
         return
-    assert acts(job, later, policy), "no longer due after due_at"
+    if due == ALWAYS:
+        assert acts(job, moment, policy), "always due, yet left alone"
+        return
+    fires = max(armed, due)
+    assert acts(job, fires, policy), "not due when the timer fires"
+    for before in (fires - TINY, fires - timedelta(seconds=abs(offset)) - TINY):
+        assert before < armed or not acts(job, before, policy), "due before due_at"
 
 
 @given(job_and_policy(), clocks)
-def test_a_job_never_due_is_never_acted_on_and_always_due_at_any_time(
+def test_judge_acts_at_an_instant_exactly_when_due_at_judged_there_is_reached(
     drawn: tuple[Job, JobCase, Policy], now: datetime
 ) -> None:
     job, _case, policy = drawn
-    due = due_at(job, policy)
-    if due is None:
-        assert ahead(job, now, policy) or not acts(job, now, policy)
-    elif due == ALWAYS:
-        assert acts(job, now, policy)
+    due = due_at(job, now, policy)
+    note(f"due_at = {due}")
+    assert acts(job, now, policy) is (due is not None and due <= now)
 
 
 @given(job_and_policy(), st.sampled_from([0.1, 0.3, 1e-7, 0.1234567, 2.5e-6, 119.9999999]))
@@ -86,11 +83,12 @@ def test_the_escalation_boundary_survives_sub_microsecond_settings(
 ) -> None:
     job, _case, policy = drawn
     policy = Policy(action=ActionMode.AUTO, grace=policy.grace, escalate_after=escalate)
-    due = due_at(job, policy)
-    if due is None or due == ALWAYS:
+    armed = ORIGIN - timedelta(days=4)
+    due = due_at(job, armed, policy)
+    if due is None or due == ALWAYS or due <= armed:
         return
     assert acts(job, due, policy)
-    assert ahead(job, due - TINY, policy) or not acts(job, due - TINY, policy)
+    assert not acts(job, due - TINY, policy)
 
 
 @given(
@@ -118,13 +116,13 @@ def test_quick_touches_are_bounded_by_the_limit_and_all_come_when_on_time(
         start_time=ORIGIN,
         deadline_seconds=60,
     )
-    due = due_at(job, policy)
+    due = due_at(job, ORIGIN, policy)
     assert due is not None
     touched = due + timedelta(seconds=lags[0])
     quick = 0
     for lag in lags[1:]:
         job = replace(job, touched_at=touched)
-        following = due_at(job, policy)
+        following = due_at(job, touched, policy)  # armed by the touch's own event
         assert following is not None
         entry = judge(job, following, policy)
         assert isinstance(entry, Action)

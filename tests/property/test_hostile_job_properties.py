@@ -59,6 +59,7 @@ from tests.property.strategies import (
     policies,
 )
 from tests.unit.fakes import FakeCluster
+from tests.unit.watch.harness import Clock
 
 GOOD_NAMESPACE = "good"
 HOSTILE_NAMESPACE = "hostile"
@@ -555,7 +556,7 @@ def test_a_hostile_job_changes_no_decision_or_timer_of_the_others(scene: Scene) 
     if hostile.malformed is not None:
         assert entry.reason == SkipReason.MALFORMED.value
     for view in views:
-        due_at(view, scene.policy)
+        due_at(view, scene.now, scene.policy)
     # The per-pass cap orders every action: it must cope with the hostile one too.
     decide(views, scene.now, replace(scene.policy, max_actions=1))
 
@@ -580,14 +581,15 @@ def watcher_for(scene: Scene, cluster: FakeCluster) -> engine.Watcher:
         watch=WatchSettings(leader_elect=False, health_port=0),
     )
     assert config.watch is not None
-    # No Lease: leader election is off, so the fake needs only the watch boundary.
+    # No Lease: leader election is off, so the fake needs only the watch boundary. The local
+    # clock reads the scene's instant: a stamp counts or not as judged then.
     return engine.Watcher(
         config,
         config.watch,
         cast("WatchCluster", cluster),
         Stop(SYSTEM_CLOCK),
         io.StringIO(),
-        clock=SYSTEM_CLOCK,
+        clock=Clock(wall=scene.now),
     )
 
 
@@ -597,10 +599,12 @@ def timers(watcher: engine.Watcher) -> dict[JobKey, datetime | None]:
     return {key: watcher.agenda.when(key) for key in watcher.agenda}
 
 
-def expected_timers(views: list[Job], policy: Policy) -> dict[JobKey, datetime | None]:
+def expected_timers(
+    views: list[Job], now: datetime, policy: Policy
+) -> dict[JobKey, datetime | None]:
     armed: dict[JobKey, datetime | None] = {}
     for view in views:
-        due = due_at(view, policy)
+        due = due_at(view, now, policy)
         if due is not None:
             armed[JobKey(view.kind.name, view.namespace, view.name)] = due
     return armed
@@ -622,7 +626,7 @@ def test_the_watch_arms_every_good_job_whatever_the_hostile_one_holds(scene: Sce
     version = watcher.streams.list_one(scope, relist=False)
 
     assert version == str(cluster.revision)  # the list's, whatever its items hold
-    assert timers(watcher) == expected_timers(views, watch_policy(scene.policy))
+    assert timers(watcher) == expected_timers(views, scene.now, watch_policy(scene.policy))
 
     # The same objects as watch events: the hostile one modified, a good one deleted, then
     # a bookmark; the stream must reach the bookmark's resourceVersion.
@@ -634,7 +638,7 @@ def test_the_watch_arms_every_good_job_whatever_the_hostile_one_holds(scene: Sce
     ]
     assert watcher.streams.follow(scope, "7") == "999"
     gone = JobKey(kind.name, GOOD_NAMESPACE, str(deleted["metadata"]["name"]))
-    expected = expected_timers(views, watch_policy(scene.policy))
+    expected = expected_timers(views, scene.now, watch_policy(scene.policy))
     expected.pop(gone, None)
     assert timers(watcher) == expected
     watcher._pool.shutdown()

@@ -79,7 +79,7 @@ class SweepJobs:
         return at_once(SweepJobs.finished(job, ALWAYS, policy, None))
 
     @staticmethod
-    def due_at(job: Job, policy: Policy) -> datetime | None:
+    def due_at(job: Job, _now: datetime, policy: Policy) -> datetime | None:
         return None if job.deadline is None else later(job.deadline, policy.grace)
 
     @staticmethod

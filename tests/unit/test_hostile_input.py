@@ -121,10 +121,11 @@ def far_touched(**changes: Any) -> Job:
     ],
 )
 def test_due_at_saturates_past_the_year_9999(policy: Policy, due: datetime | None) -> None:
+    # Judged at the last instant a datetime holds, the stamp is no longer ahead: it counts.
     view = far_touched()
-    assert due_at(view, policy) == due
-    # judge agrees: no action now, nor at the last instant a datetime holds (unless due).
     never = datetime.max.replace(tzinfo=UTC)
+    assert due_at(view, never, policy) == due
+    # judge agrees: no action there unless due.
     assert isinstance(judge(view, never, policy), model.Action) is (due is not None)
 
 
@@ -206,7 +207,8 @@ def test_a_touch_near_the_year_9999_blinds_no_kind_in_watch_mode() -> None:
 
     w.streams.list_one(scope, relist=False)
 
-    assert armed(w) == {"victim": NOW - timedelta(hours=1)}
+    # The stamp is ahead of the clock, so no touch (C5): both are due at their deadline.
+    assert armed(w) == {"bad": NOW - timedelta(hours=1), "victim": NOW - timedelta(hours=1)}
 
 
 def test_an_object_that_cannot_be_read_is_logged_and_the_stream_goes_on(
@@ -217,10 +219,10 @@ def test_an_object_that_cannot_be_read_is_logged_and_the_stream_goes_on(
     fake.add_job(job(name="bad"))
     fake.add_job(job(name="victim"))
 
-    def due_at_raising_for_bad(view: Job, policy: Policy) -> datetime | None:
+    def due_at_raising_for_bad(view: Job, now: datetime, policy: Policy) -> datetime | None:
         if view.name == "bad":
             raise OverflowError("a bug in due_at, for one job")
-        return due_at(view, policy)
+        return due_at(view, now, policy)
 
     monkeypatch.setattr(streams, "due_at", due_at_raising_for_bad)
     w = watcher(fake, Policy(action=ActionMode.TOUCH))

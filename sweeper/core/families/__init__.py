@@ -52,8 +52,11 @@ class Family(Protocol):
     def finished_due(self, job: Job, policy: Policy) -> datetime | None:
         """The instant from which :meth:`finished` acts on a finished job; ``None``: never."""
 
-    def due_at(self, job: Job, policy: Policy) -> datetime | None:
-        """The instant from which its own rules act on a job the shared rules let through."""
+    def due_at(self, job: Job, now: datetime, policy: Policy) -> datetime | None:
+        """The instant from which its own rules act on a job the shared rules let through.
+
+        The first such instant from ``now`` on, or one before ``now`` when they act at it.
+        """
 
     def reclaim_words(self, policy: Policy) -> str:
         """What follows its deadline failure, as a ``DeadlineApproaching`` warning says it."""
@@ -178,8 +181,8 @@ def _table(family: Family) -> tuple[Rule, ...]:
     )
 
 
-def due_at(job: Job, policy: Policy) -> datetime | None:
+def due_at(job: Job, now: datetime, policy: Policy) -> datetime | None:
     """The instant from which the job's family's rules act on it (see ``decide.due_at``)."""
     family = family_of(job.kind, job.version)
     fixed, instant = premise_due(table(family), job, policy)
-    return instant if fixed else family.due_at(job, policy)
+    return instant if fixed else family.due_at(job, now, policy)

@@ -129,7 +129,7 @@ RULES: tuple[Rule, ...] = (
 )
 
 
-def due_at(job: Job, policy: Policy) -> datetime | None:
+def due_at(job: Job, _now: datetime, policy: Policy) -> datetime | None:
     """``startTime`` + deadline + grace: its launcher Job is read then."""
     return due(job, policy)
 

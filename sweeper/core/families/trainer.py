@@ -155,7 +155,7 @@ RULES: tuple[Rule, ...] = (
 )
 
 
-def due_at(job: Job, policy: Policy) -> datetime | None:
+def due_at(job: Job, _now: datetime, policy: Policy) -> datetime | None:
     """When the sweeper acts on a running TrainJob that stays as it is; ``None``: never.
 
     A platform deadline the TrainJob lacks, at once; a platform cap below its own deadline, at

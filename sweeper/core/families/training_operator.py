@@ -94,8 +94,7 @@ def _due(job: Job, now: datetime, policy: Policy, overdue: float | None) -> Entr
 def _ahead(touched: datetime | None, now: datetime, policy: Policy) -> bool:
     # A stamp later than now by more than the clock skew the sweeper tolerates (--grace, and
     # the Date header's whole second) is no touch of its own but a tenant's: counted, it would
-    # stop every touch until then. due_at counts it: a timer is only ever late for one, and
-    # every pass (a --watch resync too) judges it by its own instant.
+    # stop every touch until then.
     horizon = later(now, policy.grace + DATE_RESOLUTION_S)
     return touched is not None and horizon is not None and touched > horizon
 
@@ -138,19 +137,22 @@ RULES: tuple[Rule, ...] = (
 )
 
 
-def due_at(job: Job, policy: Policy) -> datetime | None:
-    """The instant from which the rules act on a started job with a deadline.
+def due_at(job: Job, now: datetime, policy: Policy) -> datetime | None:
+    """The instant from which the rules act on a started job with a deadline, from ``now`` on.
 
     Returns:
         ``startTime + activeDeadlineSeconds + grace``; for ``touch`` and ``auto`` on a job the
         sweeper touched after its deadline, the later of that and the touch plus
         ``escalate_after`` (or ``retouch_after`` while quick touches are left), and for
-        ``auto`` no later than ``escalate_after`` past the deadline and grace.
+        ``auto`` no later than ``escalate_after`` past the deadline and grace. A touch stamp
+        still ahead of the clock when the job falls due (or at ``now``, if later) is none.
     """
     deadline, at = job.deadline, due(job, policy)
     if deadline is None or at is None or policy.action is ActionMode.FAIL or _platform(job):
         return at
-    touched = current_touch(job)
+    # The first instant the rules could act at is where they read the stamp: one ahead of it
+    # (a tenant's) counts as none there and before; one not ahead never is again.
+    touched = _counted_touch(job, max(now, at), policy)
     if touched is None:
         return at
     steps = [later(touched, policy.escalate_after)]

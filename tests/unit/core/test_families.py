@@ -174,11 +174,11 @@ def test_the_jobset_is_due_reclaim_grace_after_the_deadline_failure() -> None:
     raw = trainjob(failed="DeadlineExceeded", failed_ago=60)
     job = parse_job(raw, KIND["TrainJob"], TRAINER_VERSION)
     assert job.failed_at is not None
-    due = due_at(job, TOUCH)
+    due = due_at(job, NOW, TOUCH)
     assert due == job.failed_at + timedelta(seconds=120)
     assert isinstance(judge(job, due, TOUCH), Action)
     assert not isinstance(judge(job, due - timedelta(microseconds=1), TOUCH), Action)
-    assert due_at(job, Policy(reclaim_grace=0)) == job.failed_at
+    assert due_at(job, NOW, Policy(reclaim_grace=0)) == job.failed_at
 
 
 @pytest.mark.parametrize(
@@ -194,7 +194,7 @@ def test_the_jobset_is_due_reclaim_grace_after_the_deadline_failure() -> None:
     ],
 )
 def test_a_trainjob_the_sweeper_never_acts_on_arms_no_timer(raw: dict[str, Any], due: Any) -> None:
-    assert due_at(parse_job(raw, KIND["TrainJob"], TRAINER_VERSION), TOUCH) is due
+    assert due_at(parse_job(raw, KIND["TrainJob"], TRAINER_VERSION), NOW, TOUCH) is due
 
 
 def test_a_trainjob_failure_without_a_readable_time_is_due_at_once() -> None:
@@ -202,16 +202,16 @@ def test_a_trainjob_failure_without_a_readable_time_is_due_at_once() -> None:
     raw["status"]["conditions"][0]["lastTransitionTime"] = "yesterday"
     job = parse_job(raw, KIND["TrainJob"], TRAINER_VERSION)
     assert job.malformed is None
-    assert due_at(job, TOUCH) == ALWAYS
+    assert due_at(job, NOW, TOUCH) == ALWAYS
 
 
 @pytest.mark.parametrize("waits", [False, True], ids=["at-startup", "gang"])
 def test_an_mpijob_is_timed_from_its_start_and_its_left_workers_at_once(waits: bool) -> None:
     running = parse_job(mpijob(waits=waits), KIND["MPIJob"], MPI_OPERATOR_VERSION)
     assert running.start_time is not None
-    assert due_at(running, TOUCH) == running.start_time + timedelta(seconds=600)
+    assert due_at(running, NOW, TOUCH) == running.start_time + timedelta(seconds=600)
     left = parse_job(mpijob(failed="DeadlineExceeded"), KIND["MPIJob"], MPI_OPERATOR_VERSION)
-    assert due_at(left, TOUCH) == ALWAYS
+    assert due_at(left, NOW, TOUCH) == ALWAYS
 
 
 def test_a_trainjob_field_of_the_wrong_type_is_named() -> None:
@@ -276,8 +276,8 @@ def test_due_at_is_the_first_instant_judge_acts(
         raw = trainjob(deadline=deadline, created_ago=age, failed=failed, failed_ago=age / 2)
         job = parse_job(raw, KIND["TrainJob"], TRAINER_VERSION)
     policy = Policy(grace=grace, reclaim_grace=reclaim)
-    due = due_at(job, policy)
     moment = NOW + timedelta(seconds=offset)
+    due = due_at(job, moment, policy)
     acts = isinstance(judge(job, moment, policy), Action)
     assert acts == (due is not None and moment >= due)
 
@@ -312,7 +312,7 @@ def test_a_trainjob_kueue_just_resumed_is_left_to_the_trainer_to_restart_its_clo
     capped = replace(job, deadline_seconds=72 * 3600, deadline_source=DeadlineSource.CAP)
     entry = judge(capped, NOW, TOUCH)
     assert (entry.decision, entry.reason) == ("skip", "resuming")
-    assert due_at(capped, TOUCH) is None
+    assert due_at(capped, NOW, TOUCH) is None
 
 
 def test_the_training_operators_platform_deadline_is_the_sweepers_to_enforce_never_written() -> (

@@ -129,12 +129,12 @@ def test_a_complete_trainjob_is_finished_not_late_and_gets_no_deadline() -> None
 def test_a_cap_is_due_at_the_trainers_instant_and_a_missing_deadline_at_once() -> None:
     capped = train(trainjob(deadline=7200, created_ago=300), source=CAP)
     assert capped.start_time is not None
-    due = due_at(capped, Policy(grace=5))
+    due = due_at(capped, NOW, Policy(grace=5))
     assert due == capped.start_time + timedelta(seconds=605)
     assert isinstance(judge(capped, due, Policy(grace=5)), Action)
     assert not isinstance(judge(capped, due - timedelta(microseconds=1), Policy(grace=5)), Action)
-    assert due_at(train(trainjob(deadline=None)), TOUCH) == ALWAYS
-    assert due_at(train(trainjob(deadline=None, suspend=True)), TOUCH) is None
+    assert due_at(train(trainjob(deadline=None)), NOW, TOUCH) == ALWAYS
+    assert due_at(train(trainjob(deadline=None, suspend=True)), NOW, TOUCH) is None
 
 
 def test_the_trainers_clock_restarts_on_resume_for_the_cap_too() -> None:
@@ -148,7 +148,7 @@ def test_the_jobset_of_a_trainjob_the_sweeper_failed_goes_at_once() -> None:
     raw["status"]["conditions"][-1]["message"] += " (enforced by kubeflow-deadline-sweeper)"
     job = train(raw, 600, JOB)
     assert verdict(job) == ("delete-jobset", "jobset-left")
-    assert due_at(job, TOUCH) == ALWAYS
+    assert due_at(job, NOW, TOUCH) == ALWAYS
     # The trainer's own failure still gets --reclaim-grace to delete it itself.
     assert verdict(train(trainjob(failed="DeadlineExceeded", failed_ago=1), 600, JOB)) == (
         "skip",
@@ -256,7 +256,7 @@ def test_due_at_is_the_first_instant_judge_acts_under_a_rule(
         raw = trainjob(deadline=declared, created_ago=age, still_suspended=resuming)
         job = train(raw, effective, source)
     policy = Policy(grace=grace)
-    due = due_at(job, policy)
     moment = NOW + timedelta(seconds=offset)
+    due = due_at(job, moment, policy)
     acts = isinstance(judge(job, moment, policy), Action)
     assert acts == (due is not None and moment >= due)

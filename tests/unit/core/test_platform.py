@@ -360,7 +360,7 @@ def test_a_v1_job_past_a_deadline_it_does_not_carry_is_failed_whatever_the_actio
     assert isinstance(entry, Action)
     assert (entry.kind, entry.why) == (ActionKind.FAIL, Why.PLATFORM_DEADLINE)
     assert entry.detail == "1h50m past its deadline (10m00s, the default of platform rule gpu)"
-    assert due_at(applied, policy) == NOW - timedelta(minutes=110)
+    assert due_at(applied, NOW, policy) == NOW - timedelta(minutes=110)
 
 
 @pytest.mark.parametrize("declared", [22446744074, -22446744074])
@@ -370,13 +370,13 @@ def test_a_deadline_no_controller_can_represent_is_failed_at_the_cap_never_skipp
     capped = apply(view(declared), PlatformRule("gpu", max_deadline=3600.0))
     entry = judge(capped, NOW, Policy())
     assert (entry.decision, entry.reason) == ("fail", "platform-deadline")
-    assert due_at(capped, Policy()) == NOW - timedelta(hours=1)
+    assert due_at(capped, NOW, Policy()) == NOW - timedelta(hours=1)
     # Without a cap (a default alone does not apply: the job declares one), never due.
     uncapped = apply(view(declared), PlatformRule("rest", default_deadline=600.0))
     entry = judge(uncapped, NOW, Policy())
     assert (entry.decision, entry.reason) == ("skip", "not-yet-due")
     assert entry.detail.startswith(f"due never: activeDeadlineSeconds {declared} overflows")
-    assert due_at(uncapped, Policy()) is None
+    assert due_at(uncapped, NOW, Policy()) is None
 
 
 def test_a_job_the_sweeper_failed_under_a_rule_has_its_pods_reclaimed() -> None:

@@ -92,6 +92,28 @@ def test_a_job_added_by_an_event_is_armed_and_touched(start: Start) -> None:
     run.stop()
 
 
+def test_a_touch_stamp_ahead_of_the_clock_does_not_put_the_timer_off(start: Start) -> None:
+    # A tenant's stamp in year 9999 is no touch (C5): the timer comes at the deadline, not at
+    # the resync an hour away, whether the job was listed or arrived as an event.
+    forged = {TOUCHED_AT_ANNOTATION: "9999-12-31T23:59:59Z"}
+    fake = fake_cluster(job(name="listed", started_ago=3590, annotations=forged))  # due in 10 s
+    run = start(fake, policy=NO_RETOUCH).listed()
+    fake.emit("ADDED", job(name="event", started_ago=3590, annotations=forged))
+    run.settle()
+
+    run.advance(5)
+    run.wake()
+    run.settle()
+    assert run.requests("get", "listed") == run.requests("get", "event") == []  # not yet due
+
+    run.advance(6)
+    run.wake()
+    wait_for(lambda: run.requests("patch", "listed") != [], "the listed job's touch")
+    wait_for(lambda: run.requests("patch", "event") != [], "the event's job's touch")
+    assert touched_at(fake.job("pytorchjobs", "team-a", "event")) != forged[TOUCHED_AT_ANNOTATION]
+    run.stop()
+
+
 def test_a_deleted_job_is_never_read_at_its_deadline(start: Start) -> None:
     fake = fake_cluster(job(name="gone", started_ago=3000))
     run = start(fake, policy=NO_RETOUCH).listed()
