@@ -26,11 +26,9 @@ class Fence(Protocol):
 
     def leading(self) -> bool:
         """Whether this replica may write to jobs now."""
-        ...
 
     def write_window(self) -> float:
         """Seconds a write sent now may stay in flight; 0 or less: send none."""
-        ...
 
 
 class Stop:

@@ -80,7 +80,6 @@ class Cluster(Protocol):
 
     def discover(self) -> Discovery:
         """Find which Kubeflow job kinds (and versions) the cluster serves."""
-        ...
 
     def list_job_views(
         self,
@@ -95,17 +94,14 @@ class Cluster(Protocol):
         Only views are handed out, so an implementation may read of each page only what they
         need (``sweeper.k8s.decode``); each is built once, under its rule (``view``).
         """
-        ...
 
     def get(self, resource: Resource, namespace: str | None, name: str) -> JSON:
         """Read one object (``NotFound`` if none); ``namespace`` is ``None`` when cluster-scoped."""
-        ...
 
     def list_pages(
         self, resource: Resource, namespace: str | None, selector: str | None = None
     ) -> Iterator[Page]:
         """List objects page by page, in one namespace or all (or cluster-scoped ones)."""
-        ...
 
     def patch(
         self,
@@ -118,7 +114,6 @@ class Cluster(Protocol):
         dry_run: bool,
     ) -> None:
         """Apply a JSON merge patch to an object, or to its ``subresource`` (``status``)."""
-        ...
 
     def delete(
         self,
@@ -131,15 +126,12 @@ class Cluster(Protocol):
         dry_run: bool,
     ) -> None:
         """Delete an object provided it still has that uid (``propagationPolicy`` if given)."""
-        ...
 
     def create(self, resource: Resource, namespace: str, body: JSON, *, dry_run: bool) -> None:
         """Create an object (``Conflict`` if one of its name exists)."""
-        ...
 
     def close(self) -> None:
         """Release the connections; the run calls it once, when it ends, however it ends."""
-        ...
 
 
 def list_all(
@@ -174,7 +166,6 @@ class Stream(Protocol):
 
     def __iter__(self) -> Iterator[WatchEvent]:
         """The events, in order."""
-        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,16 +195,12 @@ class WatchCluster(Cluster, Protocol):
         read_timeout_s: float,
     ) -> AbstractContextManager[Stream]:
         """Open a watch from a resourceVersion, with bookmarks; closing it ends the request."""
-        ...
 
     def get_lease(self, namespace: str, name: str) -> Answer:
         """Read a coordination.k8s.io/v1 Lease (``NotFound`` if none)."""
-        ...
 
     def create_lease(self, namespace: str, body: JSON) -> Answer:
         """Create a Lease (``Conflict`` if it exists already)."""
-        ...
 
     def update_lease(self, namespace: str, name: str, body: JSON) -> Answer:
         """Replace a Lease; its ``metadata.resourceVersion`` is the precondition (409)."""
-        ...

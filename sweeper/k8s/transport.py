@@ -56,7 +56,6 @@ class Send(Protocol):
         self, method: str, path: str, headers: dict[str, str], *, body: JSON | None, timeout: float
     ) -> Response:
         """Send it: ``path`` carries the encoded query; ``timeout`` bounds connect and read."""
-        ...
 
 
 class StopSignal(Protocol):
@@ -64,15 +63,12 @@ class StopSignal(Protocol):
 
     def remaining(self) -> float:
         """Seconds left before ``--timeout``, on the run's clock (negative once past)."""
-        ...
 
     def wait(self, seconds: float) -> bool:
         """Sleep, unless a signal asks the run to stop; ``True`` when one did."""
-        ...
 
     def write_window(self) -> float:
         """Seconds a write sent now may stay in flight; 0 or less: send none (not the leader)."""
-        ...
 
 
 @dataclass(frozen=True, slots=True)

@@ -52,7 +52,6 @@ class Connect(Protocol):
 
     def __call__(self, config: Config, /, *, stop: Stop) -> Cluster:
         """Connect; ``stop`` bounds every request by the run's signals and ``--timeout``."""
-        ...
 
 
 def run(config: Config, connect: Connect, out: TextIO, *, clock: Clock = SYSTEM_CLOCK) -> int:
