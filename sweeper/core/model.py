@@ -95,11 +95,7 @@ class SkipReason(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Policy:
-    """The decision's flags: each field is the flag of its name (seconds for durations).
-
-    docs/cli.md says what each means; ``max_actions`` and ``operator_version`` are ``None``
-    for no cap and an unknown release.
-    """
+    """The decision's flags, each field its flag's (docs/cli.md); durations in seconds."""
 
     action: ActionMode = ActionMode.TOUCH
     grace: float = 0.0
@@ -118,8 +114,7 @@ class Policy:
 class Action:
     """A job the sweeper acts on; ``seconds_overdue`` is ``now - deadline`` (``None``: unknown).
 
-    ``targets``: what a clean-up planned from a pass's listing deletes; ``None`` when the
-    executor reads them itself.
+    ``targets``: what a clean-up planned from a pass's listing deletes (``None``: read then).
     """
 
     job: Job
