@@ -33,6 +33,7 @@ from typing import Any
 
 from sweeper.core.errors import ConfigError
 from sweeper.k8s.connection.kubeconfig import ExecPlugin, Target
+from sweeper.k8s.transport import one_line
 
 TOKEN_FILE_PERIOD_S = 60.0
 
@@ -91,7 +92,7 @@ class TokenFile(Auth):
             with open(path, encoding="utf-8") as file:  # noqa: PTH123 - one read, named here
                 return file.read().strip()
         except (OSError, ValueError) as error:
-            raise ConfigError(f"token file {path}: {' '.join(str(error).split())}") from error
+            raise ConfigError(f"token file {path}: {one_line(error)}") from error
 
     def current(self) -> Credential:
         """The token, read again if the period has passed (the old one if that read fails)."""
@@ -201,7 +202,7 @@ def run_plugin(plugin: ExecPlugin, timeout: float) -> tuple[Credential, datetime
     except subprocess.TimeoutExpired:
         raise ConfigError(f"{name}: no answer within {timeout:g}s") from None
     except OSError as error:
-        raise ConfigError(f"{name}: cannot run it: {_one_line(error)}") from None
+        raise ConfigError(f"{name}: cannot run it: {one_line(error)}") from None
     if done.returncode != 0:
         said = _last_line(done.stderr)
         raise ConfigError(f"{name}: exit code {done.returncode}{': ' + said if said else ''}")
@@ -247,8 +248,4 @@ def _last_line(stderr: bytes | None) -> str:
     lines = [
         line for line in (stderr or b"").decode("utf-8", "replace").splitlines() if line.strip()
     ]
-    return _one_line(lines[-1])[:300] if lines else ""
-
-
-def _one_line(value: object) -> str:
-    return " ".join(str(value).split())
+    return one_line(lines[-1])[:300] if lines else ""

@@ -25,6 +25,7 @@ import yaml
 
 from sweeper.core.errors import ConfigError
 from sweeper.k8s.connection import proxies
+from sweeper.k8s.transport import one_line
 
 SERVICE_ACCOUNT = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 EXEC_API_VERSIONS = ("client.authentication.k8s.io/v1", "client.authentication.k8s.io/v1beta1")
@@ -173,7 +174,7 @@ def _merge(paths: list[str], where: str) -> _Merged:
         except FileNotFoundError:
             continue  # kubectl skips the files of a list that do not exist
         except (OSError, ValueError) as error:
-            raise _KubeconfigError(f"{prefix}cannot read it: {_one_line(error)}") from None
+            raise _KubeconfigError(f"{prefix}cannot read it: {one_line(error)}") from None
         try:
             document = yaml.load(text, Loader=_Loader)  # noqa: S506 - a safe loader
         except yaml.YAMLError as error:
@@ -292,7 +293,7 @@ def _credentials(user: _Entry, at: str, exec_info: _ExecInfo) -> dict[str, Any]:
         provider = body["auth-provider"]
         kind = provider.get("name") if isinstance(provider, dict) else None
         said = _AUTH_PROVIDERS.get(str(kind), "is not supported: use an exec plugin")
-        raise _KubeconfigError(f"{at}: auth-provider {_one_line(kind or '?')} {said}")
+        raise _KubeconfigError(f"{at}: auth-provider {one_line(kind or '?')} {said}")
     found: dict[str, Any] = {
         "cert_file": _path(user, "client-certificate", at),
         "key_file": _path(user, "client-key", at),
@@ -376,7 +377,7 @@ def _exec(user: _Entry, at: str, exec_info: _ExecInfo) -> ExecPlugin:
         args=tuple(args),
         env=tuple(env),
         interactive_mode=mode,
-        install_hint=_one_line(spec.get("installHint") or ""),
+        install_hint=one_line(spec.get("installHint") or ""),
         cluster=_cluster_info(exec_info) if spec.get("provideClusterInfo") is True else None,
     )
 
@@ -402,7 +403,7 @@ def _cluster_info(exec_info: _ExecInfo) -> dict[str, Any]:
         except OSError as error:
             raise _KubeconfigError(
                 f"{exec_info.at}: certificate-authority {exec_info.ca_file}: cannot read it for "
-                f"the exec plugin: {error.strerror or _one_line(error)}"
+                f"the exec plugin: {error.strerror or one_line(error)}"
             ) from None
         info["certificate-authority-data"] = base64.b64encode(pem).decode("ascii")
     for extension in cluster.get("extensions") or []:
@@ -453,11 +454,7 @@ def _yaml_problem(error: yaml.YAMLError) -> str:
     problem = getattr(error, "problem", None) or type(error).__name__
     mark = getattr(error, "problem_mark", None)
     where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
-    return _one_line(f"{problem}{where}")
-
-
-def _one_line(value: object) -> str:
-    return " ".join(str(value).split())
+    return one_line(f"{problem}{where}")
 
 
 _Loader: type[Any] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
