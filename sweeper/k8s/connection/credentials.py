@@ -1,18 +1,9 @@
 """The credential each request presents, kept fresh: a fixed token, a token file, an exec plugin.
 
 ``auth_for`` picks the source a ``sweeper.k8s.connection.kubeconfig.Target`` names. Every
-source is safe to call from the reader and watch threads at once.
-
-- A token file (a kubeconfig's ``tokenFile``, the pod's service account token) is read again
-  every minute, as client-go does (``NewCachedFileTokenSource``): the kubelet rotates bound
-  tokens. A failed re-read keeps the token it has; with an inline ``token`` beside the file,
-  the file wins once read and the inline token stands in until then. A 401 reads the file at
-  once, and the request is tried again if the token changed.
-- An exec plugin (``client.authentication.k8s.io`` v1 or v1beta1) is run as client-go runs it:
-  its ``env`` over the sweeper's environment, ``KUBERNETES_EXEC_INFO`` describing the call,
-  standard input only when its ``interactiveMode`` allows it and there is a terminal. Its
-  ``ExecCredential`` (a token, or a client certificate and key) is kept until its
-  ``expirationTimestamp`` and fetched again after a 401 (``renew``).
+source is safe to call from the reader and watch threads at once. A token file is read again
+every minute, as client-go's ``NewCachedFileTokenSource`` (the kubelet rotates bound tokens);
+an exec plugin runs as client-go runs it; both renew after a 401 (docs/cli.md, "Connecting").
 """
 
 from __future__ import annotations
@@ -40,10 +31,7 @@ TOKEN_FILE_PERIOD_S = 60.0
 
 @dataclass(frozen=True, slots=True)
 class Credential:
-    """An ``Authorization`` header value and, from an exec plugin, a client certificate (PEM).
-
-    Neither is in the repr.
-    """
+    """An ``Authorization`` header value and, from an exec plugin, a client certificate (PEM)."""
 
     authorization: str | None = field(default=None, repr=False)
     cert: tuple[bytes, bytes] | None = field(default=None, repr=False)
@@ -152,8 +140,7 @@ def auth_for(
 ) -> Auth:
     """The credential source ``target`` names; ``timeout`` bounds each run of an exec plugin.
 
-    An exec plugin first runs at the source's first ``current()``; ``clock`` times the
-    re-reads of a token file. ``ConfigError`` if it cannot be read and there is no inline token.
+    A plugin first runs at the first ``current()``; ``ConfigError``: a token file unread, no token.
     """
     if target.token_file:
         return TokenFile(target.token_file, target.token, clock)

@@ -1,14 +1,8 @@
 """Where the API server is and who the sweeper is to it: a kubeconfig, or the pod's service account.
 
-``load`` reads a kubeconfig as kubectl does (client-go's loading rules): a ``KUBECONFIG`` list
-is merged, the first file to name a cluster, user or context, or to set ``current-context``,
-wins; missing files are skipped; paths in a file are relative to it. ``in_cluster`` reads what
-a pod is given. Both return a ``Target``; nothing here opens a connection or runs a plugin.
-
-The user's credentials are taken in this order, the first present wins: token or tokenFile,
-exec, username and password. As client-go, a server reached over plain ``http://`` is sent no
-credential (the ``Target`` says which it withheld); impersonation is sent either way.
-``auth-provider`` is refused, naming the exec plugin that replaces it.
+``load`` reads a kubeconfig as kubectl does (client-go's loading rules), ``in_cluster`` what a
+pod is given; both return a ``Target``. Nothing here opens a connection or runs a plugin. The
+rules (merging, the order of credentials, plain ``http://``): docs/cli.md, "Connecting".
 """
 
 from __future__ import annotations
@@ -54,10 +48,7 @@ class ExecPlugin:
 
 @dataclass(frozen=True, slots=True)
 class Impersonation:
-    """Who the sweeper acts as (kubeconfig ``as``, ``as-uid``, ``as-groups``, ``as-user-extra``).
-
-    ``extra`` is sorted by key, each with its values in the file's order.
-    """
+    """Who the sweeper acts as (``as``, ``as-uid``, ``as-groups``, ``as-user-extra`` by key)."""
 
     user: str
     uid: str | None = None
@@ -70,10 +61,8 @@ class Target:
     """One API server and the credentials to present to it.
 
     ``context`` is the kubeconfig context's name, or ``in-cluster``; the PEM data fields hold
-    what the kubeconfig embeds (base64-decoded), the file fields what it names. With both a
-    ``token`` and a ``token_file`` the file wins once read (``credentials``).
-    ``withheld`` names the credentials the kubeconfig gives that a plain ``http://`` server is
-    not sent. Secrets stay out of the repr.
+    what the kubeconfig embeds (base64-decoded), the file fields what it names. ``withheld``
+    names the credentials a plain ``http://`` server is not sent.
     """
 
     server: str
