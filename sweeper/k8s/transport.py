@@ -1,16 +1,10 @@
 """The one request path to the API server: bounded retries, ``Retry-After``, backoff, errors.
 
 No HTTP library here: a ``Send`` puts one request on the wire (``sweeper.k8s.connection.client``
-over urllib3, unit tests a fake). ``Transport`` decides everything around it:
-
-- 429 (honouring ``Retry-After``, capped), 500, 502, 503, 504 and connection failures are
-  retried with exponential backoff and jitter;
-- each attempt is bounded by ``--request-timeout`` and by what is left of ``--timeout`` (the
-  run's one stop), and a signal cuts a wait short (``Interrupted``);
-- each attempt of a write (any method but GET) is sent only within the stop's write window:
-  under leader election, never once this replica no longer leads, and bounded to end before
-  another replica may take the Lease (``sweeper.watch.elector.Elector.write_window``);
-- an answer that is not a success becomes the most specific ``ApiError``, naming the request.
+over urllib3, unit tests a fake). ``Transport`` decides everything around it: the retries
+(docs/decisions.md, "Failures and limits"), each attempt bounded by ``--request-timeout`` and
+the run's one stop, a write's by the stop's write window (under leader election, never once
+this replica no longer leads), and the most specific ``ApiError`` for an answer that failed.
 """
 
 from __future__ import annotations
