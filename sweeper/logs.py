@@ -17,6 +17,7 @@ import logging.config
 from typing import Any
 
 from sweeper.config import LogFormat
+from sweeper.core.jobs import Job
 
 LOGGER = "sweeper"
 
@@ -28,6 +29,11 @@ _KEEP_CHARS = 1024
 _QUIET = ("urllib3", "kubernetes")
 
 
+def job_fields(job: Job) -> dict[str, Any]:
+    """A job's reference as a log line's fields."""
+    return {"kind": job.kind.name, "namespace": job.namespace, "job_name": job.name}
+
+
 def logging_config(log_format: LogFormat, level: str) -> dict[str, Any]:
     """Build the ``logging.config.dictConfig`` dictionary. Pure."""
     if log_format is LogFormat.JSON:
@@ -35,7 +41,7 @@ def logging_config(log_format: LogFormat, level: str) -> dict[str, Any]:
             "()": "sweeper.logs.bounded",
             "inner": "pythonjsonlogger.json.JsonFormatter",
             "fmt": "%(levelname)s %(name)s %(message)s",
-            # LogRecord reserves "name" (the logger's): jobs log theirs as job_name.
+            # LogRecord reserves "name" (the logger's): jobs log theirs as job_name (job_fields).
             "rename_fields": {"levelname": "level", "name": "logger", "job_name": "name"},
             "timestamp": "time",
         }

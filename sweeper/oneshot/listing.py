@@ -27,6 +27,7 @@ from sweeper.core.scope import RunScope
 from sweeper.core.tally import held_reason
 from sweeper.core.warn import DeadlineWarning, warning_due
 from sweeper.k8s.cluster import Cluster, JobPage, ServedKind
+from sweeper.logs import job_fields
 from sweeper.oneshot import holding, misconfig, namespaces, readahead, report
 from sweeper.oneshot.ledger import Ledger
 from sweeper.stop import Stop
@@ -123,11 +124,6 @@ def _discover(cluster: Cluster, config: Config, listing: Listing) -> RunScope[Se
     return scope
 
 
-def _fields(job: Job) -> dict[str, str | int | None]:
-    # LogRecord reserves "name"; the JSON formatter renames job_name back (sweeper.logs).
-    return {"kind": job.kind.name, "namespace": job.namespace, "job_name": job.name}
-
-
 def _exemption(job: Job) -> None:
     # Once per pass and job: the platform's engineers see who opted out, and who tried to.
     said, allows, exemption = (
@@ -143,7 +139,7 @@ def _exemption(job: Job) -> None:
         said,
         job.rule,
         allows,
-        extra={**_fields(job), "rule": job.rule, "exemption": exemption},
+        extra={**job_fields(job), "rule": job.rule, "exemption": exemption},
     )
 
 
@@ -162,7 +158,7 @@ def _overflowing(job: Job) -> None:
         f"enforced at the cap of platform rule {job.rule}"
         if capped
         else "never due: no platform rule caps it",
-        extra={**_fields(job), "declared_seconds": job.declared_seconds, "rule": job.rule},
+        extra={**job_fields(job), "declared_seconds": job.declared_seconds, "rule": job.rule},
     )
 
 

@@ -32,7 +32,7 @@ from sweeper.core.model import (
 )
 from sweeper.core.tally import Tally, has_errors
 from sweeper.core.warn import Warned
-from sweeper.logs import MAX_LINE_BYTES, shorten
+from sweeper.logs import MAX_LINE_BYTES, job_fields, shorten
 from sweeper.oneshot import holding, notice
 
 log = logging.getLogger(__name__)
@@ -356,9 +356,7 @@ def log_outcome(outcome: Outcome, dry_run: DryRun | None) -> None:
     entry = outcome.entry
     job = entry.job
     fields: dict[str, Any] = {
-        "kind": job.kind.name,
-        "namespace": job.namespace,
-        "job_name": job.name,  # LogRecord reserves "name" (sweeper.logs renames it back)
+        **job_fields(job),
         "action": entry.decision,
         "reason": entry.reason,
         "seconds_overdue": entry.seconds_overdue,
