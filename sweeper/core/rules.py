@@ -45,15 +45,16 @@ def skip_if(
     detail: Callable[[Job], str] | None = None,
     *,
     with_overdue: bool = True,
+    name: str = "",
 ) -> Rule:
-    """A rule that skips the job, whatever the clock, when ``test`` holds."""
+    """A rule that skips the job, whatever the clock, when ``test`` holds (named as ``reason``)."""
 
     def decide(job: Job, _now: datetime, _policy: Policy, overdue: float | None) -> Entry | None:
         if not test(job):
             return None
         return Skip(job, reason, overdue if with_overdue else None, detail(job) if detail else "")
 
-    return Rule(reason.value, seen, decide, premise=test)
+    return Rule(name or reason.value, seen, decide, premise=test)
 
 
 def stamp(moment: datetime | None) -> str:
@@ -195,27 +196,21 @@ NO_DEADLINE = skip_if(
 # A deadline beyond what Go's time.Duration holds wraps around in every controller: none enforces
 # what it says. Longer than any cap (a rule's cap has replaced it: platform.terms), so uncapped
 # it is never due: a skip the pass also logs as a warning (oneshot.listing).
-DURATION_OVERFLOW = Rule(
-    "duration-overflow",
+DURATION_OVERFLOW = skip_if(
+    SkipReason.NOT_YET_DUE,
     lambda job, *_: (
         f"activeDeadlineSeconds {job.deadline_seconds} overflows Go's time.Duration"
         f" (beyond {MAX_DEADLINE_SECONDS} s either way)"
         if overflows(job.deadline_seconds)
         else "activeDeadlineSeconds within Go's time.Duration"
     ),
-    lambda job, _now, _policy, _overdue: (
-        Skip(
-            job,
-            SkipReason.NOT_YET_DUE,
-            None,
-            f"due never: activeDeadlineSeconds {job.deadline_seconds} overflows its"
-            f" controller's time.Duration (beyond {MAX_DEADLINE_SECONDS} s either way), and no"
-            " platform rule caps it",
-        )
-        if overflows(job.deadline_seconds)
-        else None
+    lambda job: overflows(job.deadline_seconds),
+    lambda job: (
+        f"due never: activeDeadlineSeconds {job.deadline_seconds} overflows its controller's"
+        f" time.Duration (beyond {MAX_DEADLINE_SECONDS} s either way), and no platform rule caps it"
     ),
-    premise=lambda job: overflows(job.deadline_seconds),
+    with_overdue=False,
+    name="duration-overflow",
 )
 NOT_STARTED = skip_if(
     SkipReason.NOT_STARTED,
