@@ -248,10 +248,7 @@ def judge_by(rules: tuple[Rule, ...], job: Job, now: datetime, policy: Policy) -
 def walk(
     rules: tuple[Rule, ...], job: Job, now: datetime, policy: Policy
 ) -> tuple[tuple[Step, ...], Entry]:
-    """Walk every rule in order, as ``judge_by`` does, keeping what each saw.
-
-    Those after the deciding one are shown, not evaluated (their premises may not hold).
-    """
+    """Every rule in order with what it saw; those after the deciding one are not evaluated."""
     overdue = overdue_seconds(job, now)
     steps: list[Step] = []
     decided: Entry | None = None
@@ -267,11 +264,7 @@ def walk(
 
 
 def premise_due(rules: tuple[Rule, ...], job: Job, policy: Policy) -> tuple[bool, datetime | None]:
-    """What the clock-free rules say of the job's due instant.
-
-    ``(True, instant)`` when one decides (``None``: it skips at every instant), ``(False,
-    None)`` when the rules that read the clock do.
-    """
+    """``(True, due instant or None)`` when a clock-free rule decides, else ``(False, None)``."""
     for rule in rules:
         if rule.premise is None:
             break

@@ -178,13 +178,9 @@ def held_reason(entry: Skip, policy: Policy) -> str | None:
     over finished jobs lists no pod more) and for a family whose leftovers are not pods.
     """
     job = entry.job
-    if (
-        not job.failed_by_deadline
-        or family_of(job.kind, job.version).LEFTOVERS.resource is not PODS
-    ):
+    if not job.failed_by_deadline or family_of(job.kind, job.version).LEFTOVERS.resource != PODS:
         return None
-    policy_keeps = pods_mode(policy) is PodsMode.POLICY
-    if entry.why is SkipReason.FINISHED and policy_keeps:
+    if entry.why is SkipReason.FINISHED and pods_mode(policy) is PodsMode.POLICY:
         return "policy"
     return entry.why.value
 

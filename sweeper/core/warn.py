@@ -30,10 +30,7 @@ _CONTROLLER_ENDS = (SkipReason.OPERATOR_ENFORCED, SkipReason.CONTROLLER_LATE)
 
 @dataclass(frozen=True, slots=True)
 class DeadlineWarning:
-    """A job's warning, due from ``at`` until ``deadline`` (excluded), named ``name``.
-
-    ``ends`` is what happens at the deadline, as the Event says it.
-    """
+    """A job's warning, due from ``at`` until ``deadline`` (excluded); ``ends``: what then."""
 
     job: Job
     at: datetime
@@ -48,10 +45,7 @@ class DeadlineWarning:
 
 
 def warning_of(job: Job, policy: Policy) -> DeadlineWarning | None:
-    """The warning the job's rule asks for, due or not; ``None`` when there is none to give.
-
-    Its family's rules are judged on the job as it is, at the deadline and ``--grace``.
-    """
+    """The warning the job's rule asks for, due or not, by its rules judged at its deadline."""
     warn_before, deadline = job.warn_before, job.deadline
     if warn_before is None or deadline is None:
         return None
