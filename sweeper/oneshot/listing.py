@@ -53,11 +53,9 @@ def list_pass(
 ) -> Listing:
     """Discover, then list and judge every job of the pass, starting over once if need be.
 
-    ``fresh`` makes the pass's empty ledger (again, when the listing starts over); ``view``
-    the platform's rules, read from the Namespaces after discovery when not given.
-    Raises ``ConfigError`` (a selector the server rejects) and ``ClusterUnavailable`` (discovery
-    or a list failed for good, or no Kubeflow job kind is served; a list RBAC refuses is kept in
-    ``unlisted`` instead).
+    ``fresh`` makes the pass's empty ledger; ``view`` is read after discovery when not given.
+    ``ConfigError``: a selector the server rejects; ``ClusterUnavailable``: discovery or a list
+    failed for good (but a list RBAC refuses, kept in ``unlisted``), or no job kind is served.
     """
     listing = Listing(config, clock, stop, fresh())
     covered = _discover(cluster, config, listing)

@@ -53,8 +53,7 @@ def check_mpijob_scheme(
 ) -> bool:
     """Whether the operator's Deployment runs the v1 MPIJob controller beside the v2beta1 CRD.
 
-    ``False`` without ``deployment``, when MPIJob is not served at ``v2beta1``, and when the
-    Deployment cannot be read (logged once, as a WARNING).
+    ``False`` also when the Deployment cannot be read (logged once, as a WARNING).
     """
     # A kind the Training Operator serves at v1 that another family's CRD serves here.
     mpi = next(

@@ -36,11 +36,7 @@ class _List(Generic[T]):
 
 
 class ReadAhead(Generic[T]):
-    """Reads submitted lists ahead on ``workers`` threads, ``ahead`` pages at most waiting.
-
-    Leaving the block cancels what is still being read: readers stop at their next page and
-    close their iterators.
-    """
+    """Reads submitted lists ahead on ``workers`` threads; leaving the block cancels the rest."""
 
     def __init__(self, *, workers: int = 2, ahead: int = 8, name: str = "read-ahead") -> None:
         if workers < 1 or ahead < 1:

@@ -206,8 +206,7 @@ def write_json(
 ) -> None:
     """Write one pass as one JSON document, one job per line.
 
-    ``counts`` is ``summary(report)`` if the caller has it; ``records`` the jobs' record lines
-    (a ``Ledger``'s) when the report does not hold every outcome.
+    ``counts``: ``summary(report)``, if the caller has it; ``records``: a ``Ledger``'s lines.
     """
     head = {
         "pass": report.number,
@@ -291,10 +290,7 @@ def _deleted(outcome: Outcome) -> str:
 def write_text(
     stream: TextIO, report: PassReport, *, wide: bool = False, counts: Summary | None = None
 ) -> None:
-    """Write one pass: a header, a table of actions and errors, skips by reason, a summary.
-
-    ``wide`` lists every job in the table; ``counts`` as ``write_json``'s.
-    """
+    """Write one pass: a header, actions and errors (``wide``: every job), skips, a summary."""
     mode = f", dry run ({report.dry_run.value})" if report.dry_run else ""
     when = _time(report.now) or "-"
     stream.write(
