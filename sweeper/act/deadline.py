@@ -33,10 +33,7 @@ class DeadlineWriter:
     def set_deadline(
         self, action: Action, now: datetime, policy: Policy, progress: Progress
     ) -> Result | Action:
-        """Carry out a ``set-deadline``: the write, then the Event; or the action to take instead.
-
-        ``left-alone`` when the re-read job or its carrier no longer needs it.
-        """
+        """Carry out a ``set-deadline``: the write, then the Event; or the action to do instead."""
         for _attempt in range(WRITE_ATTEMPTS):
             fresh = self._reread(action, now, policy)
             if isinstance(fresh, str):

@@ -72,13 +72,10 @@ Claim = Callable[[Action], contextlib.AbstractContextManager[bool]]
 
 
 class Executor:
-    """Applies plans to one cluster.
+    """Applies plans to one cluster; ``on_outcome`` hears each outcome as soon as it is known.
 
-    Args:
-        on_outcome: Called with each outcome as soon as it is known (for logs).
-        claim: Holds a job for the time of its action, yielding ``False`` when another actor
-            has it (the watch mode's timers, during a resync pass): one actor at a time.
-        view: Puts a job read again under its platform rule, as the pass did.
+    ``claim`` holds a job during its action, ``False`` when another actor has it (the watch
+    mode's timers, during a resync pass); ``view`` puts a job read again under its rule.
     """
 
     def __init__(
@@ -107,10 +104,7 @@ class Executor:
         self._claim: Claim = claim or (lambda _action: contextlib.nullcontext(True))
 
     def execute(self, plan: Plan) -> Execution:
-        """Apply a plan's actions in ``execution_order``; a failing job never stops the others.
-
-        A stop does: the remaining actions are ``not-started``.
-        """
+        """Apply a plan's actions in ``execution_order``; a stop (not a failure) ends the rest."""
         outcomes: list[Outcome | None] = [None] * len(plan.entries)
         for index, entry in enumerate(plan.entries):
             if isinstance(entry, Skip):
@@ -138,10 +132,7 @@ class Executor:
     def warn(
         self, warnings: Sequence[DeadlineWarning], now: datetime
     ) -> tuple[tuple[Warned, ...], SweeperError | None]:
-        """Record each ``DeadlineApproaching`` warning once a deadline; what stopped them, if any.
-
-        No actions: no ``--max-actions`` slot, no claim (a second record is refused by name).
-        """
+        """Record each ``DeadlineApproaching`` warning (no action: no slot, no claim); any stop."""
         warned: list[Warned] = []
         stopped: SweeperError | None = None
         for warning in warnings:
@@ -379,10 +370,7 @@ _WEBHOOK = re.compile(r'(failed calling|admission) webhook "')
 
 
 def refused(error: ApiError) -> bool:
-    """Whether the API server refused a write for good (admission or RBAC), not for load. Pure.
-
-    No answer, 429 and any other 5xx (after the transport's retries) may heal by the next try.
-    """
+    """Whether the API server refused a write for good (admission or RBAC), not for load. Pure."""
     if error.status in _REFUSALS:
         return True
     return error.status == HTTPStatus.INTERNAL_SERVER_ERROR and bool(_WEBHOOK.search(error.detail))
