@@ -49,10 +49,7 @@ class Discovery:
 
 @dataclass(frozen=True, slots=True)
 class Page:
-    """One page of a list; ``items`` is emptied when the next is asked (one page in memory).
-
-    ``resource_version`` (where a watch starts) comes on the last page, if the server says.
-    """
+    """One page of a list, emptied when the next is asked; the last has ``resource_version``."""
 
     items: list[JSON]
     server_date: datetime | None
@@ -69,11 +66,9 @@ class JobPage:
 
 
 class Cluster(Protocol):
-    """Everything the sweeper asks of a cluster.
+    """Everything the sweeper asks of a cluster; a write's ``dry_run`` sends ``dryRun=All``.
 
-    A write's ``dry_run`` sends it with ``dryRun=All`` (``--dry-run=server``); ``--dry-run``
-    (client) writes to a ``sweeper.k8s.dryrun.RecordingCluster`` instead. ``endpoint`` names
-    the server and context in errors (``server https://10.0.0.1:6443, context "prod"``).
+    ``endpoint`` names the server and context in errors (``server https://..., context "prod"``).
     """
 
     endpoint: str
@@ -89,10 +84,9 @@ class Cluster(Protocol):
         page_size: int,
         view: PlatformView = NO_PLATFORM,
     ) -> Iterator[JobPage]:
-        """List jobs page by page, in one namespace or all, as views under their platform rule.
+        """List jobs page by page, in one namespace or all, as views under their rule (``view``).
 
-        Only views are handed out, so an implementation may read of each page only what they
-        need (``sweeper.k8s.decode``); each is built once, under its rule (``view``).
+        Only views are handed out: an implementation may read only what they need of a page.
         """
 
     def get(self, resource: Resource, namespace: str | None, name: str) -> JSON:
@@ -146,20 +140,16 @@ def list_all(
 
 @dataclass(frozen=True, slots=True)
 class WatchEvent:
-    """``ADDED``, ``MODIFIED``, ``DELETED`` or ``BOOKMARK`` (only its ``resourceVersion``).
-
-    An ``ERROR`` event is raised instead: ``Gone`` for 410, else ``ApiError``.
-    """
+    """``ADDED``, ``MODIFIED``, ``DELETED`` or ``BOOKMARK``; an ``ERROR`` is raised instead."""
 
     type: str
     object: JSON
 
 
 class Stream(Protocol):
-    """An open watch stream's events, until the server closes it.
+    """An open watch stream's events until the server closes it.
 
-    Iterating raises ``WatchStalled`` when nothing (not even a bookmark) came for the read
-    timeout, ``Gone`` when the resourceVersion is too old, else ``ApiError``.
+    Iterating raises ``WatchStalled`` (nothing for the read timeout), ``Gone`` (410), ``ApiError``.
     """
 
     server_date: datetime | None
@@ -177,10 +167,7 @@ class Answer:
 
 
 class WatchCluster(Cluster, Protocol):
-    """What ``--watch`` asks of a cluster on top of a pass's needs.
-
-    ``home_namespace``, the Lease's by default: the pod's, else the kubeconfig context's.
-    """
+    """What ``--watch`` asks of a cluster besides; ``home_namespace``: the Lease's by default."""
 
     home_namespace: str
 
