@@ -167,19 +167,11 @@ class StartOver(Exception):  # noqa: N818 - a signal to the pass, not an error i
 class Listing:
     """Lists every job of a pass, judges each page as it comes, and keeps the clocks.
 
-    An action is kept for the plan, its place held in the ledger (so is a skip that a platform
-    rule's ``startDeadline`` or ``reclaimFailedAfter`` may overrule once the pods are read); a
-    skip is final then and there. A job that could hold pods for nothing
-    (``sweeper.core.held.watched``) is kept until the pass's one pod list has summed its pods,
-    and a skipped job failed by its deadline leaves its uid behind (``holders``) for
-    ``deadline_sweeper_held_pods``. Else nothing of a page outlives it, and a pass's memory does
-    not grow with the fleet.
-
-    A list that cannot be finished after some of its pages were judged (its ``continue``
-    token expired, or its kind vanished) raises ``StartOver``. A list that RBAC refuses
-    (403: a namespace deleted with its Role, a kind outside the grant) is kept in ``unlisted``
-    and the pass goes on: no decision about one list's jobs depends on another's, so the jobs
-    listed are acted on, and the run exits 3 at its end.
+    An action (or a skip a rule's pod keys may overrule) is kept for the plan, its place held in
+    the ledger; a skip is final then and there. Jobs that may hold pods are kept by uid until the
+    pass's pod list; else nothing of a page outlives it, and memory does not grow with the fleet.
+    A list cut short after some pages were judged raises ``StartOver``; one RBAC refuses (403) is
+    kept in ``unlisted`` and the pass goes on (no decision depends on another list's jobs).
     """
 
     def __init__(self, config: Config, clock: Clock, stop: Stop, ledger: Ledger) -> None:

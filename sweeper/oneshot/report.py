@@ -47,11 +47,9 @@ _encode = json.JSONEncoder(check_circular=False).encode
 
 @dataclass(frozen=True, slots=True)
 class PassReport:
-    """Everything one pass has to say.
+    """Everything one pass has to say; ``now`` is ``None`` when it stopped before any clock.
 
-    ``now`` is ``None`` when the pass stopped before reading a clock. ``outcomes``, in listing
-    order: from a pass, those its ``Ledger`` kept (the counts and records come from it).
-    ``unlisted``: the lists RBAC refused, each as its error.
+    ``outcomes``: those its ``Ledger`` kept, in listing order; ``unlisted``: the lists refused.
     """
 
     number: int
@@ -71,8 +69,7 @@ class PassReport:
 class Summary:
     """A pass in numbers: the ``summary`` of ``-o json``, the last line of the table, the log.
 
-    ``actions`` by decision (``ActionKind`` order), ``skipped`` by reason (``SkipReason``
-    order, none at 0); ``errors``: jobs with an error (exit code 1).
+    ``actions`` and ``skipped`` in their enums' order (no reason at 0); ``errors``: jobs (exit 1).
     """
 
     jobs: int
