@@ -162,8 +162,7 @@ Entry = Action | Skip
 class Plan:
     """Jobs with their decisions, in listing order: what the executor is handed.
 
-    A pass's holds its actions and the skips ``--max-actions`` made of them (each other skip
-    is settled as its page is judged); a watch timer's, the one job it fired for.
+    A pass's actions (and the skips ``--max-actions`` made of them), or a watch timer's job.
     """
 
     now: datetime
@@ -190,11 +189,9 @@ class Result(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
-    """What became of one entry of the plan.
+    """What became of one entry of the plan (``body``, ``reclaimed``: sent, or would be).
 
-    ``body`` is the patch sent (or that would be), ``reclaimed`` what was deleted (or would
-    be) as (plural, name), ``errors`` a line per failed request, ``touch_refused`` the refusal
-    of a touch ``auto`` then failed instead.
+    ``errors``: a line per failed request; ``touch_refused``: why ``auto`` failed it instead.
     """
 
     entry: Entry
