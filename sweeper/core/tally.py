@@ -130,8 +130,7 @@ class Tally:
     ) -> None:
         """Count the pods the jobs a pass leaves still hold, from its one pod list (``owned``).
 
-        ``holders`` are the skipped jobs that may hold pods by uid (``held_reason``), with
-        the clean-ups of ``entries`` that ``--max-actions`` left for later.
+        ``holders``: skipped jobs by uid (``held_reason``); also clean-ups ``--max-actions`` left.
         """
         capped = {
             entry.job.uid: (family_of(entry.job.kind, entry.job.version).NAME, entry.job.kind.name)

@@ -97,8 +97,7 @@ class RetryPolicy:
 class Transport:
     """Sends requests through a ``Send`` under the retry policy and the run's stop.
 
-    ``fenced`` bounds the writes by the stop's write window; not the Lease's own writes: they
-    are how a candidate becomes the leader.
+    ``fenced``: writes within the stop's write window (not the Lease's: how one leads).
     """
 
     def __init__(
@@ -132,8 +131,7 @@ class Transport:
     ) -> Response:
         """Send one request, retrying what may heal; with ``missing_ok`` a 404 is an answer.
 
-        Raises ``ApiError`` (failed for good), ``RunTimeout``, or ``Interrupted`` (a signal
-        while waiting, or a write's window closed before an attempt).
+        ``ApiError`` (failed for good), ``RunTimeout``, ``Interrupted`` (a signal, no window).
         """
         pairs = [*query, ("dryRun", "All")] if dry_run else list(query)
         encoded = urllib.parse.urlencode(pairs, quote_via=urllib.parse.quote)

@@ -46,8 +46,7 @@ log = logging.getLogger(__name__)
 def connect(config: Config, *, stop: StopSignal) -> KubeCluster:
     """Build a cluster client from ``--kubeconfig``/``KUBECONFIG``, ``~/.kube/config`` or the pod.
 
-    Raises ``ConfigError``: the kubeconfig is missing or broken, its credentials cannot be had,
-    or no configuration applies.
+    ``ConfigError``: no configuration applies, or its kubeconfig or credentials are unusable.
     """
     source = config.kubeconfig
     default = Path.home() / ".kube" / "config"
@@ -113,10 +112,8 @@ class _NoCredential(Exception):  # noqa: N818 - a state, as NoResponse
 class Http:
     """urllib3's pool manager for one target, and what each request says of its sender.
 
-    One pool manager serves every thread. An exec plugin that answers with another client
-    certificate gets a new one, and the old one is closed: its idle sockets now, each one still
-    lent to a response (a watch) when that response is released, as urllib3 closes what comes
-    back to a closed pool.
+    One pool manager serves every thread; an exec plugin's new client certificate gets a new
+    one, and the old one is closed (a socket lent to a watch when that response is released).
     """
 
     def __init__(self, target: kubeconfig.Target, auth: Auth) -> None:
@@ -128,10 +125,7 @@ class Http:
         self._identity = _impersonation_headers(target.impersonate)
 
     def pool(self, credential: Credential) -> urllib3.PoolManager:
-        """The pool manager for ``credential``'s client certificate, built on first use.
-
-        Raises ``ConfigError``: a certificate or key cannot be loaded, or the proxy used.
-        """
+        """The pool manager for ``credential``'s client certificate; ``ConfigError``: unusable."""
         with self._lock:
             superseded = None
             if self._manager is None or credential.cert != self._cert:
