@@ -1,10 +1,8 @@
 """The command line's surface as data, and its values turned into one ``Config``.
 
-No click here (``sweeper.cli`` is its only importer): ``FLAGS`` lists every option in
-``--help`` order, each a ``Flag`` row with its names, ``SWEEPER_*`` twin, default, value,
-help, and where its value goes; ``sweeper.cli`` turns each into a click option, and
-``build_config`` puts each parsed value where its row says (``to``, through ``read``) in the
-frozen ``Config``, which validates their combination. A new flag is one row, and its field.
+No click here: ``FLAGS`` lists every option in ``--help`` order, each a ``Flag`` row;
+``sweeper.cli`` turns each into a click option, and ``build_config`` puts each parsed value
+where its row says in the frozen ``Config``. A new flag is one row, and its field.
 """
 
 from __future__ import annotations
@@ -427,11 +425,7 @@ FLAGS: tuple[Flag, ...] = (
 
 
 def build_config(options: dict[str, Any]) -> Config:
-    """Turn the parsed options into the run's configuration, each where its flag's ``to`` says.
-
-    Raises:
-        ConfigError: A value is invalid (unknown kind, bad selector, contradictory options).
-    """
+    """Turn the parsed options into the run's configuration; ``ConfigError`` for a bad value."""
     if options["all_namespaces"] and options["namespaces"]:
         raise ConfigError("-A/--all-namespaces and -n/--namespace contradict each other")
     watching = bool(options["watch"])

@@ -155,10 +155,7 @@ def auth_for(
 
 
 def run_plugin(plugin: ExecPlugin, timeout: float) -> tuple[Credential, datetime | None]:
-    """Run the plugin once; its credential and when it expires (``None``: never).
-
-    Raises ``ConfigError``: not found, failed, timed out or printed no usable ExecCredential.
-    """
+    """Run the plugin once: its credential and expiry (``None``: never); else ``ConfigError``."""
     name = f"exec plugin {plugin.command}"
     interactive = (
         plugin.interactive_mode != "Never" and sys.stdin is not None and sys.stdin.isatty()

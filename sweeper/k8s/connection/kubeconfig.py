@@ -94,10 +94,7 @@ class _Entry:
 
 
 def load(source: str, context: str | None = None) -> Target:
-    """Read the kubeconfig file or ``os.pathsep``-separated list ``source``.
-
-    Raises ``ConfigError``, its message starting ``kubeconfig SOURCE:``.
-    """
+    """Read the kubeconfig file or ``os.pathsep``-separated list ``source`` (``ConfigError``)."""
     paths = [p for p in source.split(os.pathsep) if p]
     if not any(Path(p).is_file() for p in paths):
         raise ConfigError(f"kubeconfig {source}: no such file")
@@ -372,10 +369,7 @@ def _exec(user: _Entry, at: str, exec_info: _ExecInfo) -> ExecPlugin:
 
 
 def _cluster_info(exec_info: _ExecInfo) -> dict[str, Any]:
-    """ExecCredential's ``spec.cluster``: the cluster's fields, its exec extension as config.
-
-    A CA file goes as its contents, base64-encoded, as client-go's ``ConfigToExecCluster``.
-    """
+    # ExecCredential's spec.cluster, as client-go's ConfigToExecCluster: a CA file's contents.
     cluster = exec_info.body
     info: dict[str, Any] = {"server": exec_info.server}
     for key in (

@@ -28,10 +28,7 @@ class Proxy:
 
 
 def from_environment(server: str, environ: Mapping[str, str]) -> str | None:
-    """The proxy URL the environment gives for ``server``, or ``None`` to go direct.
-
-    Raises ``ConfigError`` for a proxy other than http or https.
-    """
+    """The proxy URL the environment gives for ``server``, ``None`` to go direct; http(s) only."""
     scheme = urlsplit(server).scheme
     names = ("HTTPS_PROXY", "https_proxy") if scheme == "https" else ("HTTP_PROXY", "http_proxy")
     name = next((n for n in names if environ.get(n)), None)
