@@ -19,7 +19,7 @@ from sweeper.core.families import family_of
 from sweeper.core.jobs import Job, parse_job
 from sweeper.core.model import JSON, Action, ActionKind, Entry, Policy, Result
 
-# A job or launcher that keeps changing under the write is left for the next pass after this.
+# A job or carrier that keeps changing under a write (a fail's too) is left after this many.
 WRITE_ATTEMPTS = 3
 
 

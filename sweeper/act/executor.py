@@ -18,7 +18,7 @@ from datetime import datetime
 from http import HTTPStatus
 
 from sweeper.act.cleanup import Progress, Reclaimer, Writing
-from sweeper.act.deadline import DeadlineWriter
+from sweeper.act.deadline import WRITE_ATTEMPTS, DeadlineWriter
 from sweeper.act.held import StartDeadlineWriter, record_held_events
 from sweeper.config import DryRun
 from sweeper.core.clock import human
@@ -49,9 +49,6 @@ from sweeper.core.warn import DeadlineWarning, Warned
 from sweeper.k8s.cluster import Cluster
 from sweeper.k8s.dryrun import RecordingCluster
 from sweeper.stop import Stop
-
-# A job that keeps changing under a status write is left for the next pass after this many.
-STATUS_WRITE_ATTEMPTS = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -281,7 +278,7 @@ class _JobWriter:
         listed = action.job
         resource = _resource(listed)
         sent: JSON | None = None  # the Failed condition of the last status write that got 409
-        for _attempt in range(STATUS_WRITE_ATTEMPTS):
+        for _attempt in range(WRITE_ATTEMPTS):
             raw = self._w.cluster.get(resource, listed.namespace, listed.name)
             job = self._view(parse_job(raw, listed.kind, listed.version))
             if job.uid != listed.uid:
@@ -315,7 +312,7 @@ class _JobWriter:
             return self._failed_by_us(action, job, now, policy, progress)
         progress.errors.append(
             f"cannot patch {listed.kind.resource}/status {listed.name!r} in namespace "
-            f'"{listed.namespace}": conflict (409) on {STATUS_WRITE_ATTEMPTS} attempts'
+            f'"{listed.namespace}": conflict (409) on {WRITE_ATTEMPTS} attempts'
         )
         return Result.ERROR
 

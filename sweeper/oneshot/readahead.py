@@ -136,8 +136,7 @@ class ReadAhead(Generic[T]):
     def _put(self, entry: _List[T], item: T | _End) -> bool:
         """Add ``item`` once there is room; False when the reading was cancelled.
 
-        An end takes no place; a page one of the ``ahead`` places, or the caller's list's own
-        when it has nothing waiting, so the caller's list always moves.
+        An end takes no place, a page one of ``ahead``, or the caller's list's own (it moves).
         """
         with self._room:
             while not self._cancelled.is_set():
