@@ -1,11 +1,8 @@
 """The executor: applies a plan through ``Cluster``, one write at a time, each with its outcome.
 
-What to do was decided in ``sweeper.core.decide``; a failure stays confined to its job, and the
-run's stop is asked before every write (the current one completes). A ``fail`` reads the job
-again, judges it again with the same policy and instant, and writes its status with the
-``resourceVersion`` just read (on 409, again, a few times); what it left goes only after that
-(docs/operator.md, "Ordering when failing a job by hand"). ``--dry-run`` wraps the cluster in a
-``RecordingCluster`` (nothing written, by construction); ``--dry-run=server`` sends ``dryRun=All``.
+A failure stays confined to its job; the run's stop is asked before every write. A ``fail``
+reads and judges the job again, writes its status at the ``resourceVersion`` read (409: again),
+then deletes what it left (docs/operator.md, "Ordering when failing a job by hand").
 """
 
 from __future__ import annotations

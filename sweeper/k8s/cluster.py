@@ -1,10 +1,8 @@
 """The sweeper's own boundary to the cluster: the interface the executor and the pass loop use.
 
-``sweeper.k8s.kube`` implements ``Cluster``; unit tests implement it in memory. Objects cross
-it as decoded JSON. Every method raises only the sweeper's own errors: ``ApiError`` (and its
-subclasses) for a request that failed for good, ``RunTimeout`` when ``--timeout`` ran out,
-``Interrupted`` when a signal arrived while waiting to retry. A ``server_date`` is the API
-server's clock (its ``Date`` header) when it answered.
+``sweeper.k8s.kube`` implements ``Cluster``, unit tests in memory; objects cross as decoded JSON.
+Every method raises only the sweeper's errors (``ApiError``, ``RunTimeout``, ``Interrupted``).
+A ``server_date`` is the API server's clock (its ``Date`` header) when it answered.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """The report of each pass: a table or JSON on stdout, log lines on stderr.
 
-``-o text`` counts the skipped jobs by reason (ten thousand finished jobs cost one line);
-``-o wide`` lists them too. ``-o json`` is one document per pass, written job by job (never
-held whole in memory), one job per line: container runtimes split lines longer than 16 KiB,
-so no line of the report (nor of the logs) may be. Logs: one line per action and one summary
-line per pass, with the job's reference and the decision as fields.
+``-o text`` counts the skipped jobs by reason, ``-o wide`` lists them too. ``-o json`` is one
+document per pass, written job by job, one job per line: container runtimes split lines over
+16 KiB. Logs: one line per action and one summary line per pass.
 """
 
 from __future__ import annotations
