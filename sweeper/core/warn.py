@@ -1,9 +1,8 @@
 """The ``DeadlineApproaching`` warning a platform rule's ``warnBefore`` asks for. Pure.
 
-One Warning Event at ``deadline - warnBefore``, for a job its family's rules, judged at that
-instant, would end at its deadline (or leave to its controller to end); none once the deadline
-is reached. "Once per deadline" needs no memory: the Event's name comes from the job's uid and
-its deadline instant, so a second create is refused (409), and a new deadline gets a new name.
+One Warning Event at ``deadline - warnBefore`` for a job its rules would end at its deadline;
+none once it is reached. "Once per deadline" needs no memory: the Event's name comes from the
+job's uid and deadline, so a second create is refused (409); a new deadline, a new name.
 """
 
 from __future__ import annotations

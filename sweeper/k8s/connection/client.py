@@ -1,11 +1,9 @@
 """The HTTP glue: the only module that imports ``urllib3``.
 
-``connect`` finds the API server and the credentials (``kubeconfig``, ``credentials``) and
-builds a ``sweeper.k8s.kube.KubeCluster`` over ``ClientSend`` (one request on the wire, what
-urllib3 raises translated) and ``ClientStream`` (watch streams). Import it lazily:
-``--version`` and ``--help`` need none of it. What each request says of its sender is
-kubectl's: the credential, the ``Impersonate-*`` headers, a proxy's ``Proxy-Authorization``.
-Why not the official ``kubernetes`` client: docs/decisions.md.
+``connect`` builds a ``sweeper.k8s.kube.KubeCluster`` over ``ClientSend`` (one request, what
+urllib3 raises translated) and ``ClientStream`` (watches). Import it lazily: ``--version`` and
+``--help`` need none of it. Each request says of its sender what kubectl's does (the
+credential, ``Impersonate-*``, ``Proxy-Authorization``). Why not ``kubernetes``: docs/decisions.md.
 """
 
 from __future__ import annotations

@@ -31,10 +31,9 @@ _YAML_NAMES = {"str": "a string", "list": "a list", "int": "a number", "float": 
 
 @dataclass(frozen=True, slots=True)
 class ExecPlugin:
-    """A user's ``exec`` credential plugin, its command already resolved against its file.
+    """A user's ``exec`` plugin, its command resolved against its file.
 
-    ``cluster`` is what ``provideClusterInfo`` hands the plugin in ``KUBERNETES_EXEC_INFO``.
-    ``args`` and ``env`` stay out of the repr, as client-go redacts them: they may hold secrets.
+    ``args`` and ``env`` may hold secrets (not in the repr); ``cluster``: ``provideClusterInfo``'s.
     """
 
     api_version: str
