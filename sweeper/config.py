@@ -243,10 +243,9 @@ class Config:
         self._check_explain()
 
     def _check_quick_retouch(self) -> None:
-        # touched-at records whole seconds: a re-touch within the second of the last touch
-        # writes the same value, which changes nothing (no watch event re-arms the job's
-        # timer, and the report would claim a write that did not happen). Both spacings of
-        # re-touches are held to a second: --retouch-after, and --escalate-after under touch.
+        # touched-at records whole seconds: a re-touch within the second writes the same value,
+        # which changes nothing (no watch event re-arms the job's timer, and the report would
+        # claim a write that did not happen): both spacings of re-touches are held to a second.
         if self.policy.retouch_limit > 0 and self.policy.retouch_after < 1:
             raise ConfigError(
                 "--retouch-after must be at least 1s while --retouch-limit is above 0 "

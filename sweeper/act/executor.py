@@ -353,12 +353,9 @@ def _failed_condition(document: object) -> JSON | None:
 _WRITTEN = ("type", "status", "reason", "message", "lastUpdateTime", "lastTransitionTime")
 
 
-# What kube-apiserver answers when admission or RBAC refuses a request: a validating webhook's
-# denial carries the code the webhook chose (at least 400; controller-runtime's is 403), a
-# ValidatingAdmissionPolicy's is 422 by default, RBAC's 403, a bad request 400. A webhook that
-# cannot be called under failurePolicy Fail is a 500 whose message names it ("Internal error
-# occurred: failed calling webhook \"...\"": k8s.io/apiserver's validating and mutating
-# dispatchers, apierrors.NewInternalError).
+# kube-apiserver's refusals: a webhook's denial (its code, controller-runtime's 403), a
+# ValidatingAdmissionPolicy's 422, RBAC's 403, a bad request's 400; a webhook not called under
+# failurePolicy Fail is a 500 that names it ('failed calling webhook "...'; k8s.io/apiserver).
 _REFUSALS = frozenset({400, 403, 422})
 _WEBHOOK = re.compile(r'(failed calling|admission) webhook "')
 

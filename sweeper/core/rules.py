@@ -168,10 +168,8 @@ SUSPENDED = skip_if(
     lambda job, *_: f"suspend {'true' if job.suspended else 'false'}",
     lambda job: job.suspended,
 )
-# Resumed (e.g. re-admitted by Kueue) but not reconciled yet: every family's controller flips
-# Suspended to False and restarts its clock (startTime; a TrainJob's Suspended=False
-# transition) before its deadline check, so the clock read here is stale and the job is not
-# overdue.
+# Resumed (re-admitted by Kueue) but not reconciled yet: every family's controller restarts its
+# clock (startTime; a TrainJob's Suspended=False) before its deadline check: not overdue.
 RESUMING = skip_if(
     SkipReason.RESUMING,
     lambda job, *_: (
