@@ -101,9 +101,8 @@ def _run(
     stop = Stop(clock, deadline=started + config.timeout, timeout=config.timeout)
     with signals_stop(stop):
         cluster = connect(config, stop=stop)
-        # The connections close with the run, not at process exit: a process that runs the
-        # sweeper again (in-process tests, a long-lived caller) would otherwise leave every
-        # run's keep-alive sockets to the garbage collector.
+        # With the run, not at exit: a process that runs the sweeper again (tests, a long-lived
+        # caller) would otherwise leave every run's keep-alive sockets to the garbage collector.
         with contextlib.closing(cluster):
             return _passes(config, cluster, stop, out, started=started, clock=clock, last=last)
 

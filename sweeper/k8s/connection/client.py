@@ -82,9 +82,8 @@ def connect(config: Config, *, stop: StopSignal) -> KubeCluster:
         raise ConfigError(f"{where}: {one_line(error)}") from error
     send = ClientSend(http)
     transport = Transport(send, stop, request_timeout=config.request_timeout)
-    # A Lease write is tried once per retry period: a retried write could land after the
-    # renew deadline, which the election counts from the first sending. It is not fenced by
-    # leadership: it is how a candidate takes the Lease.
+    # A Lease write is tried once per retry period: a retry could land after the renew deadline,
+    # counted from the first sending. Not fenced by leadership: it is how a candidate leads.
     once = Transport(
         send,
         stop,
