@@ -27,9 +27,9 @@ _KEEP_CHARS = 1024
 _QUIET = ("urllib3", "kubernetes")
 
 
-def job_fields(job: Job) -> dict[str, Any]:
-    """A job's reference as a log line's fields."""
-    return {"kind": job.kind.name, "namespace": job.namespace, "job_name": job.name}
+def job_fields(job: Job, name: str = "job_name") -> dict[str, Any]:
+    """A job's reference as a log line's fields, or (``name="name"``) a report record's."""
+    return {"kind": job.kind.name, "namespace": job.namespace, name: job.name}
 
 
 def logging_config(log_format: LogFormat, level: str) -> dict[str, Any]:

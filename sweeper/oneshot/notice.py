@@ -26,9 +26,7 @@ def record(warned: Warned, now: datetime) -> dict[str, Any]:
     warning = warned.warning
     job = warning.job
     return {
-        "kind": job.kind.name,
-        "namespace": job.namespace,
-        "name": job.name,
+        **job_fields(job, "name"),
         "event": warning.name,
         "at": format_rfc3339(warning.at),
         "deadline": format_rfc3339(warning.deadline),
