@@ -129,9 +129,8 @@ class EmptyValue(click.BadParameter):
 class Option(click.Option):
     """Every option of the command: an empty value is a usage error, wherever it comes from.
 
-    click reads an empty variable as unset and ``--explain ''`` as a value, so an empty
-    ``SWEEPER_DRY_RUN`` or ``--explain "$JOB"`` with ``JOB`` unset ran a writing pass over every
-    namespace. Only ``KUBECONFIG`` reads empty as unset, as kubectl does.
+    Else an empty ``SWEEPER_DRY_RUN`` (click: unset) or ``--explain "$JOB"`` with ``JOB`` unset
+    ran a writing pass over every namespace. Only ``KUBECONFIG`` reads empty as unset (kubectl).
     """
 
     def variables(self, ctx: click.Context) -> list[str]:

@@ -65,11 +65,7 @@ _DRY_RUN_ALIASES = {"true": "client", "1": "client", "yes": "client"} | dict.fro
 
 
 def parse_dry_run(value: object) -> DryRun | None:
-    """Read a ``--dry-run`` word: ``client`` (also the bare flag), ``server``, ``none`` (None).
-
-    The CLI refuses an empty value, as kubectl does: an empty ``SWEEPER_DRY_RUN`` in a template
-    must never turn into a writing run.
-    """
+    """Read a ``--dry-run`` word: ``client`` (also the bare flag), ``server``, ``none`` (None)."""
     if value is None or isinstance(value, DryRun):
         return value
     text = str(value).strip().lower()
@@ -167,10 +163,7 @@ def _is_host_name(text: str) -> bool:
 
 
 def parse_address(text: str) -> str:
-    """Read ``--health-address`` as kubelet's ``--address`` reads one, host names kept.
-
-    An IPv6 literal may come in brackets and is returned without them, as a socket binds it.
-    """
+    """Read ``--health-address`` as kubelet's ``--address`` does; an IPv6 one without brackets."""
     address = text.strip()
     bracketed = address.startswith("[") and address.endswith("]")
     bare = address[1:-1] if bracketed else address
@@ -208,10 +201,8 @@ class WatchSettings:
 class Config:
     """Every setting of a run; each field is filled by the flag whose row names it (``to``).
 
-    Empty tuples mean every namespace, kind or family; ``None`` an option not given. ``policy``
-    holds the decision's flags (``--action``, ``--grace``...), ``platform`` the rules file's
-    rules (``--policy``), ``watch`` the watch mode's. In watch mode ``timeout`` bounds each
-    resync pass from its start; timer fires are bounded by ``--request-timeout`` alone.
+    Empty tuples mean every namespace, kind or family; ``None`` an option not given. In watch
+    mode ``timeout`` bounds each resync pass; timer fires only by ``--request-timeout``.
     """
 
     kubeconfig: str | None = None
@@ -252,10 +243,9 @@ class Config:
         self._check_explain()
 
     def _check_quick_retouch(self) -> None:
-        # touched-at records whole seconds: a re-touch within the second of the last touch
-        # writes the same value, which changes nothing (no watch event re-arms the job's
-        # timer, and the report would claim a write that did not happen). Both spacings of
-        # re-touches are held to a second: --retouch-after, and --escalate-after under touch.
+        # touched-at records whole seconds: a re-touch within the second writes the same value,
+        # which changes nothing (no watch event re-arms the job's timer, and the report would
+        # claim a write that did not happen): both spacings of re-touches are held to a second.
         if self.policy.retouch_limit > 0 and self.policy.retouch_after < 1:
             raise ConfigError(
                 "--retouch-after must be at least 1s while --retouch-limit is above 0 "

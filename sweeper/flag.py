@@ -56,13 +56,11 @@ Value = Duration | Count | Choice | DryRunWord | Switch | None  # None: free tex
 
 @dataclass(frozen=True, slots=True)
 class Flag:
-    """One option of the command.
+    """One option: its flags (then the parameter's name, if not the long flag's), and more.
 
-    ``names``: the flags, then the parameter's name when it differs from the long flag's.
-    ``env`` defaults to ``SWEEPER_<LONG FLAG>``; ``bare`` is the value of the flag given
-    without one. ``to`` is where ``build_config`` puts the value (``"policy.grace"``; the
-    parameter's name if not given), ``None`` for a flag that only steers the others (``-A``);
-    ``read`` turns the parsed value into the attribute's (``ConfigError`` for one it refuses).
+    ``env`` defaults to ``SWEEPER_<LONG FLAG>``; ``bare`` is the bare flag's value. ``to`` is
+    where ``build_config`` puts it (``"policy.grace"``; ``None``: it steers others, as ``-A``),
+    through ``read`` (``ConfigError`` for a value it refuses).
     """
 
     names: tuple[str, ...]

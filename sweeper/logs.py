@@ -2,10 +2,8 @@
 
 The configuration is built by a pure function (``logging_config``) and applied by
 ``configure``. Messages are lazy ``%`` templates; the job's reference and the decision travel
-as ``extra`` fields (kind, namespace, name, action, reason, seconds_overdue, dry_run), which the
-JSON formatter turns into keys. No line is longer than 16 KiB, the size above which container
-runtimes split a line into partial entries: a longer one (a server's message quoted in full) is
-cut down, and says so.
+as ``extra`` fields. No line is longer than 16 KiB, above which container runtimes split a line
+into partial entries: a longer one is cut down, and says so.
 """
 
 from __future__ import annotations
@@ -17,6 +15,7 @@ import logging.config
 from typing import Any
 
 from sweeper.config import LogFormat
+from sweeper.core.jobs import Job
 
 LOGGER = "sweeper"
 
@@ -28,6 +27,11 @@ _KEEP_CHARS = 1024
 _QUIET = ("urllib3", "kubernetes")
 
 
+def job_fields(job: Job, name: str = "job_name") -> dict[str, Any]:
+    """A job's reference as a log line's fields, or (``name="name"``) a report record's."""
+    return {"kind": job.kind.name, "namespace": job.namespace, name: job.name}
+
+
 def logging_config(log_format: LogFormat, level: str) -> dict[str, Any]:
     """Build the ``logging.config.dictConfig`` dictionary. Pure."""
     if log_format is LogFormat.JSON:
@@ -35,7 +39,7 @@ def logging_config(log_format: LogFormat, level: str) -> dict[str, Any]:
             "()": "sweeper.logs.bounded",
             "inner": "pythonjsonlogger.json.JsonFormatter",
             "fmt": "%(levelname)s %(name)s %(message)s",
-            # LogRecord reserves "name" (the logger's): jobs log theirs as job_name.
+            # LogRecord reserves "name" (the logger's): jobs log theirs as job_name (job_fields).
             "rename_fields": {"levelname": "level", "name": "logger", "job_name": "name"},
             "timestamp": "time",
         }
@@ -72,11 +76,7 @@ class BoundedFormatter(logging.Formatter):
         self._limit = limit
 
     def format(self, record: logging.LogRecord) -> str:
-        """Format with the inner formatter, then cut the line down if it is too long.
-
-        A JSON line stays one valid object (long strings and lists shortened, ``"truncated":
-        true`` added); a text line is cut and marked.
-        """
+        """Format, then cut a long line down: a JSON one stays one object, marked ``truncated``."""
         line = self._inner.format(record)
         if len(line) * 4 < self._limit or len(line.encode()) <= self._limit:
             return line
@@ -96,10 +96,7 @@ class BoundedFormatter(logging.Formatter):
 
 
 def shorten(value: Any, *, lists: bool = True) -> Any:
-    """Cut a JSON value's long strings down, and with ``lists`` its long lists, saying so.
-
-    A string keeps its first 1024 characters and the count of the others.
-    """
+    """Cut a JSON value's long strings down, and with ``lists`` its long lists, saying so."""
     if isinstance(value, str) and len(value) > _KEEP_CHARS:
         return value[:_KEEP_CHARS] + f"...[{len(value) - _KEEP_CHARS} more characters]"
     if lists and isinstance(value, list) and len(value) > 8:  # noqa: PLR2004 - a few show it

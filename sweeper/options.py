@@ -1,10 +1,8 @@
 """The command line's surface as data, and its values turned into one ``Config``.
 
-No click here (``sweeper.cli`` is its only importer): ``FLAGS`` lists every option in
-``--help`` order, each a ``Flag`` row with its names, ``SWEEPER_*`` twin, default, value,
-help, and where its value goes; ``sweeper.cli`` turns each into a click option, and
-``build_config`` puts each parsed value where its row says (``to``, through ``read``) in the
-frozen ``Config``, which validates their combination. A new flag is one row, and its field.
+No click here: ``FLAGS`` lists every option in ``--help`` order, each a ``Flag`` row;
+``sweeper.cli`` turns each into a click option, and ``build_config`` puts each parsed value
+where its row says in the frozen ``Config``. A new flag is one row, and its field.
 """
 
 from __future__ import annotations
@@ -54,6 +52,12 @@ def _durations(
 ) -> Flag:
     value = Duration(positive, LONGEST_WAIT if waited else None)
     return Flag(names, help, value, default, metavar="DURATION", to=to)
+
+
+def _knob(name: str, default: str, help: str) -> Flag:
+    # A policy duration: 0 allowed, no upper bound (compared with a job's times, never slept).
+    to = "policy." + name.removeprefix("--").replace("-", "_")
+    return _durations(name, default=default, help=help, to=to, positive=False, waited=False)
 
 
 def _choice(
@@ -189,14 +193,7 @@ FLAGS: tuple[Flag, ...] = (
         to="platform",
         read=_platform,
     ),
-    _durations(
-        "--grace",
-        default="0s",
-        help="Tolerance past the deadline before acting.",
-        to="policy.grace",
-        positive=False,
-        waited=False,
-    ),
+    _knob("--grace", "0s", "Tolerance past the deadline before acting."),
     _choice(
         "--clock",
         ClockMode,
@@ -227,33 +224,24 @@ FLAGS: tuple[Flag, ...] = (
         to="policy.operator_version",
         read=_release,
     ),
-    _durations(
+    _knob(
         "--escalate-after",
-        default="2m",
-        help="Time after the sweeper's touch before auto fails a job "
+        "2m",
+        "Time after the sweeper's touch before auto fails a job "
         "(and before touch touches it again).",
-        to="policy.escalate_after",
-        positive=False,
-        waited=False,
     ),
-    _durations(
+    _knob(
         "--reclaim-grace",
-        default="2m",
-        help="Time a controller that frees a job's resources itself (Trainer v2) has after its "
+        "2m",
+        "Time a controller that frees a job's resources itself (Trainer v2) has after its "
         "deadline failure before the sweeper deletes what it left running (a TrainJob's "
         "JobSet); also how late past its deadline a running TrainJob is reported.",
-        to="policy.reclaim_grace",
-        positive=False,
-        waited=False,
     ),
-    _durations(
+    _knob(
         "--stuck-after",
-        default="10m",
-        help="Report a job stuck starting when pods of it still wait this long after its first "
+        "10m",
+        "Report a job stuck starting when pods of it still wait this long after its first "
         "pod was scheduled (a finished job holding pods: --reclaim-grace after its end).",
-        to="policy.stuck_after",
-        positive=False,
-        waited=False,
     ),
     Flag(
         ("--gpu-resources",),
@@ -437,11 +425,7 @@ FLAGS: tuple[Flag, ...] = (
 
 
 def build_config(options: dict[str, Any]) -> Config:
-    """Turn the parsed options into the run's configuration, each where its flag's ``to`` says.
-
-    Raises:
-        ConfigError: A value is invalid (unknown kind, bad selector, contradictory options).
-    """
+    """Turn the parsed options into the run's configuration; ``ConfigError`` for a bad value."""
     if options["all_namespaces"] and options["namespaces"]:
         raise ConfigError("-A/--all-namespaces and -n/--namespace contradict each other")
     watching = bool(options["watch"])

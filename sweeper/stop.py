@@ -26,18 +26,15 @@ class Fence(Protocol):
 
     def leading(self) -> bool:
         """Whether this replica may write to jobs now."""
-        ...
 
     def write_window(self) -> float:
         """Seconds a write sent now may stay in flight; 0 or less: send none."""
-        ...
 
 
 class Stop:
     """Why the run must stop, if it must: a signal, no longer leading, or ``--timeout``.
 
-    ``deadline`` is on ``clock``'s monotonic reading (none by default: the watch mode runs
-    until a signal); ``timeout`` (seconds) and ``where`` are only for the message.
+    ``deadline`` is on ``clock``'s monotonic reading; ``timeout`` and ``where`` are for the message.
     """
 
     def __init__(
@@ -105,10 +102,9 @@ class Stop:
 
 @contextlib.contextmanager
 def signals_stop(stop: Stop) -> Iterator[None]:
-    """Turn SIGTERM and SIGINT into a stop request for the duration of the block.
+    """Turn SIGTERM and SIGINT into a stop request in the block (the main thread's only).
 
-    A second signal gives up at once (``KeyboardInterrupt``). Outside the main thread (where
-    Python cannot install handlers) nothing is installed.
+    A second signal gives up at once (``KeyboardInterrupt``).
     """
     if threading.current_thread() is not threading.main_thread():
         yield

@@ -19,7 +19,7 @@ from sweeper.core.families import family_of
 from sweeper.core.jobs import Job, parse_job
 from sweeper.core.model import JSON, Action, ActionKind, Entry, Policy, Result
 
-# A job or launcher that keeps changing under the write is left for the next pass after this.
+# A job or carrier that keeps changing under a write (a fail's too) is left after this many.
 WRITE_ATTEMPTS = 3
 
 
@@ -33,10 +33,7 @@ class DeadlineWriter:
     def set_deadline(
         self, action: Action, now: datetime, policy: Policy, progress: Progress
     ) -> Result | Action:
-        """Carry out a ``set-deadline``: the write, then the Event; or the action to take instead.
-
-        ``left-alone`` when the re-read job or its carrier no longer needs it.
-        """
+        """Carry out a ``set-deadline``: the write, then the Event; or the action to do instead."""
         for _attempt in range(WRITE_ATTEMPTS):
             fresh = self._reread(action, now, policy)
             if isinstance(fresh, str):

@@ -1,11 +1,8 @@
 """The executor: applies a plan through ``Cluster``, one write at a time, each with its outcome.
 
-What to do was decided in ``sweeper.core.decide``; a failure stays confined to its job, and the
-run's stop is asked before every write (the current one completes). A ``fail`` reads the job
-again, judges it again with the same policy and instant, and writes its status with the
-``resourceVersion`` just read (on 409, again, a few times); what it left goes only after that
-(docs/operator.md, "Ordering when failing a job by hand"). ``--dry-run`` wraps the cluster in a
-``RecordingCluster`` (nothing written, by construction); ``--dry-run=server`` sends ``dryRun=All``.
+A failure stays confined to its job; the run's stop is asked before every write. A ``fail``
+reads and judges the job again, writes its status at the ``resourceVersion`` read (409: again),
+then deletes what it left (docs/operator.md, "Ordering when failing a job by hand").
 """
 
 from __future__ import annotations
@@ -18,7 +15,7 @@ from datetime import datetime
 from http import HTTPStatus
 
 from sweeper.act.cleanup import Progress, Reclaimer, Writing
-from sweeper.act.deadline import DeadlineWriter
+from sweeper.act.deadline import WRITE_ATTEMPTS, DeadlineWriter
 from sweeper.act.held import StartDeadlineWriter, record_held_events
 from sweeper.config import DryRun
 from sweeper.core.clock import human
@@ -50,9 +47,6 @@ from sweeper.k8s.cluster import Cluster
 from sweeper.k8s.dryrun import RecordingCluster
 from sweeper.stop import Stop
 
-# A job that keeps changing under a status write is left for the next pass after this many.
-STATUS_WRITE_ATTEMPTS = 3
-
 
 @dataclass(frozen=True, slots=True)
 class Execution:
@@ -72,13 +66,10 @@ Claim = Callable[[Action], contextlib.AbstractContextManager[bool]]
 
 
 class Executor:
-    """Applies plans to one cluster.
+    """Applies plans to one cluster; ``on_outcome`` hears each outcome as soon as it is known.
 
-    Args:
-        on_outcome: Called with each outcome as soon as it is known (for logs).
-        claim: Holds a job for the time of its action, yielding ``False`` when another actor
-            has it (the watch mode's timers, during a resync pass): one actor at a time.
-        view: Puts a job read again under its platform rule, as the pass did.
+    ``claim`` holds a job during its action, ``False`` when another actor has it (the watch
+    mode's timers, during a resync pass); ``view`` puts a job read again under its rule.
     """
 
     def __init__(
@@ -107,10 +98,7 @@ class Executor:
         self._claim: Claim = claim or (lambda _action: contextlib.nullcontext(True))
 
     def execute(self, plan: Plan) -> Execution:
-        """Apply a plan's actions in ``execution_order``; a failing job never stops the others.
-
-        A stop does: the remaining actions are ``not-started``.
-        """
+        """Apply a plan's actions in ``execution_order``; a stop (not a failure) ends the rest."""
         outcomes: list[Outcome | None] = [None] * len(plan.entries)
         for index, entry in enumerate(plan.entries):
             if isinstance(entry, Skip):
@@ -138,10 +126,7 @@ class Executor:
     def warn(
         self, warnings: Sequence[DeadlineWarning], now: datetime
     ) -> tuple[tuple[Warned, ...], SweeperError | None]:
-        """Record each ``DeadlineApproaching`` warning once a deadline; what stopped them, if any.
-
-        No actions: no ``--max-actions`` slot, no claim (a second record is refused by name).
-        """
+        """Record each ``DeadlineApproaching`` warning (no action: no slot, no claim); any stop."""
         warned: list[Warned] = []
         stopped: SweeperError | None = None
         for warning in warnings:
@@ -290,7 +275,7 @@ class _JobWriter:
         listed = action.job
         resource = _resource(listed)
         sent: JSON | None = None  # the Failed condition of the last status write that got 409
-        for _attempt in range(STATUS_WRITE_ATTEMPTS):
+        for _attempt in range(WRITE_ATTEMPTS):
             raw = self._w.cluster.get(resource, listed.namespace, listed.name)
             job = self._view(parse_job(raw, listed.kind, listed.version))
             if job.uid != listed.uid:
@@ -324,7 +309,7 @@ class _JobWriter:
             return self._failed_by_us(action, job, now, policy, progress)
         progress.errors.append(
             f"cannot patch {listed.kind.resource}/status {listed.name!r} in namespace "
-            f'"{listed.namespace}": conflict (409) on {STATUS_WRITE_ATTEMPTS} attempts'
+            f'"{listed.namespace}": conflict (409) on {WRITE_ATTEMPTS} attempts'
         )
         return Result.ERROR
 
@@ -368,21 +353,15 @@ def _failed_condition(document: object) -> JSON | None:
 _WRITTEN = ("type", "status", "reason", "message", "lastUpdateTime", "lastTransitionTime")
 
 
-# What kube-apiserver answers when admission or RBAC refuses a request: a validating webhook's
-# denial carries the code the webhook chose (at least 400; controller-runtime's is 403), a
-# ValidatingAdmissionPolicy's is 422 by default, RBAC's 403, a bad request 400. A webhook that
-# cannot be called under failurePolicy Fail is a 500 whose message names it ("Internal error
-# occurred: failed calling webhook \"...\"": k8s.io/apiserver's validating and mutating
-# dispatchers, apierrors.NewInternalError).
+# kube-apiserver's refusals: a webhook's denial (its code, controller-runtime's 403), a
+# ValidatingAdmissionPolicy's 422, RBAC's 403, a bad request's 400; a webhook not called under
+# failurePolicy Fail is a 500 that names it ('failed calling webhook "...'; k8s.io/apiserver).
 _REFUSALS = frozenset({400, 403, 422})
 _WEBHOOK = re.compile(r'(failed calling|admission) webhook "')
 
 
 def refused(error: ApiError) -> bool:
-    """Whether the API server refused a write for good (admission or RBAC), not for load. Pure.
-
-    No answer, 429 and any other 5xx (after the transport's retries) may heal by the next try.
-    """
+    """Whether the API server refused a write for good (admission or RBAC), not for load. Pure."""
     if error.status in _REFUSALS:
         return True
     return error.status == HTTPStatus.INTERNAL_SERVER_ERROR and bool(_WEBHOOK.search(error.detail))

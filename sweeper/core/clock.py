@@ -88,10 +88,7 @@ def format_rfc3339(moment: datetime) -> str:
 
 
 def human(seconds: float | None) -> str:
-    """Render signed seconds for a person, to two units (``45s``, ``5m03s``, ``1h02m``, ``2d03h``).
-
-    ``None`` is ``-``; below ten seconds a fraction keeps one decimal (``0.4s``).
-    """
+    """Signed seconds to two units (``45s``, ``5m03s``, ``1h02m``, ``2d03h``; ``0.4s``; ``-``)."""
     if seconds is None:
         return "-"
     sign = "-" if seconds < 0 else ""
@@ -114,10 +111,7 @@ def human(seconds: float | None) -> str:
 def parse_duration(value: object, *, positive: bool, longest: float | None = None) -> float:
     """Read a duration as kubectl takes one (``30s``, ``5m``, ``1h30m``, ``250ms``) or seconds.
 
-    The one duration parser (every flag, twin and rules file). Returns finite seconds.
-
-    Raises:
-        ValueError: Not one, or out of bounds; the message is the usage error's wording.
+    The one duration parser (flags, twins, rules file); ``ValueError`` worded as a usage error.
     """
     if isinstance(value, int | float):
         try:
@@ -135,7 +129,7 @@ def parse_duration(value: object, *, positive: bool, longest: float | None = Non
                 raise ValueError(
                     f"{reprlib.repr(value)} is not a duration (e.g. 30s, 5m, 1h30m, or seconds)"
                 ) from None
-    if seconds != seconds or seconds in (float("inf"), float("-inf")):  # noqa: PLR0124 - NaN
+    if not math.isfinite(seconds):
         raise ValueError(f"{reprlib.repr(value)} is not a finite duration")
     if seconds < 0 or (positive and seconds == 0):
         raise ValueError(

@@ -55,9 +55,8 @@ class RunTimeout(SweeperError):  # noqa: N818 - TimeoutError is a builtin
 class RequestRef:
     """What one API request is about: its errors, retry logs and timeouts name it.
 
-    ``verb`` is a Kubernetes verb or ``discover``; ``resource`` is qualified by its group when
-    it has one (``pytorchjobs.kubeflow.org``, ``pods``); ``namespace`` is ``None`` for
-    cluster-wide requests and ``name`` for collections.
+    ``resource`` is qualified by its group (``pytorchjobs.kubeflow.org``, ``pods``);
+    ``namespace`` is ``None`` for cluster-wide requests and ``name`` for collections.
     """
 
     verb: str
@@ -79,11 +78,7 @@ class RequestRef:
 
 
 class ApiError(SweeperError):
-    """One API request failed for good (after any retries).
-
-    ``status`` is ``None`` when no usable response came back (no connection, or a body that
-    is not the API server's JSON).
-    """
+    """One API request failed for good; ``status`` ``None``: no usable answer came back."""
 
     def __init__(self, request: RequestRef, status: int | None, detail: str = "") -> None:
         self.request = request
@@ -92,10 +87,9 @@ class ApiError(SweeperError):
         super().__init__(self.describe())
 
     def describe(self) -> str:
-        """Render the one-line message, naming the request and the failure.
+        """The one-line message, with the server's own unless it repeats the status (kubectl's).
 
-        The server's own message is kept, as kubectl keeps it (for a 403 it tells RBAC from
-        admission, and names the identity refused), unless it merely repeats the status.
+        For a 403 it tells RBAC from admission, and names the identity refused.
         """
         if self.status is None:
             what = self.detail or "no response"

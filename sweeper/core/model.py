@@ -95,11 +95,7 @@ class SkipReason(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Policy:
-    """The decision's flags: each field is the flag of its name (seconds for durations).
-
-    docs/cli.md says what each means; ``max_actions`` and ``operator_version`` are ``None``
-    for no cap and an unknown release.
-    """
+    """The decision's flags, each field its flag's (docs/cli.md); durations in seconds."""
 
     action: ActionMode = ActionMode.TOUCH
     grace: float = 0.0
@@ -118,8 +114,7 @@ class Policy:
 class Action:
     """A job the sweeper acts on; ``seconds_overdue`` is ``now - deadline`` (``None``: unknown).
 
-    ``targets``: what a clean-up planned from a pass's listing deletes; ``None`` when the
-    executor reads them itself.
+    ``targets``: what a clean-up planned from a pass's listing deletes (``None``: read then).
     """
 
     job: Job
@@ -167,8 +162,7 @@ Entry = Action | Skip
 class Plan:
     """Jobs with their decisions, in listing order: what the executor is handed.
 
-    A pass's holds its actions and the skips ``--max-actions`` made of them (each other skip
-    is settled as its page is judged); a watch timer's, the one job it fired for.
+    A pass's actions (and the skips ``--max-actions`` made of them), or a watch timer's job.
     """
 
     now: datetime
@@ -195,11 +189,9 @@ class Result(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
-    """What became of one entry of the plan.
+    """What became of one entry of the plan (``body``, ``reclaimed``: sent, or would be).
 
-    ``body`` is the patch sent (or that would be), ``reclaimed`` what was deleted (or would
-    be) as (plural, name), ``errors`` a line per failed request, ``touch_refused`` the refusal
-    of a touch ``auto`` then failed instead.
+    ``errors``: a line per failed request; ``touch_refused``: why ``auto`` failed it instead.
     """
 
     entry: Entry

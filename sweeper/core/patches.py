@@ -23,13 +23,9 @@ from sweeper.core.kinds import (
 
 
 def failure_message(name: str, source: str = "") -> str:
-    """The ``Failed`` condition's message: the operator's own first, then who enforced it.
-
-    ``source`` says where a deadline the job does not carry comes from.
-    """
-    if source:
-        return f"Job {name} {DEADLINE_MESSAGE} ({source}) (enforced by {COMPONENT})"
-    return f"Job {name} {DEADLINE_MESSAGE} (enforced by {COMPONENT})"
+    """The ``Failed`` condition's message: the operator's own, a platform deadline's ``source``."""
+    note = f" ({source})" if source else ""
+    return f"Job {name} {DEADLINE_MESSAGE}{note} (enforced by {COMPONENT})"
 
 
 def failed_status(

@@ -71,10 +71,7 @@ class Selector:
 
 @dataclass(frozen=True, slots=True)
 class PlatformRule:
-    """One rule of the file (docs/policy.md); seconds, ``None`` where the rule sets none.
-
-    ``kinds`` are kind names (``None``: every kind).
-    """
+    """One rule of the file (docs/policy.md); seconds, ``None`` where unset; ``kinds``: names."""
 
     name: str
     selector: Selector = Selector()
@@ -122,20 +119,10 @@ def terms(own: int | None, annotated: bool, rule: PlatformRule | None) -> dict[s
     bounds every job). A decoder passes them to ``Job`` itself: a listed job is built once.
     """
     effective, source = own, DeadlineSource.JOB
-    if rule is None:
-        return {
-            "deadline_seconds": own,
-            "declared_seconds": own,
-            "deadline_source": source,
-            "rule": None,
-            "excluded": annotated,
-            "exemption_refused": False,
-            "warn_before": None,
-        }
-    if effective is None and rule.default_deadline is not None:
+    if rule is not None and effective is None and rule.default_deadline is not None:
         effective, source = int(rule.default_deadline), DeadlineSource.DEFAULT
     # A deadline no controller can represent (either way) is longer than any cap.
-    if rule.max_deadline is not None and (
+    if (rule is not None and rule.max_deadline is not None) and (
         effective is None or overflows(effective) or effective > rule.max_deadline
     ):
         effective, source = int(rule.max_deadline), DeadlineSource.CAP
@@ -143,19 +130,18 @@ def terms(own: int | None, annotated: bool, rule: PlatformRule | None) -> dict[s
         "deadline_seconds": effective,
         "declared_seconds": own,
         "deadline_source": source,
-        "rule": rule.name,
-        "excluded": annotated and rule.allow_exemption,
-        "exemption_refused": annotated and not rule.allow_exemption,
-        "warn_before": rule.warn_before,
+        "rule": None if rule is None else rule.name,
+        "excluded": annotated and (rule is None or rule.allow_exemption),
+        "exemption_refused": annotated and rule is not None and not rule.allow_exemption,
+        "warn_before": None if rule is None else rule.warn_before,
     }
 
 
 def load_platform(text: str, source: str, kinds: Sequence[str]) -> Platform:
     """Read and check a rules file's text; ``source`` names it in every error, ``kinds`` are known.
 
-    Raises:
-        ConfigError: One line naming the file, the rule (its name, else ``rules[i]``) and the
-            field: a typo must not silently widen a cap, so unknown keys are errors too.
+    A ``ConfigError`` names the file, the rule and the field; an unknown key is one too (a typo
+    must not silently widen a cap).
     """
     import yaml  # noqa: PLC0415 - only a run with --policy reads YAML: --help and --version stay quick
 
@@ -173,9 +159,7 @@ def load_platform(text: str, source: str, kinds: Sequence[str]) -> Platform:
         raise ConfigError(f"{source}: not YAML: {str(error).partition(';')[0]}") from None
     if not isinstance(document, Mapping) or set(document) != {"rules"}:
         raise ConfigError(f"{source}: expected a mapping with one key, rules (a list of rules)")
-    items = document["rules"]
-    if items is None:
-        items = []
+    items = [] if document["rules"] is None else document["rules"]
     if not isinstance(items, list):
         raise ConfigError(f"{source}: rules: expected a list of rules")
     rules: list[PlatformRule] = []
@@ -292,11 +276,7 @@ def _requirement(entry: object, where: str) -> Requirement:
             f"{where}: operator: {reprlib.repr(operator)}: expected one of {', '.join(OPERATORS)}"
         )
     if operator in ("In", "NotIn"):
-        if (
-            not isinstance(values, list)
-            or not values
-            or not all(isinstance(v, str) for v in values)
-        ):
+        if not (isinstance(values, list) and values and all(isinstance(v, str) for v in values)):
             raise ConfigError(f"{where}: values: {operator} needs a non-empty list of strings")
         return Requirement(key, operator, frozenset(values))
     if values:
@@ -305,10 +285,7 @@ def _requirement(entry: object, where: str) -> Requirement:
 
 
 def source_note(job: Job) -> str:
-    """Where the job's effective deadline comes from, in words; empty for the job's own.
-
-    E.g. ``24h, the default of platform rule gpu-tenants``.
-    """
+    """Where the job's deadline comes from (``24h, the default of platform rule gpu``), or empty."""
     if job.deadline_source is DeadlineSource.JOB or job.deadline_seconds is None:
         return ""
     return f"{human(job.deadline_seconds)}, {rule_source(job)}"
@@ -344,7 +321,7 @@ class PlatformView:
     def terms(
         self, namespace: str, kind_name: str, own: int | None, annotated: bool
     ) -> dict[str, Any]:
-        """The fields of the view of a job being built (``terms``), under its rule."""
+        """``terms`` under the rule of a job being built."""
         return terms(own, annotated, self.rule(namespace, kind_name))
 
     def rule(self, namespace: str, kind_name: str) -> PlatformRule | None:

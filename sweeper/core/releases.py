@@ -43,11 +43,7 @@ CLEAN_POD_POLICY_ON_DEADLINE = Release(1, 9, 4)
 
 
 def parse_release(text: str) -> Release:
-    """Read ``--operator-version``: ``vX.Y.Z`` (the ``v`` optional), from v1.7.0 to v1.9.4.
-
-    Raises:
-        ValueError: Not such a release; the message says which.
-    """
+    """Read ``--operator-version``: ``vX.Y.Z`` (``v`` optional) from v1.7.0 to v1.9.4."""
     match = _VERSION.fullmatch(text.strip())
     if match is None:
         raise ValueError(f"{text!r} is not a release (expected vX.Y.Z, for example v1.9.4)")

@@ -45,15 +45,16 @@ def skip_if(
     detail: Callable[[Job], str] | None = None,
     *,
     with_overdue: bool = True,
+    name: str = "",
 ) -> Rule:
-    """A rule that skips the job, whatever the clock, when ``test`` holds."""
+    """A rule that skips the job, whatever the clock, when ``test`` holds (named as ``reason``)."""
 
     def decide(job: Job, _now: datetime, _policy: Policy, overdue: float | None) -> Entry | None:
         if not test(job):
             return None
         return Skip(job, reason, overdue if with_overdue else None, detail(job) if detail else "")
 
-    return Rule(reason.value, seen, decide, premise=test)
+    return Rule(name or reason.value, seen, decide, premise=test)
 
 
 def stamp(moment: datetime | None) -> str:
@@ -167,10 +168,8 @@ SUSPENDED = skip_if(
     lambda job, *_: f"suspend {'true' if job.suspended else 'false'}",
     lambda job: job.suspended,
 )
-# Resumed (e.g. re-admitted by Kueue) but not reconciled yet: every family's controller flips
-# Suspended to False and restarts its clock (startTime; a TrainJob's Suspended=False
-# transition) before its deadline check, so the clock read here is stale and the job is not
-# overdue.
+# Resumed (re-admitted by Kueue) but not reconciled yet: every family's controller restarts its
+# clock (startTime; a TrainJob's Suspended=False) before its deadline check: not overdue.
 RESUMING = skip_if(
     SkipReason.RESUMING,
     lambda job, *_: (
@@ -195,27 +194,21 @@ NO_DEADLINE = skip_if(
 # A deadline beyond what Go's time.Duration holds wraps around in every controller: none enforces
 # what it says. Longer than any cap (a rule's cap has replaced it: platform.terms), so uncapped
 # it is never due: a skip the pass also logs as a warning (oneshot.listing).
-DURATION_OVERFLOW = Rule(
-    "duration-overflow",
+DURATION_OVERFLOW = skip_if(
+    SkipReason.NOT_YET_DUE,
     lambda job, *_: (
         f"activeDeadlineSeconds {job.deadline_seconds} overflows Go's time.Duration"
         f" (beyond {MAX_DEADLINE_SECONDS} s either way)"
         if overflows(job.deadline_seconds)
         else "activeDeadlineSeconds within Go's time.Duration"
     ),
-    lambda job, _now, _policy, _overdue: (
-        Skip(
-            job,
-            SkipReason.NOT_YET_DUE,
-            None,
-            f"due never: activeDeadlineSeconds {job.deadline_seconds} overflows its"
-            f" controller's time.Duration (beyond {MAX_DEADLINE_SECONDS} s either way), and no"
-            " platform rule caps it",
-        )
-        if overflows(job.deadline_seconds)
-        else None
+    lambda job: overflows(job.deadline_seconds),
+    lambda job: (
+        f"due never: activeDeadlineSeconds {job.deadline_seconds} overflows its controller's"
+        f" time.Duration (beyond {MAX_DEADLINE_SECONDS} s either way), and no platform rule caps it"
     ),
-    premise=lambda job: overflows(job.deadline_seconds),
+    with_overdue=False,
+    name="duration-overflow",
 )
 NOT_STARTED = skip_if(
     SkipReason.NOT_STARTED,
@@ -253,10 +246,7 @@ def judge_by(rules: tuple[Rule, ...], job: Job, now: datetime, policy: Policy) -
 def walk(
     rules: tuple[Rule, ...], job: Job, now: datetime, policy: Policy
 ) -> tuple[tuple[Step, ...], Entry]:
-    """Walk every rule in order, as ``judge_by`` does, keeping what each saw.
-
-    Those after the deciding one are shown, not evaluated (their premises may not hold).
-    """
+    """Every rule in order with what it saw; those after the deciding one are not evaluated."""
     overdue = overdue_seconds(job, now)
     steps: list[Step] = []
     decided: Entry | None = None
@@ -272,11 +262,7 @@ def walk(
 
 
 def premise_due(rules: tuple[Rule, ...], job: Job, policy: Policy) -> tuple[bool, datetime | None]:
-    """What the clock-free rules say of the job's due instant.
-
-    ``(True, instant)`` when one decides (``None``: it skips at every instant), ``(False,
-    None)`` when the rules that read the clock do.
-    """
+    """``(True, due instant or None)`` when a clock-free rule decides, else ``(False, None)``."""
     for rule in rules:
         if rule.premise is None:
             break

@@ -130,8 +130,7 @@ class Tally:
     ) -> None:
         """Count the pods the jobs a pass leaves still hold, from its one pod list (``owned``).
 
-        ``holders`` are the skipped jobs that may hold pods by uid (``held_reason``), with
-        the clean-ups of ``entries`` that ``--max-actions`` left for later.
+        ``holders``: skipped jobs by uid (``held_reason``); also clean-ups ``--max-actions`` left.
         """
         capped = {
             entry.job.uid: (family_of(entry.job.kind, entry.job.version).NAME, entry.job.kind.name)
@@ -178,13 +177,9 @@ def held_reason(entry: Skip, policy: Policy) -> str | None:
     over finished jobs lists no pod more) and for a family whose leftovers are not pods.
     """
     job = entry.job
-    if (
-        not job.failed_by_deadline
-        or family_of(job.kind, job.version).LEFTOVERS.resource is not PODS
-    ):
+    if not job.failed_by_deadline or family_of(job.kind, job.version).LEFTOVERS.resource != PODS:
         return None
-    policy_keeps = pods_mode(policy) is PodsMode.POLICY
-    if entry.why is SkipReason.FINISHED and policy_keeps:
+    if entry.why is SkipReason.FINISHED and pods_mode(policy) is PodsMode.POLICY:
         return "policy"
     return entry.why.value
 

@@ -1,9 +1,8 @@
 """The ``DeadlineApproaching`` warning a platform rule's ``warnBefore`` asks for. Pure.
 
-One Warning Event at ``deadline - warnBefore``, for a job its family's rules, judged at that
-instant, would end at its deadline (or leave to its controller to end); none once the deadline
-is reached. "Once per deadline" needs no memory: the Event's name comes from the job's uid and
-its deadline instant, so a second create is refused (409), and a new deadline gets a new name.
+One Warning Event at ``deadline - warnBefore`` for a job its rules would end at its deadline;
+none once it is reached. "Once per deadline" needs no memory: the Event's name comes from the
+job's uid and deadline, so a second create is refused (409); a new deadline, a new name.
 """
 
 from __future__ import annotations
@@ -30,10 +29,7 @@ _CONTROLLER_ENDS = (SkipReason.OPERATOR_ENFORCED, SkipReason.CONTROLLER_LATE)
 
 @dataclass(frozen=True, slots=True)
 class DeadlineWarning:
-    """A job's warning, due from ``at`` until ``deadline`` (excluded), named ``name``.
-
-    ``ends`` is what happens at the deadline, as the Event says it.
-    """
+    """A job's warning, due from ``at`` until ``deadline`` (excluded); ``ends``: what then."""
 
     job: Job
     at: datetime
@@ -48,10 +44,7 @@ class DeadlineWarning:
 
 
 def warning_of(job: Job, policy: Policy) -> DeadlineWarning | None:
-    """The warning the job's rule asks for, due or not; ``None`` when there is none to give.
-
-    Its family's rules are judged on the job as it is, at the deadline and ``--grace``.
-    """
+    """The warning the job's rule asks for, due or not, by its rules judged at its deadline."""
     warn_before, deadline = job.warn_before, job.deadline
     if warn_before is None or deadline is None:
         return None

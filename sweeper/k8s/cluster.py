@@ -1,10 +1,8 @@
 """The sweeper's own boundary to the cluster: the interface the executor and the pass loop use.
 
-``sweeper.k8s.kube`` implements ``Cluster``; unit tests implement it in memory. Objects cross
-it as decoded JSON. Every method raises only the sweeper's own errors: ``ApiError`` (and its
-subclasses) for a request that failed for good, ``RunTimeout`` when ``--timeout`` ran out,
-``Interrupted`` when a signal arrived while waiting to retry. A ``server_date`` is the API
-server's clock (its ``Date`` header) when it answered.
+``sweeper.k8s.kube`` implements ``Cluster``, unit tests in memory; objects cross as decoded JSON.
+Every method raises only the sweeper's errors (``ApiError``, ``RunTimeout``, ``Interrupted``).
+A ``server_date`` is the API server's clock (its ``Date`` header) when it answered.
 """
 
 from __future__ import annotations
@@ -49,10 +47,7 @@ class Discovery:
 
 @dataclass(frozen=True, slots=True)
 class Page:
-    """One page of a list; ``items`` is emptied when the next is asked (one page in memory).
-
-    ``resource_version`` (where a watch starts) comes on the last page, if the server says.
-    """
+    """One page of a list, emptied when the next is asked; the last has ``resource_version``."""
 
     items: list[JSON]
     server_date: datetime | None
@@ -69,18 +64,15 @@ class JobPage:
 
 
 class Cluster(Protocol):
-    """Everything the sweeper asks of a cluster.
+    """Everything the sweeper asks of a cluster; a write's ``dry_run`` sends ``dryRun=All``.
 
-    A write's ``dry_run`` sends it with ``dryRun=All`` (``--dry-run=server``); ``--dry-run``
-    (client) writes to a ``sweeper.k8s.dryrun.RecordingCluster`` instead. ``endpoint`` names
-    the server and context in errors (``server https://10.0.0.1:6443, context "prod"``).
+    ``endpoint`` names the server and context in errors (``server https://..., context "prod"``).
     """
 
     endpoint: str
 
     def discover(self) -> Discovery:
         """Find which Kubeflow job kinds (and versions) the cluster serves."""
-        ...
 
     def list_job_views(
         self,
@@ -90,22 +82,18 @@ class Cluster(Protocol):
         page_size: int,
         view: PlatformView = NO_PLATFORM,
     ) -> Iterator[JobPage]:
-        """List jobs page by page, in one namespace or all, as views under their platform rule.
+        """List jobs page by page, in one namespace or all, as views under their rule (``view``).
 
-        Only views are handed out, so an implementation may read of each page only what they
-        need (``sweeper.k8s.decode``); each is built once, under its rule (``view``).
+        Only views are handed out: an implementation may read only what they need of a page.
         """
-        ...
 
     def get(self, resource: Resource, namespace: str | None, name: str) -> JSON:
         """Read one object (``NotFound`` if none); ``namespace`` is ``None`` when cluster-scoped."""
-        ...
 
     def list_pages(
         self, resource: Resource, namespace: str | None, selector: str | None = None
     ) -> Iterator[Page]:
         """List objects page by page, in one namespace or all (or cluster-scoped ones)."""
-        ...
 
     def patch(
         self,
@@ -118,7 +106,6 @@ class Cluster(Protocol):
         dry_run: bool,
     ) -> None:
         """Apply a JSON merge patch to an object, or to its ``subresource`` (``status``)."""
-        ...
 
     def delete(
         self,
@@ -131,15 +118,12 @@ class Cluster(Protocol):
         dry_run: bool,
     ) -> None:
         """Delete an object provided it still has that uid (``propagationPolicy`` if given)."""
-        ...
 
     def create(self, resource: Resource, namespace: str, body: JSON, *, dry_run: bool) -> None:
         """Create an object (``Conflict`` if one of its name exists)."""
-        ...
 
     def close(self) -> None:
         """Release the connections; the run calls it once, when it ends, however it ends."""
-        ...
 
 
 def list_all(
@@ -154,27 +138,22 @@ def list_all(
 
 @dataclass(frozen=True, slots=True)
 class WatchEvent:
-    """``ADDED``, ``MODIFIED``, ``DELETED`` or ``BOOKMARK`` (only its ``resourceVersion``).
-
-    An ``ERROR`` event is raised instead: ``Gone`` for 410, else ``ApiError``.
-    """
+    """``ADDED``, ``MODIFIED``, ``DELETED`` or ``BOOKMARK``; an ``ERROR`` is raised instead."""
 
     type: str
     object: JSON
 
 
 class Stream(Protocol):
-    """An open watch stream's events, until the server closes it.
+    """An open watch stream's events until the server closes it.
 
-    Iterating raises ``WatchStalled`` when nothing (not even a bookmark) came for the read
-    timeout, ``Gone`` when the resourceVersion is too old, else ``ApiError``.
+    Iterating raises ``WatchStalled`` (nothing for the read timeout), ``Gone`` (410), ``ApiError``.
     """
 
     server_date: datetime | None
 
     def __iter__(self) -> Iterator[WatchEvent]:
         """The events, in order."""
-        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,10 +165,7 @@ class Answer:
 
 
 class WatchCluster(Cluster, Protocol):
-    """What ``--watch`` asks of a cluster on top of a pass's needs.
-
-    ``home_namespace``, the Lease's by default: the pod's, else the kubeconfig context's.
-    """
+    """What ``--watch`` asks of a cluster besides; ``home_namespace``: the Lease's by default."""
 
     home_namespace: str
 
@@ -204,16 +180,12 @@ class WatchCluster(Cluster, Protocol):
         read_timeout_s: float,
     ) -> AbstractContextManager[Stream]:
         """Open a watch from a resourceVersion, with bookmarks; closing it ends the request."""
-        ...
 
     def get_lease(self, namespace: str, name: str) -> Answer:
         """Read a coordination.k8s.io/v1 Lease (``NotFound`` if none)."""
-        ...
 
     def create_lease(self, namespace: str, body: JSON) -> Answer:
         """Create a Lease (``Conflict`` if it exists already)."""
-        ...
 
     def update_lease(self, namespace: str, name: str, body: JSON) -> Answer:
         """Replace a Lease; its ``metadata.resourceVersion`` is the precondition (409)."""
-        ...

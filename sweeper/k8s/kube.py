@@ -32,11 +32,9 @@ _LEASE_VERBS = {"GET": "get", "POST": "create", "PUT": "update"}
 
 
 class Opener(Protocol):
-    """Opens a streaming GET (a watch); its response once the headers arrived.
+    """Opens a streaming GET (a watch): a response of urllib3's shape once the headers arrived.
 
-    The response has urllib3's shape (``status``, ``data``, ``headers``, ``stream``,
-    ``release_conn``, ``close``); it raises ``ApiError`` (``WatchStalled`` when nothing came for
-    the read timeout), never the client's errors.
+    It raises ``ApiError`` (``WatchStalled`` after the read timeout), never the client's errors.
     """
 
     def open(self, resource_path: str, ref: RequestRef, read_timeout_s: float) -> Any:
@@ -112,11 +110,7 @@ class _WatchRequests:
 
 
 class KubeCluster(_WatchRequests):
-    """``Cluster`` and ``WatchCluster`` as requests.
-
-    ``once`` sends the requests tried once (Lease writes); ``stream`` is ``None`` when the
-    cluster cannot watch.
-    """
+    """``Cluster`` and ``WatchCluster`` as requests; ``once`` sends the Lease writes (one try)."""
 
     def __init__(
         self,

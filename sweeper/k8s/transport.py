@@ -1,16 +1,10 @@
 """The one request path to the API server: bounded retries, ``Retry-After``, backoff, errors.
 
 No HTTP library here: a ``Send`` puts one request on the wire (``sweeper.k8s.connection.client``
-over urllib3, unit tests a fake). ``Transport`` decides everything around it:
-
-- 429 (honouring ``Retry-After``, capped), 500, 502, 503, 504 and connection failures are
-  retried with exponential backoff and jitter;
-- each attempt is bounded by ``--request-timeout`` and by what is left of ``--timeout`` (the
-  run's one stop), and a signal cuts a wait short (``Interrupted``);
-- each attempt of a write (any method but GET) is sent only within the stop's write window:
-  under leader election, never once this replica no longer leads, and bounded to end before
-  another replica may take the Lease (``sweeper.watch.elector.Elector.write_window``);
-- an answer that is not a success becomes the most specific ``ApiError``, naming the request.
+over urllib3, unit tests a fake). ``Transport`` decides everything around it: the retries
+(docs/decisions.md, "Failures and limits"), each attempt bounded by ``--request-timeout`` and
+the run's one stop, a write's by the stop's write window (under leader election, never once
+this replica no longer leads), and the most specific ``ApiError`` for an answer that failed.
 """
 
 from __future__ import annotations
@@ -56,7 +50,6 @@ class Send(Protocol):
         self, method: str, path: str, headers: dict[str, str], *, body: JSON | None, timeout: float
     ) -> Response:
         """Send it: ``path`` carries the encoded query; ``timeout`` bounds connect and read."""
-        ...
 
 
 class StopSignal(Protocol):
@@ -64,15 +57,12 @@ class StopSignal(Protocol):
 
     def remaining(self) -> float:
         """Seconds left before ``--timeout``, on the run's clock (negative once past)."""
-        ...
 
     def wait(self, seconds: float) -> bool:
         """Sleep, unless a signal asks the run to stop; ``True`` when one did."""
-        ...
 
     def write_window(self) -> float:
         """Seconds a write sent now may stay in flight; 0 or less: send none (not the leader)."""
-        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,8 +97,7 @@ class RetryPolicy:
 class Transport:
     """Sends requests through a ``Send`` under the retry policy and the run's stop.
 
-    ``fenced`` bounds the writes by the stop's write window; not the Lease's own writes: they
-    are how a candidate becomes the leader.
+    ``fenced``: writes within the stop's write window (not the Lease's: how one leads).
     """
 
     def __init__(
@@ -142,8 +131,7 @@ class Transport:
     ) -> Response:
         """Send one request, retrying what may heal; with ``missing_ok`` a 404 is an answer.
 
-        Raises ``ApiError`` (failed for good), ``RunTimeout``, or ``Interrupted`` (a signal
-        while waiting, or a write's window closed before an attempt).
+        ``ApiError`` (failed for good), ``RunTimeout``, ``Interrupted`` (a signal, no window).
         """
         pairs = [*query, ("dryRun", "All")] if dry_run else list(query)
         encoded = urllib.parse.urlencode(pairs, quote_via=urllib.parse.quote)

@@ -13,10 +13,8 @@ from sweeper.oneshot import report
 class Ledger:
     """A pass's outcomes in listing order, kept only as far as its report needs them.
 
-    A skip is final when the job is judged (``settle``); an action holds its place (``expect``)
-    until the executor has run it (``resolve``). Of a settled outcome ``-o json`` keeps its
-    record line (half the bytes of the outcome), ``-o wide`` the outcome, ``-o text`` nothing.
-    Every outcome is counted (``tally``: the summary and the metrics).
+    A skip is final when judged (``settle``); an action holds its place (``expect``) until it ran
+    (``resolve``). ``-o json`` keeps record lines, ``-o wide`` outcomes; every one is counted.
     """
 
     def __init__(self, output: OutputFormat) -> None:

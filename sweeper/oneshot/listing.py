@@ -27,6 +27,7 @@ from sweeper.core.scope import RunScope
 from sweeper.core.tally import held_reason
 from sweeper.core.warn import DeadlineWarning, warning_due
 from sweeper.k8s.cluster import Cluster, JobPage, ServedKind
+from sweeper.logs import job_fields
 from sweeper.oneshot import holding, misconfig, namespaces, readahead, report
 from sweeper.oneshot.ledger import Ledger
 from sweeper.stop import Stop
@@ -52,11 +53,9 @@ def list_pass(
 ) -> Listing:
     """Discover, then list and judge every job of the pass, starting over once if need be.
 
-    ``fresh`` makes the pass's empty ledger (again, when the listing starts over); ``view``
-    the platform's rules, read from the Namespaces after discovery when not given.
-    Raises ``ConfigError`` (a selector the server rejects) and ``ClusterUnavailable`` (discovery
-    or a list failed for good, or no Kubeflow job kind is served; a list RBAC refuses is kept in
-    ``unlisted`` instead).
+    ``fresh`` makes the pass's empty ledger; ``view`` is read after discovery when not given.
+    ``ConfigError``: a selector the server rejects; ``ClusterUnavailable``: discovery or a list
+    failed for good (but a list RBAC refuses, kept in ``unlisted``), or no job kind is served.
     """
     listing = Listing(config, clock, stop, fresh())
     covered = _discover(cluster, config, listing)
@@ -123,11 +122,6 @@ def _discover(cluster: Cluster, config: Config, listing: Listing) -> RunScope[Se
     return scope
 
 
-def _fields(job: Job) -> dict[str, str | int | None]:
-    # LogRecord reserves "name"; the JSON formatter renames job_name back (sweeper.logs).
-    return {"kind": job.kind.name, "namespace": job.namespace, "job_name": job.name}
-
-
 def _exemption(job: Job) -> None:
     # Once per pass and job: the platform's engineers see who opted out, and who tried to.
     said, allows, exemption = (
@@ -143,7 +137,7 @@ def _exemption(job: Job) -> None:
         said,
         job.rule,
         allows,
-        extra={**_fields(job), "rule": job.rule, "exemption": exemption},
+        extra={**job_fields(job), "rule": job.rule, "exemption": exemption},
     )
 
 
@@ -162,7 +156,7 @@ def _overflowing(job: Job) -> None:
         f"enforced at the cap of platform rule {job.rule}"
         if capped
         else "never due: no platform rule caps it",
-        extra={**_fields(job), "declared_seconds": job.declared_seconds, "rule": job.rule},
+        extra={**job_fields(job), "declared_seconds": job.declared_seconds, "rule": job.rule},
     )
 
 
@@ -173,19 +167,11 @@ class StartOver(Exception):  # noqa: N818 - a signal to the pass, not an error i
 class Listing:
     """Lists every job of a pass, judges each page as it comes, and keeps the clocks.
 
-    An action is kept for the plan, its place held in the ledger (so is a skip that a platform
-    rule's ``startDeadline`` or ``reclaimFailedAfter`` may overrule once the pods are read); a
-    skip is final then and there. A job that could hold pods for nothing
-    (``sweeper.core.held.watched``) is kept until the pass's one pod list has summed its pods,
-    and a skipped job failed by its deadline leaves its uid behind (``holders``) for
-    ``deadline_sweeper_held_pods``. Else nothing of a page outlives it, and a pass's memory does
-    not grow with the fleet.
-
-    A list that cannot be finished after some of its pages were judged (its ``continue``
-    token expired, or its kind vanished) raises ``StartOver``. A list that RBAC refuses
-    (403: a namespace deleted with its Role, a kind outside the grant) is kept in ``unlisted``
-    and the pass goes on: no decision about one list's jobs depends on another's, so the jobs
-    listed are acted on, and the run exits 3 at its end.
+    An action (or a skip a rule's pod keys may overrule) is kept for the plan, its place held in
+    the ledger; a skip is final then and there. Jobs that may hold pods are kept by uid until the
+    pass's pod list; else nothing of a page outlives it, and memory does not grow with the fleet.
+    A list cut short after some pages were judged raises ``StartOver``; one RBAC refuses (403) is
+    kept in ``unlisted`` and the pass goes on (no decision depends on another list's jobs).
     """
 
     def __init__(self, config: Config, clock: Clock, stop: Stop, ledger: Ledger) -> None:

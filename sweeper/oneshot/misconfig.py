@@ -1,16 +1,10 @@
 """A Training Operator v1 that still runs its MPIJob controller beside mpi-operator's CRD.
 
-Only one ``mpijobs.kubeflow.org`` CRD can exist. When it is mpi-operator's (``v2beta1``), a
-Training Operator started with its MPIJob scheme on watches ``kubeflow.org/v1`` MPIJobs that
-are not served and exits 1 after controller-runtime's two-minute cache sync timeout: a crash
-loop in which no v1 kind's deadline is enforced for minutes at a time (docs/compatibility.md).
-The scheme is on when a container passes no ``--enable-scheme`` at all (every scheme: the
-upstream Deployment's default) or one naming ``mpijob``.
-
-With ``--training-operator-deployment`` each pass reads that one Deployment and says so: a
-WARNING naming the fix, the ``deadline_sweeper_misconfigured`` gauge and the report's summary.
-Nothing is acted on because of it, and a Deployment the sweeper cannot read costs one WARNING,
-never the pass.
+Only one ``mpijobs.kubeflow.org`` CRD can exist: beside mpi-operator's (``v2beta1``), such an
+operator crash-loops, and no v1 kind's deadline is enforced for minutes at a time
+(docs/compatibility.md). With ``--training-operator-deployment`` each pass reads that one
+Deployment and says so; nothing is acted on because of it, and an unreadable Deployment costs
+one WARNING, never the pass.
 """
 
 from __future__ import annotations
@@ -35,10 +29,8 @@ _FLAG = "enable-scheme"
 def enabled_schemes(deployment: JSON) -> set[str] | None:
     """The schemes the Deployment's containers name with ``--enable-scheme``, in lower case.
 
-    ``None`` when no container passes the flag: the operator then enables every scheme.
-    Read from ``command`` and ``args`` as Go's ``flag`` package reads them: one or two
-    dashes, the value after ``=`` or as the next word, the flag repeated once per scheme;
-    the operator lower-cases each value.
+    ``None`` when no container passes the flag: the operator then enables every scheme. Read
+    from ``command`` and ``args`` as Go's ``flag`` package reads them.
     """
     found: set[str] | None = None
     template = (deployment.get("spec") or {}).get("template") or {}
@@ -61,8 +53,7 @@ def check_mpijob_scheme(
 ) -> bool:
     """Whether the operator's Deployment runs the v1 MPIJob controller beside the v2beta1 CRD.
 
-    ``False`` without ``deployment``, when MPIJob is not served at ``v2beta1``, and when the
-    Deployment cannot be read (logged once, as a WARNING).
+    ``False`` also when the Deployment cannot be read (logged once, as a WARNING).
     """
     # A kind the Training Operator serves at v1 that another family's CRD serves here.
     mpi = next(

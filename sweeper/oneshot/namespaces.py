@@ -21,10 +21,7 @@ log = logging.getLogger(__name__)
 
 
 def read_view(cluster: Cluster, config: Config, only: tuple[str, ...] = ()) -> PlatformView:
-    """The pass's view of every job under its rule, from the Namespaces' labels as now.
-
-    ``only`` names the Namespaces to read instead of ``--namespace``'s.
-    """
+    """The pass's view of every job under its rule, from the labels of ``only`` or -n's or all."""
     if config.platform is None:
         return PlatformView()
     read: list[JSON] = []

@@ -14,9 +14,9 @@ from typing import Any, TextIO
 
 from sweeper.config import DryRun
 from sweeper.core.clock import format_rfc3339
-from sweeper.core.jobs import Job
 from sweeper.core.model import Result
 from sweeper.core.warn import REASON, Warned, message
+from sweeper.logs import job_fields
 
 log = logging.getLogger(__name__)
 
@@ -26,7 +26,7 @@ def record(warned: Warned, now: datetime) -> dict[str, Any]:
     warning = warned.warning
     job = warning.job
     return {
-        **_about(job, "name"),
+        **job_fields(job, "name"),
         "event": warning.name,
         "at": format_rfc3339(warning.at),
         "deadline": format_rfc3339(warning.deadline),
@@ -67,7 +67,7 @@ def log_warned(warned: Warned, now: datetime, dry_run: DryRun | None) -> None:
     warning = warned.warning
     job = warning.job
     fields: dict[str, Any] = {
-        **_about(job, "job_name"),  # LogRecord reserves "name" (sweeper.logs renames it back)
+        **job_fields(job),
         "event": warning.name,
         "reason": REASON,
         "rule": job.rule,
@@ -88,7 +88,3 @@ def log_warned(warned: Warned, now: datetime, dry_run: DryRun | None) -> None:
         message(warning, now),
         extra=fields,
     )
-
-
-def _about(job: Job, name_key: str) -> dict[str, str]:
-    return {"kind": job.kind.name, "namespace": job.namespace, name_key: job.name}

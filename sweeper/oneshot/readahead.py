@@ -1,17 +1,11 @@
 """Lists read ahead of their reader: the API server's time and the sweeper's overlap.
 
-Read one page after the other, the API server waits while the sweeper judges a page, and the
-sweeper waits while the server encodes the next. ``ReadAhead`` reads the lists (one per kind
-and namespace) on a few threads, each list page after page by one thread, while the caller
-takes the pages in the order it submitted the lists. Nothing changes but the timing: the same
-requests (a list the caller never reaches is stopped), the same order, the same errors at the
-same place (raised from the caller's iteration of that list).
-
-Memory stays flat: at most ``ahead`` pages wait, in every list together, plus one of the list
-the caller is on (so it never waits on a reader that waits for room), plus one being read per
-reader. Within that bound a reader goes on into the next list (docs/benchmarks.md). The
-readers share nothing but their iterators and the pages, which are read and changed only
-under one lock (a condition every change notifies).
+``ReadAhead`` reads the lists (one per kind and namespace) on a few threads, each list by one
+thread, while the caller takes the pages in the order it submitted the lists. Nothing changes
+but the timing: the same requests, the same order, the same errors, raised from the caller's
+iteration of that list. At most ``ahead`` pages wait, plus one of the caller's list (so it
+never waits on a reader that waits for room) and one being read per reader
+(docs/benchmarks.md). Pages and iterators are shared under one lock.
 """
 
 from __future__ import annotations
@@ -42,11 +36,7 @@ class _List(Generic[T]):
 
 
 class ReadAhead(Generic[T]):
-    """Reads submitted lists ahead on ``workers`` threads, ``ahead`` pages at most waiting.
-
-    Leaving the block cancels what is still being read: readers stop at their next page and
-    close their iterators.
-    """
+    """Reads submitted lists ahead on ``workers`` threads; leaving the block cancels the rest."""
 
     def __init__(self, *, workers: int = 2, ahead: int = 8, name: str = "read-ahead") -> None:
         if workers < 1 or ahead < 1:
@@ -146,8 +136,7 @@ class ReadAhead(Generic[T]):
     def _put(self, entry: _List[T], item: T | _End) -> bool:
         """Add ``item`` once there is room; False when the reading was cancelled.
 
-        An end takes no place; a page one of the ``ahead`` places, or the caller's list's own
-        when it has nothing waiting, so the caller's list always moves.
+        An end takes no place, a page one of ``ahead``, or the caller's list's own (it moves).
         """
         with self._room:
             while not self._cancelled.is_set():

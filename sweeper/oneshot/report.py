@@ -1,10 +1,8 @@
 """The report of each pass: a table or JSON on stdout, log lines on stderr.
 
-``-o text`` counts the skipped jobs by reason (ten thousand finished jobs cost one line);
-``-o wide`` lists them too. ``-o json`` is one document per pass, written job by job (never
-held whole in memory), one job per line: container runtimes split lines longer than 16 KiB,
-so no line of the report (nor of the logs) may be. Logs: one line per action and one summary
-line per pass, with the job's reference and the decision as fields.
+``-o text`` counts the skipped jobs by reason, ``-o wide`` lists them too. ``-o json`` is one
+document per pass, written job by job, one job per line: container runtimes split lines over
+16 KiB. Logs: one line per action and one summary line per pass.
 """
 
 from __future__ import annotations
@@ -32,7 +30,7 @@ from sweeper.core.model import (
 )
 from sweeper.core.tally import Tally, has_errors
 from sweeper.core.warn import Warned
-from sweeper.logs import MAX_LINE_BYTES, shorten
+from sweeper.logs import MAX_LINE_BYTES, job_fields, shorten
 from sweeper.oneshot import holding, notice
 
 log = logging.getLogger(__name__)
@@ -47,11 +45,9 @@ _encode = json.JSONEncoder(check_circular=False).encode
 
 @dataclass(frozen=True, slots=True)
 class PassReport:
-    """Everything one pass has to say.
+    """Everything one pass has to say; ``now`` is ``None`` when it stopped before any clock.
 
-    ``now`` is ``None`` when the pass stopped before reading a clock. ``outcomes``, in listing
-    order: from a pass, those its ``Ledger`` kept (the counts and records come from it).
-    ``unlisted``: the lists RBAC refused, each as its error.
+    ``outcomes``: those its ``Ledger`` kept, in listing order; ``unlisted``: the lists refused.
     """
 
     number: int
@@ -71,8 +67,7 @@ class PassReport:
 class Summary:
     """A pass in numbers: the ``summary`` of ``-o json``, the last line of the table, the log.
 
-    ``actions`` by decision (``ActionKind`` order), ``skipped`` by reason (``SkipReason``
-    order, none at 0); ``errors``: jobs with an error (exit code 1).
+    ``actions`` and ``skipped`` in their enums' order (no reason at 0); ``errors``: jobs (exit 1).
     """
 
     jobs: int
@@ -206,8 +201,7 @@ def write_json(
 ) -> None:
     """Write one pass as one JSON document, one job per line.
 
-    ``counts`` is ``summary(report)`` if the caller has it; ``records`` the jobs' record lines
-    (a ``Ledger``'s) when the report does not hold every outcome.
+    ``counts``: ``summary(report)``, if the caller has it; ``records``: a ``Ledger``'s lines.
     """
     head = {
         "pass": report.number,
@@ -291,10 +285,7 @@ def _deleted(outcome: Outcome) -> str:
 def write_text(
     stream: TextIO, report: PassReport, *, wide: bool = False, counts: Summary | None = None
 ) -> None:
-    """Write one pass: a header, a table of actions and errors, skips by reason, a summary.
-
-    ``wide`` lists every job in the table; ``counts`` as ``write_json``'s.
-    """
+    """Write one pass: a header, actions and errors (``wide``: every job), skips, a summary."""
     mode = f", dry run ({report.dry_run.value})" if report.dry_run else ""
     when = _time(report.now) or "-"
     stream.write(
@@ -356,9 +347,7 @@ def log_outcome(outcome: Outcome, dry_run: DryRun | None) -> None:
     entry = outcome.entry
     job = entry.job
     fields: dict[str, Any] = {
-        "kind": job.kind.name,
-        "namespace": job.namespace,
-        "job_name": job.name,  # LogRecord reserves "name" (sweeper.logs renames it back)
+        **job_fields(job),
         "action": entry.decision,
         "reason": entry.reason,
         "seconds_overdue": entry.seconds_overdue,

@@ -52,14 +52,12 @@ class Connect(Protocol):
 
     def __call__(self, config: Config, /, *, stop: Stop) -> Cluster:
         """Connect; ``stop`` bounds every request by the run's signals and ``--timeout``."""
-        ...
 
 
 def run(config: Config, connect: Connect, out: TextIO, *, clock: Clock = SYSTEM_CLOCK) -> int:
-    """Run one pass, or repeated passes, on ``clock``; then push its metrics if asked.
+    """Run one pass, or repeated passes, then push the metrics if asked; exit code 0, 1, 4 or 5.
 
-    Returns the exit code 0, 1, 4 or 5; raises ``ConfigError`` (2) and ``ClusterUnavailable``
-    (3, also at the end of a run that acted on the jobs of the lists RBAC allowed).
+    Raises ``ConfigError`` (2), ``ClusterUnavailable`` (3, also after acting on what RBAC let list).
     """
     started = clock.monotonic()
     last: list[Tally] = []  # the tally of the last pass that decided
@@ -75,7 +73,7 @@ def run(config: Config, connect: Connect, out: TextIO, *, clock: Clock = SYSTEM_
 def _push_metrics(
     config: Config, clock: Clock, last: list[Tally], code: int, duration_s: float
 ) -> None:
-    """Push the run's metrics within what is left of ``--timeout`` (at least PUSH_FLOOR_S)."""
+    # Within what is left of --timeout, at least PUSH_FLOOR_S.
     if config.pushgateway is None:
         return
     left = config.timeout - duration_s
@@ -103,9 +101,8 @@ def _run(
     stop = Stop(clock, deadline=started + config.timeout, timeout=config.timeout)
     with signals_stop(stop):
         cluster = connect(config, stop=stop)
-        # The connections close with the run, not at process exit: a process that runs the
-        # sweeper again (in-process tests, a long-lived caller) would otherwise leave every
-        # run's keep-alive sockets to the garbage collector.
+        # With the run, not at exit: a process that runs the sweeper again (tests, a long-lived
+        # caller) would otherwise leave every run's keep-alive sockets to the garbage collector.
         with contextlib.closing(cluster):
             return _passes(config, cluster, stop, out, started=started, clock=clock, last=last)
 
@@ -174,9 +171,8 @@ class PassOutcome:
 def collector_paused() -> Iterator[None]:
     """Pause Python's cyclic garbage collector for the block (a one-shot pass).
 
-    Its full collections walked every view kept so far: a third of a 10,000-job pass's CPU time
-    (docs/benchmarks.md). Decoded JSON and frozen views form no cycles: reference counting
-    frees them all the same.
+    Its full collections walked every view kept: a third of a 10,000-job pass's CPU time
+    (docs/benchmarks.md); decoded JSON and frozen views form no cycles.
     """
     enabled = gc.isenabled()
     gc.disable()
@@ -201,10 +197,8 @@ def sweep(
 ) -> PassOutcome:
     """Run one pass: discover, list, decide, act, report.
 
-    ``claim`` holds each job while its action runs (``sweeper.act.executor.Executor``);
-    ``view``, the platform's rules, is read for the pass when not given; ``warned`` says
-    which due warnings the watch's timers recorded already. Raises ``ConfigError`` (a
-    selector the server rejects) and ``ClusterUnavailable``.
+    ``claim`` as ``Executor``'s; ``view`` is read for the pass when not given; ``warned`` says
+    which due warnings the watch's timers recorded already.
     """
     began = clock.monotonic()
     stopped: SweeperError | None = None
@@ -287,9 +281,8 @@ def _report(
 def _plan(cluster: Cluster, config: Config, listed: listing.Listing, now: datetime) -> Plan:
     """The pass's plan, from the actions judged while listing (the skips are in the ledger).
 
-    The clean-ups' pods are listed first, once per namespace scope: a clean-up with nothing to
-    delete is then no action at all (no ``--max-actions`` slot, no request). The same list
-    counts the pods the finished jobs it leaves still hold (``Tally.hold``).
+    The pods are listed first, once per namespace scope: a clean-up with nothing to delete is
+    no action (no ``--max-actions`` slot), and the same list counts the pods still held.
     """
     holders = listed.holders
     scopes = {uid: namespace for uid, (namespace, *_) in holders.items()}

@@ -1,11 +1,9 @@
 """The HTTP glue: the only module that imports ``urllib3``.
 
-``connect`` finds the API server and the credentials (``kubeconfig``, ``credentials``) and
-builds a ``sweeper.k8s.kube.KubeCluster`` over ``ClientSend`` (one request on the wire, what
-urllib3 raises translated) and ``ClientStream`` (watch streams). Import it lazily:
-``--version`` and ``--help`` need none of it. What each request says of its sender is
-kubectl's: the credential, the ``Impersonate-*`` headers, a proxy's ``Proxy-Authorization``.
-Why not the official ``kubernetes`` client: docs/decisions.md.
+``connect`` builds a ``sweeper.k8s.kube.KubeCluster`` over ``ClientSend`` (one request, what
+urllib3 raises translated) and ``ClientStream`` (watches). Import it lazily: ``--version`` and
+``--help`` need none of it. Each request says of its sender what kubectl's does (the
+credential, ``Impersonate-*``, ``Proxy-Authorization``). Why not ``kubernetes``: docs/decisions.md.
 """
 
 from __future__ import annotations
@@ -46,8 +44,7 @@ log = logging.getLogger(__name__)
 def connect(config: Config, *, stop: StopSignal) -> KubeCluster:
     """Build a cluster client from ``--kubeconfig``/``KUBECONFIG``, ``~/.kube/config`` or the pod.
 
-    Raises ``ConfigError``: the kubeconfig is missing or broken, its credentials cannot be had,
-    or no configuration applies.
+    ``ConfigError``: no configuration applies, or its kubeconfig or credentials are unusable.
     """
     source = config.kubeconfig
     default = Path.home() / ".kube" / "config"
@@ -85,9 +82,8 @@ def connect(config: Config, *, stop: StopSignal) -> KubeCluster:
         raise ConfigError(f"{where}: {one_line(error)}") from error
     send = ClientSend(http)
     transport = Transport(send, stop, request_timeout=config.request_timeout)
-    # A Lease write is tried once per retry period: a retried write could land after the
-    # renew deadline, which the election counts from the first sending. It is not fenced by
-    # leadership: it is how a candidate takes the Lease.
+    # A Lease write is tried once per retry period: a retry could land after the renew deadline,
+    # counted from the first sending. Not fenced by leadership: it is how a candidate leads.
     once = Transport(
         send,
         stop,
@@ -113,10 +109,8 @@ class _NoCredential(Exception):  # noqa: N818 - a state, as NoResponse
 class Http:
     """urllib3's pool manager for one target, and what each request says of its sender.
 
-    One pool manager serves every thread. An exec plugin that answers with another client
-    certificate gets a new one, and the old one is closed: its idle sockets now, each one still
-    lent to a response (a watch) when that response is released, as urllib3 closes what comes
-    back to a closed pool.
+    One pool manager serves every thread; an exec plugin's new client certificate gets a new
+    one, and the old one is closed (a socket lent to a watch when that response is released).
     """
 
     def __init__(self, target: kubeconfig.Target, auth: Auth) -> None:
@@ -128,10 +122,7 @@ class Http:
         self._identity = _impersonation_headers(target.impersonate)
 
     def pool(self, credential: Credential) -> urllib3.PoolManager:
-        """The pool manager for ``credential``'s client certificate, built on first use.
-
-        Raises ``ConfigError``: a certificate or key cannot be loaded, or the proxy used.
-        """
+        """The pool manager for ``credential``'s client certificate; ``ConfigError``: unusable."""
         with self._lock:
             superseded = None
             if self._manager is None or credential.cert != self._cert:

@@ -1,18 +1,9 @@
 """The credential each request presents, kept fresh: a fixed token, a token file, an exec plugin.
 
 ``auth_for`` picks the source a ``sweeper.k8s.connection.kubeconfig.Target`` names. Every
-source is safe to call from the reader and watch threads at once.
-
-- A token file (a kubeconfig's ``tokenFile``, the pod's service account token) is read again
-  every minute, as client-go does (``NewCachedFileTokenSource``): the kubelet rotates bound
-  tokens. A failed re-read keeps the token it has; with an inline ``token`` beside the file,
-  the file wins once read and the inline token stands in until then. A 401 reads the file at
-  once, and the request is tried again if the token changed.
-- An exec plugin (``client.authentication.k8s.io`` v1 or v1beta1) is run as client-go runs it:
-  its ``env`` over the sweeper's environment, ``KUBERNETES_EXEC_INFO`` describing the call,
-  standard input only when its ``interactiveMode`` allows it and there is a terminal. Its
-  ``ExecCredential`` (a token, or a client certificate and key) is kept until its
-  ``expirationTimestamp`` and fetched again after a 401 (``renew``).
+source is safe to call from the reader and watch threads at once. A token file is read again
+every minute, as client-go's ``NewCachedFileTokenSource`` (the kubelet rotates bound tokens);
+an exec plugin runs as client-go runs it; both renew after a 401 (docs/cli.md, "Connecting").
 """
 
 from __future__ import annotations
@@ -33,16 +24,14 @@ from typing import Any
 
 from sweeper.core.errors import ConfigError
 from sweeper.k8s.connection.kubeconfig import ExecPlugin, Target
+from sweeper.k8s.transport import one_line
 
 TOKEN_FILE_PERIOD_S = 60.0
 
 
 @dataclass(frozen=True, slots=True)
 class Credential:
-    """An ``Authorization`` header value and, from an exec plugin, a client certificate (PEM).
-
-    Neither is in the repr.
-    """
+    """An ``Authorization`` header value and, from an exec plugin, a client certificate (PEM)."""
 
     authorization: str | None = field(default=None, repr=False)
     cert: tuple[bytes, bytes] | None = field(default=None, repr=False)
@@ -91,7 +80,7 @@ class TokenFile(Auth):
             with open(path, encoding="utf-8") as file:  # noqa: PTH123 - one read, named here
                 return file.read().strip()
         except (OSError, ValueError) as error:
-            raise ConfigError(f"token file {path}: {' '.join(str(error).split())}") from error
+            raise ConfigError(f"token file {path}: {one_line(error)}") from error
 
     def current(self) -> Credential:
         """The token, read again if the period has passed (the old one if that read fails)."""
@@ -151,8 +140,7 @@ def auth_for(
 ) -> Auth:
     """The credential source ``target`` names; ``timeout`` bounds each run of an exec plugin.
 
-    An exec plugin first runs at the source's first ``current()``; ``clock`` times the
-    re-reads of a token file. ``ConfigError`` if it cannot be read and there is no inline token.
+    A plugin first runs at the first ``current()``; ``ConfigError``: a token file unread, no token.
     """
     if target.token_file:
         return TokenFile(target.token_file, target.token, clock)
@@ -167,10 +155,7 @@ def auth_for(
 
 
 def run_plugin(plugin: ExecPlugin, timeout: float) -> tuple[Credential, datetime | None]:
-    """Run the plugin once; its credential and when it expires (``None``: never).
-
-    Raises ``ConfigError``: not found, failed, timed out or printed no usable ExecCredential.
-    """
+    """Run the plugin once: its credential and expiry (``None``: never); else ``ConfigError``."""
     name = f"exec plugin {plugin.command}"
     interactive = (
         plugin.interactive_mode != "Never" and sys.stdin is not None and sys.stdin.isatty()
@@ -201,7 +186,7 @@ def run_plugin(plugin: ExecPlugin, timeout: float) -> tuple[Credential, datetime
     except subprocess.TimeoutExpired:
         raise ConfigError(f"{name}: no answer within {timeout:g}s") from None
     except OSError as error:
-        raise ConfigError(f"{name}: cannot run it: {_one_line(error)}") from None
+        raise ConfigError(f"{name}: cannot run it: {one_line(error)}") from None
     if done.returncode != 0:
         said = _last_line(done.stderr)
         raise ConfigError(f"{name}: exit code {done.returncode}{': ' + said if said else ''}")
@@ -247,8 +232,4 @@ def _last_line(stderr: bytes | None) -> str:
     lines = [
         line for line in (stderr or b"").decode("utf-8", "replace").splitlines() if line.strip()
     ]
-    return _one_line(lines[-1])[:300] if lines else ""
-
-
-def _one_line(value: object) -> str:
-    return " ".join(str(value).split())
+    return one_line(lines[-1])[:300] if lines else ""

@@ -1,14 +1,8 @@
 """Where the API server is and who the sweeper is to it: a kubeconfig, or the pod's service account.
 
-``load`` reads a kubeconfig as kubectl does (client-go's loading rules): a ``KUBECONFIG`` list
-is merged, the first file to name a cluster, user or context, or to set ``current-context``,
-wins; missing files are skipped; paths in a file are relative to it. ``in_cluster`` reads what
-a pod is given. Both return a ``Target``; nothing here opens a connection or runs a plugin.
-
-The user's credentials are taken in this order, the first present wins: token or tokenFile,
-exec, username and password. As client-go, a server reached over plain ``http://`` is sent no
-credential (the ``Target`` says which it withheld); impersonation is sent either way.
-``auth-provider`` is refused, naming the exec plugin that replaces it.
+``load`` reads a kubeconfig as kubectl does (client-go's loading rules), ``in_cluster`` what a
+pod is given; both return a ``Target``. Nothing here opens a connection or runs a plugin. The
+rules (merging, the order of credentials, plain ``http://``): docs/cli.md, "Connecting".
 """
 
 from __future__ import annotations
@@ -25,6 +19,7 @@ import yaml
 
 from sweeper.core.errors import ConfigError
 from sweeper.k8s.connection import proxies
+from sweeper.k8s.transport import one_line
 
 SERVICE_ACCOUNT = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 EXEC_API_VERSIONS = ("client.authentication.k8s.io/v1", "client.authentication.k8s.io/v1beta1")
@@ -36,10 +31,9 @@ _YAML_NAMES = {"str": "a string", "list": "a list", "int": "a number", "float": 
 
 @dataclass(frozen=True, slots=True)
 class ExecPlugin:
-    """A user's ``exec`` credential plugin, its command already resolved against its file.
+    """A user's ``exec`` plugin, its command resolved against its file.
 
-    ``cluster`` is what ``provideClusterInfo`` hands the plugin in ``KUBERNETES_EXEC_INFO``.
-    ``args`` and ``env`` stay out of the repr, as client-go redacts them: they may hold secrets.
+    ``args`` and ``env`` may hold secrets (not in the repr); ``cluster``: ``provideClusterInfo``'s.
     """
 
     api_version: str
@@ -53,10 +47,7 @@ class ExecPlugin:
 
 @dataclass(frozen=True, slots=True)
 class Impersonation:
-    """Who the sweeper acts as (kubeconfig ``as``, ``as-uid``, ``as-groups``, ``as-user-extra``).
-
-    ``extra`` is sorted by key, each with its values in the file's order.
-    """
+    """Who the sweeper acts as (``as``, ``as-uid``, ``as-groups``, ``as-user-extra`` by key)."""
 
     user: str
     uid: str | None = None
@@ -69,10 +60,8 @@ class Target:
     """One API server and the credentials to present to it.
 
     ``context`` is the kubeconfig context's name, or ``in-cluster``; the PEM data fields hold
-    what the kubeconfig embeds (base64-decoded), the file fields what it names. With both a
-    ``token`` and a ``token_file`` the file wins once read (``credentials``).
-    ``withheld`` names the credentials the kubeconfig gives that a plain ``http://`` server is
-    not sent. Secrets stay out of the repr.
+    what the kubeconfig embeds (base64-decoded), the file fields what it names. ``withheld``
+    names the credentials a plain ``http://`` server is not sent.
     """
 
     server: str
@@ -104,10 +93,7 @@ class _Entry:
 
 
 def load(source: str, context: str | None = None) -> Target:
-    """Read the kubeconfig file or ``os.pathsep``-separated list ``source``.
-
-    Raises ``ConfigError``, its message starting ``kubeconfig SOURCE:``.
-    """
+    """Read the kubeconfig file or ``os.pathsep``-separated list ``source`` (``ConfigError``)."""
     paths = [p for p in source.split(os.pathsep) if p]
     if not any(Path(p).is_file() for p in paths):
         raise ConfigError(f"kubeconfig {source}: no such file")
@@ -173,7 +159,7 @@ def _merge(paths: list[str], where: str) -> _Merged:
         except FileNotFoundError:
             continue  # kubectl skips the files of a list that do not exist
         except (OSError, ValueError) as error:
-            raise _KubeconfigError(f"{prefix}cannot read it: {_one_line(error)}") from None
+            raise _KubeconfigError(f"{prefix}cannot read it: {one_line(error)}") from None
         try:
             document = yaml.load(text, Loader=_Loader)  # noqa: S506 - a safe loader
         except yaml.YAMLError as error:
@@ -292,7 +278,7 @@ def _credentials(user: _Entry, at: str, exec_info: _ExecInfo) -> dict[str, Any]:
         provider = body["auth-provider"]
         kind = provider.get("name") if isinstance(provider, dict) else None
         said = _AUTH_PROVIDERS.get(str(kind), "is not supported: use an exec plugin")
-        raise _KubeconfigError(f"{at}: auth-provider {_one_line(kind or '?')} {said}")
+        raise _KubeconfigError(f"{at}: auth-provider {one_line(kind or '?')} {said}")
     found: dict[str, Any] = {
         "cert_file": _path(user, "client-certificate", at),
         "key_file": _path(user, "client-key", at),
@@ -376,16 +362,13 @@ def _exec(user: _Entry, at: str, exec_info: _ExecInfo) -> ExecPlugin:
         args=tuple(args),
         env=tuple(env),
         interactive_mode=mode,
-        install_hint=_one_line(spec.get("installHint") or ""),
+        install_hint=one_line(spec.get("installHint") or ""),
         cluster=_cluster_info(exec_info) if spec.get("provideClusterInfo") is True else None,
     )
 
 
 def _cluster_info(exec_info: _ExecInfo) -> dict[str, Any]:
-    """ExecCredential's ``spec.cluster``: the cluster's fields, its exec extension as config.
-
-    A CA file goes as its contents, base64-encoded, as client-go's ``ConfigToExecCluster``.
-    """
+    # ExecCredential's spec.cluster, as client-go's ConfigToExecCluster: a CA file's contents.
     cluster = exec_info.body
     info: dict[str, Any] = {"server": exec_info.server}
     for key in (
@@ -402,7 +385,7 @@ def _cluster_info(exec_info: _ExecInfo) -> dict[str, Any]:
         except OSError as error:
             raise _KubeconfigError(
                 f"{exec_info.at}: certificate-authority {exec_info.ca_file}: cannot read it for "
-                f"the exec plugin: {error.strerror or _one_line(error)}"
+                f"the exec plugin: {error.strerror or one_line(error)}"
             ) from None
         info["certificate-authority-data"] = base64.b64encode(pem).decode("ascii")
     for extension in cluster.get("extensions") or []:
@@ -453,11 +436,7 @@ def _yaml_problem(error: yaml.YAMLError) -> str:
     problem = getattr(error, "problem", None) or type(error).__name__
     mark = getattr(error, "problem_mark", None)
     where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
-    return _one_line(f"{problem}{where}")
-
-
-def _one_line(value: object) -> str:
-    return " ".join(str(value).split())
+    return one_line(f"{problem}{where}")
 
 
 _Loader: type[Any] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)

@@ -1,15 +1,9 @@
 """Which proxy carries the requests to a server: Go's rules, as kubectl follows them.
 
-A kubeconfig's ``proxy-url`` wins. Without one, client-go takes the environment's
-(``http.ProxyFromEnvironment``, golang.org/x/net/http/httpproxy): ``HTTPS_PROXY`` (or
-``https_proxy``) for an ``https://`` server, ``HTTP_PROXY`` (or ``http_proxy``) for an
-``http://`` one, the upper-case name first; a value without a scheme is ``http://``. A server
-named ``localhost`` or a loopback address is never proxied, nor one ``NO_PROXY`` (or
-``no_proxy``) names: ``*``; a host or a domain, which matches its subdomains too (``.domain``
-and ``*.domain`` only the subdomains); an IP address; a CIDR; each with an optional ``:port``.
-
-Only http and https proxies are supported (a SOCKS proxy is refused); ``user:password@`` in a
-proxy's URL is sent as ``Proxy-Authorization`` and never appears in a message.
+A kubeconfig's ``proxy-url`` wins, else the environment's as client-go reads it
+(``http.ProxyFromEnvironment``, golang.org/x/net/http/httpproxy; docs/cli.md, "Connecting").
+Only http and https proxies; ``user:password@`` goes as ``Proxy-Authorization``, never into a
+message.
 """
 
 from __future__ import annotations
@@ -34,10 +28,7 @@ class Proxy:
 
 
 def from_environment(server: str, environ: Mapping[str, str]) -> str | None:
-    """The proxy URL the environment gives for ``server``, or ``None`` to go direct.
-
-    Raises ``ConfigError`` for a proxy other than http or https.
-    """
+    """The proxy URL the environment gives for ``server``, ``None`` to go direct; http(s) only."""
     scheme = urlsplit(server).scheme
     names = ("HTTPS_PROXY", "https_proxy") if scheme == "https" else ("HTTP_PROXY", "http_proxy")
     name = next((n for n in names if environ.get(n)), None)
