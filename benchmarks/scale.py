@@ -142,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
             page_size=args.page_size,
             candidate=args.candidate,
             trainjobs=_install_trainer_crds(cp),
-            policy=args.policy.resolve() if args.policy else None,
+            enforcement=args.enforcement.resolve() if args.enforcement else None,
         )
         creator = fleet.Creator(cp, threads=args.threads)
         cloner = fleet.Cloner(cp)
@@ -216,10 +216,10 @@ class _Bench:
         page_size: int,
         candidate: Path | None,
         trainjobs: bool,
-        policy: Path | None = None,
+        enforcement: Path | None = None,
     ) -> None:
         self.cp = cp
-        self.policy = policy
+        self.enforcement = enforcement
         self.kubectl = kubectl
         self.page_size = page_size
         self.candidate = candidate
@@ -246,7 +246,7 @@ class _Bench:
             self.resources.append(f"{TRAINER_GROUP_VERSION}/trainjobs")
             self.discovery.append(f"/apis/{TRAINER_GROUP_VERSION}")
             self.empty_lists = 1
-        if policy is not None:
+        if enforcement is not None:
             # The sweeper reads the Namespaces' labels once, after discovery (limit 500).
             self.discovery.append("/api/v1/namespaces?limit=500")
 
@@ -262,7 +262,7 @@ class _Bench:
             # Generous: a neighbour's burst of load must not turn a slow pass into exit 5.
             "--timeout",
             "600",
-            *(["--policy", str(self.policy)] if self.policy else []),
+            *(["--policy", str(self.enforcement)] if self.enforcement else []),
         ]
 
     def kubectl_argv(self, resource: str) -> list[str]:

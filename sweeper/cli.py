@@ -232,11 +232,11 @@ def command(ctx: click.Context, /, **values: Any) -> None:
     except SweeperError as error:
         _fail(error)
     logs.configure(config.log_format, config.log_level)
-    policy = config.policy
+    enforcement = config.enforcement
     if (
-        policy.action is not ActionMode.TOUCH
-        and policy.terminate_pods is PodsMode.POLICY
-        and policy.operator_version is None
+        enforcement.action is not ActionMode.TOUCH
+        and enforcement.terminate_pods is PodsMode.POLICY
+        and enforcement.operator_version is None
     ):
         # Fail safe: keep what v1.9.4 keeps, and say what older releases would have deleted.
         logging.getLogger(__name__).warning(

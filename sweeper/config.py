@@ -16,7 +16,7 @@ from enum import StrEnum
 
 from sweeper.core.errors import ConfigError
 from sweeper.core.kinds import Kind
-from sweeper.core.model import ActionMode, Policy
+from sweeper.core.model import ActionMode, Enforcement
 from sweeper.core.platform import Platform
 from sweeper.core.scope import RunScope, S
 
@@ -213,7 +213,7 @@ class Config:
     families: tuple[str, ...] = ()
     selector: str | None = None
     page_size: int = 500
-    policy: Policy = field(default_factory=Policy)
+    enforcement: Enforcement = field(default_factory=Enforcement)
     clock: ClockMode = ClockMode.SERVER
     every: float | None = None
     for_seconds: float | None = None
@@ -246,12 +246,12 @@ class Config:
         # touched-at records whole seconds: a re-touch within the second writes the same value,
         # which changes nothing (no watch event re-arms the job's timer, and the report would
         # claim a write that did not happen): both spacings of re-touches are held to a second.
-        if self.policy.retouch_limit > 0 and self.policy.retouch_after < 1:
+        if self.enforcement.retouch_limit > 0 and self.enforcement.retouch_after < 1:
             raise ConfigError(
                 "--retouch-after must be at least 1s while --retouch-limit is above 0 "
                 "(the touched-at annotation records whole seconds)"
             )
-        if self.policy.action is ActionMode.TOUCH and self.policy.escalate_after < 1:
+        if self.enforcement.action is ActionMode.TOUCH and self.enforcement.escalate_after < 1:
             raise ConfigError(
                 "--escalate-after must be at least 1s under --action touch, where it spaces "
                 "the re-touches (the touched-at annotation records whole seconds)"
@@ -284,7 +284,7 @@ class Config:
         if self.watch is not None and self.pushgateway is not None:
             # A long-running process is scraped; pushing would leave a stale group behind.
             raise ConfigError("--watch serves /metrics; it does not take --pushgateway")
-        if self.watch is not None and self.policy.max_actions is not None:
+        if self.watch is not None and self.enforcement.max_actions is not None:
             # A cap per pass has no equivalent when each job is acted on at its deadline.
             raise ConfigError(
                 "--watch acts on each job at its deadline; it does not take --max-actions "

@@ -115,9 +115,9 @@ def run_explain(
         explanations = []
         for (served_kind, raw), scope in zip(found, scopes, strict=True):
             job = view(parse_job(raw, served_kind.kind, served_kind.version))
-            steps, entry = explain(job, now, config.policy)
+            steps, entry = explain(job, now, config.enforcement)
             if job.warn_before is not None:
-                seen = explain_warning(job, now, config.policy)
+                seen = explain_warning(job, now, config.enforcement)
                 steps = (Step("deadline-approaching", seen, None, reached=True), *steps)
             rule = view.rule(job.namespace, job.kind.name)
             held = _held(cluster, config, job, now, rule) if watched(job) else None
@@ -139,7 +139,7 @@ def run_explain(
                     scope,
                     steps,
                     planned,
-                    config.policy.max_actions,
+                    config.enforcement.max_actions,
                 )
             )
     if config.output is OutputFormat.JSON:
@@ -156,8 +156,8 @@ def _held(
     # The job's pods, summed as a pass sums them from its one list.
     left, _ = pods_of(job)
     pods = list_all(cluster, left.resource, job.namespace, left.of(job.name))
-    load = load_of(job, pods, config.policy.gpu_resources)
-    stuck, finished = graces(config.policy.stuck_after, config.policy.reclaim_grace, rule)
+    load = load_of(job, pods, config.enforcement.gpu_resources)
+    stuck, finished = graces(config.enforcement.stuck_after, config.enforcement.reclaim_grace, rule)
     return classify(job, load, now, stuck_after=stuck, finished_after=finished)
 
 
@@ -167,7 +167,7 @@ def _as_planned(cluster: Cluster, config: Config, entry: Entry, now: datetime) -
     if not isinstance(entry, Action) or entry.kind not in CLEAN_UPS:
         return entry
     leftovers = leftovers_by_owner(cluster, [entry], (entry.job.namespace,))
-    (planned,) = assemble([entry], now, config.policy, leftovers).entries
+    (planned,) = assemble([entry], now, config.enforcement, leftovers).entries
     return planned
 
 

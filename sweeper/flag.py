@@ -59,7 +59,7 @@ class Flag:
     """One option: its flags (then the parameter's name, if not the long flag's), and more.
 
     ``env`` defaults to ``SWEEPER_<LONG FLAG>``; ``bare`` is the bare flag's value. ``to`` is
-    where ``build_config`` puts it (``"policy.grace"``; ``None``: it steers others, as ``-A``),
+    where ``build_config`` puts it (``"enforcement.grace"``; ``None``: it steers others, as ``-A``),
     through ``read`` (``ConfigError`` for a value it refuses).
     """
 

@@ -34,7 +34,7 @@ from sweeper.core.errors import ConfigError
 from sweeper.core.families import FAMILIES, KIND_NAMES, lookup
 from sweeper.core.held import parse_gpu_resources
 from sweeper.core.kinds import GPU_RESOURCES, Kind
-from sweeper.core.model import ActionMode, PodsMode, Policy
+from sweeper.core.model import ActionMode, Enforcement, PodsMode
 from sweeper.core.platform import Platform, load_platform
 from sweeper.core.releases import Release, parse_release
 from sweeper.flag import LONGEST_WAIT, Choice, Count, DryRunWord, Duration, Flag, Switch
@@ -55,8 +55,8 @@ def _durations(
 
 
 def _knob(name: str, default: str, help: str) -> Flag:
-    # A policy duration: 0 allowed, no upper bound (compared with a job's times, never slept).
-    to = "policy." + name.removeprefix("--").replace("-", "_")
+    # An enforcement duration: 0 allowed, no upper bound (compared with a job's times, never slept).
+    to = "enforcement." + name.removeprefix("--").replace("-", "_")
     return _durations(name, default=default, help=help, to=to, positive=False, waited=False)
 
 
@@ -206,7 +206,7 @@ FLAGS: tuple[Flag, ...] = (
         ActionMode.TOUCH.value,
         "touch: annotate so the operator fails it; fail: fail it as the operator would; "
         "auto: touch, then fail if still running --escalate-after later.",
-        to="policy.action",
+        to="enforcement.action",
     ),
     _choice(
         "--terminate-pods",
@@ -214,14 +214,14 @@ FLAGS: tuple[Flag, ...] = (
         PodsMode.ACTIVE.value,
         "Pods of a failed job to delete: active (Running, Pending), all, or policy (what "
         "--operator-version keeps).",
-        to="policy.terminate_pods",
+        to="enforcement.terminate_pods",
     ),
     Flag(
         ("--operator-version",),
         "The Training Operator release the cluster runs, for --terminate-pods policy "
         "(v1.7.0 to v1.9.3 delete every pod at the deadline; v1.9.4 follows cleanPodPolicy).",
         metavar="vX.Y.Z",
-        to="policy.operator_version",
+        to="enforcement.operator_version",
         read=_release,
     ),
     _knob(
@@ -248,7 +248,7 @@ FLAGS: tuple[Flag, ...] = (
         "The extended resources counted as GPUs, comma-separated (a trailing * matches the rest).",
         default=",".join(GPU_RESOURCES),
         metavar="NAMES",
-        to="policy.gpu_resources",
+        to="enforcement.gpu_resources",
         read=parse_gpu_resources,
     ),
     _durations(
@@ -256,7 +256,7 @@ FLAGS: tuple[Flag, ...] = (
         default="5s",
         help="Touch a job again this soon when a touch written near its deadline did not fail "
         "it (the operator judges with its own clock).",
-        to="policy.retouch_after",
+        to="enforcement.retouch_after",
         waited=False,
     ),
     Flag(
@@ -265,7 +265,7 @@ FLAGS: tuple[Flag, ...] = (
         Count(0),
         3,
         metavar="N",
-        to="policy.retouch_limit",
+        to="enforcement.retouch_limit",
     ),
     Flag(
         ("--max-actions",),
@@ -273,7 +273,7 @@ FLAGS: tuple[Flag, ...] = (
         Count(0),
         metavar="N",
         shown_default="unlimited",
-        to="policy.max_actions",
+        to="enforcement.max_actions",
     ),
     _durations("--every", default=None, help="Start a pass every DURATION (needs --for)."),
     _durations(
@@ -429,7 +429,7 @@ def build_config(options: dict[str, Any]) -> Config:
     if options["all_namespaces"] and options["namespaces"]:
         raise ConfigError("-A/--all-namespaces and -n/--namespace contradict each other")
     watching = bool(options["watch"])
-    parts: dict[str, dict[str, Any]] = {"": {}, "policy": {}, "watch": {}, "watch.timing": {}}
+    parts: dict[str, dict[str, Any]] = {"": {}, "enforcement": {}, "watch": {}, "watch.timing": {}}
     for flag in FLAGS:
         if flag.to is None or (flag.to.startswith("watch.") and not watching):
             continue
@@ -439,7 +439,7 @@ def build_config(options: dict[str, Any]) -> Config:
     watch = None
     if watching:
         watch = WatchSettings(**parts["watch"], timing=Timing(**parts["watch.timing"]))
-    return Config(**parts[""], policy=Policy(**parts["policy"]), watch=watch)
+    return Config(**parts[""], enforcement=Enforcement(**parts["enforcement"]), watch=watch)
 
 
 def stderr_is_tty() -> bool:

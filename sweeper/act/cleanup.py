@@ -19,7 +19,7 @@ from sweeper.core.families import family_of
 from sweeper.core.held import HELD_PODS_REASON, held_pods_deleted
 from sweeper.core.jobs import Job, Owned, parse_owned
 from sweeper.core.kinds import COMPONENT, EVENTS, OPERATOR_PODS, PODS, Leftovers, Resource
-from sweeper.core.model import CLEAN_UPS, JSON, Action, Policy, Result, Why
+from sweeper.core.model import CLEAN_UPS, JSON, Action, Enforcement, Result, Why
 from sweeper.core.plan import reclaim_policy, services_to_delete
 from sweeper.core.warn import REASON as WARNING_REASON
 from sweeper.core.warn import DeadlineWarning, Warned
@@ -152,12 +152,14 @@ class Reclaimer:
     def __init__(self, writing: Writing) -> None:
         self._w = writing
 
-    def reclaim(self, action: Action, now: datetime, policy: Policy, progress: Progress) -> Result:
+    def reclaim(
+        self, action: Action, now: datetime, enforcement: Enforcement, progress: Progress
+    ) -> Result:
         """Carry out a clean-up: the deletes, then the Event (``left-alone``: nothing left)."""
         job = action.job
         family = family_of(job.kind, job.version)
         deleted, companions = self.delete_leftovers(
-            job, reclaim_policy(action, policy), progress, action.targets
+            job, reclaim_policy(action, enforcement), progress, action.targets
         )
         if not deleted:
             if progress.errors:
@@ -177,7 +179,7 @@ class Reclaimer:
     def delete_leftovers(
         self,
         job: Job,
-        policy: Policy,
+        enforcement: Enforcement,
         progress: Progress,
         chosen: Sequence[Owned] | None = None,
     ) -> tuple[list[str], list[str]]:
@@ -190,7 +192,7 @@ class Reclaimer:
         cluster = self._w.cluster
         if chosen is None:
             listed = _views(list_all(cluster, left.resource, job.namespace, left.of(job.name)))
-            chosen = family.leftovers(listed, job, policy)
+            chosen = family.leftovers(listed, job, enforcement)
         targets = list(chosen)
         deleted: list[str] = []
         companions: list[str] = []

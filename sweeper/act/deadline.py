@@ -17,7 +17,7 @@ from sweeper.core.decide import judge
 from sweeper.core.errors import Conflict, NotFound
 from sweeper.core.families import family_of
 from sweeper.core.jobs import Job, parse_job
-from sweeper.core.model import JSON, Action, ActionKind, Entry, Policy, Result
+from sweeper.core.model import JSON, Action, ActionKind, Enforcement, Entry, Result
 
 # A job or carrier that keeps changing under a write (a fail's too) is left after this many.
 WRITE_ATTEMPTS = 3
@@ -31,11 +31,11 @@ class DeadlineWriter:
         self._view = view
 
     def set_deadline(
-        self, action: Action, now: datetime, policy: Policy, progress: Progress
+        self, action: Action, now: datetime, enforcement: Enforcement, progress: Progress
     ) -> Result | Action:
         """Carry out a ``set-deadline``: the write, then the Event; or the action to do instead."""
         for _attempt in range(WRITE_ATTEMPTS):
-            fresh = self._reread(action, now, policy)
+            fresh = self._reread(action, now, enforcement)
             if isinstance(fresh, str):
                 progress.detail = fresh
                 return Result.LEFT_ALONE
@@ -70,13 +70,15 @@ class DeadlineWriter:
         )
         return Result.ERROR
 
-    def _reread(self, action: Action, now: datetime, policy: Policy) -> tuple[JSON, Job] | str:
+    def _reread(
+        self, action: Action, now: datetime, enforcement: Enforcement
+    ) -> tuple[JSON, Job] | str:
         listed = action.job
         raw = self._w.cluster.get(listed.kind.at(listed.version), listed.namespace, listed.name)
         job = self._view(parse_job(raw, listed.kind, listed.version))
         if job.uid != listed.uid:
             return "job replaced by a new one of the same name"
-        entry: Entry = judge(job, now, replace(policy, max_actions=None))
+        entry: Entry = judge(job, now, replace(enforcement, max_actions=None))
         if not (isinstance(entry, Action) and entry.kind is ActionKind.SET_DEADLINE):
             return f"re-read: now {entry.decision} ({entry.reason})"
         return raw, job

@@ -31,10 +31,10 @@ from sweeper.core.model import (
     Action,
     ActionKind,
     ActionMode,
+    Enforcement,
     Entry,
     Outcome,
     Plan,
-    Policy,
     Result,
     Skip,
     Why,
@@ -116,7 +116,7 @@ class Executor:
                 continue
             with self._claim(entry) as ours:
                 if ours:
-                    outcome, stopped = self._apply(entry, plan.now, plan.policy)
+                    outcome, stopped = self._apply(entry, plan.now, plan.enforcement)
                 else:
                     outcome = Outcome(entry, Result.LEFT_ALONE, "in the hands of its timer")
             outcomes[index] = outcome
@@ -148,24 +148,24 @@ class Executor:
         return None
 
     def _apply(
-        self, action: Action, now: datetime, policy: Policy
+        self, action: Action, now: datetime, enforcement: Enforcement
     ) -> tuple[Outcome, SweeperError | None]:
         progress = Progress()
         try:
             if action.kind is ActionKind.TOUCH:
-                result = self._jobs.touch(action, now, policy, progress)
+                result = self._jobs.touch(action, now, enforcement, progress)
             elif action.why is Why.START_DEADLINE:
-                result = self._stuck.end(action, now, policy, progress)
+                result = self._stuck.end(action, now, enforcement, progress)
             elif action.kind is ActionKind.FAIL:
-                result = self._jobs.fail(action, now, policy, progress)
+                result = self._jobs.fail(action, now, enforcement, progress)
             elif action.kind is ActionKind.SET_DEADLINE:
-                written = self._jobs.deadlines.set_deadline(action, now, policy, progress)
+                written = self._jobs.deadlines.set_deadline(action, now, enforcement, progress)
                 if isinstance(written, Action):  # no carrier (a gang with no launcher): fail it
                     progress.escalated = written
-                    written = self._jobs.fail(written, now, policy, progress, also=action.kind)
+                    written = self._jobs.fail(written, now, enforcement, progress, also=action.kind)
                 result = written
             else:
-                result = self._jobs.cleaner.reclaim(action, now, policy, progress)
+                result = self._jobs.cleaner.reclaim(action, now, enforcement, progress)
         except (_Stop, Interrupted, RunTimeout) as stop:
             # A write that already happened is reported as done; one stopped before it is not
             # started, one a request's retries were stopped in is an error.
@@ -219,7 +219,9 @@ class _JobWriter:
         self.deadlines = deadlines
         self._view = view
 
-    def touch(self, action: Action, now: datetime, policy: Policy, progress: Progress) -> Result:
+    def touch(
+        self, action: Action, now: datetime, enforcement: Enforcement, progress: Progress
+    ) -> Result:
         job = action.job
         progress.body = touch_patch(now)
         try:
@@ -235,10 +237,10 @@ class _JobWriter:
             # Admission refused the update (the operator's webhooks, with failurePolicy Fail,
             # reject every update while it is down), or RBAC did. Nothing will make the
             # operator look: auto fails it now.
-            if policy.action is not ActionMode.AUTO:
+            if enforcement.action is not ActionMode.AUTO:
                 progress.errors.append(f"touch refused: {error}")
                 return Result.ERROR
-            return self._escalate(action, now, policy, progress, refusal=str(error))
+            return self._escalate(action, now, enforcement, progress, refusal=str(error))
         progress.wrote = True
         message = (
             f"{job.kind.name} is {_late(action)} past its activeDeadlineSeconds "
@@ -249,14 +251,20 @@ class _JobWriter:
         return self._w.done
 
     def _escalate(
-        self, action: Action, now: datetime, policy: Policy, progress: Progress, *, refusal: str
+        self,
+        action: Action,
+        now: datetime,
+        enforcement: Enforcement,
+        progress: Progress,
+        *,
+        refusal: str,
     ) -> Result:
         late, refused = action.seconds_overdue, f"touch refused: {refusal}"
         escalated = Action(action.job, ActionKind.FAIL, Why.TOUCH_REFUSED, late, refused)
         progress.escalated = escalated
         progress.touch_refused = refusal
         progress.body = None
-        result = self.fail(escalated, now, policy, progress, touch_refused=True)
+        result = self.fail(escalated, now, enforcement, progress, touch_refused=True)
         progress.detail = "; ".join(
             part for part in (f"touch refused ({refusal}), failed instead", progress.detail) if part
         )
@@ -266,7 +274,7 @@ class _JobWriter:
         self,
         action: Action,
         now: datetime,
-        policy: Policy,
+        enforcement: Enforcement,
         progress: Progress,
         *,
         touch_refused: bool = False,
@@ -285,13 +293,13 @@ class _JobWriter:
                 # The 409 answered a retry of our own write: the first attempt went through
                 # and its answer was lost (a timeout, a 5xx after the write). The condition
                 # is this run's to the second (the sweeper's message, this pass's instant).
-                return self._failed_by_us(action, job, now, policy, progress)
+                return self._failed_by_us(action, job, now, enforcement, progress)
             # Same policy, same instant, no cap: only the job's own state may have changed.
-            fresh = judge(job, now, replace(policy, max_actions=None))
+            fresh = judge(job, now, replace(enforcement, max_actions=None))
             if isinstance(fresh, Action) and fresh.kind in CLEAN_UPS:
                 # Failed by its deadline meanwhile (the operator, or our own write whose
                 # answer was lost): what is left to do is the pods, or the JobSet.
-                result = self.cleaner.reclaim(fresh, now, policy, progress)
+                result = self.cleaner.reclaim(fresh, now, enforcement, progress)
                 progress.detail = "; ".join(
                     part for part in ("already failed by its deadline", progress.detail) if part
                 )
@@ -306,7 +314,7 @@ class _JobWriter:
             except Conflict:
                 sent = _failed_condition(progress.body)
                 continue
-            return self._failed_by_us(action, job, now, policy, progress)
+            return self._failed_by_us(action, job, now, enforcement, progress)
         progress.errors.append(
             f"cannot patch {listed.kind.resource}/status {listed.name!r} in namespace "
             f'"{listed.namespace}": conflict (409) on {WRITE_ATTEMPTS} attempts'
@@ -314,13 +322,13 @@ class _JobWriter:
         return Result.ERROR
 
     def _failed_by_us(
-        self, action: Action, job: Job, now: datetime, policy: Policy, progress: Progress
+        self, action: Action, job: Job, now: datetime, enforcement: Enforcement, progress: Progress
     ) -> Result:
         # The status write went through: then what it left, then the event (docs/operator.md,
         # "Ordering when failing a job by hand"); a TrainJob's JobSet goes at once, as the
         # trainer deletes it at its own deadline.
         progress.wrote = True
-        deleted, _ = self.cleaner.delete_leftovers(job, policy, progress)
+        deleted, _ = self.cleaner.delete_leftovers(job, enforcement, progress)
         message = family_of(job.kind, job.version).failed_event(job, _late(action), deleted)
         self._w.record_event(job, progress, now, "DeadlineExceeded", message)
         return self._w.done

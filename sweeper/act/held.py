@@ -29,7 +29,7 @@ from sweeper.core.held import (
 )
 from sweeper.core.jobs import Job, parse_job
 from sweeper.core.kinds import COMPONENT
-from sweeper.core.model import Action, Policy, Result
+from sweeper.core.model import Action, Enforcement, Result
 from sweeper.core.patches import failed_status
 from sweeper.core.plan import reclaim_policy
 from sweeper.k8s.cluster import list_all
@@ -48,7 +48,9 @@ class StartDeadlineWriter:
         self._reclaimer = reclaimer
         self._view = view
 
-    def end(self, action: Action, now: datetime, policy: Policy, progress: Progress) -> Result:
+    def end(
+        self, action: Action, now: datetime, enforcement: Enforcement, progress: Progress
+    ) -> Result:
         """Fail the job if it is still stuck starting, then delete its active pods.
 
         Returns:
@@ -59,7 +61,7 @@ class StartDeadlineWriter:
         resource = listed.kind.at(listed.version)
         raw = self._w.cluster.get(resource, listed.namespace, listed.name)
         job = self._view(parse_job(raw, listed.kind, listed.version))
-        left = self._still_stuck(job, listed, now, policy)
+        left = self._still_stuck(job, listed, now, enforcement)
         if left:
             progress.detail = left
             return Result.LEFT_ALONE
@@ -82,17 +84,17 @@ class StartDeadlineWriter:
             progress.detail = "changed while being failed: judged again next pass"
             return Result.LEFT_ALONE
         progress.wrote = True
-        self._reclaimer.delete_leftovers(job, reclaim_policy(action, policy), progress)
+        self._reclaimer.delete_leftovers(job, reclaim_policy(action, enforcement), progress)
         self._w.record_event(job, progress, now, reason=REASON, message=message, warning=True)
         return self._w.done
 
-    def _still_stuck(self, job: Job, listed: Job, now: datetime, policy: Policy) -> str:
+    def _still_stuck(self, job: Job, listed: Job, now: datetime, enforcement: Enforcement) -> str:
         # Why the job read again is no longer to be failed; empty when it still is.
         if job.uid != listed.uid:
             return "job replaced by a new one of the same name"
         left, _ = pods_of(job)  # as the pass's pod list, which found it stuck
         pods = list_all(self._w.cluster, left.resource, job.namespace, left.of(job.name))
-        load = load_of(job, pods, policy.gpu_resources)
+        load = load_of(job, pods, enforcement.gpu_resources)
         # Past its startDeadline when planned; only what the job and its pods are can change.
         held = classify(job, load, now, stuck_after=0.0, finished_after=0.0)
         if held is None or held.state is not HeldState.STUCK:

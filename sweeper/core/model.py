@@ -1,8 +1,8 @@
 """The plan and its outcomes: the types every mode decides and reports in. Pure.
 
-``decide`` makes a ``Plan`` of ``Action`` and ``Skip`` entries under a ``Policy``, the executor
+``decide`` makes a ``Plan`` of ``Action`` and ``Skip`` entries under a ``Enforcement``, the executor
 turns each into an ``Outcome``; they live below the decision and all its readers, so reading a
-plan or a result never climbs the house, and the settings hold a ``Policy`` without the rules.
+plan or a result never climbs the house, and the settings hold a ``Enforcement`` without the rules.
 """
 
 from __future__ import annotations
@@ -94,7 +94,7 @@ class SkipReason(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
-class Policy:
+class Enforcement:
     """The decision's flags, each field its flag's (docs/cli.md); durations in seconds."""
 
     action: ActionMode = ActionMode.TOUCH
@@ -166,7 +166,7 @@ class Plan:
     """
 
     now: datetime
-    policy: Policy
+    enforcement: Enforcement
     entries: tuple[Entry, ...] = field(default=())
 
     @property

@@ -13,23 +13,23 @@ from sweeper.core.jobs import Job, Owned
 from sweeper.core.model import (
     CLEAN_UPS,
     Action,
+    Enforcement,
     Entry,
     Plan,
     PodsMode,
-    Policy,
     Skip,
     SkipReason,
     Why,
 )
 
 # What of a job's leftovers a clean-up deletes, and what its family says when that is nothing.
-Select = Callable[[Sequence[Owned], Job, Policy], tuple[Sequence[Owned], str]]
+Select = Callable[[Sequence[Owned], Job, Enforcement], tuple[Sequence[Owned], str]]
 
 
 def assemble(
     entries: Iterable[Entry],
     now: datetime,
-    policy: Policy,
+    enforcement: Enforcement,
     pods: Mapping[str, Sequence[Owned]] | None = None,
     select: Select | None = None,
 ) -> Plan:
@@ -42,36 +42,36 @@ def assemble(
     """
     listed = list(entries)
     if pods is not None and select is not None:
-        listed = [_with_targets(entry, pods, policy, select) for entry in listed]
-    if policy.max_actions is not None:
-        listed = _cap(listed, policy.max_actions)
-    return Plan(now=now, policy=policy, entries=tuple(listed))
+        listed = [_with_targets(entry, pods, enforcement, select) for entry in listed]
+    if enforcement.max_actions is not None:
+        listed = _cap(listed, enforcement.max_actions)
+    return Plan(now=now, enforcement=enforcement, entries=tuple(listed))
 
 
 def _with_targets(
-    entry: Entry, owned: Mapping[str, Sequence[Owned]], policy: Policy, select: Select
+    entry: Entry, owned: Mapping[str, Sequence[Owned]], enforcement: Enforcement, select: Select
 ) -> Entry:
     if not isinstance(entry, Action) or entry.kind not in CLEAN_UPS:
         return entry
     found = owned.get(entry.job.uid)
     if found is None:
         return entry
-    chosen, left = select(found, entry.job, reclaim_policy(entry, policy))
+    chosen, left = select(found, entry.job, reclaim_policy(entry, enforcement))
     if not chosen:
         finished = entry.job.finished or "Failed"
         return Skip(entry.job, SkipReason.FINISHED, entry.seconds_overdue, f"{finished}; {left}")
     return replace(entry, targets=tuple(chosen))
 
 
-def reclaim_policy(action: Action, policy: Policy) -> Policy:
+def reclaim_policy(action: Action, enforcement: Enforcement) -> Enforcement:
     """The policy a clean-up's leftovers are chosen under. Pure.
 
     A platform rule's ``startDeadline`` and ``reclaimFailedAfter`` free the GPUs their job
     holds: its Running and Pending pods, whatever ``--terminate-pods`` says.
     """
     if action.why in (Why.START_DEADLINE, Why.FINISHED_HOLDING):
-        return replace(policy, terminate_pods=PodsMode.ACTIVE)
-    return policy
+        return replace(enforcement, terminate_pods=PodsMode.ACTIVE)
+    return enforcement
 
 
 def _priority(entries: Sequence[Entry], index: int) -> tuple[int, float, int]:
@@ -118,10 +118,10 @@ def pods_to_terminate(pods: Iterable[Owned], job: Job, mode: PodsMode) -> list[O
     (the CRD has no enum).
     """
     if mode is PodsMode.POLICY:
-        policy = "None" if job.clean_pod_policy is None else job.clean_pod_policy
-        if policy == "None":
+        enforcement = "None" if job.clean_pod_policy is None else job.clean_pod_policy
+        if enforcement == "None":
             return []
-        mode = PodsMode.ACTIVE if policy == "Running" else PodsMode.ALL
+        mode = PodsMode.ACTIVE if enforcement == "Running" else PodsMode.ALL
     owned = [pod for pod in pods if pod.controller_uid == job.uid and not pod.deleting]
     if mode is PodsMode.ALL:
         return owned

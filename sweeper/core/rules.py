@@ -14,10 +14,10 @@ from datetime import UTC, datetime, timedelta
 from sweeper.core.clock import format_rfc3339, human
 from sweeper.core.jobs import MAX_DEADLINE_SECONDS, Job, overflows
 from sweeper.core.kinds import EXCLUDE_ANNOTATION, LEGACY_EXCLUDE_ANNOTATION
-from sweeper.core.model import Action, Entry, Policy, Skip, SkipReason
+from sweeper.core.model import Action, Enforcement, Entry, Skip, SkipReason
 
-Decider = Callable[[Job, datetime, Policy, "float | None"], "Entry | None"]
-Seer = Callable[[Job, datetime, Policy, "float | None"], str]
+Decider = Callable[[Job, datetime, Enforcement, "float | None"], "Entry | None"]
+Seer = Callable[[Job, datetime, Enforcement, "float | None"], str]
 
 # The instant of a job that is due whatever the time (what a controller left behind once the
 # job is finished): before every other instant.
@@ -35,7 +35,7 @@ class Rule:
     # by at some (premise_due relies on every premise rule coming before those).
     premise: Callable[[Job], bool] | None = None
     # For a premise rule that reads the clock, the instant from which it acts (None: never).
-    acts_from: Callable[[Job, Policy], datetime | None] | None = None
+    acts_from: Callable[[Job, Enforcement], datetime | None] | None = None
 
 
 def skip_if(
@@ -49,7 +49,9 @@ def skip_if(
 ) -> Rule:
     """A rule that skips the job, whatever the clock, when ``test`` holds (named as ``reason``)."""
 
-    def decide(job: Job, _now: datetime, _policy: Policy, overdue: float | None) -> Entry | None:
+    def decide(
+        job: Job, _now: datetime, _enforcement: Enforcement, overdue: float | None
+    ) -> Entry | None:
         if not test(job):
             return None
         return Skip(job, reason, overdue if with_overdue else None, detail(job) if detail else "")
@@ -80,20 +82,20 @@ def reached(now: datetime, moment: datetime | None) -> bool:
     return moment is not None and now >= moment
 
 
-def due(job: Job, policy: Policy) -> datetime | None:
+def due(job: Job, enforcement: Enforcement) -> datetime | None:
     """The deadline and ``--grace``: when a family's own rules may act (``None``: never)."""
     deadline = job.deadline
-    return None if deadline is None else later(deadline, policy.grace)
+    return None if deadline is None else later(deadline, enforcement.grace)
 
 
 def seen_deadline(what: str, *, grace: bool = False) -> Seer:
     """What ``--explain`` says of the deadline instant: ``what``, the instant, how far off."""
 
-    def seen(job: Job, _now: datetime, policy: Policy, overdue: float | None) -> str:
+    def seen(job: Job, _now: datetime, enforcement: Enforcement, overdue: float | None) -> str:
         if job.deadline is None or overdue is None:
             return "no deadline instant"
         ago = f"{human(overdue)} ago" if overdue >= 0 else f"in {human(-overdue)}"
-        also = f", grace {human(policy.grace)}" if grace else ""
+        also = f", grace {human(enforcement.grace)}" if grace else ""
         return f"{what} {stamp(job.deadline)} ({ago}){also}"
 
     return seen
@@ -233,41 +235,43 @@ class Step:
     reached: bool
 
 
-def judge_by(rules: tuple[Rule, ...], job: Job, now: datetime, policy: Policy) -> Entry:
+def judge_by(rules: tuple[Rule, ...], job: Job, now: datetime, enforcement: Enforcement) -> Entry:
     """The entry of the first rule that decides (the last rule always does)."""
     overdue = overdue_seconds(job, now)
     for rule in rules:
-        entry = rule.decide(job, now, policy, overdue)
+        entry = rule.decide(job, now, enforcement, overdue)
         if entry is not None:
             return entry
     raise AssertionError(f"the last rule ({rules[-1].name}) did not decide")  # pragma: no cover
 
 
 def walk(
-    rules: tuple[Rule, ...], job: Job, now: datetime, policy: Policy
+    rules: tuple[Rule, ...], job: Job, now: datetime, enforcement: Enforcement
 ) -> tuple[tuple[Step, ...], Entry]:
     """Every rule in order with what it saw; those after the deciding one are not evaluated."""
     overdue = overdue_seconds(job, now)
     steps: list[Step] = []
     decided: Entry | None = None
     for rule in rules:
-        seen = rule.seen(job, now, policy, overdue)
+        seen = rule.seen(job, now, enforcement, overdue)
         if decided is not None:
             steps.append(Step(rule.name, seen, None, reached=False))
             continue
-        decided = rule.decide(job, now, policy, overdue)
+        decided = rule.decide(job, now, enforcement, overdue)
         steps.append(Step(rule.name, seen, decided, reached=True))
     assert decided is not None  # noqa: S101 - the last rule always decides
     return tuple(steps), decided
 
 
-def premise_due(rules: tuple[Rule, ...], job: Job, policy: Policy) -> tuple[bool, datetime | None]:
+def premise_due(
+    rules: tuple[Rule, ...], job: Job, enforcement: Enforcement
+) -> tuple[bool, datetime | None]:
     """``(True, due instant or None)`` when a clock-free rule decides, else ``(False, None)``."""
     for rule in rules:
         if rule.premise is None:
             break
         if rule.premise(job):
             if rule.acts_from is not None:
-                return True, rule.acts_from(job, policy)
-            return True, at_once(rule.decide(job, ALWAYS, policy, None))
+                return True, rule.acts_from(job, enforcement)
+            return True, at_once(rule.decide(job, ALWAYS, enforcement, None))
     return False, None

@@ -17,10 +17,10 @@ from sweeper.core.jobs import Job, Owned
 from sweeper.core.kinds import PODS
 from sweeper.core.model import (
     Action,
+    Enforcement,
     Entry,
     Outcome,
     PodsMode,
-    Policy,
     Result,
     Skip,
     SkipReason,
@@ -170,7 +170,7 @@ def _summed(counts: Iterable[tuple[tuple[str, ...], int]], at: int) -> Counter[s
     return summed
 
 
-def held_reason(entry: Skip, policy: Policy) -> str | None:
+def held_reason(entry: Skip, enforcement: Enforcement) -> str | None:
     """Why a skipped job failed by its deadline may still hold pods (``HELD_REASONS``). Pure.
 
     ``None`` for any other job (its pods are its own, or its controller's to clean, so a pass
@@ -179,7 +179,7 @@ def held_reason(entry: Skip, policy: Policy) -> str | None:
     job = entry.job
     if not job.failed_by_deadline or family_of(job.kind, job.version).LEFTOVERS.resource != PODS:
         return None
-    if entry.why is SkipReason.FINISHED and pods_mode(policy) is PodsMode.POLICY:
+    if entry.why is SkipReason.FINISHED and pods_mode(enforcement) is PodsMode.POLICY:
         return "policy"
     return entry.why.value
 

@@ -14,7 +14,15 @@ from datetime import datetime, timedelta
 from sweeper.core.clock import format_rfc3339, human
 from sweeper.core.families import Family, family_of, table
 from sweeper.core.jobs import DeadlineSource, Job
-from sweeper.core.model import Action, ActionKind, ActionMode, Entry, Policy, Result, SkipReason
+from sweeper.core.model import (
+    Action,
+    ActionKind,
+    ActionMode,
+    Enforcement,
+    Entry,
+    Result,
+    SkipReason,
+)
 from sweeper.core.platform import rule_source
 from sweeper.core.rules import ALWAYS, judge_by, later
 
@@ -43,21 +51,23 @@ class DeadlineWarning:
         return self.at <= now < self.deadline
 
 
-def warning_of(job: Job, policy: Policy) -> DeadlineWarning | None:
+def warning_of(job: Job, enforcement: Enforcement) -> DeadlineWarning | None:
     """The warning the job's rule asks for, due or not, by its rules judged at its deadline."""
     warn_before, deadline = job.warn_before, job.deadline
     if warn_before is None or deadline is None:
         return None
     family = family_of(job.kind, job.version)
-    entry = judge_by(table(family), job, later(deadline, policy.grace) or deadline, policy)
-    ends = _what_ends(entry, family, policy)
+    entry = judge_by(
+        table(family), job, later(deadline, enforcement.grace) or deadline, enforcement
+    )
+    ends = _what_ends(entry, family, enforcement)
     if ends is None:
         return None
     at = _instant(deadline, warn_before)
     return DeadlineWarning(job, at, deadline, event_name(job, deadline), family.NAME, ends)
 
 
-def warning_due(job: Job, now: datetime, policy: Policy) -> DeadlineWarning | None:
+def warning_due(job: Job, now: datetime, enforcement: Enforcement) -> DeadlineWarning | None:
     """The job's warning if it is due at ``now``: outside its window, two comparisons."""
     warn_before = job.warn_before
     if warn_before is None:  # every job without a rule's warnBefore: before any arithmetic
@@ -65,7 +75,7 @@ def warning_due(job: Job, now: datetime, policy: Policy) -> DeadlineWarning | No
     deadline = job.deadline
     if deadline is None or now >= deadline or now < _instant(deadline, warn_before):
         return None
-    return warning_of(job, policy)
+    return warning_of(job, enforcement)
 
 
 def _instant(deadline: datetime, warn_before: float) -> datetime:
@@ -75,10 +85,10 @@ def _instant(deadline: datetime, warn_before: float) -> datetime:
         return ALWAYS
 
 
-def explain_warning(job: Job, now: datetime, policy: Policy) -> str:
+def explain_warning(job: Job, now: datetime, enforcement: Enforcement) -> str:
     """What ``--explain``'s ``deadline-approaching`` step saw (a job with ``warnBefore``)."""
     ahead = f"warnBefore {human(job.warn_before)}"
-    warning = warning_of(job, policy)
+    warning = warning_of(job, enforcement)
     if warning is None:
         return f"{ahead}: no warning, its rules would not end it at a deadline"
     if now >= warning.deadline:
@@ -116,12 +126,12 @@ def message(warning: DeadlineWarning, now: datetime) -> str:
     )
 
 
-def _what_ends(entry: Entry, family: Family, policy: Policy) -> str | None:
+def _what_ends(entry: Entry, family: Family, enforcement: Enforcement) -> str | None:
     if isinstance(entry, Action):
         if entry.kind is ActionKind.TOUCH:
             ends = "the sweeper touches it so that the Training Operator fails it"
-            if policy.action is ActionMode.AUTO:
-                ends += f" (and fails it itself {human(policy.escalate_after)} later at most)"
+            if enforcement.action is ActionMode.AUTO:
+                ends += f" (and fails it itself {human(enforcement.escalate_after)} later at most)"
         elif entry.kind is ActionKind.FAIL:
             ends = "the sweeper fails it"
         elif entry.kind in (ActionKind.TERMINATE_PODS, ActionKind.DELETE_JOBSET):
@@ -134,7 +144,7 @@ def _what_ends(entry: Entry, family: Family, policy: Policy) -> str | None:
         ends = "its controller fails it"
     else:
         return None
-    return f"{ends}; {family.reclaim_words(policy)}"
+    return f"{ends}; {family.reclaim_words(enforcement)}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,7 +31,7 @@ from sweeper.core.held import (
 )
 from sweeper.core.jobs import Job, Owned
 from sweeper.core.kinds import Leftovers
-from sweeper.core.model import Policy
+from sweeper.core.model import Enforcement
 from sweeper.core.platform import PlatformRule
 
 log = logging.getLogger(__name__)
@@ -122,7 +122,10 @@ class Loads:
         return self._scopes
 
     def find(
-        self, now: datetime, policy: Policy, rule: Callable[[str, str], PlatformRule | None]
+        self,
+        now: datetime,
+        enforcement: Enforcement,
+        rule: Callable[[str, str], PlatformRule | None],
     ) -> Found:
         """The watched jobs holding pods for nothing (or waiting for all), in listing order.
 
@@ -134,7 +137,7 @@ class Loads:
             if None in self._lost or job.namespace in self._lost:
                 continue
             its = rule(job.namespace, job.kind.name)
-            stuck, finished = graces(policy.stuck_after, policy.reclaim_grace, its)
+            stuck, finished = graces(enforcement.stuck_after, enforcement.reclaim_grace, its)
             held = classify(
                 job, self._loads.get(uid), now, stuck_after=stuck, finished_after=finished
             )

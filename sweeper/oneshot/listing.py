@@ -278,15 +278,15 @@ class Listing:
                 _exemption(job)
             if overflows(job.declared_seconds) and job.finished is None:
                 _overflowing(job)
-            entry = judge(job, now, config.policy)
+            entry = judge(job, now, config.enforcement)
             if watched(job):
                 self.watched[job.uid] = job
             if isinstance(entry, Skip):
                 # Only before its deadline, so only a skip: never alongside an action.
-                warning = warning_due(job, now, config.policy)
+                warning = warning_due(job, now, config.enforcement)
                 if warning is not None:
                     self.warnings.append(warning)
-                held = held_reason(entry, config.policy)
+                held = held_reason(entry, config.enforcement)
                 if held is not None:
                     family = family_of(job.kind, job.version).NAME
                     self.holders[job.uid] = (job.namespace, family, job.kind.name, held)
@@ -324,7 +324,7 @@ class Listing:
             return local
         skew = (local - server).total_seconds()
         if self.config.clock is ClockMode.LOCAL:
-            if abs(skew) > self.config.policy.grace + DATE_RESOLUTION_S:
+            if abs(skew) > self.config.enforcement.grace + DATE_RESOLUTION_S:
                 log.warning(
                     "the local clock is %s %s the API server's; --clock local decides by it",
                     human(abs(skew)),

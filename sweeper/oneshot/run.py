@@ -248,7 +248,7 @@ def sweep(
         now=now,
         clock=config.clock,
         dry_run=config.dry_run,
-        action=config.policy.action,
+        action=config.enforcement.action,
         outcomes=ledger.kept,
         duration_s=clock.monotonic() - began,
         stopped_by=str(stopped or unavailable or "") or None,
@@ -287,9 +287,9 @@ def _plan(cluster: Cluster, config: Config, listed: listing.Listing, now: dateti
     holders = listed.holders
     scopes = {uid: namespace for uid, (namespace, *_) in holders.items()}
     actions = [entry for entry in listed.actions if isinstance(entry, Action)]
-    loads = holding.Loads(listed.watched, config.policy.gpu_resources)
+    loads = holding.Loads(listed.watched, config.enforcement.gpu_resources)
     pods = leftovers_by_owner(cluster, actions, config.namespaces, scopes, loads)
-    listed.found = found = loads.find(now, config.policy, listed.view.rule)
+    listed.found = found = loads.find(now, config.enforcement, listed.view.rule)
     by_uid = {held.job.uid: held for held in found.jobs}
     for held in found.jobs:
         listed.ledger.tally.found(held)
@@ -298,7 +298,7 @@ def _plan(cluster: Cluster, config: Config, listed: listing.Listing, now: dateti
         overrule(entry, by_uid.get(entry.job.uid), rule(entry.job.namespace, entry.job.kind.name))
         for entry in listed.actions
     ]
-    plan = assemble(entries, now, config.policy, pods)
+    plan = assemble(entries, now, config.enforcement, pods)
     held_by = {uid: (family, kind, why) for uid, (_, family, kind, why) in holders.items()}
     listed.ledger.tally.hold(held_by, plan.entries, pods)
     listed.actions = []

@@ -56,7 +56,7 @@ class Fire:
         view = ctx.view()
         job = view(parse_job(raw, served.kind, served.version))
         now = ctx.decision.now()  # the one reading for this job
-        policy = ctx.config.policy  # never a cap: --watch refuses --max-actions
+        enforcement = ctx.config.enforcement  # never a cap: --watch refuses --max-actions
         executor = Executor(
             ctx.cluster,
             dry_run=ctx.config.dry_run,
@@ -64,12 +64,12 @@ class Fire:
             on_outcome=self._outcome,
             view=view,
         )
-        entry = judge(job, now, policy)
+        entry = judge(job, now, enforcement)
         if not isinstance(entry, Action):
             # A warning never delays nor replaces an action: one due with it (a TrainJob's
             # deadline to write) comes with the job's next event, as at the next pass.
-            warning = warning_due(job, now, policy)
-            then = due_at(job, now, policy)
+            warning = warning_due(job, now, enforcement)
+            then = due_at(job, now, enforcement)
             if warning is not None:
                 return self._warn(key, due, executor, warning, now=now, then=then)
             # Changed since the event, or the server clock is not surely there yet.
@@ -79,7 +79,7 @@ class Fire:
             and due != ALWAYS
         ):
             self.ctx.metrics.lateness.observe(max((now - due).total_seconds(), 0.0))
-        execution = executor.execute(Plan(now=now, policy=policy, entries=(entry,)))
+        execution = executor.execute(Plan(now=now, enforcement=enforcement, entries=(entry,)))
         return _ended(key, due, execution.outcomes[0])
 
     def _warn(

@@ -16,7 +16,7 @@ from http import HTTPStatus
 from sweeper.core.decide import due_at
 from sweeper.core.errors import ApiError, Gone, SweeperError, WatchStalled
 from sweeper.core.jobs import Job, parse_job
-from sweeper.core.model import JSON, Policy
+from sweeper.core.model import JSON, Enforcement
 from sweeper.core.platform import PlatformView
 from sweeper.core.scope import RunScope
 from sweeper.core.warn import warning_of
@@ -146,8 +146,8 @@ class Streams:
             self.ctx.inbox.put(Listed(scope, {}, relist=True))
 
     def _backoff(self, failures: int, *, unreachable: bool) -> None:
-        policy = _BACKOFF_UNREACHABLE if unreachable else _BACKOFF
-        self.ctx.stop.wait(policy.backoff(min(failures, _FAILURES_COUNTED), random.uniform))
+        backoff = _BACKOFF_UNREACHABLE if unreachable else _BACKOFF
+        self.ctx.stop.wait(backoff.backoff(min(failures, _FAILURES_COUNTED), random.uniform))
 
     def follow_rules(self, before: PlatformView, after: PlatformView) -> None:
         """List again, once, the scopes whose jobs a rule selects since ``before`` was read.
@@ -174,7 +174,7 @@ class Streams:
         due: dict[JobKey, datetime | None] = {}
         pending: dict[JobKey, Pending] = {}
         version = ""
-        policy, kept, view = ctx.config.policy, self.covered.kept, ctx.view()
+        enforcement, kept, view = ctx.config.enforcement, self.covered.kept, ctx.view()
         pages = iter(
             ctx.cluster.list_job_views(
                 scope.served, scope.namespace, ctx.config.selector, ctx.config.page_size
@@ -192,7 +192,7 @@ class Streams:
                     continue
                 try:
                     key = JobKey(job.kind.name, job.namespace, job.name)
-                    due[key], warning = _timer(view(job), now, policy)
+                    due[key], warning = _timer(view(job), now, enforcement)
                     if warning is not None:
                         pending[key] = warning
                 except Exception:  # noqa: BLE001 - one object never stops a kind's listing
@@ -208,7 +208,7 @@ class Streams:
         Raises ``_ShortWatch`` when it ended within ``SHORT_WATCH_S`` with no event at all.
         """
         ctx = self.ctx
-        policy, kept = ctx.config.policy, self.covered.kept
+        enforcement, kept = ctx.config.enforcement, self.covered.kept
         sent = ctx.clock.monotonic()
         seen = False
         with ctx.cluster.watch_jobs(
@@ -239,7 +239,7 @@ class Streams:
                     if deleted:
                         due, warning = None, None
                     else:
-                        due, warning = _timer(ctx.view()(job), ctx.decision.now(), policy)
+                        due, warning = _timer(ctx.view()(job), ctx.decision.now(), enforcement)
                 except Exception:  # noqa: BLE001 - one object never stops a stream
                     # The resourceVersion has moved past it: the stream is never replayed
                     # from before it. Its timer (if any) stays as it was; the resync judges it.
@@ -274,11 +274,13 @@ def _newly_ruled(scopes: list[Scope], before: PlatformView, after: PlatformView)
     ]
 
 
-def _timer(job: Job, now: datetime, policy: Policy) -> tuple[datetime | None, Pending | None]:
+def _timer(
+    job: Job, now: datetime, enforcement: Enforcement
+) -> tuple[datetime | None, Pending | None]:
     """When a job seen at ``now`` falls due, and the warning its timer wakes for."""
-    warning = None if job.warn_before is None else warning_of(job, policy)
+    warning = None if job.warn_before is None else warning_of(job, enforcement)
     pending = None if warning is None else Pending(warning.at, warning.deadline, warning.name)
-    return due_at(job, now, policy), pending
+    return due_at(job, now, enforcement), pending
 
 
 class _ShortWatch(Exception):  # noqa: N818 - a stream's ending, not an error raised to callers

@@ -18,7 +18,7 @@ import pytest
 
 from devcluster import ControlPlane
 from sweeper.config import Config, DryRun
-from sweeper.core.model import ActionMode, Policy
+from sweeper.core.model import ActionMode, Enforcement
 from sweeper.k8s import kube
 from sweeper.k8s.connection import client
 from sweeper.oneshot.run import run
@@ -44,7 +44,7 @@ def open_sockets() -> set[str]:
 @pytest.mark.parametrize(
     "config",
     [
-        pytest.param({"policy": Policy(action=ActionMode.FAIL)}, id="one-pass-with-writes"),
+        pytest.param({"policy": Enforcement(action=ActionMode.FAIL)}, id="one-pass-with-writes"),
         pytest.param({"every": 0.2, "for_seconds": 0.5}, id="repeated-passes"),
         pytest.param({"dry_run": DryRun.CLIENT}, id="dry-run"),
     ],

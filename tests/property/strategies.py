@@ -23,7 +23,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from sweeper.core.model import ActionMode, PodsMode, Policy
+from sweeper.core.model import ActionMode, Enforcement, PodsMode
 
 
 @dataclass(frozen=True)
@@ -98,7 +98,7 @@ deadlines = st.one_of(
 )
 graces = st.one_of(st.sampled_from([0.0, 0.5, 1.0, 30.0, 3600.0]), st.integers(0, 10**5).map(float))
 policies = st.builds(
-    Policy,
+    Enforcement,
     action=st.sampled_from(list(ActionMode)),
     grace=graces,
     escalate_after=st.one_of(st.sampled_from([0.0, 120.0]), st.integers(0, 10**4).map(float)),

@@ -27,7 +27,15 @@ from sweeper.core.decide import decide, judge
 from sweeper.core.families import lookup
 from sweeper.core.jobs import Owned, parse_job
 from sweeper.core.kinds import Kind
-from sweeper.core.model import Action, ActionKind, ActionMode, PodsMode, Policy, Skip, SkipReason
+from sweeper.core.model import (
+    Action,
+    ActionKind,
+    ActionMode,
+    Enforcement,
+    PodsMode,
+    Skip,
+    SkipReason,
+)
 from sweeper.core.patches import status_patch, touch_patch
 from sweeper.core.plan import assemble, pods_to_terminate
 from tests.property import crd_schema, strategies
@@ -54,28 +62,30 @@ def product(kind: strategies.Kind) -> Kind:
     return lookup(kind.name)
 
 
-def judged(case: JobCase, now: datetime, policy: Policy) -> Action | Skip:
-    entry = judge(parse_job(case.raw(), product(case.kind)), now, policy)
-    note(f"now={now.isoformat()} deadline={case.deadline} grace={policy.grace} -> {entry}")
+def judged(case: JobCase, now: datetime, enforcement: Enforcement) -> Action | Skip:
+    entry = judge(parse_job(case.raw(), product(case.kind)), now, enforcement)
+    note(f"now={now.isoformat()} deadline={case.deadline} grace={enforcement.grace} -> {entry}")
     return entry
 
 
 @st.composite
-def case_and_clock(draw: st.DrawFn, *, overdue: bool = False) -> tuple[JobCase, datetime, Policy]:
+def case_and_clock(
+    draw: st.DrawFn, *, overdue: bool = False
+) -> tuple[JobCase, datetime, Enforcement]:
     """A job, a policy, and a clock on, just before or just after its deadline plus grace.
 
     With ``overdue``, an eligible job and a clock on or after its deadline plus grace.
     """
-    policy = draw(policies)
-    case = draw(job_cases(ORIGIN, policy.grace, overdue=overdue))
+    enforcement = draw(policies)
+    case = draw(job_cases(ORIGIN, enforcement.grace, overdue=overdue))
     anchor = case.deadline or ORIGIN
     offset = draw(boundary_offsets)
     now = (
         anchor
-        + timedelta(seconds=policy.grace)
+        + timedelta(seconds=enforcement.grace)
         + timedelta(seconds=abs(offset) if overdue else offset)
     )
-    return case, now, policy
+    return case, now, enforcement
 
 
 # Three fifths of the profile's examples for the single-job tests whose full budget came to
@@ -89,14 +99,16 @@ SINGLE = settings(max_examples=max(10, settings().max_examples * 3 // 5))
 @SINGLE
 @given(case_and_clock())
 def test_a_touch_or_fail_is_planned_only_for_an_overdue_eligible_job(
-    drawn: tuple[JobCase, datetime, Policy],
+    drawn: tuple[JobCase, datetime, Enforcement],
 ) -> None:
-    case, now, policy = drawn
+    case, now, enforcement = drawn
 
-    entry = judged(case, now, policy)
+    entry = judged(case, now, enforcement)
 
     if isinstance(entry, Action) and entry.kind in ACTS_ON_THE_JOB:
-        assert case.due(now, policy.grace), "acted before startTime + activeDeadlineSeconds + grace"
+        assert case.due(now, enforcement.grace), (
+            "acted before startTime + activeDeadlineSeconds + grace"
+        )
         assert not case.finished, "acted on a finished job"
         assert not case.suspend, "acted on a suspended job"
         assert not case.resuming, "acted on a resuming job (its startTime is about to reset)"
@@ -108,11 +120,11 @@ def test_a_touch_or_fail_is_planned_only_for_an_overdue_eligible_job(
 @SINGLE
 @given(case_and_clock())
 def test_pods_are_only_terminated_for_a_job_already_failed_by_its_deadline(
-    drawn: tuple[JobCase, datetime, Policy],
+    drawn: tuple[JobCase, datetime, Enforcement],
 ) -> None:
-    case, now, policy = drawn
+    case, now, enforcement = drawn
 
-    entry = judged(case, now, policy)
+    entry = judged(case, now, enforcement)
 
     if isinstance(entry, Action) and entry.kind is ActionKind.TERMINATE_PODS:
         # Whatever the action: the operator's own deadline failure keeps pods on v1.9.4.
@@ -122,17 +134,18 @@ def test_pods_are_only_terminated_for_a_job_already_failed_by_its_deadline(
 
 @given(case_and_clock(overdue=True))
 def test_every_overdue_eligible_job_gets_an_action_or_waits_for_its_touch(
-    drawn: tuple[JobCase, datetime, Policy],
+    drawn: tuple[JobCase, datetime, Enforcement],
 ) -> None:
-    case, now, policy = drawn
-    assert case.may_be_acted_on(now, policy.grace)  # the generator's own promise
+    case, now, enforcement = drawn
+    assert case.may_be_acted_on(now, enforcement.grace)  # the generator's own promise
 
-    entry = judged(case, now, policy)
+    entry = judged(case, now, enforcement)
 
-    if policy.action is ActionMode.FAIL or (
+    if enforcement.action is ActionMode.FAIL or (
         # auto escalates by the clock, whether or not a touch was ever written (a touch the
         # API server refuses leaves no annotation).
-        policy.action is ActionMode.AUTO and case.due(now, policy.grace + policy.escalate_after)
+        enforcement.action is ActionMode.AUTO
+        and case.due(now, enforcement.grace + enforcement.escalate_after)
     ):
         assert isinstance(entry, Action)
         assert entry.kind is ActionKind.FAIL
@@ -142,34 +155,38 @@ def test_every_overdue_eligible_job_gets_an_action_or_waits_for_its_touch(
         assert entry.why is SkipReason.RECENTLY_TOUCHED
         assert case.touched_at is not None
         touched = datetime.fromisoformat(case.touched_at.replace("Z", "+00:00"))
-        assert touched - now <= timedelta(seconds=policy.grace + 1), "a future stamp deferred it"
+        assert touched - now <= timedelta(seconds=enforcement.grace + 1), (
+            "a future stamp deferred it"
+        )
     else:
         assert entry.kind in ACTS_ON_THE_JOB
 
 
 @SINGLE
 @given(st.booleans().flatmap(lambda overdue: case_and_clock(overdue=overdue)))
-def test_a_touch_stamp_ahead_of_now_counts_as_none(drawn: tuple[JobCase, datetime, Policy]) -> None:
+def test_a_touch_stamp_ahead_of_now_counts_as_none(
+    drawn: tuple[JobCase, datetime, Enforcement],
+) -> None:
     # Later than now by more than the skew tolerated (--grace and the Date header's second):
     # no sweeper wrote it, so it defers nothing.
-    case, now, policy = drawn
+    case, now, enforcement = drawn
     job = parse_job(case.raw(), product(case.kind))
-    if job.touched_at is None or (job.touched_at - now).total_seconds() <= policy.grace + 1:
+    if job.touched_at is None or (job.touched_at - now).total_seconds() <= enforcement.grace + 1:
         return
-    entry = judge(job, now, policy)
-    untouched = judge(replace(job, touched_at=None), now, policy)
+    entry = judge(job, now, enforcement)
+    untouched = judge(replace(job, touched_at=None), now, enforcement)
     assert (entry.decision, entry.reason) == (untouched.decision, untouched.reason)
 
 
 @SINGLE
 @given(case_and_clock(), st.sampled_from([timezone(timedelta(hours=h)) for h in (-11, -3, 5, 14)]))
 def test_the_decision_does_not_depend_on_the_clocks_time_zone(
-    drawn: tuple[JobCase, datetime, Policy], zone: timezone
+    drawn: tuple[JobCase, datetime, Enforcement], zone: timezone
 ) -> None:
-    case, now, policy = drawn
+    case, now, enforcement = drawn
 
-    in_utc = judged(case, now.astimezone(UTC), policy)
-    elsewhere = judged(case, now.astimezone(zone), policy)
+    in_utc = judged(case, now.astimezone(UTC), enforcement)
+    elsewhere = judged(case, now.astimezone(zone), enforcement)
 
     assert (in_utc.decision, in_utc.reason) == (elsewhere.decision, elsewhere.reason)
 
@@ -183,33 +200,33 @@ LISTS = settings(max_examples=max(10, settings().max_examples // 4))
 @LISTS
 @given(st.data(), clocks, policies)
 def test_a_plan_keeps_every_job_in_order_and_respects_max_actions(
-    data: st.DataObject, now: datetime, policy: Policy
+    data: st.DataObject, now: datetime, enforcement: Enforcement
 ) -> None:
-    cases = data.draw(st.lists(job_cases(now, policy.grace), max_size=12))
+    cases = data.draw(st.lists(job_cases(now, enforcement.grace), max_size=12))
     broken = data.draw(st.lists(malformed_jobs(now), max_size=3))
     raws = [(c.raw(), product(c.kind)) for c in cases]
     raws += [(b.raw, product(b.case.kind)) for b in broken]
 
-    plan = decide([parse_job(raw, kind) for raw, kind in raws], now, policy)
+    plan = decide([parse_job(raw, kind) for raw, kind in raws], now, enforcement)
 
     assert [e.job.uid for e in plan.entries] == [parse_job(r, k).uid for r, k in raws]
-    if policy.max_actions is not None:
-        assert len(plan.actions) <= policy.max_actions
+    if enforcement.max_actions is not None:
+        assert len(plan.actions) <= enforcement.max_actions
 
 
 @LISTS
 @given(st.data(), clocks, policies)
 def test_a_plan_of_the_actions_alone_caps_them_as_the_plan_of_every_job_does(
-    data: st.DataObject, now: datetime, policy: Policy
+    data: st.DataObject, now: datetime, enforcement: Enforcement
 ) -> None:
     # A pass hands plan.assemble only the actions (a skip is final when judged): the cap
     # must keep and refuse exactly the actions it would among every job.
-    cases = data.draw(st.lists(job_cases(now, policy.grace), max_size=12))
+    cases = data.draw(st.lists(job_cases(now, enforcement.grace), max_size=12))
     jobs = [parse_job(c.raw(), product(c.kind)) for c in cases]
-    entries = [judge(job, now, policy) for job in jobs]
-    whole = decide(jobs, now, policy)
+    entries = [judge(job, now, enforcement) for job in jobs]
+    whole = decide(jobs, now, enforcement)
     actions = [i for i, entry in enumerate(entries) if isinstance(entry, Action)]
-    alone = assemble([entries[i] for i in actions], now, policy)
+    alone = assemble([entries[i] for i in actions], now, enforcement)
     assert list(alone.entries) == [whole.entries[i] for i in actions]
     # ... and the cap never changes a skip.
     skips = [i for i in range(len(entries)) if i not in actions]
@@ -222,12 +239,12 @@ def test_a_plan_of_the_actions_alone_caps_them_as_the_plan_of_every_job_does(
 @SINGLE
 @given(st.data(), clocks, policies)
 def test_a_malformed_job_becomes_a_malformed_skip_naming_the_field(
-    data: st.DataObject, now: datetime, policy: Policy
+    data: st.DataObject, now: datetime, enforcement: Enforcement
 ) -> None:
     broken: Broken = data.draw(malformed_jobs(now))
     note(f"broke {broken.field}: {broken.raw}")
 
-    entry = judge(parse_job(broken.raw, product(broken.case.kind)), now, policy)
+    entry = judge(parse_job(broken.raw, product(broken.case.kind)), now, enforcement)
 
     assert isinstance(entry, Skip)
     assert entry.why is SkipReason.MALFORMED
@@ -238,13 +255,13 @@ def test_a_malformed_job_becomes_a_malformed_skip_naming_the_field(
 
 
 @given(json_values, kinds, clocks, policies)
-@example(raw=None, kind=KINDS[0], now=ORIGIN, policy=Policy())
-@example(raw=[], kind=KINDS[0], now=ORIGIN, policy=Policy())
-@example(raw={"metadata": None}, kind=KINDS[0], now=ORIGIN, policy=Policy())
+@example(raw=None, kind=KINDS[0], now=ORIGIN, enforcement=Enforcement())
+@example(raw=[], kind=KINDS[0], now=ORIGIN, enforcement=Enforcement())
+@example(raw={"metadata": None}, kind=KINDS[0], now=ORIGIN, enforcement=Enforcement())
 def test_any_json_value_is_judged_without_raising(
-    raw: Any, kind: Any, now: datetime, policy: Policy
+    raw: Any, kind: Any, now: datetime, enforcement: Enforcement
 ) -> None:
-    entry = judge(parse_job(raw, product(kind)), now, policy)
+    entry = judge(parse_job(raw, product(kind)), now, enforcement)
 
     assert isinstance(entry, Skip)
     assert entry.why is SkipReason.MALFORMED
@@ -252,9 +269,9 @@ def test_any_json_value_is_judged_without_raising(
 
 @given(st.data(), clocks, policies, json_values)
 def test_garbage_anywhere_in_a_job_never_raises(
-    data: st.DataObject, now: datetime, policy: Policy, garbage: Any
+    data: st.DataObject, now: datetime, enforcement: Enforcement, garbage: Any
 ) -> None:
-    case = data.draw(job_cases(now, policy.grace))
+    case = data.draw(job_cases(now, enforcement.grace))
     raw = case.raw()
     # Any field on the way to what the decision reads.
     path = data.draw(
@@ -284,7 +301,7 @@ def test_garbage_anywhere_in_a_job_never_raises(
     target[path[-1]] = garbage
     note(f"{'.'.join(path)} = {garbage!r}")
 
-    entry = judge(parse_job(raw, product(case.kind)), now, policy)
+    entry = judge(parse_job(raw, product(case.kind)), now, enforcement)
 
     assert isinstance(entry, (Action, Skip))
 
@@ -324,11 +341,13 @@ fail_policies = policies.filter(lambda p: p.action is not ActionMode.TOUCH)
 @LISTS
 @given(st.data(), clocks, fail_policies)
 def test_applying_the_plans_writes_then_planning_again_fails_no_job_twice(
-    data: st.DataObject, now: datetime, policy: Policy
+    data: st.DataObject, now: datetime, enforcement: Enforcement
 ) -> None:
     cases = data.draw(
         st.lists(
-            st.one_of(job_cases(now, policy.grace), job_cases(now, policy.grace, overdue=True)),
+            st.one_of(
+                job_cases(now, enforcement.grace), job_cases(now, enforcement.grace, overdue=True)
+            ),
             min_size=1,
             max_size=8,
             unique_by=lambda c: c.uid,
@@ -336,7 +355,7 @@ def test_applying_the_plans_writes_then_planning_again_fails_no_job_twice(
     )
     raws = {c.uid: c.raw() for c in cases}
     kinds_by_uid = {c.uid: product(c.kind) for c in cases}
-    first = decide([parse_job(raws[c.uid], product(c.kind)) for c in cases], now, policy)
+    first = decide([parse_job(raws[c.uid], product(c.kind)) for c in cases], now, enforcement)
 
     failed = set()
     for action in first.actions:
@@ -347,20 +366,22 @@ def test_applying_the_plans_writes_then_planning_again_fails_no_job_twice(
         elif action.kind is ActionKind.TOUCH:
             raws[uid] = applied(raws[uid], touch_patch(now))
     later = now + timedelta(seconds=data.draw(st.sampled_from([0, 1, 3600, 10**6])))
-    second = decide([parse_job(raws[c.uid], kinds_by_uid[c.uid]) for c in cases], later, policy)
+    second = decide(
+        [parse_job(raws[c.uid], kinds_by_uid[c.uid]) for c in cases], later, enforcement
+    )
 
     for entry in second.entries:
         if entry.job.uid in failed:
             assert not (isinstance(entry, Action) and entry.kind in ACTS_ON_THE_JOB), entry
             expected = (
                 ("skip", "finished")
-                if policy.terminate_pods is PodsMode.POLICY
+                if enforcement.terminate_pods is PodsMode.POLICY
                 else ("terminate-pods", "failed-by-deadline")
             )
             assert (entry.decision, entry.reason) == expected or (
                 entry.decision == "skip" and entry.reason == "over-max-actions"
             )
-    if policy.max_actions is None and later == now and policy.action is ActionMode.FAIL:
+    if enforcement.max_actions is None and later == now and enforcement.action is ActionMode.FAIL:
         assert not [a for a in second.actions if a.kind is ActionKind.FAIL]
 
 
@@ -369,11 +390,11 @@ def test_applying_the_plans_writes_then_planning_again_fails_no_job_twice(
 @pytest.mark.usefixtures("real_crds")
 @given(st.data(), clocks, policies.map(lambda p: replace(p, action=ActionMode.FAIL)))
 def test_every_fail_status_is_accepted_by_the_real_crd_schema(
-    data: st.DataObject, now: datetime, policy: Policy
+    data: st.DataObject, now: datetime, enforcement: Enforcement
 ) -> None:
-    case = data.draw(job_cases(now, policy.grace, overdue=True))
+    case = data.draw(job_cases(now, enforcement.grace, overdue=True))
     raw = case.raw()
-    entry = judge(parse_job(raw, product(case.kind)), now, policy)
+    entry = judge(parse_job(raw, product(case.kind)), now, enforcement)
     assert isinstance(entry, Action)
     assert entry.kind is ActionKind.FAIL
 

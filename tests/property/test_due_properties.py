@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from sweeper.core.decide import ALWAYS, due_at, judge
 from sweeper.core.families import lookup
 from sweeper.core.jobs import Job, parse_job
-from sweeper.core.model import Action, ActionKind, ActionMode, Policy
+from sweeper.core.model import Action, ActionKind, ActionMode, Enforcement
 from tests.property.strategies import ORIGIN, JobCase, boundary_offsets, clocks, job_cases, policies
 
 TINY = timedelta(microseconds=1)
@@ -32,63 +32,65 @@ armings = st.one_of(st.just(-4 * 86400.0), boundary_offsets).map(
 
 
 @st.composite
-def job_and_policy(draw: st.DrawFn) -> tuple[Job, JobCase, Policy]:
-    policy = draw(policies)
-    case = draw(job_cases(ORIGIN, policy.grace, overdue=draw(st.booleans())))
-    return parse_job(case.raw(), lookup(case.kind.name)), case, policy
+def job_and_policy(draw: st.DrawFn) -> tuple[Job, JobCase, Enforcement]:
+    enforcement = draw(policies)
+    case = draw(job_cases(ORIGIN, enforcement.grace, overdue=draw(st.booleans())))
+    return parse_job(case.raw(), lookup(case.kind.name)), case, enforcement
 
 
-def acts(job: Job, now: datetime, policy: Policy) -> bool:
-    entry = judge(job, now, policy)
+def acts(job: Job, now: datetime, enforcement: Enforcement) -> bool:
+    entry = judge(job, now, enforcement)
     note(f"judge at {now.isoformat()}: {entry.decision} ({entry.reason})")
     return isinstance(entry, Action)
 
 
 @given(job_and_policy(), armings, boundary_offsets)
 def test_judge_acts_when_the_timer_fires_and_never_between_its_arming_and_then(
-    drawn: tuple[Job, JobCase, Policy], armed: datetime, offset: float
+    drawn: tuple[Job, JobCase, Enforcement], armed: datetime, offset: float
 ) -> None:
-    job, _case, policy = drawn
-    due = due_at(job, armed, policy)
+    job, _case, enforcement = drawn
+    due = due_at(job, armed, enforcement)
     note(f"armed at {armed.isoformat()}: due_at = {due}")
     try:
         moment = armed + timedelta(seconds=abs(offset))
     except OverflowError:  # no later instant to judge at
         moment = armed
     if due is None:
-        assert not acts(job, moment, policy), "never due, yet acted on"
+        assert not acts(job, moment, enforcement), "never due, yet acted on"
         return
     if due == ALWAYS:
-        assert acts(job, moment, policy), "always due, yet left alone"
+        assert acts(job, moment, enforcement), "always due, yet left alone"
         return
     fires = max(armed, due)
-    assert acts(job, fires, policy), "not due when the timer fires"
+    assert acts(job, fires, enforcement), "not due when the timer fires"
     for before in (fires - TINY, fires - timedelta(seconds=abs(offset)) - TINY):
-        assert before < armed or not acts(job, before, policy), "due before due_at"
+        assert before < armed or not acts(job, before, enforcement), "due before due_at"
 
 
 @given(job_and_policy(), clocks)
 def test_judge_acts_at_an_instant_exactly_when_due_at_judged_there_is_reached(
-    drawn: tuple[Job, JobCase, Policy], now: datetime
+    drawn: tuple[Job, JobCase, Enforcement], now: datetime
 ) -> None:
-    job, _case, policy = drawn
-    due = due_at(job, now, policy)
+    job, _case, enforcement = drawn
+    due = due_at(job, now, enforcement)
     note(f"due_at = {due}")
-    assert acts(job, now, policy) is (due is not None and due <= now)
+    assert acts(job, now, enforcement) is (due is not None and due <= now)
 
 
 @given(job_and_policy(), st.sampled_from([0.1, 0.3, 1e-7, 0.1234567, 2.5e-6, 119.9999999]))
 def test_the_escalation_boundary_survives_sub_microsecond_settings(
-    drawn: tuple[Job, JobCase, Policy], escalate: float
+    drawn: tuple[Job, JobCase, Enforcement], escalate: float
 ) -> None:
-    job, _case, policy = drawn
-    policy = Policy(action=ActionMode.AUTO, grace=policy.grace, escalate_after=escalate)
+    job, _case, enforcement = drawn
+    enforcement = Enforcement(
+        action=ActionMode.AUTO, grace=enforcement.grace, escalate_after=escalate
+    )
     armed = ORIGIN - timedelta(days=4)
-    due = due_at(job, armed, policy)
+    due = due_at(job, armed, enforcement)
     if due is None or due == ALWAYS or due <= armed:
         return
-    assert acts(job, due, policy)
-    assert not acts(job, due - TINY, policy)
+    assert acts(job, due, enforcement)
+    assert not acts(job, due - TINY, enforcement)
 
 
 @given(
@@ -106,7 +108,9 @@ def test_quick_touches_are_bounded_by_the_limit_and_all_come_when_on_time(
 ) -> None:
     # A watcher touching each time the job's timer fires, each write a lag late: the touches
     # that follow the previous one sooner than --escalate-after are the quick ones.
-    policy = Policy(action=action, grace=grace, retouch_after=retouch_after, retouch_limit=limit)
+    enforcement = Enforcement(
+        action=action, grace=grace, retouch_after=retouch_after, retouch_limit=limit
+    )
     job = Job(
         kind=lookup("PyTorchJob"),
         version="v1",
@@ -116,26 +120,26 @@ def test_quick_touches_are_bounded_by_the_limit_and_all_come_when_on_time(
         start_time=ORIGIN,
         deadline_seconds=60,
     )
-    due = due_at(job, ORIGIN, policy)
+    due = due_at(job, ORIGIN, enforcement)
     assert due is not None
     touched = due + timedelta(seconds=lags[0])
     quick = 0
     for lag in lags[1:]:
         job = replace(job, touched_at=touched)
-        following = due_at(job, touched, policy)  # armed by the touch's own event
+        following = due_at(job, touched, enforcement)  # armed by the touch's own event
         assert following is not None
-        entry = judge(job, following, policy)
+        entry = judge(job, following, enforcement)
         assert isinstance(entry, Action)
         if entry.kind is not ActionKind.TOUCH or following - touched >= timedelta(
-            seconds=policy.escalate_after
+            seconds=enforcement.escalate_after
         ):
             break
         quick += 1
         touched = following + timedelta(seconds=lag)
     assert quick <= limit
     if all(lag == 0 for lag in lags) and (
-        limit * retouch_after < policy.escalate_after
-        or (action is ActionMode.TOUCH and retouch_after < policy.escalate_after)
+        limit * retouch_after < enforcement.escalate_after
+        or (action is ActionMode.TOUCH and retouch_after < enforcement.escalate_after)
     ):
         # On time, every quick touch the limit allows is made (8 draws cover 5), unless auto's
         # escalation comes first.

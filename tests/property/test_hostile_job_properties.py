@@ -42,7 +42,7 @@ from sweeper.core.clock import SYSTEM_CLOCK
 from sweeper.core.decide import decide, due_at, judge
 from sweeper.core.families import lookup
 from sweeper.core.jobs import Job, parse_job
-from sweeper.core.model import ActionMode, Entry, Policy, SkipReason
+from sweeper.core.model import ActionMode, Enforcement, Entry, SkipReason
 from sweeper.k8s import decode
 from sweeper.k8s.cluster import ServedKind, WatchCluster, WatchEvent
 from sweeper.stop import Stop
@@ -481,7 +481,7 @@ class Scene:
     hostile: Hostile
     position: int
     now: datetime
-    policy: Policy
+    enforcement: Enforcement
 
     @property
     def kind_name(self) -> str:
@@ -494,13 +494,13 @@ class Scene:
 
 @st.composite
 def scenes(draw: st.DrawFn) -> Scene:
-    policy = replace(draw(hostile_policies), max_actions=None)
+    enforcement = replace(draw(hostile_policies), max_actions=None)
     now = draw(clocks)
-    grace = policy.grace if policy.grace < 10**6 else 0.0
+    grace = enforcement.grace if enforcement.grace < 10**6 else 0.0
     goods = draw(good_jobs(now, grace))
     hostile = draw(hostile_jobs(now, grace, str(goods[0]["kind"])))
     position = draw(st.integers(0, len(goods)))
-    return Scene(goods, hostile, position, now, policy)
+    return Scene(goods, hostile, position, now, enforcement)
 
 
 def page(items: list[Any]) -> bytes:
@@ -547,36 +547,36 @@ def test_a_hostile_job_changes_no_decision_or_timer_of_the_others(scene: Scene) 
     views = [parse_job(item, kind, "v1") for item in scene.items]
     alone = [parse_job(item, kind, "v1") for item in scene.goods]
 
-    plan = decide(views, scene.now, scene.policy)
-    without = decide(alone, scene.now, scene.policy)
+    plan = decide(views, scene.now, scene.enforcement)
+    without = decide(alone, scene.now, scene.enforcement)
     entries = [same(e) for i, e in enumerate(plan.entries) if i != scene.position]
     assert entries == [same(e) for e in without.entries]
     hostile = views[scene.position]
-    entry = judge(hostile, scene.now, scene.policy)
+    entry = judge(hostile, scene.now, scene.enforcement)
     if hostile.malformed is not None:
         assert entry.reason == SkipReason.MALFORMED.value
     for view in views:
-        due_at(view, scene.now, scene.policy)
+        due_at(view, scene.now, scene.enforcement)
     # The per-pass cap orders every action: it must cope with the hostile one too.
-    decide(views, scene.now, replace(scene.policy, max_actions=1))
+    decide(views, scene.now, replace(scene.enforcement, max_actions=1))
 
 
-def watch_policy(policy: Policy) -> Policy:
+def watch_policy(enforcement: Enforcement) -> Enforcement:
     """The policy as ``--watch`` accepts it: no per-pass cap, re-touches a second apart."""
-    retouch_after = policy.retouch_after
-    if policy.retouch_limit > 0 and retouch_after < 1:
+    retouch_after = enforcement.retouch_after
+    if enforcement.retouch_limit > 0 and retouch_after < 1:
         retouch_after = 1.0
-    escalate_after = policy.escalate_after
-    if policy.action is ActionMode.TOUCH and escalate_after < 1:
+    escalate_after = enforcement.escalate_after
+    if enforcement.action is ActionMode.TOUCH and escalate_after < 1:
         escalate_after = 1.0
     return replace(
-        policy, max_actions=None, retouch_after=retouch_after, escalate_after=escalate_after
+        enforcement, max_actions=None, retouch_after=retouch_after, escalate_after=escalate_after
     )
 
 
 def watcher_for(scene: Scene, cluster: FakeCluster) -> engine.Watcher:
     config = Config(
-        policy=watch_policy(scene.policy),
+        enforcement=watch_policy(scene.enforcement),
         clock=ClockMode.LOCAL,
         watch=WatchSettings(leader_elect=False, health_port=0),
     )
@@ -600,11 +600,11 @@ def timers(watcher: engine.Watcher) -> dict[JobKey, datetime | None]:
 
 
 def expected_timers(
-    views: list[Job], now: datetime, policy: Policy
+    views: list[Job], now: datetime, enforcement: Enforcement
 ) -> dict[JobKey, datetime | None]:
     armed: dict[JobKey, datetime | None] = {}
     for view in views:
-        due = due_at(view, now, policy)
+        due = due_at(view, now, enforcement)
         if due is not None:
             armed[JobKey(view.kind.name, view.namespace, view.name)] = due
     return armed
@@ -626,7 +626,7 @@ def test_the_watch_arms_every_good_job_whatever_the_hostile_one_holds(scene: Sce
     version = watcher.streams.list_one(scope, relist=False)
 
     assert version == str(cluster.revision)  # the list's, whatever its items hold
-    assert timers(watcher) == expected_timers(views, scene.now, watch_policy(scene.policy))
+    assert timers(watcher) == expected_timers(views, scene.now, watch_policy(scene.enforcement))
 
     # The same objects as watch events: the hostile one modified, a good one deleted, then
     # a bookmark; the stream must reach the bookmark's resourceVersion.
@@ -638,7 +638,7 @@ def test_the_watch_arms_every_good_job_whatever_the_hostile_one_holds(scene: Sce
     ]
     assert watcher.streams.follow(scope, "7") == "999"
     gone = JobKey(kind.name, GOOD_NAMESPACE, str(deleted["metadata"]["name"]))
-    expected = expected_timers(views, scene.now, watch_policy(scene.policy))
+    expected = expected_timers(views, scene.now, watch_policy(scene.enforcement))
     expected.pop(gone, None)
     assert timers(watcher) == expected
     watcher._pool.shutdown()

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from sweeper.core.decide import judge
 from sweeper.core.families import lookup
 from sweeper.core.jobs import DeadlineSource, Job, parse_job
-from sweeper.core.model import Policy, Skip, SkipReason
+from sweeper.core.model import Enforcement, Skip, SkipReason
 from sweeper.core.platform import PlatformRule, apply
 from tests.property.strategies import (
     LARGEST_VALID_DEADLINE,
@@ -67,12 +67,12 @@ def test_the_effective_deadline_is_within_the_cap_and_never_longer_than_the_job_
 
 @given(jobs, rules(), policies)
 def test_a_job_within_its_rule_is_judged_as_without_a_policy(
-    job: Job, rule: PlatformRule, policy: Policy
+    job: Job, rule: PlatformRule, enforcement: Enforcement
 ) -> None:
     applied = apply(job, rule)
     if applied.deadline_source is not DeadlineSource.JOB or applied.exemption_refused:
         return
-    before, after = judge(job, ORIGIN, policy), judge(applied, ORIGIN, policy)
+    before, after = judge(job, ORIGIN, enforcement), judge(applied, ORIGIN, enforcement)
     assert (type(before), before.reason, before.detail) == (type(after), after.reason, after.detail)
 
 
@@ -110,12 +110,12 @@ def started(kind: str, api_version: str, declared: int | None) -> dict[str, Any]
         if declared is not None:
             spec["activeDeadlineSeconds"] = declared
         return {"apiVersion": api_version, "kind": kind, "metadata": meta, "spec": spec}
-    policy = {} if declared is None else {"activeDeadlineSeconds": declared}
+    enforcement = {} if declared is None else {"activeDeadlineSeconds": declared}
     return {
         "apiVersion": api_version,
         "kind": kind,
         "metadata": meta,
-        "spec": {"runPolicy": policy},
+        "spec": {"runPolicy": enforcement},
         "status": {"startTime": rfc3339(ORIGIN)},
     }
 
@@ -125,7 +125,7 @@ def started(kind: str, api_version: str, declared: int | None) -> dict[str, Any]
     declared=declared_deadlines,
     cap=st.integers(1, 10**7),
     default=st.one_of(st.none(), st.integers(1, 10**7)),
-    policy=policies,
+    enforcement=policies,
     grace=graces,
     after=st.integers(0, 10**6),
 )
@@ -135,7 +135,7 @@ def test_no_declared_deadline_evades_a_cap(
     declared: int | None,
     cap: int,
     default: int | None,
-    policy: Policy,
+    enforcement: Enforcement,
     grace: float,
     after: int,
 ) -> None:
@@ -146,13 +146,15 @@ def test_no_declared_deadline_evades_a_cap(
     suspended, resuming, being deleted, opted out or managed elsewhere."""
     kind, api_version = family
     rule = PlatformRule("gpu", default_deadline=min(default or cap, cap), max_deadline=cap)
-    policy = Policy(action=policy.action, grace=grace, escalate_after=policy.escalate_after)
+    enforcement = Enforcement(
+        action=enforcement.action, grace=grace, escalate_after=enforcement.escalate_after
+    )
     job = apply(
         parse_job(started(kind, api_version, declared), lookup(kind), api_version.split("/")[1]),
         rule,
     )
     now = ORIGIN + timedelta(seconds=cap + grace + after)
-    entry = judge(job, now, policy)
+    entry = judge(job, now, enforcement)
     note(f"{kind} declaring {declared}, cap {cap}, at start + {cap + grace + after}s: {entry}")
     assert job.deadline_seconds is not None and job.deadline_seconds <= cap
     assert not (

@@ -14,13 +14,13 @@ from sweeper.core.decide import decide
 from sweeper.core.errors import ApiError, Interrupted, NotFound, RequestRef, SweeperError
 from sweeper.core.jobs import parse_job
 from sweeper.core.kinds import COMPONENT, TOUCHED_AT_ANNOTATION
-from sweeper.core.model import ActionMode, Outcome, PodsMode, Policy, Result
+from sweeper.core.model import ActionMode, Enforcement, Outcome, PodsMode, Result
 from sweeper.stop import Stop
 from tests.unit.fakes import FakeCluster, Request
 from tests.unit.objects import KIND, NOW, condition, deadline_failed, job, owned
 
-FAIL = Policy(action=ActionMode.FAIL)
-TOUCH = Policy()
+FAIL = Enforcement(action=ActionMode.FAIL)
+TOUCH = Enforcement()
 
 
 def cluster_with(*raws: dict[str, Any]) -> FakeCluster:
@@ -38,12 +38,12 @@ def with_pods(fake: FakeCluster, raw: dict[str, Any], phases: dict[str, str]) ->
 
 def execute(
     fake: FakeCluster,
-    policy: Policy = TOUCH,
+    enforcement: Enforcement = TOUCH,
     dry_run: DryRun | None = None,
     stop: Stop | None = None,
 ) -> list[Outcome]:
     jobs = [parse_job(raw, KIND[raw["kind"]]) for raw in fake.jobs.values()]
-    plan = decide(jobs, NOW, policy)
+    plan = decide(jobs, NOW, enforcement)
     execution = Executor(fake, dry_run=dry_run, stop=stop or Stop(SYSTEM_CLOCK)).execute(plan)
     return list(execution.outcomes)
 
@@ -125,7 +125,9 @@ def test_fail_deletes_pods_per_terminate_pods(
     raw = job(clean_pod_policy=clean_pod_policy)
     fake = cluster_with(raw)
     with_pods(fake, raw, {"w-0": "Running", "w-1": "Pending", "w-2": "Failed"})
-    outcome = only(execute(fake, Policy(action=ActionMode.FAIL, terminate_pods=PodsMode(mode))))
+    outcome = only(
+        execute(fake, Enforcement(action=ActionMode.FAIL, terminate_pods=PodsMode(mode)))
+    )
     assert outcome.pods == deleted
 
 
@@ -256,15 +258,17 @@ def test_a_pod_replaced_under_the_same_name_is_not_deleted_and_not_an_error() ->
 
 
 @pytest.mark.parametrize(
-    "policy", [Policy(), FAIL, Policy(action=ActionMode.AUTO)], ids=["touch", "fail", "auto"]
+    "enforcement",
+    [Enforcement(), FAIL, Enforcement(action=ActionMode.AUTO)],
+    ids=["touch", "fail", "auto"],
 )
-def test_client_dry_run_sends_no_write_and_reports_the_body(policy: Policy) -> None:
+def test_client_dry_run_sends_no_write_and_reports_the_body(enforcement: Enforcement) -> None:
     raw = job()
     failed = job(name="failed", conditions=deadline_failed("failed"))
     fake = cluster_with(raw, failed)
     with_pods(fake, raw, {"w-0": "Running"})
     with_pods(fake, failed, {"f-0": "Running"})
-    outcomes = execute(fake, policy, dry_run=DryRun.CLIENT)
+    outcomes = execute(fake, enforcement, dry_run=DryRun.CLIENT)
     assert fake.writes == []
     acted = [o for o in outcomes if o.result is not Result.SKIPPED]
     assert acted
@@ -353,7 +357,7 @@ class StopAfter(Stop):
 def test_a_signal_lets_the_current_write_finish_and_starts_no_other() -> None:
     fake = cluster_with(job(name="a"), job(name="b"), job(name="c"))
     jobs = [parse_job(r, KIND["PyTorchJob"]) for r in fake.jobs.values()]
-    plan = decide(jobs, NOW, Policy())
+    plan = decide(jobs, NOW, Enforcement())
     execution = Executor(fake, dry_run=None, stop=StopAfter(fake, 1)).execute(plan)
     assert [w.method for w in fake.writes] == ["patch"]
     assert [o.result for o in execution.outcomes] == [
@@ -402,7 +406,7 @@ def test_a_job_failed_by_its_deadline_meanwhile_gets_only_its_pods_terminated() 
 
 # --- a refused touch ---------------------------------------------------------------------------
 
-AUTO = Policy(action=ActionMode.AUTO)
+AUTO = Enforcement(action=ActionMode.AUTO)
 PATCH_TRAIN = RequestRef("patch", "pytorchjobs.kubeflow.org", "team-a", "train")
 WEBHOOK_DOWN = ApiError(
     PATCH_TRAIN,
@@ -565,7 +569,7 @@ def test_a_fail_whose_answer_was_lost_is_done_with_its_event(mode: PodsMode) -> 
     with_pods(fake, raw, {"w-0": "Running"})
     lose_the_first_status_answer(fake)
 
-    outcome = only(execute(fake, Policy(action=ActionMode.FAIL, terminate_pods=mode)))
+    outcome = only(execute(fake, Enforcement(action=ActionMode.FAIL, terminate_pods=mode)))
 
     assert (outcome.entry.decision, outcome.result) == ("fail", Result.DONE)
     assert outcome.pods == (() if mode is PodsMode.POLICY else ("w-0",))
@@ -584,7 +588,9 @@ def test_a_job_failed_by_the_operator_meanwhile_is_still_not_ours() -> None:
             stored["metadata"]["resourceVersion"] = "2"
 
     fake.before = operator_fails_it_first
-    outcome = only(execute(fake, Policy(action=ActionMode.FAIL, terminate_pods=PodsMode.POLICY)))
+    outcome = only(
+        execute(fake, Enforcement(action=ActionMode.FAIL, terminate_pods=PodsMode.POLICY))
+    )
     assert outcome.result is Result.LEFT_ALONE
     assert fake.events == []
 
@@ -660,7 +666,7 @@ def test_the_most_overdue_run_first_and_the_report_keeps_the_listing_order() -> 
         job(name="c", started_ago=9000),
     )
     jobs = [parse_job(r, KIND["PyTorchJob"]) for r in fake.jobs.values()]
-    plan = decide(jobs, NOW, Policy(max_actions=2))
+    plan = decide(jobs, NOW, Enforcement(max_actions=2))
 
     execution = Executor(fake, dry_run=None, stop=StopAfter(fake, 1)).execute(plan)
 

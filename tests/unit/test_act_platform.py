@@ -19,13 +19,13 @@ from sweeper.core.families.mpi_operator import MPI_OPERATOR_VERSION
 from sweeper.core.families.trainer import TRAINER_VERSION
 from sweeper.core.jobs import DeadlineSource, Job, parse_job
 from sweeper.core.kinds import COMPONENT
-from sweeper.core.model import Outcome, Plan, Policy, Result
+from sweeper.core.model import Enforcement, Outcome, Plan, Result
 from sweeper.core.platform import PlatformRule, apply
 from sweeper.stop import Stop
 from tests.unit.fakes import FakeCluster, Request
 from tests.unit.objects import KIND, NOW, ago, jobset, mpijob, owned, trainjob
 
-POLICY = Policy()
+POLICY = Enforcement()
 CAP = DeadlineSource.CAP
 DEFAULT = DeadlineSource.DEFAULT
 
@@ -46,7 +46,7 @@ def listed(raw: dict[str, Any], seconds: int, source: DeadlineSource) -> Job:
 
 def run(fake: FakeCluster, job: Job, dry_run: DryRun | None = None) -> Outcome:
     entry = judge(job, NOW, POLICY)
-    plan = Plan(now=NOW, policy=POLICY, entries=(entry,))
+    plan = Plan(now=NOW, enforcement=POLICY, entries=(entry,))
     under = rule(job.deadline_seconds or 0, job.deadline_source)
     executor = Executor(
         fake, dry_run=dry_run, stop=Stop(SYSTEM_CLOCK), view=lambda fresh: apply(fresh, under)

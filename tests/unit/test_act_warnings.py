@@ -12,7 +12,7 @@ from sweeper.config import DryRun
 from sweeper.core.clock import SYSTEM_CLOCK
 from sweeper.core.errors import ApiError, Interrupted, RequestRef
 from sweeper.core.jobs import parse_job
-from sweeper.core.model import Policy, Result
+from sweeper.core.model import Enforcement, Result
 from sweeper.core.warn import DeadlineWarning, warning_due
 from sweeper.stop import Stop
 from tests.unit.fakes import FakeCluster
@@ -22,7 +22,7 @@ from tests.unit.objects import KIND, NOW, job
 def warning(name: str = "train") -> DeadlineWarning:
     raw = job(name=name, deadline=3600, started_ago=3000)
     view = replace(parse_job(raw, KIND["PyTorchJob"]), warn_before=900.0, rule="gpu")
-    due = warning_due(view, NOW, Policy())
+    due = warning_due(view, NOW, Enforcement())
     assert due is not None
     return due
 

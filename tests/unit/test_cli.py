@@ -133,16 +133,16 @@ FLAGS = [
         {},
         lambda c: (
             (
-                c.policy.action,
+                c.enforcement.action,
                 c.clock,
                 c.dry_run,
                 c.output,
                 c.page_size,
                 c.timeout,
                 c.request_timeout,
-                c.policy.escalate_after,
-                c.policy.max_actions,
-                c.policy.terminate_pods,
+                c.enforcement.escalate_after,
+                c.enforcement.max_actions,
+                c.enforcement.terminate_pods,
             )
             == (
                 ActionMode.TOUCH,
@@ -186,13 +186,13 @@ FLAGS = [
     pytest.param(
         [],
         {"SWEEPER_ACTION": "auto"},
-        lambda c: c.policy.action is ActionMode.AUTO,
+        lambda c: c.enforcement.action is ActionMode.AUTO,
         id="action-env",
     ),
     pytest.param(
         ["--action", "fail"],
         {"SWEEPER_ACTION": "auto"},
-        lambda c: c.policy.action is ActionMode.FAIL,
+        lambda c: c.enforcement.action is ActionMode.FAIL,
         id="action-flag-wins-over-env",
     ),
     pytest.param(
@@ -225,7 +225,7 @@ FLAGS = [
         lambda c: c.selector == "team=a,tier in (gpu)",
         id="selector-env",
     ),
-    pytest.param([], {"SWEEPER_GRACE": "30"}, lambda c: c.policy.grace == 30, id="grace-env"),
+    pytest.param([], {"SWEEPER_GRACE": "30"}, lambda c: c.enforcement.grace == 30, id="grace-env"),
     pytest.param(
         [],
         {"SWEEPER_CLOCK": "local"},
@@ -235,44 +235,46 @@ FLAGS = [
     pytest.param(
         [],
         {"SWEEPER_TERMINATE_PODS": "policy"},
-        lambda c: c.policy.terminate_pods is PodsMode.POLICY,
+        lambda c: c.enforcement.terminate_pods is PodsMode.POLICY,
         id="terminate-pods-env",
     ),
-    pytest.param([], {}, lambda c: c.policy.operator_version is None, id="operator-version-unset"),
+    pytest.param(
+        [], {}, lambda c: c.enforcement.operator_version is None, id="operator-version-unset"
+    ),
     pytest.param(
         ["--operator-version", "v1.9.3"],
         {},
-        lambda c: c.policy.operator_version == Release(1, 9, 3),
+        lambda c: c.enforcement.operator_version == Release(1, 9, 3),
         id="operator-version-flag",
     ),
     pytest.param(
         [],
         {"SWEEPER_OPERATOR_VERSION": "1.7.0"},
-        lambda c: c.policy.operator_version == Release(1, 7, 0),
+        lambda c: c.enforcement.operator_version == Release(1, 7, 0),
         id="operator-version-env-without-v",
     ),
     pytest.param(
         [],
         {"SWEEPER_ESCALATE_AFTER": "5"},
-        lambda c: c.policy.escalate_after == 5,
+        lambda c: c.enforcement.escalate_after == 5,
         id="escalate-after-env",
     ),
     pytest.param(
         [],
         {"SWEEPER_RETOUCH_AFTER": "2s", "SWEEPER_RETOUCH_LIMIT": "1"},
-        lambda c: (c.policy.retouch_after, c.policy.retouch_limit) == (2, 1),
+        lambda c: (c.enforcement.retouch_after, c.enforcement.retouch_limit) == (2, 1),
         id="retouch-env",
     ),
     pytest.param(
         ["--retouch-after=500ms", "--retouch-limit=0"],
         {},
-        lambda c: (c.policy.retouch_after, c.policy.retouch_limit) == (0.5, 0),
+        lambda c: (c.enforcement.retouch_after, c.enforcement.retouch_limit) == (0.5, 0),
         id="retouch-flags",
     ),
     pytest.param(
         [],
         {"SWEEPER_MAX_ACTIONS": "3"},
-        lambda c: c.policy.max_actions == 3,
+        lambda c: c.enforcement.max_actions == 3,
         id="max-actions-env",
     ),
     pytest.param(

@@ -30,7 +30,7 @@ def test_durations_take_units_or_plain_seconds(flag: str, text: str, seconds: fl
     assert harness.config is not None
     attribute = {"--grace": "grace", "--escalate-after": "escalate_after"}.get(flag)
     if attribute:
-        assert getattr(harness.config.policy, attribute) == seconds
+        assert getattr(harness.config.enforcement, attribute) == seconds
     else:
         assert getattr(harness.config, flag[2:].replace("-", "_")) == seconds
 

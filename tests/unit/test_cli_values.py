@@ -15,7 +15,7 @@ import pytest
 
 from sweeper import cli, options
 from sweeper.config import Config, Timing, WatchSettings
-from sweeper.core.model import Policy
+from sweeper.core.model import Enforcement
 from tests.unit.objects import job
 from tests.unit.test_cli import Harness
 
@@ -42,8 +42,8 @@ def test_every_option_is_the_programs_own_and_has_a_sweeper_twin() -> None:
 
 
 def settings(cls: type, prefix: str = "") -> set[str]:
-    """Every attribute a flag may fill, as a row's ``to`` names it (``policy.grace``)."""
-    nested = {"policy": Policy, "watch": WatchSettings, "timing": Timing}
+    """Every attribute a flag may fill, as a row's ``to`` names it (``enforcement.grace``)."""
+    nested = {"enforcement": Enforcement, "watch": WatchSettings, "timing": Timing}
     found: set[str] = set()
     for field in dataclasses.fields(cls):
         if field.name in nested:

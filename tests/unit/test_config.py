@@ -8,7 +8,7 @@ import pytest
 
 from sweeper.config import Config, check_selector
 from sweeper.core.errors import ConfigError
-from sweeper.core.model import Policy
+from sweeper.core.model import Enforcement
 from tests.unit.test_cli import Harness
 
 VALID_SELECTORS = [
@@ -150,7 +150,7 @@ def test_the_settings_check_how_flags_combine() -> None:
 def test_defaults_are_the_documented_ones() -> None:
     config = Config()
     assert (config.page_size, config.timeout, config.request_timeout) == (500, 45.0, 10.0)
-    assert config.policy == Policy()
+    assert config.enforcement == Enforcement()
 
 
 def test_config_is_frozen() -> None:

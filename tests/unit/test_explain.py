@@ -17,7 +17,7 @@ from sweeper.core.kinds import (
     TOUCHED_AT_ANNOTATION,
     Resource,
 )
-from sweeper.core.model import ActionMode, Policy
+from sweeper.core.model import ActionMode, Enforcement
 from tests.unit.objects import KIND, NOW, ago, condition, deadline_failed, job, owned, trainjob
 from tests.unit.test_cli import Harness
 
@@ -75,8 +75,8 @@ def test_explain_walks_every_rule_and_agrees_with_judge(
     raw: dict[str, Any], deciding: str, decision: str
 ) -> None:
     view = parse_job(raw, KIND["PyTorchJob"])
-    steps, entry = explain(view, NOW, Policy())
-    assert entry == judge(view, NOW, Policy())
+    steps, entry = explain(view, NOW, Enforcement())
+    assert entry == judge(view, NOW, Enforcement())
     assert [s.rule for s in steps] == [r.name for r in RULES]
     (decider,) = [s for s in steps if s.entry is not None]
     assert decider.rule == deciding
@@ -97,7 +97,9 @@ def test_explain_walks_every_rule_and_agrees_with_judge(
     ],
 )
 def test_the_opt_out_step_names_both_keys(annotations: dict[str, str], seen: str) -> None:
-    steps, _ = explain(parse_job(job(annotations=annotations), KIND["PyTorchJob"]), NOW, Policy())
+    steps, _ = explain(
+        parse_job(job(annotations=annotations), KIND["PyTorchJob"]), NOW, Enforcement()
+    )
     (step,) = [s for s in steps if s.rule == "opted-out"]
     assert step.seen == (
         "kubeflow-deadline-sweeper.github.io/exclude or the old "
@@ -107,7 +109,7 @@ def test_the_opt_out_step_names_both_keys(annotations: dict[str, str], seen: str
 
 def test_the_values_seen_are_the_jobs() -> None:
     view = parse_job(job(started_ago=60, deadline=3600), KIND["TFJob"])
-    steps, _ = explain(view, NOW, Policy(grace=30))
+    steps, _ = explain(view, NOW, Enforcement(grace=30))
     seen = {s.rule: s.seen for s in steps}
     assert seen["no-deadline"] == "activeDeadlineSeconds 3600 (1h00m)"
     assert seen["not-started"] == "startTime 2024-05-01T11:59:00Z"
@@ -116,28 +118,32 @@ def test_the_values_seen_are_the_jobs() -> None:
 
 
 @pytest.mark.parametrize(
-    ("policy", "seen"),
+    ("enforcement", "seen"),
     [
         pytest.param(
-            Policy(action=ActionMode.AUTO),
+            Enforcement(action=ActionMode.AUTO),
             "--action auto, never touched, re-touch after 5s (up to 3x), escalate after 2m00s",
             id="auto",
         ),
         pytest.param(
-            Policy(retouch_limit=0),
+            Enforcement(retouch_limit=0),
             "--action touch, never touched, no quick re-touch, escalate after 2m00s",
             id="quick-re-touch-off",
         ),
         pytest.param(
-            Policy(retouch_after=300),
+            Enforcement(retouch_after=300),
             "--action touch, never touched, no quick re-touch, escalate after 2m00s",
             id="re-touch-after-not-before-the-escalation",
         ),
-        pytest.param(Policy(action=ActionMode.FAIL), "--action fail, never touched", id="fail"),
+        pytest.param(
+            Enforcement(action=ActionMode.FAIL), "--action fail, never touched", id="fail"
+        ),
     ],
 )
-def test_the_overdue_step_shows_the_touch_settings_that_apply(policy: Policy, seen: str) -> None:
-    steps, _ = explain(parse_job(job(), KIND["PyTorchJob"]), NOW, policy)
+def test_the_overdue_step_shows_the_touch_settings_that_apply(
+    enforcement: Enforcement, seen: str
+) -> None:
+    steps, _ = explain(parse_job(job(), KIND["PyTorchJob"]), NOW, enforcement)
 
     assert steps[-1].seen == seen
 

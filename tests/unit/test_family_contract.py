@@ -23,8 +23,8 @@ from sweeper.core.model import (
     JSON,
     Action,
     ActionKind,
+    Enforcement,
     Entry,
-    Policy,
     Skip,
     SkipReason,
     Why,
@@ -45,8 +45,8 @@ SWEEPJOB = Kind(
 LABEL = "sweep.example.com/job-name"
 
 
-def _decide(job: Job, now: datetime, policy: Policy, overdue: float | None) -> Entry:
-    due = None if job.deadline is None else later(job.deadline, policy.grace)
+def _decide(job: Job, now: datetime, enforcement: Enforcement, overdue: float | None) -> Entry:
+    due = None if job.deadline is None else later(job.deadline, enforcement.grace)
     if due is None or now < due:
         return Skip(job, SkipReason.NOT_YET_DUE, overdue, "before its deadline and grace")
     return Action(job, ActionKind.FAIL, Why.OVERDUE, overdue, f"{human(overdue or 0)} late")
@@ -65,9 +65,11 @@ class SweepJobs:
     NOTHING_LEFT = "no pods left"
 
     @staticmethod
-    def finished(job: Job, _now: datetime, policy: Policy, overdue: float | None) -> Entry:
+    def finished(
+        job: Job, _now: datetime, enforcement: Enforcement, overdue: float | None
+    ) -> Entry:
         if job.failed_by_deadline:
-            return pods.reclaim(job, policy, overdue)
+            return pods.reclaim(job, enforcement, overdue)
         return Skip(job, SkipReason.FINISHED, overdue, job.finished or "")
 
     @staticmethod
@@ -75,20 +77,20 @@ class SweepJobs:
         return f"finished {job.finished}"
 
     @staticmethod
-    def finished_due(job: Job, policy: Policy) -> datetime | None:
-        return at_once(SweepJobs.finished(job, ALWAYS, policy, None))
+    def finished_due(job: Job, enforcement: Enforcement) -> datetime | None:
+        return at_once(SweepJobs.finished(job, ALWAYS, enforcement, None))
 
     @staticmethod
-    def due_at(job: Job, _now: datetime, policy: Policy) -> datetime | None:
-        return None if job.deadline is None else later(job.deadline, policy.grace)
+    def due_at(job: Job, _now: datetime, enforcement: Enforcement) -> datetime | None:
+        return None if job.deadline is None else later(job.deadline, enforcement.grace)
 
     @staticmethod
-    def reclaim_words(policy: Policy) -> str:
-        return pods.reclaim_words(policy)
+    def reclaim_words(enforcement: Enforcement) -> str:
+        return pods.reclaim_words(enforcement)
 
     @staticmethod
-    def leftovers(owned: Sequence[Owned], job: Job, policy: Policy) -> list[Owned]:
-        return pods.leftovers(owned, job, policy)
+    def leftovers(owned: Sequence[Owned], job: Job, enforcement: Enforcement) -> list[Owned]:
+        return pods.leftovers(owned, job, enforcement)
 
     @staticmethod
     def reclaimed_event(job: Job, deleted: Sequence[str], companions: Sequence[str]) -> str:

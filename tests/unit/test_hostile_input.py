@@ -25,7 +25,7 @@ from sweeper.core.decide import due_at, judge
 from sweeper.core.families import KINDS
 from sweeper.core.jobs import Job, parse_job
 from sweeper.core.kinds import TOUCHED_AT_ANNOTATION, VERSION
-from sweeper.core.model import ActionMode, Policy, SkipReason
+from sweeper.core.model import ActionMode, Enforcement, SkipReason
 from sweeper.k8s import decode
 from sweeper.k8s.cluster import ServedKind, WatchCluster, WatchEvent
 from sweeper.stop import Stop
@@ -99,38 +99,42 @@ def far_touched(**changes: Any) -> Job:
 
 
 @pytest.mark.parametrize(
-    ("policy", "due"),
+    ("enforcement", "due"),
     [
-        pytest.param(Policy(action=ActionMode.TOUCH), None, id="touch-never-again"),
+        pytest.param(Enforcement(action=ActionMode.TOUCH), None, id="touch-never-again"),
         pytest.param(
-            Policy(action=ActionMode.AUTO, escalate_after=120),
+            Enforcement(action=ActionMode.AUTO, escalate_after=120),
             # Exactly escalate_after past the deadline: judge compares instants, not the
             # overdue seconds as reported (rounded to the millisecond).
             NOW - timedelta(hours=1) + timedelta(seconds=120),
             id="auto-escalates-by-the-deadline",
         ),
-        pytest.param(Policy(action=ActionMode.TOUCH, grace=1e15), None, id="huge-grace"),
+        pytest.param(Enforcement(action=ActionMode.TOUCH, grace=1e15), None, id="huge-grace"),
         pytest.param(
-            Policy(action=ActionMode.AUTO, grace=1e15, escalate_after=1e15), None, id="huge-both"
+            Enforcement(action=ActionMode.AUTO, grace=1e15, escalate_after=1e15),
+            None,
+            id="huge-both",
         ),
         pytest.param(
-            Policy(action=ActionMode.TOUCH, escalate_after=1e15, retouch_after=1e15),
+            Enforcement(action=ActionMode.TOUCH, escalate_after=1e15, retouch_after=1e15),
             None,
             id="huge-escalate",
         ),
     ],
 )
-def test_due_at_saturates_past_the_year_9999(policy: Policy, due: datetime | None) -> None:
+def test_due_at_saturates_past_the_year_9999(
+    enforcement: Enforcement, due: datetime | None
+) -> None:
     # Judged at the last instant a datetime holds, the stamp is no longer ahead: it counts.
     view = far_touched()
     never = datetime.max.replace(tzinfo=UTC)
-    assert due_at(view, never, policy) == due
+    assert due_at(view, never, enforcement) == due
     # judge agrees: no action there unless due.
-    assert isinstance(judge(view, never, policy), model.Action) is (due is not None)
+    assert isinstance(judge(view, never, enforcement), model.Action) is (due is not None)
 
 
 def test_a_grace_beyond_datetimes_range_leaves_every_job_not_yet_due() -> None:
-    entry = judge(parse_job(job(), PYTORCH), NOW, Policy(grace=1e15))
+    entry = judge(parse_job(job(), PYTORCH), NOW, Enforcement(grace=1e15))
     assert entry.reason == SkipReason.NOT_YET_DUE.value
     assert entry.detail.startswith("due in ")
 
@@ -176,9 +180,11 @@ def test_a_huge_duration_option_runs_and_writes_nothing_it_should_not(option: st
 # --- watch mode: one object never stops a stream --------------------------------------------
 
 
-def watcher(fake: FakeCluster, policy: Policy) -> engine.Watcher:
+def watcher(fake: FakeCluster, enforcement: Enforcement) -> engine.Watcher:
     config = Config(
-        policy=policy, clock=ClockMode.LOCAL, watch=WatchSettings(leader_elect=False, health_port=0)
+        enforcement=enforcement,
+        clock=ClockMode.LOCAL,
+        watch=WatchSettings(leader_elect=False, health_port=0),
     )
     assert config.watch is not None
     # No Lease: leader election is off, so the fake needs only the watch boundary.
@@ -202,7 +208,7 @@ def test_a_touch_near_the_year_9999_blinds_no_kind_in_watch_mode() -> None:
     fake = FakeCluster(served=(ServedKind(PYTORCH, VERSION),), date=NOW)
     fake.add_job(job(name="bad", annotations={TOUCHED_AT_ANNOTATION: FAR_TOUCH}))
     fake.add_job(job(name="victim"))
-    w = watcher(fake, Policy(action=ActionMode.TOUCH))
+    w = watcher(fake, Enforcement(action=ActionMode.TOUCH))
     scope = Scope(ServedKind(PYTORCH, VERSION), None)
 
     w.streams.list_one(scope, relist=False)
@@ -219,13 +225,15 @@ def test_an_object_that_cannot_be_read_is_logged_and_the_stream_goes_on(
     fake.add_job(job(name="bad"))
     fake.add_job(job(name="victim"))
 
-    def due_at_raising_for_bad(view: Job, now: datetime, policy: Policy) -> datetime | None:
+    def due_at_raising_for_bad(
+        view: Job, now: datetime, enforcement: Enforcement
+    ) -> datetime | None:
         if view.name == "bad":
             raise OverflowError("a bug in due_at, for one job")
-        return due_at(view, now, policy)
+        return due_at(view, now, enforcement)
 
     monkeypatch.setattr(streams, "due_at", due_at_raising_for_bad)
-    w = watcher(fake, Policy(action=ActionMode.TOUCH))
+    w = watcher(fake, Enforcement(action=ActionMode.TOUCH))
     scope = Scope(served, None)
 
     with caplog.at_level(logging.ERROR, logger="sweeper.watch.streams"):

@@ -19,7 +19,7 @@ from sweeper.core.decide import decide
 from sweeper.core.families import KINDS
 from sweeper.core.jobs import parse_job
 from sweeper.core.kinds import EXCLUDE_ANNOTATION, TOUCHED_AT_ANNOTATION
-from sweeper.core.model import Outcome, Policy, Result
+from sweeper.core.model import Enforcement, Outcome, Result
 from sweeper.core.tally import Tally
 from tests.unit.loopback import serving
 from tests.unit.objects import KIND, NOW, ago, condition, deadline_failed, job, owned
@@ -29,7 +29,7 @@ ENDED = NOW + timedelta(seconds=3)
 
 
 def outcomes(*raws: dict[str, Any], results: dict[str, Result] | None = None) -> list[Outcome]:
-    plan = decide([parse_job(r, KIND[r["kind"]]) for r in raws], NOW, Policy())
+    plan = decide([parse_job(r, KIND[r["kind"]]) for r in raws], NOW, Enforcement())
     found = []
     for entry in plan.entries:
         default = Result.SKIPPED if entry.decision == "skip" else Result.DONE

@@ -14,7 +14,7 @@ from typing import Protocol
 from sweeper.core.families import mpi_operator, trainer, training_operator
 from sweeper.core.jobs import Job, Owned
 from sweeper.core.kinds import Kind, Leftovers, Resource
-from sweeper.core.model import JSON, Action, Entry, Policy, SkipReason
+from sweeper.core.model import JSON, Action, Enforcement, Entry, SkipReason
 from sweeper.core.patches import DeadlineWrite
 from sweeper.core.rules import (
     BEING_DELETED,
@@ -43,25 +43,29 @@ class Family(Protocol):
     RECLAIM_REASON: str  # the Event's reason after a reclaim
     NOTHING_LEFT: str  # what a reclaim that found nothing says
 
-    def finished(self, job: Job, now: datetime, policy: Policy, overdue: float | None) -> Entry:
+    def finished(
+        self, job: Job, now: datetime, enforcement: Enforcement, overdue: float | None
+    ) -> Entry:
         """What becomes of a job that finished (a skip, or a reclaim of what it left)."""
 
-    def seen_finished(self, job: Job, now: datetime, policy: Policy, overdue: float | None) -> str:
+    def seen_finished(
+        self, job: Job, now: datetime, enforcement: Enforcement, overdue: float | None
+    ) -> str:
         """What ``--explain`` says of a finished job's end."""
 
-    def finished_due(self, job: Job, policy: Policy) -> datetime | None:
+    def finished_due(self, job: Job, enforcement: Enforcement) -> datetime | None:
         """The instant from which :meth:`finished` acts on a finished job; ``None``: never."""
 
-    def due_at(self, job: Job, now: datetime, policy: Policy) -> datetime | None:
+    def due_at(self, job: Job, now: datetime, enforcement: Enforcement) -> datetime | None:
         """The instant from which its own rules act on a job the shared rules let through.
 
         The first such instant from ``now`` on, or one before ``now`` when they act at it.
         """
 
-    def reclaim_words(self, policy: Policy) -> str:
+    def reclaim_words(self, enforcement: Enforcement) -> str:
         """What follows its deadline failure, as a ``DeadlineApproaching`` warning says it."""
 
-    def leftovers(self, owned: Sequence[Owned], job: Job, policy: Policy) -> list[Owned]:
+    def leftovers(self, owned: Sequence[Owned], job: Job, enforcement: Enforcement) -> list[Owned]:
         """Which of the objects listed (``LEFTOVERS``) a reclaim of the job deletes."""
 
     def reclaimed_event(self, job: Job, deleted: Sequence[str], companions: Sequence[str]) -> str:
@@ -151,13 +155,15 @@ _TABLES: dict[str, tuple[Rule, ...]] = {}
 
 
 def _table(family: Family) -> tuple[Rule, ...]:
-    def finished(job: Job, now: datetime, policy: Policy, overdue: float | None) -> Entry | None:
-        return None if job.finished is None else family.finished(job, now, policy, overdue)
+    def finished(
+        job: Job, now: datetime, enforcement: Enforcement, overdue: float | None
+    ) -> Entry | None:
+        return None if job.finished is None else family.finished(job, now, enforcement, overdue)
 
-    def seen(job: Job, now: datetime, policy: Policy, overdue: float | None) -> str:
+    def seen(job: Job, now: datetime, enforcement: Enforcement, overdue: float | None) -> str:
         if job.finished is None:
             return "no Succeeded or Failed condition"
-        return family.seen_finished(job, now, policy, overdue)
+        return family.seen_finished(job, now, enforcement, overdue)
 
     return (
         MALFORMED,
@@ -181,8 +187,8 @@ def _table(family: Family) -> tuple[Rule, ...]:
     )
 
 
-def due_at(job: Job, now: datetime, policy: Policy) -> datetime | None:
+def due_at(job: Job, now: datetime, enforcement: Enforcement) -> datetime | None:
     """The instant from which the job's family's rules act on it (see ``decide.due_at``)."""
     family = family_of(job.kind, job.version)
-    fixed, instant = premise_due(table(family), job, policy)
-    return instant if fixed else family.due_at(job, now, policy)
+    fixed, instant = premise_due(table(family), job, enforcement)
+    return instant if fixed else family.due_at(job, now, enforcement)

@@ -26,7 +26,7 @@ from sweeper.core.kinds import (
     Reading,
     Resource,
 )
-from sweeper.core.model import JSON, Action, ActionKind, Entry, Policy, Skip, SkipReason, Why
+from sweeper.core.model import JSON, Action, ActionKind, Enforcement, Entry, Skip, SkipReason, Why
 from sweeper.core.patches import DeadlineWrite, deadline_patch, failure_message, status_patch
 from sweeper.core.platform import rule_source, source_note
 from sweeper.core.rules import (
@@ -63,7 +63,7 @@ PODS = LEFTOVERS
 leftovers, reclaimed_event, reclaim_words = pods.leftovers, pods.reclaimed_event, pods.reclaim_words
 
 
-def finished(job: Job, _now: datetime, policy: Policy, overdue: float | None) -> Entry:
+def finished(job: Job, _now: datetime, enforcement: Enforcement, overdue: float | None) -> Entry:
     """Its workers are reclaimed once it is Failed by its deadline with completionTime."""
     if job.finished != "Failed" or not job.failed_by_deadline:
         left = job.finished or ""
@@ -72,25 +72,27 @@ def finished(job: Job, _now: datetime, policy: Policy, overdue: float | None) ->
     elif job.clean_pod_policy in ("Running", "All"):
         left = f"Failed; cleanPodPolicy {job.clean_pod_policy}: mpi-operator deletes its workers"
     else:
-        return pods.reclaim(job, policy, overdue)
+        return pods.reclaim(job, enforcement, overdue)
     return Skip(job, SkipReason.FINISHED, overdue, left)
 
 
-def finished_due(job: Job, policy: Policy) -> datetime | None:
+def finished_due(job: Job, enforcement: Enforcement) -> datetime | None:
     """At once for the workers of a job its deadline failed; never for any other end."""
-    return at_once(finished(job, ALWAYS, policy, None))
+    return at_once(finished(job, ALWAYS, enforcement, None))
 
 
 def seen_finished(job: Job, *_: object) -> str:
     """The job's end, its completionTime and its cleanPodPolicy."""
     how = ", reason DeadlineExceeded" if job.failed_by_deadline else ""
     done = "completionTime set" if job.completed else "no completionTime"
-    policy = job.clean_pod_policy or "unset (mpi-operator's default: None)"
-    return f"condition {job.finished}=True{how}, {done}, cleanPodPolicy {policy}"
+    enforcement = job.clean_pod_policy or "unset (mpi-operator's default: None)"
+    return f"condition {job.finished}=True{how}, {done}, cleanPodPolicy {enforcement}"
 
 
-def _not_yet_due(job: Job, now: datetime, policy: Policy, overdue: float | None) -> Entry | None:
-    at = due(job, policy)
+def _not_yet_due(
+    job: Job, now: datetime, enforcement: Enforcement, overdue: float | None
+) -> Entry | None:
+    at = due(job, enforcement)
     if reached(now, at):
         return None
     return Skip(job, SkipReason.NOT_YET_DUE, overdue, f"due {when(at, now)}")
@@ -106,7 +108,9 @@ def _seen_launcher(job: Job, *_: object) -> str:
     return f"effective {human(job.deadline_seconds or 0)}, {rule_source(job)}; {own_deadline(job)}"
 
 
-def _launcher_deadline(job: Job, _now: datetime, _policy: Policy, overdue: float | None) -> Entry:
+def _launcher_deadline(
+    job: Job, _now: datetime, _enforcement: Enforcement, overdue: float | None
+) -> Entry:
     late, gang = f"{human(overdue or 0.0)} past", "or a gang with none is failed"
     if job.deadline_source is DeadlineSource.JOB:
         unless = "unless it carries it already (mpi-operator copies it only when it creates"
@@ -129,9 +133,9 @@ RULES: tuple[Rule, ...] = (
 )
 
 
-def due_at(job: Job, _now: datetime, policy: Policy) -> datetime | None:
+def due_at(job: Job, _now: datetime, enforcement: Enforcement) -> datetime | None:
     """``startTime`` + deadline + grace: its launcher Job is read then."""
-    return due(job, policy)
+    return due(job, enforcement)
 
 
 # --- its writes: the fail, what it leaves, the launcher's deadline --------------------------

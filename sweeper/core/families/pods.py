@@ -11,7 +11,16 @@ from collections.abc import Sequence
 
 from sweeper.core.jobs import Job, Owned
 from sweeper.core.kinds import COMPONENT, OPERATOR_PODS
-from sweeper.core.model import Action, ActionKind, Entry, PodsMode, Policy, Skip, SkipReason, Why
+from sweeper.core.model import (
+    Action,
+    ActionKind,
+    Enforcement,
+    Entry,
+    PodsMode,
+    Skip,
+    SkipReason,
+    Why,
+)
 from sweeper.core.plan import pods_to_terminate
 
 LEFTOVERS = OPERATOR_PODS
@@ -19,21 +28,21 @@ RECLAIM_REASON = "DeadlinePodsTerminated"
 NOTHING_LEFT = "no pods left to terminate"
 
 
-def pods_mode(policy: Policy) -> PodsMode:
+def pods_mode(enforcement: Enforcement) -> PodsMode:
     """What ``--terminate-pods`` selects for a job failed by its deadline, with the release.
 
     ``policy`` keeps what the operator keeps: ``all`` under v1.7.0 to v1.9.3, which delete
     every pod at a deadline failure; ``cleanPodPolicy`` under v1.9.4 or an unknown release.
     """
-    release, mode = policy.operator_version, policy.terminate_pods
+    release, mode = enforcement.operator_version, enforcement.terminate_pods
     if mode is PodsMode.POLICY and release and release.deletes_every_pod_on_deadline:
         return PodsMode.ALL
     return mode
 
 
-def reclaim(job: Job, policy: Policy, overdue: float | None) -> Entry:
+def reclaim(job: Job, enforcement: Enforcement, overdue: float | None) -> Entry:
     """Reclaim the pods of a job failed by its deadline (``policy`` keeps its controller's)."""
-    mode = pods_mode(policy)
+    mode = pods_mode(enforcement)
     if mode is PodsMode.POLICY:
         return Skip(
             job, SkipReason.FINISHED, overdue, "Failed; --terminate-pods policy keeps its pods"
@@ -42,18 +51,18 @@ def reclaim(job: Job, policy: Policy, overdue: float | None) -> Entry:
     return Action(job, ActionKind.TERMINATE_PODS, Why.FAILED_BY_DEADLINE, overdue, detail)
 
 
-def reclaim_words(policy: Policy) -> str:
+def reclaim_words(enforcement: Enforcement) -> str:
     """What follows its deadline failure, as a ``DeadlineApproaching`` warning says it."""
-    mode = pods_mode(policy)
+    mode = pods_mode(enforcement)
     if mode is PodsMode.POLICY:
         return "then its pods are kept or deleted as its cleanPodPolicy says"
     which = "all its pods" if mode is PodsMode.ALL else "its Running and Pending pods"
     return f"then {which} are deleted, giving their GPUs back"
 
 
-def leftovers(owned: Sequence[Owned], job: Job, policy: Policy) -> list[Owned]:
+def leftovers(owned: Sequence[Owned], job: Job, enforcement: Enforcement) -> list[Owned]:
     """The pods of a job its deadline failed that ``--terminate-pods`` deletes."""
-    return pods_to_terminate(owned, job, pods_mode(policy))
+    return pods_to_terminate(owned, job, pods_mode(enforcement))
 
 
 def reclaimed_event(_job: Job, deleted: Sequence[str], companions: Sequence[str]) -> str:

@@ -17,7 +17,7 @@ from sweeper.core.clock import format_rfc3339, human
 from sweeper.core.jobs import DeadlineSource, Job, Owned
 from sweeper.core.kinds import COMPONENT, DEADLINE_EXCEEDED, Kind, Leftovers, Reading, Resource
 from sweeper.core.kinds import PODS as PODS_RESOURCE
-from sweeper.core.model import JSON, Action, ActionKind, Entry, Policy, Skip, SkipReason, Why
+from sweeper.core.model import JSON, Action, ActionKind, Enforcement, Entry, Skip, SkipReason, Why
 from sweeper.core.patches import DeadlineWrite, deadline_patch, guarded
 from sweeper.core.platform import rule_source, source_note
 from sweeper.core.rules import (
@@ -63,7 +63,7 @@ LEFTOVERS = Leftovers(Resource(JOBSET_GROUP, JOBSET_VERSION, "jobsets"))
 PODS = Leftovers(PODS_RESOURCE, "jobset.sigs.k8s.io/jobset-name")
 
 
-def reclaim_words(_policy: Policy) -> str:
+def reclaim_words(_enforcement: Enforcement) -> str:
     """Its JobSet, deleted."""
     return "then its JobSet is deleted, giving its GPUs back"
 
@@ -72,15 +72,17 @@ def _deadline_failure(job: Job) -> bool:
     return job.finished == "Failed" and job.failed_by_deadline
 
 
-def _reclaim_at(job: Job, policy: Policy) -> datetime | None:
+def _reclaim_at(job: Job, enforcement: Enforcement) -> datetime | None:
     # A garbled lastTransitionTime gives no instant to wait from: the JobSet is due now. A
     # failure the sweeper wrote (a platform cap) is never followed by the trainer's delete.
     if job.failed_at is None or job.failed_by_sweeper:
         return ALWAYS
-    return later(job.failed_at, policy.reclaim_grace)
+    return later(job.failed_at, enforcement.reclaim_grace)
 
 
-def _platform(job: Job, now: datetime, policy: Policy, overdue: float | None) -> Entry | None:
+def _platform(
+    job: Job, now: datetime, enforcement: Enforcement, overdue: float | None
+) -> Entry | None:
     if job.deadline_source is DeadlineSource.JOB or job.deadline_seconds is None:
         return None
     seconds, source = job.deadline_seconds, rule_source(job)
@@ -88,7 +90,7 @@ def _platform(job: Job, now: datetime, policy: Policy, overdue: float | None) ->
         written = f"activeDeadlineSeconds {seconds} ({human(seconds)}, {source}) written"
         detail = f"{written} for the trainer controller to enforce"
         return Action(job, ActionKind.SET_DEADLINE, Why.PLATFORM_DEADLINE, overdue, detail)
-    at = due(job, policy)
+    at = due(job, enforcement)
     if not reached(now, at):
         capped = f"capped at {human(seconds)} ({source})"
         return Skip(job, SkipReason.NOT_YET_DUE, overdue, f"{capped}; due {when(at, now)}")
@@ -106,11 +108,11 @@ def _seen_platform(job: Job, *_: object) -> str:
     return f"{effective}; {own_deadline(job)}"
 
 
-def finished(job: Job, now: datetime, policy: Policy, overdue: float | None) -> Entry:
+def finished(job: Job, now: datetime, enforcement: Enforcement, overdue: float | None) -> Entry:
     """The JobSet of a TrainJob its deadline failed, ``--reclaim-grace`` after the failure."""
     if not _deadline_failure(job):
         return Skip(job, SkipReason.FINISHED, overdue, job.finished or "")
-    at = _reclaim_at(job, policy)
+    at = _reclaim_at(job, enforcement)
     if not reached(now, at):
         checked = f"its JobSet is checked {when(at, now)} (--reclaim-grace)"
         return Skip(job, SkipReason.RECLAIM_LATER, overdue, f"failed by its deadline; {checked}")
@@ -118,27 +120,29 @@ def finished(job: Job, now: datetime, policy: Policy, overdue: float | None) -> 
     return Action(job, ActionKind.DELETE_JOBSET, Why.JOBSET_LEFT, overdue, left)
 
 
-def finished_due(job: Job, policy: Policy) -> datetime | None:
+def finished_due(job: Job, enforcement: Enforcement) -> datetime | None:
     """``--reclaim-grace`` after its deadline failure (at once after the sweeper's); else never."""
-    return _reclaim_at(job, policy) if _deadline_failure(job) else None
+    return _reclaim_at(job, enforcement) if _deadline_failure(job) else None
 
 
-def seen_finished(job: Job, _now: datetime, policy: Policy, _overdue: float | None) -> str:
+def seen_finished(
+    job: Job, _now: datetime, enforcement: Enforcement, _overdue: float | None
+) -> str:
     """The TrainJob's end, and when its JobSet is due to be checked."""
     if not _deadline_failure(job):
         return f"condition {job.finished}=True"
     return (
         f"condition Failed=True, reason DeadlineExceeded at {stamp(job.failed_at)},"
-        f" --reclaim-grace {human(policy.reclaim_grace)}"
+        f" --reclaim-grace {human(enforcement.reclaim_grace)}"
     )
 
 
-def _running(job: Job, _now: datetime, policy: Policy, overdue: float | None) -> Entry:
+def _running(job: Job, _now: datetime, enforcement: Enforcement, overdue: float | None) -> Entry:
     if overdue is None or overdue < 0:
         left = "no deadline instant" if overdue is None else f"due in {human(-overdue)}"
         return Skip(job, SkipReason.NOT_YET_DUE, overdue, left)
     late = f"{human(overdue)} past its deadline"
-    if overdue >= policy.grace + policy.reclaim_grace:
+    if overdue >= enforcement.grace + enforcement.reclaim_grace:
         why = f"{late} and not failed: is the trainer controller running?"
         return Skip(job, SkipReason.CONTROLLER_LATE, overdue, why)
     return Skip(
@@ -155,7 +159,7 @@ RULES: tuple[Rule, ...] = (
 )
 
 
-def due_at(job: Job, _now: datetime, policy: Policy) -> datetime | None:
+def due_at(job: Job, _now: datetime, enforcement: Enforcement) -> datetime | None:
     """When the sweeper acts on a running TrainJob that stays as it is; ``None``: never.
 
     A platform deadline the TrainJob lacks, at once; a platform cap below its own deadline, at
@@ -163,7 +167,7 @@ def due_at(job: Job, _now: datetime, policy: Policy) -> datetime | None:
     """
     if job.deadline_source is DeadlineSource.JOB:
         return None
-    return ALWAYS if job.declared_seconds is None else due(job, policy)
+    return ALWAYS if job.declared_seconds is None else due(job, enforcement)
 
 
 # --- its writes: the fail at a cap, its JobSet, the deadline written into its spec ----------
@@ -174,7 +178,7 @@ NOTHING_LEFT = "its JobSet is gone"
 DEADLINE_FAILURE = "TrainJob exceeded its active deadline"
 
 
-def leftovers(owned: Sequence[Owned], job: Job, _policy: Policy) -> list[Owned]:
+def leftovers(owned: Sequence[Owned], job: Job, _enforcement: Enforcement) -> list[Owned]:
     """The JobSet the TrainJob controls, unless it is being deleted already."""
     return [o for o in owned if o.controller_uid == job.uid and not o.deleting]
 

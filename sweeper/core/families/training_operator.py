@@ -20,8 +20,8 @@ from sweeper.core.model import (
     Action,
     ActionKind,
     ActionMode,
+    Enforcement,
     Entry,
-    Policy,
     Skip,
     SkipReason,
     Why,
@@ -63,24 +63,24 @@ leftovers, reclaimed_event, reclaim_words = pods.leftovers, pods.reclaimed_event
 
 
 def _decide_not_yet_due(
-    job: Job, now: datetime, policy: Policy, overdue: float | None
+    job: Job, now: datetime, enforcement: Enforcement, overdue: float | None
 ) -> Entry | None:
     deadline = job.deadline
     if deadline is None:
         return None
-    at = due(job, policy)
+    at = due(job, enforcement)
     if reached(now, at):
         return None
     # No due instant within datetime's range (a --grace of 1e15 s): never due.
     left = (
-        policy.grace - (now - deadline).total_seconds()
+        enforcement.grace - (now - deadline).total_seconds()
         if at is None
         else (at - now).total_seconds()
     )
     return Skip(job, SkipReason.NOT_YET_DUE, overdue, f"due in {human(left)}")
 
 
-def _due(job: Job, now: datetime, policy: Policy, overdue: float | None) -> Entry:
+def _due(job: Job, now: datetime, enforcement: Enforcement, overdue: float | None) -> Entry:
     # Reached only by a started job with a deadline (the rules before let nothing else by).
     deadline = job.deadline
     if deadline is None or overdue is None:
@@ -88,20 +88,20 @@ def _due(job: Job, now: datetime, policy: Policy, overdue: float | None) -> Entr
     if _platform(job):
         late = f"{human(overdue)} past its deadline ({source_note(job)})"
         return Action(job, ActionKind.FAIL, Why.PLATFORM_DEADLINE, overdue, late)
-    return _overdue(job, now, deadline, policy, overdue)
+    return _overdue(job, now, deadline, enforcement, overdue)
 
 
-def _ahead(touched: datetime | None, now: datetime, policy: Policy) -> bool:
+def _ahead(touched: datetime | None, now: datetime, enforcement: Enforcement) -> bool:
     # A stamp later than now by more than the clock skew the sweeper tolerates (--grace, and
     # the Date header's whole second) is no touch of its own but a tenant's: counted, it would
     # stop every touch until then.
-    horizon = later(now, policy.grace + DATE_RESOLUTION_S)
+    horizon = later(now, enforcement.grace + DATE_RESOLUTION_S)
     return touched is not None and horizon is not None and touched > horizon
 
 
-def _counted_touch(job: Job, now: datetime, policy: Policy) -> datetime | None:
+def _counted_touch(job: Job, now: datetime, enforcement: Enforcement) -> datetime | None:
     touched = current_touch(job)
-    return None if _ahead(touched, now, policy) else touched
+    return None if _ahead(touched, now, enforcement) else touched
 
 
 def seen_finished(job: Job, *_: object) -> str:
@@ -113,20 +113,21 @@ def seen_finished(job: Job, *_: object) -> str:
     return seen
 
 
-def _seen_touch(job: Job, now: datetime, policy: Policy, overdue: float | None) -> str:
+def _seen_touch(job: Job, now: datetime, enforcement: Enforcement, overdue: float | None) -> str:
     touched = "never touched" if job.touched_at is None else f"touched at {stamp(job.touched_at)}"
-    if _ahead(job.touched_at, now, policy):
+    if _ahead(job.touched_at, now, enforcement):
         touched += " (later than now: counts as none)"
-    escalate = human(policy.escalate_after)
+    escalate = human(enforcement.escalate_after)
     if job.deadline_source is not DeadlineSource.JOB:
         return f"deadline {source_note(job)}: failed by the sweeper whatever --action"
-    if policy.action is ActionMode.FAIL:
-        return f"--action {policy.action.value}, {touched}"
-    if policy.retouch_limit > 0 and policy.retouch_after < policy.escalate_after:
-        quick = f"re-touch after {human(policy.retouch_after)} (up to {policy.retouch_limit}x)"
+    if enforcement.action is ActionMode.FAIL:
+        return f"--action {enforcement.action.value}, {touched}"
+    if enforcement.retouch_limit > 0 and enforcement.retouch_after < enforcement.escalate_after:
+        limit = enforcement.retouch_limit
+        quick = f"re-touch after {human(enforcement.retouch_after)} (up to {limit}x)"
     else:
         quick = "no quick re-touch"
-    return f"--action {policy.action.value}, {touched}, {quick}, escalate after {escalate}"
+    return f"--action {enforcement.action.value}, {touched}, {quick}, escalate after {escalate}"
 
 
 RULES: tuple[Rule, ...] = (
@@ -137,7 +138,7 @@ RULES: tuple[Rule, ...] = (
 )
 
 
-def due_at(job: Job, now: datetime, policy: Policy) -> datetime | None:
+def due_at(job: Job, now: datetime, enforcement: Enforcement) -> datetime | None:
     """The instant from which the rules act on a started job with a deadline, from ``now`` on.
 
     Returns:
@@ -147,19 +148,19 @@ def due_at(job: Job, now: datetime, policy: Policy) -> datetime | None:
         ``auto`` no later than ``escalate_after`` past the deadline and grace. A touch stamp
         still ahead of the clock when the job falls due (or at ``now``, if later) is none.
     """
-    deadline, at = job.deadline, due(job, policy)
-    if deadline is None or at is None or policy.action is ActionMode.FAIL or _platform(job):
+    deadline, at = job.deadline, due(job, enforcement)
+    if deadline is None or at is None or enforcement.action is ActionMode.FAIL or _platform(job):
         return at
     # The first instant the rules could act at is where they read the stamp: one ahead of it
     # (a tenant's) counts as none there and before; one not ahead never is again.
-    touched = _counted_touch(job, max(now, at), policy)
+    touched = _counted_touch(job, max(now, at), enforcement)
     if touched is None:
         return at
-    steps = [later(touched, policy.escalate_after)]
-    if _quick_retouch(touched, at, policy):
-        steps.append(later(touched, policy.retouch_after))
-    if policy.action is ActionMode.AUTO:
-        steps.append(_escalation(deadline, policy))
+    steps = [later(touched, enforcement.escalate_after)]
+    if _quick_retouch(touched, at, enforcement):
+        steps.append(later(touched, enforcement.retouch_after))
+    if enforcement.action is ActionMode.AUTO:
+        steps.append(_escalation(deadline, enforcement))
     first = min((step for step in steps if step is not None), default=None)
     return None if first is None else max(at, first)
 
@@ -169,69 +170,76 @@ def _platform(job: Job) -> bool:
     return job.deadline_source is not DeadlineSource.JOB
 
 
-def _escalation(deadline: datetime, policy: Policy) -> datetime | None:
+def _escalation(deadline: datetime, enforcement: Enforcement) -> datetime | None:
     # auto fails a job escalate_after past its deadline and grace, touched or not.
-    return later(deadline, policy.grace + policy.escalate_after)
+    return later(deadline, enforcement.grace + enforcement.escalate_after)
 
 
-def _quick_retouch(touched: datetime, due: datetime, policy: Policy) -> bool:
+def _quick_retouch(touched: datetime, due: datetime, enforcement: Enforcement) -> bool:
     # A quick touch follows a touch written less than retouch_limit x retouch_after after the
     # job became due. Each touch is at least retouch_after after the previous one and the
     # first is at or after due, so touch number k+1 is at least k x retouch_after past due:
     # at most retouch_limit quick touches per deadline, counted from the one annotation the
     # sweeper already writes. A touch written long after due (the sweeper was down) gets none:
     # the operator's clock is not that far behind.
-    if policy.retouch_limit <= 0 or policy.retouch_after >= policy.escalate_after:
+    if enforcement.retouch_limit <= 0 or enforcement.retouch_after >= enforcement.escalate_after:
         return False
-    return (touched - due).total_seconds() < policy.retouch_limit * policy.retouch_after
+    return (touched - due).total_seconds() < enforcement.retouch_limit * enforcement.retouch_after
 
 
-def finished(job: Job, _now: datetime, policy: Policy, overdue: float | None) -> Entry:
+def finished(job: Job, _now: datetime, enforcement: Enforcement, overdue: float | None) -> Entry:
     """The pods of a job its deadline failed are reclaimed; any other end is left alone."""
     if job.finished == "Failed" and job.failed_by_deadline:
         # v1.9.4 keeps the pods of a job its deadline failed unless cleanPodPolicy says
         # otherwise, and a sweeper interrupted between its status write and its deletes
         # leaves pods too: they are reclaimed whatever the action.
-        return pods.reclaim(job, policy, overdue)
+        return pods.reclaim(job, enforcement, overdue)
     return Skip(job, SkipReason.FINISHED, overdue, job.finished or "")
 
 
-def finished_due(job: Job, policy: Policy) -> datetime | None:
+def finished_due(job: Job, enforcement: Enforcement) -> datetime | None:
     """At once for the pods of a job its deadline failed; never for any other end."""
-    return at_once(finished(job, ALWAYS, policy, None))
+    return at_once(finished(job, ALWAYS, enforcement, None))
 
 
-def _overdue(job: Job, now: datetime, deadline: datetime, policy: Policy, overdue: float) -> Entry:
+def _overdue(
+    job: Job, now: datetime, deadline: datetime, enforcement: Enforcement, overdue: float
+) -> Entry:
     late = f"{human(overdue)} past its deadline"
-    if policy.action is ActionMode.FAIL:
+    if enforcement.action is ActionMode.FAIL:
         return Action(job, ActionKind.FAIL, Why.OVERDUE, overdue, late)
-    touched = _counted_touch(job, now, policy)
+    touched = _counted_touch(job, now, enforcement)
     since = None if touched is None else (now - touched).total_seconds()  # as reported
     running = "" if since is None else f"still running {human(since)}"
     after_touch = f"{late}, {running} after the sweeper's touch"
-    if policy.action is ActionMode.AUTO:
+    if enforcement.action is ActionMode.AUTO:
         # Escalation never waits for a touch to have been written: while the operator is down
         # its webhooks refuse every update, so no touch annotation ever appears.
-        if reached(now, _escalation(deadline, policy)):
-            past_grace = f"{late}, not failed {human(overdue - policy.grace)} past its deadline"
+        if reached(now, _escalation(deadline, enforcement)):
+            past_grace = (
+                f"{late}, not failed {human(overdue - enforcement.grace)} past its deadline"
+            )
             return Action(job, ActionKind.FAIL, Why.ESCALATED, overdue, f"{past_grace} and grace")
-        if touched is not None and reached(now, later(touched, policy.escalate_after)):
+        if touched is not None and reached(now, later(touched, enforcement.escalate_after)):
             return Action(job, ActionKind.FAIL, Why.ESCALATED, overdue, after_touch)
     if touched is None or since is None:
         return Action(job, ActionKind.TOUCH, Why.OVERDUE, overdue, late)
     # The same sum _decide_not_yet_due and due_at use, so every boundary is the same instant.
-    at = due(job, policy)
-    quick = at is not None and _quick_retouch(touched, at, policy)
-    escalated = reached(now, later(touched, policy.escalate_after))
-    if escalated or (quick and reached(now, later(touched, policy.retouch_after))):
+    at = due(job, enforcement)
+    quick = at is not None and _quick_retouch(touched, at, enforcement)
+    escalated = reached(now, later(touched, enforcement.escalate_after))
+    if escalated or (quick and reached(now, later(touched, enforcement.retouch_after))):
         why = "" if escalated else " (the operator judges with its own clock)"
         return Action(job, ActionKind.TOUCH, Why.RETOUCH, overdue, f"{after_touch}{why}")
-    again = policy.retouch_after if quick else policy.escalate_after
-    if policy.action is ActionMode.AUTO:
+    again = enforcement.retouch_after if quick else enforcement.escalate_after
+    if enforcement.action is ActionMode.AUTO:
         # The overdue seconds are rounded as reported: within half a millisecond of the
         # escalation they may already say it is due; the text then says 0 s, never less.
         left = max(
-            min(policy.escalate_after - since, policy.escalate_after - (overdue - policy.grace)),
+            min(
+                enforcement.escalate_after - since,
+                enforcement.escalate_after - (overdue - enforcement.grace),
+            ),
             0.0,
         )
         follow_up = f"fails in {human(left)}"

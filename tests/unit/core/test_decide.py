@@ -18,8 +18,8 @@ from sweeper.core.model import (
     Action,
     ActionKind,
     ActionMode,
+    Enforcement,
     PodsMode,
-    Policy,
     Skip,
     SkipReason,
     Why,
@@ -28,14 +28,16 @@ from sweeper.core.plan import assemble, execution_order, pods_to_terminate, serv
 from sweeper.core.releases import Release
 from tests.unit.objects import KIND, NOW, ago, condition, deadline_failed, job, owned
 
-TOUCH = Policy()
-FAIL = Policy(action=ActionMode.FAIL)
-AUTO = Policy(action=ActionMode.AUTO)
+TOUCH = Enforcement()
+FAIL = Enforcement(action=ActionMode.FAIL)
+AUTO = Enforcement(action=ActionMode.AUTO)
 MAX_GO_SECONDS = (2**63 - 1) // 10**9  # time.Duration(s) * time.Second fits in int64
 
 
-def verdict(raw: dict[str, Any], policy: Policy = TOUCH, version: str = "v1") -> tuple[str, str]:
-    entry = judge(parse_job(raw, KIND[raw["kind"]], version), NOW, policy)
+def verdict(
+    raw: dict[str, Any], enforcement: Enforcement = TOUCH, version: str = "v1"
+) -> tuple[str, str]:
+    entry = judge(parse_job(raw, KIND[raw["kind"]], version), NOW, enforcement)
     return entry.decision, entry.reason
 
 
@@ -51,10 +53,12 @@ CASES = [
         "overdue",
         id="deadline-zero-is-already-past",
     ),
-    pytest.param(job(started_ago=3629), Policy(grace=30), "skip", "not-yet-due", id="within-grace"),
+    pytest.param(
+        job(started_ago=3629), Enforcement(grace=30), "skip", "not-yet-due", id="within-grace"
+    ),
     pytest.param(
         job(started_ago=3630),
-        Policy(grace=30),
+        Enforcement(grace=30),
         "touch",
         "overdue",
         id="exactly-at-deadline-plus-grace",
@@ -109,13 +113,13 @@ CASES = [
                     condition("Suspended"),
                 ],
             ),
-            policy,
+            enforcement,
             "skip",
             "resuming",
-            id=f"resuming-{flag}-{policy.action.value}",
+            id=f"resuming-{flag}-{enforcement.action.value}",
         )
         for flag, suspend in (("suspend-absent", None), ("suspend-false", False))
-        for policy in (TOUCH, FAIL, AUTO)
+        for enforcement in (TOUCH, FAIL, AUTO)
     ],
     pytest.param(
         job(
@@ -279,14 +283,14 @@ CASES = [
     pytest.param(job(), AUTO, "fail", "escalated", id="auto-untouched-long-overdue-fails-at-once"),
     pytest.param(
         job(started_ago=3749),
-        Policy(action=ActionMode.AUTO, grace=30),
+        Enforcement(action=ActionMode.AUTO, grace=30),
         "touch",
         "overdue",
         id="auto-escalation-counts-from-deadline-plus-grace",
     ),
     pytest.param(
         job(started_ago=3750),
-        Policy(action=ActionMode.AUTO, grace=30),
+        Enforcement(action=ActionMode.AUTO, grace=30),
         "fail",
         "escalated",
         id="auto-escalation-after-deadline-plus-grace",
@@ -301,7 +305,7 @@ CASES = [
     # A touch written before grace ran out (a run with a smaller --grace) escalates on its own.
     pytest.param(
         job(started_ago=3750, annotations={TOUCHED_AT_ANNOTATION: ago(120)}),
-        Policy(action=ActionMode.AUTO, grace=60),
+        Enforcement(action=ActionMode.AUTO, grace=60),
         "fail",
         "escalated",
         id="auto-escalates-exactly-after-the-touch",
@@ -359,7 +363,7 @@ CASES = [
     ),
     pytest.param(
         job(annotations={TOUCHED_AT_ANNOTATION: ago(-31)}),
-        Policy(grace=30),
+        Enforcement(grace=30),
         "skip",
         "recently-touched",
         id="touch-a-stamp-within-grace-and-a-second-counts",
@@ -410,14 +414,14 @@ CASES = [
     ),
     pytest.param(
         job(started_ago=3610, annotations={TOUCHED_AT_ANNOTATION: ago(10)}),
-        Policy(retouch_limit=0),
+        Enforcement(retouch_limit=0),
         "skip",
         "recently-touched",
         id="retouch-limit-zero-turns-quick-touches-off",
     ),
     pytest.param(
         job(started_ago=3610, annotations={TOUCHED_AT_ANNOTATION: ago(10)}),
-        Policy(escalate_after=5),
+        Enforcement(escalate_after=5),
         "touch",
         "touch-again",
         id="retouch-after-not-below-escalate-after-is-the-normal-touch-again",
@@ -431,14 +435,14 @@ CASES = [
     ),
     pytest.param(
         job(started_ago=3640, annotations={TOUCHED_AT_ANNOTATION: ago(10)}),
-        Policy(grace=30),
+        Enforcement(grace=30),
         "touch",
         "touch-again",
         id="quick-retouch-counts-from-deadline-plus-grace",
     ),
     pytest.param(
         job(started_ago=3700, annotations={TOUCHED_AT_ANNOTATION: ago(10)}),
-        Policy(grace=30),
+        Enforcement(grace=30),
         "skip",
         "recently-touched",
         id="no-quick-retouch-for-a-touch-long-after-due",
@@ -467,7 +471,7 @@ CASES = [
     ),
     pytest.param(
         job(conditions=deadline_failed()),
-        Policy(action=ActionMode.FAIL, terminate_pods=PodsMode.POLICY),
+        Enforcement(action=ActionMode.FAIL, terminate_pods=PodsMode.POLICY),
         "skip",
         "finished",
         id="deadline-failed-policy-pods",
@@ -495,7 +499,7 @@ CASES = [
     ),
     pytest.param(
         job(conditions=deadline_failed(), clean_pod_policy="None"),
-        Policy(action=ActionMode.AUTO, terminate_pods=PodsMode.POLICY),
+        Enforcement(action=ActionMode.AUTO, terminate_pods=PodsMode.POLICY),
         "skip",
         "finished",
         id="deadline-failed-explicit-None-policy-pods",
@@ -503,7 +507,7 @@ CASES = [
     # v1.7.0 to v1.9.3 delete every pod at a deadline failure: none is kept, so policy cleans.
     pytest.param(
         job(conditions=deadline_failed(), clean_pod_policy="None"),
-        Policy(
+        Enforcement(
             action=ActionMode.FAIL,
             terminate_pods=PodsMode.POLICY,
             operator_version=Release(1, 9, 3),
@@ -514,7 +518,7 @@ CASES = [
     ),
     pytest.param(
         job(conditions=deadline_failed()),
-        Policy(
+        Enforcement(
             action=ActionMode.AUTO,
             terminate_pods=PodsMode.POLICY,
             operator_version=Release(1, 9, 4),
@@ -541,11 +545,13 @@ CASES = [
 
 
 @pytest.mark.parametrize(
-    ("raw", "policy", "decision", "reason"),
+    ("raw", "enforcement", "decision", "reason"),
     CASES,
 )
-def test_decision(raw: dict[str, Any], policy: Policy, decision: str, reason: str) -> None:
-    assert verdict(raw, policy) == (decision, reason)
+def test_decision(
+    raw: dict[str, Any], enforcement: Enforcement, decision: str, reason: str
+) -> None:
+    assert verdict(raw, enforcement) == (decision, reason)
 
 
 MALFORMED = [
@@ -629,10 +635,10 @@ V1_KINDS = [kind for kind in KINDS if kind.name != "TrainJob"]
 
 
 @pytest.mark.parametrize("kind", V1_KINDS, ids=[k.name for k in V1_KINDS])
-@pytest.mark.parametrize("policy", [TOUCH, FAIL], ids=["touch", "fail"])
-def test_every_kind_is_enforced(kind: Any, policy: Policy) -> None:
-    decision, reason = verdict(job(kind), policy)
-    assert (decision, reason) == (policy.action.value, "overdue")
+@pytest.mark.parametrize("enforcement", [TOUCH, FAIL], ids=["touch", "fail"])
+def test_every_kind_is_enforced(kind: Any, enforcement: Enforcement) -> None:
+    decision, reason = verdict(job(kind), enforcement)
+    assert (decision, reason) == (enforcement.action.value, "overdue")
 
 
 def test_an_mpi_operator_mpijob_past_its_deadline_has_its_launcher_read_whatever_the_action() -> (
@@ -642,32 +648,32 @@ def test_an_mpi_operator_mpijob_past_its_deadline_has_its_launcher_read_whatever
 
 
 def test_not_yet_due_says_how_long_is_left_and_reports_negative_overdue() -> None:
-    entry = judge(parse_job(job(started_ago=3000), KIND["PyTorchJob"]), NOW, Policy(grace=60))
+    entry = judge(parse_job(job(started_ago=3000), KIND["PyTorchJob"]), NOW, Enforcement(grace=60))
     assert isinstance(entry, Skip)
     assert entry.detail == "due in 11m00s"
     assert entry.seconds_overdue == -600
 
 
 def test_overdue_seconds_are_measured_from_the_deadline_without_grace() -> None:
-    entry = judge(parse_job(job(started_ago=3700), KIND["TFJob"]), NOW, Policy(grace=30))
+    entry = judge(parse_job(job(started_ago=3700), KIND["TFJob"]), NOW, Enforcement(grace=30))
     assert isinstance(entry, Action)
     assert entry.seconds_overdue == 100
 
 
 @pytest.mark.parametrize(
-    ("started_ago", "touched_ago", "policy", "detail"),
+    ("started_ago", "touched_ago", "enforcement", "detail"),
     [
         pytest.param(
             3610,
             5,
-            Policy(action=ActionMode.AUTO, retouch_limit=0),
+            Enforcement(action=ActionMode.AUTO, retouch_limit=0),
             "touched 5s ago; fails in 1m50s",
             id="deadline-plus-escalate-first",
         ),
         pytest.param(
             3640,
             30,
-            Policy(action=ActionMode.AUTO, retouch_limit=0),
+            Enforcement(action=ActionMode.AUTO, retouch_limit=0),
             "touched 30s ago; fails in 1m20s",
             id="the-later-the-sooner",
         ),
@@ -687,10 +693,10 @@ def test_overdue_seconds_are_measured_from_the_deadline_without_grace() -> None:
     ],
 )
 def test_recently_touched_says_what_comes_next(
-    started_ago: int, touched_ago: int, policy: Policy, detail: str
+    started_ago: int, touched_ago: int, enforcement: Enforcement, detail: str
 ) -> None:
     raw = job(started_ago=started_ago, annotations={TOUCHED_AT_ANNOTATION: ago(touched_ago)})
-    entry = judge(parse_job(raw, KIND["PyTorchJob"]), NOW, policy)
+    entry = judge(parse_job(raw, KIND["PyTorchJob"]), NOW, enforcement)
     assert entry.detail == detail
 
 
@@ -719,7 +725,7 @@ def test_max_actions_keeps_the_most_overdue_and_skips_the_rest() -> None:
         job(name="later", started_ago=5000),
     ]
     jobs = [parse_job(r, KIND["PyTorchJob"]) for r in raws]
-    plan = decide(jobs, NOW, Policy(action=ActionMode.FAIL, max_actions=2))
+    plan = decide(jobs, NOW, Enforcement(action=ActionMode.FAIL, max_actions=2))
     assert {e.job.name: e.reason for e in plan.entries} == {
         "late": "over-max-actions",
         "latest": "overdue",
@@ -731,7 +737,7 @@ def test_max_actions_keeps_the_most_overdue_and_skips_the_rest() -> None:
 
 
 def test_max_actions_zero_acts_on_nothing() -> None:
-    plan = decide([parse_job(job(), KIND["PyTorchJob"])], NOW, Policy(max_actions=0))
+    plan = decide([parse_job(job(), KIND["PyTorchJob"])], NOW, Enforcement(max_actions=0))
     assert plan.actions == ()
     assert plan.entries[0].reason == SkipReason.OVER_MAX_ACTIONS
 
@@ -812,15 +818,15 @@ def test_policy_keeps_what_that_release_keeps(
     release: Release | None, run_policy: str | None, expected: list[str]
 ) -> None:
     parsed = parse_job(job(clean_pod_policy=run_policy), KIND["PyTorchJob"])
-    policy = Policy(terminate_pods=PodsMode.POLICY, operator_version=release)
-    chosen = pods_to_terminate(pods_in_phases(), parsed, pods_mode(policy))
+    enforcement = Enforcement(terminate_pods=PodsMode.POLICY, operator_version=release)
+    chosen = pods_to_terminate(pods_in_phases(), parsed, pods_mode(enforcement))
     assert sorted(p.name for p in chosen) == sorted(expected)
 
 
 @pytest.mark.parametrize("mode", [PodsMode.ACTIVE, PodsMode.ALL])
 @pytest.mark.parametrize("release", [None, Release(1, 7, 0), Release(1, 9, 4)])
 def test_the_release_changes_only_policy(mode: PodsMode, release: Release | None) -> None:
-    assert pods_mode(Policy(terminate_pods=mode, operator_version=release)) is mode
+    assert pods_mode(Enforcement(terminate_pods=mode, operator_version=release)) is mode
 
 
 MPI_CASES = [
@@ -915,7 +921,10 @@ def test_clean_ups_with_nothing_to_delete_are_skips_and_take_no_slot() -> None:
     jobs = [parse_job(r, KIND["PyTorchJob"]) for r in [*old, recent]]
 
     plan = decide(
-        jobs, NOW, Policy(action=ActionMode.AUTO, max_actions=3), pod_index([*old, recent], pods)
+        jobs,
+        NOW,
+        Enforcement(action=ActionMode.AUTO, max_actions=3),
+        pod_index([*old, recent], pods),
     )
 
     by_name = {e.job.name: e for e in plan.entries}
@@ -972,7 +981,7 @@ def test_execution_order_holds_only_the_actions() -> None:
         parse_job(job(name="a", started_ago=10), KIND["PyTorchJob"]),
         parse_job(job(name="b"), KIND["PyTorchJob"]),
     ]
-    plan = decide(jobs, NOW, Policy(max_actions=0))
+    plan = decide(jobs, NOW, Enforcement(max_actions=0))
     assert execution_order(plan) == ()
     plan = decide(jobs, NOW, TOUCH)
     assert execution_order(plan) == (1,)

@@ -15,20 +15,20 @@ from sweeper.core.families import FAMILIES, family_of, table
 from sweeper.core.families.mpi_operator import MPI_OPERATOR_VERSION
 from sweeper.core.families.trainer import TRAINER_VERSION
 from sweeper.core.jobs import DeadlineSource, parse_job
-from sweeper.core.model import Action, ActionKind, ActionMode, PodsMode, Policy, Why
+from sweeper.core.model import Action, ActionKind, ActionMode, Enforcement, PodsMode, Why
 from tests.unit.objects import KIND, NOW, mpijob, trainjob
 
-TOUCH = Policy()
-FAIL = Policy(action=ActionMode.FAIL)
+TOUCH = Enforcement()
+FAIL = Enforcement(action=ActionMode.FAIL)
 
 
-def mpi_verdict(raw: dict[str, Any], policy: Policy = TOUCH) -> tuple[str, str]:
-    entry = judge(parse_job(raw, KIND["MPIJob"], MPI_OPERATOR_VERSION), NOW, policy)
+def mpi_verdict(raw: dict[str, Any], enforcement: Enforcement = TOUCH) -> tuple[str, str]:
+    entry = judge(parse_job(raw, KIND["MPIJob"], MPI_OPERATOR_VERSION), NOW, enforcement)
     return entry.decision, entry.reason
 
 
-def train_verdict(raw: dict[str, Any], policy: Policy = TOUCH) -> tuple[str, str]:
-    entry = judge(parse_job(raw, KIND["TrainJob"], TRAINER_VERSION), NOW, policy)
+def train_verdict(raw: dict[str, Any], enforcement: Enforcement = TOUCH) -> tuple[str, str]:
+    entry = judge(parse_job(raw, KIND["TrainJob"], TRAINER_VERSION), NOW, enforcement)
     return entry.decision, entry.reason
 
 
@@ -70,7 +70,7 @@ MPI_CASES = [
     ),
     pytest.param(
         mpijob(failed="DeadlineExceeded"),
-        Policy(terminate_pods=PodsMode.POLICY),
+        Enforcement(terminate_pods=PodsMode.POLICY),
         ("skip", "finished"),
         id="policy-keeps-what-mpi-operator-keeps",
     ),
@@ -93,17 +93,17 @@ MPI_CASES = [
 ]
 
 
-@pytest.mark.parametrize(("raw", "policy", "verdict"), MPI_CASES)
+@pytest.mark.parametrize(("raw", "enforcement", "verdict"), MPI_CASES)
 def test_an_mpi_operator_mpijob_is_never_touched(
-    raw: dict[str, Any], policy: Policy, verdict: tuple[str, str]
+    raw: dict[str, Any], enforcement: Enforcement, verdict: tuple[str, str]
 ) -> None:
-    assert mpi_verdict(raw, policy) == verdict
+    assert mpi_verdict(raw, enforcement) == verdict
 
 
 def test_a_gang_past_grace_only_is_due() -> None:
     raw = mpijob(waits=True, started_ago=630)
-    assert mpi_verdict(raw, Policy(grace=60)) == ("skip", "not-yet-due")
-    assert mpi_verdict(raw, Policy(grace=30)) == ("set-deadline", "overdue")
+    assert mpi_verdict(raw, Enforcement(grace=60)) == ("skip", "not-yet-due")
+    assert mpi_verdict(raw, Enforcement(grace=30)) == ("set-deadline", "overdue")
 
 
 def test_an_mpijob_managed_by_another_controller_is_left_alone() -> None:
@@ -178,7 +178,7 @@ def test_the_jobset_is_due_reclaim_grace_after_the_deadline_failure() -> None:
     assert due == job.failed_at + timedelta(seconds=120)
     assert isinstance(judge(job, due, TOUCH), Action)
     assert not isinstance(judge(job, due - timedelta(microseconds=1), TOUCH), Action)
-    assert due_at(job, NOW, Policy(reclaim_grace=0)) == job.failed_at
+    assert due_at(job, NOW, Enforcement(reclaim_grace=0)) == job.failed_at
 
 
 @pytest.mark.parametrize(
@@ -275,10 +275,10 @@ def test_due_at_is_the_first_instant_judge_acts(
     else:
         raw = trainjob(deadline=deadline, created_ago=age, failed=failed, failed_ago=age / 2)
         job = parse_job(raw, KIND["TrainJob"], TRAINER_VERSION)
-    policy = Policy(grace=grace, reclaim_grace=reclaim)
+    enforcement = Enforcement(grace=grace, reclaim_grace=reclaim)
     moment = NOW + timedelta(seconds=offset)
-    due = due_at(job, moment, policy)
-    acts = isinstance(judge(job, moment, policy), Action)
+    due = due_at(job, moment, enforcement)
+    acts = isinstance(judge(job, moment, enforcement), Action)
     assert acts == (due is not None and moment >= due)
 
 

@@ -18,13 +18,13 @@ from sweeper.core.decide import ALWAYS, due_at, explain, judge
 from sweeper.core.families.mpi_operator import MPI_OPERATOR_VERSION
 from sweeper.core.families.trainer import TRAINER_VERSION
 from sweeper.core.jobs import DeadlineSource, Job, parse_job
-from sweeper.core.model import Action, ActionMode, Policy
+from sweeper.core.model import Action, ActionMode, Enforcement
 from tests.unit.objects import KIND, NOW, mpijob, trainjob
 
 DEFAULT = DeadlineSource.DEFAULT
 CAP = DeadlineSource.CAP
 JOB = DeadlineSource.JOB
-TOUCH = Policy()
+TOUCH = Enforcement()
 
 
 def under(job: Job, seconds: int, source: DeadlineSource, rule: str = "gpu") -> Job:
@@ -40,8 +40,8 @@ def mpi(raw: dict[str, Any], seconds: int = 600, source: DeadlineSource = DEFAUL
     return under(parse_job(raw, KIND["MPIJob"], MPI_OPERATOR_VERSION), seconds, source)
 
 
-def verdict(job: Job, policy: Policy = TOUCH) -> tuple[str, str]:
-    entry = judge(job, NOW, policy)
+def verdict(job: Job, enforcement: Enforcement = TOUCH) -> tuple[str, str]:
+    entry = judge(job, NOW, enforcement)
     return entry.decision, entry.reason
 
 
@@ -113,7 +113,7 @@ def test_a_trainjob_gets_a_platform_deadline_it_lacks_and_is_failed_at_a_cap_bel
     job: Job, expected: tuple[str, str]
 ) -> None:
     assert verdict(job) == expected
-    assert verdict(job, Policy(action=ActionMode.FAIL)) == expected
+    assert verdict(job, Enforcement(action=ActionMode.FAIL)) == expected
 
 
 def test_a_complete_trainjob_is_finished_not_late_and_gets_no_deadline() -> None:
@@ -129,10 +129,12 @@ def test_a_complete_trainjob_is_finished_not_late_and_gets_no_deadline() -> None
 def test_a_cap_is_due_at_the_trainers_instant_and_a_missing_deadline_at_once() -> None:
     capped = train(trainjob(deadline=7200, created_ago=300), source=CAP)
     assert capped.start_time is not None
-    due = due_at(capped, NOW, Policy(grace=5))
+    due = due_at(capped, NOW, Enforcement(grace=5))
     assert due == capped.start_time + timedelta(seconds=605)
-    assert isinstance(judge(capped, due, Policy(grace=5)), Action)
-    assert not isinstance(judge(capped, due - timedelta(microseconds=1), Policy(grace=5)), Action)
+    assert isinstance(judge(capped, due, Enforcement(grace=5)), Action)
+    assert not isinstance(
+        judge(capped, due - timedelta(microseconds=1), Enforcement(grace=5)), Action
+    )
     assert due_at(train(trainjob(deadline=None)), NOW, TOUCH) == ALWAYS
     assert due_at(train(trainjob(deadline=None, suspend=True)), NOW, TOUCH) is None
 
@@ -210,7 +212,7 @@ def test_an_mpijob_gets_a_platform_deadline_through_its_launcher_at_the_instant(
     job: Job, expected: tuple[str, str]
 ) -> None:
     assert verdict(job) == expected
-    assert verdict(job, Policy(action=ActionMode.FAIL)) == expected
+    assert verdict(job, Enforcement(action=ActionMode.FAIL)) == expected
 
 
 def test_explain_shows_the_platform_rule_of_each_family() -> None:
@@ -255,8 +257,8 @@ def test_due_at_is_the_first_instant_judge_acts_under_a_rule(
     else:
         raw = trainjob(deadline=declared, created_ago=age, still_suspended=resuming)
         job = train(raw, effective, source)
-    policy = Policy(grace=grace)
+    enforcement = Enforcement(grace=grace)
     moment = NOW + timedelta(seconds=offset)
-    due = due_at(job, moment, policy)
-    acts = isinstance(judge(job, moment, policy), Action)
+    due = due_at(job, moment, enforcement)
+    acts = isinstance(judge(job, moment, enforcement), Action)
     assert acts == (due is not None and moment >= due)

@@ -12,7 +12,7 @@ from sweeper.core.errors import EXIT_CONFIG, ConfigError
 from sweeper.core.families import KIND_NAMES
 from sweeper.core.jobs import DeadlineSource, Job, parse_job
 from sweeper.core.kinds import EXCLUDE_ANNOTATION
-from sweeper.core.model import Action, ActionKind, ActionMode, Policy, Why
+from sweeper.core.model import Action, ActionKind, ActionMode, Enforcement, Why
 from sweeper.core.patches import failure_message
 from sweeper.core.platform import (
     Platform,
@@ -354,13 +354,13 @@ def test_an_empty_file_is_refused_and_an_empty_rules_key_is_no_rules() -> None:
 def test_a_v1_job_past_a_deadline_it_does_not_carry_is_failed_whatever_the_action(
     action: ActionMode,
 ) -> None:
-    policy = Policy(action=action)
+    enforcement = Enforcement(action=action)
     applied = apply(view(None), RULE)  # started 2 h ago, the rule's default is 10 min
-    entry = judge(applied, NOW, policy)
+    entry = judge(applied, NOW, enforcement)
     assert isinstance(entry, Action)
     assert (entry.kind, entry.why) == (ActionKind.FAIL, Why.PLATFORM_DEADLINE)
     assert entry.detail == "1h50m past its deadline (10m00s, the default of platform rule gpu)"
-    assert due_at(applied, NOW, policy) == NOW - timedelta(minutes=110)
+    assert due_at(applied, NOW, enforcement) == NOW - timedelta(minutes=110)
 
 
 @pytest.mark.parametrize("declared", [22446744074, -22446744074])
@@ -368,15 +368,15 @@ def test_a_deadline_no_controller_can_represent_is_failed_at_the_cap_never_skipp
     declared: int,
 ) -> None:
     capped = apply(view(declared), PlatformRule("gpu", max_deadline=3600.0))
-    entry = judge(capped, NOW, Policy())
+    entry = judge(capped, NOW, Enforcement())
     assert (entry.decision, entry.reason) == ("fail", "platform-deadline")
-    assert due_at(capped, NOW, Policy()) == NOW - timedelta(hours=1)
+    assert due_at(capped, NOW, Enforcement()) == NOW - timedelta(hours=1)
     # Without a cap (a default alone does not apply: the job declares one), never due.
     uncapped = apply(view(declared), PlatformRule("rest", default_deadline=600.0))
-    entry = judge(uncapped, NOW, Policy())
+    entry = judge(uncapped, NOW, Enforcement())
     assert (entry.decision, entry.reason) == ("skip", "not-yet-due")
     assert entry.detail.startswith(f"due never: activeDeadlineSeconds {declared} overflows")
-    assert due_at(uncapped, NOW, Policy()) is None
+    assert due_at(uncapped, NOW, Enforcement()) is None
 
 
 def test_a_job_the_sweeper_failed_under_a_rule_has_its_pods_reclaimed() -> None:
@@ -384,5 +384,5 @@ def test_a_job_the_sweeper_failed_under_a_rule_has_its_pods_reclaimed() -> None:
     raw = job(deadline=None, conditions=[condition("Failed", message=message)])
     applied = apply(parse_job(raw, KIND["PyTorchJob"]), RULE)
     assert (applied.failed_by_deadline, applied.failed_by_sweeper) == (True, True)
-    entry = judge(applied, NOW, Policy())
+    entry = judge(applied, NOW, Enforcement())
     assert (entry.decision, entry.reason) == ("terminate-pods", "failed-by-deadline")

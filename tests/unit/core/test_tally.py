@@ -12,7 +12,7 @@ from sweeper.core.decide import decide, judge
 from sweeper.core.families.trainer import TRAINJOB
 from sweeper.core.jobs import parse_job, parse_owned
 from sweeper.core.kinds import EXCLUDE_ANNOTATION, TOUCHED_AT_ANNOTATION
-from sweeper.core.model import Action, Outcome, PodsMode, Policy, Result, Skip, SkipReason
+from sweeper.core.model import Action, Enforcement, Outcome, PodsMode, Result, Skip, SkipReason
 from sweeper.core.tally import Tally, failed_by, has_errors, held_reason
 from tests.unit.objects import (
     KIND,
@@ -26,8 +26,8 @@ from tests.unit.objects import (
 )
 
 
-def outcomes(*raws: dict[str, Any], policy: Policy | None = None) -> list[Outcome]:
-    plan = decide([parse_job(r, KIND[r["kind"]]) for r in raws], NOW, policy or Policy())
+def outcomes(*raws: dict[str, Any], enforcement: Enforcement | None = None) -> list[Outcome]:
+    plan = decide([parse_job(r, KIND[r["kind"]]) for r in raws], NOW, enforcement or Enforcement())
     return [
         Outcome(e, Result.SKIPPED if e.decision == "skip" else Result.DONE) for e in plan.entries
     ]
@@ -93,7 +93,7 @@ def test_overdue_counts_the_unfinished_jobs_acted_on_or_still_the_sweepers() -> 
 
 
 def test_over_max_actions_is_still_overdue() -> None:
-    found = outcomes(job(name="a"), job(name="b"), policy=Policy(max_actions=1))
+    found = outcomes(job(name="a"), job(name="b"), enforcement=Enforcement(max_actions=1))
     tally = Tally.of(found)
 
     assert [o.entry.reason for o in found] == ["overdue", "over-max-actions"]
@@ -148,17 +148,19 @@ def test_an_error_is_a_failed_action_or_a_failed_request(
     assert has_errors(replace(outcome, result=result, errors=errors)) is expected
 
 
-_POLICY_KEEPS = Policy(terminate_pods=PodsMode.POLICY)
+_POLICY_KEEPS = Enforcement(terminate_pods=PodsMode.POLICY)
 
 
 @pytest.mark.parametrize(
-    ("raw", "policy", "held"),
+    ("raw", "enforcement", "held"),
     [
         pytest.param(job(conditions=deadline_failed()), _POLICY_KEEPS, "policy", id="policy-keeps"),
-        pytest.param(job(conditions=[condition("Succeeded")]), Policy(), None, id="done-its-own"),
+        pytest.param(
+            job(conditions=[condition("Succeeded")]), Enforcement(), None, id="done-its-own"
+        ),
         pytest.param(
             job(conditions=deadline_failed(), deleting=True),
-            Policy(),
+            Enforcement(),
             "being-deleted",
             id="being-deleted",
         ),
@@ -168,23 +170,23 @@ _POLICY_KEEPS = Policy(terminate_pods=PodsMode.POLICY)
             "opted-out",
             id="opted-out-whatever-the-policy",
         ),
-        pytest.param(job(started_ago=60), Policy(), None, id="running-its-own"),
+        pytest.param(job(started_ago=60), Enforcement(), None, id="running-its-own"),
         pytest.param(
             trainjob(failed="DeadlineExceeded"),
-            Policy(reclaim_grace=10**6),
+            Enforcement(reclaim_grace=10**6),
             None,
             id="trainjob-jobsets-pods",
         ),
     ],
 )
 def test_why_a_skipped_job_may_hold_pods(
-    raw: dict[str, Any], policy: Policy, held: str | None
+    raw: dict[str, Any], enforcement: Enforcement, held: str | None
 ) -> None:
     kind = TRAINJOB if raw["kind"] == "TrainJob" else KIND[raw["kind"]]
-    entry = judge(parse_job(raw, kind), NOW, policy)
+    entry = judge(parse_job(raw, kind), NOW, enforcement)
     assert isinstance(entry, Skip)
 
-    assert held_reason(entry, policy) == held
+    assert held_reason(entry, enforcement) == held
 
 
 def test_held_pods_are_the_running_and_pending_ones_each_holder_controls() -> None:

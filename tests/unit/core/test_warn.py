@@ -11,7 +11,7 @@ import pytest
 
 from sweeper.core.jobs import DeadlineSource, Job, parse_job
 from sweeper.core.kinds import EXCLUDE_ANNOTATION
-from sweeper.core.model import ActionMode, PodsMode, Policy
+from sweeper.core.model import ActionMode, Enforcement, PodsMode
 from sweeper.core.warn import (
     event_name,
     explain_warning,
@@ -22,7 +22,7 @@ from sweeper.core.warn import (
 )
 from tests.unit.objects import KIND, NOW, condition, job, mpijob, trainjob
 
-TOUCH = Policy()
+TOUCH = Enforcement()
 # A 1 h deadline, 50 min into it: 10 min left.
 LEFT_S = 600
 
@@ -92,7 +92,7 @@ def test_no_warning_for_a_job_its_rules_would_not_end(raw: dict[str, Any]) -> No
 
 
 @pytest.mark.parametrize(
-    ("raw", "policy", "ends"),
+    ("raw", "enforcement", "ends"),
     [
         pytest.param(
             running(),
@@ -103,7 +103,7 @@ def test_no_warning_for_a_job_its_rules_would_not_end(raw: dict[str, Any]) -> No
         ),
         pytest.param(
             running(),
-            Policy(action=ActionMode.AUTO),
+            Enforcement(action=ActionMode.AUTO),
             "the sweeper touches it so that the Training Operator fails it (and fails it "
             "itself 2m00s later at most); then its Running and Pending pods are deleted, "
             "giving their GPUs back",
@@ -111,13 +111,13 @@ def test_no_warning_for_a_job_its_rules_would_not_end(raw: dict[str, Any]) -> No
         ),
         pytest.param(
             running(),
-            Policy(action=ActionMode.FAIL, terminate_pods=PodsMode.ALL),
+            Enforcement(action=ActionMode.FAIL, terminate_pods=PodsMode.ALL),
             "the sweeper fails it; then all its pods are deleted, giving their GPUs back",
             id="v1-fail-all-pods",
         ),
         pytest.param(
             running(),
-            Policy(terminate_pods=PodsMode.POLICY),
+            Enforcement(terminate_pods=PodsMode.POLICY),
             "the sweeper touches it so that the Training Operator fails it; then its pods are "
             "kept or deleted as its cleanPodPolicy says",
             id="v1-terminate-pods-policy",
@@ -144,16 +144,16 @@ def test_no_warning_for_a_job_its_rules_would_not_end(raw: dict[str, Any]) -> No
         ),
         pytest.param(
             trainjob(created_ago=60),
-            Policy(reclaim_grace=0.0),
+            Enforcement(reclaim_grace=0.0),
             "its controller fails it; then its JobSet is deleted, giving its GPUs back",
             id="trainjob-no-reclaim-grace",
         ),
     ],
 )
 def test_the_warning_says_what_the_family_does_at_the_deadline(
-    raw: dict[str, Any], policy: Policy, ends: str
+    raw: dict[str, Any], enforcement: Enforcement, ends: str
 ) -> None:
-    warning = warning_of(view(raw, 10 * 3600), policy)
+    warning = warning_of(view(raw, 10 * 3600), enforcement)
     assert warning is not None
     assert warning.ends == ends
 

@@ -14,7 +14,7 @@ from sweeper.core.errors import ApiError, Conflict, RequestRef
 from sweeper.core.families import KIND_NAMES
 from sweeper.core.families.training_operator import TFJOB
 from sweeper.core.jobs import Job
-from sweeper.core.model import Action, ActionKind, Outcome, Policy, Result, Why
+from sweeper.core.model import Action, ActionKind, Enforcement, Outcome, Result, Why
 from sweeper.core.platform import load_platform
 from sweeper.core.tally import Tally
 from sweeper.oneshot.run import run
@@ -150,7 +150,9 @@ def test_json_lists_each_job_held_and_sums_them_by_state() -> None:
 def test_within_stuck_after_a_gang_is_not_stuck() -> None:
     fake = server()
     stuck(fake)
-    _, passes = sweep(fake, Config(output=OutputFormat.JSON, policy=Policy(stuck_after=3601)))
+    _, passes = sweep(
+        fake, Config(output=OutputFormat.JSON, enforcement=Enforcement(stuck_after=3601))
+    )
     assert passes[0]["held"] == []
 
 
@@ -276,22 +278,22 @@ def test_a_gang_ended_by_its_start_deadline_is_no_overdue_job() -> None:
 
 
 @pytest.mark.parametrize(
-    ("make", "policy", "reason"),
+    ("make", "enforcement", "reason"),
     [
-        pytest.param(stuck, Policy(stuck_after=7200), "start-deadline", id="startDeadline"),
+        pytest.param(stuck, Enforcement(stuck_after=7200), "start-deadline", id="startDeadline"),
         pytest.param(
-            failed, Policy(reclaim_grace=86400), "finished-holding", id="reclaimFailedAfter"
+            failed, Enforcement(reclaim_grace=86400), "finished-holding", id="reclaimFailedAfter"
         ),
     ],
 )
 def test_a_rule_key_shorter_than_the_flags_grace_acts_at_its_own_instant(
-    make: Callable[[FakeCluster], None], policy: Policy, reason: str
+    make: Callable[[FakeCluster], None], enforcement: Enforcement, reason: str
 ) -> None:
     # The gang's first pod was scheduled an hour ago, the job failed two hours ago: past the
     # rule's keys, within the flags' graces (the node test's first failure: the rule waited).
     fake = server()
     make(fake)
-    config = with_rules(output=OutputFormat.JSON, dry_run=DryRun.CLIENT, policy=policy)
+    config = with_rules(output=OutputFormat.JSON, dry_run=DryRun.CLIENT, enforcement=enforcement)
     _, passes = sweep(fake, config)
     assert passes[0]["jobs"][0]["reason"] == reason
 

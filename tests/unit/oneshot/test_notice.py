@@ -9,7 +9,7 @@ from dataclasses import replace
 from sweeper import metrics
 from sweeper.config import ClockMode, DryRun
 from sweeper.core.jobs import DeadlineSource, parse_job
-from sweeper.core.model import ActionMode, Policy, Result
+from sweeper.core.model import ActionMode, Enforcement, Result
 from sweeper.core.tally import Tally
 from sweeper.core.warn import DeadlineWarning, Warned, warning_due
 from sweeper.oneshot.report import PassReport, write_json, write_text
@@ -24,7 +24,7 @@ def warning() -> DeadlineWarning:
         rule="gpu",
         deadline_source=DeadlineSource.DEFAULT,
     )
-    due = warning_due(view, NOW, Policy())
+    due = warning_due(view, NOW, Enforcement())
     assert due is not None
     return due
 

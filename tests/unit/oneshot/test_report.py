@@ -14,7 +14,7 @@ from sweeper.config import ClockMode, DryRun, OutputFormat
 from sweeper.core.clock import human as duration
 from sweeper.core.decide import decide
 from sweeper.core.jobs import parse_job
-from sweeper.core.model import Action, ActionKind, ActionMode, Outcome, Policy, Result, Why
+from sweeper.core.model import Action, ActionKind, ActionMode, Enforcement, Outcome, Result, Why
 from sweeper.core.tally import Tally
 from sweeper.logs import MAX_LINE_BYTES
 from sweeper.oneshot.ledger import Ledger
@@ -32,7 +32,7 @@ from tests.unit.objects import KIND, NOW, condition, job
 
 
 def pass_report(*raws: dict[str, Any], results: dict[str, Result] | None = None) -> PassReport:
-    plan = decide([parse_job(r, KIND[r["kind"]]) for r in raws], NOW, Policy())
+    plan = decide([parse_job(r, KIND[r["kind"]]) for r in raws], NOW, Enforcement())
     outcomes = []
     for entry in plan.entries:
         default = Result.SKIPPED if entry.decision == "skip" else Result.DONE

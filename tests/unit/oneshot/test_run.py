@@ -24,7 +24,7 @@ from sweeper.core.errors import (
 )
 from sweeper.core.families.mpi_operator import MPI_OPERATOR_VERSION, MPIJOB
 from sweeper.core.families.training_operator import PYTORCHJOB, TFJOB
-from sweeper.core.model import ActionMode, Policy
+from sweeper.core.model import ActionMode, Enforcement
 from sweeper.k8s.cluster import ServedKind
 from sweeper.oneshot import run as oneshot
 from sweeper.oneshot.run import collector_paused, run
@@ -151,7 +151,9 @@ def test_an_mpi_operator_mpijob_whose_launcher_carries_its_deadline_is_never_wri
     launcher = owned("train-launcher", job("MPIJob"), phase=None)
     launcher.update(spec={"activeDeadlineSeconds": 3600}, status={"startTime": ago(7190)})
     fake.batch_jobs[("team-a", "train-launcher")] = launcher
-    _, passes = sweep(fake, Config(output=OutputFormat.JSON, policy=Policy(ActionMode.FAIL)))
+    _, passes = sweep(
+        fake, Config(output=OutputFormat.JSON, enforcement=Enforcement(ActionMode.FAIL))
+    )
     (record,) = passes[0]["jobs"]
     assert (record["decision"], record["result"]) == ("set-deadline", "left-alone")
     assert fake.writes == []
@@ -200,7 +202,7 @@ def test_lists_read_ahead_keep_the_listing_order_and_max_actions_ranks_across_th
         page_size=2,
         namespaces=("b", "a"),
         kinds=(PYTORCHJOB, TFJOB),
-        policy=Policy(ActionMode.FAIL, max_actions=2),
+        enforcement=Enforcement(ActionMode.FAIL, max_actions=2),
     )
     _, passes = sweep(fake, config)
     jobs = passes[0]["jobs"]
@@ -223,7 +225,7 @@ def test_a_list_failing_for_good_after_others_were_judged_acts_on_nothing() -> N
     fake = server_at(NOW, job(name="overdue"), job("TFJob", name="other"))
     fake.fail("list", "tfjobs", ApiError(RequestRef("list", "tfjobs.kubeflow.org"), 503))
     with pytest.raises(ClusterUnavailable):
-        sweep(fake, Config(output=OutputFormat.JSON, policy=Policy(ActionMode.FAIL)))
+        sweep(fake, Config(output=OutputFormat.JSON, enforcement=Enforcement(ActionMode.FAIL)))
     assert fake.writes == []
 
 
@@ -249,7 +251,7 @@ def test_an_expired_token_after_judged_pages_lists_every_kind_again_and_reports_
         output=OutputFormat.JSON,
         page_size=2,
         kinds=(PYTORCHJOB, TFJOB),
-        policy=Policy(ActionMode.FAIL),
+        enforcement=Enforcement(ActionMode.FAIL),
     )
     with caplog.at_level(logging.WARNING, logger="sweeper"):
         code, passes = sweep(fake, config)
@@ -524,7 +526,9 @@ def test_old_deadline_failed_jobs_take_no_slot_from_a_recent_ones_pods() -> None
     recent = fake.add_job(deadline_failed_job("recent", failed_ago=60))
     for i in range(2):
         fake.add_pod(owned(f"recent-worker-{i}", recent))
-    config = Config(output=OutputFormat.JSON, policy=Policy(action=ActionMode.AUTO, max_actions=3))
+    config = Config(
+        output=OutputFormat.JSON, enforcement=Enforcement(action=ActionMode.AUTO, max_actions=3)
+    )
 
     code, [report] = sweep(fake, config)
 
@@ -543,7 +547,7 @@ def test_retained_deadline_failed_jobs_cost_one_pod_list_and_the_due_touch_comes
     for i in range(200):
         fake.add_job(deadline_failed_job(f"old-{i:03}", failed_ago=86400 + i))
     fake.add_job(job("PyTorchJob", name="due-now", started_ago=3601))
-    config = Config(output=OutputFormat.JSON, policy=Policy(action=ActionMode.AUTO))
+    config = Config(output=OutputFormat.JSON, enforcement=Enforcement(action=ActionMode.AUTO))
 
     code, [report] = sweep(fake, config)
 
@@ -560,7 +564,7 @@ def test_a_touch_listed_after_a_clean_up_runs_before_it() -> None:
     failed = fake.add_job(deadline_failed_job("failed", failed_ago=60))
     fake.add_pod(owned("failed-worker-0", failed))
     fake.add_job(job("PyTorchJob", name="due-now", started_ago=3601))
-    config = Config(output=OutputFormat.JSON, policy=Policy(action=ActionMode.AUTO))
+    config = Config(output=OutputFormat.JSON, enforcement=Enforcement(action=ActionMode.AUTO))
 
     code, [report] = sweep(fake, config)
 
@@ -582,7 +586,7 @@ def test_with_namespaces_the_pods_are_listed_in_each_namespace_with_a_clean_up()
     config = Config(
         output=OutputFormat.JSON,
         namespaces=("a", "b", "c"),
-        policy=Policy(action=ActionMode.FAIL),
+        enforcement=Enforcement(action=ActionMode.FAIL),
     )
 
     code, _ = sweep(fake, config)
@@ -623,7 +627,7 @@ def test_a_pod_already_terminating_is_not_deleted_again_nor_reported(action: Act
     raw = fake.add_job(job(name="train", conditions=deadline_failed("train", by_sweeper=True)))
     fake.add_pod(owned("train-worker-0", raw, deleting=True))
     fake.add_service(owned("train-worker-0", raw, phase=None))
-    config = Config(output=OutputFormat.JSON, policy=Policy(action=action))
+    config = Config(output=OutputFormat.JSON, enforcement=Enforcement(action=action))
 
     code, [report] = sweep(fake, config)
 

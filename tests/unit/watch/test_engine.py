@@ -20,7 +20,7 @@ from sweeper.core.clock import SYSTEM_CLOCK, parse_rfc3339
 from sweeper.core.errors import EXIT_OK, ApiError, ClusterUnavailable, Interrupted, RequestRef
 from sweeper.core.families import KINDS
 from sweeper.core.kinds import TOUCHED_AT_ANNOTATION
-from sweeper.core.model import PodsMode, Policy
+from sweeper.core.model import Enforcement, PodsMode
 from sweeper.k8s.cluster import WatchEvent
 from sweeper.stop import Stop
 from sweeper.watch.engine import watch
@@ -29,7 +29,7 @@ from tests.unit.objects import NOW, deadline_failed, job, owned, stamp
 from tests.unit.watch.conftest import Start
 from tests.unit.watch.harness import PYTORCH, QUICK_LEASE, fake_cluster, running, tracked, wait_for
 
-NO_RETOUCH = Policy(retouch_limit=0)
+NO_RETOUCH = Enforcement(retouch_limit=0)
 
 
 def touched_at(fake_job: dict[str, object]) -> object:
@@ -40,7 +40,7 @@ def touched_at(fake_job: dict[str, object]) -> object:
 
 def test_an_overdue_job_listed_at_start_is_touched_at_once(start: Start) -> None:
     fake = fake_cluster(job(name="late"), job(name="on-time", started_ago=60))
-    run = start(fake, policy=NO_RETOUCH).listed()
+    run = start(fake, enforcement=NO_RETOUCH).listed()
 
     wait_for(lambda: run.requests("patch", "late") != [], "the touch")
     run.settle()
@@ -56,7 +56,7 @@ def test_a_job_is_touched_when_its_deadline_passes_on_the_server_clock_not_befor
     start: Start,
 ) -> None:
     fake = fake_cluster(job(name="train", started_ago=3000))  # 1 h deadline: due in 600 s
-    run = start(fake, policy=NO_RETOUCH).listed()
+    run = start(fake, enforcement=NO_RETOUCH).listed()
 
     run.advance(599)
     run.wake()
@@ -79,7 +79,7 @@ def test_a_job_is_touched_when_its_deadline_passes_on_the_server_clock_not_befor
 
 def test_a_job_added_by_an_event_is_armed_and_touched(start: Start) -> None:
     fake = fake_cluster()
-    run = start(fake, policy=NO_RETOUCH).listed()
+    run = start(fake, enforcement=NO_RETOUCH).listed()
 
     fake.emit("ADDED", job(name="new", started_ago=3590))  # due in 10 s
     run.settle()
@@ -97,7 +97,7 @@ def test_a_touch_stamp_ahead_of_the_clock_does_not_put_the_timer_off(start: Star
     # the resync an hour away, whether the job was listed or arrived as an event.
     forged = {TOUCHED_AT_ANNOTATION: "9999-12-31T23:59:59Z"}
     fake = fake_cluster(job(name="listed", started_ago=3590, annotations=forged))  # due in 10 s
-    run = start(fake, policy=NO_RETOUCH).listed()
+    run = start(fake, enforcement=NO_RETOUCH).listed()
     fake.emit("ADDED", job(name="event", started_ago=3590, annotations=forged))
     run.settle()
 
@@ -116,7 +116,7 @@ def test_a_touch_stamp_ahead_of_the_clock_does_not_put_the_timer_off(start: Star
 
 def test_a_deleted_job_is_never_read_at_its_deadline(start: Start) -> None:
     fake = fake_cluster(job(name="gone", started_ago=3000))
-    run = start(fake, policy=NO_RETOUCH).listed()
+    run = start(fake, enforcement=NO_RETOUCH).listed()
     run.settle()
     tracked(run, 1)
 
@@ -133,7 +133,7 @@ def test_a_deleted_job_is_never_read_at_its_deadline(start: Start) -> None:
 
 def test_a_job_changed_before_its_deadline_is_armed_at_its_new_deadline(start: Start) -> None:
     fake = fake_cluster(job(name="train", started_ago=3000))  # due in 600 s
-    run = start(fake, policy=NO_RETOUCH).listed()
+    run = start(fake, enforcement=NO_RETOUCH).listed()
     fake.emit("MODIFIED", job(name="train", started_ago=3000, deadline=7200))  # due in 4200 s
     run.settle()  # the change is applied before the clock passes the old deadline
 
@@ -151,7 +151,7 @@ def test_a_job_changed_before_its_deadline_is_armed_at_its_new_deadline(start: S
 def test_a_job_that_finished_since_its_event_is_read_and_left_alone(start: Start) -> None:
     # The timer's re-read decides: the job succeeded after its last event reached us.
     fake = fake_cluster(job(name="train", started_ago=3000))
-    run = start(fake, policy=NO_RETOUCH).listed()
+    run = start(fake, enforcement=NO_RETOUCH).listed()
     finished = job(
         name="train",
         started_ago=3000,
@@ -170,7 +170,7 @@ def test_a_job_that_finished_since_its_event_is_read_and_left_alone(start: Start
 
 def test_jobs_in_an_excluded_namespace_are_never_tracked(start: Start) -> None:
     fake = fake_cluster(job(name="listed", namespace="kube-system"))
-    run = start(fake, policy=NO_RETOUCH, exclude_namespaces=("kube-system",)).listed()
+    run = start(fake, enforcement=NO_RETOUCH, exclude_namespaces=("kube-system",)).listed()
     fake.emit("ADDED", job(name="event", namespace="kube-system"))
     fake.emit("ADDED", job(name="kept", namespace="team-a"))
     wait_for(lambda: run.requests("patch", "kept") != [], "the touch")
@@ -182,7 +182,7 @@ def test_jobs_in_an_excluded_namespace_are_never_tracked(start: Start) -> None:
 
 def test_a_hostile_event_object_is_skipped_and_the_stream_goes_on(start: Start) -> None:
     fake = fake_cluster()
-    run = start(fake, policy=NO_RETOUCH).listed()
+    run = start(fake, enforcement=NO_RETOUCH).listed()
 
     fake.send(WatchEvent("MODIFIED", {"metadata": "not a mapping"}))
     fake.send(WatchEvent("MODIFIED", [1, 2, 3]))  # type: ignore[arg-type]
@@ -198,7 +198,7 @@ def test_a_failed_touch_is_tried_again_after_a_backoff(start: Start) -> None:
     fake = fake_cluster(job(name="train"))
     refused = ApiError(RequestRef("patch", "pytorchjobs.kubeflow.org", "team-a", "train"), 403)
     fake.fail("patch", "train", refused)
-    run = start(fake, policy=NO_RETOUCH).listed()
+    run = start(fake, enforcement=NO_RETOUCH).listed()
     wait_for(lambda: len(run.requests("patch", "train")) == 1, "the first try")
     run.settle()
     assert (
@@ -218,7 +218,7 @@ def test_a_failed_touch_is_tried_again_after_a_backoff(start: Start) -> None:
 def test_a_read_without_an_answer_is_tried_again_soon(start: Start) -> None:
     fake = fake_cluster(job(name="train"))
     fake.fail("get", "train", ApiError(RequestRef("get", "pytorchjobs", "team-a", "train"), None))
-    run = start(fake, policy=NO_RETOUCH).listed()
+    run = start(fake, enforcement=NO_RETOUCH).listed()
     wait_for(lambda: len(run.requests("get", "train")) == 1, "the first read")
     run.settle()
     assert run.requests("patch") == []
@@ -231,7 +231,7 @@ def test_a_read_without_an_answer_is_tried_again_soon(start: Start) -> None:
 
 def test_the_quick_retouch_comes_after_retouch_after(start: Start) -> None:
     fake = fake_cluster(job(name="train", started_ago=3600))  # due right now
-    run = start(fake, policy=Policy(retouch_after=5, retouch_limit=1)).listed()
+    run = start(fake, enforcement=Enforcement(retouch_after=5, retouch_limit=1)).listed()
     wait_for(lambda: len(run.requests("patch", "train")) == 1, "the touch")
     run.settle()
 
@@ -274,7 +274,7 @@ def test_a_signal_during_discovery_stops_cleanly() -> None:
 
 def test_a_resync_pass_catches_what_no_stream_heard_of_and_reports_it(start: Start) -> None:
     fake = fake_cluster()
-    run = start(fake, resync=0.05, policy=NO_RETOUCH).listed()
+    run = start(fake, resync=0.05, enforcement=NO_RETOUCH).listed()
     fake.miss("ADDED", job(name="missed"))  # stored, but no stream heard of it
     wait_for(lambda: run.requests("patch", "missed") != [], "the resync's touch")
     wait_for(lambda: run.metric("deadline_sweeper_resyncs_total", result="ok") >= 1, "a pass")
@@ -287,8 +287,8 @@ def test_a_resync_pass_sets_the_pods_finished_jobs_hold(start: Start) -> None:
     failed = fake.add_job(job(name="kept", conditions=deadline_failed("kept")))
     fake.add_pod(owned("kept-master-0", failed))
     fake.add_pod(owned("kept-worker-0", failed, phase="Pending"))
-    policy = Policy(terminate_pods=PodsMode.POLICY)
-    run = start(fake, resync=0.05, policy=policy).listed()
+    enforcement = Enforcement(terminate_pods=PodsMode.POLICY)
+    run = start(fake, resync=0.05, enforcement=enforcement).listed()
     series = {"family": "training-operator", "kind": "PyTorchJob", "reason": "policy"}
     held = "deadline_sweeper_held_pods"
     assert run.metric(held, **series) == 0, "before the first pass"
@@ -301,7 +301,7 @@ def test_a_resync_pass_sets_the_pods_finished_jobs_hold(start: Start) -> None:
 
 def test_with_the_local_clock_the_decision_instant_is_the_local_clock(start: Start) -> None:
     fake = fake_cluster(job(name="train"))  # overdue on any clock after 2024
-    run = start(fake, clock=ClockMode.LOCAL, policy=NO_RETOUCH).listed()
+    run = start(fake, clock=ClockMode.LOCAL, enforcement=NO_RETOUCH).listed()
     before = SYSTEM_CLOCK.now().replace(microsecond=0)
 
     wait_for(lambda: run.requests("patch", "train") != [], "the touch")
@@ -318,7 +318,7 @@ def test_sigterm_ends_the_watch_mode_with_0_after_releasing_the_lease() -> None:
     settings = WatchSettings(
         leader_elect=True, identity="me", timing=QUICK_LEASE, health_port=0, lease_namespace="ns"
     )
-    config = Config(watch=settings, kinds=(PYTORCH,), policy=NO_RETOUCH)
+    config = Config(watch=settings, kinds=(PYTORCH,), enforcement=NO_RETOUCH)
 
     def connect(_config: Config, *, stop: Stop) -> FakeCluster:
         return fake

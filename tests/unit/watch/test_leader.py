@@ -15,7 +15,7 @@ import pytest
 
 from sweeper.config import Config, DryRun, WatchSettings
 from sweeper.core.errors import EXIT_INTERRUPTED, EXIT_OK, ApiError, RequestRef
-from sweeper.core.model import ActionMode, Policy
+from sweeper.core.model import ActionMode, Enforcement
 from sweeper.stop import Stop
 from sweeper.watch.context import WatchContext
 from sweeper.watch.elector import micro_time
@@ -33,7 +33,7 @@ from tests.unit.watch.harness import (
     wait_for,
 )
 
-NO_RETOUCH = Policy(retouch_limit=0)
+NO_RETOUCH = Enforcement(retouch_limit=0)
 LEASE = ("sweeper", "kubeflow-deadline-sweeper")
 
 
@@ -61,7 +61,7 @@ def leading(run: Running) -> bool:
 
 def test_with_no_lease_the_replica_creates_it_leads_and_acts(start: Start) -> None:
     fake = fake_cluster(job(name="train"))
-    run = start(fake, leader_elect=True, policy=NO_RETOUCH).listed()
+    run = start(fake, leader_elect=True, enforcement=NO_RETOUCH).listed()
 
     wait_for(lambda: run.requests("patch", "train") != [], "the touch")
     assert spec(fake)["holderIdentity"] == "me"
@@ -79,7 +79,7 @@ def test_a_follower_never_writes_to_jobs_while_another_replica_holds_the_lease(
 ) -> None:
     fake = fake_cluster(job(name="train"))
     held_by(fake, "other")
-    run = start(fake, leader_elect=True, policy=NO_RETOUCH).listed()
+    run = start(fake, leader_elect=True, enforcement=NO_RETOUCH).listed()
 
     wait_for(lambda: len(run.requests("get-lease")) >= 3, "a few Lease rounds")
     run.advance(14)  # the Lease as seen has not expired on our clock
@@ -99,7 +99,7 @@ def test_a_follower_takes_an_expired_lease_over_and_acts_on_every_overdue_job(
 ) -> None:
     fake = fake_cluster(job(name="a"), job(name="b"))
     held_by(fake, "other", transitions=3)
-    run = start(fake, leader_elect=True, policy=NO_RETOUCH).listed()
+    run = start(fake, leader_elect=True, enforcement=NO_RETOUCH).listed()
     wait_for(lambda: run.requests("get-lease") != [], "the first Lease read")
 
     run.advance(16)  # the record unchanged for longer than its duration, on our clock
@@ -115,7 +115,7 @@ def test_a_follower_takes_an_expired_lease_over_and_acts_on_every_overdue_job(
 def test_a_renewed_lease_is_not_taken_over(start: Start) -> None:
     fake = fake_cluster(job(name="train"))
     held_by(fake, "other")
-    run = start(fake, leader_elect=True, policy=NO_RETOUCH).listed()
+    run = start(fake, leader_elect=True, enforcement=NO_RETOUCH).listed()
     wait_for(lambda: run.requests("get-lease") != [], "the first Lease read")
 
     run.advance(10)
@@ -134,7 +134,7 @@ def test_a_renewed_lease_is_not_taken_over(start: Start) -> None:
 
 def test_a_leader_that_cannot_renew_stops_writing_at_the_renew_deadline(start: Start) -> None:
     fake = fake_cluster()
-    run = start(fake, leader_elect=True, policy=NO_RETOUCH).listed()
+    run = start(fake, leader_elect=True, enforcement=NO_RETOUCH).listed()
     wait_for(lambda: leading(run), "the Lease")
     refused = ApiError(RequestRef("update", "leases", *LEASE), 500)
     fake.fail("update-lease", LEASE[1], *(refused for _ in range(10_000)))
@@ -156,7 +156,7 @@ def test_a_leader_that_cannot_renew_stops_writing_at_the_renew_deadline(start: S
 def test_a_leader_whose_lease_another_replica_wrote_stops_writing_at_once(start: Start) -> None:
     # Our renewal carries a stale resourceVersion: 409; the read shows the new holder.
     fake = fake_cluster()
-    run = start(fake, leader_elect=True, policy=NO_RETOUCH).listed()
+    run = start(fake, leader_elect=True, enforcement=NO_RETOUCH).listed()
     wait_for(lambda: leading(run), "the Lease")
 
     held_by(fake, "other")
@@ -181,7 +181,9 @@ def test_a_lease_created_by_another_replica_first_is_a_conflict_then_a_wait(
             fired.append(True)
             held_by(fake, "other")  # between our read (404) and our create
 
-    run = start(fake, leader_elect=True, policy=NO_RETOUCH, hook=other_creates_it_first).listed()
+    run = start(
+        fake, leader_elect=True, enforcement=NO_RETOUCH, hook=other_creates_it_first
+    ).listed()
     wait_for(lambda: len(run.requests("get-lease")) >= 3, "the reads after the conflict")
     run.settle(tracked=1)
 
@@ -193,7 +195,7 @@ def test_a_lease_created_by_another_replica_first_is_a_conflict_then_a_wait(
 
 def test_a_dry_run_elects_no_leader_and_sends_no_lease_request(start: Start) -> None:
     fake = fake_cluster(job(name="train"))
-    run = start(fake, leader_elect=True, dry_run=DryRun.SERVER, policy=NO_RETOUCH).listed()
+    run = start(fake, leader_elect=True, dry_run=DryRun.SERVER, enforcement=NO_RETOUCH).listed()
 
     wait_for(lambda: run.requests("patch", "train") != [], "the dry touch")
     assert all(s.request.dry_run for s in run.requests("patch"))
@@ -339,7 +341,7 @@ def test_a_standby_reports_no_overdue_jobs_it_is_not_the_one_to_handle(start: St
     fake = fake_cluster(*(job(name=n, conditions=deadline_failed(n)) for n in names))
     fake.add_job(job(name="running-late"))
     held_by(fake, "leader-pod")
-    run = start(fake, leader_elect=True, policy=Policy(action=ActionMode.AUTO)).listed()
+    run = start(fake, leader_elect=True, enforcement=Enforcement(action=ActionMode.AUTO)).listed()
     wait_for(lambda: run.requests("get-lease") != [], "the first Lease read")
     run.settle(tracked=4)
 
@@ -373,7 +375,7 @@ class SecondSignalClock(Clock):
 def test_a_second_signal_before_the_loop_saw_the_first_leaves_the_lease_to_expire() -> None:
     fake = fake_cluster(job(name="train"))
     clock = SecondSignalClock()
-    run = running(fake, monotonic=clock, leader_elect=True, policy=NO_RETOUCH)
+    run = running(fake, monotonic=clock, leader_elect=True, enforcement=NO_RETOUCH)
 
     def signals_once_acting() -> None:
         wait_for(lambda: run.requests("patch", "train") != [], "the touch")

@@ -17,7 +17,7 @@ from sweeper.config import Config, DryRun, WatchSettings
 from sweeper.core.errors import ApiError, Interrupted, RequestRef
 from sweeper.core.families import KINDS
 from sweeper.core.kinds import VERSION
-from sweeper.core.model import Policy
+from sweeper.core.model import Enforcement
 from sweeper.k8s.cluster import ServedKind
 from sweeper.metrics import WatchMetrics
 from sweeper.stop import Stop
@@ -28,7 +28,7 @@ from tests.unit.objects import job
 from tests.unit.watch.conftest import Start
 from tests.unit.watch.harness import PYTORCH, Clock, Running, fake_cluster, tracked, wait_for
 
-NO_RETOUCH = Policy(retouch_limit=0)
+NO_RETOUCH = Enforcement(retouch_limit=0)
 TFJOB = next(kind for kind in KINDS if kind.name == "TFJob")
 JAXJOB = next(kind for kind in KINDS if kind.name == "JAXJob")
 
@@ -49,7 +49,7 @@ def test_the_watch_starts_from_the_lists_resource_version(start: Start) -> None:
 
 def test_a_closed_stream_reopens_from_the_last_resource_version_it_saw(start: Start) -> None:
     fake = fake_cluster()
-    run = start(fake, policy=NO_RETOUCH).listed()
+    run = start(fake, enforcement=NO_RETOUCH).listed()
     seen = fake.emit("ADDED", job(name="a", started_ago=0))
 
     run.settle()
@@ -66,7 +66,7 @@ def test_a_closed_stream_reopens_from_the_last_resource_version_it_saw(start: St
 
 def test_changes_made_while_the_stream_was_closed_are_replayed(start: Start) -> None:
     fake = fake_cluster()
-    run = start(fake, policy=NO_RETOUCH).listed()
+    run = start(fake, enforcement=NO_RETOUCH).listed()
     fake.miss("ADDED", job(name="meanwhile"))  # no open stream hears of it
     fake.close_streams()
 
@@ -88,7 +88,7 @@ def test_a_bookmark_moves_the_resource_version_the_watch_resumes_from(start: Sta
 
 def test_410_gone_lists_again_and_drops_the_jobs_that_vanished_meanwhile(start: Start) -> None:
     fake = fake_cluster(job(name="vanishes", started_ago=3000), job(name="stays", started_ago=0))
-    run = start(fake, policy=NO_RETOUCH).listed()
+    run = start(fake, enforcement=NO_RETOUCH).listed()
     run.settle()
     tracked(run, 2)
 
@@ -156,7 +156,7 @@ def test_a_stream_that_breaks_on_a_bug_is_logged_and_reopened(start: Start) -> N
 def test_a_list_that_fails_is_tried_again_and_readiness_waits_for_it(start: Start) -> None:
     fake = fake_cluster(job(name="train"))
     fake.fail("list", "pytorchjobs", ApiError(RequestRef("list", "pytorchjobs", None, None), 500))
-    run = start(fake, policy=NO_RETOUCH)
+    run = start(fake, enforcement=NO_RETOUCH)
 
     wait_for(lambda: run.get("/readyz")[0] == 200, "the second list")
     assert len(run.requests("list")) == 2
@@ -166,7 +166,7 @@ def test_a_list_that_fails_is_tried_again_and_readiness_waits_for_it(start: Star
 
 def test_a_selector_limits_what_the_stream_delivers(start: Start) -> None:
     fake = fake_cluster()
-    run = start(fake, selector="team=a", policy=NO_RETOUCH).listed()
+    run = start(fake, selector="team=a", enforcement=NO_RETOUCH).listed()
     other = job(name="other")
     other["metadata"]["labels"] = {"team": "b"}
     mine = job(name="mine")
@@ -252,7 +252,7 @@ def test_a_kind_served_later_gets_a_stream_and_one_no_longer_served_loses_its_ow
     fake = fake_cluster(job(name="pt", started_ago=0))
     fake.served = (pytorch,)
     with caplog.at_level(logging.INFO, logger="sweeper.watch"):
-        run = start(fake, kinds=(), resync=0.05, policy=NO_RETOUCH, dry_run=DryRun.CLIENT)
+        run = start(fake, kinds=(), resync=0.05, enforcement=NO_RETOUCH, dry_run=DryRun.CLIENT)
         run.listed()
         tracked(run, 1)
 

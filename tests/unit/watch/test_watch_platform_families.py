@@ -33,8 +33,8 @@ def test_a_trainjob_without_a_deadline_is_armed_at_once_and_gets_the_default_wri
     fake.jobsets[("team-a", "tj")] = jobset(raw)
     w = policy_watcher(fake)
     listed = parse_job(fake.job("trainjobs", "team-a", "tj"), TRAINJOB, TRAINER_VERSION)
-    assert due_at(listed, NOW, w.ctx.config.policy) is None
-    assert due_at(w.ctx.view()(listed), NOW, w.ctx.config.policy) == ALWAYS
+    assert due_at(listed, NOW, w.ctx.config.enforcement) is None
+    assert due_at(w.ctx.view()(listed), NOW, w.ctx.config.enforcement) == ALWAYS
 
     w._fire.run(JobKey("TrainJob", "team-a", "tj"), NOW)
 
@@ -54,12 +54,14 @@ def test_an_mpijobs_launcher_gets_the_default_when_its_timer_fires_at_the_instan
     w = policy_watcher(fake)
     listed = parse_job(fake.job("mpijobs", "team-a", "mpi"), MPIJOB, MPI_OPERATOR_VERSION)
     assert listed.start_time is not None
-    assert due_at(w.ctx.view()(listed), NOW, w.ctx.config.policy) == NOW
+    assert due_at(w.ctx.view()(listed), NOW, w.ctx.config.enforcement) == NOW
 
     w._fire.run(JobKey("MPIJob", "team-a", "mpi"), NOW)
 
     assert [r.method for r in fake.writes] == ["patch-batch-job", "create-event"]
     # The launcher started 10 s after the MPIJob: 3590 s from it is the MPIJob's hour.
     assert launcher["spec"]["activeDeadlineSeconds"] == 3590
-    assert due_at(listed, NOW, w.ctx.config.policy) is None  # no rule, no deadline: never armed
+    assert (
+        due_at(listed, NOW, w.ctx.config.enforcement) is None
+    )  # no rule, no deadline: never armed
     assert listed.start_time + timedelta(hours=1) == NOW

@@ -25,8 +25,8 @@ def test_a_fire_fails_a_job_past_the_default_of_its_rule_and_counts_the_rule() -
     w = policy_watcher(fake)
     # What the streams arm: the rule's default (1 h) makes the 2 h old job due an hour ago.
     listed = parse_job(fake.job("pytorchjobs", "team-a", "train"), PYTORCH)
-    assert due_at(listed, NOW, w.ctx.config.policy) is None
-    assert due_at(w.ctx.view()(listed), NOW, w.ctx.config.policy) == NOW - timedelta(hours=1)
+    assert due_at(listed, NOW, w.ctx.config.enforcement) is None
+    assert due_at(w.ctx.view()(listed), NOW, w.ctx.config.enforcement) == NOW - timedelta(hours=1)
     w._fire.run(KEY, NOW)
     (status,) = [r for r in fake.writes if r.method == "patch-status"]
     assert "platform rule gpu" in status.body["status"]["conditions"][-1]["message"]

@@ -21,7 +21,7 @@ from sweeper.core.decide import ALWAYS
 from sweeper.core.errors import ApiError, ConfigError, RequestRef
 from sweeper.core.families import KINDS
 from sweeper.core.kinds import VERSION
-from sweeper.core.model import ActionMode, Policy
+from sweeper.core.model import ActionMode, Enforcement
 from sweeper.k8s.cluster import ServedKind
 from sweeper.stop import Stop
 from sweeper.watch.agenda import REFIRE_AFTER_S
@@ -79,7 +79,7 @@ def delay(armed: datetime | None) -> float:
 
 def test_watch_refuses_max_actions_instead_of_ignoring_it_in_its_timers() -> None:
     with pytest.raises(ConfigError, match=r"--watch .* does not take --max-actions"):
-        Config(watch=WatchSettings(), policy=Policy(max_actions=3))
+        Config(watch=WatchSettings(), enforcement=Enforcement(max_actions=3))
 
 
 def test_watch_with_max_actions_is_a_usage_error_exit_two() -> None:
@@ -94,7 +94,7 @@ def test_watch_with_max_actions_is_a_usage_error_exit_two() -> None:
 
 
 def test_one_shot_passes_still_take_max_actions() -> None:
-    assert Config(policy=Policy(max_actions=3)).policy.max_actions == 3
+    assert Config(enforcement=Enforcement(max_actions=3)).enforcement.max_actions == 3
 
 
 def _never_connect(config: Config, *, stop: Stop) -> FakeWatchCluster:
@@ -108,7 +108,7 @@ def _never_connect(config: Config, *, stop: Stop) -> FakeWatchCluster:
 def test_sub_second_retouch_after_is_refused_while_quick_touches_are_on(seconds: float) -> None:
     # touched-at has whole seconds: the quick touch would write the value already there.
     with pytest.raises(ConfigError, match="--retouch-after must be at least 1s"):
-        Config(policy=Policy(retouch_after=seconds, retouch_limit=2))
+        Config(enforcement=Enforcement(retouch_after=seconds, retouch_limit=2))
 
 
 def test_sub_second_retouch_after_is_a_usage_error_exit_two() -> None:
@@ -120,14 +120,23 @@ def test_sub_second_retouch_after_is_a_usage_error_exit_two() -> None:
 
 
 def test_retouch_after_is_free_when_quick_touches_are_off() -> None:
-    assert Config(policy=Policy(retouch_after=0.5, retouch_limit=0)).policy.retouch_after == 0.5
+    assert (
+        Config(
+            enforcement=Enforcement(retouch_after=0.5, retouch_limit=0)
+        ).enforcement.retouch_after
+        == 0.5
+    )
 
 
 @pytest.mark.parametrize("seconds", [0.0, 0.5, 0.999])
 def test_sub_second_escalate_after_is_refused_under_touch(seconds: float) -> None:
     # Under touch, --escalate-after is the spacing of re-touches: the same whole second again.
     with pytest.raises(ConfigError, match="--escalate-after must be at least 1s"):
-        Config(policy=Policy(action=ActionMode.TOUCH, escalate_after=seconds, retouch_limit=0))
+        Config(
+            enforcement=Enforcement(
+                action=ActionMode.TOUCH, escalate_after=seconds, retouch_limit=0
+            )
+        )
 
 
 def test_sub_second_escalate_after_under_touch_is_a_usage_error_exit_two() -> None:
@@ -141,7 +150,10 @@ def test_sub_second_escalate_after_under_touch_is_a_usage_error_exit_two() -> No
 @pytest.mark.parametrize("action", [ActionMode.AUTO, ActionMode.FAIL])
 def test_escalate_after_may_be_zero_where_it_is_no_re_touch(action: ActionMode) -> None:
     # auto fails at once past the deadline (no second touch); fail never touches.
-    assert Config(policy=Policy(action=action, escalate_after=0)).policy.escalate_after == 0
+    assert (
+        Config(enforcement=Enforcement(action=action, escalate_after=0)).enforcement.escalate_after
+        == 0
+    )
 
 
 # --- S3: a failing fire backs off, per job, up to a cap ----------------------------------------
@@ -210,7 +222,7 @@ def test_a_clean_up_that_deleted_some_pods_and_failed_on_others_is_tried_again()
         fake.add_pod(owned(pod, failed))
     gone = ApiError(RequestRef("delete", "pods", "team-a", "train-worker-1"), 500)
     fake.fail("delete-pod", "train-worker-1", gone)
-    w = watcher(fake, policy=Policy(action=ActionMode.FAIL))
+    w = watcher(fake, enforcement=Enforcement(action=ActionMode.FAIL))
 
     assert delay(fire(w)) <= 10.0  # the job's backoff after a failure, as for any failed fire
     assert fire(w) is None  # the other pod deleted this time: nothing left to look at
