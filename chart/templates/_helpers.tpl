@@ -406,7 +406,7 @@ no grant: the built-in system:discovery role covers every authenticated user.
   patch jobs.batch           mpi-operator: an MPIJob's deadline (its own, or a platform rule's)
                              written into its launcher Job (docs/policy.md); RBAC cannot name
                              those Jobs, the admission policy <fullname>-launchers does
-  list, get, delete jobsets  trainer: the JobSet of a TrainJob failed by its deadline, or
+  list, delete jobsets       trainer: the JobSet of a TrainJob failed by its deadline, or
                              finished holding pods under policy.rules' reclaimFailedAfter
   list pods                  trainer: its JobSets' pods, every pass, for the GPUs they hold
   list trainjobs             trainer: the pass (get and watch too in mode watch)
@@ -480,7 +480,7 @@ rules:
 {{- end }}
   - apiGroups: ["jobset.x-k8s.io"]
     resources: ["jobsets"]
-    verbs: {{ if $writes }}["get", "list", "delete"]{{ else }}["get", "list"]{{ end }}
+    verbs: {{ if $writes }}["list", "delete"]{{ else }}["list"]{{ end }}
 {{- if not $plurals }}
   - apiGroups: [""]
     resources: ["pods"]

@@ -90,7 +90,7 @@ MPI = [
 JOBSET_PODS = rule("", ["pods"], ["list"])
 TRAINER = [
     rule("trainer.kubeflow.org", ["trainjobs"], ["list"]),
-    rule("jobset.x-k8s.io", ["jobsets"], ["get", "list", "delete"]),
+    rule("jobset.x-k8s.io", ["jobsets"], ["list", "delete"]),
     JOBSET_PODS,
     EVENTS,
 ]
@@ -113,7 +113,7 @@ TRAINER = [
             {"families": ["trainer"], "dryRun": True},
             [
                 rule("trainer.kubeflow.org", ["trainjobs"], ["list"]),
-                rule("jobset.x-k8s.io", ["jobsets"], ["get", "list"]),
+                rule("jobset.x-k8s.io", ["jobsets"], ["list"]),
                 JOBSET_PODS,
             ],
             id="trainer-dry-run-deletes-nothing",
@@ -160,7 +160,7 @@ NAMESPACES = rule("", ["namespaces"], ["list"])
                 rule("", ["pods", "services"], ["list"]),
                 rule("batch", ["jobs"], ["get"]),
                 rule("trainer.kubeflow.org", ["trainjobs"], ["get", "list"]),
-                rule("jobset.x-k8s.io", ["jobsets"], ["get", "list"]),
+                rule("jobset.x-k8s.io", ["jobsets"], ["list"]),
                 NAMESPACES,
             ],
             id="dry-run-writes-no-deadline",
