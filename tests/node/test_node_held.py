@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import secrets
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -56,16 +57,32 @@ def sweep(node: Node, namespace: str, *args: str) -> Obj:
 
 
 @pytest.fixture
-def two_gpus(node: Node) -> Any:
+def namespace(node: Node) -> Iterator[str]:
+    """A namespace on the node offering two GPUs; deleted after the test, its pods gone.
+
+    A test leaves pods holding GPUs (the smaller job's, a failed job's chief): the next test
+    would find none free, its pods all Pending ``Insufficient nvidia.com/gpu``.
+    """
     gpus.advertise(node.control_plane, NODE_NAME, 2)
-    yield
+    name = node.ensure_namespace(f"held-{secrets.token_hex(3)}")
+    yield name
+    cluster.remove(node, [], [name])
+    cluster.poll(
+        lambda: (
+            True
+            if not node.control_plane.request("GET", f"/api/v1/namespaces/{name}/pods")["items"]
+            else None
+        ),
+        timeout=120,
+        what=f"the pods of namespace {name} gone, their GPUs free",
+        explain=lambda: cluster.explain_namespace(node, name),
+    )
     gpus.advertise(node.control_plane, NODE_NAME, 0)
 
 
 def test_a_gang_larger_than_the_gpus_is_reported_then_ended_and_its_gpus_go_to_a_smaller_job(
-    node: Node, node_operator: Operator, two_gpus: None, tmp_path: Path
+    node: Node, node_operator: Operator, namespace: str, tmp_path: Path
 ) -> None:
-    namespace = node.ensure_namespace(f"held-{secrets.token_hex(3)}")
     gang(node, namespace, "gang", workers=2)
     cluster.poll(
         lambda: True if placement(node, namespace, "gang") == (2, 1) else None,
@@ -112,9 +129,8 @@ def test_a_gang_larger_than_the_gpus_is_reported_then_ended_and_its_gpus_go_to_a
 
 
 def test_a_job_failed_by_a_workers_exit_keeps_its_chief_until_reclaim_failed_after(
-    node: Node, node_operator: Operator, two_gpus: None, tmp_path: Path
+    node: Node, node_operator: Operator, namespace: str, tmp_path: Path
 ) -> None:
-    namespace = node.ensure_namespace(f"held-{secrets.token_hex(3)}")
     body = gpus.gpu_limits(node.training_manifest("TFJob", "crash", deadline=None, workers=1))
     worker = body["spec"][kubeflow.KINDS["TFJob"].replica_specs]["Worker"]
     (container,) = worker["template"]["spec"]["containers"]
@@ -163,9 +179,8 @@ def test_a_job_failed_by_a_workers_exit_keeps_its_chief_until_reclaim_failed_aft
 
 
 def test_a_job_fully_started_and_one_with_every_pod_pending_are_left_alone(
-    node: Node, node_operator: Operator, two_gpus: None, tmp_path: Path
+    node: Node, node_operator: Operator, namespace: str, tmp_path: Path
 ) -> None:
-    namespace = node.ensure_namespace(f"held-{secrets.token_hex(3)}")
     started = gpus.gpu_limits(node.training_manifest("TFJob", "fits", deadline=None, workers=1))
     plural = kubeflow.KINDS["TFJob"].plural
     path = f"/apis/kubeflow.org/v1/namespaces/{namespace}/{plural}"
