@@ -13,6 +13,7 @@ may not have reached it.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from http import HTTPStatus
 from typing import Any
 
@@ -21,14 +22,16 @@ from sweeper.k8s import decode
 from sweeper.k8s.transport import Response, one_line
 
 
-def decoded(response: Response, ref: RequestRef) -> dict[str, Any]:
-    """The JSON object of a successful answer.
+def decoded(
+    response: Response, ref: RequestRef, loads: Callable[[bytes], Any] = json.loads
+) -> dict[str, Any]:
+    """The JSON object of a successful answer (read by ``loads``).
 
     Raises:
         ApiError: The body is not a JSON object.
     """
     try:
-        document = json.loads(response.data)
+        document = loads(response.data)
     except (ValueError, RecursionError) as error:
         raise undecodable(ref, response, error) from error
     if not isinstance(document, dict):
@@ -63,13 +66,15 @@ def entries(response: Response, ref: RequestRef, key: str) -> list[Any]:
     return found
 
 
-def list_page(response: Response, ref: RequestRef) -> tuple[list[Any], str | None, str | None]:
-    """The items, continue token and resourceVersion of a List answer.
+def list_page(
+    response: Response, ref: RequestRef, loads: Callable[[bytes], Any] = json.loads
+) -> tuple[list[Any], str | None, str | None]:
+    """The items, continue token and resourceVersion of a List answer (read by ``loads``).
 
     Raises:
         ApiError: The body is not a List (no ``items``, or fields of the wrong type).
     """
-    document = decoded(response, ref)
+    document = decoded(response, ref, loads)
     if "items" not in document:
         raise undecodable(ref, response, "no 'items': not a List")
     items = document["items"]
