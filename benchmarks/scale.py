@@ -405,8 +405,9 @@ class _Bench:
         """
         sent: list[str] = []
         for name in contenders:
-            _, made = self.sweep(candidate=name == "candidate")
+            run, made = self.sweep(candidate=name == "candidate")
             self.check_report(size)
+            measure.print_figures({f"warm_up_{name}_peak_rss_mb": run.peak_rss_mb})
             sent = made.paths if name == "sweeper" else sent
         _, floor_made, _ = self.floor()
         if floor_made.paths != sent:
