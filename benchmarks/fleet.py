@@ -460,6 +460,7 @@ class Cloner:
             parts.hostname or "127.0.0.1", parts.port, timeout=60
         )
         self._seed: dict[int, bytes] = {}
+        self._uids: dict[int, str] = {}  # of the copies; a seed job's is in its stored object
         self.requests = 0
 
     def clone(self, indices: Iterable[int]) -> None:
@@ -468,17 +469,43 @@ class Cloner:
         Raises:
             RuntimeError: etcd refused a write, or a seed object is missing.
         """
-        batch: list[JSON] = []
+        indices = list(indices)
         for index in indices:
             if index < SEED:
                 raise RuntimeError(f"job {index} is a seed job: create it through the API")
-            key, value = self._copy(index)
+        self.put(self._copy(index) for index in indices)
+
+    def put(self, items: Iterable[tuple[bytes, bytes]]) -> None:
+        """Write (key, value) pairs into etcd, :data:`_PUTS_PER_TXN` a transaction.
+
+        Raises:
+            RuntimeError: etcd refused a write.
+        """
+        batch: list[JSON] = []
+        for key, value in items:
             batch.append({"request_put": {"key": _b64(key), "value": _b64(value)}})
             if len(batch) == _PUTS_PER_TXN:
                 self._txn(batch)
                 batch = []
         if batch:
             self._txn(batch)
+
+    def uid_of(self, index: int) -> str:
+        """The uid of job ``index`` (a seed job's as the API server gave it, or a copy's).
+
+        Raises:
+            RuntimeError: The job was neither created nor copied.
+        """
+        if index < SEED:
+            if index not in self._seed:
+                self._read_seed()
+            stored = self._seed.get(index)
+            uid = None if stored is None else json.loads(stored)["metadata"]["uid"]
+        else:
+            uid = self._uids.get(index)
+        if uid is None:
+            raise RuntimeError(f"job {index} ({name_of(index)}) was not created")
+        return str(uid)
 
     def wait_until_served(self, jobs: int, timeout: float = 600.0) -> None:
         """Wait until the API server lists the first ``jobs`` jobs of the fleet, kind by kind.
@@ -521,7 +548,7 @@ class Cloner:
 
     def _copy(self, index: int) -> tuple[bytes, bytes]:
         origin = index % SEED
-        if not self._seed:
+        if origin not in self._seed:
             self._read_seed()
         stored = self._seed.get(origin)
         if stored is None:
@@ -529,7 +556,8 @@ class Cloner:
         value = stored.replace(name_of(origin).encode(), name_of(index).encode())
         value = value.replace(f"run-{origin:06d}".encode(), f"run-{index:06d}".encode())
         old_uid = json.loads(stored)["metadata"]["uid"]
-        value = value.replace(f'"uid":"{old_uid}"'.encode(), f'"uid":"{uuid.uuid4()}"'.encode())
+        uid = self._uids[index] = str(uuid.uuid4())
+        value = value.replace(f'"uid":"{old_uid}"'.encode(), f'"uid":"{uid}"'.encode())
         return _key(index), value
 
     def _read_seed(self) -> None:

@@ -50,6 +50,14 @@ rules, docs/policy.md), and the floor reads the Namespaces as they then do (one 
 ``/api/v1/namespaces``): ``benchmarks/rules.yaml`` judges every job under a rule without
 changing a decision, so the reports are checked as without it.
 
+``--pods`` gives every job ``fleet_pods.PER_JOB`` pods with GPUs, written into etcd as the
+jobs beyond the seed are (``benchmarks.fleet_pods``): most Running, some jobs stuck starting,
+some failed and still holding GPUs, the not-started ones Pending, so the pass's one pod list
+(which the floor reads too) has every pod to read and sum. The warm-up round checks the
+report's ``held`` counts against the fleet's. Without it the pod list is one empty page.
+``--uncached`` has the API server serve every list from etcd rather than its watch cache,
+which held 4.3 GB with 10,000 jobs and 40,000 pods, and over 13 GB filling with 50,000 jobs.
+
 ``--profile DIR`` runs one more pass of the largest size under pyinstrument (wall-clock
 sampling, so time spent waiting for the API server shows as such) and writes ``DIR/scale.txt``
 and ``DIR/scale.html``.
@@ -62,6 +70,7 @@ import base64
 import datetime as dt
 import itertools
 import json
+import math
 import sys
 import time
 import urllib.parse
@@ -70,7 +79,7 @@ from typing import NamedTuple
 
 import yaml
 
-from benchmarks import fleet, measure
+from benchmarks import fleet, fleet_pods, measure
 from devcluster import ControlPlane, audit, binaries, trainer
 from devcluster.jobs import GROUP, KINDS, VERSION
 
@@ -125,29 +134,25 @@ def main(argv: list[str] | None = None) -> int:
     )
     _contender_options(parser)
     args = parser.parse_args(argv)
-    if args.candidate and not (args.candidate / "sweeper" / "__init__.py").is_file():
-        parser.error(f"--candidate {args.candidate}: no sweeper package in it")
+    pyinstrument = _checked(parser, args)
     sizes = sorted(set(args.jobs))
     kubectl = binaries.find("kubectl")
-    pyinstrument = None
-    if args.profile:
-        pyinstrument = Path(sys.executable).parent / "pyinstrument"
-        if not pyinstrument.exists():
-            parser.error("--profile needs pyinstrument: .venv/bin/pip install -e '.[dev]'")
 
-    with ControlPlane.start() as cp:
+    uncached = ("--watch-cache=false",) if args.uncached else ()
+    with ControlPlane.start(apiserver_args=uncached) as cp:
+        reference = dt.datetime.now(dt.UTC)
         bench = _Bench(
             cp,
             kubectl,
             page_size=args.page_size,
             candidate=args.candidate,
             trainjobs=_install_trainer_crds(cp),
-            enforcement=args.enforcement.resolve() if args.enforcement else None,
+            policy=args.policy.resolve() if args.policy else None,
+            pods_at=reference if args.pods else None,
         )
         creator = fleet.Creator(cp, threads=args.threads)
         cloner = fleet.Cloner(cp)
         creator.namespaces()
-        reference = dt.datetime.now(dt.UTC)
         created = 0
         peaks: list[float] = []
         for size in sizes:
@@ -158,15 +163,19 @@ def main(argv: list[str] | None = None) -> int:
             creator.create(fleet.plan(i, reference) for i in range(created, through_api))
             cloner.clone(range(max(created, through_api), size))
             cloner.wait_until_served(size)
+            if args.pods:
+                fleet_pods.load(cp, cloner, range(created_before, size), reference, jobs=size)
             setup_s = time.monotonic() - began
             setup_requests = creator.requests - requests_before
             created = size
-            with_kubectl = args.kubectl_up_to is None or size <= args.kubectl_up_to
-            figures = bench.measure(size, args.rounds, with_kubectl=with_kubectl)
             figures = {
                 "jobs": size,
                 "trainjobs_listed": "yes" if bench.empty_lists else "no",
-                **figures,
+                **bench.measure(
+                    size,
+                    args.rounds,
+                    with_kubectl=args.kubectl_up_to is None or size <= args.kubectl_up_to,
+                ),
                 "setup_s": setup_s,
                 "setup_requests": setup_requests,
                 "setup_cloned_jobs": max(0, size - max(created_before, through_api)),
@@ -189,6 +198,20 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _checked(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Path | None:
+    """Refuse options that do not go together; the pyinstrument of ``--profile``, if asked."""
+    if args.pods and args.api_only:
+        parser.error("--pods: the pods follow the copies of the seed's jobs, not --api-only")
+    if args.candidate and not (args.candidate / "sweeper" / "__init__.py").is_file():
+        parser.error(f"--candidate {args.candidate}: no sweeper package in it")
+    if not args.profile:
+        return None
+    pyinstrument = Path(sys.executable).parent / "pyinstrument"
+    if not pyinstrument.exists():
+        parser.error("--profile needs pyinstrument: .venv/bin/pip install -e '.[dev]'")
+    return pyinstrument
+
+
 def _contender_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--policy",
@@ -196,6 +219,17 @@ def _contender_options(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="run the sweeper with --policy FILE (e.g. benchmarks/rules.yaml); the floor "
         "lists the Namespaces as it then does",
+    )
+    parser.add_argument(
+        "--pods",
+        action="store_true",
+        help=f"give every job {fleet_pods.PER_JOB} pods with GPUs (benchmarks.fleet_pods)",
+    )
+    parser.add_argument(
+        "--uncached",
+        action="store_true",
+        help="the API server serves lists from etcd, not its watch cache (which takes over "
+        "13 GB at 50,000 jobs)",
     )
     parser.add_argument(
         "--kubectl-up-to",
@@ -216,10 +250,13 @@ class _Bench:
         page_size: int,
         candidate: Path | None,
         trainjobs: bool,
-        enforcement: Path | None = None,
+        policy: Path | None = None,
+        pods_at: dt.datetime | None = None,
     ) -> None:
         self.cp = cp
-        self.enforcement = enforcement
+        # The fleet's reference time when its jobs have pods, else None.
+        self.pods_at = pods_at
+        self.policy = policy
         self.kubectl = kubectl
         self.page_size = page_size
         self.candidate = candidate
@@ -246,7 +283,7 @@ class _Bench:
             self.resources.append(f"{TRAINER_GROUP_VERSION}/trainjobs")
             self.discovery.append(f"/apis/{TRAINER_GROUP_VERSION}")
             self.empty_lists = 1
-        if enforcement is not None:
+        if policy is not None:
             # The sweeper reads the Namespaces' labels once, after discovery (limit 500).
             self.discovery.append("/api/v1/namespaces?limit=500")
 
@@ -262,7 +299,7 @@ class _Bench:
             # Generous: a neighbour's burst of load must not turn a slow pass into exit 5.
             "--timeout",
             "600",
-            *(["--policy", str(self.enforcement)] if self.enforcement else []),
+            *(["--policy", str(self.policy)] if self.policy else []),
         ]
 
     def kubectl_argv(self, resource: str) -> list[str]:
@@ -344,7 +381,7 @@ class _Bench:
         )
 
     def check_report(self, size: int) -> None:
-        """The pass saw every job and planned a touch for exactly the overdue ones."""
+        """The pass saw every job, planned a touch for exactly the overdue ones, found the held."""
         document = json.loads(self.report.read_text(encoding="utf-8"))
         summary = document["summary"]
         overdue = sum(1 for i in range(size) if fleet.is_overdue(i))
@@ -352,6 +389,12 @@ class _Bench:
             raise RuntimeError(
                 f"unexpected sweeper report for {size} jobs ({overdue} overdue): {summary}"
             )
+        if self.pods_at is not None:
+            planned = (fleet_pods.stored(i, self.pods_at) for i in range(size))
+            held = fleet_pods.expected_held(planned, self.pods_at)
+            found = fleet_pods.reported_held(document)
+            if found != held:
+                raise RuntimeError(f"held: {found}, the fleet's pods say {held}")
 
     def warm_up(self, size: int, contenders: list[str], *, with_kubectl: bool) -> None:
         """The unmeasured round, checked: the reports, and the floor's requests.
@@ -362,8 +405,9 @@ class _Bench:
         """
         sent: list[str] = []
         for name in contenders:
-            _, made = self.sweep(candidate=name == "candidate")
+            run, made = self.sweep(candidate=name == "candidate")
             self.check_report(size)
+            measure.print_figures({f"warm_up_{name}_peak_rss_mb": run.peak_rss_mb})
             sent = made.paths if name == "sweeper" else sent
         _, floor_made, _ = self.floor()
         if floor_made.paths != sent:
@@ -438,10 +482,10 @@ class _Bench:
             {
                 "floor_list_requests": _counts({r[0] for r in requests["floor"]}),
                 "floor_discovery_requests": _counts({r[1] for r in requests["floor"]}),
-                # The pass's one pod list: one page, the fleet has no pod.
+                # The pass's one pod list, pages of 500 (one empty page without pods).
                 "list_requests_expected": fleet.expected_list_requests(size, self.page_size)
                 + self.empty_lists
-                + 1,
+                + (math.ceil(size * fleet_pods.PER_JOB / 500) if self.pods_at else 1),
             }
         )
         figures["rounds"] = rounds

@@ -83,9 +83,12 @@ class ControlPlane(AdminClient, processes.StopsOnExit):
         processes: The running child processes, in start order.
     """
 
-    def __init__(self, workdir: Path, node: NodeOptions | None = None) -> None:
+    def __init__(
+        self, workdir: Path, node: NodeOptions | None = None, apiserver_args: tuple[str, ...] = ()
+    ) -> None:
         super().__init__(workdir, pki.CertificateAuthority())
         self.node = node
+        self._apiserver_args = apiserver_args
         self.port = 0
         self.kubeconfig = workdir / "kubeconfig"
         self.timings: dict[str, float] = {}
@@ -98,13 +101,19 @@ class ControlPlane(AdminClient, processes.StopsOnExit):
     # --- lifecycle ----------------------------------------------------------------------------
 
     @classmethod
-    def start(cls, crds: bool = True, node: NodeOptions | None = None) -> ControlPlane:
+    def start(
+        cls,
+        crds: bool = True,
+        node: NodeOptions | None = None,
+        apiserver_args: tuple[str, ...] = (),
+    ) -> ControlPlane:
         """Start etcd and kube-apiserver, wait until they serve, and install the CRDs.
 
         Args:
             crds: Install the six Training Operator CRDs and wait until they are established.
             node: Settings for a control plane that a real node joins (``devcluster.node``);
                 None for the API server alone.
+            apiserver_args: Further kube-apiserver flags (a benchmark's ``--watch-cache-sizes``).
 
         Returns:
             The running control plane; stop it with ``stop()`` or use it as a context manager.
@@ -116,7 +125,7 @@ class ControlPlane(AdminClient, processes.StopsOnExit):
         etcd_bin = binaries.find("etcd")
         apiserver_bin = binaries.find("kube-apiserver")
         crd_files = operator_crds.crd_files() if crds else []
-        cp = cls(Path(tempfile.mkdtemp(prefix="devcluster-")), node)
+        cp = cls(Path(tempfile.mkdtemp(prefix="devcluster-")), node, apiserver_args)
         with processes.starting(
             "control plane", cp.timings, tails=cp._log_tails, stop=cp.stop, error=ControlPlaneError
         ) as mark:
@@ -334,6 +343,7 @@ class ControlPlane(AdminClient, processes.StopsOnExit):
                 # soak lost the first part of its audit log, and once its report, to it).
                 "--audit-log-maxsize=0",
                 "--profiling=false",
+                *self._apiserver_args,
             ]
 
         def ready(port: int, _unused: int) -> bool:

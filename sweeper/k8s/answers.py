@@ -13,6 +13,7 @@ may not have reached it.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from http import HTTPStatus
 from typing import Any
 
@@ -21,10 +22,12 @@ from sweeper.k8s import decode
 from sweeper.k8s.transport import Response, one_line
 
 
-def decoded(response: Response, ref: RequestRef) -> dict[str, Any]:
-    """The JSON object of a successful answer; ``ApiError`` if it is none."""
+def decoded(
+    response: Response, ref: RequestRef, loads: Callable[[bytes], Any] = json.loads
+) -> dict[str, Any]:
+    """The JSON object of a successful answer, read by ``loads``; ``ApiError`` if it is none."""
     try:
-        document = json.loads(response.data)
+        document = loads(response.data)
     except (ValueError, RecursionError) as error:
         raise undecodable(ref, response, error) from error
     if not isinstance(document, dict):
@@ -52,10 +55,12 @@ def entries(response: Response, ref: RequestRef, key: str) -> list[Any]:
     return found
 
 
-def list_page(response: Response, ref: RequestRef) -> tuple[list[Any], str | None, str | None]:
-    """The items, continue token and resourceVersion of a List answer; ``ApiError`` if none."""
+def list_page(
+    response: Response, ref: RequestRef, loads: Callable[[bytes], Any] = json.loads
+) -> tuple[list[Any], str | None, str | None]:
+    """A List answer's items, continue token and resourceVersion (read by ``loads``)."""
     try:
-        return decode.list_parts(decoded(response, ref))
+        return decode.list_parts(decoded(response, ref, loads))
     except decode.NotAList as error:
         raise undecodable(ref, response, error) from error
 

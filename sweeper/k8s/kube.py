@@ -204,7 +204,7 @@ class KubeCluster(_WatchRequests):
             query = _list_query(500, selector, token)
             response = self._transport.request("GET", path, ref, query=query)
             date = parse_http_date(response.date)
-            items, token, version = answers.list_page(response, ref)
+            items, token, version = answers.list_page(response, ref, decode.loads(resource))
             del response  # the raw bytes are as big as the page; drop them before yielding
             yield Page(items, date, version)
             items.clear()

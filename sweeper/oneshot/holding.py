@@ -210,15 +210,3 @@ def write_json(stream: TextIO, jobs: Iterable[Held]) -> None:
     stream.write(', "held": [')
     stream.write(("\n    " + ",\n    ".join(lines) + "\n  ") if lines else "")
     stream.write("]")
-
-
-def counts(found: Found) -> dict[str, dict[str, int]]:
-    """The JSON summary's ``held``: jobs, pods and GPUs by state."""
-    return {
-        state.value: {
-            "jobs": sum(1 for held in found.jobs if held.state is state),
-            "pods": found.pods(state),
-            "gpus": found.gpus(state),
-        }
-        for state in HeldState
-    }

@@ -170,13 +170,17 @@ def test_job_views_are_the_reference_views_of_each_page(
 
 def test_all_namespaces_and_core_lists_collect_every_page() -> None:
     sweeper_cluster, send = cluster(
-        ok({"items": [{"p": 1}], "metadata": {"continue": "c"}}),
-        ok({"items": [{"p": 2}]}),
+        ok({"items": [{"metadata": {"name": "p1"}}], "metadata": {"continue": "c"}}),
+        ok({"items": [{"metadata": {"name": "p2", "labels": {}}}]}),
         ok({"items": [{"s": 1}]}),
         ok({"items": []}),
     )
 
-    assert list_all(sweeper_cluster, PODS, "a", "job=train") == [{"p": 1}, {"p": 2}]
+    # Pods are read for their views alone (sweeper.k8s.decode.decode_pods): no labels.
+    assert list_all(sweeper_cluster, PODS, "a", "job=train") == [
+        {"metadata": {"name": "p1"}},
+        {"metadata": {"name": "p2"}},
+    ]
     assert list_all(sweeper_cluster, SERVICES, "a", "job=train") == [{"s": 1}]
     assert next(sweeper_cluster.list_job_views(PYTORCH, None, None, 500)).jobs == []
     assert [s.path.split("?")[0] for s in send.sent] == [
