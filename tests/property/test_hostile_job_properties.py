@@ -220,10 +220,13 @@ def _as_is(value: Any, _original: Any) -> Any:
     return value  # read, never malformed: whatever it holds, the twin holds too
 
 
-def _touched(value: Any, _original: Any) -> Any:
+def _instant(value: Any, _original: Any) -> Any:
     moment = instant(value)
-    # A garbled touch is no touch: the next touch rewrites it.
     return _ABSENT if moment is None else moment.isoformat().replace("+00:00", "Z")
+
+
+# A garbled touch is no touch (the next touch rewrites it); a garbled transition, no instant.
+_touched = _instant
 
 
 def _exclude(value: Any, _original: Any) -> Any:
@@ -361,7 +364,8 @@ def _fields(specs: str, *, legacy: bool, conditions: bool) -> tuple[Field, ...]:
             ),
             Field(("status", "conditions", 0, "message"), hostile_json, _message),
             Field(("status", "conditions", 0, "reason"), hostile_json, _ignored),
-            Field(("status", "conditions", 0, "lastTransitionTime"), time_values, _ignored),
+            # Read now: when the job finished (the held GPUs' grace counts from it).
+            Field(("status", "conditions", 0, "lastTransitionTime"), time_values, _instant),
             Field(("status", "conditions", 0, "lastUpdateTime"), time_values, _ignored),
         ]
     return tuple(found)
