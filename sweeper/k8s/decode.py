@@ -301,7 +301,10 @@ class _PodSpec(TypedDict, total=False):
 
 class _PodMetadata(TypedDict, total=False):
     name: Any
+    namespace: Any
     uid: Any
+    labels: Any  # a TrainJob's pods are found by their JobSet's label
+    creationTimestamp: Any
     ownerReferences: Any
     deletionTimestamp: Any
 

@@ -355,6 +355,8 @@ def events_on(cp: ControlPlane, namespace: str, obj: Obj) -> list[str]:
     found: list[Obj] = cp.request(
         "GET", f"/api/v1/namespaces/{namespace}/events?fieldSelector={selector}"
     )["items"]
+    # A list comes in name order; etcd's revision at creation orders them in time.
+    found.sort(key=lambda event: int(event["metadata"]["resourceVersion"]))
     return [event["reason"] for event in found if event.get("reportingComponent") == SWEEPER]
 
 

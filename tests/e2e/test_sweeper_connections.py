@@ -44,7 +44,9 @@ def open_sockets() -> set[str]:
 @pytest.mark.parametrize(
     "config",
     [
-        pytest.param({"policy": Enforcement(action=ActionMode.FAIL)}, id="one-pass-with-writes"),
+        pytest.param(
+            {"enforcement": Enforcement(action=ActionMode.FAIL)}, id="one-pass-with-writes"
+        ),
         pytest.param({"every": 0.2, "for_seconds": 0.5}, id="repeated-passes"),
         pytest.param({"dry_run": DryRun.CLIENT}, id="dry-run"),
     ],

@@ -28,6 +28,7 @@ def pod(**changes: Any) -> dict[str, Any]:
             "name": "train-worker-0",
             "namespace": "team-a",
             "uid": "0f0e0d0c-0000-4000-8000-000000000001",
+            "creationTimestamp": "2025-12-31T23:59:00Z",
             "labels": {"training.kubeflow.org/job-name": "train"},
             "ownerReferences": [
                 {"kind": "Other", "uid": "not-the-controller"},
@@ -108,7 +109,10 @@ def views(document: Any) -> list[Any]:
     seen = []
     for raw in document["items"]:
         owned = parse_owned(raw)
-        seen.append((owned, owned and parse_pod_load(raw, owned, PATTERNS)))
+        # A pass also finds a TrainJob's pods by namespace and label (oneshot.holding).
+        meta = raw.get("metadata") if isinstance(raw, dict) else None
+        named = (meta.get("namespace"), meta.get("labels")) if isinstance(meta, dict) else None
+        seen.append((owned, owned and parse_pod_load(raw, owned, PATTERNS), named))
     return seen
 
 
