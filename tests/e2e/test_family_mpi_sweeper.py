@@ -260,6 +260,9 @@ def test_an_mpijob_whose_launcher_fails_keeps_its_workers_reported_then_freed_un
 
     rules = tmp_path / "rules.yaml"
     rules.write_text("rules:\n  - {name: gpu-tenants, reclaimFailedAfter: 1s}\n")
+    # The rule counts from the Failed condition's second: let that second and the next pass.
+    ended = parse_stamp((families.condition(failed, "Failed") or {})["lastTransitionTime"])
+    sleep_until(ended + dt.timedelta(seconds=2))
     dry = family_sweep("-n", namespace, "--policy", str(rules), "--dry-run", "-o", "wide")
     assert (dry.result.returncode, families.writes(dry.requests)) == (0, []), dry.explain()
     row = next(line for line in dry.result.stdout.splitlines() if " crash " in line)

@@ -176,10 +176,10 @@ def test_all_namespaces_and_core_lists_collect_every_page() -> None:
         ok({"items": []}),
     )
 
-    # Pods are read for their views alone (sweeper.k8s.decode.decode_pods): no labels.
+    # Pods are read for what their views and a pass read (sweeper.k8s.decode.decode_pods).
     assert list_all(sweeper_cluster, PODS, "a", "job=train") == [
         {"metadata": {"name": "p1"}},
-        {"metadata": {"name": "p2"}},
+        {"metadata": {"name": "p2", "labels": {}}},
     ]
     assert list_all(sweeper_cluster, SERVICES, "a", "job=train") == [{"s": 1}]
     assert next(sweeper_cluster.list_job_views(PYTORCH, None, None, 500)).jobs == []
