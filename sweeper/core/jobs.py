@@ -361,10 +361,11 @@ def last_touch(annotations: Mapping[str, object]) -> datetime | None:
 
 def parse_owned(raw: object) -> Owned | None:
     """The view of a listed object; ``None`` (never deleted) without a usable name and uid."""
-    if not isinstance(raw, Mapping):
+    # Run for every pod of the fleet, so JSON's own types are checked (a dict, not a Mapping).
+    if not isinstance(raw, dict):
         return None
     meta = raw.get("metadata")
-    if not isinstance(meta, Mapping):
+    if not isinstance(meta, dict):
         return None
     name, uid = meta.get("name"), meta.get("uid")
     if not isinstance(name, str) or not isinstance(uid, str) or not name or not uid:
@@ -373,12 +374,12 @@ def parse_owned(raw: object) -> Owned | None:
     refs = meta.get("ownerReferences")
     if isinstance(refs, list):
         for ref in refs:
-            if isinstance(ref, Mapping) and ref.get("controller") is True:
+            if isinstance(ref, dict) and ref.get("controller") is True:
                 ref_uid = ref.get("uid")
                 controller_uid = ref_uid if isinstance(ref_uid, str) else None
                 break
     status = raw.get("status")
-    phase = status.get("phase") if isinstance(status, Mapping) else None
+    phase = status.get("phase") if isinstance(status, dict) else None
     return Owned(
         name=name,
         uid=uid,

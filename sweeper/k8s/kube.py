@@ -206,8 +206,9 @@ class KubeCluster(_WatchRequests):
             date = parse_http_date(response.date)
             items, token, version = answers.list_page(response, ref, decode.loads(resource))
             del response  # the raw bytes are as big as the page; drop them before yielding
+            # Not cleared after the yield: read ahead, the next page is read while the caller
+            # still reads this one (sweeper.k8s.readahead).
             yield Page(items, date, version)
-            items.clear()
             if not token:
                 return
 

@@ -1,7 +1,7 @@
 """A pass's listing: discover, list every job page by page, judge each page, the pass's instant.
 
 The lists (one per kind and namespace) are read ahead on two threads
-(``sweeper.oneshot.readahead``); ``now`` is taken once, from the first page's ``Date``; each
+(``sweeper.k8s.readahead``); ``now`` is taken once, from the first page's ``Date``; each
 page's jobs are judged as they come (a skip is final there: only what the report prints of it
 is kept, ``sweeper.oneshot.ledger.Ledger``). What is left for the plan is the actions.
 """
@@ -26,16 +26,17 @@ from sweeper.core.platform import PlatformView
 from sweeper.core.scope import RunScope
 from sweeper.core.tally import held_reason
 from sweeper.core.warn import DeadlineWarning, warning_due
+from sweeper.k8s import readahead
 from sweeper.k8s.cluster import Cluster, JobPage, ServedKind
 from sweeper.logs import job_fields
-from sweeper.oneshot import holding, misconfig, namespaces, readahead, report
+from sweeper.oneshot import holding, misconfig, namespaces, report
 from sweeper.oneshot.ledger import Ledger
 from sweeper.stop import Stop
 
 log = logging.getLogger(__name__)
 
 # Lists read at once, and pages (of every list together) that may wait for the pass
-# (sweeper.oneshot.readahead): two readers keep the API server busy while this process decodes
+# (sweeper.k8s.readahead): two readers keep the API server busy while this process decodes
 # and judges (a third measured no better), and eight pages let a reader go on into the next list
 # while the pass is on another, at some 200 KB of views a page of 500 (docs/benchmarks.md).
 _READERS = 2

@@ -184,7 +184,7 @@ def test_an_expired_continue_token_restarts_that_list_once() -> None:
 
 def test_lists_read_ahead_keep_the_listing_order_and_max_actions_ranks_across_them() -> None:
     # Several kinds and namespaces, pages of two: the lists are read on reader threads
-    # (sweeper.oneshot.readahead) and each judged when complete, yet the report is in listing order
+    # (sweeper.k8s.readahead) and each judged when complete, yet the report is in listing order
     # and --max-actions still ranks every action of the pass together.
     overdue_by = {"p1": 10, "p2": 500, "p3": 30, "t1": 400, "t2": 20, "t3": 300}
     raws = [

@@ -1,4 +1,4 @@
-"""sweeper.oneshot.readahead.ReadAhead: order, errors in place, bounded memory, cancellation."""
+"""sweeper.k8s.readahead.ReadAhead: order, errors in place, bounded memory, cancellation."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from sweeper.oneshot.readahead import ReadAhead
+from sweeper.k8s.readahead import ReadAhead
 
 WAIT_S = 10.0
 
